@@ -1,0 +1,91 @@
+"""Command line: run the DataParallel tutorial, print its log, write the trace files.
+
+    python -m dpviz --batch-size 30 --data-size 100 --gpus 8 --trace run.json --chrome-trace run.perfetto.json
+
+A bad value prints one line on stderr and exits with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, NoReturn, Sequence
+
+from . import chrome_trace, trace_json
+from .config import BACKENDS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, ConfigError, RunConfig, parse_setting
+from .recorder import record
+from .tutorial_log import tutorial_log
+
+DEFAULTS = RunConfig()
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, no usage block: the message says it all
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _setting(name: str) -> Callable[[str], object]:
+    def parse(text: str) -> object:
+        try:
+            return parse_setting(name, text)
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
+
+
+def _limits(name: str) -> str:
+    low, high = LIMITS[name]
+    return f"{low:,} to {high:,}; default {getattr(DEFAULTS, name)}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m dpviz",
+        description="Run PyTorch's DataParallel tutorial (nn.Linear under nn.DataParallel on random data), print the "
+        "sizes each replica saw as the tutorial does, and record the run as a trace. Without enough GPUs the "
+        "devices are simulated by CPU threads that follow DataParallel's rules exactly.",
+        epilog=f"Limits: at most {MAX_BATCHES:,} batches per run and data_size x input_size at most "
+        f"{MAX_DATASET_ELEMENTS:,} numbers. Exit status 2 means a bad option.",
+    )
+    add = parser.add_argument
+    add("--batch-size", type=_setting("batch_size"), default=DEFAULTS.batch_size, help=f"rows per batch ({_limits('batch_size')})")
+    add("--data-size", type=_setting("data_size"), default=DEFAULTS.data_size, help=f"rows in the random dataset ({_limits('data_size')})")
+    add("--gpus", type=_setting("gpus"), default=DEFAULTS.gpus, help=f"devices to spread each batch over ({_limits('gpus')})")
+    add("--input-size", type=_setting("input_size"), default=DEFAULTS.input_size, help=f"features per row ({_limits('input_size')})")
+    add("--output-size", type=_setting("output_size"), default=DEFAULTS.output_size, help=f"outputs per row ({_limits('output_size')})")
+    add("--seed", type=_setting("seed"), default=DEFAULTS.seed, help=f"seed for data, weights and order ({_limits('seed')})")
+    add("--no-shuffle", action="store_true", help="keep the dataset order (the tutorial shuffles)")
+    add("--backend", choices=BACKENDS, default=DEFAULTS.backend,
+        help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at least --gpus GPUs and --gpus >= 2")
+    add("--trace", type=Path, metavar="FILE", help="write the trace as JSON (open it in the app)")
+    add("--chrome-trace", type=Path, metavar="FILE", help="write a Chrome Trace Event file for Perfetto / chrome://tracing")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for path in (args.trace, args.chrome_trace):
+        if path is not None and not path.parent.is_dir():
+            parser.error(f"cannot write {path}: folder {path.parent} does not exist.")
+    try:
+        config = RunConfig(
+            input_size=args.input_size, output_size=args.output_size, batch_size=args.batch_size,
+            data_size=args.data_size, gpus=args.gpus, shuffle=not args.no_shuffle, seed=args.seed, backend=args.backend,
+        )
+        trace = record(config)
+    except ConfigError as error:
+        parser.error(str(error))
+    sys.stdout.write(tutorial_log(trace))
+    for path, text in ((args.trace, trace_json.dumps(trace)), (args.chrome_trace, chrome_trace.dumps(trace))):
+        if path is not None:
+            try:
+                path.write_text(text)
+            except OSError as error:
+                parser.error(f"cannot write {path}: {error.strerror}.")
+    kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
+    batches = len(trace.batches)
+    print(f"dpviz: {batches} batch{'es' if batches != 1 else ''} on {config.gpus} {kind} in {trace.duration:.3f} s.", file=sys.stderr)
+    return 0

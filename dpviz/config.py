@@ -1,0 +1,113 @@
+"""RunConfig: the validated settings of one run of the DataParallel tutorial.
+
+Every value from a widget, a URL, a flag or a file passes through `RunConfig.validated` (or
+`parse_config`) once; past that point the rest of dpviz trusts it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+BACKENDS = ("auto", "cuda", "simulated")
+
+# (minimum, maximum) for every integer setting. The bounds keep a run small enough for a hosted
+# page with 690 MB of memory while covering real use: a million rows, sixteen devices.
+LIMITS: dict[str, tuple[int, int]] = {
+    "input_size": (1, 1024),
+    "output_size": (1, 1024),
+    "batch_size": (1, 1_000_000),
+    "data_size": (1, 1_000_000),
+    "gpus": (1, 16),
+    "seed": (0, 2**32 - 1),
+}
+# One DataParallel call per batch: beyond this the run takes minutes, so ask for a bigger batch.
+MAX_BATCHES = 20_000
+# data_size * input_size floats held in memory at once (64 MiB of float32).
+MAX_DATASET_ELEMENTS = 16 * 1024 * 1024
+
+
+class ConfigError(ValueError):
+    """A setting is out of range; the message is one sentence naming the value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What to run: the tutorial's parameters (defaults as published) plus device count and backend."""
+
+    input_size: int = 5
+    output_size: int = 2
+    batch_size: int = 30
+    data_size: int = 100
+    gpus: int = 2
+    shuffle: bool = True
+    seed: int = 0
+    backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name, (low, high) in LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be a whole number, got {value!r}.")
+            if not low <= value <= high:
+                raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value:,}.")
+        if not isinstance(self.shuffle, bool):
+            raise ConfigError(f"shuffle must be true or false, got {self.shuffle!r}.")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}.")
+        if self.num_batches > MAX_BATCHES:
+            raise ConfigError(
+                f"data_size {self.data_size:,} with batch_size {self.batch_size:,} makes "
+                f"{self.num_batches:,} batches; dpviz runs at most {MAX_BATCHES:,}, so raise the batch size."
+            )
+        if self.data_size * self.input_size > MAX_DATASET_ELEMENTS:
+            raise ConfigError(
+                f"data_size {self.data_size:,} times input_size {self.input_size:,} is "
+                f"{self.data_size * self.input_size:,} numbers; the limit is {MAX_DATASET_ELEMENTS:,}."
+            )
+
+    @property
+    def num_batches(self) -> int:
+        return -(-self.data_size // self.batch_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "RunConfig":
+        """Build from already-typed values (a trace file); unknown keys are an error."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown setting {unknown[0]!r}; known settings are {', '.join(sorted(known))}.")
+        return cls(**values)
+
+
+def parse_int(name: str, text: str) -> int:
+    """Parse one integer setting from text (a flag or a URL), naming it in the error."""
+    try:
+        return int(str(text).strip().replace("_", ""), 10)
+    except ValueError:
+        low, high = LIMITS[name]
+        raise ConfigError(f"{name} must be a whole number between {low:,} and {high:,}, got {text!r}.") from None
+
+
+def parse_bool(name: str, text: str) -> bool:
+    """Parse true/false from text as a URL or a form would write it."""
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be true or false, got {text!r}.")
+
+
+def parse_setting(name: str, text: str) -> Any:
+    """Parse one setting from its text form; the single place that knows each setting's type."""
+    if name in LIMITS:
+        return parse_int(name, text)
+    if name == "shuffle":
+        return parse_bool(name, text)
+    if name == "backend":
+        return str(text).strip().lower()
+    raise ConfigError(f"unknown setting {name!r}.")

@@ -1,0 +1,111 @@
+"""Trace: what one run did, as plain data. The contract between the recorder and every view.
+
+A trace is lanes (devices now; DDP ranks later) crossed with timed spans (a phase of one batch on one
+lane, or on the host when lane is None), plus per-batch facts. New phases (backward, reduce, step) and
+new per-lane measurements are new span phases or new fields, not a new shape.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .config import RunConfig
+
+SCHEMA_VERSION = 1
+# Phases of the whole DataParallel call, timed on the host thread (lane None).
+HOST_PHASES = ("scatter", "replicate", "apply", "gather")
+# Phases that run on one device.
+DEVICE_PHASES = ("forward",)
+PHASES = HOST_PHASES + DEVICE_PHASES
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A device DataParallel could use: its index in device_ids order and a human name."""
+
+    id: int
+    name: str
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch from the DataLoader: the dataset rows it holds, in order, and what went in and out."""
+
+    index: int
+    sample_ids: list[int]
+    input_shape: list[int]
+    output_shape: list[int]
+
+    @property
+    def rows(self) -> int:
+        return len(self.sample_ids)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A timed piece of work. Times are seconds since the run began.
+
+    Forward spans are replicas: `replica` is the index in the scattered inputs, `row_offset` and `rows`
+    the slice of the batch it received, `order` when it finished among its batch's replicas (0 first)
+    and `thread` the name of the thread that ran it.
+    """
+
+    phase: str
+    batch: int
+    start: float
+    end: float
+    lane: int | None = None
+    replica: int | None = None
+    row_offset: int = 0
+    rows: int = 0
+    input_shape: list[int] | None = None
+    output_shape: list[int] | None = None
+    thread: str | None = None
+    order: int | None = None
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A recorded run: its settings, which backend ran it, its lanes, batches and spans."""
+
+    config: RunConfig
+    backend: str  # "cuda" (real nn.DataParallel) or "simulated" (SimulatedDataParallel)
+    torch_version: str
+    machine_gpus: int  # CUDA devices the recording machine had
+    output_device: int
+    lanes: list[Lane]
+    batches: list[Batch]
+    spans: list[Span] = field(default_factory=list)
+    version: int = SCHEMA_VERSION
+
+    @property
+    def simulated(self) -> bool:
+        return self.backend == "simulated"
+
+    @cached_property
+    def _spans_by_batch(self) -> dict[int, list[Span]]:
+        by_batch: dict[int, list[Span]] = {b.index: [] for b in self.batches}
+        for span in self.spans:
+            by_batch[span.batch].append(span)
+        return by_batch
+
+    def replicas(self, batch: int) -> list[Span]:
+        """The forward spans of one batch, in replica (device_ids) order."""
+        forwards = [s for s in self._spans_by_batch[batch] if s.phase == "forward"]
+        return sorted(forwards, key=lambda s: -1 if s.replica is None else s.replica)
+
+    def host_spans(self, batch: int) -> dict[str, Span]:
+        """The host phases of one batch by name (absent ones, e.g. for a single device, are missing)."""
+        return {s.phase: s for s in self._spans_by_batch[batch] if s.lane is None}
+
+    def sample_ids(self, span: Span) -> list[int]:
+        """The dataset rows a span handled."""
+        return self.batches[span.batch].sample_ids[span.row_offset : span.row_offset + span.rows]
+
+    @property
+    def duration(self) -> float:
+        return max((s.end for s in self.spans), default=0.0)

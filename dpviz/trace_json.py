@@ -1,0 +1,190 @@
+"""Traces to and from JSON. Loading checks everything: a file may come from anyone.
+
+`loads` rejects malformed JSON, unknown schema versions and inconsistent content with a TraceError
+whose message is one sentence naming what is wrong. Nothing is ever unpickled or executed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from .config import ConfigError, RunConfig
+from .trace import PHASES, SCHEMA_VERSION, Batch, Lane, Span, Trace
+
+MAX_TRACE_BYTES = 64 * 1024 * 1024
+BACKEND_NAMES = ("cuda", "simulated")
+
+
+class TraceError(ValueError):
+    """A trace file is unreadable or inconsistent; the message says what and where."""
+
+
+def to_dict(trace: Trace) -> dict[str, Any]:
+    return {
+        "format": "dpviz-trace",
+        "version": trace.version,
+        "backend": trace.backend,
+        "torch_version": trace.torch_version,
+        "machine_gpus": trace.machine_gpus,
+        "output_device": trace.output_device,
+        "config": trace.config.to_dict(),
+        "lanes": [dataclasses.asdict(lane) for lane in trace.lanes],
+        "batches": [dataclasses.asdict(batch) for batch in trace.batches],
+        # Spans are many: drop fields left at their defaults to keep files small.
+        "spans": [_compact(span) for span in trace.spans],
+    }
+
+
+def _compact(span: Span) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(span).items() if v is not None and not (k == "row_offset" and v == 0) and not (k == "rows" and v == 0)}
+
+
+def dumps(trace: Trace) -> str:
+    return json.dumps(to_dict(trace), separators=(",", ":"))
+
+
+def loads(text: str | bytes) -> Trace:
+    """Parse and check a trace; raise TraceError with one clear sentence if anything is off."""
+    if len(text) > MAX_TRACE_BYTES:
+        raise TraceError(f"the file is {len(text) / 2**20:.1f} MiB; traces are limited to {MAX_TRACE_BYTES // 2**20} MiB.")
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise TraceError(f"the file is not valid JSON ({error}).") from None
+    return from_dict(data)
+
+
+def from_dict(data: Any) -> Trace:
+    if not isinstance(data, dict) or data.get("format") != "dpviz-trace":
+        raise TraceError("the file is JSON but not a dpviz trace (no \"format\": \"dpviz-trace\").")
+    version = data.get("version")
+    if version != SCHEMA_VERSION:
+        raise TraceError(f"trace version {version!r} is not supported; this dpviz reads version {SCHEMA_VERSION}.")
+    try:
+        trace = _build(data)
+    except ConfigError as error:
+        raise TraceError(f"the trace's config is invalid: {error}") from None
+    except (KeyError, TypeError, ValueError) as error:
+        if isinstance(error, TraceError):
+            raise
+        raise TraceError(f"the trace is missing or has a malformed field ({_describe(error)}).") from None
+    check(trace)
+    return trace
+
+
+def _describe(error: Exception) -> str:
+    return f"field {error.args[0]!r}" if isinstance(error, KeyError) else str(error)
+
+
+def _typed(value: Any, kind: type, where: str) -> Any:
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        raise TraceError(f"{where} should be {kind.__name__}, got {type(value).__name__}.")
+    return value
+
+
+def _ints(value: Any, where: str) -> list[int]:
+    _typed(value, list, where)
+    for item in value:
+        _typed(item, int, where + " item")
+    return value
+
+
+def _build(data: dict[str, Any]) -> Trace:
+    config = RunConfig.from_dict(_typed(data["config"], dict, "config"))
+    lanes = [Lane(_typed(l["id"], int, "lane id"), _typed(l["name"], str, "lane name")) for l in _typed(data["lanes"], list, "lanes")]
+    batches = [
+        Batch(
+            index=_typed(b["index"], int, "batch index"),
+            sample_ids=_ints(b["sample_ids"], "batch sample_ids"),
+            input_shape=_ints(b["input_shape"], "batch input_shape"),
+            output_shape=_ints(b["output_shape"], "batch output_shape"),
+        )
+        for b in _typed(data["batches"], list, "batches")
+    ]
+    spans = [_span(s) for s in _typed(data["spans"], list, "spans")]
+    return Trace(
+        config=config,
+        backend=_typed(data["backend"], str, "backend"),
+        torch_version=_typed(data["torch_version"], str, "torch_version"),
+        machine_gpus=_typed(data["machine_gpus"], int, "machine_gpus"),
+        output_device=_typed(data["output_device"], int, "output_device"),
+        lanes=lanes,
+        batches=batches,
+        spans=spans,
+    )
+
+
+_SPAN_TYPES = {
+    "phase": str, "batch": int, "start": (int, float), "end": (int, float), "lane": int, "replica": int,
+    "row_offset": int, "rows": int, "input_shape": list, "output_shape": list, "thread": str, "order": int,
+}
+
+
+def _span(raw: Any) -> Span:
+    _typed(raw, dict, "span")
+    unknown = set(raw) - set(_SPAN_TYPES)
+    if unknown:
+        raise TraceError(f"span has unknown field {sorted(unknown)[0]!r}.")
+    for key, kind in _SPAN_TYPES.items():
+        if key in raw and raw[key] is not None:
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise TraceError(f"span field {key!r} has the wrong type ({type(value).__name__}).")
+    for key in ("input_shape", "output_shape"):
+        if raw.get(key) is not None:
+            _ints(raw[key], f"span {key}")
+    return Span(**raw)
+
+
+def check(trace: Trace) -> None:
+    """Raise TraceError unless the trace is internally consistent."""
+    config = trace.config
+    if trace.backend not in BACKEND_NAMES:
+        raise TraceError(f"backend must be one of {', '.join(BACKEND_NAMES)}, got {trace.backend!r}.")
+    lane_ids = [lane.id for lane in trace.lanes]
+    if lane_ids != list(range(config.gpus)):
+        raise TraceError(f"the trace has lanes {lane_ids} but its config asks for {config.gpus} devices.")
+    if trace.output_device not in lane_ids:
+        raise TraceError(f"output device {trace.output_device} is not one of the lanes {lane_ids}.")
+    if len(trace.batches) != config.num_batches:
+        raise TraceError(f"the trace has {len(trace.batches)} batches but its config makes {config.num_batches}.")
+    seen = bytearray(config.data_size)
+    for position, batch in enumerate(trace.batches):
+        if batch.index != position:
+            raise TraceError(f"batch {position} is numbered {batch.index}.")
+        if not batch.input_shape or batch.input_shape[0] != batch.rows:
+            raise TraceError(f"batch {position} holds {batch.rows} rows but its input shape is {batch.input_shape}.")
+        for sample in batch.sample_ids:
+            if not 0 <= sample < config.data_size or seen[sample]:
+                raise TraceError(f"batch {position} holds row {sample}, outside the data or already in an earlier batch.")
+            seen[sample] = 1
+    for span in trace.spans:
+        _check_span(trace, span, lane_ids)
+    for batch in trace.batches:
+        _check_replicas(trace, batch)
+
+
+def _check_span(trace: Trace, span: Span, lane_ids: list[int]) -> None:
+    where = f"a {span.phase!r} span of batch {span.batch}"
+    if span.phase not in PHASES:
+        raise TraceError(f"{where} has an unknown phase; phases are {', '.join(PHASES)}.")
+    if not 0 <= span.batch < len(trace.batches):
+        raise TraceError(f"{where} refers to a batch that is not in the trace.")
+    if not span.start <= span.end:
+        raise TraceError(f"{where} ends before it starts.")
+    if span.lane is not None and span.lane not in lane_ids:
+        raise TraceError(f"{where} runs on lane {span.lane}, which is not one of {lane_ids}.")
+    if span.phase == "forward" and (span.lane is None or span.replica is None):
+        raise TraceError(f"{where} names no lane or replica.")
+
+
+def _check_replicas(trace: Trace, batch: Batch) -> None:
+    end = 0
+    for span in trace.replicas(batch.index):
+        if span.rows < 0 or span.row_offset < end or span.row_offset + span.rows > batch.rows:
+            raise TraceError(
+                f"replica {span.replica} of batch {batch.index} claims rows {span.row_offset}..{span.row_offset + span.rows} "
+                f"of a {batch.rows}-row batch, overlapping another replica or past the end."
+            )
+        end = span.row_offset + span.rows
