@@ -1,0 +1,95 @@
+"""How much the simulation and the recording cost next to the forwards they show.
+
+    .venv/bin/python bench/bench_engine.py            # tutorial config and data size 100,000
+    .venv/bin/python bench/bench_engine.py --quick    # tutorial config only
+
+For each configuration, in this one process and on the same batches:
+  bare        a loop calling the model on each whole batch (no DataParallel)
+  bare-chunks a loop calling the model on each chunk, one after another (the replicas' forwards)
+  simulated   SimulatedDataParallel over the batches, nothing recorded
+  recorded    dpviz.record(config): the simulated run plus the hooks and timers that build the trace
+Times are the best of several repeats; ratios are against `bare`. Peak memory is the Python heap
+peak from tracemalloc (measured in a second pass, since tracing slows the run) plus the process's
+peak resident size at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
+
+from dpviz import RunConfig, SimulatedDataParallel, record, tutorial
+
+
+def _batches(config: RunConfig) -> tuple[torch.nn.Module, list[torch.Tensor]]:
+    model, loader = tutorial.build(config)
+    return model, [data for data, _ in loader]
+
+
+def cases(config: RunConfig) -> dict[str, callable]:
+    model, batches = _batches(config)
+    parallel = SimulatedDataParallel(model, device_ids=list(range(config.gpus)))
+
+    def bare():
+        for data in batches:
+            model(data)
+
+    def bare_chunks():
+        for data in batches:
+            for chunk in data.chunk(config.gpus):
+                model(chunk)
+
+    def simulated():
+        for data in batches:
+            parallel(data)
+
+    return {"bare": bare, "bare-chunks": bare_chunks, "simulated": simulated, "recorded": lambda: record(config)}
+
+
+def best_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def heap_peak(fn) -> int:
+    tracemalloc.start()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tutorial configuration only")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # the replicas' threads should not fight torch's own thread pool
+    configs = [(RunConfig(batch_size=30, data_size=100, gpus=8, backend="simulated"), 20)]
+    if not args.quick:
+        configs.append((RunConfig(batch_size=30, data_size=100_000, gpus=8, backend="simulated"), 3))
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
+    for config, repeats in configs:
+        print(f"\nbatch {config.batch_size}, data {config.data_size:,}, {config.gpus} simulated devices, "
+              f"{config.num_batches:,} batches (best of {repeats})")
+        timings = {name: best_time(fn, repeats) for name, fn in cases(config).items()}
+        peaks = {name: heap_peak(fn) for name, fn in cases(config).items()}
+        for name, seconds in timings.items():
+            print(f"  {name:<12} {seconds * 1e3:10.1f} ms  {seconds / timings['bare']:7.1f}x bare  "
+                  f"{seconds / config.num_batches * 1e6:8.0f} us/batch  heap peak {peaks[name] / 2**20:7.1f} MiB")
+        print(f"  recording adds {timings['recorded'] / timings['simulated'] - 1:+.0%} to the simulated run")
+    print(f"\nprocess peak resident size {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The real nn.DataParallel on real GPUs against SimulatedDataParallel on the same configuration.
+
+Needs at least two CUDA devices; skipped elsewhere (CI has none).
+"""
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+
+from dpviz import RunConfig, SimulatedDataParallel, record
+from dpviz.tutorial_log import tutorial_log
+
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(GPUS < 2, reason=f"needs two CUDA devices, this machine has {GPUS}")]
+
+
+@pytest.mark.parametrize("gpus,data_size,batch_size", [(2, 100, 30), (min(GPUS, 8), 100, 30), (min(GPUS, 8), 10, 10)])
+def test_real_and_simulated_traces_agree(gpus, data_size, batch_size):
+    config = dict(gpus=gpus, data_size=data_size, batch_size=batch_size, seed=3)
+    real = record(RunConfig(backend="cuda", **config))
+    simulated = record(RunConfig(backend="simulated", **config))
+    assert real.backend == "cuda" and simulated.backend == "simulated"
+    assert [b.sample_ids for b in real.batches] == [b.sample_ids for b in simulated.batches]
+    for batch in real.batches:
+        shape = lambda s: (s.lane, s.replica, s.row_offset, s.rows, s.input_shape, s.output_shape)
+        assert [shape(s) for s in real.replicas(batch.index)] == [shape(s) for s in simulated.replicas(batch.index)]
+        assert list(real.host_spans(batch.index)) == list(simulated.host_spans(batch.index))
+    log = lambda t: Counter(tutorial_log(t).splitlines()[1:])
+    assert log(real) == log(simulated)
+
+
+def test_outputs_and_gradients_match_the_real_dataparallel():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 2))
+    twin = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 2))
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(13, 5)
+    real = nn.DataParallel(model.cuda(), device_ids=list(range(min(GPUS, 6))))
+    out_real = real(x.cuda())
+    out_real.square().mean().backward()
+    out_sim = SimulatedDataParallel(twin, device_ids=list(range(min(GPUS, 6))))(x)
+    out_sim.square().mean().backward()
+    torch.testing.assert_close(out_real.cpu(), out_sim, rtol=1e-5, atol=1e-6)
+    for p_real, p_sim in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p_real.grad.cpu(), p_sim.grad, rtol=1e-5, atol=1e-6)
