@@ -1,0 +1,67 @@
+"""Settings to and from a page URL's query parameters, and fitting settings into the limits.
+
+A link must reproduce the page, and a bad link must never break it: every bad value gives one
+sentence for the page to show, and a valid value is used in its place.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .config import MAX_BATCHES, MAX_DATASET_ELEMENTS, ConfigError, RunConfig, parse_setting
+
+DEFAULTS = RunConfig()
+# Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
+PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend")
+
+
+def to_query(config: RunConfig) -> dict[str, str]:
+    """The query parameters for `config` (booleans as true/false)."""
+    values = config.to_dict()
+    return {name: str(values[name]).lower() if isinstance(values[name], bool) else str(values[name]) for name in PARAMS}
+
+
+def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
+    """Settings from query parameters; bad or unknown ones are reported and replaced."""
+    values: dict[str, Any] = {}
+    warnings: list[str] = []
+    for name, raw in params.items():
+        text = raw[-1] if isinstance(raw, list) else raw  # a repeated parameter: the last one wins
+        if name not in PARAMS:
+            warnings.append(f"The link's parameter {name!r} is not a dpviz setting and was ignored.")
+            continue
+        try:
+            value = parse_setting(name, text)
+            RunConfig(**{name: value})  # checks this one value's range on its own
+        except ConfigError as error:
+            default = getattr(DEFAULTS, name)
+            warnings.append(f"The link's {error} Using {name} = {_show(default)} instead.")
+            continue
+        values[name] = value
+    config, more = settle(values)
+    return config, warnings + more
+
+
+def settle(values: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
+    """A valid RunConfig from individually valid values, shrinking what breaks a joint limit."""
+    merged = {**DEFAULTS.to_dict(), **values}
+    warnings: list[str] = []
+    if merged["data_size"] * merged["input_size"] > MAX_DATASET_ELEMENTS:
+        fitted = MAX_DATASET_ELEMENTS // merged["input_size"]
+        warnings.append(
+            f"data_size {merged['data_size']:,} times input_size {merged['input_size']:,} exceeds "
+            f"{MAX_DATASET_ELEMENTS:,} numbers; using data_size = {fitted:,} instead."
+        )
+        merged["data_size"] = fitted
+    batches = -(-merged["data_size"] // merged["batch_size"])
+    if batches > MAX_BATCHES:
+        fitted = -(-merged["data_size"] // MAX_BATCHES)
+        warnings.append(
+            f"data_size {merged['data_size']:,} in batches of {merged['batch_size']:,} makes {batches:,} batches, "
+            f"more than the {MAX_BATCHES:,} a run may have; using batch_size = {fitted:,} instead."
+        )
+        merged["batch_size"] = fitted
+    return RunConfig(**merged), warnings
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"{value!r}" if isinstance(value, str) else f"{value:,}"

@@ -1,0 +1,31 @@
+"""Per-session runs: reruns come from memory, the store stays bounded, impossible backends fall back."""
+from dpviz import RunConfig, record
+from dpviz.session import Runs, describe_devices, runnable
+
+
+def test_same_settings_rerun_from_memory_and_the_store_is_bounded():
+    runs = Runs(capacity=2)
+    first = runs.get(RunConfig(gpus=2))
+    assert runs.get(RunConfig(gpus=2)) is first
+    runs.get(RunConfig(gpus=3))
+    runs.get(RunConfig(gpus=4))
+    assert RunConfig(gpus=2) not in runs and RunConfig(gpus=4) in runs
+
+
+def test_sessions_do_not_share_runs():
+    mine, theirs = Runs(), Runs()
+    trace = mine.get(RunConfig(gpus=5))
+    assert RunConfig(gpus=5) not in theirs
+    assert theirs.get(RunConfig(gpus=5)) is not trace
+
+
+def test_cuda_without_gpus_falls_back_to_simulated_with_a_reason():
+    config, reason = runnable(RunConfig(backend="cuda", gpus=4), available=1)
+    assert config == RunConfig(backend="simulated", gpus=4)
+    assert reason == "backend cuda needs 4 CUDA devices but this machine has 1, so simulated devices are shown instead."
+    assert runnable(RunConfig(backend="auto", gpus=4), available=0) == (RunConfig(backend="auto", gpus=4), None)
+
+
+def test_device_sentence_says_simulated_and_counts():
+    text = describe_devices(record(RunConfig(gpus=8)), machine_gpus=0)
+    assert text.startswith("Simulated devices: 8 CPU threads stand in for 8 GPUs") and "has 0 CUDA GPUs" in text

@@ -1,0 +1,47 @@
+"""Links reproduce settings; bad links give a sentence each and fall back to valid values."""
+import pytest
+
+from dpviz.config import MAX_BATCHES, RunConfig
+from dpviz.url_state import from_query, settle, to_query
+
+
+def test_a_link_round_trips_every_setting():
+    config = RunConfig(batch_size=7, data_size=333, gpus=16, input_size=9, output_size=3, shuffle=False, seed=42, backend="simulated")
+    assert from_query(to_query(config)) == (config, [])
+    assert set(to_query(config)) == {"batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend"}
+
+
+def test_missing_parameters_take_the_tutorials_defaults():
+    assert from_query({"gpus": "8"}) == (RunConfig(gpus=8), [])
+
+
+@pytest.mark.parametrize("name,text,words", [
+    ("gpus", "many", "gpus must be a whole number"),
+    ("gpus", "-2", "gpus must be between 1 and 16"),
+    ("gpus", "64", "gpus must be between 1 and 16"),
+    ("batch_size", "0", "batch_size must be between"),
+    ("shuffle", "perhaps", "shuffle must be true or false"),
+    ("backend", "tpu", "backend must be one of"),
+])
+def test_a_bad_value_is_named_and_replaced_by_the_default(name, text, words):
+    config, warnings = from_query({name: text, "seed": "5"})
+    assert config == RunConfig(seed=5)
+    (warning,) = warnings
+    assert words in warning and f"Using {name} = " in warning and "\n" not in warning
+
+
+def test_unknown_parameters_are_reported():
+    config, warnings = from_query({"gpu": "8"})
+    assert config == RunConfig() and "'gpu' is not a dpviz setting" in warnings[0]
+
+
+def test_a_repeated_parameter_uses_the_last_value():
+    assert from_query({"gpus": ["3", "5"]})[0].gpus == 5
+
+
+def test_joint_limits_shrink_the_offending_value():
+    config, warnings = settle({"data_size": 1_000_000, "batch_size": 1})
+    assert config.num_batches <= MAX_BATCHES and config.data_size == 1_000_000
+    assert "using batch_size = 50 instead" in warnings[0]
+    config, warnings = settle({"data_size": 1_000_000, "input_size": 1024, "batch_size": 1000})
+    assert config.data_size * config.input_size <= 16 * 1024 * 1024 and "using data_size" in warnings[0]
