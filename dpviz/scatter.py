@@ -1,8 +1,8 @@
 """DataParallel's scatter and gather rules, on CPU tensors that stand in for devices.
 
 A line-for-line counterpart of torch/nn/parallel/scatter_gather.py and the Scatter/Gather Functions in
-_functions.py, minus the copies between devices. tests/test_scatter.py checks every rule against
-torch's own code. Chunks and concatenations stay in autograd, so backward splits the gradient with the
+_functions.py; a chunk "moved" to another device is a CPU copy. tests/test_scatter.py checks every rule
+against torch's own code. Chunks and concatenations stay in autograd, so backward splits the gradient with the
 forward's chunk sizes, as Gather.backward does.
 """
 from __future__ import annotations
@@ -40,7 +40,12 @@ def scatter(inputs: Any, target_devices: Sequence[int], dim: int = 0) -> Any:
         if isinstance(obj, torch.Tensor):
             if obj.dim() == 0:
                 raise RuntimeError("chunk expects at least a 1-dimensional tensor")
-            return obj.chunk(len(target_devices), dim)
+            # comm.scatter copies each chunk to its own device and skips only a chunk that is already
+            # on the input's device. The batch stands on device_ids[0] here, so chunk 0 stays a view and
+            # the others are copies: in-place ops in replicas 1.. must not reach the caller's tensor or
+            # share its autograd version counter.
+            chunks = obj.chunk(len(target_devices), dim)
+            return tuple(c if i == 0 else c.clone() for i, c in enumerate(chunks))
         # zip() without strict: the shortest piece decides how many replicas run.
         if _is_namedtuple(obj):
             return [type(obj)(*args) for args in zip(*map(scatter_map, obj))]

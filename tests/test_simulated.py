@@ -1,0 +1,372 @@
+"""SimulatedDataParallel against PyTorch: a plain forward/backward of the same module is the oracle
+for values and gradients, torch.chunk for how many replicas run, and the fact sheet (§1, §5, §6)
+for threads, devices, grad mode, errors and the state that replicas lose."""
+from __future__ import annotations
+
+import copy
+import re
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from dpviz.scatter import SCALAR_GATHER_WARNING
+from dpviz.simulated import SimulatedDataParallel, current_device
+
+GRID = [(n, k) for n in (0, 1, 2, 3, 5, 8, 10, 30) for k in (1, 2, 3, 4, 8)]
+
+
+def dp(module: nn.Module, k: int = 3, **kw) -> SimulatedDataParallel:
+    return SimulatedDataParallel(module, device_ids=kw.pop("device_ids", list(range(k))), **kw)
+
+
+def chunk_rows(n: int, k: int, dim: int = 0, width: int = 5) -> list[int]:
+    """torch's own answer to how many rows each used device gets."""
+    shape = (n, width) if dim == 0 else (width, n)
+    return [c.shape[dim] for c in torch.empty(shape).chunk(k, dim)]
+
+
+class Recorder:
+    """A forward hook that records (device, input shape, thread) once per replica call."""
+
+    def __init__(self, module: nn.Module):
+        self.calls: list[tuple[int | None, tuple, threading.Thread]] = []
+        self._lock = threading.Lock()
+        module.register_forward_hook(self)
+
+    def __call__(self, module, args, output):
+        with self._lock:
+            shape = tuple(args[0].shape) if args else ()
+            self.calls.append((current_device(), shape, threading.current_thread()))
+
+
+# ---------------------------------------------------------------- values and gradients
+
+@pytest.mark.parametrize("n,k", GRID)
+def test_output_equals_plain_forward(n, k):
+    """The gathered output equals one plain forward of the same module on the whole batch."""
+    torch.manual_seed(n * 100 + k)
+    module, x = nn.Linear(5, 2), torch.randn(n, 5)
+    out = dp(module, k)(x)
+    torch.testing.assert_close(out, module(x))
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+@pytest.mark.parametrize("make", [lambda: nn.Linear(5, 2), _mlp], ids=["linear", "mlp"])
+@pytest.mark.parametrize("loss", ["sum", "mean"])
+@pytest.mark.parametrize("n,k", [(1, 3), (3, 8), (10, 3), (10, 8), (30, 2), (30, 4), (7, 1)])
+def test_gradients_equal_single_device(make, loss, n, k):
+    """Backward through gather/replicas sums replica gradients into the module's own parameters,
+    equal to a plain backward on the whole batch; the input gradient matches too (facts §8)."""
+    torch.manual_seed(n * 10 + k)
+    module = make()
+    reference = copy.deepcopy(module)
+    x = torch.randn(n, 5, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+
+    getattr(dp(module, k)(x), loss)().backward()
+    getattr(reference(x_ref), loss)().backward()
+
+    for (name, p), p_ref in zip(module.named_parameters(), reference.parameters()):
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, p_ref.grad)
+    torch.testing.assert_close(x.grad, x_ref.grad)
+
+
+# ---------------------------------------------------------------- replicas, threads, devices
+
+@pytest.mark.parametrize("n,k", GRID)
+def test_replicas_used_equals_number_of_chunks(n, k):
+    """The forward hook fires once per replica: as many as torch.chunk pieces, each with its chunk."""
+    module = nn.Linear(5, 2)
+    rec = Recorder(module)
+    dp(module, k)(torch.randn(n, 5))
+    by_device = sorted((device, shape[0]) for device, shape, _ in rec.calls)
+    assert [rows for _, rows in by_device] == chunk_rows(n, k)
+    assert [device for device, _ in by_device] == list(range(len(chunk_rows(n, k))))
+
+
+@pytest.mark.parametrize("n,k", [(9, 3), (10, 8), (2, 2)])
+def test_replicas_run_concurrently_on_their_own_threads(n, k):
+    """With more than one replica, each runs on its own thread and they overlap in time (facts §6)."""
+    replicas = len(chunk_rows(n, k))
+    barrier = threading.Barrier(replicas, timeout=10)  # breaks unless all replicas are running at once
+
+    class Meet(nn.Module):
+        def forward(self, x):
+            barrier.wait()
+            return x
+
+    rec = Recorder(module := Meet())
+    dp(module, k)(torch.randn(n, 5))
+    threads = [thread for _, _, thread in rec.calls]
+    assert len(threads) == replicas
+    assert len({id(t) for t in threads}) == replicas
+    assert threading.current_thread() not in threads
+
+
+@pytest.mark.parametrize("n,k", [(9, 1), (1, 4)])
+def test_single_replica_runs_on_calling_thread(n, k):
+    """One device is a direct call; one chunk on several devices runs inline too (no extra thread)."""
+    module = nn.Linear(5, 2)
+    rec = Recorder(module)
+    dp(module, k)(torch.randn(n, 5))
+    assert [(d, t) for d, _, t in rec.calls] == [(0, threading.current_thread())]
+
+
+def test_current_device_follows_device_ids_order():
+    """Chunk i runs on device_ids[i] (here [2, 0, 1]), yet outputs are gathered in chunk order."""
+    seen: list[tuple[int | None, list[float]]] = []
+
+    class Note(nn.Module):
+        def forward(self, x):
+            seen.append((current_device(), x[:, 0].tolist()))
+            return x * 2
+
+    device_ids = [2, 0, 1]
+    x = torch.arange(10.0).unsqueeze(1)
+    out = dp(Note(), device_ids=device_ids)(x)
+    expected = {device: chunk[:, 0].tolist() for device, chunk in zip(device_ids, x.chunk(3))}
+    assert dict(seen) == expected and len(seen) == 3
+    assert torch.equal(out, x * 2)
+    assert current_device() is None
+
+
+def test_no_inputs_runs_one_replica_on_first_device():
+    """forward() with no arguments at all runs a single replica, on device_ids[0] (facts §1 step 5)."""
+
+    class NoArgs(nn.Module):
+        def forward(self):
+            return torch.full((2,), float(current_device()))
+
+    rec = Recorder(module := NoArgs())
+    out = dp(module, device_ids=[2, 0, 1])()
+    assert [(d, s) for d, s, _ in rec.calls] == [(2, ())]
+    assert torch.equal(out, torch.full((2,), 2.0))
+
+
+def test_grad_mode_is_carried_into_replica_threads():
+    """Replica threads see the caller's grad mode; under no_grad the output has no grad_fn."""
+    seen: list[bool] = []
+
+    class Probe(nn.Linear):
+        def forward(self, x):
+            seen.append(torch.is_grad_enabled())
+            return super().forward(x)
+
+    model = dp(Probe(5, 2), 3)
+    with torch.no_grad():
+        out = model(torch.randn(9, 5))
+    assert seen == [False] * 3
+    assert out.grad_fn is None and not out.requires_grad
+
+    seen.clear()
+    out = model(torch.randn(9, 5))
+    assert seen == [True] * 3
+    assert out.grad_fn is not None
+
+
+def test_autocast_flag_is_carried_into_replica_threads():
+    """Autocast state is thread-local; parallel_apply re-enters it in each replica (CPU stands in
+    for the accelerator here)."""
+    seen: list[bool] = []
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            seen.append(torch.is_autocast_enabled("cpu"))
+            return x
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        dp(Probe(), 3)(torch.randn(9, 5))
+    dp(Probe(), 3)(torch.randn(9, 5))
+    assert seen == [True] * 3 + [False] * 3
+
+
+def test_replica_parameters_are_plain_non_leaf_tensors():
+    """Replicas hold parameter copies as non-leaf plain tensors and own no Parameters (facts §5)."""
+    seen: list[tuple] = []
+
+    class Probe(nn.Linear):
+        def forward(self, x):
+            seen.append((type(self.weight), self.weight.is_leaf, len(list(self.parameters())), self is module))
+            return super().forward(x)
+
+    module = Probe(5, 2)
+    dp(module, 3)(torch.randn(9, 5))
+    assert seen == [(torch.Tensor, False, 0, False)] * 3
+
+
+# ---------------------------------------------------------------- errors
+
+@pytest.mark.parametrize("device_ids", [[0, 1, 2], [5, 3, 4]])
+def test_first_failing_replica_by_index_is_reraised(device_ids):
+    """Replica 1 fails late and replica 2 fails early: replica 1's ValueError is the one re-raised."""
+
+    class Fails(nn.Module):
+        def forward(self, x):
+            index = device_ids.index(current_device())
+            if index == 1:
+                time.sleep(0.2)
+                raise ValueError("replica one broke")
+            if index == 2:
+                raise KeyError("replica two broke")
+            return x
+
+    with pytest.raises(ValueError) as err:
+        dp(Fails(), device_ids=device_ids)(torch.randn(9, 5))
+    assert f"Caught ValueError in replica 1 on device {device_ids[1]}" in str(err.value)
+    assert "replica one broke" in str(err.value) and "replica two broke" not in str(err.value)
+
+
+def test_single_device_error_is_not_wrapped():
+    """One device is a direct call (error unwrapped); one replica of several still goes through
+    parallel_apply, which wraps it."""
+
+    class Fails(nn.Module):
+        def forward(self, x):
+            raise ValueError("plain")
+
+    with pytest.raises(ValueError) as err:
+        dp(Fails(), 1)(torch.randn(4, 5))
+    assert str(err.value) == "plain"
+    with pytest.raises(ValueError) as err:
+        dp(Fails(), device_ids=[3, 1])(torch.randn(1, 5))
+    assert "Caught ValueError in replica 0 on device 3" in str(err.value)
+
+
+class AddDelta(nn.Module):
+    def forward(self, x, delta):
+        return x + delta
+
+
+def test_kwargs_with_small_batch_leave_a_replica_without_positional_args():
+    """1 row + delta=3 on 2 devices: replica 1 gets no x and fails with Python's TypeError (facts §4)."""
+    with pytest.raises(TypeError) as plain:
+        AddDelta()(delta=3)  # what a call without the positional argument says
+    with pytest.raises(TypeError) as err:
+        dp(AddDelta(), 2)(torch.randn(1, 5), delta=3)
+    assert "Caught TypeError in replica 1 on device 1" in str(err.value)
+    assert "missing 1 required positional argument: 'x'" in str(plain.value)
+    assert str(plain.value) in str(err.value)
+
+
+def test_fewer_kwargs_pieces_than_replicas_fail_the_length_check():
+    """30-row x with a 4-row kwarg on 3 devices: parallel_apply's kwargs_tup length AssertionError."""
+    x, m = torch.randn(30, 5), torch.randn(4, 5)
+    replicas, kwargs = len(x.chunk(3)), len(m.chunk(3))
+    with pytest.raises(AssertionError) as err:
+        dp(AddDelta(), 3)(x, delta=m)
+    assert str(err.value) == f"The number of modules {replicas} is not equal to the number of kwargs_tup {kwargs}"
+
+
+# ---------------------------------------------------------------- gather of scalars
+
+class SumLoss(nn.Linear):
+    def forward(self, x):
+        return super().forward(x).sum()
+
+
+@pytest.mark.parametrize("n,k", [(10, 3), (10, 8), (1, 4)])
+def test_scalar_outputs_warn_and_gather_to_a_vector(n, k):
+    """A forward returning a scalar warns with torch's text and yields a vector of length = replicas."""
+    torch.manual_seed(0)
+    module, x = SumLoss(5, 2), torch.randn(n, 5)
+    with pytest.warns(UserWarning, match=re.escape(SCALAR_GATHER_WARNING)):
+        out = dp(module, k)(x)
+    chunks = x.chunk(k)
+    assert out.shape == (len(chunks),)
+    torch.testing.assert_close(out, torch.stack([module(c) for c in chunks]))
+
+
+def test_scalar_output_with_one_device_is_returned_as_is():
+    """One device skips gather entirely: the scalar comes back unchanged and nothing warns."""
+    module, x = SumLoss(5, 2), torch.randn(6, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = dp(module, 1)(x)
+    assert out.dim() == 0
+    torch.testing.assert_close(out, module(x))
+
+
+# ---------------------------------------------------------------- state in replicas
+
+def test_batchnorm_running_stats_come_from_chunk_zero_only():
+    """Train-mode BN: replica 0 shares buffers with the module, other replicas' updates are lost."""
+    torch.manual_seed(0)
+    bn, x = nn.BatchNorm1d(3), torch.randn(10, 3) * 3 + 1
+    only_chunk0, whole = copy.deepcopy(bn), copy.deepcopy(bn)
+    out = dp(bn, 3)(x)
+    only_chunk0(x.chunk(3)[0])
+    whole(x)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(bn, name), getattr(only_chunk0, name))
+    assert not torch.allclose(bn.running_mean, whole.running_mean)
+    # Each replica normalises with its own chunk's statistics.
+    per_chunk = torch.cat([copy.deepcopy(whole).train()(c) for c in x.chunk(3)])
+    torch.testing.assert_close(out, per_chunk)
+
+
+def test_attribute_rebinding_in_forward_is_lost():
+    """self.counter += 1 in replicas leaves the original unchanged; a shared list is mutated by all."""
+
+    class Counting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.counter, self.log = 0, []
+
+        def forward(self, x):
+            self.counter += 1
+            self.log.append(current_device())
+            return x
+
+    module = Counting()
+    dp(module, 3)(torch.randn(9, 5))
+    assert module.counter == 0
+    assert sorted(module.log) == [0, 1, 2]
+    dp(module, 1)(torch.randn(9, 5))  # one device: a direct call on the module itself
+    assert module.counter == 1
+
+
+class DoublesInput(nn.Linear):
+    def forward(self, x):
+        x.mul_(2)  # in place, on this replica's own chunk
+        return super().forward(x)
+
+
+def test_replicas_beyond_the_first_work_on_copies_of_their_chunk():
+    """comm.scatter copies each chunk to its device (facts §2): in-place ops in replicas 1.. leave the
+    caller's rows alone and don't bump a shared version counter, so backward works."""
+    for seed in range(5):  # the shared-counter failure depends on thread timing
+        torch.manual_seed(seed)
+        module, x = DoublesInput(5, 2), torch.randn(9, 5)
+        reference, before = copy.deepcopy(module), x.clone()
+        dp(module, 3)(x).sum().backward()
+        reference(before.clone()).sum().backward()
+        rows0 = len(before.chunk(3)[0])
+        assert torch.equal(x[rows0:], before[rows0:])  # chunk 0 may alias: the batch is on device_ids[0]
+        torch.testing.assert_close(module.weight.grad, reference.weight.grad)
+
+
+# ---------------------------------------------------------------- dim=1
+
+class BatchOnDim1(nn.Linear):
+    def forward(self, x):
+        return super().forward(x.transpose(0, 1)).transpose(0, 1)
+
+
+@pytest.mark.parametrize("n,k", [(10, 3), (3, 8), (30, 4), (0, 2)])
+def test_dim1_splits_and_gathers_along_dim1(n, k):
+    """dim=1 splits every input along dim 1 and concatenates the outputs along dim 1."""
+    torch.manual_seed(n + k)
+    module, x = BatchOnDim1(5, 2), torch.randn(5, n)
+    rec = Recorder(module)
+    out = dp(module, k, dim=1)(x)
+    torch.testing.assert_close(out, module(x))
+    rec.calls = [c for c in rec.calls if c[0] is not None]  # drop the plain call just above
+    assert [shape[1] for _, shape, _ in sorted(rec.calls, key=lambda c: c[0])] == chunk_rows(n, k, dim=1)
