@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--output-size", type=_setting("output_size"), default=DEFAULTS.output_size, help=f"outputs per row ({_limits('output_size')})")
     add("--seed", type=_setting("seed"), default=DEFAULTS.seed, help=f"seed for data, weights and order ({_limits('seed')})")
     add("--no-shuffle", action="store_true", help="keep the dataset order (the tutorial shuffles)")
+    add("--train", action="store_true",
+        help="after each forward, an MSE loss on the output device, backward through DataParallel and an SGD step "
+        "(the tutorial runs forward only)")
     add("--backend", choices=BACKENDS, default=DEFAULTS.backend,
         help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at least --gpus GPUs and --gpus >= 2")
     add("--trace", type=Path, metavar="FILE", help="write the trace as JSON (open it in the app)")
@@ -74,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = RunConfig(
             input_size=args.input_size, output_size=args.output_size, batch_size=args.batch_size,
             data_size=args.data_size, gpus=args.gpus, shuffle=not args.no_shuffle, seed=args.seed, backend=args.backend,
+            train=args.train,
         )
         trace = record(config)
     except ConfigError as error:

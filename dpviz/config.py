@@ -43,6 +43,7 @@ class RunConfig:
     shuffle: bool = True
     seed: int = 0
     backend: str = "auto"
+    train: bool = False  # forward only, as the tutorial; True adds loss, backward and an SGD step
 
     def __post_init__(self) -> None:
         for name, (low, high) in LIMITS.items():
@@ -51,8 +52,9 @@ class RunConfig:
                 raise ConfigError(f"{name} must be a whole number, got {value!r}.")
             if not low <= value <= high:
                 raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value:,}.")
-        if not isinstance(self.shuffle, bool):
-            raise ConfigError(f"shuffle must be true or false, got {self.shuffle!r}.")
+        for name in ("shuffle", "train"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}.")
         if self.num_batches > MAX_BATCHES:
@@ -106,7 +108,7 @@ def parse_setting(name: str, text: str) -> Any:
     """Parse one setting from its text form; the single place that knows each setting's type."""
     if name in LIMITS:
         return parse_int(name, text)
-    if name == "shuffle":
+    if name in ("shuffle", "train"):
         return parse_bool(name, text)
     if name == "backend":
         return str(text).strip().lower()

@@ -8,7 +8,6 @@ replicas' gradients into the wrapped module's own parameters, as Broadcast.backw
 from __future__ import annotations
 
 import threading
-from itertools import chain
 from typing import Any, Sequence
 
 import torch

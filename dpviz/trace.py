@@ -14,8 +14,9 @@ from .config import RunConfig
 SCHEMA_VERSION = 1
 # Phases of the whole DataParallel call, timed on the host thread (lane None).
 HOST_PHASES = ("scatter", "replicate", "apply", "gather")
-# Phases that run on one device.
-DEVICE_PHASES = ("forward",)
+# Phases that run on one device. Training adds the loss (on the output device), each replica's
+# backward, the sum of the replicas' gradients into the module's own (on device_ids[0]) and the step.
+DEVICE_PHASES = ("forward", "loss", "backward", "reduce", "step")
 PHASES = HOST_PHASES + DEVICE_PHASES
 
 
@@ -47,7 +48,8 @@ class Span:
 
     Forward spans are replicas: `replica` is the index in the scattered inputs, `row_offset` and `rows`
     the slice of the batch it received, `order` when it finished among its batch's replicas (0 first)
-    and `thread` the name of the thread that ran it.
+    and `thread` the name of the thread that ran it. A replica's backward span has the same replica,
+    and `rows` and `input_shape` of the output gradient it received from the gather's backward.
     """
 
     phase: str

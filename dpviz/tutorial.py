@@ -62,3 +62,17 @@ def build(config: RunConfig) -> tuple[Model, DataLoader]:
         collate_fn=_already_batched,
     )
     return model, loader
+
+
+LEARNING_RATE = 0.1
+MOMENTUM = 0.9  # momentum keeps one buffer per parameter: optimiser state that lives on device 0
+
+
+def training_parts(config: RunConfig, model: nn.Module) -> tuple[torch.Tensor, torch.optim.Optimizer]:
+    """For a training run: a target row for every dataset row (seeded) and an SGD optimiser.
+
+    The tutorial only runs forward; training regresses the outputs onto random targets with MSE,
+    which is enough to show the backward pass, the summed gradients and the step.
+    """
+    targets = torch.randn(config.data_size, config.output_size, generator=torch.Generator().manual_seed(config.seed + 2))
+    return targets, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)

@@ -11,7 +11,7 @@ from .config import MAX_BATCHES, MAX_DATASET_ELEMENTS, ConfigError, RunConfig, p
 
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
-PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend")
+PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train")
 
 
 def to_query(config: RunConfig) -> dict[str, str]:

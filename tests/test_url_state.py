@@ -6,9 +6,9 @@ from dpviz.url_state import from_query, settle, to_query
 
 
 def test_a_link_round_trips_every_setting():
-    config = RunConfig(batch_size=7, data_size=333, gpus=16, input_size=9, output_size=3, shuffle=False, seed=42, backend="simulated")
+    config = RunConfig(batch_size=7, data_size=333, gpus=16, input_size=9, output_size=3, shuffle=False, seed=42, backend="simulated", train=True)
     assert from_query(to_query(config)) == (config, [])
-    assert set(to_query(config)) == {"batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend"}
+    assert set(to_query(config)) == {"batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train"}
 
 
 def test_missing_parameters_take_the_tutorials_defaults():
