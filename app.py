@@ -1,0 +1,169 @@
+"""dpviz's page: pick the DataParallel tutorial's settings, run it live, see the scatter and the gather.
+
+    streamlit run app.py
+
+Layout and widgets only; running, checking and drawing live in the dpviz package.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from dpviz import chrome_trace, trace_json
+from dpviz.config import LIMITS, RunConfig
+from dpviz.explain import explain
+from dpviz.figures import (
+    flow_figure, html_report, sample_map_figure, split_figure, step_figure, timeline_figure, timeline_window,
+)
+from dpviz.figures.report import bounded_log
+from dpviz.session import Runs, describe_devices, runnable
+from dpviz.summary import key_figures
+from dpviz.trace import Trace
+from dpviz.trace_json import MAX_TRACE_BYTES, TraceError
+from dpviz.url_state import from_query, settle, to_query
+
+CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
+
+
+def apply_link_once() -> None:
+    """On a session's first run, the URL's settings become the widgets' values."""
+    if "link_applied" in st.session_state:
+        return
+    config, warnings = from_query(st.query_params.to_dict())
+    for name, value in config.to_dict().items():
+        st.session_state[name] = value
+    st.session_state.link_applied = True
+    st.session_state.link_config = config
+    st.session_state.link_warnings = warnings
+
+
+def controls() -> RunConfig:
+    """The sidebar's widgets, as a RunConfig that fits every limit."""
+    st.sidebar.header("Settings")
+    number = lambda label, name, help: st.sidebar.number_input(
+        label, min_value=LIMITS[name][0], max_value=LIMITS[name][1], step=1, key=name, help=help
+    )
+    values = {
+        "batch_size": number("Batch size", "batch_size", "Rows per batch from the DataLoader (tutorial: 30)."),
+        "data_size": number("Data size", "data_size", "Rows of random data (tutorial: 100)."),
+        "gpus": st.sidebar.slider("Number of GPUs", *LIMITS["gpus"], key="gpus",
+                                  help="Devices DataParallel spreads each batch over."),
+        "input_size": number("Input size", "input_size", "Features per row: nn.Linear's in_features (tutorial: 5)."),
+        "output_size": number("Output size", "output_size", "nn.Linear's out_features (tutorial: 2)."),
+        "shuffle": st.sidebar.toggle("Shuffle", key="shuffle", help="DataLoader(shuffle=...) (tutorial: on)."),
+        "seed": number("Seed", "seed", "Seeds the data, the weights and the shuffle: same seed, same run."),
+        "backend": st.sidebar.radio(
+            "Backend", ["auto", "cuda", "simulated"], key="backend", horizontal=True,
+            help="cuda: the real nn.DataParallel on this machine's GPUs. simulated: CPU threads that follow "
+            "DataParallel's rules. auto: cuda when there are enough GPUs.",
+        ),
+    }
+    config, warnings = settle(values)
+    for warning in warnings:
+        st.warning(warning)
+    return config
+
+
+def uploaded_trace() -> Trace | None:
+    """A trace file the visitor uploaded, checked; None (with a sentence shown) if there is none or it is bad."""
+    upload = st.sidebar.file_uploader(
+        "Explore a recorded trace (JSON)", type=["json"], max_upload_size=MAX_TRACE_BYTES // 2**20,
+        help="For example one written by `python -m dpviz --trace run.json` on a multi-GPU machine.",
+    )
+    if upload is None:
+        return None
+    try:
+        return trace_json.loads(upload.getvalue())
+    except TraceError as error:
+        st.warning(f"{upload.name} could not be used: {error} Showing the live run instead.")
+        return None
+
+
+def run(config: RunConfig) -> Trace:
+    config, reason = runnable(config)
+    if reason:
+        st.warning(reason)
+    runs: Runs = st.session_state.setdefault("runs", Runs())
+    if config in runs:
+        return runs.get(config)
+    bar = st.progress(0.0, text=f"Running {config.num_batches:,} batches ...")
+    trace = runs.get(config, lambda done, total: bar.progress(done / total, text=f"Batch {done:,} of {total:,}"))
+    bar.empty()
+    return trace
+
+
+def chart(figure, key: str) -> None:
+    st.plotly_chart(figure, width="stretch", config=CHART_CONFIG, key=key)
+
+
+def show(trace: Trace) -> None:
+    (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
+    figures = key_figures(trace)
+    for column, (label, value) in zip(st.columns(len(figures)), figures.items()):
+        column.metric(label, value)
+
+    flow, split, timeline, samples, step, log = st.tabs(
+        ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Tutorial log"]
+    )
+    with flow:
+        last = len(trace.batches) - 1
+        if st.session_state.get("flow_batch", last) > last:  # a new run may have fewer batches
+            st.session_state.flow_batch = last
+        st.session_state.setdefault("flow_batch", last)
+        batch = st.slider("Batch", 0, last, key="flow_batch") if last > 0 else 0
+        chart(flow_figure(trace, batch), "flow")
+    with split:
+        chart(split_figure(trace), "split")
+    with timeline:
+        window = timeline_window(trace)
+        first = 0
+        if len(trace.batches) > window:
+            st.session_state.setdefault("timeline_first", 0)
+            if st.session_state.timeline_first > len(trace.batches) - 1:
+                st.session_state.timeline_first = 0
+            first = st.slider(f"First batch of the window ({window:,} batches)", 0, len(trace.batches) - 1,
+                              step=window, key="timeline_first")
+        chart(timeline_figure(trace, first_batch=first), "timeline")
+    with samples:
+        chart(sample_map_figure(trace), "samples")
+    with step:
+        chart(step_figure(trace), "step")
+    with log:
+        st.code(bounded_log(trace), language=None)
+
+    st.subheader("What happened")
+    paragraphs = explain(trace)
+    half = (len(paragraphs) + 1) // 2
+    for column, part in zip(st.columns(2, gap="large"), (paragraphs[:half], paragraphs[half:])):
+        for paragraph in part:
+            column.markdown(paragraph)
+
+    st.sidebar.header("Files")
+    name = f"dpviz-{trace.backend}-{trace.config.gpus}gpus"
+    st.sidebar.download_button("Trace (JSON)", lambda: trace_json.dumps(trace), f"{name}.json", "application/json", on_click="ignore")
+    st.sidebar.download_button("Chrome trace (Perfetto)", lambda: chrome_trace.dumps(trace), f"{name}.perfetto.json", "application/json", on_click="ignore")
+    st.sidebar.download_button("HTML report", lambda: html_report(trace), f"{name}.html", "text/html", on_click="ignore")
+
+
+def main() -> None:
+    st.set_page_config(page_title="dpviz: DataParallel, visualised", layout="wide")
+    st.title("How nn.DataParallel splits a batch")
+    st.caption(
+        "PyTorch's DataParallel tutorial, live: nn.Linear wrapped in nn.DataParallel, random data, and every "
+        "row followed from the DataLoader to a device and back."
+    )
+    apply_link_once()
+    config = controls()
+    if config == st.session_state.link_config:
+        for warning in st.session_state.link_warnings:
+            st.warning(warning)
+    st.query_params.from_dict(to_query(config))
+    trace = uploaded_trace()
+    if trace is not None:
+        st.caption(f"Showing an uploaded trace, recorded with torch {trace.torch_version}; remove the file to run live.")
+    else:
+        trace = run(config)
+    show(trace)
+
+
+if __name__ == "__main__":
+    main()

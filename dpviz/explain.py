@@ -1,0 +1,211 @@
+"""Plain-language explanation of a run, derived from its trace: every number comes from what happened.
+
+    from dpviz.explain import explain
+    for paragraph in explain(trace): print(paragraph)   # short markdown paragraphs
+
+It answers the questions users bring to DataParallel (dataparallel-facts.md section 13): why a batch
+splits 4, 4, 2, why some GPUs sit idle, why GPU 0 carries more, where the time went, and whether
+the GPUs were real.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from .scatter import chunk_sizes
+from .summary import chunks_per_batch, device_list, phase_table, plural
+from .trace import Trace
+
+
+def _sizes(sizes: tuple[int, ...] | list[int]) -> str:
+    return ", ".join(str(s) for s in sizes)
+
+
+def _batches_text(batches: list[int]) -> str:
+    if len(batches) == 1:
+        return f"batch {batches[0]:,}"
+    if batches == list(range(batches[0], batches[-1] + 1)):
+        return f"batches {batches[0]:,}-{batches[-1]:,}"
+    return f"{plural(len(batches), 'batch')}"
+
+
+def _devices(trace: Trace) -> str:
+    k = len(trace.lanes)
+    if trace.simulated:
+        steps = ("scatter with `torch.chunk`, replicate, one thread per replica, gather" if k > 1
+                 else "which for one device is a plain call of the model")
+        text = (f"**Simulated GPUs.** No GPU was used: {plural(k, 'CPU thread')} stood in for "
+                f"{device_list(list(range(k)))} and ran DataParallel's own steps ({steps}). The split and the "
+                f"outputs are exactly what {plural(k, 'real GPU')} would get; the times are CPU times.")
+    else:
+        models = sorted({lane.name.split(' ', 1)[-1] for lane in trace.lanes})
+        text = f"**Real GPUs.** Recorded on {plural(k, 'CUDA device')} ({', '.join(models)}) with torch {trace.torch_version}."
+    if k == 1:
+        text += (" With a single device DataParallel does not split anything: every batch goes whole to "
+                 "GPU 0, with no replicate and no gather.")
+    return text
+
+
+def _batches(trace: Trace) -> str:
+    sizes = [b.rows for b in trace.batches]
+    counts = Counter(sizes)
+    parts = [f"{plural(n, 'batch')} of {size:,}" for size, n in sorted(counts.items(), key=lambda kv: -kv[0])]
+    text = (f"**Batches.** {plural(sum(sizes), 'row')} in batches of {trace.config.batch_size:,} "
+            f"make {plural(len(sizes), 'batch')}: {' and '.join(parts)}.")
+    if len(sizes) > 1 and sizes[-1] < max(sizes):
+        text += (f" The DataLoader keeps the short last batch (drop_last=False), so batch {len(sizes) - 1:,} "
+                 f"has only {plural(sizes[-1], 'row')}.")
+    return text
+
+
+def _split(rows: int, chunks: tuple[int, ...], devices: int, where: str, many: bool) -> str:
+    if len(chunks) > 1:
+        lead = f"**Why {where} {'split' if many else 'splits'} {_sizes(chunks)}.**"
+    else:
+        lead = f"**Why {where} {'run' if many else 'runs'} on one GPU.**"
+    used = len(chunks)
+    if rows == 0:
+        return f"{lead} An empty batch gives every GPU an empty chunk."
+    size = -(-rows // devices)
+    text = (f"{lead} DataParallel cuts the batch with `torch.chunk`, which puts "
+            f"ceil({rows:,}/{devices}) = {plural(size, 'row')} in every chunk")
+    idle = list(range(used, devices))
+    idle_text = (f"{device_list(idle)} sit{'s' if len(idle) == 1 else ''} idle, and DataParallel gives no warning."
+                 if idle else "")
+    if rows < devices:
+        text += (f": {plural(rows, 'row')} {'makes' if rows == 1 else 'make'} only {plural(used, 'chunk')} for {plural(devices, 'GPU')}, "
+                 f"and DataParallel copies the model only to as many GPUs as there are chunks. {idle_text} "
+                 "Its documentation asks for batches larger than the number of GPUs.")
+    elif rows % devices == 0:
+        text += f", and {rows:,} rows divide evenly over the {plural(devices, 'GPU')}."
+    elif used == devices:
+        even = [rows // devices + (1 if i < rows % devices else 0) for i in range(devices)]
+        text += f" and leaves the rest for the last GPU: {_sizes(chunks)}, not the even {_sizes(even)}."
+    else:
+        text += (f", so {rows:,} rows fill only {plural(used, 'chunk')} ({_sizes(chunks)}) for {plural(devices, 'GPU')}. "
+                 "`torch.chunk` may return fewer chunks than asked, and DataParallel copies the model only to as "
+                 f"many GPUs as there are chunks: {idle_text}")
+    expected = tuple(chunk_sizes(rows, devices))
+    if chunks != expected:
+        text += f" (The trace shows {_sizes(chunks)}, where torch.chunk gives {_sizes(expected)}.)"
+    return text
+
+
+def _splits(trace: Trace, chunks: list[tuple[int, ...]]) -> list[str]:
+    devices = len(trace.lanes)
+    if devices == 1:
+        return []  # nothing is split; _devices says so
+    by_split: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+    for batch, split in zip(trace.batches, chunks):
+        by_split.setdefault((batch.rows, split), []).append(batch.index)
+    out = []
+    for (rows, split), batches in by_split.items():
+        many = len(batches) > 1
+        where = f"{_batches_text(batches)} ({plural(rows, 'row')}{' each' if many else ''})"
+        out.append(_split(rows, split, devices, where, many))
+    return out
+
+
+def _idle(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
+    devices = len(trace.lanes)
+    idle = [(b, devices - len(c)) for b, c in enumerate(chunks) if len(c) < devices]
+    if not idle:
+        return None
+    slots = sum(n for _, n in idle)
+    return (f"**Idle GPUs.** Over the run, {slots:,} of {len(chunks) * devices:,} GPU slots (one per GPU per batch) "
+            f"got no rows, in {plural(len(idle), 'batch')}. Batches whose size is a multiple of {devices} keep all "
+            f"{devices} GPUs busy; a short last batch can be dropped with drop_last=True.")
+
+
+def _device_zero(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
+    if len(trace.lanes) < 2:
+        return None
+    out = trace.output_device
+    largest = max(trace.batches, key=lambda b: b.rows)
+    shape = " × ".join(f"{n:,}" for n in largest.output_shape)
+    firsts = [c[0] for c in chunks if c]
+    text = (f"**Why GPU {out} carries more.** GPU {out} is the output device: the gathered output of every batch "
+            f"(up to {shape}) lands there, and in training so would the loss, the sum of all replicas' gradients "
+            "and the optimizer state. The model lives there too and is copied to the other GPUs on every batch.")
+    if out == 0 and firsts and all(f == max(c) for f, c in zip(firsts, chunks) if c):
+        text += " Its own chunk is never smaller than another GPU's: `torch.chunk` fills the first chunks first."
+    return text
+
+
+def _slices(trace: Trace) -> str | None:
+    replicas = trace.replicas(0)
+    if len(replicas) < 2:
+        return None
+    parts = [
+        f"GPU {s.lane} row {s.row_offset}" if s.rows == 1 else f"GPU {s.lane} rows {s.row_offset}-{s.row_offset + s.rows - 1}"
+        for s in replicas[:3] if s.rows
+    ]
+    order = ("a random draw of dataset rows, because shuffle=True" if trace.config.shuffle
+             else "consecutive dataset rows, because shuffle=False")
+    return (f"**Contiguous slices.** Each GPU gets one contiguous slice of its batch (in batch 0: {', '.join(parts)}"
+            f"{', …' if len(replicas) > 3 else ''}). The batch itself is {order}. (DistributedDataParallel's "
+            "sampler instead deals rows out in strides, one per process.)")
+
+
+def _time(trace: Trace) -> str | None:
+    phases = phase_table(trace).set_index("phase")["total_s"] * 1e3
+    copies = [p for p in ("scatter", "replicate", "gather") if p in phases]
+    if not copies or "forward" not in phases:
+        return None
+    copy_ms = float(sum(phases[p] for p in copies))
+    forward_ms = float(phases["forward"])
+    share = ", ".join(f"{p} {phases[p]:,.2f} ms" for p in copies)
+    busiest = max(copies, key=lambda p: phases[p])
+    if len(trace.lanes) == 1:
+        return f"**Where the time went.** The scatter took {copy_ms:,.2f} ms and the forwards {forward_ms:,.2f} ms."
+    text = (f"**Where the time went.** Moving data took {copy_ms:,.2f} ms ({share}); the replicas' forwards, "
+            f"running in parallel threads, added up to {forward_ms:,.2f} ms.")
+    if copy_ms > forward_ms:
+        text += (f" For this model, copying costs more than computing, {busiest} most of all: DataParallel "
+                 "re-copies the model to every GPU on every batch, one reason it can be slower than one GPU.")
+    else:
+        text += " Here the forwards outweigh the copies."
+    if trace.simulated:
+        text += " (CPU times of the simulation; real GPUs differ.)"
+    return text
+
+
+def _print_order(trace: Trace) -> str | None:
+    if len(trace.lanes) < 2:
+        return None
+    shuffled = []
+    for batch in trace.batches:
+        replicas = trace.replicas(batch.index)
+        if any(s.order is not None and s.order != i for i, s in enumerate(replicas)):
+            shuffled.append(batch.index)
+    text = "**Print order.** The tutorial's `In Model` lines appear in the order the replicas finish, not in GPU order;"
+    if shuffled:
+        return f"{text} here that order differed from GPU order in {plural(len(shuffled), 'batch')} of {len(trace.batches):,}."
+    return f"{text} here it happened to match GPU order in every batch, which is not guaranteed."
+
+
+def _single_rows(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
+    hits = [(b, c.index(1)) for b, c in enumerate(chunks) if len(c) > 1 and 1 in c]
+    if not hits:
+        return None
+    b, replica = hits[0]
+    lane = trace.replicas(b)[replica].lane
+    more = f" (and {plural(len(hits) - 1, 'other batch')})" if len(hits) > 1 else ""
+    return (f"**One-row chunks.** Batch {b:,} gives GPU {lane} a single row{more}. That is harmless for this "
+            "nn.Linear, but a BatchNorm layer in training mode fails on a one-row chunk.")
+
+
+def explain(trace: Trace) -> list[str]:
+    """Short markdown paragraphs explaining what this run did and why, with its own numbers."""
+    chunks = chunks_per_batch(trace)
+    paragraphs = [
+        _devices(trace),
+        _batches(trace),
+        *_splits(trace, chunks),
+        _idle(trace, chunks),
+        _device_zero(trace, chunks),
+        _slices(trace),
+        _time(trace),
+        _print_order(trace),
+        _single_rows(trace, chunks),
+    ]
+    return [p for p in paragraphs if p]

@@ -1,0 +1,60 @@
+"""Names and looks shared by every view: "GPU 3", the simulated/real note, fonts for a projector."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ..summary import device_list, plural  # re-exported: the views' wording lives in one place
+from ..trace import Trace
+from .colors import TEXT
+
+FONT_SIZE = 16  # readable from the back of a classroom
+FONT_FAMILY = "Inter, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+
+
+def device_name(i: int) -> str:
+    """How every view names device `i` of device_ids."""
+    return f"GPU {i}"
+
+
+def rows_text(first: int, rows: int) -> str:
+    """'rows 12-15 (4 rows)': the slice of a batch starting at row `first`."""
+    if rows == 0:
+        return "no rows"
+    span = f"row {first}" if rows == 1 else f"rows {first}-{first + rows - 1}"
+    return f"{span} ({plural(rows, 'row')})"
+
+
+def backend_note(trace: Trace) -> str:
+    """Says once per figure whether the GPUs were real or simulated."""
+    count = len(trace.lanes)
+    if trace.simulated:
+        return f"simulated GPUs: CPU threads stand in for {plural(count, 'device')}"
+    model = trace.lanes[0].name.split(" ", 1)[-1] if trace.lanes else "CUDA"
+    return f"real GPUs: {count} × {model}"
+
+
+def check_batch(trace: Trace, batch: int) -> None:
+    """Raise ValueError naming the batch and the valid range if `batch` is not in the trace."""
+    count = len(trace.batches)
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 0 <= batch < count:
+        raise ValueError(f"batch must be between 0 and {count - 1}, got {batch!r}")
+
+
+def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> go.Figure:
+    """Apply the house look; `notes` become the subtitle (the simulated note, what was aggregated)."""
+    fig.update_layout(
+        template="plotly_white",
+        height=height,
+        font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=TEXT),
+        title=dict(
+            text=title,
+            x=0.01,
+            xanchor="left",
+            font=dict(size=FONT_SIZE + 4),
+            subtitle=dict(text=" · ".join(n for n in notes if n), font=dict(size=FONT_SIZE - 2, color="#555555")),
+        ),
+        margin=dict(l=80, r=30, t=100, b=60),
+        hoverlabel=dict(font_size=FONT_SIZE - 1),
+        legend=dict(font=dict(size=FONT_SIZE - 2)),
+    )
+    return fig

@@ -1,0 +1,119 @@
+"""Timeline: one lane per device, the scatter, replicate, forward and gather of each batch in measured time.
+
+Host phases run once per batch on the host thread but move data to or from every device a replica
+ran on, so each is drawn (as a thin bar) on every such device; forwards are thick bars in the device's
+colour; a device with no replica in a batch shows a grey idle band over that batch. Past MAX_MARKS the
+figure shows a window of consecutive batches and says so in its title.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..trace import Trace
+from .bounds import MAX_MARKS
+from .colors import IDLE_GREY, OUTLINE, PHASE_COLORS, device_color, device_pattern, with_alpha
+from .style import backend_note, check_batch, device_name, plural, styled
+
+DRAWN_HOST_PHASES = ("scatter", "replicate", "gather")  # "apply" is the envelope of the forwards
+TIMELINE_COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row"]
+PHASE_WORDS = {
+    "scatter": "scatter: chunk copied to this device",
+    "replicate": "replicate: model copied to this device",
+    "gather": "gather: output copied back to the output device",
+}
+
+
+def window_size(trace: Trace) -> int:
+    """How many consecutive batches one timeline shows: as many as fit in MAX_MARKS."""
+    marks_per_batch = 4 * max(1, len(trace.lanes))  # at most scatter, replicate, forward, gather per device
+    return max(1, MAX_MARKS // marks_per_batch)
+
+
+def prepare_timeline(trace: Trace, first_batch: int, last_batch: int) -> pd.DataFrame:
+    """One row per drawn bar of batches first_batch..last_batch: device, phase, batch, times in ms, rows."""
+    records = []
+    for b in range(first_batch, last_batch + 1):
+        replicas = trace.replicas(b)
+        host = trace.host_spans(b)
+        for span in replicas:
+            records.append((span.lane, "forward", b, span.start, span.end, span.rows, span.row_offset))
+            for phase in DRAWN_HOST_PHASES:
+                if phase in host:
+                    h = host[phase]
+                    records.append((span.lane, phase, b, h.start, h.end, span.rows, span.row_offset))
+        spans = list(host.values()) + replicas
+        used = {s.lane for s in replicas}
+        if spans:
+            start, end = min(s.start for s in spans), max(s.end for s in spans)
+            for lane in trace.lanes:
+                if lane.id not in used:
+                    records.append((lane.id, "idle", b, start, end, 0, -1))
+    table = pd.DataFrame.from_records(records, columns=TIMELINE_COLUMNS)
+    table["start_ms"] *= 1e3
+    table["end_ms"] *= 1e3
+    return table
+
+
+def _bar(part: pd.DataFrame, *, name: str, color: str, width: float, hover: str, pattern: str = "",
+         legendgroup: str | None = None) -> go.Bar:
+    duration = (part["end_ms"] - part["start_ms"]).to_numpy()
+    customdata = np.column_stack([part["batch"], part["rows"], part["first_row"], part["start_ms"], duration])
+    return go.Bar(
+        orientation="h", y=part["device"].to_numpy(), x=duration, base=part["start_ms"].to_numpy(),
+        width=width, name=name, legendgroup=legendgroup or name,
+        marker=dict(color=color, line=dict(color=OUTLINE, width=0.3), pattern=dict(shape=pattern, fgcolor="white")),
+        customdata=customdata, hovertemplate=hover + "<extra></extra>",
+    )
+
+
+def plot_timeline(table: pd.DataFrame, *, devices: int, title: str, notes: list[str]) -> go.Figure:
+    """Horizontal bars on one lane per device: thick forwards, thin host phases, grey idle bands."""
+    fig = go.Figure()
+    when = "<br>batch %{customdata[0]:,}<br>start %{customdata[3]:.3f} ms, took %{customdata[4]:.3f} ms"
+    idle = table[table["phase"] == "idle"]
+    if len(idle):
+        fig.add_trace(_bar(idle, name="idle (no rows)", color=with_alpha(IDLE_GREY, 0.6), width=0.8,
+                           hover="%{y}: idle, no rows of this batch" + when))
+    for device in range(devices):
+        part = table[(table["phase"] == "forward") & (table["device"] == device)]
+        if len(part):
+            fig.add_trace(_bar(
+                part, name=f"{device_name(device)} forward", color=device_color(device), width=0.8,
+                pattern=device_pattern(device),
+                hover=f"{device_name(device)} forward: rows %{{customdata[2]}} + %{{customdata[1]}}" + when,
+            ))
+    for phase in DRAWN_HOST_PHASES:
+        part = table[table["phase"] == phase]
+        if len(part):
+            fig.add_trace(_bar(part, name=phase, color=PHASE_COLORS[phase], width=0.35,
+                               hover="%{y}: " + PHASE_WORDS[phase] + when))
+    fig.update_layout(barmode="overlay", bargap=0.1, dragmode="zoom", hovermode="closest")
+    fig.update_yaxes(  # GPU 0 on top; a fixed range keeps every lane even when zooming in time
+        title_text="device", autorange=False, range=[devices - 0.5, -0.5], tickmode="array",
+        tickvals=list(range(devices)), ticktext=[device_name(d) for d in range(devices)],
+    )
+    fig.update_xaxes(title_text="time since the run began (ms, measured; drag to zoom, double-click to reset)")
+    return styled(fig, title, notes, height=260 + 34 * devices)
+
+
+def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = None) -> go.Figure:
+    """Timeline of `batches` consecutive batches from `first_batch` (default: as many as the bound allows)."""
+    check_batch(trace, first_batch)
+    limit = window_size(trace)
+    count = limit if batches is None else batches
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
+        raise ValueError(f"batches must be between 1 and {limit} for this trace, got {batches!r}")
+    last_batch = min(len(trace.batches), first_batch + count) - 1
+    table = prepare_timeline(trace, first_batch, last_batch)
+    total = len(trace.batches)
+    shown = last_batch - first_batch + 1
+    if shown == total:
+        title = f"Timeline of all {plural(total, 'batch')}, one lane per GPU"
+    else:
+        title = f"Timeline of batches {first_batch:,}-{last_batch:,} of {total:,} (a window of {plural(shown, 'batch')})"
+    notes = [backend_note(trace), "thick: forward on the device · thin: host phases that move data to or from it"]
+    if shown < total:
+        notes.append(f"at most {limit:,} batches per window ({MAX_MARKS:,} marks); choose first_batch to move it")
+    return plot_timeline(table, devices=len(trace.lanes), title=title, notes=notes)

@@ -1,0 +1,88 @@
+"""The page, driven by Streamlit's AppTest: every view renders, controls and links change the run."""
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dpviz import RunConfig, record, trace_json
+
+TIMEOUT = 120
+
+
+def page(**query) -> AppTest:
+    app = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    for name, value in query.items():
+        app.query_params[name] = value
+    return app.run()
+
+
+def shown_text(app: AppTest) -> str:
+    return " ".join(str(e.value) for kind in ("markdown", "info", "warning", "success", "caption") for e in getattr(app, kind))
+
+
+def split_rows(app: AppTest) -> list[list[int]]:
+    """Rows per device per batch, read back from the shown tutorial log."""
+    (log,) = app.code
+    batches, current = [], []
+    for line in log.value.splitlines():
+        if line.startswith("\tIn Model"):
+            current.append(int(line.split("[")[1].split(",")[0]))
+        elif line.startswith("Outside"):
+            batches.append(sorted(current, reverse=True))
+            current = []
+    return batches
+
+
+def test_default_page_renders_every_view_without_exception():
+    app = page()
+    assert not app.exception
+    assert len(app.get("plotly_chart")) == 5  # flow, split, timeline, sample map, step through
+    assert [t.label for t in app.tabs] == ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Tutorial log"]
+    assert "Simulated devices: 2 CPU threads" in shown_text(app)
+    assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]
+    assert dict(app.query_params)["gpus"] == ["2"] or app.query_params["gpus"] == "2"
+
+
+def test_eight_gpus_split_full_batches_into_seven_fours_and_a_two():
+    app = page()
+    app.slider(key="gpus").set_value(8).run()
+    assert not app.exception
+    assert split_rows(app) == [[4] * 7 + [2]] * 3 + [[2] * 5]
+    assert "8 CPU threads" in shown_text(app)
+
+
+def test_query_parameters_are_applied():
+    app = page(gpus="3", batch_size="10", data_size="25", shuffle="false", seed="9")
+    assert not app.exception and not app.warning
+    assert app.slider(key="gpus").value == 3 and app.number_input(key="batch_size").value == 10
+    assert app.toggle(key="shuffle").value is False
+    assert split_rows(app) == [[4, 4, 2], [4, 4, 2], [2, 2, 1]]
+
+
+@pytest.mark.parametrize("query,words", [
+    ({"gpus": "lots"}, "gpus must be a whole number"),
+    ({"gpus": "-1"}, "gpus must be between 1 and 16"),
+    ({"batch_size": "9999999"}, "batch_size must be between"),
+    ({"backend": "quantum"}, "backend must be one of"),
+])
+def test_bad_query_parameters_warn_and_fall_back(query, words):
+    app = page(**query)
+    assert not app.exception
+    assert any(words in w.value for w in app.warning)
+    assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]  # the defaults ran
+
+
+def test_an_uploaded_trace_is_shown_and_a_bad_one_warns():
+    app = page()
+    recorded = record(RunConfig(gpus=3, seed=1))
+    app.file_uploader[0].upload("run.json", trace_json.dumps(recorded).encode(), "application/json").run()
+    assert not app.exception
+    assert "uploaded trace" in shown_text(app) and split_rows(app) == [[10, 10, 10]] * 3 + [[4, 4, 2]]
+    app.file_uploader[0].set_value(("bad.json", b"{\"format\": \"dpviz-trace\", \"version\": 7}", "application/json")).run()
+    assert not app.exception
+    assert any("bad.json could not be used" in w.value and "version 7" in w.value for w in app.warning)
+    assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]
+
+
+def test_cuda_backend_without_gpus_falls_back_with_a_warning():
+    app = page(backend="cuda")
+    assert not app.exception
+    assert any("so simulated devices are shown instead" in w.value for w in app.warning)

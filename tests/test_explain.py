@@ -1,0 +1,72 @@
+"""The explanation is derived from the trace: other settings, other numbers and other words."""
+from dpviz.explain import explain
+from figure_traces import as_cuda, recorded
+
+
+def text(**settings) -> str:
+    return "\n".join(explain(recorded(**settings)))
+
+
+def test_returns_short_markdown_paragraphs():
+    paragraphs = explain(recorded(gpus=8))
+    assert len(paragraphs) >= 5
+    assert all(isinstance(p, str) and p.startswith("**") and "\n" not in p for p in paragraphs)
+
+
+def test_ten_rows_on_three_gpus_split_4_4_2():
+    t = text(gpus=3, data_size=10, batch_size=10)
+    assert "splits 4, 4, 2" in t
+    assert "ceil(10/3) = 4 rows" in t
+    assert "not the even 4, 3, 3" in t
+    assert "idle" not in t.lower()
+
+
+def test_tutorial_last_batch_on_three_gpus():
+    t = text(gpus=3)
+    assert "batches 0-2 (30 rows each) split 10, 10, 10" in t
+    assert "batch 3 (10 rows) splits 4, 4, 2" in t
+    assert "drop_last=False" in t  # why the last batch is short
+
+
+def test_ten_rows_on_eight_gpus_leave_three_idle():
+    t = text(gpus=8, data_size=10, batch_size=10)
+    assert "ceil(10/8) = 2 rows" in t
+    assert "only 5 chunks (2, 2, 2, 2, 2)" in t
+    assert "GPUs 5, 6 and 7 sit idle" in t
+    assert "3 of 8 GPU slots" in t
+
+
+def test_numbers_follow_the_configuration():
+    t = text(gpus=6, data_size=13, batch_size=13)
+    assert "splits 3, 3, 3, 3, 1" in t and "GPU 5 sits idle" in t and "1 of 6 GPU slots" in t
+    assert "One-row chunks" in t and "GPU 4 a single row" in t
+    assert text(gpus=8) != text(gpus=3) != text(gpus=2)
+
+
+def test_fewer_rows_than_gpus():
+    t = text(gpus=16, data_size=10, batch_size=3, shuffle=False)
+    assert "3 rows make only 3 chunks for 16 GPUs" in t
+    assert "GPUs 3-15 sit idle" in t
+    assert "consecutive dataset rows, because shuffle=False" in t
+
+
+def test_output_device_carries_more():
+    t = text(gpus=8)
+    assert "Why GPU 0 carries more" in t and "up to 30 × 2" in t
+
+
+def test_simulated_or_real():
+    assert "**Simulated GPUs.**" in text(gpus=8)
+    real = "\n".join(explain(as_cuda(recorded(gpus=8))))
+    assert "**Real GPUs.**" in real and "NVIDIA H200" in real and "Simulated" not in real
+
+
+def test_single_gpu_says_nothing_is_split():
+    t = text(gpus=1)
+    assert "does not split anything" in t and "no gather" in t
+    assert "carries more" not in t and "Idle GPUs" not in t
+
+
+def test_time_paragraph_uses_measured_phases():
+    t = text(gpus=8)
+    assert "Where the time went" in t and "replicate" in t and "CPU times" in t

@@ -1,0 +1,87 @@
+"""Device colours: one per device, distinct, Okabe-Ito first, idle grey apart from all of them."""
+import re
+
+import pytest
+
+from dpviz.figures.colors import (
+    IDLE_GREY, MAX_DEVICES, OKABE_ITO, device_color, device_colors, device_colorscale, device_pattern,
+    device_symbol, with_alpha,
+)
+
+HEX = re.compile(r"^#[0-9A-F]{6}$")
+
+
+def _rgb(color: str) -> tuple[int, int, int]:
+    return tuple(int(color[k : k + 2], 16) for k in (1, 3, 5))
+
+
+def test_sixteen_distinct_colours_and_idle_grey_is_none_of_them():
+    colors = device_colors(16)
+    assert MAX_DEVICES == 16 and len(set(colors)) == 16
+    assert all(HEX.match(c) for c in colors + [IDLE_GREY])
+    assert IDLE_GREY not in colors
+    r, g, b = _rgb(IDLE_GREY)
+    assert r == g == b  # neutral
+
+
+def test_first_eight_are_okabe_ito():
+    assert set(device_colors(8)) == {"#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"}
+    assert device_colors(8) == list(OKABE_ITO)
+
+
+def test_devices_nine_to_sixteen_carry_a_second_channel():
+    assert [device_pattern(i) for i in range(8)] == [""] * 8
+    assert all(device_pattern(i) for i in range(8, 16))
+    assert {device_symbol(i) for i in range(8)} != {device_symbol(i) for i in range(8, 16)}
+
+
+def test_same_colour_every_call():
+    assert device_color(3) == device_color(3) == device_colors(8)[3]
+
+
+@pytest.mark.parametrize("bad", [-1, 16, 99])
+def test_out_of_range_device_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="device index must be between 0 and 15"):
+        device_color(bad)
+
+
+def test_colorscale_puts_each_device_in_its_own_step():
+    scale = device_colorscale(3)  # idle, GPU 0, GPU 1, GPU 2 over 4 equal steps
+    assert scale[0] == [0.0, IDLE_GREY] and scale[1] == [0.25, IDLE_GREY]
+    assert scale[2] == [0.25, device_color(0)] and scale[-1] == [1.0, device_color(2)]
+
+
+def test_with_alpha():
+    assert with_alpha("#0072B2", 0.5) == "rgba(0,114,178,0.5)"
+    with pytest.raises(ValueError):
+        with_alpha("blue", 0.5)
+
+
+# Colour-vision deficiency simulation (Machado, Oliveira & Fernandes 2009, severity 1) in linear RGB.
+CVD = {
+    "normal": ((1, 0, 0), (0, 1, 0), (0, 0, 1)),
+    "protan": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216), (-0.003882, -0.048116, 1.051998)),
+    "deutan": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413), (-0.011820, 0.042940, 0.968881)),
+    "tritan": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602), (0.004733, 0.691367, 0.303900)),
+}
+
+
+def _lab(color: str, vision: str) -> tuple[float, float, float]:
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (v / 255 for v in _rgb(color))]
+    seen = [min(1.0, max(0.0, sum(m * c for m, c in zip(row, linear)))) for row in CVD[vision]]
+    xyz = [sum(m * c for m, c in zip(row, seen)) for row in
+           ((0.4124, 0.3576, 0.1805), (0.2126, 0.7152, 0.0722), (0.0193, 0.1192, 0.9505))]
+    f = [t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in (v / w for v, w in zip(xyz, (0.95047, 1.0, 1.08883)))]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def _min_difference(colors: list[str], vision: str) -> float:
+    labs = [_lab(c, vision) for c in colors]
+    return min(sum((a - b) ** 2 for a, b in zip(labs[i], labs[j])) ** 0.5
+               for i in range(len(labs)) for j in range(i + 1, len(labs)))
+
+
+@pytest.mark.parametrize("vision", list(CVD))
+def test_colours_stay_apart_for_colour_blind_viewers(vision):
+    assert _min_difference(device_colors(8), vision) >= 16
+    assert _min_difference(device_colors(16) + [IDLE_GREY], vision) >= 12

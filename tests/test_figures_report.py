@@ -1,0 +1,60 @@
+"""HTML report: one offline page with every view, the key figures, the explanation and the tutorial log."""
+import html
+import re
+
+from plotly.offline import get_plotlyjs
+
+from dpviz.explain import explain
+from dpviz.figures import html_report
+from dpviz.figures.report import MAX_LOG_LINES, bounded_log, markdown_to_html
+from dpviz.tutorial_log import tutorial_log
+from figure_traces import LARGEST, recorded, synthetic
+
+VIEWS = ["fig-flow-batch-0", "fig-flow-batch-3", "fig-split", "fig-timeline", "fig-sample-map", "fig-step"]
+
+
+def test_report_holds_every_view_once():
+    page = html_report(recorded(gpus=8))
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    for div in VIEWS:
+        assert page.count(f'<div id="{div}"') == 1
+        assert f'document.getElementById("{div}")' in page
+    for section in ["summary", "explanation", "flow", "split", "timeline", "sample-map", "step", "log"]:
+        assert page.count(f'<section id="{section}">') == 1
+    assert '"frames"' in page or "Plotly.addFrames" in page  # the step-through animation
+
+
+def test_plotly_embedded_once_and_nothing_fetched():
+    page = html_report(recorded(gpus=3))
+    js = get_plotlyjs()
+    assert page.count(js) == 1
+    rest = page.replace(js, "")  # plotly.js names its CDN inside; the page around it must fetch nothing
+    assert not re.search(r"<script[^>]+src=", rest) and not re.search(r"https?://", rest)
+
+
+def test_report_holds_the_log_the_figures_and_the_explanation():
+    trace = recorded(gpus=3)
+    page = html_report(trace)
+    for line in tutorial_log(trace).splitlines():
+        assert html.escape(line) in page
+    for paragraph in explain(trace):
+        assert markdown_to_html(paragraph) in page
+    assert "<td>idle device slots</td>" in page and "splits 4, 4, 2" in page
+
+
+def test_single_flow_when_every_batch_splits_alike():
+    page = html_report(recorded(gpus=2, data_size=90))
+    assert 'id="fig-flow-batch-0"' in page and 'id="fig-flow-batch-2"' not in page
+
+
+def test_markdown_is_escaped_then_formatted():
+    assert markdown_to_html("**Why** `torch.chunk` <b>") == "<strong>Why</strong> <code>torch.chunk</code> &lt;b&gt;"
+
+
+def test_largest_run_report_stays_openable():
+    trace = synthetic(LARGEST)
+    log = bounded_log(trace)
+    assert len(log.splitlines()) == MAX_LOG_LINES + 1 and "lines left out of this report" in log
+    page = html_report(trace)
+    assert len(page) < len(get_plotlyjs()) + 3 * 1024 * 1024
+    assert all(f'<div id="{div}"' in page for div in VIEWS[:1] + VIEWS[2:])

@@ -1,0 +1,86 @@
+"""Split per batch: stacked bars add up to each batch, idle devices are grey, long runs are grouped."""
+import numpy as np
+import pytest
+
+from dpviz.figures import MAX_MARKS, count_marks, prepare_split, split_figure
+from dpviz.scatter import chunk_sizes
+from figure_traces import LARGEST, MAX_JSON_BYTES, as_cuda, recorded, synthetic
+
+
+def _bars(fig):
+    """{device name: {bar label: rows}} from the stacked bar traces."""
+    return {t.name: dict(zip(t.x, t.y)) for t in fig.data if t.type == "bar" and t.name.startswith("GPU")}
+
+
+def _grid(fig):
+    (heatmap,) = [t for t in fig.data if t.type == "heatmap"]
+    return np.asarray(heatmap.z, dtype=float), list(heatmap.y)
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 8, 16])
+def test_bars_sum_to_batch_rows_and_follow_torch_chunk(gpus):
+    trace = recorded(gpus=gpus)
+    bars = _bars(split_figure(trace))
+    for batch in trace.batches:
+        label = str(batch.index)
+        per_device = [bars.get(f"GPU {d}", {}).get(label, 0) for d in range(gpus)]
+        expected = chunk_sizes(batch.rows, gpus)
+        assert per_device == expected + [0] * (gpus - len(expected))
+        assert sum(per_device) == batch.rows
+
+
+def test_ten_rows_on_eight_gpus_three_idle_in_grey():
+    fig = split_figure(recorded(gpus=8))
+    z, names = _grid(fig)
+    assert names == [f"GPU {d}" for d in range(8)]
+    assert z.shape == (8, 4)
+    assert [names[d] for d in np.flatnonzero(z[:, 3] == -1)] == ["GPU 5", "GPU 6", "GPU 7"]
+    assert (z[:, :3] == np.arange(8)[:, None]).all()  # full batches: every device in its own colour
+    assert "3 idle device slots" in fig.layout.title.text
+    assert any(t.name == "idle (no rows)" for t in fig.data)
+
+
+def test_prepared_table_marks_idle_devices():
+    table = prepare_split(recorded(gpus=8))
+    assert len(table) == 4 * 8
+    idle = table[~table["used"]]
+    assert idle["batch"].tolist() == [3, 3, 3] and idle["device"].tolist() == [5, 6, 7]
+    assert (idle["rows"] == 0).all()
+
+
+def test_axes_titled_and_simulated_said_once():
+    fig = split_figure(recorded(gpus=3))
+    assert fig.layout.yaxis.title.text == "rows of the batch"
+    assert fig.layout.xaxis2.title.text == "batch"
+    assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
+    assert "simulated" not in split_figure(as_cuda(recorded(gpus=3))).to_json().lower()
+
+
+def test_largest_run_groups_batches_with_the_same_split():
+    trace = synthetic(LARGEST)
+    fig = split_figure(trace)
+    assert count_marks(fig) <= MAX_MARKS
+    assert len(fig.to_json()) < MAX_JSON_BYTES
+    table = prepare_split(trace)
+    groups = table.drop_duplicates("bar")
+    assert groups["first_batch"].tolist() == [0] and groups["last_batch"].tolist() == [19_999]
+    assert groups["batches"].sum() == 20_000
+    bars = _bars(fig)
+    (label,) = bars["GPU 0"]
+    assert label.startswith("0-19,999")
+    per_device = [bars.get(f"GPU {d}", {}).get(label, 0) for d in range(16)]
+    assert per_device == [2] * 15 + [0]  # ceil(30/16) = 2 rows per chunk: 15 chunks, GPU 15 idle
+    assert "share one bar" in fig.layout.title.subtitle.text
+    assert "(20,000 idle device slots)" in fig.layout.title.text
+
+
+def test_grouping_keeps_the_short_last_batch_apart():
+    trace = recorded(gpus=8, data_size=4_010, batch_size=4)  # 1,003 batches: past the bound on 8 GPUs
+    fig = split_figure(trace)
+    assert count_marks(fig) <= MAX_MARKS
+    table = prepare_split(trace).drop_duplicates("bar")
+    assert list(zip(table["first_batch"], table["last_batch"])) == [(0, 1_001), (1_002, 1_002)]
+    bars = _bars(fig)
+    assert [bars[f"GPU {d}"].get("1,002", 0) for d in range(8)] == [1, 1, 0, 0, 0, 0, 0, 0]
+    z, _ = _grid(fig)
+    assert (z[:, 1] == -1).sum() == 6

@@ -1,0 +1,85 @@
+"""Timeline: one lane per device, every span at its measured time, idle bands, a window past the bound."""
+import numpy as np
+import pytest
+
+from dpviz.figures import MAX_MARKS, count_marks, prepare_timeline, timeline_figure, timeline_window
+from figure_traces import LARGEST, MAX_JSON_BYTES, recorded, synthetic
+
+
+def _bars(fig, name):
+    (trace,) = [t for t in fig.data if t.name == name]
+    return trace
+
+
+def test_one_lane_per_device():
+    fig = timeline_figure(recorded(gpus=8))
+    assert list(fig.layout.yaxis.tickvals) == list(range(8))
+    assert list(fig.layout.yaxis.ticktext) == [f"GPU {d}" for d in range(8)]
+    lanes = set()
+    for t in fig.data:
+        lanes |= set(np.asarray(t.y).tolist())
+    assert lanes == set(range(8))
+    assert fig.layout.xaxis.title.text.startswith("time since the run began (ms")
+
+
+def test_forward_bars_sit_at_their_measured_times():
+    trace = recorded(gpus=3)
+    fig = timeline_figure(trace)
+    for device in range(3):
+        bar = _bars(fig, f"GPU {device} forward")
+        spans = sorted((s for s in trace.spans if s.phase == "forward" and s.lane == device), key=lambda s: s.batch)
+        assert np.allclose(np.asarray(bar.base), [s.start * 1e3 for s in spans])
+        assert np.allclose(np.asarray(bar.x), [s.duration * 1e3 for s in spans])
+        assert (np.asarray(bar.y) == device).all()
+
+
+def test_host_phases_drawn_on_every_device_they_involve():
+    trace = recorded(gpus=8)
+    table = prepare_timeline(trace, 0, 3)
+    for phase in ("scatter", "replicate", "gather"):
+        part = table[table["phase"] == phase]
+        assert part.groupby("batch")["device"].apply(sorted).tolist() == [list(range(8))] * 3 + [list(range(5))]
+        host = trace.host_spans(3)[phase]
+        last = part[part["batch"] == 3]
+        assert np.allclose(last["start_ms"], host.start * 1e3) and np.allclose(last["end_ms"], host.end * 1e3)
+
+
+def test_idle_devices_get_a_grey_band_over_their_batch():
+    fig = timeline_figure(recorded(gpus=8))
+    idle = _bars(fig, "idle (no rows)")
+    assert sorted(np.asarray(idle.y).tolist()) == [5, 6, 7]
+    assert set(np.asarray(idle.customdata)[:, 0].tolist()) == {3}
+
+
+def test_single_device_lane():
+    fig = timeline_figure(recorded(gpus=1))
+    assert list(fig.layout.yaxis.ticktext) == ["GPU 0"]
+    assert {t.name for t in fig.data} == {"GPU 0 forward", "scatter"}
+
+
+def test_title_says_all_batches_and_simulated_once():
+    fig = timeline_figure(recorded(gpus=2))
+    assert fig.layout.title.text == "Timeline of all 4 batches, one lane per GPU"
+    assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
+
+
+def test_largest_run_shows_a_window_under_the_bound():
+    trace = synthetic(LARGEST)
+    size = timeline_window(trace)
+    assert size == MAX_MARKS // (4 * 16)
+    fig = timeline_figure(trace)
+    assert count_marks(fig) <= MAX_MARKS
+    assert len(fig.to_json()) < MAX_JSON_BYTES
+    assert fig.layout.title.text == f"Timeline of batches 0-{size - 1} of 20,000 (a window of {size} batches)"
+    assert "first_batch" in fig.layout.title.subtitle.text
+    later = timeline_figure(trace, first_batch=19_990)
+    assert "batches 19,990-19,999 of 20,000" in later.layout.title.text
+    assert set(np.asarray(_bars(later, "GPU 0 forward").customdata)[:, 0].tolist()) == set(range(19_990, 20_000))
+
+
+def test_bad_window_is_a_clear_error():
+    trace = recorded(gpus=8)
+    with pytest.raises(ValueError, match="batch must be between 0 and 3"):
+        timeline_figure(trace, first_batch=4)
+    with pytest.raises(ValueError, match="batches must be between 1 and"):
+        timeline_figure(trace, batches=0)

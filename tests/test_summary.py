@@ -1,0 +1,95 @@
+"""Key figures and per-batch tables: checked against torch.chunk's split (dpviz.scatter.chunk_sizes)."""
+import math
+
+import pytest
+
+from dpviz.scatter import chunk_sizes
+from dpviz.summary import (
+    batch_split, chunks_per_batch, key_figures, phase_table, split_table, summarize, summary_table,
+)
+from figure_traces import recorded
+
+
+def test_tutorial_on_eight_gpus():
+    s = summarize(recorded(gpus=8))
+    assert (s.batches, s.rows, s.devices) == (4, 100, 8)
+    assert s.replicas_per_batch == [8, 8, 8, 5]  # 10 rows on 8 GPUs use 5
+    assert s.replicas_total == 29
+    assert s.idle_slots == 3 and s.batches_with_idle == 1 and s.device_slots == 32
+    assert (s.largest_chunk, s.smallest_chunk) == (4, 2)
+    assert s.simulated and s.backend == "simulated" and s.output_device == 0
+
+
+def test_tutorial_on_three_gpus():
+    s = summarize(recorded(gpus=3))
+    assert s.replicas_per_batch == [3, 3, 3, 3]
+    assert s.idle_slots == 0
+    assert (s.largest_chunk, s.smallest_chunk) == (10, 2)  # 30 -> 10,10,10; 10 -> 4,4,2
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 3, 8, 16])
+def test_chunks_match_torch_chunk(gpus):
+    trace = recorded(gpus=gpus, data_size=100, batch_size=30)
+    assert chunks_per_batch(trace) == [tuple(chunk_sizes(b.rows, gpus)) for b in trace.batches]
+
+
+def test_split_table_has_a_row_per_batch_and_device_and_sums_to_the_batch():
+    trace = recorded(gpus=8)
+    table = split_table(trace)
+    assert len(table) == 4 * 8
+    sums = table.groupby("batch")["rows"].sum().tolist()
+    assert sums == [b.rows for b in trace.batches]
+    last = table[table["batch"] == 3]
+    assert last["used"].tolist() == [True] * 5 + [False] * 3
+    assert last.loc[last["used"], "first_row"].tolist() == [0, 2, 4, 6, 8]
+    assert last.loc[last["used"], "last_row"].tolist() == [1, 3, 5, 7, 9]
+    assert last.loc[~last["used"], "forward_ms"].isna().all()
+
+
+def test_batch_split_equals_the_split_table_rows_of_that_batch():
+    trace = recorded(gpus=3)
+    whole = split_table(trace)
+    for b in range(len(trace.batches)):
+        one = batch_split(trace, b)
+        part = whole[whole["batch"] == b].reset_index(drop=True)
+        assert one.drop(columns="forward_ms").equals(part.drop(columns="forward_ms"))
+
+
+def test_phase_times_add_up_the_spans():
+    trace = recorded(gpus=8)
+    phases = phase_table(trace).set_index("phase")
+    assert list(phases.index) == ["scatter", "replicate", "apply", "forward", "gather"]
+    forwards = [s for s in trace.spans if s.phase == "forward"]
+    assert phases.loc["forward", "spans"] == 29
+    assert math.isclose(phases.loc["forward", "total_s"], sum(s.duration for s in forwards))
+    assert math.isclose(phases.loc["forward", "mean_s"], sum(s.duration for s in forwards) / 29)
+    s = summarize(trace)
+    assert s.phase_total_s["scatter"] == pytest.approx(phases.loc["scatter", "total_s"])
+    assert s.phase_mean_s["gather"] == pytest.approx(phases.loc["gather", "mean_s"])
+
+
+def test_single_device_has_no_replicate_or_gather():
+    s = summarize(recorded(gpus=1))
+    assert s.replicas_per_batch == [1, 1, 1, 1] and s.idle_slots == 0
+    assert "replicate" not in s.phase_total_s and "gather" not in s.phase_total_s
+
+
+def test_summary_table_states_the_key_figures():
+    table = summary_table(recorded(gpus=8)).set_index("key figure")["value"]
+    assert table["batches"] == "4 (100 rows)"
+    assert table["replicas used"] == "29 in total; per batch: 8 in 3 batches, 5 in 1 batch"
+    assert table["idle device slots"] == "3 of 32 (1 batch with an idle GPU)"
+    assert table["largest chunk"] == "4 rows" and table["smallest chunk"] == "2 rows"
+    assert "simulated" in table["devices"]
+    assert {"time in scatter", "time in replicate", "time in forward", "time in gather", "run time"} <= set(table.index)
+
+
+def test_key_figures_headline_the_run():
+    figures = key_figures(recorded(gpus=8))
+    assert list(figures) == ["batches", "replicas used", "idle GPU slots", "largest chunk", "smallest chunk",
+                             "time in DataParallel"]
+    assert figures["batches"] == "4" and figures["replicas used"] == "29"
+    assert figures["idle GPU slots"] == "3 of 32"
+    assert figures["largest chunk"] == "4 rows" and figures["smallest chunk"] == "2 rows"
+    assert figures["time in DataParallel"].endswith(" ms")
+    assert key_figures(recorded(gpus=3))["idle GPU slots"] == "0 of 12"
