@@ -71,6 +71,17 @@ class Span:
 
 
 @dataclass(frozen=True)
+class MemorySample:
+    """Bytes one category of tensors takes on one lane after one phase of one batch."""
+
+    batch: int
+    phase: str
+    lane: int
+    category: str
+    bytes: int
+
+
+@dataclass(frozen=True)
 class Trace:
     """A recorded run: its settings, which backend ran it, its lanes, batches and spans."""
 
@@ -82,6 +93,10 @@ class Trace:
     lanes: list[Lane]
     batches: list[Batch]
     spans: list[Span] = field(default_factory=list)
+    # Memory after each phase for the first and the last batch (the last may split differently):
+    # "measured" on real GPUs, "computed" from tensor sizes on simulated devices.
+    memory: list[MemorySample] = field(default_factory=list)
+    memory_kind: str = "computed"
     version: int = SCHEMA_VERSION
 
     @property

@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 from .config import ConfigError, RunConfig
-from .trace import PHASES, SCHEMA_VERSION, Batch, Lane, Span, Trace
+from .memory import CATEGORIES, MEASURED
+from .trace import PHASES, SCHEMA_VERSION, Batch, Lane, MemorySample, Span, Trace
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 BACKEND_NAMES = ("cuda", "simulated")
@@ -32,10 +33,15 @@ def to_dict(trace: Trace) -> dict[str, Any]:
         "lanes": [dataclasses.asdict(lane) for lane in trace.lanes],
         "batches": [dataclasses.asdict(batch) for batch in trace.batches],
         **_span_table(trace.spans),
+        "memory_kind": trace.memory_kind,
+        "memory_fields": MEMORY_FIELDS,
+        "memory": [[getattr(m, name) for name in MEMORY_FIELDS] for m in trace.memory],
     }
 
 
 SPAN_FIELDS = [f.name for f in dataclasses.fields(Span)]
+MEMORY_FIELDS = [f.name for f in dataclasses.fields(MemorySample)]
+MEMORY_KINDS = ("computed", "measured")
 
 
 def _span_table(spans: list[Span]) -> dict[str, Any]:
@@ -125,7 +131,25 @@ def _build(data: dict[str, Any]) -> Trace:
         lanes=lanes,
         batches=batches,
         spans=spans,
+        memory=_memory(data),
+        memory_kind=_typed(data["memory_kind"], str, "memory_kind"),
     )
+
+
+def _memory(data: dict[str, Any]) -> list[MemorySample]:
+    if _typed(data["memory_fields"], list, "memory_fields") != MEMORY_FIELDS:
+        raise TraceError(f"memory_fields should be {MEMORY_FIELDS}, got {data['memory_fields']}.")
+    samples = []
+    for raw in _typed(data["memory"], list, "memory"):
+        _typed(raw, list, "memory sample")
+        if len(raw) != len(MEMORY_FIELDS):
+            raise TraceError(f"a memory sample has {len(raw)} values; samples have {len(MEMORY_FIELDS)}.")
+        batch, phase, lane, category, size = raw
+        for value, kind, name in ((batch, int, "batch"), (phase, str, "phase"), (lane, int, "lane"),
+                                  (category, str, "category"), (size, int, "bytes")):
+            _typed(value, kind, f"memory sample {name}")
+        samples.append(MemorySample(batch, phase, lane, category, size))
+    return samples
 
 
 _SPAN_TYPES = {
@@ -190,6 +214,7 @@ def check(trace: Trace) -> None:
             seen[sample] = 1
     for span in trace.spans:
         _check_span(trace, span, lane_ids)
+    _check_memory(trace, lane_ids)
     for batch in trace.batches:
         _check_replicas(trace, batch)
 
@@ -206,6 +231,19 @@ def _check_span(trace: Trace, span: Span, lane_ids: list[int]) -> None:
         raise TraceError(f"{where} runs on lane {span.lane}, which is not one of {lane_ids}.")
     if span.phase in ("forward", "backward") and (span.lane is None or span.replica is None):
         raise TraceError(f"{where} names no lane or replica.")
+
+
+def _check_memory(trace: Trace, lane_ids: list[int]) -> None:
+    if trace.memory_kind not in MEMORY_KINDS:
+        raise TraceError(f"memory_kind must be one of {', '.join(MEMORY_KINDS)}, got {trace.memory_kind!r}.")
+    categories = (MEASURED,) if trace.memory_kind == "measured" else CATEGORIES
+    for m in trace.memory:
+        if not (0 <= m.batch < len(trace.batches) and m.phase in PHASES and m.lane in lane_ids
+                and m.category in categories and m.bytes >= 0):
+            raise TraceError(
+                f"a memory sample ({m.bytes} bytes of {m.category!r} on lane {m.lane} after {m.phase!r} "
+                f"of batch {m.batch}) does not fit the trace."
+            )
 
 
 def _check_replicas(trace: Trace, batch: Batch) -> None:

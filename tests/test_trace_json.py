@@ -73,6 +73,10 @@ BAD = {
     "extra span value": lambda t: _edited(t, lambda d: _forward(d).update(pickle="x")),
     "renamed span field": lambda t: _edited(t, lambda d: d["span_fields"].__setitem__(0, "kind")),
     "thread not in list": lambda t: _edited(t, lambda d: _forward(d).update(thread=99)),
+    "memory on unknown lane": lambda t: _edited(t, lambda d: d["memory"][0].__setitem__(2, 9)),
+    "negative memory": lambda t: _edited(t, lambda d: d["memory"][0].__setitem__(4, -1)),
+    "unknown memory kind": lambda t: _edited(t, lambda d: d.update(memory_kind="guessed")),
+    "memory of unknown category": lambda t: _edited(t, lambda d: d["memory"][0].__setitem__(3, "vibes")),
     "string as shape": lambda t: _edited(t, lambda d: _forward(d).update(input_shape="30,5")),
 }
 

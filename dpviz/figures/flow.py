@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 from ..summary import batch_split
 from ..trace import Trace
 from .colors import IDLE_GREY, OUTLINE, TEXT, device_color, with_alpha
-from .style import backend_note, check_batch, device_list, device_name, plural, rows_text, styled
+from ..summary import device_list
+from .style import backend_note, check_batch, device_name, plural, rows_text, styled
 
 BATCH_COLOR = "#4D4D4D"
 PREVIEW_IDS = 8  # dataset row ids listed in a hover before "…"

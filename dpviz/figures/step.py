@@ -15,7 +15,8 @@ from ..summary import batch_split, chunks_per_batch
 from ..trace import Trace
 from .bounds import MAX_FRAMES, MAX_MARKS, representative_batches
 from .colors import IDLE_GREY, OUTLINE, TEXT, device_color, device_pattern
-from .style import backend_note, device_list, device_name, plural, rows_text, styled
+from ..summary import device_list
+from .style import backend_note, device_name, plural, rows_text, styled
 
 FRAME_MS = 700  # long enough to read each frame's title while playing
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..summary import device_list, plural  # re-exported: the views' wording lives in one place
+from ..summary import plural  # re-exported: the views' wording lives in one place
 from ..trace import Trace
 from .colors import TEXT
 

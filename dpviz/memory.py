@@ -1,0 +1,78 @@
+"""Memory per device after each phase: measured on real GPUs, computed from tensor sizes when simulated.
+
+Simulated devices share the CPU's memory, so `ComputedMemory` keeps a ledger instead: the byte size
+of every tensor DataParallel leaves on each device (parameters, the copies replicate makes, the batch
+and its chunks, activations, the gathered output, the loss, gradients, optimiser state), held and
+dropped at the points where DataParallel creates and frees them. `MeasuredMemory` asks CUDA.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable
+
+import torch
+
+from .trace import MemorySample
+
+CATEGORIES = (
+    "parameters", "optimizer state", "gradients", "batch and chunks", "parameter copies",
+    "activations", "output and loss", "backward buffers",
+)
+MEASURED = "allocated"  # the one category of a real GPU's figure: torch.cuda.memory_allocated
+
+
+def nbytes(obj: Any) -> int:
+    """Bytes of every tensor in a (nested) structure; other objects count nothing."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(nbytes(v) for v in obj)
+    return 0
+
+
+def module_bytes(module: torch.nn.Module) -> int:
+    """Parameters and buffers of a module, or of a replica (whose parameters are plain tensors)."""
+    tensors = {id(t): t for m in module.modules() for t in (
+        *m._parameters.values(), *m._buffers.values(), *getattr(m, "_former_parameters", {}).values()
+    ) if t is not None}
+    return nbytes(list(tensors.values()))
+
+
+class ComputedMemory:
+    """A ledger of what each simulated device holds."""
+
+    kind = "computed"
+
+    def __init__(self, lanes: Iterable[int]):
+        self.lanes = list(lanes)
+        self.held: dict[tuple[int, str], int] = defaultdict(int)
+
+    def hold(self, lane: int, category: str, size: int) -> None:
+        self.held[(lane, category)] += size
+
+    def drop(self, *categories: str) -> None:
+        for key in [k for k in self.held if k[1] in categories]:
+            del self.held[key]
+
+    def drop_lane(self, lane: int, category: str) -> None:
+        self.held.pop((lane, category), None)
+
+    def snapshot(self, batch: int, phase: str) -> list[MemorySample]:
+        return [
+            MemorySample(batch, phase, lane, category, self.held[(lane, category)])
+            for lane in self.lanes for category in CATEGORIES if self.held.get((lane, category))
+        ]
+
+
+class MeasuredMemory(ComputedMemory):
+    """Real GPUs: what the caching allocator has handed out on each device, after the phase."""
+
+    kind = "measured"
+
+    def hold(self, lane: int, category: str, size: int) -> None:
+        pass
+
+    def snapshot(self, batch: int, phase: str) -> list[MemorySample]:
+        return [MemorySample(batch, phase, lane, MEASURED, torch.cuda.memory_allocated(lane)) for lane in self.lanes]

@@ -1,0 +1,213 @@
+"""Observer: watches DataParallel calls without changing them, and writes down what it sees.
+
+Hooks on the model time each replica (they fire in every replica, since replicas share the module's
+hook dicts), the DataParallel object's own scatter / replicate / parallel_apply / gather methods are
+wrapped on the instance to time each phase, and gradient hooks time each replica's backward. A
+memory ledger (dpviz.memory) follows what each device holds after each phase of chosen batches.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .memory import ComputedMemory, MeasuredMemory, module_bytes, nbytes
+from .simulated import current_device
+from .trace import Span
+
+TRANSIENT = ("batch and chunks", "parameter copies", "activations", "output and loss", "backward buffers")
+
+
+class Observer:
+    """Times the phases and replicas of every DataParallel call made while it is installed."""
+
+    def __init__(self, parallel: nn.Module, model: nn.Module, cuda: bool, t0: float, train: bool = False,
+                 memory_batches: set[int] = frozenset()):
+        self.parallel, self.model, self.cuda, self.t0, self.train = parallel, model, cuda, t0, train
+        self.device_ids = list(parallel.device_ids)
+        self.dim = getattr(parallel, "dim", 0)
+        self.batch = 0
+        self.spans: list[Span] = []
+        self.lock = threading.Lock()
+        self.local = threading.local()
+        self.finished = 0
+        for name in ("scatter", "replicate", "parallel_apply", "gather"):
+            setattr(parallel, name, self._timed(name, getattr(parallel, name)))
+        self.first, self.output_device = self.device_ids[0], parallel.output_device
+        self.memory = MeasuredMemory(self.device_ids) if cuda else ComputedMemory(self.device_ids)
+        self.memory.hold(self.first, "parameters", module_bytes(model))
+        self.memory_batches, self.memory_samples = memory_batches, []
+        self.handles = [
+            model.register_forward_pre_hook(self._before_forward),
+            model.register_forward_hook(self._after_forward),
+            *(m.register_forward_hook(self._activation) for m in model.modules() if not list(m.children())),
+        ]
+        self.accumulated: list[float] = []  # when each parameter's summed gradient landed in .grad
+        self.direct_backward: tuple | None = None
+        if train:
+            self.handles += [
+                p.register_post_accumulate_grad_hook(lambda p: self.accumulated.append(self.now()))
+                for p in model.parameters()
+            ]
+
+    def now(self, device: int | None = None) -> float:
+        if self.cuda:
+            torch.cuda.synchronize(device)  # CUDA runs asynchronously: wait for the work to be done
+        return time.perf_counter() - self.t0
+
+    def _timed(self, name: str, method: Callable) -> Callable:
+        phase = "apply" if name == "parallel_apply" else name
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = self.now()
+            if phase == "scatter":  # the batch as the caller passed it, on device_ids[0]
+                self.memory.hold(self.first, "batch and chunks", nbytes(args[:2]))
+            result = method(*args, **kwargs)
+            self.spans.append(Span(phase=phase, batch=self.batch, start=start, end=self.now()))
+            self._account(phase, result)
+            return result
+
+        return timed
+
+    def _account(self, phase: str, result: Any) -> None:
+        """Enter what a phase left on each device into the ledger, then take a snapshot."""
+        if phase == "scatter":  # chunk 0 stays where the batch is; the others are copies
+            inputs, kwargs = result
+            for i, piece in enumerate(zip(inputs, kwargs)):
+                if i > 0:
+                    self.memory.hold(self.device_ids[i], "batch and chunks", nbytes(piece))
+        elif phase == "replicate":  # device 0's replica shares the module's own parameters
+            for i, replica in enumerate(result[1:], start=1):
+                self.memory.hold(self.device_ids[i], "parameter copies", module_bytes(replica))
+        elif phase == "gather":
+            self.memory.hold(self.output_device, "output and loss", nbytes(result))
+        self._snapshot(phase)
+
+    def _snapshot(self, phase: str) -> None:
+        if self.batch in self.memory_batches:
+            if self.cuda:
+                torch.cuda.synchronize()
+            self.memory_samples += self.memory.snapshot(self.batch, phase)
+
+    def _activation(self, module: nn.Module, inputs: tuple, output: Any) -> None:
+        device = output.device.index if self.cuda and isinstance(output, torch.Tensor) else current_device()
+        with self.lock:
+            self.memory.hold(device, "activations", nbytes(output))
+
+    def _device_of(self, inputs: tuple) -> int:
+        if self.cuda:
+            tensor = next((t for t in inputs if isinstance(t, torch.Tensor)), None)
+            return tensor.device.index if tensor is not None else torch.cuda.current_device()
+        return current_device()
+
+    def _before_forward(self, module: nn.Module, inputs: tuple) -> None:
+        device = self._device_of(inputs)
+        self.local.start = self.now(device)
+        self.local.device = device
+
+    def _after_forward(self, module: nn.Module, inputs: tuple, output: Any) -> None:
+        device = self.local.device
+        end = self.now(device)
+        with self.lock:
+            order, self.finished = self.finished, self.finished + 1
+        x = inputs[0] if inputs and isinstance(inputs[0], torch.Tensor) else None
+        replica = self.device_ids.index(device)
+        if self.train and isinstance(output, torch.Tensor) and output.requires_grad:
+            self._watch_backward(module, replica, device, output)
+        if len(self.device_ids) == 1:  # a direct call: no apply phase to take the snapshot after
+            self._snapshot("forward")
+        self.spans.append(
+            Span(
+                phase="forward", batch=self.batch, start=self.local.start, end=end, lane=device,
+                replica=replica,
+                rows=x.shape[self.dim] if x is not None and x.dim() else 0,
+                input_shape=list(x.shape) if x is not None else None,
+                output_shape=list(output.shape) if isinstance(output, torch.Tensor) else None,
+                thread=threading.current_thread().name, order=order,
+            )
+        )
+
+    def _watch_backward(self, module: nn.Module, replica: int, device: int, output: torch.Tensor) -> None:
+        """Time one replica's backward: from its output's gradient arriving (the gather's backward
+        scattering it back) to the gradient of its last parameter copy."""
+        batch, state = self.batch, {}
+        copies = [
+            t for m in module.modules() for t in getattr(m, "_former_parameters", {}).values()
+            if t is not None and t.requires_grad
+        ]
+        state["left"] = len(copies)
+
+        def output_grad(grad: torch.Tensor) -> None:
+            state["start"], state["shape"] = self.now(device), list(grad.shape)
+            if replica > 0:  # the gather's backward copies each replica its slice of the gradient
+                with self.lock:
+                    self.memory.hold(device, "backward buffers", nbytes(grad))
+
+        def copy_grad(grad: torch.Tensor) -> None:
+            with self.lock:
+                self.memory.hold(device, "backward buffers", nbytes(grad))
+            state["left"] -= 1
+            if state["left"] == 0:
+                self._backward_span(batch, replica, device, state, self.now(device))
+
+        output.register_hook(output_grad)
+        for copy in copies:
+            copy.register_hook(copy_grad)
+        if not copies:  # one device: a direct call on the module itself, which ends at its .grad
+            self.direct_backward = (batch, replica, device, state)
+
+    def _backward_span(self, batch: int, replica: int, device: int, state: dict, end: float) -> None:
+        shape = state.get("shape")
+        self.spans.append(Span(
+            phase="backward", batch=batch, start=state.get("start", end), end=end, lane=device, replica=replica,
+            rows=shape[self.dim] if shape else 0, input_shape=shape, thread=threading.current_thread().name,
+        ))
+
+    def train_step(self, output: torch.Tensor, target: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+        """Loss on the output device, backward through DataParallel, the step on device_ids[0]."""
+        first, out = self.device_ids[0], self.parallel.output_device
+        start = self.now()
+        loss = F.mse_loss(output, target.to(output.device))
+        self.spans.append(Span(phase="loss", batch=self.batch, start=start, end=self.now(), lane=out))
+        optimizer.zero_grad()
+        self.memory.drop("gradients")  # zero_grad sets every .grad to None
+        self.memory.hold(out, "output and loss", nbytes(loss))
+        self._snapshot("loss")
+        self.memory.hold(out, "backward buffers", nbytes(output))  # the loss's gradient w.r.t. the output
+        loss.backward()
+        self._snapshot("backward")  # every replica's gradients exist, none summed yet: the peak
+        self.memory.drop("parameter copies", "activations", "backward buffers")
+        for lane in self.device_ids[1:]:
+            self.memory.drop_lane(lane, "batch and chunks")
+        self.memory.hold(first, "gradients", nbytes([p.grad for p in self.model.parameters() if p.grad is not None]))
+        if self.direct_backward is not None:
+            batch, replica, device, state = self.direct_backward
+            self._backward_span(batch, replica, device, state, max(self.accumulated, default=self.now()))
+        else:
+            # Every replica's gradients are ready once the last backward ends; the sum into the
+            # module's own .grad (Broadcast's backward) ends when the last parameter's lands.
+            ends = [s.end for s in self.spans if s.phase == "backward" and s.batch == self.batch]
+            begin = max(ends, default=start)
+            self.spans.append(Span(phase="reduce", batch=self.batch, start=begin,
+                                   end=max(self.accumulated + [begin]), lane=first))
+            self._snapshot("reduce")
+        start = self.now()
+        optimizer.step()
+        self.spans.append(Span(phase="step", batch=self.batch, start=start, end=self.now(), lane=first))
+        self.memory.drop("optimizer state")
+        self.memory.hold(first, "optimizer state", nbytes([s for state in optimizer.state.values() for s in state.values()]))
+        self._snapshot("step")
+
+    def next_batch(self) -> None:
+        self.memory.drop(*TRANSIENT)  # the loop's next iteration frees the last batch's graph
+        self.batch += 1
+        self.finished = 0
+        self.accumulated, self.direct_backward = [], None
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
