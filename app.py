@@ -50,6 +50,11 @@ def controls() -> RunConfig:
         "input_size": number("Input size", "input_size", "Features per row: nn.Linear's in_features (tutorial: 5)."),
         "output_size": number("Output size", "output_size", "nn.Linear's out_features (tutorial: 2)."),
         "shuffle": st.sidebar.toggle("Shuffle", key="shuffle", help="DataLoader(shuffle=...) (tutorial: on)."),
+        "train": st.sidebar.toggle(
+            "Train: loss, backward, step", key="train",
+            help="The tutorial runs forward only. On: an MSE loss on GPU 0, backward through DataParallel "
+            "(gradients split back to the replicas and summed onto GPU 0) and an SGD step.",
+        ),
         "seed": number("Seed", "seed", "Seeds the data, the weights and the shuffle: same seed, same run."),
         "backend": st.sidebar.radio(
             "Backend", ["auto", "cuda", "simulated"], key="backend", horizontal=True,

@@ -46,17 +46,8 @@ class RunConfig:
     train: bool = False  # forward only, as the tutorial; True adds loss, backward and an SGD step
 
     def __post_init__(self) -> None:
-        for name, (low, high) in LIMITS.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{name} must be a whole number, got {value!r}.")
-            if not low <= value <= high:
-                raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value:,}.")
-        for name in ("shuffle", "train"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}.")
+        for f in dataclasses.fields(self):
+            check_setting(f.name, getattr(self, f.name))
         if self.num_batches > MAX_BATCHES:
             raise ConfigError(
                 f"data_size {self.data_size:,} with batch_size {self.batch_size:,} makes "
@@ -83,6 +74,24 @@ class RunConfig:
         if unknown:
             raise ConfigError(f"unknown setting {unknown[0]!r}; known settings are {', '.join(sorted(known))}.")
         return cls(**values)
+
+
+def check_setting(name: str, value: Any) -> None:
+    """Raise ConfigError unless `value` suits setting `name` on its own (limits between settings aside)."""
+    if name in LIMITS:
+        low, high = LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} must be a whole number, got {value!r}.")
+        if not low <= value <= high:
+            raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value:,}.")
+    elif name in ("shuffle", "train"):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be true or false, got {value!r}.")
+    elif name == "backend":
+        if value not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {value!r}.")
+    else:
+        raise ConfigError(f"unknown setting {name!r}.")
 
 
 def parse_int(name: str, text: str) -> int:

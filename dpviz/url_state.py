@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .config import MAX_BATCHES, MAX_DATASET_ELEMENTS, ConfigError, RunConfig, parse_setting
+from .config import MAX_BATCHES, MAX_DATASET_ELEMENTS, ConfigError, RunConfig, check_setting, parse_setting
 
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
@@ -31,7 +31,7 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
             continue
         try:
             value = parse_setting(name, text)
-            RunConfig(**{name: value})  # checks this one value's range on its own
+            check_setting(name, value)
         except ConfigError as error:
             default = getattr(DEFAULTS, name)
             warnings.append(f"The link's {error} Using {name} = {_show(default)} instead.")

@@ -11,6 +11,11 @@ def test_a_link_round_trips_every_setting():
     assert set(to_query(config)) == {"batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train"}
 
 
+def test_values_valid_together_but_not_with_the_defaults_are_kept():
+    config, warnings = from_query({"data_size": "1000000", "batch_size": "256", "gpus": "16"})
+    assert warnings == [] and (config.data_size, config.batch_size, config.gpus) == (1_000_000, 256, 16)
+
+
 def test_missing_parameters_take_the_tutorials_defaults():
     assert from_query({"gpus": "8"}) == (RunConfig(gpus=8), [])
 

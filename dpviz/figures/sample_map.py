@@ -123,7 +123,9 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
         fig.update_xaxes(title_text="row within the batch (binned; colour: GPU holding the bin's middle row)", row=2, col=1)
     for row in (1, 2):
         if exact:
-            fig.update_yaxes(title_text="batch", autorange="reversed", tickformat=",d", row=row, col=1)
+            # Whole batch numbers only, one tick per batch up to ~12 ticks, and no padding beyond them.
+            fig.update_yaxes(title_text="batch", range=[batches - 0.5, -0.5], tickmode="linear", tick0=0,
+                             dtick=max(1, -(-batches // 12)), tickformat=",d", row=row, col=1)
         else:  # bin labels like "0-25" would otherwise be read as dates
             fig.update_yaxes(title_text="batches (binned)", autorange="reversed", type="category", row=row, col=1)
     # The legend sits beside the bottom panel so the top panel's colour bar has room.
