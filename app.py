@@ -15,7 +15,7 @@ from dpviz.figures import (
     flow_figure, html_report, sample_map_figure, split_figure, step_figure, timeline_figure, timeline_window,
 )
 from dpviz.figures.report import bounded_log
-from dpviz.session import Runs, describe_devices, runnable
+from dpviz.session import Runs, Views, describe_devices, runnable
 from dpviz.summary import key_figures
 from dpviz.trace import Trace
 from dpviz.trace_json import MAX_TRACE_BYTES, TraceError
@@ -96,13 +96,16 @@ def run(config: RunConfig) -> Trace:
     return trace
 
 
-def chart(figure, key: str) -> None:
-    st.plotly_chart(figure, width="stretch", config=CHART_CONFIG, key=key)
+def chart(trace: Trace, build, *args, key: str) -> None:
+    """Draw `build(trace, *args)`, built once per trace and arguments in this session."""
+    views: Views = st.session_state.setdefault("views", Views())
+    st.plotly_chart(views.get(trace, build, *args), width="stretch", config=CHART_CONFIG, key=key)
 
 
 def show(trace: Trace) -> None:
     (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
-    figures = key_figures(trace)
+    views: Views = st.session_state.setdefault("views", Views())
+    figures = views.get(trace, key_figures)
     for column, (label, value) in zip(st.columns(len(figures)), figures.items()):
         column.metric(label, value)
 
@@ -115,9 +118,9 @@ def show(trace: Trace) -> None:
             st.session_state.flow_batch = last
         st.session_state.setdefault("flow_batch", last)
         batch = st.slider("Batch", 0, last, key="flow_batch") if last > 0 else 0
-        chart(flow_figure(trace, batch), "flow")
+        chart(trace, flow_figure, batch, key="flow")
     with split:
-        chart(split_figure(trace), "split")
+        chart(trace, split_figure, key="split")
     with timeline:
         window = timeline_window(trace)
         first = 0
@@ -127,16 +130,16 @@ def show(trace: Trace) -> None:
                 st.session_state.timeline_first = 0
             first = st.slider(f"First batch of the window ({window:,} batches)", 0, len(trace.batches) - 1,
                               step=window, key="timeline_first")
-        chart(timeline_figure(trace, first_batch=first), "timeline")
+        chart(trace, timeline_figure, first, key="timeline")
     with samples:
-        chart(sample_map_figure(trace), "samples")
+        chart(trace, sample_map_figure, key="samples")
     with step:
-        chart(step_figure(trace), "step")
+        chart(trace, step_figure, key="step")
     with log:
-        st.code(bounded_log(trace), language=None)
+        st.code(views.get(trace, bounded_log), language=None)
 
     st.subheader("What happened")
-    paragraphs = explain(trace)
+    paragraphs = views.get(trace, explain)
     half = (len(paragraphs) + 1) // 2
     for column, part in zip(st.columns(2, gap="large"), (paragraphs[:half], paragraphs[half:])):
         for paragraph in part:

@@ -56,3 +56,24 @@ def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
         f"Simulated devices: {n} CPU thread{'s' if n != 1 else ''} stand{'s' if n == 1 else ''} in for "
         f"{n} GPU{'s' if n != 1 else ''}, following DataParallel's rules exactly ({here_text})."
     )
+
+
+class Views:
+    """Figures already built for the trace on show, so a rerun that doesn't change it draws at once."""
+
+    def __init__(self, capacity: int = 32):
+        self.capacity = capacity
+        self._trace: Trace | None = None
+        self._built: OrderedDict[tuple, object] = OrderedDict()
+
+    def get(self, trace: Trace, build, *args):
+        """`build(trace, *args)`, from memory when this trace's figure was built before."""
+        if trace is not self._trace:
+            self._trace, self._built = trace, OrderedDict()
+        key = (build.__name__, args)
+        if key not in self._built:
+            self._built[key] = build(trace, *args)
+            while len(self._built) > self.capacity:
+                self._built.popitem(last=False)
+        self._built.move_to_end(key)
+        return self._built[key]

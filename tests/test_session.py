@@ -29,3 +29,23 @@ def test_cuda_without_gpus_falls_back_to_simulated_with_a_reason():
 def test_device_sentence_says_simulated_and_counts():
     text = describe_devices(record(RunConfig(gpus=8)), machine_gpus=0)
     assert text.startswith("Simulated devices: 8 CPU threads stand in for 8 GPUs") and "has 0 CUDA GPUs" in text
+
+
+def test_views_are_built_once_per_trace_and_argument():
+    from dpviz.session import Views
+
+    calls = []
+
+    def build(trace, batch=0):
+        calls.append((trace, batch))
+        return object()
+
+    views, first, second = Views(capacity=2), record(RunConfig(gpus=2)), record(RunConfig(gpus=3))
+    figure = views.get(first, build, 1)
+    assert views.get(first, build, 1) is figure and len(calls) == 1
+    views.get(first, build, 2)
+    views.get(first, build, 3)  # capacity 2: batch 1's figure is dropped
+    views.get(first, build, 1)
+    assert len(calls) == 4
+    views.get(second, build, 1)  # another trace: nothing of the first is reused
+    assert calls[-1] == (second, 1)
