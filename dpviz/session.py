@@ -59,21 +59,19 @@ def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
 
 
 class Views:
-    """Figures already built for the trace on show, so a rerun that doesn't change it draws at once."""
+    """Figures already built for recent traces, so a rerun that shows one again draws at once."""
 
-    def __init__(self, capacity: int = 32):
+    def __init__(self, capacity: int = 64):
         self.capacity = capacity
-        self._trace: Trace | None = None
-        self._built: OrderedDict[tuple, object] = OrderedDict()
+        # Each entry keeps its trace alive, so the trace's id() can't be reused while it is cached.
+        self._built: OrderedDict[tuple, tuple[Trace, object]] = OrderedDict()
 
     def get(self, trace: Trace, build, *args):
         """`build(trace, *args)`, from memory when this trace's figure was built before."""
-        if trace is not self._trace:
-            self._trace, self._built = trace, OrderedDict()
-        key = (build.__name__, args)
+        key = (id(trace), build.__name__, args)
         if key not in self._built:
-            self._built[key] = build(trace, *args)
+            self._built[key] = (trace, build(trace, *args))
             while len(self._built) > self.capacity:
                 self._built.popitem(last=False)
         self._built.move_to_end(key)
-        return self._built[key]
+        return self._built[key][1]

@@ -48,4 +48,4 @@ def test_views_are_built_once_per_trace_and_argument():
     views.get(first, build, 1)
     assert len(calls) == 4
     views.get(second, build, 1)  # another trace: nothing of the first is reused
-    assert calls[-1] == (second, 1)
+    assert calls[-1] == (second, 1) and len(calls) == 5
