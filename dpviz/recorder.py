@@ -4,6 +4,7 @@ The watching is done by dpviz.observer.Observer, which leaves what DataParallel 
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable
 
@@ -51,7 +52,7 @@ def _with_row_offsets(spans: list[Span]) -> list[Span]:
             offsets[(batch, span.replica)] = offset
             offset += span.rows
     return [
-        Span(**{**span.__dict__, "row_offset": offsets[(span.batch, span.replica)]})
+        dataclasses.replace(span, row_offset=offsets[(span.batch, span.replica)])
         if (span.batch, span.replica) in offsets else span
         for span in spans
     ]
