@@ -12,11 +12,12 @@ from dpviz import chrome_trace, trace_json
 from dpviz.config import LIMITS, RunConfig
 from dpviz.explain import explain
 from dpviz.figures import (
-    flow_figure, html_report, sample_map_figure, split_figure, step_figure, timeline_figure, timeline_window,
+    flow_figure, html_report, memory_figure, sample_map_figure, split_figure, step_figure, timeline_figure,
+    timeline_window,
 )
 from dpviz.figures.report import bounded_log
 from dpviz.session import Runs, Views, describe_devices, runnable
-from dpviz.summary import key_figures
+from dpviz.summary import key_figures, memory_batches
 from dpviz.trace import Trace
 from dpviz.trace_json import MAX_TRACE_BYTES, TraceError
 from dpviz.url_state import from_query, settle, to_query
@@ -109,8 +110,8 @@ def show(trace: Trace) -> None:
     for column, (label, value) in zip(st.columns(len(figures)), figures.items()):
         column.metric(label, value)
 
-    flow, split, timeline, samples, step, log = st.tabs(
-        ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Tutorial log"]
+    flow, split, timeline, samples, step, memory, log = st.tabs(
+        ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Memory", "Tutorial log"]
     )
     with flow:
         last = len(trace.batches) - 1
@@ -135,6 +136,16 @@ def show(trace: Trace) -> None:
         chart(trace, sample_map_figure, key="samples")
     with step:
         chart(trace, step_figure, key="step")
+    with memory:
+        sampled = memory_batches(trace)
+        if not sampled:
+            st.info("This trace holds no memory figures.")
+        else:
+            batch = sampled[0]
+            if len(sampled) > 1:
+                batch = st.radio("Batch", sampled, horizontal=True, key="memory_batch",
+                                 format_func=lambda b: f"batch {b:,}" + (" (the last)" if b == sampled[-1] else " (the first)"))
+            chart(trace, memory_figure, batch, key="memory")
     with log:
         st.code(views.get(trace, bounded_log), language=None)
 

@@ -4,15 +4,18 @@
     for paragraph in explain(trace): print(paragraph)   # short markdown paragraphs
 
 It answers the questions users bring to DataParallel (dataparallel-facts.md section 13): why a batch
-splits 4, 4, 2, why some GPUs sit idle, why GPU 0 carries more, where the time went, and whether
-the GPUs were real.
+splits 4, 4, 2, why some GPUs sit idle, why GPU 0 carries more (and, from the memory samples, how
+much more), how gradients come back in a training run, where the time went, and whether the GPUs
+were real.
 """
 from __future__ import annotations
 
 from collections import Counter
 
 from .scatter import chunk_sizes
-from .summary import chunks_per_batch, device_list, phase_table, plural
+from .summary import (
+    batch_spans, chunks_per_batch, device_list, human_bytes, memory_peaks, memory_table, phase_table, plural,
+)
 from .trace import Trace
 
 
@@ -123,12 +126,111 @@ def _device_zero(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
     largest = max(trace.batches, key=lambda b: b.rows)
     shape = " × ".join(f"{n:,}" for n in largest.output_shape)
     firsts = [c[0] for c in chunks if c]
+    training = ("and in this training run so do the loss, the sum of all replicas' gradients and the optimizer state"
+                if trace.config.train else
+                "and in training so would the loss, the sum of all replicas' gradients and the optimizer state")
     text = (f"**Why GPU {out} carries more.** GPU {out} is the output device: the gathered output of every batch "
-            f"(up to {shape}) lands there, and in training so would the loss, the sum of all replicas' gradients "
-            "and the optimizer state. The model lives there too and is copied to the other GPUs on every batch.")
+            f"(up to {shape}) lands there, {training}. The model lives there too and is copied to the other GPUs "
+            "on every batch.")
     if out == 0 and firsts and all(f == max(c) for f, c in zip(firsts, chunks) if c):
         text += " Its own chunk is never smaller than another GPU's: `torch.chunk` fills the first chunks first."
     return text
+
+
+def _backward(trace: Trace) -> str | None:
+    """How the gradients come back: split like the forward, summed (not averaged) on device_ids[0]."""
+    if not trace.config.train:
+        return None
+    first = trace.lanes[0].id
+    if len(trace.lanes) == 1:
+        return (f"**The way back.** With one device the loss, the backward and the SGD step all run on GPU {first}: "
+                "nothing is split and nothing is summed.")
+    splits: dict[tuple[int, ...], list[int]] = {}
+    for batch in trace.batches:
+        rows = tuple(s.rows for s in batch_spans(trace, batch.index, "backward"))
+        splits.setdefault(rows, []).append(batch.index)
+    parts = [f"{_sizes(rows)} rows in {_batches_text(batches)}" for rows, batches in splits.items()]
+    counts = Counter(len(rows) for rows in splits)
+    replicas = (f"the {plural(next(iter(counts)), 'replica')}' gradients" if len(counts) == 1 else
+                "the replicas' gradients (" + ", ".join(f"{len(rows)} in {_batches_text(batches)}"
+                                                       for rows, batches in splits.items()) + ")")
+    reduces = batch_spans(trace, 0, "reduce")
+    steps = batch_spans(trace, 0, "step")
+    where = f"GPU {reduces[0].lane}" if reduces else f"GPU {first}"
+    text = (f"**The way back.** After the MSE loss on GPU {trace.output_device}, the gather's backward splits the "
+            f"output gradient with the forward's chunk sizes, so each GPU gets the gradient of exactly the rows it "
+            f"computed: {'; '.join(parts)}. Each replica's backward makes a gradient for its own copy of every "
+            f"parameter, and replicate's backward **sums** {replicas} onto {where} "
+            "into the model's own `.grad`: a sum, not an average. Because the loss is a mean over the whole "
+            "gathered batch, that sum is the gradient one GPU would get for the whole batch.")
+    if steps:
+        text += f" The SGD step then runs on GPU {steps[0].lane}, where the parameters and the optimizer state live."
+    if trace.simulated:
+        text += (" (Simulated: the replicas' backwards ran one after another on the CPU autograd thread; real GPUs "
+                 "run each device's backward on that device's own thread.)")
+    return text
+
+
+# How the memory paragraph names each kind of tensor, in the order it lists them.
+HELD = {
+    "parameters": "the parameters", "gradients": "the summed gradients", "optimizer state": "the optimizer state",
+    "output and loss": "the gathered output and the loss", "batch and chunks": "the whole batch",
+    "backward buffers": "the whole output gradient and its replica's gradients",
+    "activations": "its replica's activations", "parameter copies": "parameter copies",
+}
+
+
+def _held(category: str, train: bool) -> str:
+    return "the gathered output" if category == "output and loss" and not train else HELD.get(category, category)
+
+
+def _memory(trace: Trace) -> str | None:
+    """How much more device 0 holds than the others, and of what, from the memory samples."""
+    peaks = memory_peaks(trace)
+    if peaks is None or peaks[1] is None:
+        return None
+    mine, other = peaks
+    me = f"GPU {mine.device}"
+    how = ("Computed from tensor sizes" if trace.memory_kind == "computed"
+           else "Measured with `torch.cuda.memory_allocated`")
+    text = (f"**How much more {me} holds.** {how}, {me} peaks at {human_bytes(mine.bytes)} "
+            f"after the {mine.phase} of batch {mine.batch:,}; no other GPU holds more than "
+            f"{human_bytes(other.bytes)} (GPU {other.device}, after {other.phase})")
+    text += f", so {me} needs {mine.bytes / other.bytes:.1f}× as much." if other.bytes else "."
+    if trace.memory_kind != "computed":
+        return text
+    train = trace.config.train
+    table = memory_table(trace)
+    moment = table[(table["batch"] == mine.batch) & (table["phase"] == mine.phase)]
+    held = moment.pivot_table(index="category", columns="device", values="bytes", aggfunc="sum", fill_value=0)
+    alone, more = [], []
+    for category in [c for c in HELD if c in held.index]:
+        row = held.loc[category]
+        own = int(row.get(mine.device, 0))
+        rest = int(row.drop(mine.device, errors="ignore").max()) if len(row) > 1 else 0
+        if own and not rest:
+            alone.append(f"{_held(category, train)} ({human_bytes(own)})")
+        elif own > rest:
+            more.append(f"{_held(category, train)} ({human_bytes(own)}, where the others hold at most {human_bytes(rest)})")
+    if alone:
+        text += f" At that moment only {me} holds {_and(alone)}"
+        text += f"; it also holds {_and(more)}." if more else "."
+    elif more:
+        text += f" At that moment {me} holds {_and(more)}."
+    mine_only = table[table["device"] == mine.device]
+    later = [
+        f"{HELD[c]} ({human_bytes(int(mine_only.loc[mine_only['category'] == c, 'bytes'].max()))})"
+        for c in ("gradients", "optimizer state")
+        if c in set(mine_only["category"]) and c not in set(moment["category"])
+        and not (table.loc[table["category"] == c, "device"] != mine.device).any()
+    ]
+    if later:
+        text += f" Later in the batch it also keeps {_and(later)}, which no other GPU ever holds."
+    return text
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _slices(trace: Trace) -> str | None:
@@ -203,6 +305,8 @@ def explain(trace: Trace) -> list[str]:
         *_splits(trace, chunks),
         _idle(trace, chunks),
         _device_zero(trace, chunks),
+        _memory(trace),
+        _backward(trace),
         _slices(trace),
         _time(trace),
         _print_order(trace),

@@ -2,11 +2,12 @@
 
     from dpviz.summary import summarize, summary_table, split_table
     summarize(trace).idle_slots      # device slots that got no rows, over the whole run
-    key_figures(trace)               # six headline figures as {label: text}, for a row of metrics
+    key_figures(trace)               # six headline figures (seven with memory) as {label: text}, for a row of metrics
     summary_table(trace)             # all key figures as a two-column DataFrame for a page table
 
 `split_table` (one row per batch and device, idle ones included) is the shared data preparation of
-the flow, split and step views and of the explanation; `phase_table` holds the time per phase.
+the flow, split and step views and of the explanation; `phase_table` holds the time per phase;
+`memory_totals` and `memory_peaks` read the memory samples (how much more device 0 holds).
 """
 from __future__ import annotations
 
@@ -18,8 +19,14 @@ import pandas as pd
 from .trace import Span, Trace
 
 SPLIT_COLUMNS = ["batch", "batch_rows", "device", "replica", "used", "rows", "first_row", "last_row", "forward_ms"]
-# Phases in pipeline order, the device phase after the host phase that launches it.
-PHASE_ORDER = ("scatter", "replicate", "apply", "forward", "gather")
+# Phases in pipeline order, the device phase after the host phase that launches it; training's last.
+PHASE_ORDER = ("scatter", "replicate", "apply", "forward", "gather", "loss", "backward", "reduce", "step")
+# Memory is sampled after these phases ("forward" only with one device, where it replaces apply).
+MEMORY_PHASES = ("scatter", "replicate", "forward", "apply", "gather", "loss", "backward", "reduce", "step")
+MEMORY_COLUMNS = ["batch", "phase", "device", "category", "bytes"]
+# Where each device phase runs, for the key figures (host phases run on the host thread).
+PHASE_PLACES = {"forward": "all replicas, overlapping", "backward": "all replicas", "loss": "output device",
+                "reduce": "device_ids[0]", "step": "device_ids[0]"}
 
 
 def _forwards_by_slot(trace: Trace) -> dict[tuple[int, int], Span]:
@@ -54,6 +61,12 @@ def batch_split(trace: Trace, batch: int) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=SPLIT_COLUMNS)
 
 
+def batch_spans(trace: Trace, batch: int, phase: str) -> list[Span]:
+    """The spans of one phase of one batch, in replica order (lane order for spans without a replica)."""
+    spans = trace.spans_of(batch, phase)
+    return sorted(spans, key=lambda s: (-1 if s.replica is None else s.replica, -1 if s.lane is None else s.lane))
+
+
 def chunks_per_batch(trace: Trace) -> list[tuple[int, ...]]:
     """Rows per replica for every batch, in replica order: the split DataParallel made."""
     chunks: list[list[tuple[int, int]]] = [[] for _ in trace.batches]
@@ -79,6 +92,59 @@ def phase_table(trace: Trace) -> pd.DataFrame:
             "mean_s": [totals[p] / counts[p] for p in phases],
         }
     )
+
+
+def memory_batches(trace: Trace) -> list[int]:
+    """The batches memory was sampled for (the first and the last), in order."""
+    return sorted({m.batch for m in trace.memory})
+
+
+def memory_table(trace: Trace) -> pd.DataFrame:
+    """The memory samples as a table, one row per (batch, phase, device, category), phases in pipeline order."""
+    table = pd.DataFrame.from_records(
+        [(m.batch, m.phase, m.lane, m.category, m.bytes) for m in trace.memory], columns=MEMORY_COLUMNS
+    )
+    order = {p: i for i, p in enumerate(MEMORY_PHASES)}
+    table["step_index"] = [order.get(p, len(order)) for p in table["phase"]]
+    return table.sort_values(["batch", "step_index", "device"], kind="stable").reset_index(drop=True)
+
+
+def memory_totals(trace: Trace) -> pd.DataFrame:
+    """Bytes per (batch, phase, device), summed over categories; a device that held nothing shows 0."""
+    table = memory_table(trace)
+    slots = table[["batch", "step_index", "phase"]].drop_duplicates()
+    devices = pd.DataFrame({"device": [lane.id for lane in trace.lanes]})
+    full = slots.merge(devices, how="cross")
+    sums = table.groupby(["batch", "phase", "device"], as_index=False)["bytes"].sum()
+    full = full.merge(sums, on=["batch", "phase", "device"], how="left").fillna({"bytes": 0})
+    full["bytes"] = full["bytes"].astype("int64")
+    return full.sort_values(["batch", "step_index", "device"], kind="stable").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    """The most one device held: how many bytes, after which phase of which batch."""
+
+    device: int
+    bytes: int
+    batch: int
+    phase: str
+
+
+def memory_peaks(trace: Trace) -> tuple[MemoryPeak, MemoryPeak | None] | None:
+    """device_ids[0]'s peak and the largest peak of any other device (None with one device),
+    over the sampled batches; None when the trace has no memory samples."""
+    if not trace.memory or not trace.lanes:
+        return None
+    totals = memory_totals(trace)
+    first = trace.lanes[0].id
+
+    def peak(part: pd.DataFrame) -> MemoryPeak:
+        row = part.loc[part["bytes"].idxmax()]  # the first of equal maxima: earliest batch and phase, lowest device
+        return MemoryPeak(int(row["device"]), int(row["bytes"]), int(row["batch"]), str(row["phase"]))
+
+    others = totals[totals["device"] != first]
+    return peak(totals[totals["device"] == first]), (peak(others) if len(others) else None)
 
 
 @dataclass(frozen=True)
@@ -137,6 +203,19 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "es" if word.endswith(("s", "ch")) else "s")
 
 
+def human_bytes(n: float) -> str:
+    """'560 B', '1.23 KiB', '45.6 MiB', '1,000 KiB': binary units, three significant digits."""
+    value, unit = float(n), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1023.5:  # what would print as "1,024" takes the next unit
+            break
+        value, unit = value / 1024, bigger
+    if unit == "B":
+        return f"{int(round(value)):,} B"
+    digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
+    return f"{value:,.{digits}f} {unit}"
+
+
 def device_list(devices: list[int]) -> str:
     """'GPU 5', 'GPUs 5 and 6', 'GPUs 3-15', 'GPUs 1, 4-7 and 9': runs of four or more as ranges."""
     runs: list[list[int]] = []
@@ -160,12 +239,13 @@ def _ms(seconds: float) -> str:
 
 
 def key_figures(trace: Trace) -> dict[str, str]:
-    """Six headline figures, label -> short value, for a row of metrics above the views."""
+    """Six headline figures, label -> short value, for a row of metrics above the views; a seventh,
+    device 0's memory peak against the next device's, when the trace has memory samples."""
     s = summarize(trace)
     inside = sum(s.phase_total_s.get(p, 0.0) for p in ("scatter", "replicate", "apply", "gather"))
     if s.devices == 1:  # a direct call: no apply, the forward itself is the work
         inside += s.phase_total_s.get("forward", 0.0)
-    return {
+    figures = {
         "batches": f"{s.batches:,}",
         "replicas used": f"{s.replicas_total:,}",
         "idle GPU slots": f"{s.idle_slots:,} of {s.device_slots:,}",
@@ -173,6 +253,14 @@ def key_figures(trace: Trace) -> dict[str, str]:
         "smallest chunk": plural(s.smallest_chunk, "row"),
         "time in DataParallel": _ms(inside),
     }
+    peaks = memory_peaks(trace)
+    if peaks is not None:
+        first, other = peaks
+        value = human_bytes(first.bytes)
+        if other is not None and other.bytes:
+            value += f" ({first.bytes / other.bytes:.1f}× next GPU)"
+        figures[f"GPU {first.device} memory peak"] = value
+    return figures
 
 
 def summary_table(trace: Trace) -> pd.DataFrame:
@@ -193,8 +281,16 @@ def summary_table(trace: Trace) -> pd.DataFrame:
         ("smallest chunk", f"{s.smallest_chunk:,} rows"),
     ]
     for phase in s.phase_total_s:
-        where = "all replicas, overlapping" if phase == "forward" else "host"
+        where = PHASE_PLACES.get(phase, "host")
         rows.append((f"time in {phase}", f"{_ms(s.phase_total_s[phase])} total, {_ms(s.phase_mean_s[phase])} mean ({where})"))
     rows.append(("run time", _ms(s.duration_s)))
+    peaks = memory_peaks(trace)
+    if peaks is not None:
+        first, other = peaks
+        how = "computed from tensor sizes" if trace.memory_kind == "computed" else "measured: torch.cuda.memory_allocated"
+        text = f"GPU {first.device}: {human_bytes(first.bytes)} after {first.phase} of batch {first.batch:,}"
+        if other is not None:
+            text += f"; other GPUs at most {human_bytes(other.bytes)} (GPU {other.device}, after {other.phase})"
+        rows.append(("peak memory", f"{text} ({how})"))
     return pd.DataFrame(rows, columns=["key figure", "value"])
 

@@ -110,6 +110,11 @@ class Trace:
             by_batch[span.batch].append(span)
         return by_batch
 
+    def spans_of(self, batch: int, phase: str | None = None) -> list[Span]:
+        """The spans of one batch (of one phase), in the order they were recorded."""
+        spans = self._spans_by_batch[batch]
+        return spans if phase is None else [s for s in spans if s.phase == phase]
+
     def replicas(self, batch: int) -> list[Span]:
         """The forward spans of one batch, in replica (device_ids) order."""
         forwards = [s for s in self._spans_by_batch[batch] if s.phase == "forward"]

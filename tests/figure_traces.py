@@ -3,7 +3,7 @@
 `recorded(...)` records a small run once per test session. `synthetic(config)` builds, in about a
 second, the trace the recorder would make for a run too long to record in a test (recording
 20,000 batches on 16 simulated devices takes a minute and a half): the same lanes, batches, chunks
-and phases, with made-up times. test_figures_bounds.py checks it against real recordings.
+and phases (training's too), with made-up times and no memory samples. test_figures_bounds.py checks it against real recordings.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dpviz.trace import Batch, Lane, Span, Trace
 
 # The largest run dpviz allows: 20,000 batches on 16 devices.
 LARGEST = RunConfig(data_size=600_000, batch_size=30, gpus=16)
+LARGEST_TRAINING = RunConfig(data_size=600_000, batch_size=30, gpus=16, train=True)
 MAX_JSON_BYTES = 2 * 1024 * 1024
 
 
@@ -26,14 +27,34 @@ def recorded(**settings: object) -> Trace:
     return record(RunConfig(**settings))
 
 
-def _batch_spans(index: int, rows: int, devices: int, t: float) -> tuple[list[Span], float]:
+def _training_spans(index: int, chunks: list[int], t: float) -> tuple[list[Span], float]:
+    """Loss on the output device, a backward per replica (its forward chunk's rows), the sum, the step."""
+    us = 1e-6
+    spans = [Span("loss", index, t, t + 4 * us, lane=0)]
+    t += 5 * us
+    for replica, n in reversed(list(enumerate(chunks))):  # one CPU autograd thread, last replica first
+        offset = sum(chunks[:replica])
+        spans.append(Span("backward", index, t, t + 3 * us, lane=replica, replica=replica, row_offset=offset,
+                          rows=n, input_shape=[n, 2], thread="MainThread"))
+        t += 3 * us
+    if len(chunks) > 1:
+        spans.append(Span("reduce", index, t, t + 2 * us, lane=0))
+    spans.append(Span("step", index, t + 3 * us, t + 6 * us, lane=0))
+    return spans, t + 8 * us
+
+
+def _batch_spans(index: int, rows: int, devices: int, t: float, train: bool = False) -> tuple[list[Span], float]:
     us = 1e-6
     if devices == 1:
-        return [
+        spans = [
             Span("scatter", index, t, t + 5 * us),
             Span("forward", index, t + 6 * us, t + 40 * us, lane=0, replica=0, rows=rows,
                  input_shape=[rows, 5], output_shape=[rows, 2], thread="MainThread", order=0),
-        ], t + 50 * us
+        ]
+        if not train:
+            return spans, t + 50 * us
+        more, t = _training_spans(index, [rows], t + 50 * us)
+        return spans + more, t
     spans = [Span("scatter", index, t, t + 5 * us), Span("replicate", index, t + 6 * us, t + 30 * us)]
     offset, start = 0, t + 32 * us
     chunks = chunk_sizes(rows, devices)
@@ -45,7 +66,10 @@ def _batch_spans(index: int, rows: int, devices: int, t: float) -> tuple[list[Sp
     end = start + len(chunks) * 3 * us + 20 * us
     spans.append(Span("apply", index, t + 31 * us, end + us))
     spans.append(Span("gather", index, end + 2 * us, end + 8 * us))
-    return spans, end + 10 * us
+    if not train:
+        return spans, end + 10 * us
+    more, t = _training_spans(index, chunks, end + 10 * us)
+    return spans + more, t
 
 
 @lru_cache(maxsize=None)
@@ -58,7 +82,7 @@ def synthetic(config: RunConfig) -> Trace:
     for index, start in enumerate(range(0, config.data_size, config.batch_size)):
         ids = order[start : start + config.batch_size].tolist()
         batches.append(Batch(index, ids, [len(ids), config.input_size], [len(ids), config.output_size]))
-        batch_spans, t = _batch_spans(index, len(ids), config.gpus, t)
+        batch_spans, t = _batch_spans(index, len(ids), config.gpus, t, config.train)
         spans.extend(batch_spans)
     return Trace(
         config=config, backend="simulated", torch_version="synthetic", machine_gpus=0, output_device=0,

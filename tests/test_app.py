@@ -34,8 +34,8 @@ def split_rows(app: AppTest) -> list[list[int]]:
 def test_default_page_renders_every_view_without_exception():
     app = page()
     assert not app.exception
-    assert len(app.get("plotly_chart")) == 5  # flow, split, timeline, sample map, step through
-    assert [t.label for t in app.tabs] == ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Tutorial log"]
+    assert len(app.get("plotly_chart")) == 6  # flow, split, timeline, sample map, step through, memory
+    assert [t.label for t in app.tabs] == ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Memory", "Tutorial log"]
     assert "Simulated devices: 2 CPU threads" in shown_text(app)
     assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]
     assert dict(app.query_params)["gpus"] == ["2"] or app.query_params["gpus"] == "2"
@@ -80,6 +80,15 @@ def test_an_uploaded_trace_is_shown_and_a_bad_one_warns():
     assert not app.exception
     assert any("bad.json could not be used" in w.value and "version 7" in w.value for w in app.warning)
     assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]
+
+
+def test_training_from_a_link_draws_the_way_back():
+    app = page(train="true", gpus="3")
+    assert not app.exception and app.toggle(key="train").value is True
+    specs = [c.proto.spec for c in app.get("plotly_chart")]
+    assert any("summed on GPU 0" in spec for spec in specs)  # the flow's way back
+    assert "The way back" in shown_text(app)
+    assert app.radio(key="memory_batch").options == ["batch 0 (the first)", "batch 3 (the last)"]
 
 
 def test_cuda_backend_without_gpus_falls_back_with_a_warning():

@@ -70,3 +70,31 @@ def test_single_gpu_says_nothing_is_split():
 def test_time_paragraph_uses_measured_phases():
     t = text(gpus=8)
     assert "Where the time went" in t and "replicate" in t and "CPU times" in t
+
+
+def test_way_back_names_the_chunk_sizes_and_the_sum_on_gpu_zero():
+    t = text(gpus=3, train=True)
+    assert "**The way back.**" in t
+    assert "10, 10, 10 rows in batches 0-2; 4, 4, 2 rows in batch 3" in t
+    assert "**sums** the 3 replicas' gradients onto GPU 0" in t and "not an average" in t
+    assert "SGD step then runs on GPU 0" in t and "one after another on the CPU autograd thread" in t
+    eight = text(gpus=8, train=True)
+    assert "2, 2, 2, 2, 2 rows in batch 3" in eight and "(8 in batches 0-2, 5 in batch 3)" in eight
+    assert "way back" not in text(gpus=3)  # forward only
+    assert "nothing is split and nothing is summed" in text(gpus=1, train=True)
+    real = "\n".join(explain(as_cuda(recorded(gpus=3, train=True))))
+    assert "**The way back.**" in real and "autograd thread" not in real
+
+
+def test_memory_paragraph_uses_the_samples():
+    t = text(gpus=3, train=True)
+    assert "GPU 0 peaks at 1.23 KiB after the backward of batch 0" in t
+    assert "no other GPU holds more than 456 B (GPU 1, after backward), so GPU 0 needs 2.8× as much" in t
+    assert "the whole batch (600 B, where the others hold at most 200 B)" in t
+    assert "the summed gradients (48 B) and the optimizer state (48 B), which no other GPU ever holds" in t
+    eight = text(gpus=8, train=True)
+    assert "no other GPU holds more than 240 B" in eight and "5.0× as much" in eight
+    forward = text(gpus=2)
+    assert "peaks at 1,008 B after the gather of batch 0" in forward and "the gathered output (240 B)" in forward
+    assert "loss" not in forward.split("How much more")[1].split("**")[1]
+    assert "How much more" not in text(gpus=1)

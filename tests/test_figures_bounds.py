@@ -40,7 +40,8 @@ def _shape(trace):
     return trace.lanes, [b.rows for b in trace.batches], [b.input_shape for b in trace.batches], spans
 
 
-@pytest.mark.parametrize("settings", [dict(gpus=8), dict(gpus=3), dict(gpus=1), dict(gpus=16, data_size=200, batch_size=21)])
+@pytest.mark.parametrize("settings", [dict(gpus=8), dict(gpus=3), dict(gpus=1), dict(gpus=16, data_size=200, batch_size=21),
+                                      dict(gpus=8, train=True), dict(gpus=1, train=True)])
 def test_synthetic_trace_has_the_shape_of_a_recorded_one(settings):
     real = recorded(**settings)
     fake = synthetic(RunConfig(**settings))

@@ -1,7 +1,7 @@
 """Flow (Sankey): link widths are the rows torch.chunk gives each device; idle devices are shown idle."""
 import pytest
 
-from dpviz.figures import MAX_MARKS, count_marks, flow_figure, prepare_flow
+from dpviz.figures import MAX_MARKS, count_marks, flow_figure, prepare_backward_flow, prepare_flow
 from dpviz.scatter import chunk_sizes
 from figure_traces import LARGEST, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
@@ -90,3 +90,62 @@ def test_largest_run_stays_small():
         fig = flow_figure(trace, batch)
         assert count_marks(fig) <= MAX_MARKS
         assert len(fig.to_json()) < MAX_JSON_BYTES
+
+
+# Training: the way back, from the output gradient on the output device to the step on device_ids[0].
+
+def _links(sankey):
+    return list(zip(sankey.link.source, sankey.link.target, sankey.link.value))
+
+
+def _node(sankey, starts):
+    (index,) = [i for i, label in enumerate(sankey.node.label) if label.startswith(starts)]
+    return index
+
+
+@pytest.mark.parametrize("gpus,batch", [(3, 0), (3, 3), (8, 3), (16, 0)])
+def test_gradients_go_back_with_the_forward_chunk_sizes_and_are_summed_on_device_zero(gpus, batch):
+    trace = recorded(gpus=gpus, train=True)
+    sankey = _sankey(flow_figure(trace, batch))
+    forward, _ = _into_devices(sankey)
+    out = _node(sankey, "output")
+    back = [(t, v) for s, t, v in _links(sankey) if s == out]
+    assert [v for _, v in back] == forward == chunk_sizes(trace.batches[batch].rows, gpus)
+    labels = [sankey.node.label[t] for t, _ in back]
+    assert labels == [f"GPU {d}: gradient of rows {sum(forward[:d])}-{sum(forward[:d + 1]) - 1}" for d in range(len(forward))]
+    total = _node(sankey, f"{len(forward)} gradients<br>summed on GPU 0")
+    assert [v for s, t, v in _links(sankey) if t == total] == forward
+    assert sankey.node.color[total] == sankey.node.color[_node(sankey, "GPU 0: rows")]  # GPU 0's colour
+    step = _node(sankey, "SGD step<br>on GPU 0")
+    assert [(s, v) for s, t, v in _links(sankey) if t == step] == [(total, trace.batches[batch].rows)]
+
+
+def test_backward_table_follows_the_trace():
+    trace = recorded(gpus=8, train=True)
+    table = prepare_backward_flow(trace, 3)
+    assert table["used"].tolist() == [True] * 5 + [False] * 3
+    assert table.loc[table["used"], "rows"].tolist() == [2] * 5
+    assert table.loc[table["used"], "gradient_shape"].tolist() == [[2, 2]] * 5
+    assert prepare_backward_flow(recorded(gpus=8), 3).empty  # forward only
+
+
+def test_training_flow_titles_and_headers():
+    fig = flow_figure(recorded(gpus=8, train=True), 3)
+    assert fig.layout.title.text.endswith("gradients summed back onto GPU 0")
+    assert [a.text for a in fig.layout.annotations][:6] == [
+        "<b>batch</b>", "<b>forward</b>", "<b>gather, loss</b>", "<b>backward</b>", "<b>sum</b>", "<b>step</b>"]
+    assert [a.text for a in fig.layout.annotations][6:] == ["GPU 5 idle", "GPU 6 idle", "GPU 7 idle"]
+    assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
+
+
+def test_one_device_training_has_no_sum():
+    sankey = _sankey(flow_figure(recorded(gpus=1, train=True), 0))
+    assert not [label for label in sankey.node.label if "summed" in label]
+    step = _node(sankey, "SGD step")
+    (into_step,) = [(s, v) for s, t, v in _links(sankey) if t == step]
+    assert sankey.node.label[into_step[0]] == "GPU 0: gradient of rows 0-29" and into_step[1] == 30
+
+
+def test_forward_only_flow_has_no_way_back():
+    labels = _sankey(flow_figure(recorded(gpus=3), 3)).node.label
+    assert len(labels) == 5 and not any("gradient" in label or "step" in label for label in labels)

@@ -1,4 +1,5 @@
 """HTML report: one offline page with every view, the key figures, the explanation and the tutorial log."""
+import dataclasses
 import html
 import re
 
@@ -8,9 +9,10 @@ from dpviz.explain import explain
 from dpviz.figures import html_report
 from dpviz.figures.report import MAX_LOG_LINES, bounded_log, markdown_to_html
 from dpviz.tutorial_log import tutorial_log
-from figure_traces import LARGEST, recorded, synthetic
+from figure_traces import LARGEST, LARGEST_TRAINING, recorded, synthetic
 
-VIEWS = ["fig-flow-batch-0", "fig-flow-batch-3", "fig-split", "fig-timeline", "fig-sample-map", "fig-step"]
+VIEWS = ["fig-flow-batch-0", "fig-flow-batch-3", "fig-split", "fig-timeline", "fig-sample-map", "fig-step",
+         "fig-memory-batch-0", "fig-memory-batch-3"]
 
 
 def test_report_holds_every_view_once():
@@ -19,7 +21,7 @@ def test_report_holds_every_view_once():
     for div in VIEWS:
         assert page.count(f'<div id="{div}"') == 1
         assert f'document.getElementById("{div}")' in page
-    for section in ["summary", "explanation", "flow", "split", "timeline", "sample-map", "step", "log"]:
+    for section in ["summary", "explanation", "flow", "split", "timeline", "memory", "sample-map", "step", "log"]:
         assert page.count(f'<section id="{section}">') == 1
     assert '"frames"' in page or "Plotly.addFrames" in page  # the step-through animation
 
@@ -45,6 +47,19 @@ def test_report_holds_the_log_the_figures_and_the_explanation():
 def test_single_flow_when_every_batch_splits_alike():
     page = html_report(recorded(gpus=2, data_size=90))
     assert 'id="fig-flow-batch-0"' in page and 'id="fig-flow-batch-2"' not in page
+    assert 'id="fig-memory-batch-0"' in page and 'id="fig-memory-batch-2"' not in page
+
+
+def test_training_report_shows_the_way_back_and_memory():
+    page = html_report(recorded(gpus=3, train=True))
+    assert "gradients summed back onto GPU 0" in page and "The way back" in page
+    assert page.count('<section id="memory">') == 1 and "computed from tensor sizes (simulated devices)" in page
+    assert "<td>peak memory</td>" in page
+
+
+def test_no_memory_section_without_samples():
+    page = html_report(dataclasses.replace(recorded(gpus=3), memory=[]))
+    assert '<section id="memory">' not in page and 'id="fig-split"' in page
 
 
 def test_markdown_is_escaped_then_formatted():
@@ -57,4 +72,10 @@ def test_largest_run_report_stays_openable():
     assert len(log.splitlines()) == MAX_LOG_LINES + 1 and "lines left out of this report" in log
     page = html_report(trace)
     assert len(page) < len(get_plotlyjs()) + 3 * 1024 * 1024
-    assert all(f'<div id="{div}"' in page for div in VIEWS[:1] + VIEWS[2:])
+    assert all(f'<div id="{div}"' in page for div in VIEWS[:1] + VIEWS[2:6])  # synthetic: no memory samples
+
+
+def test_largest_training_run_report_stays_openable():
+    page = html_report(synthetic(LARGEST_TRAINING))
+    assert len(page) < len(get_plotlyjs()) + 3 * 1024 * 1024
+    assert "The way back" in page and 'id="fig-timeline"' in page

@@ -4,8 +4,11 @@ import math
 import pytest
 
 from dpviz.scatter import chunk_sizes
+import dataclasses
+
 from dpviz.summary import (
-    batch_split, chunks_per_batch, key_figures, phase_table, split_table, summarize, summary_table,
+    MemoryPeak, batch_split, batch_spans, chunks_per_batch, key_figures, memory_peaks, memory_totals, phase_table,
+    split_table, summarize, summary_table,
 )
 from figure_traces import recorded
 
@@ -87,9 +90,43 @@ def test_summary_table_states_the_key_figures():
 def test_key_figures_headline_the_run():
     figures = key_figures(recorded(gpus=8))
     assert list(figures) == ["batches", "replicas used", "idle GPU slots", "largest chunk", "smallest chunk",
-                             "time in DataParallel"]
+                             "time in DataParallel", "GPU 0 memory peak"]
     assert figures["batches"] == "4" and figures["replicas used"] == "29"
     assert figures["idle GPU slots"] == "3 of 32"
     assert figures["largest chunk"] == "4 rows" and figures["smallest chunk"] == "2 rows"
     assert figures["time in DataParallel"].endswith(" ms")
     assert key_figures(recorded(gpus=3))["idle GPU slots"] == "0 of 12"
+
+
+def test_memory_totals_and_peaks_come_from_the_samples():
+    trace = recorded(gpus=3, train=True)
+    totals = memory_totals(trace)
+    assert len(totals) == 2 * 8 * 3  # two sampled batches, eight phases, three devices (empty ones as 0)
+    for row in totals.itertuples():
+        assert row.bytes == sum(m.bytes for m in trace.memory
+                                if (m.batch, m.phase, m.lane) == (row.batch, row.phase, row.device))
+    assert totals[(totals["phase"] == "step") & (totals["device"] > 0)]["bytes"].tolist() == [0, 0, 0, 0]
+    first, other = memory_peaks(trace)
+    assert first == MemoryPeak(0, 1260, 0, "backward") and other == MemoryPeak(1, 456, 0, "backward")
+    assert memory_peaks(recorded(gpus=1, train=True))[1] is None
+    assert memory_peaks(dataclasses.replace(trace, memory=[])) is None
+
+
+def test_memory_key_figure_and_table_row():
+    trace = recorded(gpus=3, train=True)
+    assert key_figures(trace)["GPU 0 memory peak"] == "1.23 KiB (2.8× next GPU)"
+    assert key_figures(recorded(gpus=1, train=True))["GPU 0 memory peak"].endswith("KiB")
+    assert "GPU 0 memory peak" not in key_figures(dataclasses.replace(trace, memory=[]))
+    table = summary_table(trace).set_index("key figure")["value"]
+    assert table["peak memory"] == ("GPU 0: 1.23 KiB after backward of batch 0; other GPUs at most 456 B "
+                                    "(GPU 1, after backward) (computed from tensor sizes)")
+    assert table["time in backward"].endswith("(all replicas)") and table["time in step"].endswith("(device_ids[0])")
+
+
+def test_training_phases_in_pipeline_order_and_spans_per_batch():
+    trace = recorded(gpus=3, train=True)
+    assert list(phase_table(trace)["phase"]) == ["scatter", "replicate", "apply", "forward", "gather", "loss",
+                                                 "backward", "reduce", "step"]
+    assert [s.replica for s in batch_spans(trace, 3, "backward")] == [0, 1, 2]
+    assert [s.rows for s in batch_spans(trace, 3, "backward")] == [4, 4, 2]
+    assert [s.lane for s in batch_spans(trace, 3, "step")] == [0]

@@ -3,9 +3,10 @@
     from dpviz import RunConfig, record
     from dpviz import figures
     trace = record(RunConfig(gpus=8))
-    figures.flow_figure(trace, batch=3)        # Sankey: batch -> chunk per GPU -> output on GPU 0
+    figures.flow_figure(trace, batch=3)        # Sankey: batch -> chunk per GPU -> output on GPU 0 (and back, training)
     figures.split_figure(trace)                # stacked rows per GPU per batch, idle GPUs in grey
     figures.timeline_figure(trace, first_batch=0)
+    figures.memory_figure(trace, batch=0)      # bytes per GPU after each phase, stacked by kind of tensor
     figures.sample_map_figure(trace)           # dataset row -> batch -> GPU
     figures.step_figure(trace)                 # animation, one frame per batch
     figures.html_report(trace)                 # one offline HTML string with all of the above
@@ -16,7 +17,8 @@ data can be tested or tabulated without plotting. No figure draws more than MAX_
 """
 from .bounds import MAX_FRAMES, MAX_MARKS, count_marks
 from .colors import IDLE_GREY, device_color, device_colors
-from .flow import flow_figure, prepare_flow
+from .flow import flow_figure, prepare_backward_flow, prepare_flow
+from .memory import memory_figure, prepare_memory
 from .report import bounded_log, html_report
 from .sample_map import prepare_sample_map, sample_map_figure
 from .split import prepare_split, split_figure
@@ -27,6 +29,7 @@ from .timeline import window_size as timeline_window
 
 __all__ = [
     "IDLE_GREY", "MAX_FRAMES", "MAX_MARKS", "bounded_log", "count_marks", "device_color", "device_colors", "device_name",
-    "flow_figure", "html_report", "prepare_flow", "prepare_sample_map", "prepare_split", "prepare_steps",
+    "flow_figure", "html_report", "memory_figure", "prepare_backward_flow", "prepare_flow", "prepare_memory",
+    "prepare_sample_map", "prepare_split", "prepare_steps",
     "prepare_timeline", "sample_map_figure", "split_figure", "step_figure", "timeline_figure", "timeline_window",
 ]

@@ -1,22 +1,28 @@
 """Flow: one batch's journey as a Sankey diagram, batch -> one chunk per device -> gathered output.
 
-Link widths are rows. Devices that got no chunk cannot be Sankey nodes (plotly drops nodes without
-links and then misplaces the rest), so they are drawn as grey "idle" boxes under the device column.
+A training run goes on and comes back: the output's gradient (from the loss on the output device) is
+split back by the gather's backward with the forward's chunk sizes, each replica's backward makes a
+gradient for every parameter, those are summed onto device_ids[0] and the SGD step runs there.
+
+Link widths are rows (of the batch, then of the output gradient). Devices that got no chunk cannot
+be Sankey nodes (plotly drops nodes without links and then misplaces the rest), so they are drawn
+as grey "idle" boxes under the device column.
 """
 from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..summary import batch_split
+from ..summary import batch_spans, batch_split, device_list, human_bytes
 from ..trace import Trace
 from .colors import IDLE_GREY, OUTLINE, TEXT, device_color, with_alpha
-from ..summary import device_list
 from .style import backend_note, check_batch, device_name, plural, rows_text, styled
 
 BATCH_COLOR = "#4D4D4D"
 PREVIEW_IDS = 8  # dataset row ids listed in a hover before "…"
 IDLE_BAND = 0.2  # share of the figure height kept under the Sankey for idle boxes
+BACK_COLUMNS = ["device", "used", "rows", "first_row", "gradient_shape", "label"]
+HEADER_Y = 0.93  # a training flow's Sankey ends here; column headers sit above it
 
 
 def _preview(ids: list[int]) -> str:
@@ -39,6 +45,23 @@ def prepare_flow(trace: Trace, batch: int) -> pd.DataFrame:
         for first, rows, used in zip(table["first_row"], table["rows"], table["used"])
     ]
     return table
+
+
+def prepare_backward_flow(trace: Trace, batch: int) -> pd.DataFrame:
+    """One row per device for `batch` of a training run: the slice of the output gradient the gather's
+    backward sent it (rows, first row, shape), or used=False. Empty for a forward-only trace."""
+    check_batch(trace, batch)
+    backwards = {s.lane: s for s in batch_spans(trace, batch, "backward")}
+    records = []
+    for lane in trace.lanes:
+        span = backwards.get(lane.id)
+        if span is None:
+            records.append((lane.id, False, 0, -1, None, f"{device_name(lane.id)}: idle"))
+        else:
+            label = f"{device_name(lane.id)}: gradient of {rows_text(span.row_offset, span.rows).split(' (')[0]}"
+            records.append((lane.id, True, span.rows, span.row_offset, span.input_shape, label))
+    table = pd.DataFrame.from_records(records, columns=BACK_COLUMNS)
+    return table if table["used"].any() else table.iloc[0:0]
 
 
 def _node_centres(rows: list[int], top: float, bottom: float, pad: float) -> list[float]:
@@ -102,6 +125,89 @@ def plot_flow(table: pd.DataFrame, *, input_shape: list[int], output_shape: list
     return styled(fig, title, notes, height=max(460, 60 + 34 * len(table)))
 
 
+def plot_round_trip(table: pd.DataFrame, back: pd.DataFrame, *, input_shape: list[int], output_shape: list[int],
+                    output_device: int, sum_device: int | None, step_device: int, parameter_bytes: int | None,
+                    title: str, notes: list[str]) -> go.Figure:
+    """Draw a training batch: the forward flow, then the output gradient split back to each device
+    (`back`), every replica's parameter gradients summed on `sum_device` (None: one device, no sum)
+    and the step on `step_device`."""
+    used, idle, grads = table[table["used"]], table[~table["used"]], back[back["used"]]
+    n, k = len(used), len(grads)
+    out_name = device_name(output_device)
+    # Nodes: batch, chunks, output and loss, gradient slices, [sum], step.
+    chunk_ids = list(range(1, n + 1))
+    out_id = n + 1
+    grad_ids = list(range(n + 2, n + 2 + k))
+    sum_id = n + 2 + k if sum_device is not None else None
+    step_id = n + 3 + k if sum_device is not None else n + 2 + k
+    # Sink nodes put their label on their left: the sum's column leaves room for its label and the step's.
+    columns = [0.01, 0.19, 0.39, 0.59, 0.8, 0.99] if sum_device is not None else [0.01, 0.22, 0.45, 0.68, 0.99]
+    labels = ([f"input batch {_shape(input_shape)}"] + list(used["label"])
+              + [f"output {_shape(output_shape)}<br>and loss on {out_name}"] + list(grads["label"]))
+    colors = ([BATCH_COLOR] + [device_color(d) for d in used["device"]] + [device_color(output_device)]
+              + [device_color(d) for d in grads["device"]])
+    top, bottom = 0.02, 0.98
+    y_chunks = _node_centres(list(used["rows"]) or [1], top, bottom, 0.02 if n > 1 else 0.0)
+    y_grads = _node_centres(list(grads["rows"]) or [1], top, bottom, 0.02 if k > 1 else 0.0)
+    xs = [columns[0]] + [columns[1]] * n + [columns[2]] + [columns[3]] * k
+    ys = [0.5] + y_chunks + [0.5] + y_grads
+    if sum_device is not None:
+        labels.append(f"{plural(k, 'gradient')}<br>summed on {device_name(sum_device)}")
+        colors.append(device_color(sum_device))
+        xs.append(columns[4])
+        ys.append(0.5)
+    labels.append(f"SGD step<br>on {device_name(step_device)}")
+    colors.append(device_color(step_device))
+    xs.append(columns[-1])
+    ys.append(0.5)
+
+    rows = [int(r) for r in used["rows"]]
+    grad_rows = [int(r) for r in grads["rows"]]
+    total = sum(grad_rows)
+    forward_hover = [f"{label}<br>dataset rows {ids}" for label, ids in zip(used["label"], used["dataset_rows"])]
+    size = f" ({human_bytes(parameter_bytes)})" if parameter_bytes else ""
+    split_hover = [
+        (f"gather's backward: the output gradient's {rows_text(first, r)}, {_shape(shape)}, sent back to {device_name(d)}"
+         if sum_device is not None else f"the output gradient, {_shape(shape)}, stays on {device_name(d)}: nothing to split")
+        for d, first, r, shape in zip(grads["device"], grads["first_row"], grads["rows"], grads["gradient_shape"])
+    ]
+    sum_hover = [
+        f"{device_name(d)}'s replica: a gradient for every parameter{size}, added on {device_name(sum_device)}: a sum, not a mean"
+        for d in grads["device"]
+    ] if sum_device is not None else [f"{device_name(d)}: the gradients land in the model's own .grad" for d in grads["device"]]
+    alpha = [with_alpha(device_color(d), 0.45) for d in used["device"]]
+    back_alpha = [with_alpha(device_color(d), 0.3) for d in grads["device"]]
+    source = [0] * n + chunk_ids + [out_id] * k + grad_ids
+    target = chunk_ids + [out_id] * n + grad_ids + [sum_id if sum_id is not None else step_id] * k
+    value = rows * 2 + grad_rows * 2
+    link_colors = alpha * 2 + back_alpha * 2
+    hover = forward_hover * 2 + split_hover + sum_hover
+    if sum_id is not None:
+        source.append(sum_id)
+        target.append(step_id)
+        value.append(total)
+        link_colors.append(with_alpha(device_color(sum_device), 0.3))
+        hover.append(f"the summed gradients, in the model's own .grad on {device_name(sum_device)}, used by the step")
+    sankey = go.Sankey(
+        arrangement="fixed",
+        domain=dict(x=[0, 1], y=[IDLE_BAND if len(idle) else 0.0, HEADER_Y]),
+        node=dict(label=labels, color=colors, x=xs, y=ys, pad=12, thickness=22,
+                  line=dict(color=OUTLINE, width=0.5), hovertemplate="%{label}<extra></extra>"),
+        link=dict(source=source, target=target, value=value, color=link_colors, customdata=hover,
+                  hovertemplate="%{customdata}<extra></extra>"),
+        textfont=dict(size=15, color=TEXT),
+    )
+    fig = go.Figure(sankey)
+    headers = ["batch", "forward", "gather, loss", "backward", "sum", "step"] if sum_device is not None else \
+        ["batch", "forward", "loss", "backward", "step"]
+    for x, text in zip(columns, headers):
+        fig.add_annotation(text=f"<b>{text}</b>", x=x, y=1.0, xref="paper", yref="paper", showarrow=False,
+                           xanchor="left" if x < 0.05 else "right" if x > 0.95 else "center", yanchor="top",
+                           font=dict(size=15, color="#555555"))
+    _add_idle_boxes(fig, list(idle["name"]))
+    return styled(fig, title, notes, height=max(520, 100 + 34 * len(table)))
+
+
 def _add_idle_boxes(fig: go.Figure, names: list[str]) -> None:
     per_row = 8
     for k, name in enumerate(names):
@@ -119,7 +225,8 @@ def _add_idle_boxes(fig: go.Figure, names: list[str]) -> None:
 
 
 def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
-    """Sankey of `batch`: rows from the batch to each device's chunk, then to the output device."""
+    """Sankey of `batch`: rows from the batch to each device's chunk, then to the output device; in a
+    training run also back: the output gradient to each device, the gradients' sum and the step."""
     table = prepare_flow(trace, batch)
     facts = trace.batches[batch]
     rows = facts.rows
@@ -133,5 +240,24 @@ def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
     if not gathered:
         title = f"Batch {batch:,} of {len(trace.batches):,}: {plural(rows, 'row')} on {device_name(trace.output_device)} (one device, no gather)"
     notes = [backend_note(trace), f"{device_list(idle)} idle: no rows left for {'it' if len(idle) == 1 else 'them'}" if idle else ""]
-    return plot_flow(table, input_shape=facts.input_shape, output_shape=facts.output_shape,
-                     output_device=trace.output_device, gathered=gathered, title=title, notes=notes)
+    back = prepare_backward_flow(trace, batch)
+    steps = batch_spans(trace, batch, "step")
+    if back.empty or not steps:
+        return plot_flow(table, input_shape=facts.input_shape, output_shape=facts.output_shape,
+                         output_device=trace.output_device, gathered=gathered, title=title, notes=notes)
+    reduces = batch_spans(trace, batch, "reduce")
+    sum_device = reduces[0].lane if reduces else None
+    if sum_device is not None:
+        title += f", gradients summed back onto {device_name(sum_device)}"
+        notes.append("widths: rows of the batch, then of the output gradient sent back")
+    else:
+        title += ", backward and step there"
+    return plot_round_trip(table, back, input_shape=facts.input_shape, output_shape=facts.output_shape,
+                           output_device=trace.output_device, sum_device=sum_device, step_device=steps[0].lane,
+                           parameter_bytes=_parameter_bytes(trace), title=title, notes=notes)
+
+
+def _parameter_bytes(trace: Trace) -> int | None:
+    """The model's parameter bytes on device_ids[0], when the memory samples break memory down by kind."""
+    sizes = [m.bytes for m in trace.memory if m.category == "parameters" and m.lane == trace.lanes[0].id]
+    return max(sizes) if sizes else None

@@ -1,5 +1,7 @@
 """A self-contained HTML report of a run: every view, the key figures, the explanation and the tutorial log.
 
+The memory view appears when the trace has memory samples (every recorded trace does).
+
     from dpviz.figures import html_report
     open("report.html", "w").write(html_report(trace))
 
@@ -15,10 +17,11 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from ..explain import explain
-from ..summary import chunks_per_batch, summary_table
+from ..summary import chunks_per_batch, memory_batches, summary_table
 from ..trace import Trace
 from ..tutorial_log import tutorial_log
 from .flow import flow_figure
+from .memory import memory_figure
 from .sample_map import sample_map_figure
 from .split import split_figure
 from .step import step_figure
@@ -75,12 +78,17 @@ def html_report(trace: Trace) -> str:
     flows = [_figure_html(flow_figure(trace, 0), "flow-batch-0")]
     if last > 0 and chunks[last] != chunks[0]:  # the short last batch usually splits differently
         flows.append(_figure_html(flow_figure(trace, last), f"flow-batch-{last}"))
+    # Memory is sampled for the first and the last batch; show the last too when it splits differently.
+    sampled = memory_batches(trace)
+    memories = [_figure_html(memory_figure(trace, b), f"memory-batch-{b}")
+                for b in sampled if b == sampled[0] or chunks[b] != chunks[sampled[0]]]
     sections = [
         _section("summary", "Key figures", table),
         _section("explanation", "What happened and why", paragraphs),
         _section("flow", "Flow of a batch", "\n".join(flows)),
         _section("split", "Split per batch", _figure_html(split_figure(trace), "split")),
         _section("timeline", "Timeline", _figure_html(timeline_figure(trace), "timeline")),
+        *([_section("memory", "Memory per GPU", "\n".join(memories))] if memories else []),
         _section("sample-map", "Sample map", _figure_html(sample_map_figure(trace), "sample-map")),
         _section("step", "Step through the batches", _figure_html(step_figure(trace), "step")),
         _section("log", "Tutorial log", f"<pre>{html.escape(bounded_log(trace))}</pre>"),

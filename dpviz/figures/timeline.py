@@ -2,8 +2,10 @@
 
 Host phases run once per batch on the host thread but move data to or from every device a replica
 ran on, so each is drawn (as a thin bar) on every such device; forwards are thick bars in the device's
-colour; a device with no replica in a batch shows a grey idle band over that batch. Past MAX_MARKS the
-figure shows a window of consecutive batches and says so in its title.
+colour; a device with no replica in a batch shows a grey idle band over that batch. A training run adds
+each replica's backward (thick, hatched, in the device's colour) and, on their own lanes, the loss, the
+sum of the replicas' gradients and the SGD step (medium bars, each phase its own hatch). Past
+MAX_MARKS the figure shows a window of consecutive batches and says so in its title.
 """
 from __future__ import annotations
 
@@ -11,12 +13,20 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..summary import batch_spans
 from ..trace import Trace
 from .bounds import MAX_MARKS
 from .colors import IDLE_GREY, OUTLINE, PHASE_COLORS, device_color, device_pattern, with_alpha
 from .style import backend_note, check_batch, device_name, plural, styled
 
 DRAWN_HOST_PHASES = ("scatter", "replicate", "gather")  # "apply" is the envelope of the forwards
+# Training's phases that run once per batch on one device: (hatch, words for the legend and hover).
+ONE_LANE_PHASES = {
+    "loss": (".", "loss: MSE on the output device"),
+    "reduce": ("+", "sum: replicas' gradients added into .grad"),
+    "step": ("-", "step: SGD updates the parameters"),
+}
+BACKWARD_HATCH = "x"
 TIMELINE_COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row"]
 PHASE_WORDS = {
     "scatter": "scatter: chunk copied to this device",
@@ -28,6 +38,8 @@ PHASE_WORDS = {
 def window_size(trace: Trace) -> int:
     """How many consecutive batches one timeline shows: as many as fit in MAX_MARKS."""
     marks_per_batch = 4 * max(1, len(trace.lanes))  # at most scatter, replicate, forward, gather per device
+    if trace.config.train:  # and a backward per device, then one loss, one sum and one step
+        marks_per_batch += max(1, len(trace.lanes)) + len(ONE_LANE_PHASES)
     return max(1, MAX_MARKS // marks_per_batch)
 
 
@@ -44,6 +56,10 @@ def prepare_timeline(trace: Trace, first_batch: int, last_batch: int) -> pd.Data
                     h = host[phase]
                     records.append((span.lane, phase, b, h.start, h.end, span.rows, span.row_offset))
         spans = list(host.values()) + replicas
+        for phase in ("backward", *ONE_LANE_PHASES) if trace.config.train else ():  # window_size counts these
+            for span in batch_spans(trace, b, phase):
+                records.append((span.lane, phase, b, span.start, span.end, span.rows, span.row_offset if span.rows else -1))
+                spans.append(span)
         used = {s.lane for s in replicas}
         if spans:
             start, end = min(s.start for s in spans), max(s.end for s in spans)
@@ -56,8 +72,8 @@ def prepare_timeline(trace: Trace, first_batch: int, last_batch: int) -> pd.Data
     return table
 
 
-def _bar(part: pd.DataFrame, *, name: str, color: str, width: float, hover: str, pattern: str = "",
-         legendgroup: str | None = None) -> go.Bar:
+def _bar(part: pd.DataFrame, *, name: str, color: str | list[str], width: float, hover: str,
+         pattern: str | list[str] = "", legendgroup: str | None = None) -> go.Bar:
     duration = (part["end_ms"] - part["start_ms"]).to_numpy()
     customdata = np.column_stack([part["batch"], part["rows"], part["first_row"], part["start_ms"], duration])
     return go.Bar(
@@ -69,7 +85,8 @@ def _bar(part: pd.DataFrame, *, name: str, color: str, width: float, hover: str,
 
 
 def plot_timeline(table: pd.DataFrame, *, devices: int, title: str, notes: list[str]) -> go.Figure:
-    """Horizontal bars on one lane per device: thick forwards, thin host phases, grey idle bands."""
+    """Horizontal bars on one lane per device: thick forwards (solid) and backwards (hatched), medium
+    loss, sum and step, thin host phases, grey idle bands."""
     fig = go.Figure()
     when = "<br>batch %{customdata[0]:,}<br>start %{customdata[3]:.3f} ms, took %{customdata[4]:.3f} ms"
     idle = table[table["phase"] == "idle"]
@@ -84,6 +101,18 @@ def plot_timeline(table: pd.DataFrame, *, devices: int, title: str, notes: list[
                 pattern=device_pattern(device),
                 hover=f"{device_name(device)} forward: rows %{{customdata[2]}} + %{{customdata[1]}}" + when,
             ))
+    back = table[table["phase"] == "backward"]
+    if len(back):  # one trace for every device: the lane and the colour say which
+        fig.add_trace(_bar(
+            back, name="backward (hatched ×): each replica, on its GPU", width=0.8,
+            color=[device_color(d) for d in back["device"]], pattern=BACKWARD_HATCH,
+            hover="GPU %{y} backward: gradient of rows %{customdata[2]} + %{customdata[1]}" + when,
+        ))
+    for phase, (hatch, words) in ONE_LANE_PHASES.items():
+        part = table[table["phase"] == phase]
+        if len(part):
+            fig.add_trace(_bar(part, name=words, color=[device_color(d) for d in part["device"]], width=0.55,
+                               pattern=hatch, hover="GPU %{y} " + words + when))
     for phase in DRAWN_HOST_PHASES:
         part = table[table["phase"] == phase]
         if len(part):
@@ -95,7 +124,10 @@ def plot_timeline(table: pd.DataFrame, *, devices: int, title: str, notes: list[
         tickvals=list(range(devices)), ticktext=[device_name(d) for d in range(devices)],
     )
     fig.update_xaxes(title_text="time since the run began (ms, measured; drag to zoom, double-click to reset)")
-    return styled(fig, title, notes, height=260 + 34 * devices)
+    height = 260 + 34 * devices
+    if len(back):  # training adds four legend entries: keep the whole legend in view
+        height = max(height, 250 + 31 * len(fig.data))
+    return styled(fig, title, notes, height=height)
 
 
 def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = None) -> go.Figure:
@@ -113,7 +145,19 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
         title = f"Timeline of all {plural(total, 'batch')}, one lane per GPU"
     else:
         title = f"Timeline of batches {first_batch:,}-{last_batch:,} of {total:,} (a window of {plural(shown, 'batch')})"
-    notes = [backend_note(trace), "thick: forward on the device · thin: host phases that move data to or from it"]
+    training = bool((table["phase"] == "backward").any())
+    bars = ("solid: forward · hatched: backward · thin: host phases" if training
+            else "thick: forward on the device · thin: host phases that move data to or from it")
+    notes = [backend_note(trace), bars]
     if shown < total:
         notes.append(f"at most {limit:,} batches per window ({MAX_MARKS:,} marks); choose first_batch to move it")
-    return plot_timeline(table, devices=len(trace.lanes), title=title, notes=notes)
+    fig = plot_timeline(table, devices=len(trace.lanes), title=title, notes=notes)
+    if training and trace.simulated and len(trace.lanes) > 1:
+        fig.add_annotation(
+            text=("Simulated: the replicas' backwards run one after another on the CPU autograd thread; "
+                  "real GPUs run each device's backward on that device's own thread."),
+            x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top", yshift=-62, showarrow=False,
+            align="left", font=dict(size=14, color="#555555"),
+        )
+        fig.update_layout(margin=dict(b=100))
+    return fig
