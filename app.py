@@ -107,8 +107,10 @@ def show(trace: Trace) -> None:
     (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
     views: Views = st.session_state.setdefault("views", Views())
     figures = views.get(trace, key_figures)
-    for column, (label, value) in zip(st.columns(len(figures)), figures.items()):
-        column.metric(label, value)
+    items = list(figures.items())
+    for start in range(0, len(items), 4):  # four to a row: values stay readable, never cut off
+        for column, (label, value) in zip(st.columns(4), items[start:start + 4]):
+            column.metric(label, value)
 
     flow, split, timeline, samples, step, memory, log = st.tabs(
         ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Memory", "Tutorial log"]

@@ -256,10 +256,10 @@ def key_figures(trace: Trace) -> dict[str, str]:
     peaks = memory_peaks(trace)
     if peaks is not None:
         first, other = peaks
-        value = human_bytes(first.bytes)
-        if other is not None and other.bytes:
-            value += f" ({first.bytes / other.bytes:.1f}× next GPU)"
-        figures[f"GPU {first.device} memory peak"] = value
+        label = f"GPU {first.device} memory peak"
+        if other is not None and other.bytes:  # the ratio goes in the label: values must stay short
+            label += f" ({first.bytes / other.bytes:.1f}× the next GPU)"
+        figures[label] = human_bytes(first.bytes)
     return figures
 
 

@@ -86,7 +86,7 @@ def test_training_from_a_link_draws_the_way_back():
     app = page(train="true", gpus="3")
     assert not app.exception and app.toggle(key="train").value is True
     specs = [c.proto.spec for c in app.get("plotly_chart")]
-    assert any("summed on GPU 0" in spec for spec in specs)  # the flow's way back
+    assert any("sum of 3\\u003cbr\\u003eon GPU 0" in spec or "sum of 3<br>on GPU 0" in spec for spec in specs)  # the way back
     assert "The way back" in shown_text(app)
     assert app.radio(key="memory_batch").options == ["batch 0 (the first)", "batch 3 (the last)"]
 

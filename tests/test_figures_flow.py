@@ -112,11 +112,11 @@ def test_gradients_go_back_with_the_forward_chunk_sizes_and_are_summed_on_device
     back = [(t, v) for s, t, v in _links(sankey) if s == out]
     assert [v for _, v in back] == forward == chunk_sizes(trace.batches[batch].rows, gpus)
     labels = [sankey.node.label[t] for t, _ in back]
-    assert labels == [f"GPU {d}: gradient of rows {sum(forward[:d])}-{sum(forward[:d + 1]) - 1}" for d in range(len(forward))]
-    total = _node(sankey, f"{len(forward)} gradients<br>summed on GPU 0")
+    assert labels == [f"GPU {d}<br>grad of rows {sum(forward[:d])}-{sum(forward[:d + 1]) - 1}" for d in range(len(forward))]
+    total = _node(sankey, f"sum of {len(forward)}<br>on GPU 0")
     assert [v for s, t, v in _links(sankey) if t == total] == forward
-    assert sankey.node.color[total] == sankey.node.color[_node(sankey, "GPU 0: rows")]  # GPU 0's colour
-    step = _node(sankey, "SGD step<br>on GPU 0")
+    assert sankey.node.color[total] == sankey.node.color[_node(sankey, "GPU 0<br>rows")]  # GPU 0's colour
+    step = _node(sankey, "SGD<br>step")
     assert [(s, v) for s, t, v in _links(sankey) if t == step] == [(total, trace.batches[batch].rows)]
 
 
@@ -140,10 +140,10 @@ def test_training_flow_titles_and_headers():
 
 def test_one_device_training_has_no_sum():
     sankey = _sankey(flow_figure(recorded(gpus=1, train=True), 0))
-    assert not [label for label in sankey.node.label if "summed" in label]
-    step = _node(sankey, "SGD step")
+    assert not [label for label in sankey.node.label if label.startswith("sum of")]
+    step = _node(sankey, "SGD<br>step")
     (into_step,) = [(s, v) for s, t, v in _links(sankey) if t == step]
-    assert sankey.node.label[into_step[0]] == "GPU 0: gradient of rows 0-29" and into_step[1] == 30
+    assert sankey.node.label[into_step[0]] == "GPU 0<br>grad of rows 0-29" and into_step[1] == 30
 
 
 def test_forward_only_flow_has_no_way_back():

@@ -141,9 +141,12 @@ def plot_round_trip(table: pd.DataFrame, back: pd.DataFrame, *, input_shape: lis
     sum_id = n + 2 + k if sum_device is not None else None
     step_id = n + 3 + k if sum_device is not None else n + 2 + k
     # Sink nodes put their label on their left: the sum's column leaves room for its label and the step's.
-    columns = [0.01, 0.19, 0.39, 0.59, 0.8, 0.99] if sum_device is not None else [0.01, 0.22, 0.45, 0.68, 0.99]
-    labels = ([f"input batch {_shape(input_shape)}"] + list(used["label"])
-              + [f"output {_shape(output_shape)}<br>and loss on {out_name}"] + list(grads["label"]))
+    columns = [0.01, 0.19, 0.39, 0.59, 0.77, 0.99] if sum_device is not None else [0.01, 0.22, 0.45, 0.68, 0.99]
+    # Six columns leave little room: two short lines per node instead of the forward view's one long one.
+    chunk_labels = [f"{device_name(d)}<br>rows {f}-{f + r - 1}" for d, f, r in zip(used["device"], used["first_row"], used["rows"])]
+    grad_labels = [f"{device_name(d)}<br>grad of rows {f}-{f + r - 1}" for d, f, r in zip(grads["device"], grads["first_row"], grads["rows"])]
+    labels = ([f"input batch<br>{_shape(input_shape)}"] + chunk_labels
+              + [f"output {_shape(output_shape)}<br>and loss on {out_name}"] + grad_labels)
     colors = ([BATCH_COLOR] + [device_color(d) for d in used["device"]] + [device_color(output_device)]
               + [device_color(d) for d in grads["device"]])
     top, bottom = 0.02, 0.98
@@ -152,11 +155,11 @@ def plot_round_trip(table: pd.DataFrame, back: pd.DataFrame, *, input_shape: lis
     xs = [columns[0]] + [columns[1]] * n + [columns[2]] + [columns[3]] * k
     ys = [0.5] + y_chunks + [0.5] + y_grads
     if sum_device is not None:
-        labels.append(f"{plural(k, 'gradient')}<br>summed on {device_name(sum_device)}")
+        labels.append(f"sum of {k}<br>on {device_name(sum_device)}")
         colors.append(device_color(sum_device))
         xs.append(columns[4])
         ys.append(0.5)
-    labels.append(f"SGD step<br>on {device_name(step_device)}")
+    labels.append(f"SGD<br>step")
     colors.append(device_color(step_device))
     xs.append(columns[-1])
     ys.append(0.5)

@@ -154,10 +154,10 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
     fig = plot_timeline(table, devices=len(trace.lanes), title=title, notes=notes)
     if training and trace.simulated and len(trace.lanes) > 1:
         fig.add_annotation(
-            text=("Simulated: the replicas' backwards run one after another on the CPU autograd thread; "
+            text=("Simulated: the replicas' backwards run one after another on the CPU autograd thread;<br>"
                   "real GPUs run each device's backward on that device's own thread."),
             x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top", yshift=-62, showarrow=False,
             align="left", font=dict(size=14, color="#555555"),
         )
-        fig.update_layout(margin=dict(b=100))
+        fig.update_layout(margin=dict(b=120))
     return fig
