@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from . import chrome_trace, trace_json
-from .config import BACKENDS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, ConfigError, RunConfig, parse_setting
+from .config import BACKENDS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, ConfigError, RunConfig, parse_setting
 from .recorder import record
 from .tutorial_log import tutorial_log
 
@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run PyTorch's DataParallel tutorial (nn.Linear under nn.DataParallel on random data), print the "
         "sizes each replica saw as the tutorial does, and record the run as a trace. Without enough GPUs the "
         "devices are simulated by CPU threads that follow DataParallel's rules exactly.",
-        epilog=f"Limits: at most {MAX_BATCHES:,} batches per run and data_size x input_size at most "
+        epilog=f"Limits: at most {MAX_BATCHES:,} batches per run ({MAX_TRAIN_BATCHES:,} with --train) and "
+        f"data_size x input_size at most "
         f"{MAX_DATASET_ELEMENTS:,} numbers. Exit status 2 means a bad option.",
     )
     add = parser.add_argument

@@ -21,8 +21,11 @@ LIMITS: dict[str, tuple[int, int]] = {
     "gpus": (1, 16),
     "seed": (0, 2**32 - 1),
 }
-# One DataParallel call per batch: beyond this the run takes minutes, so ask for a bigger batch.
-MAX_BATCHES = 20_000
+# One DataParallel call (a thread per replica) per batch: beyond this a run takes minutes and its
+# trace outgrows a small hosted machine, so ask for a bigger batch. Training adds a backward pass and
+# a step per batch, so it gets a tenth of that.
+MAX_BATCHES = 10_000
+MAX_TRAIN_BATCHES = 1_000
 # data_size * input_size floats held in memory at once (64 MiB of float32).
 MAX_DATASET_ELEMENTS = 16 * 1024 * 1024
 
@@ -48,16 +51,21 @@ class RunConfig:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             check_setting(f.name, getattr(self, f.name))
-        if self.num_batches > MAX_BATCHES:
+        if self.num_batches > self.max_batches:
             raise ConfigError(
                 f"data_size {self.data_size:,} with batch_size {self.batch_size:,} makes "
-                f"{self.num_batches:,} batches; dpviz runs at most {MAX_BATCHES:,}, so raise the batch size."
+                f"{self.num_batches:,} batches; dpviz runs at most {self.max_batches:,}"
+                f"{' when training' if self.train else ''}, so raise the batch size."
             )
         if self.data_size * self.input_size > MAX_DATASET_ELEMENTS:
             raise ConfigError(
                 f"data_size {self.data_size:,} times input_size {self.input_size:,} is "
                 f"{self.data_size * self.input_size:,} numbers; the limit is {MAX_DATASET_ELEMENTS:,}."
             )
+
+    @property
+    def max_batches(self) -> int:
+        return MAX_TRAIN_BATCHES if self.train else MAX_BATCHES
 
     @property
     def num_batches(self) -> int:

@@ -7,6 +7,7 @@ memory ledger (dpviz.memory) follows what each device holds after each phase of 
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any, Callable
@@ -31,7 +32,9 @@ class Observer:
         self.device_ids = list(parallel.device_ids)
         self.dim = getattr(parallel, "dim", 0)
         self.batch = 0
-        self.spans: list[Span] = []
+        self.spans: list[Span] = []  # finished batches' spans
+        self.pending: list[Span] = []  # this batch's, until their row offsets are known
+        self.shapes: dict[tuple, list[int]] = {}  # one list per distinct shape: a run repeats a few
         self.lock = threading.Lock()
         self.local = threading.local()
         self.finished = 0
@@ -67,7 +70,7 @@ class Observer:
             if phase == "scatter":  # the batch as the caller passed it, on device_ids[0]
                 self.memory.hold(self.first, "batch and chunks", nbytes(args[:2]))
             result = method(*args, **kwargs)
-            self.spans.append(Span(phase=phase, batch=self.batch, start=start, end=self.now()))
+            self.pending.append(Span(phase=phase, batch=self.batch, start=start, end=self.now()))
             self._account(phase, result)
             return result
 
@@ -120,13 +123,13 @@ class Observer:
             self._watch_backward(module, replica, device, output)
         if len(self.device_ids) == 1:  # a direct call: no apply phase to take the snapshot after
             self._snapshot("forward")
-        self.spans.append(
+        self.pending.append(
             Span(
                 phase="forward", batch=self.batch, start=self.local.start, end=end, lane=device,
                 replica=replica,
                 rows=x.shape[self.dim] if x is not None and x.dim() else 0,
-                input_shape=list(x.shape) if x is not None else None,
-                output_shape=list(output.shape) if isinstance(output, torch.Tensor) else None,
+                input_shape=self._shape(x.shape) if x is not None else None,
+                output_shape=self._shape(output.shape) if isinstance(output, torch.Tensor) else None,
                 thread=threading.current_thread().name, order=order,
             )
         )
@@ -160,9 +163,14 @@ class Observer:
         if not copies:  # one device: a direct call on the module itself, which ends at its .grad
             self.direct_backward = (batch, replica, device, state)
 
+    def _shape(self, shape: torch.Size) -> list[int]:
+        key = tuple(shape)
+        return self.shapes.setdefault(key, list(key))
+
     def _backward_span(self, batch: int, replica: int, device: int, state: dict, end: float) -> None:
         shape = state.get("shape")
-        self.spans.append(Span(
+        shape = self._shape(shape) if shape is not None else None
+        self.pending.append(Span(
             phase="backward", batch=batch, start=state.get("start", end), end=end, lane=device, replica=replica,
             rows=shape[self.dim] if shape else 0, input_shape=shape, thread=threading.current_thread().name,
         ))
@@ -172,7 +180,7 @@ class Observer:
         first, out = self.device_ids[0], self.parallel.output_device
         start = self.now()
         loss = F.mse_loss(output, target.to(output.device))
-        self.spans.append(Span(phase="loss", batch=self.batch, start=start, end=self.now(), lane=out))
+        self.pending.append(Span(phase="loss", batch=self.batch, start=start, end=self.now(), lane=out))
         optimizer.zero_grad()
         self.memory.drop("gradients")  # zero_grad sets every .grad to None
         self.memory.hold(out, "output and loss", nbytes(loss))
@@ -190,19 +198,21 @@ class Observer:
         else:
             # Every replica's gradients are ready once the last backward ends; the sum into the
             # module's own .grad (Broadcast's backward) ends when the last parameter's lands.
-            ends = [s.end for s in self.spans if s.phase == "backward" and s.batch == self.batch]
+            ends = [s.end for s in self.pending if s.phase == "backward"]
             begin = max(ends, default=start)
-            self.spans.append(Span(phase="reduce", batch=self.batch, start=begin,
+            self.pending.append(Span(phase="reduce", batch=self.batch, start=begin,
                                    end=max(self.accumulated + [begin]), lane=first))
             self._snapshot("reduce")
         start = self.now()
         optimizer.step()
-        self.spans.append(Span(phase="step", batch=self.batch, start=start, end=self.now(), lane=first))
+        self.pending.append(Span(phase="step", batch=self.batch, start=start, end=self.now(), lane=first))
         self.memory.drop("optimizer state")
         self.memory.hold(first, "optimizer state", nbytes([s for state in optimizer.state.values() for s in state.values()]))
         self._snapshot("step")
 
     def next_batch(self) -> None:
+        self.spans += _with_row_offsets(self.pending)
+        self.pending = []
         self.memory.drop(*TRANSIENT)  # the loop's next iteration frees the last batch's graph
         self.batch += 1
         self.finished = 0
@@ -211,3 +221,13 @@ class Observer:
     def close(self) -> None:
         for handle in self.handles:
             handle.remove()
+
+
+def _with_row_offsets(spans: list[Span]) -> list[Span]:
+    """One batch's spans, each replica's with the offset of its slice: replicas hold consecutive
+    slices of the batch in replica order."""
+    offsets, offset = {}, 0
+    for span in sorted((s for s in spans if s.phase == "forward"), key=lambda s: s.replica):
+        offsets[span.replica] = offset
+        offset += span.rows
+    return [dataclasses.replace(s, row_offset=offsets[s.replica]) if s.replica in offsets else s for s in spans]

@@ -4,7 +4,6 @@ The watching is done by dpviz.observer.Observer, which leaves what DataParallel 
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Callable
 
@@ -15,7 +14,7 @@ from . import tutorial
 from .config import ConfigError, RunConfig
 from .observer import Observer
 from .simulated import SimulatedDataParallel
-from .trace import Batch, Lane, Span, Trace
+from .trace import Batch, Lane, Trace
 
 Progress = Callable[[int, int], None]
 
@@ -39,25 +38,6 @@ def resolve_backend(config: RunConfig, available: int | None = None) -> str:
     return "simulated"
 
 
-def _with_row_offsets(spans: list[Span]) -> list[Span]:
-    """Give each replica's spans the offset of its slice: replicas hold consecutive slices in replica order."""
-    offsets: dict[tuple[int, int], int] = {}
-    by_batch: dict[int, list[Span]] = {}
-    for span in spans:
-        if span.phase == "forward":
-            by_batch.setdefault(span.batch, []).append(span)
-    for batch, forwards in by_batch.items():
-        offset = 0
-        for span in sorted(forwards, key=lambda s: s.replica):
-            offsets[(batch, span.replica)] = offset
-            offset += span.rows
-    return [
-        dataclasses.replace(span, row_offset=offsets[(span.batch, span.replica)])
-        if (span.batch, span.replica) in offsets else span
-        for span in spans
-    ]
-
-
 def _lanes(backend: str, count: int) -> list[Lane]:
     if backend == "cuda":
         return [Lane(i, f"cuda:{i} {torch.cuda.get_device_name(i)}") for i in range(count)]
@@ -75,7 +55,8 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
     else:
         parallel = SimulatedDataParallel(model, device_ids=device_ids)
     if config.train:
-        targets, optimizer = tutorial.training_parts(config, model)
+        teacher, optimizer = tutorial.training_parts(config, model)
+        teacher = teacher.to("cuda:0" if backend == "cuda" else "cpu")
     observer = Observer(parallel, model, cuda=backend == "cuda", t0=time.perf_counter(), train=config.train,
                         memory_batches={0, config.num_batches - 1})
     batches: list[Batch] = []
@@ -87,7 +68,9 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
                 data = data.to("cuda:0")  # as the tutorial does: the batch starts on device 0
             output = parallel(data)
             if config.train:
-                observer.train_step(output, targets[indices], optimizer)
+                with torch.no_grad():
+                    target = teacher(data)
+                observer.train_step(output, target, optimizer)
             batches.append(Batch(len(batches), indices.tolist(), list(data.shape), list(output.shape)))
             observer.next_batch()
             if progress is not None and (len(batches) % every == 0 or len(batches) == total):
@@ -102,7 +85,7 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
         output_device=parallel.output_device,
         lanes=_lanes(backend, config.gpus),
         batches=batches,
-        spans=_with_row_offsets(observer.spans),
+        spans=observer.spans,
         memory=observer.memory_samples,
         memory_kind=observer.memory.kind,
     )

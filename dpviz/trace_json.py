@@ -45,7 +45,7 @@ MEMORY_KINDS = ("computed", "measured")
 
 
 def _span_table(spans: list[Span]) -> dict[str, Any]:
-    """Spans as rows of values under one list of field names: a 20,000-batch run has 400,000 spans,
+    """Spans as rows of values under one list of field names: a 10,000-batch run has 200,000 spans,
     and repeating every key (and thread name) would triple the file. Times keep 0.1 us."""
     threads: dict[str, int] = {}
     rows = []

@@ -68,11 +68,15 @@ LEARNING_RATE = 0.1
 MOMENTUM = 0.9  # momentum keeps one buffer per parameter: optimiser state that lives on device 0
 
 
-def training_parts(config: RunConfig, model: nn.Module) -> tuple[torch.Tensor, torch.optim.Optimizer]:
-    """For a training run: a target row for every dataset row (seeded) and an SGD optimiser.
+def training_parts(config: RunConfig, model: nn.Module) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """For a training run: a teacher that gives each input row its target, and an SGD optimiser.
 
-    The tutorial only runs forward; training regresses the outputs onto random targets with MSE,
-    which is enough to show the backward pass, the summed gradients and the step.
+    The tutorial only runs forward; training regresses the model onto a fixed random linear teacher
+    with MSE, which is enough to show the backward pass, the summed gradients and the step. The
+    teacher computes targets batch by batch: a table of targets would be data_size x output_size
+    numbers, 4 GB for a million rows of 1,024 outputs.
     """
-    targets = torch.randn(config.data_size, config.output_size, generator=torch.Generator().manual_seed(config.seed + 2))
-    return targets, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed + 2)
+        teacher = nn.Linear(config.input_size, config.output_size).requires_grad_(False)
+    return teacher, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .config import MAX_BATCHES, MAX_DATASET_ELEMENTS, ConfigError, RunConfig, check_setting, parse_setting
+from .config import MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, ConfigError, RunConfig, check_setting, parse_setting
 
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
@@ -53,11 +53,13 @@ def settle(values: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
         )
         merged["data_size"] = fitted
     batches = -(-merged["data_size"] // merged["batch_size"])
-    if batches > MAX_BATCHES:
-        fitted = -(-merged["data_size"] // MAX_BATCHES)
+    most = MAX_TRAIN_BATCHES if merged["train"] else MAX_BATCHES
+    if batches > most:
+        fitted = -(-merged["data_size"] // most)
         warnings.append(
             f"data_size {merged['data_size']:,} in batches of {merged['batch_size']:,} makes {batches:,} batches, "
-            f"more than the {MAX_BATCHES:,} a run may have; using batch_size = {fitted:,} instead."
+            f"more than the {most:,} a {'training ' if merged['train'] else ''}run may have; "
+            f"using batch_size = {fitted:,} instead."
         )
         merged["batch_size"] = fitted
     return RunConfig(**merged), warnings

@@ -2,7 +2,7 @@
 
 `recorded(...)` records a small run once per test session. `synthetic(config)` builds, in about a
 second, the trace the recorder would make for a run too long to record in a test (recording
-20,000 batches on 16 simulated devices takes a minute and a half): the same lanes, batches, chunks
+10,000 batches on 16 simulated devices takes a minute and a half): the same lanes, batches, chunks
 and phases (training's too), with made-up times and no memory samples. test_figures_bounds.py checks it against real recordings.
 """
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dpviz import RunConfig, record
 from dpviz.scatter import chunk_sizes
 from dpviz.trace import Batch, Lane, Span, Trace
 
-# The largest run dpviz allows: 20,000 batches on 16 devices.
-LARGEST = RunConfig(data_size=600_000, batch_size=30, gpus=16)
-LARGEST_TRAINING = RunConfig(data_size=600_000, batch_size=30, gpus=16, train=True)
+# The largest run dpviz allows: 10,000 batches on 16 devices.
+LARGEST = RunConfig(data_size=300_000, batch_size=30, gpus=16)
+LARGEST_TRAINING = RunConfig(data_size=30_000, batch_size=30, gpus=16, train=True)  # MAX_TRAIN_BATCHES
 MAX_JSON_BYTES = 2 * 1024 * 1024
 
 

@@ -31,6 +31,12 @@ def test_non_integers_and_bad_backend_are_rejected():
         RunConfig(backend="tpu")
 
 
+def test_training_runs_have_a_tighter_batch_limit():
+    assert RunConfig(data_size=100_000, batch_size=100, train=True).num_batches == 1_000
+    with pytest.raises(ConfigError, match="at most 1,000 when training"):
+        RunConfig(data_size=100_000, batch_size=99, train=True)
+
+
 def test_too_many_batches_names_both_sizes():
     with pytest.raises(ConfigError, match="raise the batch size") as error:
         RunConfig(data_size=1_000_000, batch_size=1_000_000 // MAX_BATCHES - 1)

@@ -78,7 +78,7 @@ def test_largest_run_is_binned_under_the_bound():
     assert count_marks(fig) <= MAX_MARKS
     assert len(fig.to_json()) < MAX_JSON_BYTES
     counts, devices = _heatmaps(fig)
-    assert np.asarray(counts.z).sum() == 600_000  # every dataset row counted once
+    assert np.asarray(counts.z).sum() == 300_000  # every dataset row counted once
     assert "binned" in fig.layout.title.subtitle.text
     z = np.asarray(devices.z, dtype=float)
     assert set(np.unique(z[~np.isnan(z)]).tolist()) <= set(range(15))  # GPU 15 never gets a row

@@ -63,15 +63,15 @@ def test_largest_run_groups_batches_with_the_same_split():
     assert len(fig.to_json()) < MAX_JSON_BYTES
     table = prepare_split(trace)
     groups = table.drop_duplicates("bar")
-    assert groups["first_batch"].tolist() == [0] and groups["last_batch"].tolist() == [19_999]
-    assert groups["batches"].sum() == 20_000
+    assert groups["first_batch"].tolist() == [0] and groups["last_batch"].tolist() == [9_999]
+    assert groups["batches"].sum() == 10_000
     bars = _bars(fig)
     (label,) = bars["GPU 0"]
-    assert label.startswith("0-19,999")
+    assert label.startswith("0-9,999")
     per_device = [bars.get(f"GPU {d}", {}).get(label, 0) for d in range(16)]
     assert per_device == [2] * 15 + [0]  # ceil(30/16) = 2 rows per chunk: 15 chunks, GPU 15 idle
     assert "share one bar" in fig.layout.title.subtitle.text
-    assert "(20,000 idle device slots)" in fig.layout.title.text
+    assert "(10,000 idle device slots)" in fig.layout.title.text
 
 
 def test_grouping_keeps_the_short_last_batch_apart():

@@ -12,7 +12,7 @@ from dpviz import RunConfig, SimulatedDataParallel, record, tutorial
 def test_a_step_through_dataparallel_equals_a_plain_step(rows, gpus):
     config = RunConfig(gpus=gpus, data_size=rows, batch_size=rows, train=True)
     model, loader = tutorial.build(config)
-    targets, optimizer = tutorial.training_parts(config, model)
+    teacher, optimizer = tutorial.training_parts(config, model)
     plain = copy.deepcopy(model)
     plain_optimizer = torch.optim.SGD(plain.parameters(), lr=tutorial.LEARNING_RATE, momentum=tutorial.MOMENTUM)
     parallel = SimulatedDataParallel(model, device_ids=list(range(gpus)))
@@ -20,7 +20,7 @@ def test_a_step_through_dataparallel_equals_a_plain_step(rows, gpus):
         for data, indices in loader:
             for net, opt in ((parallel, optimizer), (plain, plain_optimizer)):
                 opt.zero_grad()
-                F.mse_loss(net(data), targets[indices]).backward()
+                F.mse_loss(net(data), teacher(data)).backward()
                 if net is parallel:
                     grads = [p.grad.clone() for p in model.parameters()]
                 opt.step()

@@ -47,6 +47,8 @@ def test_a_repeated_parameter_uses_the_last_value():
 def test_joint_limits_shrink_the_offending_value():
     config, warnings = settle({"data_size": 1_000_000, "batch_size": 1})
     assert config.num_batches <= MAX_BATCHES and config.data_size == 1_000_000
-    assert "using batch_size = 50 instead" in warnings[0]
+    assert "using batch_size = 100 instead" in warnings[0]
+    config, warnings = settle({"data_size": 100_000, "batch_size": 30, "train": True})
+    assert config.num_batches == 1_000 and "a training run may have; using batch_size = 100" in warnings[0]
     config, warnings = settle({"data_size": 1_000_000, "input_size": 1024, "batch_size": 1000})
     assert config.data_size * config.input_size <= 16 * 1024 * 1024 and "using data_size" in warnings[0]

@@ -159,7 +159,7 @@ def plot_round_trip(table: pd.DataFrame, back: pd.DataFrame, *, input_shape: lis
         colors.append(device_color(sum_device))
         xs.append(columns[4])
         ys.append(0.5)
-    labels.append(f"SGD<br>step")
+    labels.append("SGD<br>step")
     colors.append(device_color(step_device))
     xs.append(columns[-1])
     ys.append(0.5)

@@ -6,7 +6,7 @@ The memory view appears when the trace has memory samples (every recorded trace 
     open("report.html", "w").write(html_report(trace))
 
 One string; plotly.js is embedded once, so the file opens offline. The tutorial log is cut to
-MAX_LOG_LINES (its first and last lines) so a 20,000-batch run still gives a file a browser opens.
+MAX_LOG_LINES (its first and last lines) so a 10,000-batch run still gives a file a browser opens.
 """
 from __future__ import annotations
 
