@@ -8,6 +8,8 @@ For each configuration, in this one process and on the same batches:
   bare-chunks a loop calling the model on each chunk, one after another (the replicas' forwards)
   simulated   SimulatedDataParallel over the batches, nothing recorded
   recorded    dpviz.record(config): the simulated run plus the hooks and timers that build the trace
+A training configuration compares a plain step (forward, MSE loss, backward, SGD) per whole batch on
+one device (`bare`) with the recorded DataParallel training run.
 Times are the best of several repeats; ratios are against `bare`. Peak memory is the Python heap
 peak from tracemalloc (measured in a second pass, since tracing slows the run) plus the process's
 peak resident size at the end.
@@ -33,7 +35,25 @@ def _batches(config: RunConfig) -> tuple[torch.nn.Module, list[torch.Tensor]]:
     return model, [data for data, _ in loader]
 
 
+def training_cases(config: RunConfig) -> dict[str, callable]:
+    """A plain training step per batch on one device against the recorded DataParallel training run."""
+    import torch.nn.functional as F
+
+    model, batches = _batches(config)
+    teacher, optimizer = tutorial.training_parts(config, model)
+
+    def bare():
+        for data in batches:
+            optimizer.zero_grad()
+            F.mse_loss(model(data), teacher(data)).backward()
+            optimizer.step()
+
+    return {"bare": bare, "recorded": lambda: record(config)}
+
+
 def cases(config: RunConfig) -> dict[str, callable]:
+    if config.train:
+        return training_cases(config)
     model, batches = _batches(config)
     parallel = SimulatedDataParallel(model, device_ids=list(range(config.gpus)))
 
@@ -78,16 +98,18 @@ def main() -> None:
     configs = [(RunConfig(batch_size=30, data_size=100, gpus=8, backend="simulated"), 20)]
     if not args.quick:
         configs.append((RunConfig(batch_size=30, data_size=100_000, gpus=8, backend="simulated"), 3))
+        configs.append((RunConfig(batch_size=30, data_size=30_000, gpus=8, backend="simulated", train=True), 3))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
     for config, repeats in configs:
-        print(f"\nbatch {config.batch_size}, data {config.data_size:,}, {config.gpus} simulated devices, "
+        print(f"\n{'training: ' if config.train else ''}batch {config.batch_size}, data {config.data_size:,}, {config.gpus} simulated devices, "
               f"{config.num_batches:,} batches (best of {repeats})")
         timings = {name: best_time(fn, repeats) for name, fn in cases(config).items()}
         peaks = {name: heap_peak(fn) for name, fn in cases(config).items()}
         for name, seconds in timings.items():
             print(f"  {name:<12} {seconds * 1e3:10.1f} ms  {seconds / timings['bare']:7.1f}x bare  "
                   f"{seconds / config.num_batches * 1e6:8.0f} us/batch  heap peak {peaks[name] / 2**20:7.1f} MiB")
-        print(f"  recording adds {timings['recorded'] / timings['simulated'] - 1:+.0%} to the simulated run")
+        if "simulated" in timings:
+            print(f"  recording adds {timings['recorded'] / timings['simulated'] - 1:+.0%} to the simulated run")
     print(f"\nprocess peak resident size {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
