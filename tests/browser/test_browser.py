@@ -1,0 +1,208 @@
+"""The real page in headless Chromium: what only a browser shows (drawn charts, links, animation).
+
+    .venv/bin/python -m pytest tests -m browser -q
+
+One `streamlit run app.py` and one Chromium serve every test (see conftest.py); each test opens the page
+in a fresh browser context, i.e. a new Streamlit session. Screenshots go to test-artifacts/.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+# The tabs the page must have; any others it grows are drawn and checked too.
+TABS = ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Tutorial log"]
+CHART_TABS = TABS[:-1]
+IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
+ACTIVE_PANEL = "[data-testid=stTabPanel]:not([data-st-inactive])"
+SVG = "[data-testid=stPlotlyChart] .main-svg"
+IN_MODEL = re.compile(r"In Model: input size torch\.Size\(\[(\d+), \d+\]\)")
+
+
+def open_page(page, query: str = "") -> None:
+    """Open the app (optionally with a query string) and wait until its script has run and drawn."""
+    page.goto(f"/{query}")
+    page.wait_for_selector(IDLE)
+    page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}, [data-testid=stException]")
+
+
+def show_tab(page, name: str):
+    """Click a tab and return its panel once visible."""
+    page.get_by_role("tab", name=name, exact=True).click()
+    panel = page.locator(ACTIVE_PANEL)
+    page.wait_for_function(
+        "name => document.querySelector('[data-testid=stTab][aria-selected=true]')?.innerText.trim() === name", arg=name
+    )
+    return panel
+
+
+def assert_no_exception(page) -> None:
+    boxes = page.locator("[data-testid=stException]")
+    assert boxes.count() == 0, f"Streamlit shows an exception: {boxes.first.inner_text()[:2000]}"
+
+
+def tutorial_log(page) -> str:
+    panel = show_tab(page, "Tutorial log")
+    code = panel.locator("[data-testid=stCode]")
+    code.wait_for()
+    return code.inner_text()
+
+
+def split_rows(log: str) -> list[list[int]]:
+    """Rows per replica per batch (largest first), read back from the tutorial log as the page shows it."""
+    batches, current = [], []
+    for line in log.splitlines():
+        match = IN_MODEL.search(line)
+        if match:
+            current.append(int(match.group(1)))
+        elif line.startswith("Outside"):
+            batches.append(sorted(current, reverse=True))
+            current = []
+    return batches
+
+
+def chart_traces(page, key: str) -> list[dict]:
+    """Each trace of the chart with widget key `key` as plotly.js holds it: name, type, size and values."""
+    return page.locator(f".st-key-{key} .js-plotly-plot").evaluate(
+        "el => el.data.map(t => ({name: t.name ?? null, type: t.type ?? 'scatter',"
+        " points: (t.x ?? t.y ?? t.z ?? []).length, x: t.x ?? null, y: t.y ?? null, z: t.z ?? null}))"
+    )
+
+
+def legend(page, key: str) -> list[str]:
+    """The legend entries the chart with widget key `key` shows."""
+    return page.locator(f".st-key-{key} .legendtext").evaluate_all("els => els.map(e => e.textContent)")
+
+
+def device_count(page) -> str:
+    return page.locator("[data-testid=stAlertContentInfo]").first.inner_text()
+
+
+def screenshot_full_page(page, path) -> None:
+    """A screenshot of the whole page: Streamlit scrolls inside stMain, so grow the viewport to fit it first."""
+    height = page.evaluate(
+        "() => Math.max(...['[data-testid=stMain]', '[data-testid=stSidebarContent]', 'body']"
+        ".map(s => document.querySelector(s)?.scrollHeight ?? 0))"
+    )
+    page.set_viewport_size({"width": page.viewport_size["width"], "height": max(height, 900)})
+    page.wait_for_timeout(500)  # let the charts settle after the resize
+    page.screenshot(path=str(path), full_page=True)
+
+
+def tab_names(page) -> list[str]:
+    return [t.strip() for t in page.get_by_role("tab").all_inner_texts()]
+
+
+def draw_tab(page, name: str):
+    """Show a tab and wait until every plotly chart in it has drawn its SVG; returns the panel."""
+    panel = show_tab(page, name)
+    if name in CHART_TABS:
+        panel.locator(SVG).first.wait_for()
+    panel.locator("[data-testid=stElementContainer]").first.wait_for()
+    charts = panel.locator("[data-testid=stPlotlyChart]")
+    for i in range(charts.count()):
+        charts.nth(i).locator(".main-svg").first.wait_for()
+    return panel
+
+
+def test_every_view_draws_without_exception(page, artifacts):
+    open_page(page)
+    assert_no_exception(page)
+    names = tab_names(page)
+    assert set(TABS) <= set(names), f"tabs shown: {names}"
+    for name in names:
+        panel = draw_tab(page, name)
+        if name != "Tutorial log":
+            panel.screenshot(path=str(artifacts / f"default-tab-{name.lower().replace(' ', '-')}.png"))
+    assert "Outside: input size" in tutorial_log(page)
+    assert_no_exception(page)
+
+
+def test_eight_gpus_on_the_slider_change_the_split(page):
+    open_page(page)
+    assert split_rows(tutorial_log(page)) == [[15, 15]] * 3 + [[5, 5]]
+    show_tab(page, "Split per batch").locator(SVG).first.wait_for()
+    before = chart_traces(page, "split")
+    assert "GPU 1" in legend(page, "split") and "GPU 7" not in legend(page, "split")
+
+    slider = page.get_by_role("slider", name="Number of GPUs")
+    slider.focus()
+    for _ in range(6):  # 2 -> 8, as a keyboard user would
+        slider.press("ArrowRight")
+    page.wait_for_function("() => document.querySelector('.st-key-gpus input[type=range]').value === '8'")
+    page.wait_for_function("() => /Let's use 8 GPUs!/.test(document.querySelector('[data-testid=stCode]')?.innerText)")
+    page.wait_for_selector(IDLE)
+
+    assert split_rows(tutorial_log(page)) == [[4] * 7 + [2]] * 3 + [[2] * 5]
+    assert "8 CPU threads" in device_count(page)
+    assert "gpus=8" in page.url
+    show_tab(page, "Split per batch").locator(SVG).first.wait_for()
+    after = chart_traces(page, "split")
+    assert after != before, "the split chart did not change with the GPU count"
+    assert {f"GPU {i}" for i in range(8)} <= set(legend(page, "split"))
+    assert_no_exception(page)
+
+
+def test_a_link_opens_the_page_in_its_configuration(page):
+    open_page(page, "?gpus=3&batch_size=10&data_size=25")
+    assert_no_exception(page)
+    assert page.locator("[data-testid=stAlertContentWarning]").count() == 0
+    assert page.get_by_role("slider", name="Number of GPUs").input_value() == "3"
+    assert page.get_by_label("Batch size", exact=True).input_value() == "10"
+    assert page.get_by_label("Data size", exact=True).input_value() == "25"
+    assert "3 CPU threads" in device_count(page)
+    assert split_rows(tutorial_log(page)) == [[4, 4, 2], [4, 4, 2], [2, 2, 1]]
+
+
+def test_play_steps_through_the_batches(page):
+    open_page(page)
+    panel = show_tab(page, "Step through")
+    panel.locator(SVG).first.wait_for()
+    chart = panel.locator(".js-plotly-plot")
+    state = "el => [el.querySelector('.slider-currentvalue')?.textContent, " \
+            "el.querySelector('.slider-grip')?.getAttribute('transform'), " \
+            "el._fullLayout?.sliders?.[0]?.active]"
+    first = chart.evaluate(state)
+    buttons = chart.locator(".updatemenu-button")
+    assert buttons.count() >= 1, "the Step through chart has no play button"
+    play = buttons.filter(has_text=re.compile(r"play|▶", re.I))
+    (play.first if play.count() else buttons.first).click()
+    chart.evaluate(
+        f"(el, first) => new Promise((resolve, reject) => {{ const t0 = Date.now(); const tick = () => {{"
+        f" const now = ({state})(el); if (JSON.stringify(now) !== JSON.stringify(first)) resolve(now);"
+        f" else if (Date.now() - t0 > 15000) reject(new Error('no step after play: ' + JSON.stringify(now)));"
+        f" else setTimeout(tick, 50); }}; tick(); }})",
+        first,
+    )
+    assert_no_exception(page)
+
+
+def test_a_bad_link_warns_and_the_page_still_works(page):
+    open_page(page, "?gpus=lots")
+    warning = page.locator("[data-testid=stAlertContentWarning]")
+    warning.first.wait_for()
+    assert "gpus must be a whole number" in " ".join(warning.all_inner_texts())
+    assert page.get_by_role("slider", name="Number of GPUs").input_value() == "2"  # the default stands in
+    assert page.locator(f"{ACTIVE_PANEL} {SVG}").count() > 0
+    assert_no_exception(page)
+
+
+def test_screenshots_of_the_default_page_and_an_eight_gpu_link(page, artifacts):
+    open_page(page)
+    assert_no_exception(page)
+    screenshot_full_page(page, artifacts / "default-page.png")
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_page(page, "?gpus=8")
+    assert_no_exception(page)
+    assert "8 CPU threads" in device_count(page)
+    for name in tab_names(page):
+        if name != "Tutorial log":
+            panel = draw_tab(page, name)
+            panel.screenshot(path=str(artifacts / f"gpus8-tab-{name.lower().replace(' ', '-')}.png"))
+    show_tab(page, "Flow")
+    screenshot_full_page(page, artifacts / "gpus8-page.png")
+    assert (artifacts / "default-page.png").stat().st_size > 10_000
+    assert (artifacts / "gpus8-page.png").stat().st_size > 10_000
