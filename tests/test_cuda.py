@@ -44,3 +44,32 @@ def test_outputs_and_gradients_match_the_real_dataparallel():
     torch.testing.assert_close(out_real.cpu(), out_sim, rtol=1e-5, atol=1e-6)
     for p_real, p_sim in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(p_real.grad.cpu(), p_sim.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_training_through_the_real_dataparallel_equals_a_plain_step():
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model, plain = nn.Linear(5, 2), nn.Linear(5, 2)
+    plain.load_state_dict(model.state_dict())
+    x, y = torch.randn(10, 5), torch.randn(10, 2)
+    real = nn.DataParallel(model.cuda(), device_ids=list(range(min(GPUS, 3))))
+    for net, data, target in ((real, x.cuda(), y.cuda()), (plain, x, y)):
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(2):
+            optimizer.zero_grad()
+            F.mse_loss(net(data), target).backward()
+            optimizer.step()
+    for p_real, p_plain in zip(model.parameters(), plain.parameters()):
+        torch.testing.assert_close(p_real.cpu(), p_plain, rtol=1e-5, atol=1e-6)
+
+
+def test_real_training_trace_records_the_way_back_like_the_simulated_one():
+    config = dict(gpus=min(GPUS, 3), data_size=100, batch_size=30, seed=1, train=True)
+    real = record(RunConfig(backend="cuda", **config))
+    simulated = record(RunConfig(backend="simulated", **config))
+    for batch in real.batches:
+        back = lambda t: sorted((s.lane, s.rows, s.row_offset) for s in t.spans_of(batch.index, "backward"))
+        assert back(real) == back(simulated)
+        assert [s.lane for s in real.spans_of(batch.index, "reduce")] == [0]
+    assert real.memory_kind == "measured" and {m.category for m in real.memory} == {"allocated"}
