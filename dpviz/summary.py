@@ -258,7 +258,7 @@ def key_figures(trace: Trace) -> dict[str, str]:
         first, other = peaks
         label = f"GPU {first.device} memory peak"
         if other is not None and other.bytes:  # the ratio goes in the label: values must stay short
-            label += f" ({first.bytes / other.bytes:.1f}× the next GPU)"
+            label += f" ({first.bytes / other.bytes:.1f}× next)"
         figures[label] = human_bytes(first.bytes)
     return figures
 

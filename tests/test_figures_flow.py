@@ -31,7 +31,7 @@ def test_every_row_reaches_the_output_node():
     sankey = _sankey(flow_figure(recorded(gpus=3), 3))
     out = len(sankey.node.label) - 1
     assert sum(v for t, v in zip(sankey.link.target, sankey.link.value) if t == out) == 10
-    assert sankey.node.label[out].startswith("output 10 × 2 on GPU 0")
+    assert sankey.node.label[out].startswith("output 10 × 2<br>on GPU 0")
 
 
 def test_device_labels_name_rows_of_the_batch():

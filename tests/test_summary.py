@@ -91,7 +91,7 @@ def test_key_figures_headline_the_run():
     figures = key_figures(recorded(gpus=8))
     assert list(figures)[:6] == ["batches", "replicas used", "idle GPU slots", "largest chunk", "smallest chunk",
                                  "time in DataParallel"]
-    assert list(figures)[6].startswith("GPU 0 memory peak (") and list(figures)[6].endswith("× the next GPU)")
+    assert list(figures)[6].startswith("GPU 0 memory peak (") and list(figures)[6].endswith("× next)")
     assert figures["batches"] == "4" and figures["replicas used"] == "29"
     assert figures["idle GPU slots"] == "3 of 32"
     assert figures["largest chunk"] == "4 rows" and figures["smallest chunk"] == "2 rows"
@@ -115,7 +115,7 @@ def test_memory_totals_and_peaks_come_from_the_samples():
 
 def test_memory_key_figure_and_table_row():
     trace = recorded(gpus=3, train=True)
-    assert key_figures(trace)["GPU 0 memory peak (2.8× the next GPU)"] == "1.23 KiB"
+    assert key_figures(trace)["GPU 0 memory peak (2.8× next)"] == "1.23 KiB"
     assert key_figures(recorded(gpus=1, train=True))["GPU 0 memory peak"].endswith("KiB")
     assert "GPU 0 memory peak" not in key_figures(dataclasses.replace(trace, memory=[]))
     table = summary_table(trace).set_index("key figure")["value"]

@@ -86,9 +86,11 @@ def plot_flow(table: pd.DataFrame, *, input_shape: list[int], output_shape: list
     used = table[table["used"]]
     idle = table[~table["used"]]
     out_name = device_name(output_device)
-    how = "gathered in GPU order" if gathered else "one device: no gather"
+    how = "gathered in GPU order" if gathered else "no gather"
+    # The output's label sits left of its node, facing the chunks' labels: two short lines, and the
+    # chunks' column left of centre, keep them apart.
     labels = (
-        [f"input batch {_shape(input_shape)}"] + list(used["label"]) + [f"output {_shape(output_shape)} on {out_name}, {how}"]
+        [f"input batch {_shape(input_shape)}"] + list(used["label"]) + [f"output {_shape(output_shape)}<br>on {out_name}, {how}"]
     )
     colors = [BATCH_COLOR] + [device_color(d) for d in used["device"]] + [device_color(output_device)]
     n = len(used)
@@ -103,7 +105,7 @@ def plot_flow(table: pd.DataFrame, *, input_shape: list[int], output_shape: list
         node=dict(
             label=labels,
             color=colors,
-            x=[0.01] + [0.5] * n + [0.99],
+            x=[0.01] + [0.4] * n + [0.99],
             y=[0.5] + y_devices + [0.5],
             pad=12,
             thickness=22,
