@@ -77,14 +77,20 @@ def uploaded_trace() -> Trace | None:
     )
     if upload is None:
         return None
-    try:
-        return trace_json.loads(upload.getvalue())
-    except TraceError as error:
-        st.warning(f"{upload.name} could not be used: {error} Showing the live run instead.")
-        return None
+    # Parse and check a file once, not on every rerun: the same Trace object keeps its figures cached.
+    if st.session_state.get("upload_id") != upload.file_id:
+        try:
+            st.session_state.upload = trace_json.loads(upload.getvalue())
+            st.session_state.upload_error = None
+        except TraceError as error:
+            st.session_state.upload, st.session_state.upload_error = None, str(error)
+        st.session_state.upload_id = upload.file_id
+    if st.session_state.upload_error:
+        st.warning(f"{upload.name} could not be used: {st.session_state.upload_error} Showing the live run instead.")
+    return st.session_state.upload
 
 
-def run(config: RunConfig) -> Trace:
+def run(config: RunConfig) -> Trace | None:
     config, reason = runnable(config)
     if reason:
         st.warning(reason)
@@ -92,7 +98,12 @@ def run(config: RunConfig) -> Trace:
     if config in runs:
         return runs.get(config)
     bar = st.progress(0.0, text=f"Running {config.num_batches:,} batches ...")
-    trace = runs.get(config, lambda done, total: bar.progress(done / total, text=f"Batch {done:,} of {total:,}"))
+    try:
+        trace = runs.get(config, lambda done, total: bar.progress(done / total, text=f"Batch {done:,} of {total:,}"))
+    except Exception as error:  # e.g. CUDA out of memory on a real GPU: say so, keep the page alive
+        bar.empty()
+        st.error(f"The run failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        return None
     bar.empty()
     return trace
 
@@ -145,8 +156,11 @@ def show(trace: Trace) -> None:
         else:
             batch = sampled[0]
             if len(sampled) > 1:
+                if st.session_state.get("memory_batch") not in sampled:  # a new run samples other batches
+                    st.session_state.memory_batch = sampled[0]
+                last = len(trace.batches) - 1
                 batch = st.radio("Batch", sampled, horizontal=True, key="memory_batch",
-                                 format_func=lambda b: f"batch {b:,}" + (" (the last)" if b == sampled[-1] else " (the first)"))
+                                 format_func=lambda b: f"batch {b:,}" + (" (the first)" if b == 0 else " (the last)" if b == last else ""))
             chart(trace, memory_figure, batch, key="memory")
     with log:
         st.code(views.get(trace, bounded_log), language=None)
@@ -183,7 +197,8 @@ def main() -> None:
         st.caption(f"Showing an uploaded trace, recorded with torch {trace.torch_version}; remove the file to run live.")
     else:
         trace = run(config)
-    show(trace)
+    if trace is not None:
+        show(trace)
 
 
 if __name__ == "__main__":

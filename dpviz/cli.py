@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--train", action="store_true",
         help="after each forward, an MSE loss on the output device, backward through DataParallel and an SGD step "
         "(the tutorial runs forward only)")
-    add("--backend", choices=BACKENDS, default=DEFAULTS.backend,
+    add("--backend", type=_setting("backend"), choices=BACKENDS, default=DEFAULTS.backend,
         help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at least --gpus GPUs and --gpus >= 2")
     add("--trace", type=Path, metavar="FILE", help="write the trace as JSON (open it in the app)")
     add("--chrome-trace", type=Path, metavar="FILE", help="write a Chrome Trace Event file for Perfetto / chrome://tracing")
@@ -74,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in (args.trace, args.chrome_trace):
         if path is not None and not path.parent.is_dir():
             parser.error(f"cannot write {path}: folder {path.parent} does not exist.")
+        if path is not None and path.is_dir():
+            parser.error(f"cannot write {path}: it is a folder; give a file name.")
     try:
         config = RunConfig(
             input_size=args.input_size, output_size=args.output_size, batch_size=args.batch_size,
@@ -89,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 path.write_text(text)
             except OSError as error:
-                parser.error(f"cannot write {path}: {error.strerror}.")
+                parser.error(f"cannot write {path}: {error.strerror or error}.")
     kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
     batches = len(trace.batches)
     print(f"dpviz: {batches} batch{'es' if batches != 1 else ''} on {config.gpus} {kind} in {trace.duration:.3f} s.", file=sys.stderr)

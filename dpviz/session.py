@@ -5,6 +5,7 @@ sees another's runs or uploads, and memory is bounded per session.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 
 from .config import ConfigError, RunConfig
@@ -20,10 +21,11 @@ class Runs:
         self._traces: OrderedDict[RunConfig, Trace] = OrderedDict()
 
     def __contains__(self, config: RunConfig) -> bool:
-        return config in self._traces
+        return _resolved(config) in self._traces
 
     def get(self, config: RunConfig, progress: Progress | None = None) -> Trace:
         """The trace for `config`, recorded now only if this session has not run it recently."""
+        config = _resolved(config)  # "auto" and what it resolves to are the same run
         if config in self._traces:
             self._traces.move_to_end(config)
             return self._traces[config]
@@ -32,6 +34,10 @@ class Runs:
         while len(self._traces) > self.capacity:
             self._traces.popitem(last=False)
         return trace
+
+
+def _resolved(config: RunConfig) -> RunConfig:
+    return dataclasses.replace(config, backend=resolve_backend(config))
 
 
 def runnable(config: RunConfig, available: int | None = None) -> tuple[RunConfig, str | None]:
@@ -59,19 +65,21 @@ def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
 
 
 class Views:
-    """Figures already built for recent traces, so a rerun that shows one again draws at once."""
+    """Figures already built for the session's recent traces, so a rerun that shows one again draws at once."""
 
-    def __init__(self, capacity: int = 64):
-        self.capacity = capacity
-        # Each entry keeps its trace alive, so the trace's id() can't be reused while it is cached.
-        self._built: OrderedDict[tuple, tuple[Trace, object]] = OrderedDict()
+    def __init__(self, traces: int = 3):
+        self.traces = traces
+        # id(trace) -> (trace, its figures). Each entry keeps its trace alive, so the id can't be reused
+        # while cached; only the last few traces are kept, so old ones are freed with their figures.
+        self._built: OrderedDict[int, tuple[Trace, dict[tuple, object]]] = OrderedDict()
 
     def get(self, trace: Trace, build, *args):
         """`build(trace, *args)`, from memory when this trace's figure was built before."""
-        key = (id(trace), build.__name__, args)
-        if key not in self._built:
-            self._built[key] = (trace, build(trace, *args))
-            while len(self._built) > self.capacity:
-                self._built.popitem(last=False)
-        self._built.move_to_end(key)
-        return self._built[key][1]
+        _, figures = self._built.setdefault(id(trace), (trace, {}))
+        self._built.move_to_end(id(trace))
+        while len(self._built) > self.traces:
+            self._built.popitem(last=False)
+        key = (build.__name__, args)
+        if key not in figures:
+            figures[key] = build(trace, *args)
+        return figures[key]

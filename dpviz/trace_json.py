@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any
 
 from .config import ConfigError, RunConfig
 from .memory import CATEGORIES, MEASURED
+from .scatter import chunk_sizes
 from .trace import PHASES, SCHEMA_VERSION, Batch, Lane, MemorySample, Span, Trace
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
@@ -69,8 +71,8 @@ def loads(text: str | bytes) -> Trace:
         raise TraceError(f"the file is {len(text) / 2**20:.1f} MiB; traces are limited to {MAX_TRACE_BYTES // 2**20} MiB.")
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise TraceError(f"the file is not valid JSON ({error}).") from None
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, bad UTF-8, huge numbers, deep nesting
+        raise TraceError(f"the file is not valid JSON ({str(error)[:120]}).") from None
     return from_dict(data)
 
 
@@ -183,6 +185,8 @@ def _span(raw: Any, threads: list[str]) -> Span:
     for key in ("input_shape", "output_shape"):
         if values[key] is not None:
             _ints(values[key], f"span {key}")
+    if not (math.isfinite(values["start"]) and math.isfinite(values["end"]) and values["start"] >= 0):
+        raise TraceError("a span has a start or end time that is negative or not a finite number.")
     if values["thread"] is not None:
         if not 0 <= values["thread"] < len(threads):
             raise TraceError(f"a span names thread {values['thread']}, which is not in the thread list.")
@@ -195,6 +199,10 @@ def check(trace: Trace) -> None:
     config = trace.config
     if trace.backend not in BACKEND_NAMES:
         raise TraceError(f"backend must be one of {', '.join(BACKEND_NAMES)}, got {trace.backend!r}.")
+    if trace.machine_gpus < 0:
+        raise TraceError(f"machine_gpus must be 0 or more, got {trace.machine_gpus}.")
+    if (trace.memory_kind == "measured") != (trace.backend == "cuda"):
+        raise TraceError(f"memory is {trace.memory_kind} but the backend is {trace.backend}; only real GPUs measure it.")
     lane_ids = [lane.id for lane in trace.lanes]
     if lane_ids != list(range(config.gpus)):
         raise TraceError(f"the trace has lanes {lane_ids} but its config asks for {config.gpus} devices.")
@@ -202,6 +210,9 @@ def check(trace: Trace) -> None:
         raise TraceError(f"output device {trace.output_device} is not one of the lanes {lane_ids}.")
     if len(trace.batches) != config.num_batches:
         raise TraceError(f"the trace has {len(trace.batches)} batches but its config makes {config.num_batches}.")
+    expected_rows = [config.batch_size] * (config.num_batches - 1) + [config.data_size - config.batch_size * (config.num_batches - 1)]
+    if [b.rows for b in trace.batches] != expected_rows:
+        raise TraceError(f"the batches' sizes do not follow from data_size {config.data_size:,} and batch_size {config.batch_size:,}.")
     seen = bytearray(config.data_size)
     for position, batch in enumerate(trace.batches):
         if batch.index != position:
@@ -247,6 +258,13 @@ def _check_memory(trace: Trace, lane_ids: list[int]) -> None:
 
 
 def _check_replicas(trace: Trace, batch: Batch) -> None:
+    replicas = trace.replicas(batch.index)
+    expected = chunk_sizes(batch.rows, trace.config.gpus)
+    if [(s.replica, s.lane, s.rows) for s in replicas] != [(i, i, n) for i, n in enumerate(expected)]:
+        raise TraceError(
+            f"batch {batch.index}'s replicas got {[s.rows for s in replicas]} rows, but DataParallel splits "
+            f"{batch.rows} rows over {trace.config.gpus} devices as {expected}."
+        )
     end = 0
     for span in trace.replicas(batch.index):
         if span.rows < 0 or span.row_offset < end or span.row_offset + span.rows > batch.rows:

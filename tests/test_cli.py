@@ -36,6 +36,7 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--backend", "cuda", "--gpus", "16"], "needs 16 CUDA devices"),
     (["--backend", "tpu"], "invalid choice"),
     (["--trace", "/no/such/folder/t.json"], "does not exist"),
+    (["--chrome-trace", "/tmp"], "it is a folder"),
     (["--frobnicate"], "unrecognized arguments"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):

@@ -31,7 +31,7 @@ def test_device_sentence_says_simulated_and_counts():
     assert text.startswith("Simulated devices: 8 CPU threads stand in for 8 GPUs") and "has 0 CUDA GPUs" in text
 
 
-def test_views_are_built_once_per_trace_and_argument():
+def test_views_are_built_once_per_trace_and_argument_and_old_traces_are_let_go():
     from dpviz.session import Views
 
     calls = []
@@ -40,12 +40,19 @@ def test_views_are_built_once_per_trace_and_argument():
         calls.append((trace, batch))
         return object()
 
-    views, first, second = Views(capacity=2), record(RunConfig(gpus=2)), record(RunConfig(gpus=3))
+    views = Views(traces=2)
+    first, second, third = (record(RunConfig(gpus=g)) for g in (2, 3, 4))
     figure = views.get(first, build, 1)
     assert views.get(first, build, 1) is figure and len(calls) == 1
     views.get(first, build, 2)
-    views.get(first, build, 3)  # capacity 2: batch 1's figure is dropped
-    views.get(first, build, 1)
-    assert len(calls) == 4
-    views.get(second, build, 1)  # another trace: nothing of the first is reused
-    assert calls[-1] == (second, 1) and len(calls) == 5
+    views.get(second, build, 1)
+    assert views.get(first, build, 2) is not None and len(calls) == 3  # both traces still remembered
+    views.get(third, build, 1)  # a third trace: the least recently shown (second) is let go
+    views.get(second, build, 1)
+    assert len(calls) == 5 and calls[-1] == (second, 1)
+
+
+def test_auto_and_the_backend_it_picks_are_one_run():
+    runs = Runs()
+    trace = runs.get(RunConfig(backend="auto", gpus=2))
+    assert runs.get(RunConfig(backend="simulated", gpus=2)) is trace

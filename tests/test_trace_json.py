@@ -77,6 +77,13 @@ BAD = {
     "negative memory": lambda t: _edited(t, lambda d: d["memory"][0].__setitem__(4, -1)),
     "unknown memory kind": lambda t: _edited(t, lambda d: d.update(memory_kind="guessed")),
     "memory of unknown category": lambda t: _edited(t, lambda d: d["memory"][0].__setitem__(3, "vibes")),
+    "deeply nested": lambda t: "[" * 100_000,
+    "huge number": lambda t: "1" * 5000,
+    "infinite time": lambda t: _edited(t, lambda d: _forward(d).update(end=float("inf"))),
+    "negative machine gpus": lambda t: _edited(t, lambda d: d.update(machine_gpus=-1)),
+    "measured on simulated": lambda t: _edited(t, lambda d: d.update(memory_kind="measured")),
+    "uneven split": lambda t: _edited(t, lambda d: (_forward(d, replica=1).update(rows=5), _forward(d).update(rows=1, row_offset=9))),
+    "wrong batch sizes": lambda t: _edited(t, lambda d: (d["batches"][0]["sample_ids"].pop(), d["batches"][0]["input_shape"].__setitem__(0, 29))),
     "string as shape": lambda t: _edited(t, lambda d: _forward(d).update(input_shape="30,5")),
 }
 
