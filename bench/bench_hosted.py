@@ -253,7 +253,7 @@ def shown_config(page) -> dict:
 def draw_everything(page, timeout_ms: int) -> None:
     """Wait until the script is idle, then show every tab and wait until it is drawn."""
     page.wait_for_selector(IDLE, timeout=timeout_ms)
-    page.wait_for_selector(f"{SVG}, {EXCEPTION}", timeout=timeout_ms)
+    page.wait_for_selector(f"{SVG}, {EXCEPTION}", state="attached", timeout=timeout_ms)
     raise_shown_exception(page)
     for name in [t.strip() for t in page.get_by_role("tab").all_inner_texts()]:
         page.get_by_role("tab", name=name, exact=True).click()
