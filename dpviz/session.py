@@ -29,11 +29,23 @@ class Runs:
         if config in self._traces:
             self._traces.move_to_end(config)
             return self._traces[config]
+        # Make room before recording, so a heavy run never shares memory with older heavy runs.
+        while self._traces and (len(self._traces) >= self.capacity
+                                or sum(map(_weight, self._traces)) + _weight(config) > MAX_KEPT_SPANS):
+            self._traces.popitem(last=False)
         trace = record(config, progress)
         self._traces[config] = trace
-        while len(self._traces) > self.capacity:
-            self._traces.popitem(last=False)
         return trace
+
+
+# Spans a session's stored runs may hold together: about one largest run (10,000 batches on 16
+# devices), which is what a 690 MB host has room for.
+MAX_KEPT_SPANS = 200_000
+
+
+def _weight(config: RunConfig) -> int:
+    """Roughly how many spans a run of `config` records: a forward (and backward) per device, plus host phases."""
+    return config.num_batches * (config.gpus * (2 if config.train else 1) + 6)
 
 
 def _resolved(config: RunConfig) -> RunConfig:

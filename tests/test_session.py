@@ -56,3 +56,15 @@ def test_auto_and_the_backend_it_picks_are_one_run():
     runs = Runs()
     trace = runs.get(RunConfig(backend="auto", gpus=2))
     assert runs.get(RunConfig(backend="simulated", gpus=2)) is trace
+
+
+def test_heavy_runs_are_not_kept_side_by_side(monkeypatch):
+    import dpviz.session as session
+
+    monkeypatch.setattr(session, "MAX_KEPT_SPANS", 200)
+    runs = Runs(capacity=3)
+    runs.get(RunConfig(gpus=2))  # 4 batches: light
+    runs.get(RunConfig(gpus=3))
+    assert RunConfig(gpus=2) in runs and RunConfig(gpus=3) in runs
+    runs.get(RunConfig(gpus=16, data_size=300, batch_size=30))  # 10 batches x 22 spans: heavy
+    assert RunConfig(gpus=2) not in runs and RunConfig(gpus=3) not in runs
