@@ -10,6 +10,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 BACKENDS = ("auto", "cuda", "simulated")
+# The model each replica runs (dpviz.models) and how a batch is handed to it (dpviz.inputs).
+MODELS = ("linear", "mlp", "cnn", "gru", "gru_dim1", "loss", "counter")
+INPUTS = ("tensor", "tuple", "dict", "kwargs", "list", "hidden")
+RNN_MODELS = ("gru", "gru_dim1")
+CHOICES = {"backend": BACKENDS, "model": MODELS, "inputs": INPUTS}
+# Numbers in one row of data, per model: a feature vector, a square image, or a short sequence.
+SEQUENCE_LENGTH = 6
 
 # (minimum, maximum) for every integer setting. The bounds keep a run small enough for a hosted
 # page with 690 MB of memory while covering real use: a million rows, sixteen devices.
@@ -47,6 +54,8 @@ class RunConfig:
     seed: int = 0
     backend: str = "auto"
     train: bool = False  # forward only, as the tutorial; True adds loss, backward and an SGD step
+    model: str = "linear"  # the tutorial's nn.Linear; see dpviz.models for the others
+    inputs: str = "tensor"  # model(x) as in the tutorial; see dpviz.inputs for tuple, dict, kwargs, ...
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -57,11 +66,32 @@ class RunConfig:
                 f"{self.num_batches:,} batches; dpviz runs at most {self.max_batches:,}"
                 f"{' when training' if self.train else ''}, so raise the batch size."
             )
-        if self.data_size * self.input_size > MAX_DATASET_ELEMENTS:
+        if self.data_size * self.row_elements > MAX_DATASET_ELEMENTS:
             raise ConfigError(
-                f"data_size {self.data_size:,} times input_size {self.input_size:,} is "
-                f"{self.data_size * self.input_size:,} numbers; the limit is {MAX_DATASET_ELEMENTS:,}."
+                f"data_size {self.data_size:,} rows of {self.row_elements:,} numbers ({self.row_text}) make "
+                f"{self.data_size * self.row_elements:,} numbers; the limit is {MAX_DATASET_ELEMENTS:,}."
             )
+        if self.inputs == "hidden" and self.model not in RNN_MODELS:
+            raise ConfigError(
+                f"inputs hidden passes a GRU's hidden state, so it needs model {' or '.join(RNN_MODELS)}, got {self.model!r}."
+            )
+
+    @property
+    def dim(self) -> int:
+        return batch_dim(self.model)
+
+    @property
+    def row_elements(self) -> int:
+        """Numbers in one row of data: what the dataset-size limit counts."""
+        return row_elements(self.model, self.input_size)
+
+    @property
+    def row_text(self) -> str:
+        if self.model == "cnn":
+            return f"a 1 x {self.input_size} x {self.input_size} image"
+        if self.model in RNN_MODELS:
+            return f"{SEQUENCE_LENGTH} steps of {self.input_size} features"
+        return f"{self.input_size} features"
 
     @property
     def max_batches(self) -> int:
@@ -84,6 +114,21 @@ class RunConfig:
         return cls(**values)
 
 
+def batch_dim(model: str) -> int:
+    """The dim of `model`'s input that holds the batch: DataParallel's `dim` for it."""
+    return 1 if model == "gru_dim1" else 0
+
+
+def row_elements(model: str, input_size: int) -> int:
+    """Numbers in one row of data for `model`: input_size features, an input_size-wide square image or
+    SEQUENCE_LENGTH steps of input_size features."""
+    if model == "cnn":
+        return input_size * input_size
+    if model in RNN_MODELS:
+        return SEQUENCE_LENGTH * input_size
+    return input_size
+
+
 def check_setting(name: str, value: Any) -> None:
     """Raise ConfigError unless `value` suits setting `name` on its own (limits between settings aside)."""
     if name in LIMITS:
@@ -95,9 +140,9 @@ def check_setting(name: str, value: Any) -> None:
     elif name in ("shuffle", "train"):
         if not isinstance(value, bool):
             raise ConfigError(f"{name} must be true or false, got {value!r}.")
-    elif name == "backend":
-        if value not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {value!r}.")
+    elif name in CHOICES:
+        if value not in CHOICES[name]:
+            raise ConfigError(f"{name} must be one of {', '.join(CHOICES[name])}, got {value!r}.")
     else:
         raise ConfigError(f"unknown setting {name!r}.")
 
@@ -127,6 +172,6 @@ def parse_setting(name: str, text: str) -> Any:
         return parse_int(name, text)
     if name in ("shuffle", "train"):
         return parse_bool(name, text)
-    if name == "backend":
+    if name in CHOICES:
         return str(text).strip().lower()
     raise ConfigError(f"unknown setting {name!r}.")

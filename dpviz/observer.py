@@ -13,12 +13,12 @@ import time
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from .inputs import describe, first_tensor
 from .memory import ComputedMemory, MeasuredMemory, module_bytes, nbytes
 from .simulated import current_device
-from .trace import Span
+from .trace import ArgumentSample, Span
 
 TRANSIENT = ("batch and chunks", "parameter copies", "activations", "output and loss", "backward buffers")
 
@@ -27,7 +27,7 @@ class Observer:
     """Times the phases and replicas of every DataParallel call made while it is installed."""
 
     def __init__(self, parallel: nn.Module, model: nn.Module, cuda: bool, t0: float, train: bool = False,
-                 memory_batches: set[int] = frozenset()):
+                 memory_batches: set[int] = frozenset(), argument_names: tuple[str, ...] = ("x",)):
         self.parallel, self.model, self.cuda, self.t0, self.train = parallel, model, cuda, t0, train
         self.device_ids = list(parallel.device_ids)
         self.dim = getattr(parallel, "dim", 0)
@@ -38,6 +38,12 @@ class Observer:
         self.lock = threading.Lock()
         self.local = threading.local()
         self.finished = 0
+        self.started: dict[int, tuple[float, int, torch.Tensor | None]] = {}  # replicas whose forward has not ended
+        self.started_failure = False  # this batch's DataParallel call raised
+        self.paused = False  # set while dpviz itself calls the model (not a DataParallel call)
+        self.argument_names = argument_names
+        self.arguments: list[ArgumentSample] = []  # what replicas received, for the memory batches
+        self.pending_arguments: list[ArgumentSample] = []
         for name in ("scatter", "replicate", "parallel_apply", "gather"):
             setattr(parallel, name, self._timed(name, getattr(parallel, name)))
         self.first, self.output_device = self.device_ids[0], parallel.output_device
@@ -45,8 +51,8 @@ class Observer:
         self.memory.hold(self.first, "parameters", module_bytes(model))
         self.memory_batches, self.memory_samples = memory_batches, []
         self.handles = [
-            model.register_forward_pre_hook(self._before_forward),
-            model.register_forward_hook(self._after_forward),
+            model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
+            model.register_forward_hook(self._after_forward, with_kwargs=True),
             *(m.register_forward_hook(self._activation) for m in model.modules() if not list(m.children())),
         ]
         self.accumulated: list[float] = []  # when each parameter's summed gradient landed in .grad
@@ -69,12 +75,27 @@ class Observer:
             start = self.now()
             if phase == "scatter":  # the batch as the caller passed it, on device_ids[0]
                 self.memory.hold(self.first, "batch and chunks", nbytes(args[:2]))
-            result = method(*args, **kwargs)
-            self.pending.append(Span(phase=phase, batch=self.batch, start=start, end=self.now()))
+            try:
+                result = method(*args, **kwargs)
+            finally:  # a phase that raised still took its time, and the timeline shows where it stopped
+                self.pending.append(Span(phase=phase, batch=self.batch, start=start, end=self.now()))
+            if phase == "scatter":
+                self._arguments(args[0], args[1] or {}, result)
             self._account(phase, result)
             return result
 
         return timed
+
+    def _arguments(self, inputs: tuple, kwargs: dict, scattered: tuple) -> None:
+        """Write down what scatter gave each replica of each argument; kept for the sampled batches
+        and a failing one."""
+        pieces, kwarg_pieces = scattered
+        self.pending_arguments = [
+            ArgumentSample(self.batch, i, self.device_ids[i], a.path, a.kind, a.shape, a.mode)
+            for i, (piece, kwarg_piece) in enumerate(zip(pieces, kwarg_pieces))
+            if i < len(self.device_ids)
+            for a in describe(inputs, kwargs, piece, kwarg_piece, self.argument_names)
+        ]
 
     def _account(self, phase: str, result: Any) -> None:
         """Enter what a phase left on each device into the ledger, then take a snapshot."""
@@ -97,47 +118,69 @@ class Observer:
             self.memory_samples += self.memory.snapshot(self.batch, phase)
 
     def _activation(self, module: nn.Module, inputs: tuple, output: Any) -> None:
+        if self.paused:
+            return
         device = output.device.index if self.cuda and isinstance(output, torch.Tensor) else current_device()
         with self.lock:
             self.memory.hold(device, "activations", nbytes(output))
 
-    def _device_of(self, inputs: tuple) -> int:
+    def _device_of(self, tensor: torch.Tensor | None) -> int:
         if self.cuda:
-            tensor = next((t for t in inputs if isinstance(t, torch.Tensor)), None)
             return tensor.device.index if tensor is not None else torch.cuda.current_device()
         return current_device()
 
-    def _before_forward(self, module: nn.Module, inputs: tuple) -> None:
-        device = self._device_of(inputs)
-        self.local.start = self.now(device)
-        self.local.device = device
+    def _before_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        if self.paused:
+            return
+        # The replica's rows: its first tensor (the batch's chunk) along DataParallel's dim.
+        x = first_tensor((args, kwargs))
+        device = self._device_of(x)
+        start = self.now(device)
+        with self.lock:
+            self.started[self.device_ids.index(device)] = (start, device, x)
 
-    def _after_forward(self, module: nn.Module, inputs: tuple, output: Any) -> None:
-        device = self.local.device
+    def _after_forward(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+        if self.paused:
+            return
+        x = first_tensor((args, kwargs))
+        device = self._device_of(x)
         end = self.now(device)
+        replica = self.device_ids.index(device)
         with self.lock:
             order, self.finished = self.finished, self.finished + 1
-        x = inputs[0] if inputs and isinstance(inputs[0], torch.Tensor) else None
-        replica = self.device_ids.index(device)
+            start, _, _ = self.started.pop(replica)
         if self.train and isinstance(output, torch.Tensor) and output.requires_grad:
-            self._watch_backward(module, replica, device, output)
+            self._watch_backward(module, replica, device, output, self._rows(x))
         if len(self.device_ids) == 1:  # a direct call: no apply phase to take the snapshot after
             self._snapshot("forward")
-        self.pending.append(
-            Span(
-                phase="forward", batch=self.batch, start=self.local.start, end=end, lane=device,
-                replica=replica,
-                rows=x.shape[self.dim] if x is not None and x.dim() else 0,
-                input_shape=self._shape(x.shape) if x is not None else None,
-                output_shape=self._shape(output.shape) if isinstance(output, torch.Tensor) else None,
-                thread=threading.current_thread().name, order=order,
-            )
+        self.pending.append(self._forward_span(replica, device, start, end, x, output, order))
+
+    def _rows(self, x: torch.Tensor | None) -> int:
+        return x.shape[self.dim] if x is not None and x.dim() > self.dim else 0
+
+    def _forward_span(self, replica: int, device: int, start: float, end: float, x: torch.Tensor | None,
+                      output: Any, order: int | None) -> Span:
+        return Span(
+            phase="forward", batch=self.batch, start=start, end=end, lane=device, replica=replica,
+            rows=self._rows(x), input_shape=self._shape(x.shape) if x is not None else None,
+            output_shape=self._shape(output.shape) if isinstance(output, torch.Tensor) else None,
+            thread=threading.current_thread().name, order=order,
         )
 
-    def _watch_backward(self, module: nn.Module, replica: int, device: int, output: torch.Tensor) -> None:
+    def failed(self) -> None:
+        """The DataParallel call of this batch raised: the replicas that started and never ended get
+        a forward span with no output, ending now."""
+        end = self.now()
+        for replica, (start, device, x) in sorted(self.started.items()):
+            span = self._forward_span(replica, device, start, end, x, None, None)
+            self.pending.append(dataclasses.replace(span, thread=None))
+        self.started = {}
+        self.started_failure = True
+
+    def _watch_backward(self, module: nn.Module, replica: int, device: int, output: torch.Tensor, rows: int) -> None:
         """Time one replica's backward: from its output's gradient arriving (the gather's backward
         scattering it back) to the gradient of its last parameter copy."""
-        batch, state = self.batch, {}
+        batch, state = self.batch, {"rows": rows}
         copies = [
             t for m in module.modules() for t in getattr(m, "_former_parameters", {}).values()
             if t is not None and t.requires_grad
@@ -172,14 +215,16 @@ class Observer:
         shape = self._shape(shape) if shape is not None else None
         self.pending.append(Span(
             phase="backward", batch=batch, start=state.get("start", end), end=end, lane=device, replica=replica,
-            rows=shape[self.dim] if shape else 0, input_shape=shape, thread=threading.current_thread().name,
+            # A 0-dim output (a model returning its loss) gets a 0-dim gradient for all of its rows.
+            rows=shape[self.dim] if shape and len(shape) > self.dim else state["rows"], input_shape=shape, thread=threading.current_thread().name,
         ))
 
-    def train_step(self, output: torch.Tensor, target: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+    def train_step(self, output: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
+                   optimizer: torch.optim.Optimizer) -> None:
         """Loss on the output device, backward through DataParallel, the step on device_ids[0]."""
         first, out = self.device_ids[0], self.parallel.output_device
         start = self.now()
-        loss = F.mse_loss(output, target.to(output.device))
+        loss = loss_of(output)
         self.pending.append(Span(phase="loss", batch=self.batch, start=start, end=self.now(), lane=out))
         optimizer.zero_grad()
         self.memory.drop("gradients")  # zero_grad sets every .grad to None
@@ -212,7 +257,9 @@ class Observer:
 
     def next_batch(self) -> None:
         self.spans += _with_row_offsets(self.pending)
-        self.pending = []
+        if self.batch in self.memory_batches or self.started_failure:
+            self.arguments += self.pending_arguments
+        self.pending, self.pending_arguments, self.started_failure = [], [], False
         self.memory.drop(*TRANSIENT)  # the loop's next iteration frees the last batch's graph
         self.batch += 1
         self.finished = 0

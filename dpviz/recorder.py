@@ -1,22 +1,27 @@
 """record(config) -> Trace: run the tutorial under DataParallel (real or simulated) and watch it.
 
 The watching is done by dpviz.observer.Observer, which leaves what DataParallel does exactly as it is.
+What DataParallel raises or warns is part of what happened: a failing batch ends the run and is
+recorded as the user would see it, warnings are collected with the batch they first came in.
 """
 from __future__ import annotations
 
+import re
 import time
-from typing import Callable
+import warnings
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
-from . import tutorial
+from . import inputs, tutorial
 from .config import ConfigError, RunConfig
 from .observer import Observer
 from .simulated import SimulatedDataParallel
-from .trace import Batch, Lane, Trace
+from .trace import Batch, Failure, Lane, Trace, WarningNote
 
 Progress = Callable[[int, int], None]
+REPLICA_IN_MESSAGE = re.compile(r"in replica (\d+)")
 
 
 def cuda_device_count() -> int:
@@ -44,34 +49,78 @@ def _lanes(backend: str, count: int) -> list[Lane]:
     return [Lane(i, f"simulated device {i}") for i in range(count)]
 
 
+class _Warnings:
+    """Warnings raised during DataParallel calls, each kept once with its first batch and a count."""
+
+    def __init__(self) -> None:
+        self.notes: dict[tuple[str, str], WarningNote] = {}
+
+    def add(self, caught: list[warnings.WarningMessage], batch: int) -> None:
+        for w in caught:
+            key = (w.category.__name__, str(w.message))
+            old = self.notes.get(key)
+            self.notes[key] = WarningNote(key[0], key[1], old.batch if old else batch, (old.count if old else 0) + 1)
+
+
+def _failure(error: Exception, batch: int) -> Failure:
+    message = str(error)
+    found = REPLICA_IN_MESSAGE.search(message.splitlines()[0] if message else "")
+    return Failure(batch, type(error).__name__, message, int(found.group(1)) if found else None)
+
+
+def _shape(output: Any) -> list[int]:
+    tensor = inputs.first_tensor(output)
+    return list(tensor.shape) if tensor is not None else []
+
+
 def record(config: RunConfig, progress: Progress | None = None) -> Trace:
     """Run the tutorial for `config` and return what happened, batch by batch."""
     backend = resolve_backend(config)
     model, loader = tutorial.build(config)
     device_ids = list(range(config.gpus))
+    device = "cuda:0" if backend == "cuda" else "cpu"
     if backend == "cuda":
-        model = model.to("cuda:0")
-        parallel: nn.Module = nn.DataParallel(model, device_ids=device_ids)
+        model = model.to(device)
+        parallel: nn.Module = nn.DataParallel(model, device_ids=device_ids, dim=config.dim)
     else:
-        parallel = SimulatedDataParallel(model, device_ids=device_ids)
+        parallel = SimulatedDataParallel(model, device_ids=device_ids, dim=config.dim)
     if config.train:
         teacher, optimizer = tutorial.training_parts(config, model)
-        teacher = teacher.to("cuda:0" if backend == "cuda" else "cpu")
+        teacher = teacher.to(device)
+    sampled = {0, config.num_batches - 1}
     observer = Observer(parallel, model, cuda=backend == "cuda", t0=time.perf_counter(), train=config.train,
-                        memory_batches={0, config.num_batches - 1})
+                        memory_batches=sampled, argument_names=inputs.POSITIONAL[config.inputs])
     batches: list[Batch] = []
+    caught, failure, losses = _Warnings(), None, []
     total = config.num_batches
     every = max(1, total // 100)
     try:
         for data, indices in loader:
-            if backend == "cuda":
-                data = data.to("cuda:0")  # as the tutorial does: the batch starts on device 0
-            output = parallel(data)
+            data = data.to(device)  # as the tutorial does: the batch starts on device 0
+            ids = indices.tolist()
+            args, kwargs = tutorial.call(config, data, ids)
+            x = inputs.first_tensor((args, kwargs))  # the batch itself, as the model takes it
+            index = len(batches)
+            try:
+                with warnings.catch_warnings(record=True) as seen:
+                    warnings.simplefilter("always")  # every batch's warnings, not only the first
+                    output = parallel(*args, **kwargs)
+                caught.add(seen, index)
+            except Exception as error:  # what the user's loop would die of: record it and stop
+                caught.add(seen, index)
+                observer.failed()
+                failure = _failure(error, index)
+                batches.append(Batch(index, ids, list(x.shape) if isinstance(x, torch.Tensor) else [], []))
+                observer.next_batch()
+                break
+            if config.model == "loss" and index in sampled:
+                losses.append(_losses(observer, model, args, kwargs, output, index))
             if config.train:
+                model_x = tutorial.model_input(config, data)
                 with torch.no_grad():
-                    target = teacher(data)
-                observer.train_step(output, target, optimizer)
-            batches.append(Batch(len(batches), indices.tolist(), list(data.shape), list(output.shape)))
+                    target = teacher(model_x) if config.model != "loss" else None
+                observer.train_step(output, lambda out: tutorial.loss_of(config, out, target), optimizer)
+            batches.append(Batch(index, ids, list(x.shape) if isinstance(x, torch.Tensor) else [], _shape(output)))
             observer.next_batch()
             if progress is not None and (len(batches) % every == 0 or len(batches) == total):
                 progress(len(batches), total)
@@ -88,4 +137,37 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
         spans=observer.spans,
         memory=observer.memory_samples,
         memory_kind=observer.memory.kind,
+        arguments=observer.arguments,
+        failure=failure,
+        warnings=list(caught.notes.values()),
+        facts=_facts(config, model, batches, losses),
     )
+
+
+def _losses(observer: Observer, model: nn.Module, args: tuple, kwargs: dict, output: torch.Tensor, batch: int) -> dict:
+    """For a model that returns its loss: what DataParallel gathered against the loss of the whole
+    batch on one device (computed here with the observer paused, so it is not a replica)."""
+    observer.paused = True
+    try:
+        with torch.no_grad():
+            whole = float(model(*args, **kwargs))
+    finally:
+        observer.paused = False
+    gathered = output.detach().reshape(-1).tolist()
+    rows = [s.rows for s in sorted((s for s in observer.pending if s.phase == "forward"), key=lambda s: s.replica)]
+    return {"batch": batch, "gathered": gathered, "chunk_rows": rows, "whole": whole}
+
+
+def _facts(config: RunConfig, model: nn.Module, batches: list[Batch], losses: list[dict]) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    if losses:
+        facts["losses"] = losses
+    core = getattr(model, "core", model)
+    if config.model == "counter":
+        # What the model's own state says after the run, against what one device would have counted.
+        done = [b for b in batches if b.output_shape]
+        facts["state"] = {
+            "calls": [int(core.calls), len(done)],
+            "rows_seen": [int(core.rows_seen), sum(b.rows for b in done)],
+        }
+    return facts

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from .config import RunConfig
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added the model, input form, arguments, failure, warnings and facts
 # Phases of the whole DataParallel call, timed on the host thread (lane None).
 HOST_PHASES = ("scatter", "replicate", "apply", "gather")
 # Phases that run on one device. Training adds the loss (on the output device), each replica's
@@ -81,6 +82,54 @@ class MemorySample:
     bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class ArgumentSample:
+    """One argument (or part of one) as one replica of one batch received it from scatter.
+
+    `mode`: "split" (a tensor's chunk), "shared" (the caller's own object, by reference) or
+    "copied" (a container of non-tensors rebuilt whole for every replica)."""
+
+    batch: int
+    replica: int
+    lane: int
+    path: str
+    kind: str
+    shape: list[int]
+    mode: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What DataParallel raised, as the user sees it: the exception's type and its whole message
+    ("Caught TypeError in replica 5 on device 5.\nOriginal Traceback ...")."""
+
+    batch: int
+    type: str
+    message: str
+    replica: int | None = None  # the replica named in the message, when a replica failed
+
+    @property
+    def headline(self) -> str:
+        """The first line, as Python's last traceback line prints it."""
+        return f"{self.type}: {self.message.splitlines()[0] if self.message else ''}"
+
+    @property
+    def original(self) -> str:
+        """The replica's own error (the last line of the original traceback), or the headline."""
+        lines = [line for line in self.message.splitlines() if line.strip()]
+        return lines[-1] if len(lines) > 1 else self.headline
+
+
+@dataclass(frozen=True)
+class WarningNote:
+    """A warning raised during the run: its category and text, the first batch and how many times."""
+
+    category: str
+    message: str
+    batch: int
+    count: int
+
+
 @dataclass(frozen=True)
 class Trace:
     """A recorded run: its settings, which backend ran it, its lanes, batches and spans."""
@@ -97,11 +146,23 @@ class Trace:
     # "measured" on real GPUs, "computed" from tensor sizes on simulated devices.
     memory: list[MemorySample] = field(default_factory=list)
     memory_kind: str = "computed"
+    # What each replica received of each argument, for the first, the last and a failing batch.
+    arguments: list[ArgumentSample] = field(default_factory=list)
+    failure: Failure | None = None  # the run stopped at failure.batch, the last batch in the trace
+    warnings: list[WarningNote] = field(default_factory=list)
+    # Model-specific findings, plain JSON values: "state" (counter: {name: [after the run, a plain
+    # model's]}), "losses" (loss: per sampled batch, the gathered vector, chunk rows, whole-batch loss).
+    facts: dict[str, Any] = field(default_factory=dict)
     version: int = SCHEMA_VERSION
 
     @property
     def simulated(self) -> bool:
         return self.backend == "simulated"
+
+    @property
+    def dim(self) -> int:
+        """The dim DataParallel split the batch on (1 for a time-first GRU)."""
+        return self.config.dim
 
     @cached_property
     def _spans_by_batch(self) -> dict[int, list[Span]]:

@@ -12,8 +12,8 @@ from typing import Any
 
 from .config import ConfigError, RunConfig
 from .memory import CATEGORIES, MEASURED
-from .scatter import chunk_sizes
-from .trace import PHASES, SCHEMA_VERSION, Batch, Lane, MemorySample, Span, Trace
+from .trace import PHASES, SCHEMA_VERSION, ArgumentSample, Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
+from .tutorial import replica_rows
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 BACKEND_NAMES = ("cuda", "simulated")
@@ -38,12 +38,21 @@ def to_dict(trace: Trace) -> dict[str, Any]:
         "memory_kind": trace.memory_kind,
         "memory_fields": MEMORY_FIELDS,
         "memory": [[getattr(m, name) for name in MEMORY_FIELDS] for m in trace.memory],
+        "argument_fields": ARGUMENT_FIELDS,
+        "arguments": [[getattr(a, name) for name in ARGUMENT_FIELDS] for a in trace.arguments],
+        "failure": dataclasses.asdict(trace.failure) if trace.failure else None,
+        "warnings": [dataclasses.asdict(w) for w in trace.warnings],
+        "facts": trace.facts,
     }
 
 
 SPAN_FIELDS = [f.name for f in dataclasses.fields(Span)]
 MEMORY_FIELDS = [f.name for f in dataclasses.fields(MemorySample)]
 MEMORY_KINDS = ("computed", "measured")
+ARGUMENT_FIELDS = [f.name for f in dataclasses.fields(ArgumentSample)]
+ARGUMENT_MODES = ("split", "shared", "copied")
+READABLE_VERSIONS = (1, SCHEMA_VERSION)  # version 1 files predate models, input forms and failures
+MAX_TEXT = 20_000  # characters of an error message or warning kept from a file
 
 
 def _span_table(spans: list[Span]) -> dict[str, Any]:
@@ -80,8 +89,9 @@ def from_dict(data: Any) -> Trace:
     if not isinstance(data, dict) or data.get("format") != "dpviz-trace":
         raise TraceError("the file is JSON but not a dpviz trace (no \"format\": \"dpviz-trace\").")
     version = data.get("version")
-    if version != SCHEMA_VERSION:
-        raise TraceError(f"trace version {version!r} is not supported; this dpviz reads version {SCHEMA_VERSION}.")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        raise TraceError(f"trace version {version!r} is not supported; this dpviz reads versions "
+                         f"{' and '.join(map(str, READABLE_VERSIONS))}.")
     try:
         trace = _build(data)
     except ConfigError as error:
@@ -135,7 +145,71 @@ def _build(data: dict[str, Any]) -> Trace:
         spans=spans,
         memory=_memory(data),
         memory_kind=_typed(data["memory_kind"], str, "memory_kind"),
+        **(_outcome(data) if data["version"] >= 2 else {}),
     )
+
+
+def _text(value: Any, where: str) -> str:
+    _typed(value, str, where)
+    if len(value) > MAX_TEXT:
+        raise TraceError(f"{where} is {len(value):,} characters long; at most {MAX_TEXT:,} are allowed.")
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    _typed(value, (int, float), where)
+    if not math.isfinite(value):
+        raise TraceError(f"{where} is not a finite number.")
+    return value
+
+
+def _outcome(data: dict[str, Any]) -> dict[str, Any]:
+    """The fields schema version 2 added: arguments, failure, warnings and facts."""
+    if _typed(data["argument_fields"], list, "argument_fields") != ARGUMENT_FIELDS:
+        raise TraceError(f"argument_fields should be {ARGUMENT_FIELDS}, got {data['argument_fields']}.")
+    arguments = []
+    for raw in _typed(data["arguments"], list, "arguments"):
+        _typed(raw, list, "argument")
+        if len(raw) != len(ARGUMENT_FIELDS):
+            raise TraceError(f"an argument has {len(raw)} values; arguments have {len(ARGUMENT_FIELDS)}.")
+        batch, replica, lane, path, kind, shape, mode = raw
+        for value, typ, name in ((batch, int, "batch"), (replica, int, "replica"), (lane, int, "lane")):
+            _typed(value, typ, f"argument {name}")
+        if mode not in ARGUMENT_MODES:
+            raise TraceError(f"an argument's mode must be one of {', '.join(ARGUMENT_MODES)}, got {mode!r}.")
+        arguments.append(ArgumentSample(batch, replica, lane, _text(path, "argument path"), _text(kind, "argument kind"),
+                                        _ints(shape, "argument shape"), mode))
+    failure = data["failure"]
+    if failure is not None:
+        _typed(failure, dict, "failure")
+        replica = failure["replica"]
+        failure = Failure(_typed(failure["batch"], int, "failure batch"), _text(failure["type"], "failure type"),
+                          _text(failure["message"], "failure message"),
+                          None if replica is None else _typed(replica, int, "failure replica"))
+    notes = [
+        WarningNote(_text(w["category"], "warning category"), _text(w["message"], "warning message"),
+                    _typed(w["batch"], int, "warning batch"), _typed(w["count"], int, "warning count"))
+        for w in (_typed(w, dict, "warning") for w in _typed(data["warnings"], list, "warnings"))
+    ]
+    return {"arguments": arguments, "failure": failure, "warnings": notes, "facts": _facts(data["facts"])}
+
+
+def _facts(facts: Any) -> dict[str, Any]:
+    _typed(facts, dict, "facts")
+    unknown = sorted(set(facts) - {"state", "losses"})
+    if unknown:
+        raise TraceError(f"facts holds {unknown[0]!r}; only 'state' and 'losses' are known.")
+    for name, pair in _typed(facts.get("state", {}), dict, "facts state").items():
+        if len(_ints(pair, f"facts state {name!r}")) != 2:
+            raise TraceError(f"facts state {name!r} should be [after the run, one device], got {pair}.")
+    for loss in _typed(facts.get("losses", []), list, "facts losses"):
+        _typed(loss, dict, "a loss sample")
+        _typed(loss["batch"], int, "loss batch")
+        for value in _typed(loss["gathered"], list, "gathered losses"):
+            _number(value, "a gathered loss")
+        _ints(loss["chunk_rows"], "loss chunk_rows")
+        _number(loss["whole"], "the whole-batch loss")
+    return facts
 
 
 def _memory(data: dict[str, Any]) -> list[MemorySample]:
@@ -208,16 +282,20 @@ def check(trace: Trace) -> None:
         raise TraceError(f"the trace has lanes {lane_ids} but its config asks for {config.gpus} devices.")
     if trace.output_device not in lane_ids:
         raise TraceError(f"output device {trace.output_device} is not one of the lanes {lane_ids}.")
-    if len(trace.batches) != config.num_batches:
+    failure = trace.failure
+    if failure is None and len(trace.batches) != config.num_batches:
         raise TraceError(f"the trace has {len(trace.batches)} batches but its config makes {config.num_batches}.")
+    if failure is not None and not failure.batch == len(trace.batches) - 1 < config.num_batches:
+        raise TraceError(f"the run failed in batch {failure.batch}, which should be the trace's last of at most "
+                         f"{config.num_batches} batches, but the trace has {len(trace.batches)}.")
     expected_rows = [config.batch_size] * (config.num_batches - 1) + [config.data_size - config.batch_size * (config.num_batches - 1)]
-    if [b.rows for b in trace.batches] != expected_rows:
+    if [b.rows for b in trace.batches] != expected_rows[:len(trace.batches)]:
         raise TraceError(f"the batches' sizes do not follow from data_size {config.data_size:,} and batch_size {config.batch_size:,}.")
     seen = bytearray(config.data_size)
     for position, batch in enumerate(trace.batches):
         if batch.index != position:
             raise TraceError(f"batch {position} is numbered {batch.index}.")
-        if not batch.input_shape or batch.input_shape[0] != batch.rows:
+        if len(batch.input_shape) <= config.dim or batch.input_shape[config.dim] != batch.rows:
             raise TraceError(f"batch {position} holds {batch.rows} rows but its input shape is {batch.input_shape}.")
         for sample in batch.sample_ids:
             if not 0 <= sample < config.data_size or seen[sample]:
@@ -227,7 +305,14 @@ def check(trace: Trace) -> None:
         _check_span(trace, span, lane_ids)
     _check_memory(trace, lane_ids)
     for batch in trace.batches:
-        _check_replicas(trace, batch)
+        if failure is None or batch.index != failure.batch:  # a failing batch stops part-way
+            _check_replicas(trace, batch)
+    for a in trace.arguments:
+        if not (0 <= a.batch < len(trace.batches) and a.lane in lane_ids and a.replica == a.lane):
+            raise TraceError(f"an argument of replica {a.replica} on lane {a.lane} in batch {a.batch} does not fit the trace.")
+    for w in trace.warnings:
+        if not (0 <= w.batch < len(trace.batches) and w.count >= 1):
+            raise TraceError(f"a warning names batch {w.batch} ({w.count} times), which does not fit the trace.")
 
 
 def _check_span(trace: Trace, span: Span, lane_ids: list[int]) -> None:
@@ -259,7 +344,7 @@ def _check_memory(trace: Trace, lane_ids: list[int]) -> None:
 
 def _check_replicas(trace: Trace, batch: Batch) -> None:
     replicas = trace.replicas(batch.index)
-    expected = chunk_sizes(batch.rows, trace.config.gpus)
+    expected = replica_rows(trace.config, batch.rows)
     if [(s.replica, s.lane, s.rows) for s in replicas] != [(i, i, n) for i, n in enumerate(expected)]:
         raise TraceError(
             f"batch {batch.index}'s replicas got {[s.rows for s in replicas]} rows, but DataParallel splits "

@@ -1,19 +1,32 @@
-"""The model and data of PyTorch's DataParallel tutorial (beginner_source/blitz/data_parallel_tutorial.py)."""
+"""The model and data of PyTorch's DataParallel tutorial (beginner_source/blitz/data_parallel_tutorial.py),
+generalised to the models of dpviz.models and the input forms of dpviz.inputs.
+
+    model, loader = build(config)          # what DataParallel wraps, and the tutorial's DataLoader
+    args, kwargs = call(config, data, ids)  # one batch as the model takes it
+"""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from . import inputs
+from . import scatter as rules
 from .config import RunConfig
+from .models import Linear as Model  # the tutorial's own model, under the tutorial's name
+from .models import batch_dim, build_model, row_shape
 
 
 class RandomDataset(Dataset):
-    """`length` random rows of `size` features; item i is (row i, i) so a run can follow every row."""
+    """`length` random rows of shape `size`; item i is (row i, i) so a run can follow every row."""
 
-    def __init__(self, size: int, length: int, generator: torch.Generator | None = None):
+    def __init__(self, size: int | tuple[int, ...], length: int, generator: torch.Generator | None = None):
         self.len = length
-        self.data = torch.randn(length, size, generator=generator)
+        shape = (size,) if isinstance(size, int) else tuple(size)
+        self.data = torch.randn(length, *shape, generator=generator)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         return self.data[index], index
@@ -32,28 +45,19 @@ def _already_batched(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Te
     return batch
 
 
-class Model(nn.Module):
-    """The tutorial's model: one nn.Linear that, when verbose, prints the sizes each replica sees."""
-
-    def __init__(self, input_size: int, output_size: int, verbose: bool = False):
-        super().__init__()
-        self.fc = nn.Linear(input_size, output_size)
-        self.verbose = verbose
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        output = self.fc(input)
-        if self.verbose:
-            print("\tIn Model: input size", input.size(), "output size", output.size())
-        return output
-
-
-def build(config: RunConfig) -> tuple[Model, DataLoader]:
-    """The model and loader for `config`; the same seed gives the same weights, data and order."""
-    generator = torch.Generator().manual_seed(config.seed)
-    dataset = RandomDataset(config.input_size, config.data_size, generator)
+def _core(config: RunConfig, seed: int) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)
-        model = Model(config.input_size, config.output_size)
+        torch.manual_seed(seed)
+        core, _ = build_model(config.model, config.input_size, config.output_size)
+    return core
+
+
+def build(config: RunConfig) -> tuple[nn.Module, DataLoader]:
+    """The model (taking `config.inputs`) and loader for `config`; the same seed gives the same
+    weights, data and order."""
+    generator = torch.Generator().manual_seed(config.seed)
+    dataset = RandomDataset(row_shape(config.model, config.input_size), config.data_size, generator)
+    model = inputs.wrap(config.inputs, _core(config, config.seed), batch_dim(config.model))
     loader = DataLoader(
         dataset,
         batch_size=config.batch_size,
@@ -64,19 +68,45 @@ def build(config: RunConfig) -> tuple[Model, DataLoader]:
     return model, loader
 
 
+def model_input(config: RunConfig, data: torch.Tensor) -> torch.Tensor:
+    """A loader batch laid out as the model takes it: time first for `gru_dim1`, else as it is."""
+    return data.transpose(0, 1) if batch_dim(config.model) == 1 else data
+
+
+def call(config: RunConfig, data: torch.Tensor, ids: list[int]) -> tuple[tuple, dict[str, Any]]:
+    """One loader batch as the positional and keyword arguments of the model's call."""
+    return inputs.call_args(config.inputs, model_input(config, data), ids, batch_dim(config.model))
+
+
+def replica_rows(config: RunConfig, rows: int) -> list[int]:
+    """Rows each replica gets of a `rows`-row batch, by DataParallel's own rules on this model and input
+    form: shape-only (meta) tensors go through scatter_kwargs, so zip truncation and padding count."""
+    data = torch.empty(rows, *row_shape(config.model, config.input_size), device="meta")
+    args, kwargs = call(config, data, list(range(rows)))
+    pieces, _ = rules.scatter_kwargs(args, kwargs, list(range(config.gpus)), dim=config.dim)
+    firsts = [inputs.first_tensor(piece) for piece in pieces]
+    return [t.shape[config.dim] if t is not None else 0 for t in firsts]
+
+
 LEARNING_RATE = 0.1
 MOMENTUM = 0.9  # momentum keeps one buffer per parameter: optimiser state that lives on device 0
 
 
 def training_parts(config: RunConfig, model: nn.Module) -> tuple[nn.Module, torch.optim.Optimizer]:
-    """For a training run: a teacher that gives each input row its target, and an SGD optimiser.
+    """For a training run: a teacher that gives each input its target, and an SGD optimiser.
 
-    The tutorial only runs forward; training regresses the model onto a fixed random linear teacher
-    with MSE, which is enough to show the backward pass, the summed gradients and the step. The
-    teacher computes targets batch by batch: a table of targets would be data_size x output_size
-    numbers, 4 GB for a million rows of 1,024 outputs.
+    The tutorial only runs forward; training regresses the model onto a fixed random teacher of the
+    same architecture with MSE, which is enough to show the backward pass, the summed gradients and
+    the step. The teacher computes targets batch by batch: a table of targets would be
+    data_size x output_size numbers, 4 GB for a million rows of 1,024 outputs.
     """
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed + 2)
-        teacher = nn.Linear(config.input_size, config.output_size).requires_grad_(False)
+    teacher = _core(config, config.seed + 2).requires_grad_(False).eval()
     return teacher, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+
+
+def loss_of(config: RunConfig, output: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
+    """The training loss: MSE against the teacher, or, for a model that returns its own loss, the mean
+    of what DataParallel gathered (one loss per replica), as code written for one GPU would do."""
+    if config.model == "loss":
+        return output.mean()
+    return F.mse_loss(output, target.to(output.device))

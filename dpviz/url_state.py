@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .config import MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, ConfigError, RunConfig, check_setting, parse_setting
+from .config import (
+    MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, RNN_MODELS, ConfigError, RunConfig, check_setting, parse_setting,
+    row_elements,
+)
+from .presets import PRESETS
 
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
-PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train")
+PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train",
+          "model", "inputs")
 
 
 def to_query(config: RunConfig) -> dict[str, str]:
@@ -21,11 +26,23 @@ def to_query(config: RunConfig) -> dict[str, str]:
 
 
 def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
-    """Settings from query parameters; bad or unknown ones are reported and replaced."""
+    """Settings from query parameters; bad or unknown ones are reported and replaced.
+
+    `preset=NAME` starts from a pitfall preset's settings; other parameters in the link override it.
+    """
     values: dict[str, Any] = {}
     warnings: list[str] = []
+    last = lambda raw: raw[-1] if isinstance(raw, list) else raw  # a repeated parameter: the last one wins
+    if "preset" in params:
+        name = str(last(params["preset"])).strip().lower()
+        if name in PRESETS:
+            values.update(PRESETS[name].config.to_dict())
+        else:
+            warnings.append(f"The link's preset {name!r} is not one of {', '.join(PRESETS)}; it was ignored.")
     for name, raw in params.items():
-        text = raw[-1] if isinstance(raw, list) else raw  # a repeated parameter: the last one wins
+        text = last(raw)
+        if name == "preset":
+            continue
         if name not in PARAMS:
             warnings.append(f"The link's parameter {name!r} is not a dpviz setting and was ignored.")
             continue
@@ -45,10 +62,16 @@ def settle(values: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
     """A valid RunConfig from individually valid values, shrinking what breaks a joint limit."""
     merged = {**DEFAULTS.to_dict(), **values}
     warnings: list[str] = []
-    if merged["data_size"] * merged["input_size"] > MAX_DATASET_ELEMENTS:
-        fitted = MAX_DATASET_ELEMENTS // merged["input_size"]
+    if merged["inputs"] == "hidden" and merged["model"] not in RNN_MODELS:
         warnings.append(
-            f"data_size {merged['data_size']:,} times input_size {merged['input_size']:,} exceeds "
+            f"inputs hidden passes a GRU's hidden state and model {merged['model']!r} has none; using inputs = 'tensor' instead."
+        )
+        merged["inputs"] = "tensor"
+    per_row = row_elements(merged["model"], merged["input_size"])
+    if merged["data_size"] * per_row > MAX_DATASET_ELEMENTS:
+        fitted = MAX_DATASET_ELEMENTS // per_row
+        warnings.append(
+            f"data_size {merged['data_size']:,} rows of {per_row:,} numbers exceed "
             f"{MAX_DATASET_ELEMENTS:,} numbers; using data_size = {fitted:,} instead."
         )
         merged["data_size"] = fitted

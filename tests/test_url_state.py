@@ -8,7 +8,9 @@ from dpviz.url_state import from_query, settle, to_query
 def test_a_link_round_trips_every_setting():
     config = RunConfig(batch_size=7, data_size=333, gpus=16, input_size=9, output_size=3, shuffle=False, seed=42, backend="simulated", train=True)
     assert from_query(to_query(config)) == (config, [])
-    assert set(to_query(config)) == {"batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train"}
+    assert set(to_query(config)) == set(config.to_dict())  # every setting, nothing else
+    other = RunConfig(model="gru_dim1", inputs="hidden", gpus=3)
+    assert from_query(to_query(other)) == (other, [])
 
 
 def test_values_valid_together_but_not_with_the_defaults_are_kept():
@@ -52,3 +54,21 @@ def test_joint_limits_shrink_the_offending_value():
     assert config.num_batches == 1_000 and "a training run may have; using batch_size = 100" in warnings[0]
     config, warnings = settle({"data_size": 1_000_000, "input_size": 1024, "batch_size": 1000})
     assert config.data_size * config.input_size <= 16 * 1024 * 1024 and "using data_size" in warnings[0]
+
+
+def test_a_preset_link_opens_the_preset_and_other_parameters_override_it():
+    from dpviz.presets import PRESETS
+
+    for name, preset in PRESETS.items():
+        assert from_query({"preset": name}) == (preset.config, [])
+    config, warnings = from_query({"preset": "idle-gpus", "gpus": "6"})
+    assert warnings == [] and config.gpus == 6
+    config, warnings = from_query({"preset": "no-such"})
+    assert config == RunConfig(backend="auto") and len(warnings) == 1 and "no-such" in warnings[0]
+
+
+def test_a_hidden_state_without_a_gru_falls_back_to_a_plain_tensor():
+    config, warnings = from_query({"model": "mlp", "inputs": "hidden"})
+    assert config.inputs == "tensor" and len(warnings) == 1 and "hidden" in warnings[0]
+    config, warnings = from_query({"model": "fancy"})
+    assert config.model == "linear" and "model" in warnings[0]

@@ -1,0 +1,176 @@
+"""Plain-language paragraphs for the pitfalls a run ran into, derived from its trace.
+
+    from dpviz.explain_pitfalls import pitfalls
+    pitfalls(trace)   # markdown paragraphs: the failure and why, the warnings, lost state, the inputs
+
+Every number and name comes from the run: which replica failed and with what rows and arguments,
+the warning's own text, the model's counters after the run, what each replica was handed.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .inputs import POSITIONAL
+from .summary import device_list, plural
+from .trace import ArgumentSample, Trace
+
+
+def _shape(shape: list[int]) -> str:
+    return " × ".join(f"{n:,}" for n in shape) if shape else "a 0-dim tensor"
+
+
+def _sizes(sizes: list[int]) -> str:
+    return ", ".join(str(s) for s in sizes)
+
+
+def _arguments(trace: Trace, batch: int) -> dict[int, list[ArgumentSample]]:
+    by_replica: dict[int, list[ArgumentSample]] = defaultdict(list)
+    for a in trace.arguments:
+        if a.batch == batch:
+            by_replica[a.replica].append(a)
+    return dict(by_replica)
+
+
+def _what(a: ArgumentSample) -> str:
+    if a.kind == "tensor":
+        return f"`{a.path}` ({_shape(a.shape)})"
+    container, _, inner = a.kind.partition(" of ")
+    size = f" of {a.shape[0]:,}{' ' + inner + 's' if inner else ''}" if a.shape else ""
+    return f"`{a.path.rstrip('=')}` (a {container}{size})"
+
+
+def _why_failed(trace: Trace) -> str | None:
+    failure = trace.failure
+    batch = trace.batches[failure.batch]
+    forwards = trace.replicas(failure.batch)
+    rows = [s.rows for s in forwards]
+    gpus = len(trace.lanes)
+    got = _arguments(trace, failure.batch)
+    mine = got.get(failure.replica, []) if failure.replica is not None else []
+    positional = set(POSITIONAL[trace.config.inputs])
+    if mine and not any(a.path.split("[")[0] in positional for a in mine):
+        empty = [r for r, args in got.items() if not any(a.path.split("[")[0] in positional for a in args)]
+        keywords = sorted({a.path.rstrip("=") for a in mine})
+        chunks = len(got) - len(empty)
+        return (f"Batch {failure.batch:,} has {plural(batch.rows, 'row')}, which `torch.chunk` cut into only "
+                f"{plural(chunks, 'chunk')} for {plural(gpus, 'GPU')}; the keyword "
+                f"{', '.join(f'`{k}`' for k in keywords)} is not a tensor, so scatter copied it to all {gpus}. "
+                f"`scatter_kwargs` then pads the shorter list, the positional arguments, with empty tuples: "
+                f"replica{'s' if len(empty) > 1 else ''} {_sizes(empty)} ({device_list(empty)}) "
+                f"{'were' if len(empty) > 1 else 'was'} called with the keyword alone. The earlier, full batches "
+                f"worked because each made a chunk for every GPU. Fix: pass the value positionally, or keep every "
+                f"batch at least {gpus} rows (DataLoader(drop_last=True)).")
+    hidden = {a.replica: a for args in got.values() for a in args if a.path == "h0"}
+    if hidden:
+        h0 = next(iter(hidden.values()))
+        x = next((a for a in got.get(0, []) if a.path == "x"), None)
+        return (f"h0 is (layers, batch, hidden) = {_shape(h0.shape)}: its batch is on dim 1, but DataParallel split "
+                f"every tensor on dim {trace.dim}. Cut along its layers, h0 made {plural(len(hidden), 'piece')}, and "
+                f"scatter keeps only as many replicas as its shortest list: {plural(len(got), 'replica')} for "
+                f"{plural(gpus, 'GPU')}. Replica 0 got x's {plural(x.shape[trace.dim] if x else 0, 'row')} "
+                f"with the hidden state of all {h0.shape[1]:,}, and the GRU refused. Fix: give every input the same "
+                "batch dim: time first with DataParallel(dim=1) (model `gru_dim1`), or pass h0 batch first and "
+                "transpose it inside forward.")
+    if failure.replica is not None and failure.replica < len(rows) and rows[failure.replica] == 1 \
+            and "more than 1 value per channel" in failure.message:
+        lane = forwards[failure.replica].lane
+        return (f"Batch {failure.batch:,} has {plural(batch.rows, 'row')}, split {_sizes(rows)} over "
+                f"{plural(gpus, 'GPU')}, so GPU {lane}'s replica got a single row, and BatchNorm1d in training mode "
+                "needs more than one value per channel to take a batch variance. On one GPU the whole batch would "
+                "have been fine. Fix: DataLoader(drop_last=True), or a batch size whose chunks never come to one row.")
+    return None
+
+
+def _failure(trace: Trace) -> str | None:
+    failure = trace.failure
+    if failure is None:
+        return None
+    done = len(trace.batches) - 1
+    after = f"after {plural(done, 'batch')} that worked" if done else "in its first batch"
+    text = (f"**The run stopped at batch {failure.batch:,}** of {trace.config.num_batches:,}, {after}. DataParallel raised `{failure.headline}`; the replica's own error "
+            f"was `{failure.original}`.")
+    why = _why_failed(trace)
+    return f"{text} {why}" if why else text
+
+
+def _warnings(trace: Trace) -> list[str]:
+    out = []
+    losses = trace.facts.get("losses", [])
+    for note in trace.warnings:
+        text = (f"**A warning, {plural(note.count, 'time')}.** `{note.category}: {note.message}` "
+                f"(first in batch {note.batch:,}).")
+        if note.message.startswith("Was asked to gather") and losses:
+            last = losses[-1]
+            gathered, rows = last["gathered"], last["chunk_rows"]
+            mean = sum(gathered) / len(gathered)
+            weighted = sum(g * r for g, r in zip(gathered, rows)) / max(1, sum(rows))
+            text += (f" Each replica returned a 0-dim loss, which cannot be concatenated, so gather made them a "
+                     f"vector with one loss per GPU: in batch {last['batch']:,}, {_sizes([round(g, 4) for g in gathered])} "
+                     f"for chunks of {_sizes(rows)} rows.")
+            if len(set(rows)) > 1:
+                text += (f" Its mean, {mean:.4f}, is not the whole batch's loss, {last['whole']:.4f}: the mean weighs "
+                         f"every chunk alike, whatever its rows. Weighting by rows gives {weighted:.4f}.")
+            else:
+                text += f" With equal chunks its mean, {mean:.4f}, matches the whole batch's loss, {last['whole']:.4f}."
+            text += " Fix: return per-row outputs (or losses) from forward and reduce after the gather."
+        out.append(text)
+    return out
+
+
+def _state(trace: Trace) -> str | None:
+    state = trace.facts.get("state")
+    if not state:
+        return None
+    (calls, plain_calls), (rows, plain_rows) = state["calls"], state["rows_seen"]
+    forwards = sum(1 for s in trace.spans if s.phase == "forward")
+    zero = sum(s.rows for s in trace.spans if s.phase == "forward" and s.replica == 0)
+    if len(trace.lanes) == 1:
+        return (f"**State set in forward.** With one device DataParallel calls the model itself, so its state "
+                f"keeps: `calls` = {calls:,} and `rows_seen` = {rows:,}, as a plain model counts.")
+    return (f"**State set in forward was lost.** After {plural(plain_calls, 'batch')} the model's `calls` is {calls:,}, "
+            f"though replicas ran forward {plural(forwards, 'time')} (one device would say {plain_calls:,}): every batch "
+            "DataParallel makes new replicas, shallow copies, and `self.calls += 1` rebinds the copy's own attribute, "
+            f"which is thrown away after the batch. The buffer `rows_seen` says {rows:,} of {plain_rows:,} rows: replica "
+            f"0's buffer shares storage with the model's, so its in-place additions stay (its chunks add up to "
+            f"{zero:,}), while the other replicas added to copies. BatchNorm's running statistics follow the same "
+            "rule: they come from replica 0's chunks only.")
+
+
+def _inputs(trace: Trace) -> str | None:
+    if trace.config.inputs == "tensor" or not trace.arguments:
+        return None
+    batch = trace.arguments[0].batch
+    got = _arguments(trace, batch)
+    split = {a.path for args in got.values() for a in args if a.mode == "split"}
+    whole = {a.path: a for args in got.values() for a in args if a.mode != "split"}
+    rows = trace.batches[batch].rows
+    parts = []
+    if split:
+        shapes = "; ".join(
+            f"replica {r}: " + ", ".join(f"{a.path} {_shape(a.shape)}" for a in args if a.mode == "split")
+            for r, args in sorted(got.items())[:3]
+        )
+        parts.append(f"every tensor ({', '.join(f'`{p}`' for p in sorted(split))}) was split along dim {trace.dim} "
+                     f"({shapes}{'; …' if len(got) > 3 else ''})")
+    for path, a in whole.items():
+        how = ("the same object, shared by every replica" if a.mode == "shared"
+               else "rebuilt whole for every replica, not split")
+        extra = (f": each replica got all {a.shape[0]:,} items though it holds only its chunk's rows"
+                 if a.shape and a.shape[0] == rows else "")
+        parts.append(f"{_what(a)} is {how}{extra}")
+    return f"**What each replica got** (batch {batch:,}): " + "; ".join(parts) + "."
+
+
+def _dim(trace: Trace) -> str | None:
+    if trace.dim == 0:
+        return None
+    shape = trace.batches[0].input_shape
+    return (f"**Split on dim {trace.dim}.** The time-first GRU takes (time, batch, features) = {_shape(shape)}, so "
+            f"DataParallel(dim={trace.dim}) splits the batch along dim {trace.dim} and gathers the outputs along it "
+            "too. `dim` applies to every tensor of the call: each must have its batch on that dim.")
+
+
+def pitfalls(trace: Trace) -> list[str]:
+    """Markdown paragraphs on what went wrong or surprises in this run; empty when nothing did."""
+    paragraphs = [_failure(trace), *_warnings(trace), _state(trace), _inputs(trace), _dim(trace)]
+    return [p for p in paragraphs if p]

@@ -1,0 +1,147 @@
+"""The models a run can wrap in DataParallel: the tutorial's nn.Linear and a few that show more.
+
+    model, dim = build_model("gru_dim1", input_size=5, output_size=2)   # dim: DataParallel's split dim
+    row_shape("cnn", 5)                                                  # (1, 5, 5): one image per row
+
+Each one is small on purpose: what matters is how DataParallel treats it, not what it learns.
+`mlp` has a BatchNorm1d (which needs two rows per chunk in training), `cnn` a BatchNorm2d, `gru` takes
+its batch on dim 0 and `gru_dim1` on dim 1 (time first, DataParallel's `dim=1`), `loss` returns a
+0-dim loss from forward and `counter` changes its own state in forward.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import SEQUENCE_LENGTH, batch_dim
+
+HIDDEN = 16  # hidden width of the MLP and the GRU
+CHANNELS = 8  # the CNN's feature maps
+
+# What the page and the CLI call each model.
+LABELS = {
+    "linear": "Linear (the tutorial's)",
+    "mlp": "MLP with BatchNorm1d",
+    "cnn": "CNN on images, with BatchNorm2d",
+    "gru": "GRU, batch first (dim=0)",
+    "gru_dim1": "GRU, time first (dim=1)",
+    "loss": "Linear that returns its loss",
+    "counter": "Linear that counts in forward",
+}
+
+
+class Linear(nn.Module):
+    """The tutorial's model: one nn.Linear that, when verbose, prints the sizes each replica sees."""
+
+    def __init__(self, input_size: int, output_size: int, verbose: bool = False):
+        super().__init__()
+        self.fc = nn.Linear(input_size, output_size)
+        self.verbose = verbose
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        output = self.fc(input)
+        if self.verbose:
+            print("\tIn Model: input size", input.size(), "output size", output.size())
+        return output
+
+
+class MLP(nn.Module):
+    """Linear -> BatchNorm1d -> ReLU -> Linear: BatchNorm needs more than one row per chunk in training."""
+
+    def __init__(self, input_size: int, output_size: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(input_size, HIDDEN), nn.BatchNorm1d(HIDDEN), nn.ReLU(),
+                                 nn.Linear(HIDDEN, output_size))
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self.net(input)
+
+
+class CNN(nn.Module):
+    """Two 3x3 convolutions with BatchNorm2d on 1 x s x s images, pooled to 2 x 2, then a Linear."""
+
+    def __init__(self, input_size: int, output_size: int):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, CHANNELS, 3, padding=1), nn.BatchNorm2d(CHANNELS), nn.ReLU(),
+            nn.Conv2d(CHANNELS, CHANNELS, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
+        )
+        self.head = nn.Linear(CHANNELS * 4, output_size)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(input))
+
+
+class GRU(nn.Module):
+    """A one-layer GRU and a Linear on every step; `batch_first` picks where the batch sits (dim 0 or 1).
+
+    The output keeps the input's layout, (batch, time, out) or (time, batch, out), so DataParallel
+    gathers it along the same dim it split the input on.
+    """
+
+    def __init__(self, input_size: int, output_size: int, batch_first: bool):
+        super().__init__()
+        self.gru = nn.GRU(input_size, HIDDEN, batch_first=batch_first)
+        self.head = nn.Linear(HIDDEN, output_size)
+
+    def forward(self, input: torch.Tensor, hidden: torch.Tensor | None = None) -> torch.Tensor:
+        output, _ = self.gru(input, hidden)
+        return self.head(output)
+
+
+class LossModel(nn.Module):
+    """The tutorial's Linear, returning the MSE against a fixed teacher: a 0-dim tensor per replica,
+    which DataParallel's gather turns into a vector (with a warning)."""
+
+    def __init__(self, input_size: int, output_size: int):
+        super().__init__()
+        self.fc = nn.Linear(input_size, output_size)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(12345)
+            self.teacher = nn.Linear(input_size, output_size).requires_grad_(False)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(self.fc(input), self.teacher(input))
+
+
+class Counter(nn.Module):
+    """The tutorial's Linear that keeps count in forward, two ways: rebinding a Python attribute
+    (`self.calls += 1`) and adding in place to a buffer (`self.rows_seen += rows`)."""
+
+    def __init__(self, input_size: int, output_size: int):
+        super().__init__()
+        self.fc = nn.Linear(input_size, output_size)
+        self.calls = 0
+        self.register_buffer("rows_seen", torch.zeros((), dtype=torch.long))
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        self.calls += 1  # on a replica this rebinds the replica's own attribute: gone after the batch
+        self.rows_seen += input.shape[0]  # in place: lands in the original buffer only through replica 0
+        return self.fc(input)
+
+
+def build_model(name: str, input_size: int, output_size: int) -> tuple[nn.Module, int]:
+    """The model `name` and the dim DataParallel must split its batch on."""
+    if name == "linear":
+        return Linear(input_size, output_size), 0
+    if name == "mlp":
+        return MLP(input_size, output_size), 0
+    if name == "cnn":
+        return CNN(input_size, output_size), 0
+    if name in ("gru", "gru_dim1"):
+        return GRU(input_size, output_size, batch_first=name == "gru"), batch_dim(name)
+    if name == "loss":
+        return LossModel(input_size, output_size), 0
+    if name == "counter":
+        return Counter(input_size, output_size), 0
+    raise ValueError(f"model must be one of {', '.join(LABELS)}, got {name!r}")
+
+
+def row_shape(name: str, input_size: int) -> tuple[int, ...]:
+    """The shape of one row of data for model `name`."""
+    if name == "cnn":
+        return (1, input_size, input_size)
+    if name in ("gru", "gru_dim1"):
+        return (SEQUENCE_LENGTH, input_size)
+    return (input_size,)
