@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dpviz import chrome_trace, trace_json
-from dpviz.config import LIMITS, RunConfig
+from dpviz import chrome_trace, inputs, models, trace_json
+from dpviz.config import INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
 from dpviz.explain import explain
 from dpviz.figures import (
-    flow_figure, html_report, memory_figure, sample_map_figure, split_figure, step_figure, timeline_figure,
-    timeline_window,
+    argument_batches, flow_figure, html_report, inputs_figure, memory_figure, sample_map_figure, split_figure,
+    step_figure, timeline_figure, timeline_window,
 )
+from dpviz.presets import PRESETS, preset_of
 from dpviz.figures.report import bounded_log
 from dpviz.session import Runs, Views, describe_devices, runnable
 from dpviz.summary import key_figures, memory_batches
@@ -37,6 +38,20 @@ def apply_link_once() -> None:
     st.session_state.link_warnings = warnings
 
 
+def use_preset(name: str) -> None:
+    """A pitfall button's callback: the preset's settings become the widgets' values."""
+    for setting, value in PRESETS[name].config.to_dict().items():
+        st.session_state[setting] = value
+
+
+def pitfall_buttons() -> None:
+    st.sidebar.header("Pitfalls")
+    st.sidebar.caption("One click each: a run that shows a way DataParallel surprises people.")
+    for name, preset in PRESETS.items():
+        st.sidebar.button(preset.title, key=f"preset_{name}", on_click=use_preset, args=(name,),
+                          help=preset.look_for, width="stretch")
+
+
 def controls() -> RunConfig:
     """The sidebar's widgets, as a RunConfig that fits every limit."""
     st.sidebar.header("Settings")
@@ -44,11 +59,22 @@ def controls() -> RunConfig:
         label, min_value=LIMITS[name][0], max_value=LIMITS[name][1], step=1, key=name, help=help
     )
     values = {
+        "model": st.sidebar.selectbox(
+            "Model", MODELS, key="model", format_func=models.LABELS.get,
+            help="What each replica runs. The tutorial's is one nn.Linear; the others show BatchNorm, images, "
+            "a GRU with its batch on dim 0 or dim 1, a loss returned from forward, and state changed in forward.",
+        ),
+        "inputs": st.sidebar.selectbox(
+            "Inputs", INPUTS, key="inputs", format_func=inputs.LABELS.get,
+            help="How each batch is passed to the model: tensors in tuples and dicts are split, everything else "
+            f"is handed whole to every replica. model(x, h0) needs a GRU ({', '.join(RNN_MODELS)}).",
+        ),
         "batch_size": number("Batch size", "batch_size", "Rows per batch from the DataLoader (tutorial: 30)."),
         "data_size": number("Data size", "data_size", "Rows of random data (tutorial: 100)."),
         "gpus": st.sidebar.slider("Number of GPUs", *LIMITS["gpus"], key="gpus",
                                   help="Devices DataParallel spreads each batch over."),
-        "input_size": number("Input size", "input_size", "Features per row: nn.Linear's in_features (tutorial: 5)."),
+        "input_size": number("Input size", "input_size", "Features per row: nn.Linear's in_features (tutorial: 5); "
+                             "the CNN's image side, the GRU's features per step."),
         "output_size": number("Output size", "output_size", "nn.Linear's out_features (tutorial: 2)."),
         "shuffle": st.sidebar.toggle("Shuffle", key="shuffle", help="DataLoader(shuffle=...) (tutorial: on)."),
         "train": st.sidebar.toggle(
@@ -108,6 +134,38 @@ def run(config: RunConfig) -> Trace | None:
     return trace
 
 
+def show_outcome(trace: Trace) -> None:
+    """The preset being shown, the error that ended the run and the warnings, above the views."""
+    preset = preset_of(trace.config)
+    if preset is not None:
+        st.info(f"**Pitfall: {preset.title}.** {preset.look_for} [Link to this preset](?preset={preset.name})")
+    failure = trace.failure
+    if failure is not None:
+        st.error(f"**Batch {failure.batch:,} failed**, as it would in your training loop: `{failure.headline}`  \n"
+                 f"The replica's own error: `{failure.original}`")
+        with st.expander("The whole error, as Python prints it"):
+            st.code(f"{failure.type}: {failure.message}", language=None)
+    for note in trace.warnings:
+        st.warning(f"`{note.category}: {note.message}` ({note.count:,} time{'s' if note.count != 1 else ''}, "
+                   f"first in batch {note.batch:,})")
+
+
+def sampled_batch(trace: Trace, sampled: list[int], key: str) -> int:
+    """A radio over the sampled batches (first, last, failing), kept valid when a new run samples others."""
+    if len(sampled) == 1:
+        return sampled[0]
+    if st.session_state.get(key) not in sampled:
+        st.session_state[key] = sampled[0]
+    last = len(trace.batches) - 1
+    failed = trace.failure.batch if trace.failure else None
+
+    def name(b: int) -> str:
+        what = "the first" if b == 0 else "failed" if b == failed else "the last" if b == last else ""
+        return f"batch {b:,}" + (f" ({what})" if what else "")
+
+    return st.radio("Batch", sampled, horizontal=True, key=key, format_func=name)
+
+
 def chart(trace: Trace, build, *args, key: str) -> None:
     """Draw `build(trace, *args)`, built once per trace and arguments in this session."""
     views: Views = st.session_state.setdefault("views", Views())
@@ -116,6 +174,7 @@ def chart(trace: Trace, build, *args, key: str) -> None:
 
 def show(trace: Trace) -> None:
     (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
+    show_outcome(trace)
     views: Views = st.session_state.setdefault("views", Views())
     figures = views.get(trace, key_figures)
     items = list(figures.items())
@@ -123,8 +182,8 @@ def show(trace: Trace) -> None:
         for column, (label, value) in zip(st.columns(4), items[start:start + 4]):
             column.metric(label, value)
 
-    flow, split, timeline, samples, step, memory, log = st.tabs(
-        ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Memory", "Tutorial log"]
+    flow, split, timeline, samples, step, given, memory, log = st.tabs(
+        ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
     )
     with flow:
         last = len(trace.batches) - 1
@@ -149,19 +208,18 @@ def show(trace: Trace) -> None:
         chart(trace, sample_map_figure, key="samples")
     with step:
         chart(trace, step_figure, key="step")
+    with given:
+        sampled = argument_batches(trace)
+        if not sampled:
+            st.info("This trace does not record what each replica received (it predates dpviz's trace version 2).")
+        else:
+            chart(trace, inputs_figure, sampled_batch(trace, sampled, "inputs_batch"), key="inputs_chart")
     with memory:
         sampled = memory_batches(trace)
         if not sampled:
             st.info("This trace holds no memory figures.")
         else:
-            batch = sampled[0]
-            if len(sampled) > 1:
-                if st.session_state.get("memory_batch") not in sampled:  # a new run samples other batches
-                    st.session_state.memory_batch = sampled[0]
-                last = len(trace.batches) - 1
-                batch = st.radio("Batch", sampled, horizontal=True, key="memory_batch",
-                                 format_func=lambda b: f"batch {b:,}" + (" (the first)" if b == 0 else " (the last)" if b == last else ""))
-            chart(trace, memory_figure, batch, key="memory")
+            chart(trace, memory_figure, sampled_batch(trace, sampled, "memory_batch"), key="memory")
     with log:
         st.code(views.get(trace, bounded_log), language=None)
 
@@ -183,11 +241,12 @@ def main() -> None:
     st.set_page_config(page_title="dpviz: DataParallel, visualised", layout="wide")
     st.title("How nn.DataParallel splits a batch")
     st.caption(
-        "PyTorch's DataParallel tutorial, live: nn.Linear wrapped in nn.DataParallel, random data, and every "
-        "row followed from the DataLoader to a device and back."
+        "PyTorch's DataParallel tutorial, live: nn.Linear (or another model) wrapped in nn.DataParallel, random "
+        "data, and every row followed from the DataLoader to a device and back. Pitfalls in the sidebar."
     )
     apply_link_once()
     config = controls()
+    pitfall_buttons()
     if config == st.session_state.link_config:
         for warning in st.session_state.link_warnings:
             st.warning(warning)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .explain_pitfalls import pitfalls
 from .scatter import chunk_sizes
 from .summary import (
     batch_spans, chunks_per_batch, device_list, human_bytes, memory_peaks, memory_table, phase_table, plural,
@@ -98,7 +99,10 @@ def _splits(trace: Trace, chunks: list[tuple[int, ...]]) -> list[str]:
     if devices == 1:
         return []  # nothing is split; _devices says so
     by_split: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+    failed = trace.failure.batch if trace.failure else None
     for batch, split in zip(trace.batches, chunks):
+        if batch.index == failed:  # explained with the failure: its replicas stopped part-way
+            continue
         by_split.setdefault((batch.rows, split), []).append(batch.index)
     out = []
     for (rows, split), batches in by_split.items():
@@ -290,10 +294,16 @@ def _single_rows(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
     if not hits:
         return None
     b, replica = hits[0]
+    if trace.failure is not None and trace.failure.batch == b:
+        return None  # the failure's own paragraph says what the one row did
     lane = trace.replicas(b)[replica].lane
     more = f" (and {plural(len(hits) - 1, 'other batch')})" if len(hits) > 1 else ""
-    return (f"**One-row chunks.** Batch {b:,} gives GPU {lane} a single row{more}. That is harmless for this "
-            "nn.Linear, but a BatchNorm layer in training mode fails on a one-row chunk.")
+    text = f"**One-row chunks.** Batch {b:,} gives GPU {lane} a single row{more}."
+    if trace.config.model == "cnn":
+        return text + (" The CNN's BatchNorm2d takes its statistics over every pixel of the image too, so one image "
+                       "is enough; a BatchNorm1d on feature vectors would fail on it in training mode.")
+    return text + (" That is harmless for this model, but a BatchNorm1d layer in training mode fails on a one-row "
+                   "chunk (try the MLP).")
 
 
 def explain(trace: Trace) -> list[str]:
@@ -301,6 +311,7 @@ def explain(trace: Trace) -> list[str]:
     chunks = chunks_per_batch(trace)
     paragraphs = [
         _devices(trace),
+        *pitfalls(trace),
         _batches(trace),
         *_splits(trace, chunks),
         _idle(trace, chunks),

@@ -17,11 +17,19 @@ def header(trace: Trace) -> str | None:
 
 
 def batch_lines(trace: Trace, batch: int) -> list[str]:
-    """One batch: each replica's line in the order the replicas finished, then the outside line."""
-    replicas = sorted(trace.replicas(batch), key=lambda s: s.order if s.order is not None else 0)
+    """One batch: each replica's line in the order the replicas finished, the warnings it raised
+    first (as Python shows a warning once), then the outside line, or the error that ended the run."""
+    # A replica that failed printed nothing: its forward never got to the print.
+    finished = [s for s in trace.replicas(batch) if s.order is not None]
+    replicas = sorted(finished, key=lambda s: s.order)
     lines = [
         f"\tIn Model: input size {_size(s.input_shape)} output size {_size(s.output_shape)}" for s in replicas
     ]
+    lines += [f"{w.category}: {w.message}" for w in trace.warnings if w.batch == batch]
+    failure = trace.failure
+    if failure is not None and failure.batch == batch:
+        lines += ["Traceback (most recent call last):", "  ...", f"{failure.type}: {failure.message}"]
+        return lines
     b = trace.batches[batch]
     lines.append(f"Outside: input size {_size(b.input_shape)} output_size {_size(b.output_shape)}")
     return lines

@@ -34,8 +34,9 @@ def split_rows(app: AppTest) -> list[list[int]]:
 def test_default_page_renders_every_view_without_exception():
     app = page()
     assert not app.exception
-    assert len(app.get("plotly_chart")) == 6  # flow, split, timeline, sample map, step through, memory
-    assert [t.label for t in app.tabs] == ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Memory", "Tutorial log"]
+    assert len(app.get("plotly_chart")) == 7  # flow, split, timeline, sample map, step through, inputs, memory
+    assert [t.label for t in app.tabs] == ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs",
+                                           "Memory", "Tutorial log"]
     assert "Simulated devices: 2 CPU threads" in shown_text(app)
     assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]
     assert dict(app.query_params)["gpus"] == ["2"] or app.query_params["gpus"] == "2"
@@ -95,3 +96,40 @@ def test_cuda_backend_without_gpus_falls_back_with_a_warning():
     app = page(backend="cuda")
     assert not app.exception
     assert any("so simulated devices are shown instead" in w.value for w in app.warning)
+
+
+def test_each_pitfall_button_runs_its_preset_and_says_what_happened():
+    from dpviz.presets import PRESETS
+
+    app = page()
+    for name, preset in PRESETS.items():
+        app.button(key=f"preset_{name}").click().run()
+        assert not app.exception, name
+        assert app.query_params["model"] == preset.config.model and app.query_params["gpus"] == str(preset.config.gpus)
+        assert f"Pitfall: {preset.title}" in shown_text(app)
+        trace = record(preset.config)
+        errors = " ".join(e.value for e in app.error)
+        if trace.failure is not None:  # the error as the user's loop would raise it, on the page
+            assert trace.failure.headline in errors and trace.failure.original in errors
+        else:
+            assert not errors
+        for note in trace.warnings:
+            assert note.message in shown_text(app)
+        assert len(app.get("plotly_chart")) == 7  # a run that failed still draws every view of what ran
+
+
+def test_a_preset_link_opens_the_preset():
+    app = page(preset="state-lost")
+    assert not app.exception
+    assert app.selectbox(key="model").value == "counter"
+    assert "calls` is 0" in shown_text(app)
+
+
+@pytest.mark.parametrize("model,inputs", [("cnn", "tuple"), ("gru_dim1", "hidden"), ("mlp", "list"), ("gru", "dict")])
+def test_models_and_inputs_from_the_sidebar_run_through_every_view(model, inputs):
+    app = page()
+    app.selectbox(key="model").set_value(model).run()
+    app.selectbox(key="inputs").set_value(inputs).run()
+    assert not app.exception and not app.error
+    assert app.query_params["model"] == model and app.query_params["inputs"] == inputs
+    assert len(app.get("plotly_chart")) == 7

@@ -6,6 +6,7 @@
     figures.flow_figure(trace, batch=3)        # Sankey: batch -> chunk per GPU -> output on GPU 0 (and back, training)
     figures.split_figure(trace)                # stacked rows per GPU per batch, idle GPUs in grey
     figures.timeline_figure(trace, first_batch=0)
+    figures.inputs_figure(trace, batch=0)      # what each GPU received of each argument: split or whole
     figures.memory_figure(trace, batch=0)      # bytes per GPU after each phase, stacked by kind of tensor
     figures.sample_map_figure(trace)           # dataset row -> batch -> GPU
     figures.step_figure(trace)                 # animation, one frame per batch
@@ -18,6 +19,7 @@ data can be tested or tabulated without plotting. No figure draws more than MAX_
 from .bounds import MAX_FRAMES, MAX_MARKS, count_marks
 from .colors import IDLE_GREY, device_color, device_colors
 from .flow import flow_figure, prepare_backward_flow, prepare_flow
+from .inputs import argument_batches, inputs_figure, prepare_inputs
 from .memory import memory_figure, prepare_memory
 from .report import bounded_log, html_report
 from .sample_map import prepare_sample_map, sample_map_figure
@@ -28,7 +30,7 @@ from .timeline import prepare_timeline, timeline_figure
 from .timeline import window_size as timeline_window
 
 __all__ = [
-    "IDLE_GREY", "MAX_FRAMES", "MAX_MARKS", "bounded_log", "count_marks", "device_color", "device_colors", "device_name",
+    "IDLE_GREY", "MAX_FRAMES", "argument_batches", "inputs_figure", "prepare_inputs", "MAX_MARKS", "bounded_log", "count_marks", "device_color", "device_colors", "device_name",
     "flow_figure", "html_report", "memory_figure", "prepare_backward_flow", "prepare_flow", "prepare_memory",
     "prepare_sample_map", "prepare_split", "prepare_steps",
     "prepare_timeline", "sample_map_figure", "split_figure", "step_figure", "timeline_figure", "timeline_window",

@@ -19,6 +19,7 @@ from .colors import IDLE_GREY, OUTLINE, TEXT, device_color, with_alpha
 from .style import backend_note, check_batch, device_name, plural, rows_text, styled
 
 BATCH_COLOR = "#4D4D4D"
+FAILED_COLOR = "#CC3311"  # the output node of a batch whose call raised
 PREVIEW_IDS = 8  # dataset row ids listed in a hover before "…"
 IDLE_BAND = 0.2  # share of the figure height kept under the Sankey for idle boxes
 BACK_COLUMNS = ["device", "used", "rows", "first_row", "gradient_shape", "label"]
@@ -81,18 +82,19 @@ def _shape(shape: list[int]) -> str:
 
 
 def plot_flow(table: pd.DataFrame, *, input_shape: list[int], output_shape: list[int], output_device: int,
-              gathered: bool, title: str, notes: list[str]) -> go.Figure:
-    """Draw a prepared flow table: batch node, one node per used device, output node, idle boxes."""
-    used = table[table["used"]]
-    idle = table[~table["used"]]
+              gathered: bool, title: str, notes: list[str], failed: str | None = None) -> go.Figure:
+    """Draw a prepared flow table: batch node, one node per used device, output node, idle boxes.
+    `failed` replaces the output's label when the batch's call raised."""
+    # A replica called with no rows (no tensor at all) has no width to draw: it goes with the idle boxes.
+    used = table[table["used"] & (table["rows"] > 0)]
+    idle = table[~table["used"] | (table["rows"] == 0)]
     out_name = device_name(output_device)
     how = "gathered in GPU order" if gathered else "no gather"
     # The output's label sits left of its node, facing the chunks' labels: two short lines, and the
     # chunks' column left of centre, keep them apart.
-    labels = (
-        [f"input batch {_shape(input_shape)}"] + list(used["label"]) + [f"output {_shape(output_shape)}<br>on {out_name}, {how}"]
-    )
-    colors = [BATCH_COLOR] + [device_color(d) for d in used["device"]] + [device_color(output_device)]
+    output = failed or f"output {_shape(output_shape)}<br>on {out_name}, {how}"
+    labels = [f"input batch {_shape(input_shape)}"] + list(used["label"]) + [output]
+    colors = [BATCH_COLOR] + [device_color(d) for d in used["device"]] + [FAILED_COLOR if failed else device_color(output_device)]
     n = len(used)
     node_ids = list(range(1, n + 1))
     y_devices = _node_centres(list(used["rows"]) or [1], 0.02, 0.98, 0.02 if n > 1 else 0.0)
@@ -123,7 +125,7 @@ def plot_flow(table: pd.DataFrame, *, input_shape: list[int], output_shape: list
         textfont=dict(size=15, color=TEXT),
     )
     fig = go.Figure(sankey)
-    _add_idle_boxes(fig, list(idle["name"]))
+    _add_idle_boxes(fig, list(idle["name"]), [f"{n}: no rows" if u else f"{n} idle" for n, u in zip(idle["name"], idle["used"])])
     return styled(fig, title, notes, height=max(460, 60 + 34 * len(table)))
 
 
@@ -213,19 +215,21 @@ def plot_round_trip(table: pd.DataFrame, back: pd.DataFrame, *, input_shape: lis
     return styled(fig, title, notes, height=max(520, 100 + 34 * len(table)))
 
 
-def _add_idle_boxes(fig: go.Figure, names: list[str]) -> None:
+def _add_idle_boxes(fig: go.Figure, names: list[str], texts: list[str] | None = None) -> None:
     per_row = 8
-    for k, name in enumerate(names):
+    texts = texts or [f"{name} idle" for name in names]
+    for k, (name, text) in enumerate(zip(names, texts)):
         row, col = divmod(k, per_row)
         in_row = min(per_row, len(names) - row * per_row)
         fig.add_annotation(
-            text=f"{name} idle",
+            text=text,
             x=0.5 + (col - (in_row - 1) / 2) * 0.11,
             y=IDLE_BAND * (0.62 - 0.45 * row),
             xref="paper", yref="paper", xanchor="center", showarrow=False,
             bgcolor=IDLE_GREY, bordercolor=OUTLINE, borderwidth=1, borderpad=4,
             font=dict(size=14, color=TEXT),
-            hovertext=f"{name} got no rows of this batch: no replica ran there",
+            hovertext=(f"{name} got no rows of this batch: no replica ran there" if text.endswith("idle")
+                       else f"{name}'s replica was called without a tensor of the batch"),
         )
 
 
@@ -235,7 +239,7 @@ def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
     table = prepare_flow(trace, batch)
     facts = trace.batches[batch]
     rows = facts.rows
-    used = int(table["used"].sum())
+    used = int((table["used"] & (table["rows"] > 0)).sum())
     idle = table.loc[~table["used"], "device"].tolist()
     gathered = "gather" in trace.host_spans(batch)
     title = (
@@ -245,6 +249,17 @@ def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
     if not gathered:
         title = f"Batch {batch:,} of {len(trace.batches):,}: {plural(rows, 'row')} on {device_name(trace.output_device)} (one device, no gather)"
     notes = [backend_note(trace), f"{device_list(idle)} idle: no rows left for {'it' if len(idle) == 1 else 'them'}" if idle else ""]
+    failure = trace.failure
+    if failure is not None and failure.batch == batch:
+        where = f" in replica {failure.replica}" if failure.replica is not None else ""
+        title = f"Batch {batch:,} of {trace.config.num_batches:,}: {plural(rows, 'row')} scattered over {used} of " \
+                f"{plural(len(trace.lanes), 'GPU')}, then {failure.type}{where}"
+        lost = rows - int(table.loc[table["used"], "rows"].sum())
+        if lost > 0:  # zip truncation: fewer pieces of another argument than chunks of the batch
+            notes.append(f"{plural(lost, 'row')} reached no replica")
+        return plot_flow(table, input_shape=facts.input_shape, output_shape=[], output_device=trace.output_device,
+                         gathered=False, title=title, notes=notes + [failure.original[:120]],
+                         failed=f"no output:<br>{failure.type}{where}")
     back = prepare_backward_flow(trace, batch)
     steps = batch_spans(trace, batch, "step")
     if back.empty or not steps:
