@@ -1,8 +1,11 @@
 """Command line: run the DataParallel tutorial, print its log, write the trace files.
 
     python -m dpviz --batch-size 30 --data-size 100 --gpus 8 --trace run.json --chrome-trace run.perfetto.json
+    python -m dpviz --model gru_dim1 --inputs hidden --gpus 3
+    python -m dpviz --preset kwargs-small-batch
 
-A bad value prints one line on stderr and exits with status 2.
+A bad value prints one line on stderr and exits with status 2. A run that DataParallel itself fails
+(a pitfall) prints the log up to the error, writes the trace files, and exits with status 1.
 """
 from __future__ import annotations
 
@@ -12,7 +15,12 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from . import chrome_trace, trace_json
-from .config import BACKENDS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, ConfigError, RunConfig, parse_setting
+from . import inputs, models
+from .config import (
+    BACKENDS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS, ConfigError, RunConfig,
+    parse_setting,
+)
+from .presets import PRESETS
 from .recorder import record
 from .tutorial_log import tutorial_log
 
@@ -47,8 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
         "sizes each replica saw as the tutorial does, and record the run as a trace. Without enough GPUs the "
         "devices are simulated by CPU threads that follow DataParallel's rules exactly.",
         epilog=f"Limits: at most {MAX_BATCHES:,} batches per run ({MAX_TRAIN_BATCHES:,} with --train) and "
-        f"data_size x input_size at most "
-        f"{MAX_DATASET_ELEMENTS:,} numbers. Exit status 2 means a bad option.",
+        f"data_size x (numbers per row) at most {MAX_DATASET_ELEMENTS:,}. Models: "
+        + "; ".join(f"{m}: {models.LABELS[m]}" for m in MODELS) + ". Inputs: "
+        + "; ".join(f"{f}: {inputs.LABELS[f]}" for f in INPUTS) + ". Presets: " + ", ".join(PRESETS)
+        + ". Exit status 2 means a bad option, 1 that DataParallel raised during the run.",
     )
     add = parser.add_argument
     add("--batch-size", type=_setting("batch_size"), default=DEFAULTS.batch_size, help=f"rows per batch ({_limits('batch_size')})")
@@ -63,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(the tutorial runs forward only)")
     add("--backend", type=_setting("backend"), choices=BACKENDS, default=DEFAULTS.backend,
         help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at least --gpus GPUs and --gpus >= 2")
+    add("--model", type=_setting("model"), choices=MODELS, default=DEFAULTS.model,
+        help="what each replica runs (default linear, the tutorial's)")
+    add("--inputs", type=_setting("inputs"), choices=INPUTS, default=DEFAULTS.inputs,
+        help="how each batch is passed to the model (default tensor: model(x))")
+    add("--preset", choices=list(PRESETS),
+        help="start from a pitfall preset's settings; other options given override it")
     add("--trace", type=Path, metavar="FILE", help="write the trace as JSON (open it in the app)")
     add("--chrome-trace", type=Path, metavar="FILE", help="write a Chrome Trace Event file for Perfetto / chrome://tracing")
     return parser
@@ -76,12 +92,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"cannot write {path}: folder {path.parent} does not exist.")
         if path is not None and path.is_dir():
             parser.error(f"cannot write {path}: it is a folder; give a file name.")
+    values = dict(
+        input_size=args.input_size, output_size=args.output_size, batch_size=args.batch_size,
+        data_size=args.data_size, gpus=args.gpus, shuffle=not args.no_shuffle, seed=args.seed, backend=args.backend,
+        train=args.train, model=args.model, inputs=args.inputs,
+    )
+    if args.preset:  # the preset's settings, except where an option was given on the command line
+        given = {name for name in values if _given(argv, name)}
+        values = {**values, **{k: v for k, v in PRESETS[args.preset].config.to_dict().items() if k not in given}}
     try:
-        config = RunConfig(
-            input_size=args.input_size, output_size=args.output_size, batch_size=args.batch_size,
-            data_size=args.data_size, gpus=args.gpus, shuffle=not args.no_shuffle, seed=args.seed, backend=args.backend,
-            train=args.train,
-        )
+        config = RunConfig(**values)
         trace = record(config)
     except ConfigError as error:
         parser.error(str(error))
@@ -94,5 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(f"cannot write {path}: {error.strerror or error}.")
     kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
     batches = len(trace.batches)
+    if trace.failure is not None:
+        print(f"dpviz: DataParallel failed in batch {trace.failure.batch} of {config.num_batches} on {config.gpus} {kind}: "
+              f"{trace.failure.headline}", file=sys.stderr)
+        return 1
     print(f"dpviz: {batches} batch{'es' if batches != 1 else ''} on {config.gpus} {kind} in {trace.duration:.3f} s.", file=sys.stderr)
     return 0
+
+
+def _given(argv: Sequence[str] | None, name: str) -> bool:
+    """Whether the option for setting `name` was on the command line (--no-shuffle for shuffle)."""
+    flag = "--no-shuffle" if name == "shuffle" else "--" + name.replace("_", "-")
+    return any(a == flag or a.startswith(flag + "=") for a in (sys.argv[1:] if argv is None else argv))

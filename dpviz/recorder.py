@@ -62,8 +62,19 @@ class _Warnings:
             self.notes[key] = WarningNote(key[0], key[1], old.batch if old else batch, (old.count if old else 0) + 1)
 
 
+def _short_path(match: re.Match) -> str:
+    # A traceback names files by absolute path: keep the part a reader knows (torch/..., dpviz/...),
+    # and never show a hosted page's visitors where the server keeps its files.
+    path = match.group(1)
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return f'File "{path.split(marker, 1)[1]}"'
+    parts = path.replace("\\", "/").split("/")
+    return f'File "{"/".join(parts[parts.index("dpviz"):]) if "dpviz" in parts else parts[-1]}"'
+
+
 def _failure(error: Exception, batch: int) -> Failure:
-    message = str(error)
+    message = re.sub(r'File "([^"]+)"', _short_path, str(error)).rstrip()
     found = REPLICA_IN_MESSAGE.search(message.splitlines()[0] if message else "")
     return Failure(batch, type(error).__name__, message, int(found.group(1)) if found else None)
 

@@ -59,3 +59,34 @@ def test_help_explains_every_option():
         assert option in text
     for words in ("1 to 16", "1,000,000", "simulated", "Perfetto"):
         assert words in text
+
+
+def test_a_preset_that_dataparallel_fails_prints_the_error_writes_the_trace_and_exits_1(tmp_path):
+    result = run("--preset", "kwargs-small-batch", "--trace", str(tmp_path / "t.json"))
+    assert result.returncode == 1
+    trace = trace_json.loads((tmp_path / "t.json").read_text())
+    assert trace.failure is not None and trace.failure.batch == 3
+    lines = result.stdout.splitlines()
+    assert lines[-1] == trace.failure.original  # the replica's own error closes the log, as Python prints it
+    assert f"{trace.failure.type}: {trace.failure.message.splitlines()[0]}" in lines
+    assert "/work/" not in result.stdout  # tracebacks name torch/... and dpviz/..., not the machine's folders
+    assert f"failed in batch 3 of 4 on 8 simulated devices: {trace.failure.headline}" in result.stderr
+
+
+def test_options_given_with_a_preset_override_it(tmp_path):
+    result = run("--preset", "kwargs-small-batch", "--gpus", "2", "--trace", str(tmp_path / "t.json"))
+    assert result.returncode == 0, result.stderr
+    config = trace_json.loads((tmp_path / "t.json").read_text()).config
+    assert (config.inputs, config.gpus) == ("kwargs", 2)
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--model", "transformer"], "invalid choice"),
+    (["--inputs", "hidden"], "needs model gru or gru_dim1"),
+    (["--preset", "nope"], "invalid choice"),
+    (["--model", "cnn", "--input-size", "1024", "--data-size", "17"], "the limit is 16,777,216"),
+])
+def test_bad_models_inputs_and_presets_exit_2_with_one_line(args, words):
+    result = run(*args)
+    assert result.returncode == 2 and words in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

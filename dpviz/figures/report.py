@@ -16,11 +16,14 @@ import re
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from .. import inputs as input_forms
+from .. import models
 from ..explain import explain
 from ..summary import chunks_per_batch, memory_batches, summary_table
 from ..trace import Trace
 from ..tutorial_log import tutorial_log
 from .flow import flow_figure
+from .inputs import argument_batches, inputs_figure
 from .memory import memory_figure
 from .sample_map import sample_map_figure
 from .split import split_figure
@@ -70,7 +73,7 @@ def html_report(trace: Trace) -> str:
     """Every view of `trace`, its key figures, explanation and tutorial log, as one offline HTML page."""
     config = trace.config
     heading = (f"DataParallel run: {config.data_size:,} rows in batches of {config.batch_size:,} "
-               f"on {plural(config.gpus, 'GPU')}")
+               f"on {plural(config.gpus, 'GPU')}, {models.LABELS[config.model]}, {input_forms.LABELS[config.inputs]}")
     table = summary_table(trace).to_html(index=False, border=0, escape=True)
     paragraphs = "\n".join(f"<p>{markdown_to_html(p)}</p>" for p in explain(trace))
     last = len(trace.batches) - 1
@@ -82,12 +85,14 @@ def html_report(trace: Trace) -> str:
     sampled = memory_batches(trace)
     memories = [_figure_html(memory_figure(trace, b), f"memory-batch-{b}")
                 for b in sampled if b == sampled[0] or chunks[b] != chunks[sampled[0]]]
+    given = [_figure_html(inputs_figure(trace, b), f"inputs-batch-{b}") for b in argument_batches(trace)]
     sections = [
         _section("summary", "Key figures", table),
         _section("explanation", "What happened and why", paragraphs),
         _section("flow", "Flow of a batch", "\n".join(flows)),
         _section("split", "Split per batch", _figure_html(split_figure(trace), "split")),
         _section("timeline", "Timeline", _figure_html(timeline_figure(trace), "timeline")),
+        *([_section("inputs", "What each GPU received", "\n".join(given))] if given else []),
         *([_section("memory", "Memory per GPU", "\n".join(memories))] if memories else []),
         _section("sample-map", "Sample map", _figure_html(sample_map_figure(trace), "sample-map")),
         _section("step", "Step through the batches", _figure_html(step_figure(trace), "step")),
