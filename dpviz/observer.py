@@ -60,7 +60,7 @@ class Observer:
         if train:
             self.handles += [
                 p.register_post_accumulate_grad_hook(lambda p: self.accumulated.append(self.now()))
-                for p in model.parameters()
+                for p in model.parameters() if p.requires_grad  # not a frozen part (the loss model's teacher)
             ]
 
     def now(self, device: int | None = None) -> float:
