@@ -175,10 +175,10 @@ def _facts(config: RunConfig, model: nn.Module, batches: list[Batch], losses: li
         facts["losses"] = losses
     core = getattr(model, "core", model)
     if config.model == "counter":
-        # What the model's own state says after the run, against what one device would have counted.
-        done = [b for b in batches if b.output_shape]
+        # What the model's own state says after the run, against what one device would have counted
+        # over the same batches (a failing batch included: its replica 0 may have counted already).
         facts["state"] = {
-            "calls": [int(core.calls), len(done)],
-            "rows_seen": [int(core.rows_seen), sum(b.rows for b in done)],
+            "calls": [int(core.calls), len(batches)],
+            "rows_seen": [int(core.rows_seen), sum(b.rows for b in batches)],
         }
     return facts

@@ -2,6 +2,7 @@
 
 Needs at least two CUDA devices; skipped elsewhere (CI has none).
 """
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -73,3 +74,42 @@ def test_real_training_trace_records_the_way_back_like_the_simulated_one():
         assert back(real) == back(simulated)
         assert [s.lane for s in real.spans_of(batch.index, "reduce")] == [0]
     assert real.memory_kind == "measured" and {m.category for m in real.memory} == {"allocated"}
+
+
+def _failure(trace):
+    f = trace.failure
+    return None if f is None else (f.batch, f.type, f.replica, f.message.splitlines()[0], f.original)
+
+
+@pytest.mark.parametrize("name", ["idle-gpus", "batchnorm-one-row", "kwargs-small-batch", "scalar-loss", "rnn-hidden-dim", "state-lost"])
+def test_each_pitfall_happens_on_real_gpus_as_simulated(name):
+    from dpviz.presets import PRESETS
+
+    config = PRESETS[name].config
+    if config.gpus > GPUS:
+        pytest.skip(f"preset {name} needs {config.gpus} GPUs, this machine has {GPUS}")
+    real = record(dataclasses.replace(config, backend="cuda"))
+    simulated = record(dataclasses.replace(config, backend="simulated"))
+    assert _failure(real) == _failure(simulated)  # same error, same replica, same words
+    assert [(w.category, w.message, w.batch, w.count) for w in real.warnings] == \
+        [(w.category, w.message, w.batch, w.count) for w in simulated.warnings]
+    assert [b.output_shape for b in real.batches] == [b.output_shape for b in simulated.batches]
+    assert real.facts.get("state") == simulated.facts.get("state")  # lost state is lost the same way
+    for r, s in zip(real.facts.get("losses", []), simulated.facts.get("losses", [])):
+        torch.testing.assert_close(torch.tensor(r["gathered"]), torch.tensor(s["gathered"]), rtol=1e-4, atol=1e-5)
+    argument = lambda t: [(a.batch, a.replica, a.path, a.kind, a.shape, a.mode) for a in t.arguments]
+    assert argument(real) == argument(simulated)
+
+
+@pytest.mark.parametrize("model,inputs", [("mlp", "tensor"), ("cnn", "dict"), ("gru", "tuple"), ("gru_dim1", "hidden"),
+                                          ("counter", "list"), ("loss", "kwargs")])
+def test_every_model_and_input_form_splits_on_real_gpus_as_simulated(model, inputs):
+    config = RunConfig(model=model, inputs=inputs, gpus=min(GPUS, 3), data_size=60, batch_size=20, train=True)  # no short batch: kwargs would fail on it
+    real = record(dataclasses.replace(config, backend="cuda"))
+    simulated = record(dataclasses.replace(config, backend="simulated"))
+    assert real.failure is None and simulated.failure is None
+    for batch in real.batches:
+        shape = lambda s: (s.lane, s.rows, s.row_offset, s.input_shape, s.output_shape)
+        assert [shape(s) for s in real.replicas(batch.index)] == [shape(s) for s in simulated.replicas(batch.index)]
+        back = lambda t: sorted((s.lane, s.rows) for s in t.spans_of(batch.index, "backward"))
+        assert back(real) == back(simulated)
