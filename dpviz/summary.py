@@ -71,7 +71,8 @@ def chunks_per_batch(trace: Trace) -> list[tuple[int, ...]]:
     """Rows per replica for every batch, in replica order: the split DataParallel made."""
     chunks: list[list[tuple[int, int]]] = [[] for _ in trace.batches]
     for span in trace.spans:
-        if span.phase == "forward":
+        # A replica handed no tensor at all (a failing batch's padding) got no chunk of the batch.
+        if span.phase == "forward" and not (span.input_shape is None and trace.failure is not None):
             chunks[span.batch].append((span.replica if span.replica is not None else 0, span.rows))
     return [tuple(rows for _, rows in sorted(c)) for c in chunks]
 

@@ -218,12 +218,14 @@ def plot_round_trip(table: pd.DataFrame, back: pd.DataFrame, *, input_shape: lis
 def _add_idle_boxes(fig: go.Figure, names: list[str], texts: list[str] | None = None) -> None:
     per_row = 8
     texts = texts or [f"{name} idle" for name in names]
+    step = max(0.11, 0.0085 * max(map(len, texts), default=0) + 0.02)  # longer labels need wider spacing
+    per_row = min(per_row, int(0.98 // step))
     for k, (name, text) in enumerate(zip(names, texts)):
         row, col = divmod(k, per_row)
         in_row = min(per_row, len(names) - row * per_row)
         fig.add_annotation(
             text=text,
-            x=0.5 + (col - (in_row - 1) / 2) * 0.11,
+            x=0.5 + (col - (in_row - 1) / 2) * step,
             y=IDLE_BAND * (0.62 - 0.45 * row),
             xref="paper", yref="paper", xanchor="center", showarrow=False,
             bgcolor=IDLE_GREY, bordercolor=OUTLINE, borderwidth=1, borderpad=4,

@@ -14,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.browser
 
 # The tabs the page must have; any others it grows are drawn and checked too.
-TABS = ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Tutorial log"]
+TABS = ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
 CHART_TABS = TABS[:-1]
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 ACTIVE_PANEL = "[data-testid=stTabPanel]:not([data-st-inactive])"
@@ -206,3 +206,39 @@ def test_screenshots_of_the_default_page_and_an_eight_gpu_link(page, artifacts):
     screenshot_full_page(page, artifacts / "gpus8-page.png")
     assert (artifacts / "default-page.png").stat().st_size > 10_000
     assert (artifacts / "gpus8-page.png").stat().st_size > 10_000
+
+
+def test_a_pitfall_button_runs_the_preset_and_shows_the_error_as_python_raises_it(page, artifacts):
+    open_page(page)
+    page.get_by_role("button", name="A keyword argument with a batch smaller than the GPUs").click()
+    page.wait_for_function("() => location.search.includes('inputs=kwargs') && location.search.includes('gpus=8')")
+    page.wait_for_selector(IDLE)
+    error = page.locator("[data-testid=stAlertContentError]")
+    error.first.wait_for()
+    text = error.first.inner_text()
+    assert "Caught TypeError in replica 5 on device 5." in text and "missing 1 required positional argument" in text
+    assert_no_exception(page)
+    draw_tab(page, "Inputs")
+    page.get_by_role("radio", name=re.compile("batch 3")).check(force=True)  # the failing batch
+    page.wait_for_selector(IDLE)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.st-key-inputs_chart .js-plotly-plot')]"
+        ".some(el => JSON.stringify(el.data[0].text).includes('missing'))")
+    heat = chart_traces(page, "inputs_chart")[0]
+    assert heat["type"] == "heatmap" and heat["y"] == ["x", "scale="]
+    screenshot_full_page(page, artifacts / "preset-kwargs-small-batch.png")
+
+
+@pytest.mark.parametrize("name", ["batchnorm-one-row", "scalar-loss", "rnn-hidden-dim", "state-lost"])
+def test_each_preset_link_draws_its_views(page, artifacts, name):
+    from dpviz.presets import PRESETS
+
+    open_page(page, f"?preset={name}")
+    assert_no_exception(page)
+    info = " ".join(page.locator("[data-testid=stAlertContentInfo]").all_inner_texts())
+    assert f"Pitfall: {PRESETS[name].title}" in info
+    for tab in ("Flow", "Inputs"):
+        draw_tab(page, tab)
+    show_tab(page, "Flow")
+    screenshot_full_page(page, artifacts / f"preset-{name}.png")
+    assert_no_exception(page)
