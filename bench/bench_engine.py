@@ -2,14 +2,15 @@
 
     .venv/bin/python bench/bench_engine.py            # tutorial config and data size 100,000
     .venv/bin/python bench/bench_engine.py --quick    # tutorial config only
+    .venv/bin/python bench/bench_engine.py --models   # a training run of every model instead
 
 For each configuration, in this one process and on the same batches:
   bare        a loop calling the model on each whole batch (no DataParallel)
   bare-chunks a loop calling the model on each chunk, one after another (the replicas' forwards)
   simulated   SimulatedDataParallel over the batches, nothing recorded
   recorded    dpviz.record(config): the simulated run plus the hooks and timers that build the trace
-A training configuration compares a plain step (forward, MSE loss, backward, SGD) per whole batch on
-one device (`bare`) with the recorded DataParallel training run.
+A training configuration compares a plain step (forward, loss, backward, SGD) per whole batch on
+one device (`bare`) with the recorded DataParallel training run; --models does that for each model.
 Times are the best of several repeats; ratios are against `bare`. Peak memory is the Python heap
 peak from tracemalloc (measured in a second pass, since tracing slows the run) plus the process's
 peak resident size at the end.
@@ -28,6 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
 from dpviz import RunConfig, SimulatedDataParallel, record, tutorial
+from dpviz.config import MODELS
 
 
 def _batches(config: RunConfig) -> tuple[torch.nn.Module, list[torch.Tensor]]:
@@ -37,15 +39,16 @@ def _batches(config: RunConfig) -> tuple[torch.nn.Module, list[torch.Tensor]]:
 
 def training_cases(config: RunConfig) -> dict[str, callable]:
     """A plain training step per batch on one device against the recorded DataParallel training run."""
-    import torch.nn.functional as F
-
-    model, batches = _batches(config)
+    model, loader = tutorial.build(config)
+    batches = [(tutorial.call(config, data, ids.tolist()), tutorial.model_input(config, data)) for data, ids in loader]
     teacher, optimizer = tutorial.training_parts(config, model)
 
     def bare():
-        for data in batches:
+        for (args, kwargs), x in batches:
             optimizer.zero_grad()
-            F.mse_loss(model(data), teacher(data)).backward()
+            with torch.no_grad():
+                target = teacher(x)
+            tutorial.loss_of(config, model(*args, **kwargs), target).backward()
             optimizer.step()
 
     return {"bare": bare, "recorded": lambda: record(config)}
@@ -93,15 +96,19 @@ def heap_peak(fn) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tutorial configuration only")
+    parser.add_argument("--models", action="store_true", help="a training run of every model (3,000 rows, 4 devices)")
     args = parser.parse_args()
     torch.set_num_threads(1)  # the replicas' threads should not fight torch's own thread pool
     configs = [(RunConfig(batch_size=30, data_size=100, gpus=8, backend="simulated"), 20)]
-    if not args.quick:
+    if args.models:
+        configs = [(RunConfig(model=m, batch_size=30, data_size=3_000, gpus=4, backend="simulated", train=True), 3)
+                   for m in MODELS]
+    elif not args.quick:
         configs.append((RunConfig(batch_size=30, data_size=100_000, gpus=8, backend="simulated"), 3))
         configs.append((RunConfig(batch_size=30, data_size=30_000, gpus=8, backend="simulated", train=True), 3))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
     for config, repeats in configs:
-        print(f"\n{'training: ' if config.train else ''}batch {config.batch_size}, data {config.data_size:,}, {config.gpus} simulated devices, "
+        print(f"\n{'training: ' if config.train else ''}{config.model}, batch {config.batch_size}, data {config.data_size:,}, {config.gpus} simulated devices, "
               f"{config.num_batches:,} batches (best of {repeats})")
         timings = {name: best_time(fn, repeats) for name, fn in cases(config).items()}
         peaks = {name: heap_peak(fn) for name, fn in cases(config).items()}
