@@ -43,7 +43,7 @@ class Observer:
         self.paused = False  # set while dpviz itself calls the model (not a DataParallel call)
         self.argument_names = argument_names
         self.arguments: list[ArgumentSample] = []  # what replicas received, for the memory batches
-        self.pending_arguments: list[ArgumentSample] = []
+        self.pending_arguments: tuple | None = None  # this batch's scatter: (inputs, kwargs, result)
         for name in ("scatter", "replicate", "parallel_apply", "gather"):
             setattr(parallel, name, self._timed(name, getattr(parallel, name)))
         self.first, self.output_device = self.device_ids[0], parallel.output_device
@@ -79,18 +79,17 @@ class Observer:
                 result = method(*args, **kwargs)
             finally:  # a phase that raised still took its time, and the timeline shows where it stopped
                 self.pending.append(Span(phase=phase, batch=self.batch, start=start, end=self.now()))
-            if phase == "scatter":
-                self._arguments(args[0], args[1] or {}, result)
+            if phase == "scatter":  # described at the batch's end, and only if it is kept
+                self.pending_arguments = (args[0], args[1] or {}, result)
             self._account(phase, result)
             return result
 
         return timed
 
-    def _arguments(self, inputs: tuple, kwargs: dict, scattered: tuple) -> None:
-        """Write down what scatter gave each replica of each argument; kept for the sampled batches
-        and a failing one."""
+    def _arguments(self, inputs: tuple, kwargs: dict, scattered: tuple) -> list[ArgumentSample]:
+        """What scatter gave each replica of each argument."""
         pieces, kwarg_pieces = scattered
-        self.pending_arguments = [
+        return [
             ArgumentSample(self.batch, i, self.device_ids[i], a.path, a.kind, a.shape, a.mode)
             for i, (piece, kwarg_piece) in enumerate(zip(pieces, kwarg_pieces))
             if i < len(self.device_ids)
@@ -257,9 +256,9 @@ class Observer:
 
     def next_batch(self) -> None:
         self.spans += _with_row_offsets(self.pending)
-        if self.batch in self.memory_batches or self.started_failure:
-            self.arguments += self.pending_arguments
-        self.pending, self.pending_arguments, self.started_failure = [], [], False
+        if self.pending_arguments and (self.batch in self.memory_batches or self.started_failure):
+            self.arguments += self._arguments(*self.pending_arguments)
+        self.pending, self.pending_arguments, self.started_failure = [], None, False
         self.memory.drop(*TRANSIENT)  # the loop's next iteration frees the last batch's graph
         self.batch += 1
         self.finished = 0
