@@ -4,8 +4,8 @@ import re
 import pytest
 
 from dpviz.figures.colors import (
-    IDLE_GREY, MAX_DEVICES, OKABE_ITO, device_color, device_colors, device_colorscale, device_pattern,
-    device_symbol, with_alpha,
+    IDLE_GREY, MAX_DEVICES, OKABE_ITO, TEXT, WHITE, contrast_ratio, device_color, device_colors, device_colorscale,
+    device_pattern, device_symbol, relative_luminance, text_color_on, with_alpha,
 )
 
 HEX = re.compile(r"^#[0-9A-F]{6}$")
@@ -55,6 +55,26 @@ def test_with_alpha():
     assert with_alpha("#0072B2", 0.5) == "rgba(0,114,178,0.5)"
     with pytest.raises(ValueError):
         with_alpha("blue", 0.5)
+
+
+def test_contrast_follows_wcag():
+    assert relative_luminance("#000000") == 0 and relative_luminance("#FFFFFF") == 1
+    assert contrast_ratio("#000000", "#FFFFFF") == pytest.approx(21) == contrast_ratio("#FFFFFF", "#000000")
+    assert contrast_ratio("#767676", "#FFFFFF") == pytest.approx(4.54, abs=0.01)  # WCAG's own AA example
+    with pytest.raises(ValueError):
+        relative_luminance("yellow")
+
+
+def test_text_on_a_device_colour_is_dark_on_light_and_white_on_dark():
+    assert text_color_on(device_color(6)) == TEXT  # GPU 6's yellow: a white "4" on it was unreadable
+    assert text_color_on(device_color(7)) == WHITE and text_color_on(device_color(0)) == WHITE
+    assert text_color_on(IDLE_GREY) == TEXT
+    for color in device_colors(16) + [IDLE_GREY]:
+        chosen = text_color_on(color)
+        other = WHITE if chosen == TEXT else TEXT
+        assert contrast_ratio(color, chosen) >= contrast_ratio(color, other)
+        # 4.5 is WCAG AA for small text; vermillion (#D55E00) reaches 4.1 with either, the most any colour gets.
+        assert contrast_ratio(color, chosen) >= 4
 
 
 # Colour-vision deficiency simulation (Machado, Oliveira & Fernandes 2009, severity 1) in linear RGB.

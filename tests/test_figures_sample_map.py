@@ -1,14 +1,23 @@
 """Sample map: every dataset row placed once, at its batch and on its device; binned past the bound."""
 import numpy as np
+import pytest
 
 from dpviz import RunConfig
 from dpviz.figures import MAX_MARKS, count_marks, prepare_sample_map, sample_map_figure
-from dpviz.figures.sample_map import exact_marks
+from dpviz.figures.colors import TEXT, WHITE, device_color, text_color_on
+from dpviz.figures.sample_map import MIN_MARKER_PX, PLOT_PX, exact_marks, marker_size, top_is_exact
 from figure_traces import LARGEST, MAX_JSON_BYTES, recorded, synthetic
 
 
 def _points(fig):
-    return {t.name: t for t in fig.data if t.type == "scatter" and t.x is not None and len(t.x) and t.x[0] is not None}
+    return {t.name: t for t in fig.data
+            if t.type == "scatter" and t.mode == "markers" and t.x is not None and len(t.x) and t.x[0] is not None}
+
+
+def _ids(fig):
+    """The text trace that writes dataset row ids into the bottom panel's cells."""
+    (ids,) = [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
+    return ids
 
 
 def _heatmaps(fig):
@@ -50,7 +59,53 @@ def test_batches_show_contiguous_slices_with_their_dataset_rows():
     assert z[3, :10].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] and np.isnan(z[3, 10:]).all()
     ids = np.asarray(grid.customdata)
     assert ids[2].tolist() == trace.batches[2].sample_ids
-    assert grid.text is not None and grid.text[0][0] == str(trace.batches[0].sample_ids[0])
+    written = _ids(fig)
+    cells = {(x, y): t for x, y, t in zip(np.asarray(written.x).tolist(), np.asarray(written.y).tolist(), written.text)}
+    assert len(cells) == 100 and cells[(0, 0)] == str(trace.batches[0].sample_ids[0])
+    assert written.xaxis == "x2" and list(fig.layout.xaxis2.range) == [-0.5, 29.5]  # the text adds no padding
+
+
+def test_row_ids_contrast_with_their_cell():
+    fig = sample_map_figure(recorded(gpus=8))
+    (grid,) = _heatmaps(fig)
+    written = _ids(fig)
+    z = np.asarray(grid.z, dtype=float)
+    for x, y, color in zip(np.asarray(written.x), np.asarray(written.y), written.textfont.color):
+        assert color == text_color_on(device_color(int(z[y, x])))
+    colors = dict(zip(zip(np.asarray(written.y).tolist(), np.asarray(written.x).tolist()), written.textfont.color))
+    assert colors[(0, 24)] == TEXT and colors[(0, 28)] == WHITE  # GPU 6's yellow, GPU 7's black
+
+
+@pytest.mark.parametrize("gpus,train", [(2, False), (8, False), (8, True), (16, True)])
+def test_row_markers_are_no_wider_than_a_row_so_they_never_overlap(gpus, train):
+    fig = sample_map_figure(recorded(gpus=gpus, train=train))
+    points = _points(fig)
+    assert list(fig.layout.xaxis.range) == [-0.5, 99.5]  # 100 rows share the width evenly
+    (size,) = {p.marker.size for p in points.values()}
+    assert MIN_MARKER_PX <= size < PLOT_PX / 100  # narrower than the width one dataset row gets
+    assert size == marker_size(100, 4)
+
+
+def test_marker_size_follows_the_width_and_height_per_row():
+    assert marker_size(100, 4) == pytest.approx(PLOT_PX / 100 * 0.85)
+    assert marker_size(10, 4) == 14  # capped: a big square per row reads as a bar
+    assert marker_size(10, 100) == pytest.approx(280 / 100 * 0.85)  # many batches: the height decides
+    assert marker_size(1_000, 34) < MIN_MARKER_PX
+
+
+def test_more_rows_than_fit_side_by_side_bin_the_top_panel_only():
+    trace = synthetic(RunConfig(data_size=300, batch_size=30, gpus=8))
+    table = prepare_sample_map(trace)
+    assert exact_marks(table) <= MAX_MARKS and not top_is_exact(table, 300)
+    fig = sample_map_figure(trace)
+    assert not _points(fig)
+    counts, cells = _heatmaps(fig)
+    assert np.asarray(counts.z).sum() == 300 and counts.colorscale[0][1] != cells.colorscale[0][1]
+    assert np.asarray(cells.z, dtype=float).shape == (10, 30)  # the bottom panel stays exact
+    assert "top panel binned (more rows than fit side by side)" in fig.layout.title.subtitle.text
+    assert "bottom panel binned" not in fig.layout.title.subtitle.text
+    assert {t.name for t in fig.data if t.type == "scatter" and t.mode == "markers"} == {f"GPU {d}" for d in range(8)}
+    assert top_is_exact(prepare_sample_map(synthetic(RunConfig(data_size=200, batch_size=30, gpus=8))), 200)
 
 
 def test_without_shuffle_rows_go_in_order():
@@ -84,16 +139,18 @@ def test_largest_run_is_binned_under_the_bound():
     assert set(np.unique(z[~np.isnan(z)]).tolist()) <= set(range(15))  # GPU 15 never gets a row
 
 
-def test_binning_starts_exactly_where_the_exact_map_would_pass_the_bound():
-    # 5,000 rows in 100 batches of 50: 5,000 points + 100 x 50 cells = 10,000 marks, still exact.
-    exact = sample_map_figure(synthetic(RunConfig(data_size=5_000, batch_size=50, gpus=4)))
-    assert "binned" not in exact.layout.title.subtitle.text
-    assert count_marks(exact) == MAX_MARKS
-    # One row more makes a 101st batch: 5,001 + 101 x 50 marks, so the map is binned.
-    trace = synthetic(RunConfig(data_size=5_001, batch_size=50, gpus=4, shuffle=False))
-    assert exact_marks(prepare_sample_map(trace)) > MAX_MARKS
-    binned = sample_map_figure(trace)
-    assert "binned" in binned.layout.title.subtitle.text
+def test_the_bottom_panel_bins_exactly_where_the_map_would_pass_the_bound():
+    # 5,998 rows in 2,999 batches of 2: far too many rows for markers side by side, so the top panel is
+    # binned (100 x 40 cells and 2 legend entries); with the bottom panel's 2,999 x 2 cells that is
+    # 10,000 marks, still exact.
+    fig = sample_map_figure(synthetic(RunConfig(data_size=5_998, batch_size=2, gpus=2)))
+    assert "top panel binned" in fig.layout.title.subtitle.text
+    assert "bottom panel binned" not in fig.layout.title.subtitle.text
+    assert np.asarray(_heatmaps(fig)[1].z, dtype=float).shape == (2_999, 2)
+    assert count_marks(fig) == 100 * 40 + 2 + 2_999 * 2 == MAX_MARKS
+    # Two rows more make a 3,000th batch and 2 more cells: past the bound, so both panels are binned.
+    binned = sample_map_figure(synthetic(RunConfig(data_size=6_000, batch_size=2, gpus=2, shuffle=False)))
+    assert "bottom panel binned too" in binned.layout.title.subtitle.text
     assert count_marks(binned) <= MAX_MARKS
 
 

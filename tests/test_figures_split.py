@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from dpviz.figures import MAX_MARKS, count_marks, prepare_split, split_figure
+from dpviz.figures.colors import IDLE_GREY, TEXT, WHITE, contrast_ratio, device_color
 from dpviz.scatter import chunk_sizes
 from figure_traces import LARGEST, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
@@ -84,3 +85,16 @@ def test_grouping_keeps_the_short_last_batch_apart():
     assert [bars[f"GPU {d}"].get("1,002", 0) for d in range(8)] == [1, 1, 0, 0, 0, 0, 0, 0]
     z, _ = _grid(fig)
     assert (z[:, 1] == -1).sum() == 6
+
+
+@pytest.mark.parametrize("gpus", [8, 16])
+def test_numbers_on_the_bars_contrast_with_their_colour(gpus):
+    fig = split_figure(recorded(gpus=gpus))
+    bars = {t.name: t for t in fig.data if t.type == "bar" and t.name.startswith("GPU")}
+    assert bars["GPU 6"].insidetextfont.color == TEXT  # dark on the yellow, not white
+    assert bars["GPU 7"].insidetextfont.color == WHITE  # white on the black
+    for name, bar in bars.items():
+        assert bar.text is not None and bar.textposition == "inside"
+        assert contrast_ratio(bar.insidetextfont.color, device_color(int(name.split()[1]))) >= 4
+    (grid,) = [t for t in fig.data if t.type == "heatmap"]
+    assert contrast_ratio(grid.textfont.color, IDLE_GREY) >= 4.5  # "idle" is written on grey cells only

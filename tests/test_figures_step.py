@@ -1,6 +1,8 @@
 """Step through: one animation frame per batch with that batch's split; representative frames past the bound."""
 import numpy as np
+import pytest
 
+from dpviz import RunConfig
 from dpviz.figures import MAX_FRAMES, MAX_MARKS, count_marks, step_figure
 from dpviz.scatter import chunk_sizes
 from figure_traces import LARGEST, MAX_JSON_BYTES, recorded, synthetic
@@ -62,3 +64,28 @@ def test_short_last_batch_gets_a_frame_in_a_long_run():
     fig = step_figure(trace)
     assert int(fig.frames[-1].name) == 1_002
     assert list(_frame_rows(fig.frames[-1]).values()) == [1, 1, 0, 0, 0, 0, 0, 0]
+
+
+def _below_plot_px(fig, paper_y):
+    """Pixels under the plot's bottom edge of a paper y (negative y is under the plot)."""
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    return -paper_y * plot_px
+
+
+@pytest.mark.parametrize("gpus", [2, 8, 16])
+def test_play_buttons_and_slider_sit_in_rows_that_do_not_overlap(gpus):
+    # Both start at the left edge, so at any chart width only their rows can keep them apart. Sizes
+    # measured in headless Chromium at 420-1,000 px wide, with some slack: tick labels turned upright
+    # ("GPU 15") and the axis title under them end 98 px under the plot, a row of buttons is 33 px tall,
+    # the slider (current value, rail, labels) 74 px.
+    fig = step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30)))
+    (menu,) = fig.layout.updatemenus
+    (slider,) = fig.layout.sliders
+    assert menu.yanchor == slider.yanchor == "top" and menu.x == slider.x == 0
+    buttons_top = _below_plot_px(fig, menu.y)
+    buttons_bottom = buttons_top + 33
+    slider_top = _below_plot_px(fig, slider.y)
+    assert buttons_top >= 98 + 4  # under the axis title
+    assert slider_top >= buttons_bottom + 4  # the slider's current value, at its top, clears the buttons
+    assert slider_top + 74 <= fig.layout.margin.b  # and the slider fits in the figure
+    assert slider.currentvalue.prefix == "batch "

@@ -3,12 +3,21 @@ import numpy as np
 import pytest
 
 from dpviz.figures import MAX_MARKS, count_marks, prepare_timeline, timeline_figure, timeline_window
+from dpviz.figures.timeline import min_width_ms
 from figure_traces import LARGEST, LARGEST_TRAINING, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
 
 def _bars(fig, name):
     (trace,) = [t for t in fig.data if t.name == name]
     return trace
+
+
+def _forwards(fig, device):
+    """(start, drawn length, measured duration, batch) of `device`'s forward bars, in batch order."""
+    bar = _bars(fig, "forward")
+    on = np.asarray(bar.y) == device
+    data = np.asarray(bar.customdata, dtype=float)[on]
+    return np.asarray(bar.base)[on], np.asarray(bar.x)[on], data[:, 4], data[:, 0].astype(int)
 
 
 def test_one_lane_per_device():
@@ -25,12 +34,53 @@ def test_one_lane_per_device():
 def test_forward_bars_sit_at_their_measured_times():
     trace = recorded(gpus=3)
     fig = timeline_figure(trace)
+    shortest = min_width_ms(prepare_timeline(trace, 0, 3))
     for device in range(3):
-        bar = _bars(fig, f"GPU {device} forward")
+        start, drawn, took, batches = _forwards(fig, device)
         spans = sorted((s for s in trace.spans if s.phase == "forward" and s.lane == device), key=lambda s: s.batch)
-        assert np.allclose(np.asarray(bar.base), [s.start * 1e3 for s in spans])
-        assert np.allclose(np.asarray(bar.x), [s.duration * 1e3 for s in spans])
-        assert (np.asarray(bar.y) == device).all()
+        assert batches.tolist() == [s.batch for s in spans]
+        assert np.allclose(start, [s.start * 1e3 for s in spans])
+        assert np.allclose(took, [s.duration * 1e3 for s in spans])  # the hover's duration: as measured
+        assert np.allclose(drawn, np.maximum(took, shortest))
+
+
+@pytest.mark.parametrize("gpus,train", [(8, False), (8, True), (16, True)])
+def test_short_spans_are_drawn_wide_enough_to_see_and_hover_their_measured_time(gpus, train):
+    trace = recorded(gpus=gpus, train=train)
+    fig = timeline_figure(trace)
+    table = prepare_timeline(trace, 0, len(trace.batches) - 1)
+    shortest = min_width_ms(table)
+    assert np.isclose(shortest, (table["end_ms"].max() - table["start_ms"].min()) / 200)
+    widened = 0
+    for bar in (t for t in fig.data if t.type == "bar"):
+        drawn = np.asarray(bar.x, dtype=float)
+        took = np.asarray(bar.customdata, dtype=float)[:, 4]
+        assert (drawn >= shortest - 1e-9).all()
+        assert np.allclose(drawn, np.maximum(took, shortest))  # only the short ones change
+        assert "took %{customdata[4]:.3f} ms" in bar.hovertemplate
+        widened += int((took < shortest).sum())
+    measured = {(s.phase, s.batch, s.lane): s.duration * 1e3 for s in trace.spans if s.phase == "forward"}
+    start, drawn, took, batches = _forwards(fig, gpus - 1)
+    assert np.allclose(took, [measured[("forward", b, gpus - 1)] for b in batches])
+    assert widened > 0  # these runs have slivers (at 8 GPUs each forward is a few tenths of a percent)
+    assert f"spans shorter than {shortest:.3g} ms" in fig.layout.title.subtitle.text
+    assert "the hover gives the measured time" in fig.layout.title.subtitle.text
+
+
+@pytest.mark.parametrize("gpus,train,entries", [(2, False, 4), (8, False, 5), (8, True, 9), (16, True, 9)])
+def test_legend_has_one_entry_per_phase_in_rows_above_the_lanes(gpus, train, entries):
+    fig = timeline_figure(recorded(gpus=gpus, train=train))
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert len(names) == len(set(names)) == entries  # not one per device: the lane names the device
+    assert not any(n.startswith("GPU") for n in names)
+    legend = fig.layout.legend
+    assert legend.orientation == "h" and legend.yanchor == "bottom" and legend.y > 1
+    assert legend.entrywidthmode == "fraction" and legend.entrywidth * 5 == pytest.approx(1)
+    rows = -(-entries // 5)
+    # The rows fit between the two-line subtitle (about 112 px from the top) and the lanes.
+    assert fig.layout.margin.t >= 112 + 28 * rows
+    assert fig.layout.title.yanchor == "middle" and fig.layout.title.y * fig.layout.height >= fig.layout.height - 45
+    assert max(map(len, names)) <= 14  # five to a row stay apart on a 700 px wide plot
 
 
 def test_host_phases_drawn_on_every_device_they_involve():
@@ -54,7 +104,7 @@ def test_idle_devices_get_a_grey_band_over_their_batch():
 def test_single_device_lane():
     fig = timeline_figure(recorded(gpus=1))
     assert list(fig.layout.yaxis.ticktext) == ["GPU 0"]
-    assert {t.name for t in fig.data} == {"GPU 0 forward", "scatter"}
+    assert {t.name for t in fig.data} == {"forward", "scatter"}
 
 
 def test_title_says_all_batches_and_simulated_once():
@@ -74,7 +124,7 @@ def test_largest_run_shows_a_window_under_the_bound():
     assert "first_batch" in fig.layout.title.subtitle.text
     later = timeline_figure(trace, first_batch=9_990)
     assert "batches 9,990-9,999 of 10,000" in later.layout.title.text
-    assert set(np.asarray(_bars(later, "GPU 0 forward").customdata)[:, 0].tolist()) == set(range(9_990, 10_000))
+    assert set(_forwards(later, 0)[3].tolist()) == set(range(9_990, 10_000))
 
 
 def test_bad_window_is_a_clear_error():
@@ -90,7 +140,7 @@ def test_bad_window_is_a_clear_error():
 def test_one_backward_bar_per_replica_per_batch_on_its_lane():
     trace = recorded(gpus=3, train=True)
     fig = timeline_figure(trace)
-    back = _bars(fig, "backward (hatched ×): each replica, on its GPU")
+    back = _bars(fig, "backward (×)")
     drawn = sorted(zip(np.asarray(back.customdata)[:, 0].astype(int).tolist(), np.asarray(back.y).tolist()))
     assert drawn == [(b, d) for b in range(4) for d in range(3)]
     spans = {(s.batch, s.lane): s for s in trace.spans if s.phase == "backward"}
@@ -110,14 +160,13 @@ def test_one_backward_bar_per_replica_per_batch_on_its_lane():
 def test_loss_sum_and_step_sit_on_device_zero_once_per_batch(gpus):
     fig = timeline_figure(recorded(gpus=gpus, train=True))
     names = {t.name for t in fig.data}
-    for name in ("loss: MSE on the output device", "step: SGD updates the parameters") + (
-            ("sum: replicas' gradients added into .grad",) if gpus > 1 else ()):
+    for name in ("loss (MSE)", "SGD step") + (("sum of grads",) if gpus > 1 else ()):
         bar = _bars(fig, name)
         assert np.asarray(bar.y).tolist() == [0] * 4
         assert np.asarray(bar.customdata)[:, 0].astype(int).tolist() == [0, 1, 2, 3]
-    assert (gpus > 1) == ("sum: replicas' gradients added into .grad" in names)
+    assert (gpus > 1) == ("sum of grads" in names)
     hatches = {t.name: t.marker.pattern.shape for t in fig.data if t.type == "bar"}
-    phase_hatches = [h for n, h in hatches.items() if n.split(":")[0] in ("backward (hatched ×)", "loss", "sum", "step")]
+    phase_hatches = [h for n, h in hatches.items() if n in ("backward (×)", "loss (MSE)", "sum of grads", "SGD step")]
     assert len(set(phase_hatches)) == len(phase_hatches)  # every training phase looks different
 
 
@@ -144,5 +193,5 @@ def test_largest_training_run_keeps_the_bound():
         fig = timeline_figure(trace, first_batch=first)
         assert count_marks(fig) <= MAX_MARKS
         assert len(fig.to_json()) < MAX_JSON_BYTES
-    backs = _bars(fig, "backward (hatched ×): each replica, on its GPU")
+    backs = _bars(fig, "backward (×)")
     assert len(np.asarray(backs.y)) == size * 15  # 30 rows on 16 GPUs: 15 chunks of 2 per batch

@@ -11,7 +11,8 @@ protan, deutan and tritan vision (simulated with Machado et al. 2009): at least 
 at least 16 among the first eight (tests/test_figures_colors.py checks both). They also carry a
 second channel wherever a mark has an area or a symbol: bars are hatched (`device_pattern`) and
 markers are diamonds instead of squares (`device_symbol`). Every label and hover names the GPU, so
-colour is never the only cue.
+colour is never the only cue. Text written on a device colour takes `text_color_on` it: dark on the
+light colours, white on the dark ones, whichever contrasts more.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ MAX_DEVICES = len(DEVICE_COLORS)
 IDLE_GREY = "#BBBBBB"  # lighter than any device colour, so idle never reads as "GPU 7" (black)
 OUTLINE = "#333333"  # a thin dark edge keeps the yellow readable on a washed-out projector
 TEXT = "#222222"
+WHITE = "#FFFFFF"
 # Host-side phases in the timeline: dark neutrals, distinct from every device colour and from idle.
 PHASE_COLORS = {"scatter": "#5A5A5A", "replicate": "#8C6D46", "gather": "#2F4F4F"}
 # Kinds of tensor in the memory view, where colour means the kind and the axis names the device.
@@ -63,11 +65,16 @@ def device_symbol(i: int) -> str:
     return "square" if i < len(OKABE_ITO) else "diamond"
 
 
-def with_alpha(color: str, alpha: float) -> str:
-    """`color` ("#RRGGBB") as an rgba() string with opacity `alpha`."""
+def _rgb(color: str) -> tuple[int, int, int]:
     if len(color) != 7 or not color.startswith("#"):
         raise ValueError(f"expected a colour like #0072B2, got {color!r}")
     r, g, b = (int(color[k : k + 2], 16) for k in (1, 3, 5))
+    return r, g, b
+
+
+def with_alpha(color: str, alpha: float) -> str:
+    """`color` ("#RRGGBB") as an rgba() string with opacity `alpha`."""
+    r, g, b = _rgb(color)
     return f"rgba({r},{g},{b},{alpha:g})"
 
 
@@ -82,3 +89,22 @@ def device_colorscale(count: int) -> list[list]:
         scale.append([i / len(colors), color])
         scale.append([(i + 1) / len(colors), color])
     return scale
+
+
+def relative_luminance(color: str) -> float:
+    """WCAG 2 relative luminance of `color` ("#RRGGBB"): 0 for black, 1 for white."""
+    channels = (c / 255 for c in _rgb(color))
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two colours, from 1 (the same) to 21 (black on white)."""
+    light, dark = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def text_color_on(color: str) -> str:
+    """The text colour to write on a mark filled with `color`: the house dark TEXT or white, whichever
+    contrasts more (WCAG 2), so a "4" on GPU 6's yellow is dark and on GPU 7's black is white."""
+    return TEXT if contrast_ratio(color, TEXT) >= contrast_ratio(color, WHITE) else WHITE

@@ -6,17 +6,22 @@ from tensor sizes by dpviz.memory): the kinds only device 0 holds (parameters, t
 optimizer state) sit at the bottom, where the other bars have nothing. On real GPUs a bar is what
 torch.cuda.memory_allocated reported, in the device's colour. Memory is sampled for the first and
 the last batch; the last may split differently.
+
+Every amount is in one unit, the one the tallest bar fills (`byte_unit`), named once in the axis
+title. Each bar's total is written on top of it, level or upright as the bars' width allows, or past
+that only on device 0's bars; every bar's total is in its hover.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from ..memory import MEASURED
-from ..summary import human_bytes, memory_batches, memory_table, memory_totals
+from ..summary import memory_batches, memory_table, memory_totals
 from ..trace import Trace
 from .colors import MEMORY_COLORS, OUTLINE, device_color
 from .style import backend_note, device_name, styled
@@ -35,7 +40,11 @@ MORE_WORDS = {  # why device 0 holds more of a kind every device has
     "backward buffers": "backward buffers (the whole output gradient)",
 }
 NAMED_SLOTS = 16  # up to this many bars the axis says "GPU 3"; past it, just "3"
-TEXT_SLOTS = 40  # totals are written above the bars up to this many bars
+# Writing the totals: the plot's width is the page's, so assume a narrow one (a 1,000 px chart less its
+# legend); a wider page only adds room. Digits at LEVEL_FONT are about CHAR_PX wide.
+PLOT_PX = 700
+LEVEL_FONT, ROTATED_FONT, CHAR_PX = 13, 11, 8
+ROTATED_PX = 10  # an upright number at ROTATED_FONT: its digits' height and a gap
 
 
 def _check_memory_batch(trace: Trace, batch: int | None) -> int:
@@ -68,75 +77,137 @@ def prepare_memory(trace: Trace, batch: int | None = None) -> pd.DataFrame:
     return table[["batch", "phase", "step_index", "device", "category", "bytes", "total"]]
 
 
-def _byte_ticks(top: float) -> tuple[list[float], list[str]]:
-    """About five round ticks from 0 to `top` bytes, labelled in one binary unit."""
-    unit, name = 1, "B"
-    for bigger, bigger_name in ((1024, "KiB"), (1024**2, "MiB"), (1024**3, "GiB")):
+@dataclass(frozen=True)
+class ByteUnit:
+    """The one unit a memory figure writes every amount in: ticks, totals, hovers and caption."""
+
+    name: str  # "B", "KiB", "MiB" or "GiB"
+    size: int  # bytes in one unit
+    decimals: int  # enough for three significant digits at the figure's largest amount
+
+    def number(self, n: float) -> str:
+        """`n` bytes as a number in this unit, without the unit: "0.63"; "<0.01" for a sliver."""
+        value = n / self.size
+        text = f"{value:,.{self.decimals}f}"
+        if n and float(text.replace(",", "")) == 0:
+            return "<" + f"{10 ** -self.decimals:.{self.decimals}f}"
+        return text
+
+    def amount(self, n: float) -> str:
+        """`n` bytes with this unit: "0.63 KiB"."""
+        return f"{self.number(n)} {self.name}"
+
+
+def byte_unit(top: float) -> ByteUnit:
+    """The largest binary unit `top` bytes fill at least once, so the tallest bar reads 1 to 1,023."""
+    name, size = "B", 1
+    for bigger_name, bigger in (("KiB", 1024), ("MiB", 1024**2), ("GiB", 1024**3)):
         if top >= bigger:
-            unit, name = bigger, bigger_name
-    raw = max(top / unit / 5, 1e-9)
+            name, size = bigger_name, bigger
+    value = top / size
+    decimals = 0 if size == 1 or value >= 100 else 1 if value >= 10 else 2
+    return ByteUnit(name, size, decimals)
+
+
+def _byte_ticks(top: float, unit: ByteUnit) -> tuple[list[float], list[str]]:
+    """About five round ticks from 0 to `top` bytes, as numbers in `unit` (the axis title names it)."""
+    raw = max(top / unit.size / 5, 1e-9)
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    if name == "B":
+    if unit.size == 1:
         step = max(1, round(step))
-    ticks = [k * step for k in range(int(top / unit / step) + 2)]
-    return [t * unit for t in ticks], [f"{t:,g} {name}" for t in ticks]
+    ticks = [k * step for k in range(int(top / unit.size / step) + 2)]
+    return [t * unit.size for t in ticks], [f"{t:,g}" for t in ticks]
 
 
-def plot_memory(table: pd.DataFrame, *, kind: str, title: str, notes: list[str], why: str | None) -> go.Figure:
-    """Bars grouped by phase, one per device: stacked by category (computed) or one value (measured)."""
+def total_labels(slots: pd.DataFrame, unit: ByteUnit, plot_px: float = PLOT_PX) -> tuple[list[str], int]:
+    """The total written on each bar of `slots` and the angle to write it at, from the width a bar gets.
+
+    Level while the widest number fits beside its neighbours, turned upright while a line of text does;
+    past that, only device 0's bar in each phase (the one the figure is about) is written, every bar
+    keeping its total in the hover. An empty bar gets no number: there is nothing to stand it on."""
+    numbers = [unit.number(n) if n else "" for n in slots["total"]]
+    slot_px = plot_px / max(1, len(slots))
+    widest = max((len(t) for t in numbers), default=0) * CHAR_PX
+    if widest + 4 <= slot_px:
+        return numbers, 0
+    if ROTATED_PX <= slot_px:
+        return numbers, -90
+    first = int(slots["device"].min())
+    return [t if d == first else "" for t, d in zip(numbers, slots["device"])], -90
+
+
+def _top_segments(table: pd.DataFrame) -> pd.Series:
+    """Per (step_index, device), the category drawn highest in the stack: where its total is written."""
+    filled = table[table["bytes"] > 0]
+    return filled.groupby(["step_index", "device"])["category"].last()
+
+
+def plot_memory(table: pd.DataFrame, *, kind: str, title: str, notes: list[str], why: str | None,
+                unit: ByteUnit) -> go.Figure:
+    """Bars grouped by phase, one per device: stacked by category (computed) or one value (measured),
+    each bar's total written on top of it in `unit` (see total_labels) and in every hover."""
     slots = table.drop_duplicates(["step_index", "device"])
     devices = sorted(slots["device"].unique())
     named = len(slots) <= NAMED_SLOTS
     tick = {d: device_name(d) if named else str(d) for d in devices}
+    labels, angle = total_labels(slots, unit)
+    label_of = dict(zip(zip(slots["step_index"], slots["device"]), labels))
+    top_of = _top_segments(table)
 
     def x_of(part: pd.DataFrame) -> list[list[str]]:
         return [list(part["phase"]), [tick[d] for d in part["device"]]]
 
+    def bar(part: pd.DataFrame, **style) -> go.Bar:
+        # Only the top segment of a stack carries the total: plotly writes "outside" text on the outermost bar.
+        keys = list(zip(part["step_index"], part["device"]))
+        text = [label_of[k] if top_of.get(k) == c else "" for k, c in zip(keys, part["category"])]
+        return go.Bar(
+            x=x_of(part), y=part["bytes"].to_numpy(), text=text, textposition="outside", textangle=angle,
+            constraintext="none", cliponaxis=False, outsidetextfont=dict(size=ROTATED_FONT if angle else LEVEL_FONT),
+            customdata=np.column_stack([[device_name(d) for d in part["device"]], part["phase"],
+                                        [unit.amount(b) for b in part["bytes"]], [unit.amount(b) for b in part["total"]]]),
+            hovertemplate=hover, **style,
+        )
+
     fig = go.Figure()
-    hover = "%{customdata[0]} after %{customdata[1]}: %{customdata[2]}<extra>%{fullData.name}</extra>"
+    hover = "%{customdata[0]} after %{customdata[1]}: %{customdata[2]} of %{customdata[3]}<extra>%{fullData.name}</extra>"
     if kind == "measured":
         part = table[table["category"] == MEASURED]
-        fig.add_trace(go.Bar(
-            x=x_of(part), y=part["bytes"].to_numpy(), name="memory_allocated", showlegend=False,
-            marker=dict(color=[device_color(d) for d in part["device"]], line=dict(color=OUTLINE, width=0.6)),
-            customdata=np.column_stack([[device_name(d) for d in part["device"]], part["phase"],
-                                        [human_bytes(b) for b in part["bytes"]]]),
-            hovertemplate=hover,
-        ))
+        fig.add_trace(bar(part, name="memory_allocated", showlegend=False,
+                          marker=dict(color=[device_color(d) for d in part["device"]], line=dict(color=OUTLINE, width=0.6))))
     else:
         for category in STACK_ORDER:
             part = table[(table["category"] == category) & (table["bytes"] > 0)]
-            if part.empty:
-                continue
-            fig.add_trace(go.Bar(
-                x=x_of(part), y=part["bytes"].to_numpy(), name=category,
-                marker=dict(color=MEMORY_COLORS[category], line=dict(color=OUTLINE, width=0.6)),
-                customdata=np.column_stack([[device_name(d) for d in part["device"]], part["phase"],
-                                            [human_bytes(b) for b in part["bytes"]]]),
-                hovertemplate=hover,
-            ))
-    # The totals: written above each bar while they fit, and the hover of an empty bar.
+            if not part.empty:
+                fig.add_trace(bar(part, name=category,
+                                  marker=dict(color=MEMORY_COLORS[category], line=dict(color=OUTLINE, width=0.6))))
+    # Every bar's total, empty bars' too, in a hover at the bar's top.
     fig.add_trace(go.Scatter(
-        x=x_of(slots), y=slots["total"].to_numpy(), name="total", showlegend=False,
-        mode="text" if len(slots) <= TEXT_SLOTS else "markers",
-        text=[human_bytes(b) for b in slots["total"]], textposition="top center", textfont=dict(size=13),
+        x=x_of(slots), y=slots["total"].to_numpy(), name="total", showlegend=False, mode="markers",
         marker=dict(size=6, color="rgba(0,0,0,0)"),
         customdata=np.column_stack([[device_name(d) for d in slots["device"]], slots["phase"],
-                                    [human_bytes(b) + " in all" for b in slots["total"]]]),
-        hovertemplate=hover,
+                                    [unit.amount(b) + " in all" for b in slots["total"]]]),
+        hovertemplate="%{customdata[0]} after %{customdata[1]}: %{customdata[2]}<extra>total</extra>",
     ))
     top = float(slots["total"].max()) or 1.0
-    tickvals, ticktext = _byte_ticks(top * 1.12)
-    fig.update_yaxes(title_text="memory on the device", range=[0, top * 1.15], tickmode="array",
+    headroom = 1.28 if angle else 1.15  # an upright number needs more room above the tallest bar
+    tickvals, ticktext = _byte_ticks(top * (headroom - 0.03), unit)
+    fig.update_yaxes(title_text=f"memory on the device ({unit.name})", range=[0, top * headroom], tickmode="array",
                      tickvals=tickvals, ticktext=ticktext)
     fig.update_xaxes(title_text="after each phase: one bar per GPU" + ("" if named else " (0, 1, 2, …)"),
                      tickson="boundaries", showdividers=True, dividercolor="#BBBBBB", tickangle=0,
                      tickfont=dict(size=13 if len(slots) <= 64 else 10))
     fig.update_layout(barmode="stack", bargap=0.2, hovermode="closest")
+    if sum(map(bool, labels)) < int((slots["total"] > 0).sum()):
+        # On a line of its own: the subtitle is already as long as a narrow chart is wide.
+        notes = notes[:-1] + [f"{notes[-1]}<br>too many bars to write every total: "
+                              f"{device_name(int(slots['device'].min()))}'s are written, every bar's is in its hover"]
     if kind != "measured":  # the legend reads top to bottom like the stack
         fig.update_layout(legend=dict(traceorder="reversed", title=dict(text="kind of tensor")))
     styled(fig, title, notes, height=620 if why else 540)
+    if "<br>" in notes[-1]:  # room for the subtitle's second line, the plot keeping its height
+        fig.update_layout(height=fig.layout.height + 20, margin=dict(t=fig.layout.margin.t + 20))
     if why:  # a caption under the axis: over the bars it would hide one
         fig.add_annotation(text=why, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
                            yshift=-92, align="left", showarrow=False, font=dict(size=15))
@@ -144,7 +215,7 @@ def plot_memory(table: pd.DataFrame, *, kind: str, title: str, notes: list[str],
     return fig
 
 
-def _why(trace: Trace, table: pd.DataFrame) -> str | None:
+def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
     """Device 0's fullest moment of this batch against the largest other device then, and what it
     holds that the others don't (or holds more of) over the batch."""
     first = trace.lanes[0].id
@@ -154,8 +225,8 @@ def _why(trace: Trace, table: pd.DataFrame) -> str | None:
     moment = table[table["phase"] == at["phase"]]
     others = moment[moment["device"] != first].groupby("device")["total"].first()
     most, who, mine = int(others.max()), int(others.idxmax()), int(at["total"])
-    ratio = f"{mine / most:.1f}× the {human_bytes(most)} of {device_name(who)}" if most else f"{device_name(who)} holds nothing"
-    text = f"<b>After {at['phase']}, {device_name(first)} holds {human_bytes(mine)}: {ratio}.</b>"
+    ratio = f"{mine / most:.1f}× the {unit.amount(most)} of {device_name(who)}" if most else f"{device_name(who)} holds nothing"
+    text = f"<b>After {at['phase']}, {device_name(first)} holds {unit.amount(mine)}: {ratio}.</b>"
     if trace.memory_kind == "measured":
         return text + "<br>Measured: one total per device, not broken down by kind of tensor."
     peak = table[table["category"] != ""].groupby(["category", "device"])["bytes"].max().unstack(fill_value=0)
@@ -191,4 +262,5 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     sampled = memory_batches(trace)
     if len(sampled) > 1:
         notes.append(f"sampled: batches {' and '.join(f'{b:,}' for b in sampled)}")
-    return plot_memory(table, kind=kind, title=title, notes=notes, why=_why(trace, table))
+    unit = byte_unit(float(table["total"].max()))
+    return plot_memory(table, kind=kind, title=title, notes=notes, why=_why(trace, table, unit), unit=unit)

@@ -2,7 +2,9 @@
 
 Top: every dataset row at (row id, batch), coloured by the GPU that processed it; the shuffle shows as
 scatter, no shuffle as a staircase. Bottom: every batch laid out row by row, coloured by GPU; each
-GPU holds one contiguous slice of its batch. Past MAX_MARKS both panels are binned and say so.
+GPU holds one contiguous slice of its batch. The top panel's markers are sized from the width a dataset
+row gets, so they never overlap; when that would make them too small to see it is binned instead, and
+past MAX_MARKS so is the bottom panel. Each binned panel says so.
 """
 from __future__ import annotations
 
@@ -13,11 +15,17 @@ from plotly.subplots import make_subplots
 
 from ..trace import Trace
 from .bounds import MAX_MARKS
-from .colors import device_color, device_colorscale, device_symbol
+from .colors import TEXT, device_color, device_colorscale, device_symbol, text_color_on
 from .style import backend_note, device_name, plural, styled
 
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
 ROW_BINS, BATCH_BINS = 100, 40  # binned mode: 2 panels x 100 x 40 cells = 8,000 marks
+HEIGHT = 820
+# The plot's width is the page's: assume a narrow one (a 1,000 px chart less its margins and legend);
+# a wider page only adds room between markers. The top panel's height follows from HEIGHT.
+PLOT_PX, TOP_PANEL_PX = 760, 280
+MARKER_FILL = 0.85  # a marker's share of its row's width: the rest is the gap to its neighbours
+MIN_MARKER_PX, MAX_MARKER_PX = 3, 14  # smaller than MIN_MARKER_PX the colour is lost: bin instead
 
 
 def prepare_sample_map(trace: Trace) -> pd.DataFrame:
@@ -36,8 +44,25 @@ def prepare_sample_map(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame({"sample": sample, "batch": batch, "position": position, "device": device})
 
 
-def _exact(fig: go.Figure, table: pd.DataFrame, devices: int) -> None:
-    size = float(np.clip(900 / max(1, np.sqrt(len(table))) / 3, 4, 14))
+def marker_size(data_rows: int, batches: int, *, plot_px: float = PLOT_PX, panel_px: float = TOP_PANEL_PX) -> float:
+    """Side in pixels of a top-panel marker: one dataset row's share of the width (or one batch's of
+    the height, if less), less a gap, so neighbouring markers never overlap; at most MAX_MARKER_PX."""
+    pitch = min(plot_px / max(1, data_rows), panel_px / max(1, batches))
+    return float(min(MAX_MARKER_PX, pitch * MARKER_FILL))
+
+
+def top_is_exact(table: pd.DataFrame, data_size: int) -> bool:
+    """A marker per dataset row while markers stay big enough to see without overlapping, and the
+    whole map stays under MAX_MARKS; otherwise the top panel is binned."""
+    if table.empty:
+        return True
+    batches = int(table["batch"].max()) + 1
+    rows = max(data_size, int(table["sample"].max()) + 1)
+    return marker_size(rows, batches) >= MIN_MARKER_PX and exact_marks(table) <= MAX_MARKS
+
+
+def _exact_top(fig: go.Figure, table: pd.DataFrame, devices: int, data_rows: int) -> int:
+    size = marker_size(data_rows, int(table["batch"].max()) + 1)
     for d in range(devices):
         part = table[table["device"] == d]
         fig.add_trace(go.Scatter(
@@ -46,18 +71,35 @@ def _exact(fig: go.Figure, table: pd.DataFrame, devices: int) -> None:
             customdata=part["position"].to_numpy(),
             hovertemplate=f"dataset row %{{x}} → batch %{{y}}, row %{{customdata}} of the batch → {device_name(d)}<extra></extra>",
         ), row=1, col=1)
+    # No padding: the width is split evenly between the dataset's rows, as marker_size assumed.
+    fig.update_xaxes(range=[-0.5, data_rows - 0.5], row=1, col=1)
+    return len(table)
+
+
+def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int) -> None:
     width = int(table["position"].max()) + 1
     batches = int(table["batch"].max()) + 1
     grid = np.full((batches, width), np.nan)
     ids = np.full((batches, width), -1, dtype=np.int64)
     grid[table["batch"], table["position"]] = table["device"]
     ids[table["batch"], table["position"]] = table["sample"]
-    text = np.where(ids >= 0, ids.astype(str), "") if batches * width <= TEXT_CELLS else None
     fig.add_trace(go.Heatmap(
         z=grid, colorscale=device_colorscale(devices), zmin=-1.5, zmax=devices - 0.5, showscale=False,
-        xgap=1, ygap=2, hoverongaps=False, customdata=ids, text=text, texttemplate="%{text}" if text is not None else None,
-        textfont=dict(size=11),
+        xgap=1, ygap=2, hoverongaps=False, customdata=ids,
         hovertemplate="batch %{y}, row %{x} of the batch: dataset row %{customdata} → GPU %{z}<extra></extra>",
+    ), row=2, col=1)
+    if batches * width <= TEXT_CELLS:
+        _cell_ids(fig, table)
+    fig.update_xaxes(range=[-0.5, width - 0.5], row=2, col=1)  # the cells, without a text trace's padding
+
+
+def _cell_ids(fig: go.Figure, table: pd.DataFrame) -> None:
+    """The dataset row ids written into the cells, each dark or white for contrast with its GPU's
+    colour (a heatmap's text has one colour for all cells; a text trace has one per cell)."""
+    fig.add_trace(go.Scatter(
+        x=table["position"].to_numpy(), y=table["batch"].to_numpy(), mode="text", text=table["sample"].astype(str),
+        textfont=dict(size=11, color=[text_color_on(device_color(d)) if d >= 0 else TEXT for d in table["device"]]),
+        hoverinfo="skip", showlegend=False, name="dataset row ids",
     ), row=2, col=1)
 
 
@@ -65,20 +107,32 @@ def _edges(count: int, bins: int) -> np.ndarray:
     return np.unique(np.linspace(0, count, min(bins, count) + 1).round().astype(np.int64))
 
 
-def _binned(fig: go.Figure, table: pd.DataFrame, devices: int, data_size: int, batches: int) -> tuple[int, int]:
-    row_edges = _edges(max(data_size, int(table["sample"].max()) + 1), ROW_BINS)
+def _batch_edges(batches: int) -> np.ndarray:
     # The last batch gets a bin of its own: it is the one whose split differs.
-    batch_edges = np.append(_edges(batches - 1, BATCH_BINS - 1), batches) if batches > 1 else _edges(batches, 1)
+    return np.append(_edges(batches - 1, BATCH_BINS - 1), batches) if batches > 1 else _edges(batches, 1)
+
+
+def _batch_labels(batch_edges: np.ndarray) -> list[str]:
+    return [f"{a:,}-{b - 1:,}" if b - a > 1 else f"{a:,}" for a, b in zip(batch_edges[:-1], batch_edges[1:])]
+
+
+def _binned_top(fig: go.Figure, table: pd.DataFrame, data_rows: int, batches: int) -> tuple[int, int]:
+    row_edges = _edges(data_rows, ROW_BINS)
+    batch_edges = _batch_edges(batches)
     counts, _, _ = np.histogram2d(table["batch"], table["sample"], bins=[batch_edges, row_edges])
-    batch_labels = [f"{a:,}-{b - 1:,}" if b - a > 1 else f"{a:,}" for a, b in zip(batch_edges[:-1], batch_edges[1:])]
     row_mid = (row_edges[:-1] + row_edges[1:]) / 2
     fig.add_trace(go.Heatmap(
-        z=counts, x=row_mid, y=batch_labels, colorscale="Cividis",
+        z=counts, x=row_mid, y=_batch_labels(batch_edges), colorscale="Cividis",
         colorbar=dict(title="rows", len=0.4, y=1.0, yanchor="top", x=1.01, thickness=14),
         hovertemplate="dataset rows near %{x:,.0f}, batches %{y}: %{z:,} rows<extra></extra>",
     ), row=1, col=1)
-    # Bottom: each batch bin drawn as its first batch, cut into position bins, coloured by the GPU
-    # that holds the middle row of each bin.
+    return len(row_edges) - 1, len(batch_edges) - 1
+
+
+def _binned_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, batches: int) -> None:
+    # Each batch bin drawn as its first batch, cut into position bins, coloured by the GPU that holds
+    # the middle row of each bin.
+    batch_edges = _batch_edges(batches)
     width = int(table["position"].max()) + 1
     pos_edges = _edges(width, ROW_BINS)
     pos_mid = ((pos_edges[:-1] + pos_edges[1:]) // 2).astype(np.int64)
@@ -88,14 +142,17 @@ def _binned(fig: go.Figure, table: pd.DataFrame, devices: int, data_size: int, b
         keys = pd.MultiIndex.from_arrays([np.full(len(pos_mid), first), pos_mid])
         grid[i] = by_slot.reindex(keys).to_numpy(dtype=float)
     fig.add_trace(go.Heatmap(
-        z=grid, x=pos_mid, y=batch_labels, colorscale=device_colorscale(devices), zmin=-1.5,
+        z=grid, x=pos_mid, y=_batch_labels(batch_edges), colorscale=device_colorscale(devices), zmin=-1.5,
         zmax=devices - 0.5, showscale=False, hoverongaps=False,
         hovertemplate="batches %{y}, rows near %{x:,} of the batch → GPU %{z}<extra></extra>",
     ), row=2, col=1)
-    for d in range(devices):  # legend entries for the device colours of the bottom panel
+
+
+def _device_legend(fig: go.Figure, devices: int) -> None:
+    """Legend entries for the device colours when no top-panel marker carries them."""
+    for d in range(devices):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=device_name(d),
                                  marker=dict(color=device_color(d), symbol=device_symbol(d), size=12)), row=2, col=1)
-    return len(row_edges) - 1, len(batch_edges) - 1
 
 
 def exact_marks(table: pd.DataFrame) -> int:
@@ -105,23 +162,43 @@ def exact_marks(table: pd.DataFrame) -> int:
     return len(table) + (int(table["batch"].max()) + 1) * (int(table["position"].max()) + 1)
 
 
+def _cells(table: pd.DataFrame) -> int:
+    return (int(table["batch"].max()) + 1) * (int(table["position"].max()) + 1)
+
+
 def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batches: int,
                     title: str, notes: list[str]) -> go.Figure:
-    """Two panels: dataset row -> batch (coloured by GPU), and each batch's rows coloured by GPU."""
-    exact = exact_marks(table) <= MAX_MARKS
-    top = "Where each dataset row went (colour: GPU)" if exact else "Where the dataset rows went (binned counts)"
-    bottom = "Inside each batch: one contiguous slice per GPU" + (" (numbers: dataset rows)" if exact and batches * (int(table["position"].max()) + 1) <= TEXT_CELLS else "")
+    """Two panels: dataset row -> batch (coloured by GPU), and each batch's rows coloured by GPU.
+
+    Each panel is exact or binned on its own: the top one bins as soon as its markers would be too
+    small to tell apart without overlapping; the bottom one only past MAX_MARKS."""
+    data_rows = max(data_size, int(table["sample"].max()) + 1)
+    top_exact = top_is_exact(table, data_size)
+    # Binned, the top panel's cells and a legend entry per device (no marker carries the colours).
+    top_marks = len(table) if top_exact else min(ROW_BINS, data_rows) * min(BATCH_BINS, batches) + devices
+    bottom_exact = top_marks + _cells(table) <= MAX_MARKS
+    with_ids = bottom_exact and _cells(table) <= TEXT_CELLS
+    top = "Where each dataset row went (colour: GPU)" if top_exact else "Where the dataset rows went (binned counts)"
+    bottom = "Inside each batch: one contiguous slice per GPU" + (" (numbers: dataset rows)" if with_ids else "")
     fig = make_subplots(rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=0.14, subplot_titles=(top, bottom))
-    if exact:
-        _exact(fig, table, devices)
+    if top_exact:
+        _exact_top(fig, table, devices, data_rows)
         fig.update_xaxes(title_text="dataset row (index into the dataset)", row=1, col=1)
+    else:
+        row_bins, batch_bins = _binned_top(fig, table, data_rows, batches)
+        why = "more rows than fit side by side" if exact_marks(table) <= MAX_MARKS else f"over {MAX_MARKS:,} marks"
+        notes = notes + [f"top panel binned ({why}): {row_bins} × {batch_bins} cells, {plural(len(table), 'row')} in all"]
+        fig.update_xaxes(title_text=f"dataset row (binned into {row_bins} ranges)", row=1, col=1)
+    if bottom_exact:
+        _exact_bottom(fig, table, devices)
         fig.update_xaxes(title_text="row within the batch (as DataParallel splits it)", row=2, col=1)
     else:
-        row_bins, batch_bins = _binned(fig, table, devices, data_size, batches)
-        notes = notes + [f"binned: {row_bins} × {batch_bins} cells per panel, {plural(len(table), 'row')} in all"]
-        fig.update_xaxes(title_text=f"dataset row (binned into {row_bins} ranges)", row=1, col=1)
+        _binned_bottom(fig, table, devices, batches)
+        notes = notes + ["bottom panel binned too"]
         fig.update_xaxes(title_text="row within the batch (binned; colour: GPU holding the bin's middle row)", row=2, col=1)
-    for row in (1, 2):
+    if not top_exact:
+        _device_legend(fig, devices)
+    for row, exact in ((1, top_exact), (2, bottom_exact)):
         if exact:
             # Whole batch numbers only, one tick per batch up to ~12 ticks, and no padding beyond them.
             fig.update_yaxes(title_text="batch", range=[batches - 0.5, -0.5], tickmode="linear", tick0=0,
@@ -129,8 +206,8 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
         else:  # bin labels like "0-25" would otherwise be read as dates
             fig.update_yaxes(title_text="batches (binned)", autorange="reversed", type="category", row=row, col=1)
     # The legend sits beside the bottom panel so the top panel's colour bar has room.
-    fig.update_layout(legend=dict(itemsizing="constant", y=0.45 if not exact else 1.0, yanchor="top"))
-    return styled(fig, title, notes, height=820)
+    fig.update_layout(legend=dict(itemsizing="constant", y=0.45 if not top_exact else 1.0, yanchor="top"))
+    return styled(fig, title, notes, height=HEIGHT)
 
 
 def sample_map_figure(trace: Trace) -> go.Figure:

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 from ..summary import batch_split, chunks_per_batch
 from ..trace import Trace
 from .bounds import MAX_MARKS, batch_label, split_runs
-from .colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern
+from .colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on
 from .style import backend_note, device_name, plural, rows_text, styled
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
@@ -63,6 +63,8 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
                 marker=dict(color=device_color(device), line=dict(color=OUTLINE, width=0.6),
                             pattern=dict(shape=device_pattern(device), fgcolor="white")),
                 text=part["rows"] if show_text else None, textposition="inside", insidetextanchor="middle", textangle=0,
+                # Set per device: left to the renderer or a theme, white can land on GPU 6's yellow.
+                insidetextfont=dict(color=text_color_on(device_color(device))),
                 customdata=np.column_stack([hover, [rows_text(f, r) for f, r in zip(part["first_row"], part["rows"])]])
                 if len(part) else None,
                 hovertemplate=f"{device_name(device)}<br>%{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>",
@@ -82,7 +84,7 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
             colorscale=device_colorscale(devices), zmin=-1.5, zmax=devices - 0.5, showscale=False,
             xgap=2, ygap=2,
             text=np.where(used, "", "idle") if show_text else None, texttemplate="%{text}" if show_text else None,
-            textfont=dict(size=13),
+            textfont=dict(size=13, color=text_color_on(IDLE_GREY)),  # only idle cells have text
             customdata=np.where(used, "got rows", "idle: no rows"),
             hovertemplate="%{y}, %{x}: %{customdata}<extra></extra>",
         ),

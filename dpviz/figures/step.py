@@ -19,6 +19,16 @@ from ..summary import device_list
 from .style import backend_note, device_name, plural, rows_text, styled
 
 FRAME_MS = 700  # long enough to read each frame's title while playing
+# Pixel rows under the plot, top to bottom: tick labels and axis title, play/pause, the slider (its
+# current value, the rail, the batch labels). The figure's height is fixed, so pixels are known.
+HEIGHT, MARGIN_BOTTOM = 645, 235  # 310 px of plot, as before the controls were stacked
+# Tick labels turn upright when the chart is too narrow for them level ("GPU 15": about 57 px), and
+# the axis title moves down under them: room for that at any width. Measured in headless Chromium.
+AXIS_PX = 106
+BUTTONS_PX = 36  # a row of buttons at the house font size (33 px measured)
+GAP_PX = 10
+CURRENT_OFFSET_PX = 8  # between the slider's current value and its rail
+SLIDER_PX = 80  # current value, rail, batch labels (74 px measured)
 
 
 def prepare_steps(trace: Trace) -> pd.DataFrame:
@@ -75,18 +85,35 @@ def plot_steps(table: pd.DataFrame, *, devices: int, total_batches: int, notes: 
     play = dict(frame=dict(duration=FRAME_MS, redraw=True), transition=dict(duration=250), fromcurrent=True, mode="immediate")
     still = dict(frame=dict(duration=0, redraw=True), transition=dict(duration=0), mode="immediate")
     fig.update_layout(
-        updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.16, xanchor="left", yanchor="top", showactive=False,
+        updatemenus=[dict(type="buttons", direction="left", x=0, xanchor="left", yanchor="top", showactive=False,
+                          pad=dict(t=0, b=0, l=0, r=0),
                           buttons=[dict(label="▶ play", method="animate", args=[None, play]),
                                    dict(label="❚❚ pause", method="animate", args=[[None], still])])],
-        sliders=[dict(active=0, x=0.18, len=0.82, y=-0.1, yanchor="top", currentvalue=dict(prefix="batch "),
+        sliders=[dict(active=0, x=0, len=1, xanchor="left", yanchor="top", pad=dict(t=0, b=0, l=0, r=0),
+                      currentvalue=dict(prefix="batch ", offset=CURRENT_OFFSET_PX),
                       steps=[dict(label=f.name, method="animate", args=[[f.name], still]) for f in frames])],
     )
     fig.update_yaxes(title_text="rows of the batch on this GPU", range=[0, top], dtick=max(1, math.ceil(top / 6)))
     fig.update_xaxes(title_text="device", type="category", categoryorder="array",
                      categoryarray=[device_name(d) for d in range(devices)])
     fig.update_layout(font_color=TEXT)
-    styled(fig, _story(parts[0], total_batches, devices), notes, height=560)
-    fig.update_layout(margin=dict(b=150))
+    styled(fig, _story(parts[0], total_batches, devices), notes, height=HEIGHT)
+    fig.update_layout(margin=dict(b=MARGIN_BOTTOM))
+    return _place_controls(fig)
+
+
+def _place_controls(fig: go.Figure) -> go.Figure:
+    """Stack the controls under the axis: the play/pause row, then the slider (its current value on top).
+
+    Side by side, the buttons covered the slider's current value whenever the chart was narrow, and the
+    width is the page's; the height is fixed, so rows placed in pixels below the plot never meet."""
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+
+    def below(px: float) -> float:  # paper y of a point `px` pixels under the plot's bottom edge
+        return -px / plot_px
+
+    fig.layout.updatemenus[0].y = below(AXIS_PX)
+    fig.layout.sliders[0].y = below(AXIS_PX + BUTTONS_PX + GAP_PX)
     return fig
 
 

@@ -6,6 +6,10 @@ colour; a device with no replica in a batch shows a grey idle band over that bat
 each replica's backward (thick, hatched, in the device's colour) and, on their own lanes, the loss, the
 sum of the replicas' gradients and the SGD step (medium bars, each phase its own hatch). Past
 MAX_MARKS the figure shows a window of consecutive batches and says so in its title.
+
+A forward on 8 GPUs lasts a few tenths of a percent of the run, under a pixel, so no bar is drawn
+shorter than MIN_SHARE of the window (the hover keeps the measured times and the note says so). The
+legend has one entry per phase, in rows above the lanes: the lane names the device.
 """
 from __future__ import annotations
 
@@ -28,6 +32,19 @@ ONE_LANE_PHASES = {
 }
 BACKWARD_HATCH = "x"
 TIMELINE_COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row"]
+# Legend entries: one per phase, short enough that five fit on a row; hovers keep the longer words.
+LEGEND_NAMES = {
+    "idle": "idle (no rows)", "forward": "forward", "backward": "backward (×)", "loss": "loss (MSE)",
+    "reduce": "sum of grads", "step": "SGD step", "scatter": "scatter", "replicate": "replicate", "gather": "gather",
+}
+LEGEND_COLUMNS = 5
+# The shortest drawn span, as a share of the window's time: about 4 px on an 800 px wide plot.
+MIN_SHARE = 1 / 200
+# Vertical layout in pixels: title and a two-line subtitle, then the legend's rows, then the lanes.
+TITLE_PX, TITLE_Y_PX = 112, 38
+LEGEND_ROW_PX, LEGEND_GAP_PX = 28, 6
+LANE_BASE_PX, LANE_PX = 100, 34
+BOTTOM_PX, NOTE_PX = 60, 60
 PHASE_WORDS = {
     "scatter": "scatter: chunk copied to this device",
     "replicate": "replicate: model copied to this device",
@@ -72,62 +89,87 @@ def prepare_timeline(trace: Trace, first_batch: int, last_batch: int) -> pd.Data
     return table
 
 
-def _bar(part: pd.DataFrame, *, name: str, color: str | list[str], width: float, hover: str,
+def min_width_ms(table: pd.DataFrame) -> float:
+    """The narrowest a bar is drawn: MIN_SHARE of the time the window spans (0 for an empty table)."""
+    if table.empty:
+        return 0.0
+    return MIN_SHARE * float(table["end_ms"].max() - table["start_ms"].min())
+
+
+def _bar(part: pd.DataFrame, *, name: str, color: str | list[str], width: float, hover: str, min_ms: float,
          pattern: str | list[str] = "", legendgroup: str | None = None) -> go.Bar:
     duration = (part["end_ms"] - part["start_ms"]).to_numpy()
+    # A span shorter than min_ms is drawn min_ms long from its true start; the hover keeps its measured duration.
+    drawn = np.maximum(duration, min_ms)
     customdata = np.column_stack([part["batch"], part["rows"], part["first_row"], part["start_ms"], duration])
     return go.Bar(
-        orientation="h", y=part["device"].to_numpy(), x=duration, base=part["start_ms"].to_numpy(),
+        orientation="h", y=part["device"].to_numpy(), x=drawn, base=part["start_ms"].to_numpy(),
         width=width, name=name, legendgroup=legendgroup or name,
         marker=dict(color=color, line=dict(color=OUTLINE, width=0.3), pattern=dict(shape=pattern, fgcolor="white")),
         customdata=customdata, hovertemplate=hover + "<extra></extra>",
     )
 
 
+def _by_device(part: pd.DataFrame) -> dict:
+    """Per-bar colour and hatch of the device each bar sits on: one trace can hold every device's bars."""
+    return dict(color=[device_color(d) for d in part["device"]], pattern=[device_pattern(d) for d in part["device"]])
+
+
 def plot_timeline(table: pd.DataFrame, *, devices: int, title: str, notes: list[str]) -> go.Figure:
     """Horizontal bars on one lane per device: thick forwards (solid) and backwards (hatched), medium
-    loss, sum and step, thin host phases, grey idle bands."""
+    loss, sum and step, thin host phases, grey idle bands. One legend entry per phase: the lane and the
+    colour both say which device, so the legend stays a row or two above the lanes at any device count."""
     fig = go.Figure()
+    min_ms = min_width_ms(table)
     when = "<br>batch %{customdata[0]:,}<br>start %{customdata[3]:.3f} ms, took %{customdata[4]:.3f} ms"
     idle = table[table["phase"] == "idle"]
     if len(idle):
-        fig.add_trace(_bar(idle, name="idle (no rows)", color=with_alpha(IDLE_GREY, 0.6), width=0.8,
-                           hover="%{y}: idle, no rows of this batch" + when))
-    for device in range(devices):
-        part = table[(table["phase"] == "forward") & (table["device"] == device)]
-        if len(part):
-            fig.add_trace(_bar(
-                part, name=f"{device_name(device)} forward", color=device_color(device), width=0.8,
-                pattern=device_pattern(device),
-                hover=f"{device_name(device)} forward: rows %{{customdata[2]}} + %{{customdata[1]}}" + when,
-            ))
+        fig.add_trace(_bar(idle, name=LEGEND_NAMES["idle"], color=with_alpha(IDLE_GREY, 0.6), width=0.8, min_ms=min_ms,
+                           hover="GPU %{y}: idle, no rows of this batch" + when))
+    forward = table[table["phase"] == "forward"]
+    if len(forward):
+        fig.add_trace(_bar(forward, name=LEGEND_NAMES["forward"], width=0.8, min_ms=min_ms, **_by_device(forward),
+                           hover="GPU %{y} forward: rows %{customdata[2]} + %{customdata[1]}" + when))
     back = table[table["phase"] == "backward"]
-    if len(back):  # one trace for every device: the lane and the colour say which
+    if len(back):  # every device's backward has the same hatch over its own colour
         fig.add_trace(_bar(
-            back, name="backward (hatched ×): each replica, on its GPU", width=0.8,
+            back, name=LEGEND_NAMES["backward"], width=0.8, min_ms=min_ms,
             color=[device_color(d) for d in back["device"]], pattern=BACKWARD_HATCH,
             hover="GPU %{y} backward: gradient of rows %{customdata[2]} + %{customdata[1]}" + when,
         ))
     for phase, (hatch, words) in ONE_LANE_PHASES.items():
         part = table[table["phase"] == phase]
         if len(part):
-            fig.add_trace(_bar(part, name=words, color=[device_color(d) for d in part["device"]], width=0.55,
-                               pattern=hatch, hover="GPU %{y} " + words + when))
-    for phase in DRAWN_HOST_PHASES:
+            fig.add_trace(_bar(part, name=LEGEND_NAMES[phase], color=[device_color(d) for d in part["device"]],
+                               width=0.55, min_ms=min_ms, pattern=hatch, hover="GPU %{y} " + words + when))
+    for phase in DRAWN_HOST_PHASES:  # drawn last: a widened span under them never hides them
         part = table[table["phase"] == phase]
         if len(part):
-            fig.add_trace(_bar(part, name=phase, color=PHASE_COLORS[phase], width=0.35,
-                               hover="%{y}: " + PHASE_WORDS[phase] + when))
+            fig.add_trace(_bar(part, name=LEGEND_NAMES[phase], color=PHASE_COLORS[phase], width=0.35, min_ms=min_ms,
+                               hover="GPU %{y}: " + PHASE_WORDS[phase] + when))
     fig.update_layout(barmode="overlay", bargap=0.1, dragmode="zoom", hovermode="closest")
     fig.update_yaxes(  # GPU 0 on top; a fixed range keeps every lane even when zooming in time
         title_text="device", autorange=False, range=[devices - 0.5, -0.5], tickmode="array",
         tickvals=list(range(devices)), ticktext=[device_name(d) for d in range(devices)],
     )
     fig.update_xaxes(title_text="time since the run began (ms, measured; drag to zoom, double-click to reset)")
-    height = 260 + 34 * devices
-    if len(back):  # training adds four legend entries: keep the whole legend in view
-        height = max(height, 250 + 31 * len(fig.data))
-    return styled(fig, title, notes, height=height)
+    rows = legend_rows(len(fig.data))
+    top = TITLE_PX + rows * LEGEND_ROW_PX + LEGEND_GAP_PX
+    plot_px = LANE_BASE_PX + LANE_PX * devices
+    styled(fig, title, notes, height=top + plot_px + BOTTOM_PX)
+    fig.update_layout(
+        margin=dict(t=top, b=BOTTOM_PX),
+        title=dict(y=1 - TITLE_Y_PX / fig.layout.height, yanchor="middle"),
+        # A row of entries between the subtitle and the lanes, five to a row, so the row count is known.
+        legend=dict(orientation="h", x=0, xanchor="left", y=1 + LEGEND_GAP_PX / plot_px, yanchor="bottom",
+                    entrywidth=1 / LEGEND_COLUMNS, entrywidthmode="fraction", traceorder="normal"),
+    )
+    return fig
+
+
+def legend_rows(entries: int) -> int:
+    """Rows the horizontal legend takes: LEGEND_COLUMNS entries to a row."""
+    return max(1, -(-entries // LEGEND_COLUMNS))
 
 
 def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = None) -> go.Figure:
@@ -148,9 +190,14 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
     training = bool((table["phase"] == "backward").any())
     bars = ("solid: forward · hatched: backward · thin: host phases" if training
             else "thick: forward on the device · thin: host phases that move data to or from it")
-    notes = [backend_note(trace), bars]
+    second_line = []
+    min_ms = min_width_ms(table)
+    if ((table["end_ms"] - table["start_ms"]) < min_ms).any():
+        second_line.append(f"spans shorter than {min_ms:.3g} ms (1/{round(1 / MIN_SHARE)} of this window) "
+                           "are drawn that long so they show; the hover gives the measured time")
     if shown < total:
-        notes.append(f"at most {limit:,} batches per window ({MAX_MARKS:,} marks); choose first_batch to move it")
+        second_line.append(f"at most {limit:,} batches per window ({MAX_MARKS:,} marks); choose first_batch to move it")
+    notes = [backend_note(trace), bars + ("<br>" + " · ".join(second_line) if second_line else "")]
     fig = plot_timeline(table, devices=len(trace.lanes), title=title, notes=notes)
     if training and trace.simulated and len(trace.lanes) > 1:
         fig.add_annotation(
@@ -159,5 +206,6 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
             x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top", yshift=-62, showarrow=False,
             align="left", font=dict(size=14, color="#555555"),
         )
-        fig.update_layout(margin=dict(b=120))
+        # Taller by the note's height, so the lanes keep theirs and the legend its place above them.
+        fig.update_layout(height=fig.layout.height + NOTE_PX, margin=dict(b=BOTTOM_PX + NOTE_PX))
     return fig
