@@ -165,14 +165,8 @@ def _number(value: Any, where: str) -> float:
 
 def _outcome(data: dict[str, Any]) -> dict[str, Any]:
     """The fields schema version 2 added: arguments, failure, warnings and facts."""
-    if _typed(data["argument_fields"], list, "argument_fields") != ARGUMENT_FIELDS:
-        raise TraceError(f"argument_fields should be {ARGUMENT_FIELDS}, got {data['argument_fields']}.")
     arguments = []
-    for raw in _typed(data["arguments"], list, "arguments"):
-        _typed(raw, list, "argument")
-        if len(raw) != len(ARGUMENT_FIELDS):
-            raise TraceError(f"an argument has {len(raw)} values; arguments have {len(ARGUMENT_FIELDS)}.")
-        batch, replica, lane, path, kind, shape, mode = raw
+    for batch, replica, lane, path, kind, shape, mode in _rows(data, "arguments", "argument_fields", ARGUMENT_FIELDS, "an argument"):
         for value, typ, name in ((batch, int, "batch"), (replica, int, "replica"), (lane, int, "lane")):
             _typed(value, typ, f"argument {name}")
         if mode not in ARGUMENT_MODES:
@@ -212,15 +206,21 @@ def _facts(facts: Any) -> dict[str, Any]:
     return facts
 
 
+def _rows(data: dict[str, Any], key: str, fields_key: str, fields: list[str], what: str) -> list[list]:
+    """The rows stored under `key`, each a list of len(fields) values, the fields named under `fields_key`."""
+    if _typed(data[fields_key], list, fields_key) != fields:
+        raise TraceError(f"{fields_key} should be {fields}, got {data[fields_key]}.")
+    rows = _typed(data[key], list, key)
+    for raw in rows:
+        _typed(raw, list, what)
+        if len(raw) != len(fields):
+            raise TraceError(f"{what} has {len(raw)} values; there should be {len(fields)}.")
+    return rows
+
+
 def _memory(data: dict[str, Any]) -> list[MemorySample]:
-    if _typed(data["memory_fields"], list, "memory_fields") != MEMORY_FIELDS:
-        raise TraceError(f"memory_fields should be {MEMORY_FIELDS}, got {data['memory_fields']}.")
     samples = []
-    for raw in _typed(data["memory"], list, "memory"):
-        _typed(raw, list, "memory sample")
-        if len(raw) != len(MEMORY_FIELDS):
-            raise TraceError(f"a memory sample has {len(raw)} values; samples have {len(MEMORY_FIELDS)}.")
-        batch, phase, lane, category, size = raw
+    for batch, phase, lane, category, size in _rows(data, "memory", "memory_fields", MEMORY_FIELDS, "a memory sample"):
         for value, kind, name in ((batch, int, "batch"), (phase, str, "phase"), (lane, int, "lane"),
                                   (category, str, "category"), (size, int, "bytes")):
             _typed(value, kind, f"memory sample {name}")
