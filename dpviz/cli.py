@@ -51,6 +51,7 @@ def _limits(name: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m dpviz",
+        allow_abbrev=False,  # --gpu must not pass for --gpus: a preset is overridden only by options named in full
         description="Run PyTorch's DataParallel tutorial (nn.Linear under nn.DataParallel on random data), print the "
         "sizes each replica saw as the tutorial does, and record the run as a trace. Without enough GPUs the "
         "devices are simulated by CPU threads that follow DataParallel's rules exactly.",
@@ -118,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dpviz: DataParallel failed in batch {trace.failure.batch} of {config.num_batches} on {config.gpus} {kind}: "
               f"{trace.failure.headline}", file=sys.stderr)
         return 1
+    kind = kind if config.gpus > 1 else kind[:-1]  # "1 simulated device", "1 real GPU"
     print(f"dpviz: {batches} batch{'es' if batches != 1 else ''} on {config.gpus} {kind} in {trace.duration:.3f} s.", file=sys.stderr)
     return 0
 

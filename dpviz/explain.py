@@ -16,12 +16,10 @@ from .explain_pitfalls import pitfalls
 from .scatter import chunk_sizes
 from .summary import (
     batch_spans, chunks_per_batch, device_list, human_bytes, memory_peaks, memory_table, phase_table, plural,
+    sizes_text,
 )
 from .trace import Trace
 
-
-def _sizes(sizes: tuple[int, ...] | list[int]) -> str:
-    return ", ".join(str(s) for s in sizes)
 
 
 def _batches_text(batches: list[int]) -> str:
@@ -63,7 +61,7 @@ def _batches(trace: Trace) -> str:
 
 def _split(rows: int, chunks: tuple[int, ...], devices: int, where: str, many: bool) -> str:
     if len(chunks) > 1:
-        lead = f"**Why {where} {'split' if many else 'splits'} {_sizes(chunks)}.**"
+        lead = f"**Why {where} {'split' if many else 'splits'} {sizes_text(chunks)}.**"
     else:
         lead = f"**Why {where} {'run' if many else 'runs'} on one GPU.**"
     used = len(chunks)
@@ -83,14 +81,14 @@ def _split(rows: int, chunks: tuple[int, ...], devices: int, where: str, many: b
         text += f", and {rows:,} rows divide evenly over the {plural(devices, 'GPU')}."
     elif used == devices:
         even = [rows // devices + (1 if i < rows % devices else 0) for i in range(devices)]
-        text += f" and leaves the rest for the last GPU: {_sizes(chunks)}, not the even {_sizes(even)}."
+        text += f" and leaves the rest for the last GPU: {sizes_text(chunks)}, not the even {sizes_text(even)}."
     else:
-        text += (f", so {rows:,} rows fill only {plural(used, 'chunk')} ({_sizes(chunks)}) for {plural(devices, 'GPU')}. "
+        text += (f", so {rows:,} rows fill only {plural(used, 'chunk')} ({sizes_text(chunks)}) for {plural(devices, 'GPU')}. "
                  "`torch.chunk` may return fewer chunks than asked, and DataParallel copies the model only to as "
                  f"many GPUs as there are chunks: {idle_text}")
     expected = tuple(chunk_sizes(rows, devices))
     if chunks != expected:
-        text += f" (The trace shows {_sizes(chunks)}, where torch.chunk gives {_sizes(expected)}.)"
+        text += f" (The trace shows {sizes_text(chunks)}, where torch.chunk gives {sizes_text(expected)}.)"
     return text
 
 
@@ -118,23 +116,27 @@ def _idle(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
     if not idle:
         return None
     slots = sum(n for _, n in idle)
-    return (f"**Idle GPUs.** Over the run, {slots:,} of {len(chunks) * devices:,} GPU slots (one per GPU per batch) "
-            f"got no rows, in {plural(len(idle), 'batch')}. Batches whose size is a multiple of {devices} keep all "
-            f"{devices} GPUs busy; a short last batch can be dropped with drop_last=True.")
+    text = (f"**Idle GPUs.** Over the run, {slots:,} of {len(chunks) * devices:,} GPU slots (one per GPU per batch) "
+            f"got no rows, in {plural(len(idle), 'batch')}.")
+    by_chunk = all(tuple(chunk_sizes(b.rows, devices)) == c for b, c in zip(trace.batches, chunks))
+    if by_chunk:  # otherwise another argument, not the batch size, decided how many replicas ran
+        text += (f" Batches whose size is a multiple of {devices} keep all {devices} GPUs busy; a short last batch "
+                 "can be dropped with drop_last=True.")
+    return text
 
 
 def _device_zero(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
     if len(trace.lanes) < 2:
         return None
     out = trace.output_device
-    largest = max(trace.batches, key=lambda b: b.rows)
-    shape = " × ".join(f"{n:,}" for n in largest.output_shape)
+    outputs = [b for b in trace.batches if b.output_shape]  # a failed batch has no output
+    size = f" (up to {' × '.join(f'{n:,}' for n in max(outputs, key=lambda b: b.rows).output_shape)})" if outputs else ""
     firsts = [c[0] for c in chunks if c]
     training = ("and in this training run so do the loss, the sum of all replicas' gradients and the optimizer state"
                 if trace.config.train else
                 "and in training so would the loss, the sum of all replicas' gradients and the optimizer state")
-    text = (f"**Why GPU {out} carries more.** GPU {out} is the output device: the gathered output of every batch "
-            f"(up to {shape}) lands there, {training}. The model lives there too and is copied to the other GPUs "
+    text = (f"**Why GPU {out} carries more.** GPU {out} is the output device: the gathered output of every batch"
+            f"{size} lands there, {training}. The model lives there too and is copied to the other GPUs "
             "on every batch.")
     if out == 0 and firsts and all(f == max(c) for f, c in zip(firsts, chunks) if c):
         text += " Its own chunk is never smaller than another GPU's: `torch.chunk` fills the first chunks first."
@@ -150,10 +152,13 @@ def _backward(trace: Trace) -> str | None:
         return (f"**The way back.** With one device the loss, the backward and the SGD step all run on GPU {first}: "
                 "nothing is split and nothing is summed.")
     splits: dict[tuple[int, ...], list[int]] = {}
+    failed = trace.failure.batch if trace.failure else None
     for batch in trace.batches:
+        if batch.index == failed:  # it never got to its loss
+            continue
         rows = tuple(s.rows for s in batch_spans(trace, batch.index, "backward"))
         splits.setdefault(rows, []).append(batch.index)
-    parts = [f"{_sizes(rows)} rows in {_batches_text(batches)}" for rows, batches in splits.items()]
+    parts = [f"{sizes_text(rows)} rows in {_batches_text(batches)}" for rows, batches in splits.items()]
     counts = Counter(len(rows) for rows in splits)
     replicas = (f"the {plural(next(iter(counts)), 'replica')}' gradients" if len(counts) == 1 else
                 "the replicas' gradients (" + ", ".join(f"{len(rows)} in {_batches_text(batches)}"
@@ -161,12 +166,19 @@ def _backward(trace: Trace) -> str | None:
     reduces = batch_spans(trace, 0, "reduce")
     steps = batch_spans(trace, 0, "step")
     where = f"GPU {reduces[0].lane}" if reduces else f"GPU {first}"
-    text = (f"**The way back.** After the MSE loss on GPU {trace.output_device}, the gather's backward splits the "
+    if not splits:
+        return None
+    own_loss = trace.config.model == "loss"
+    loss = "mean of the gathered per-GPU losses" if own_loss else "MSE loss"
+    text = (f"**The way back.** After the {loss} on GPU {trace.output_device}, the gather's backward splits the "
             f"output gradient with the forward's chunk sizes, so each GPU gets the gradient of exactly the rows it "
             f"computed: {'; '.join(parts)}. Each replica's backward makes a gradient for its own copy of every "
             f"parameter, and replicate's backward **sums** {replicas} onto {where} "
-            "into the model's own `.grad`: a sum, not an average. Because the loss is a mean over the whole "
-            "gathered batch, that sum is the gradient one GPU would get for the whole batch.")
+            "into the model's own `.grad`: a sum, not an average.")
+    text += (" Here the loss averages the per-GPU losses, each GPU's chunk counting alike whatever its rows, so "
+             "that sum is the gradient one GPU would get for the whole batch only when the chunks are equal."
+             if own_loss else " Because the loss is a mean over the whole gathered batch, that sum is the gradient "
+             "one GPU would get for the whole batch.")
     if steps:
         text += f" The SGD step then runs on GPU {steps[0].lane}, where the parameters and the optimizer state live."
     if trace.simulated:

@@ -8,19 +8,17 @@ the warning's own text, the model's counters after the run, what each replica wa
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from .inputs import POSITIONAL
-from .summary import device_list, plural
+from .summary import device_list, plural, sizes_text
 from .trace import ArgumentSample, Trace
 
 
 def _shape(shape: list[int]) -> str:
     return " × ".join(f"{n:,}" for n in shape) if shape else "a 0-dim tensor"
 
-
-def _sizes(sizes: list[int]) -> str:
-    return ", ".join(str(s) for s in sizes)
 
 
 def _arguments(trace: Trace, batch: int) -> dict[int, list[ArgumentSample]]:
@@ -56,28 +54,34 @@ def _why_failed(trace: Trace) -> str | None:
                 f"{plural(chunks, 'chunk')} for {plural(gpus, 'GPU')}; the keyword "
                 f"{', '.join(f'`{k}`' for k in keywords)} is not a tensor, so scatter copied it to all {gpus}. "
                 f"`scatter_kwargs` then pads the shorter list, the positional arguments, with empty tuples: "
-                f"replica{'s' if len(empty) > 1 else ''} {_sizes(empty)} ({device_list(empty)}) "
-                f"{'were' if len(empty) > 1 else 'was'} called with the keyword alone. The earlier, full batches "
-                f"worked because each made a chunk for every GPU. Fix: pass the value positionally, or keep every "
-                f"batch at least {gpus} rows (DataLoader(drop_last=True)).")
+                f"replica{'s' if len(empty) > 1 else ''} {sizes_text(empty)} ({device_list(empty)}) "
+                f"{'were' if len(empty) > 1 else 'was'} called with the keyword alone."
+                + (" The earlier batches worked because each made a chunk for every GPU." if failure.batch else "")
+                + f" Fix: pass the value positionally, or use batches that `torch.chunk` cuts into {gpus} chunks "
+                f"(a multiple of {gpus} rows is enough) and drop a short last one (DataLoader(drop_last=True)).")
     hidden = {a.replica: a for args in got.values() for a in args if a.path == "h0"}
-    if hidden:
+    if hidden and "hidden size" in failure.message:
         h0 = next(iter(hidden.values()))
         x = next((a for a in got.get(0, []) if a.path == "x"), None)
         return (f"h0 is (layers, batch, hidden) = {_shape(h0.shape)}: its batch is on dim 1, but DataParallel split "
                 f"every tensor on dim {trace.dim}. Cut along its layers, h0 made {plural(len(hidden), 'piece')}, and "
                 f"scatter keeps only as many replicas as its shortest list: {plural(len(got), 'replica')} for "
-                f"{plural(gpus, 'GPU')}. Replica 0 got x's {plural(x.shape[trace.dim] if x else 0, 'row')} "
-                f"with the hidden state of all {h0.shape[1]:,}, and the GRU refused. Fix: give every input the same "
+                f"{plural(gpus, 'GPU')}. Replica 0 got x's {plural(x.shape[trace.dim] if x and len(x.shape) > trace.dim else 0, 'row')} "
+                f"with the hidden state of all {h0.shape[1] if len(h0.shape) > 1 else 0:,}, and the GRU refused. Fix: give every input the same "
                 "batch dim: time first with DataParallel(dim=1) (model `gru_dim1`), or pass h0 batch first and "
                 "transpose it inside forward.")
     if failure.replica is not None and failure.replica < len(rows) and rows[failure.replica] == 1 \
             and "more than 1 value per channel" in failure.message:
         lane = forwards[failure.replica].lane
-        return (f"Batch {failure.batch:,} has {plural(batch.rows, 'row')}, split {_sizes(rows)} over "
-                f"{plural(gpus, 'GPU')}, so GPU {lane}'s replica got a single row, and BatchNorm1d in training mode "
-                "needs more than one value per channel to take a batch variance. On one GPU the whole batch would "
-                "have been fine. Fix: DataLoader(drop_last=True), or a batch size whose chunks never come to one row.")
+        # BatchNorm's own message names the input: (1, C) for BatchNorm1d, (1, C, H, W) for BatchNorm2d.
+        layer = "BatchNorm2d" if re.search(r"torch\.Size\(\[1(, \d+){3}\]\)", failure.message) else "BatchNorm1d"
+        whole = (" On one GPU the whole batch would have been fine." if batch.rows > 1 else
+                 " The batch itself has one row, so one GPU would fail too.")
+        return (f"Batch {failure.batch:,} has {plural(batch.rows, 'row')}, split {sizes_text(rows)} over "
+                f"{plural(gpus, 'GPU')}, so GPU {lane}'s replica got a single row, and {layer} in training mode "
+                "(a module's default until `.eval()`, training or not) needs more than one value per channel to take "
+                f"a batch variance.{whole} Fix: DataLoader(drop_last=True), or a batch size whose chunks never come "
+                "to one row.")
     return None
 
 
@@ -105,8 +109,8 @@ def _warnings(trace: Trace) -> list[str]:
             mean = sum(gathered) / len(gathered)
             weighted = sum(g * r for g, r in zip(gathered, rows)) / max(1, sum(rows))
             text += (f" Each replica returned a 0-dim loss, which cannot be concatenated, so gather made them a "
-                     f"vector with one loss per GPU: in batch {last['batch']:,}, {_sizes([round(g, 4) for g in gathered])} "
-                     f"for chunks of {_sizes(rows)} rows.")
+                     f"vector with one loss per GPU: in batch {last['batch']:,}, {sizes_text([round(g, 4) for g in gathered])} "
+                     f"for chunks of {sizes_text(rows)} rows.")
             if len(set(rows)) > 1:
                 text += (f" Its mean, {mean:.4f}, is not the whole batch's loss, {last['whole']:.4f}: the mean weighs "
                          f"every chunk alike, whatever its rows. Weighting by rows gives {weighted:.4f}.")
@@ -122,7 +126,7 @@ def _state(trace: Trace) -> str | None:
     if not state:
         return None
     (calls, plain_calls), (rows, plain_rows) = state["calls"], state["rows_seen"]
-    forwards = sum(1 for s in trace.spans if s.phase == "forward")
+    forwards = sum(1 for s in trace.spans if s.phase == "forward" and s.order is not None)  # bodies that ran
     zero = sum(s.rows for s in trace.spans if s.phase == "forward" and s.replica == 0)
     if len(trace.lanes) == 1:
         return (f"**State set in forward.** With one device DataParallel calls the model itself, so its state "
@@ -146,12 +150,13 @@ def _inputs(trace: Trace) -> str | None:
     rows = trace.batches[batch].rows
     parts = []
     if split:
+        with_tensors = [(r, args) for r, args in sorted(got.items()) if any(a.mode == "split" for a in args)]
         shapes = "; ".join(
             f"replica {r}: " + ", ".join(f"{a.path} {_shape(a.shape)}" for a in args if a.mode == "split")
-            for r, args in sorted(got.items())[:3]
+            for r, args in with_tensors[:3]
         )
         parts.append(f"every tensor ({', '.join(f'`{p}`' for p in sorted(split))}) was split along dim {trace.dim} "
-                     f"({shapes}{'; …' if len(got) > 3 else ''})")
+                     f"({shapes}{'; …' if len(with_tensors) > 3 else ''})")
     for path, a in whole.items():
         how = ("the same object, shared by every replica" if a.mode == "shared"
                else "rebuilt whole for every replica, not split")

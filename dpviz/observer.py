@@ -39,7 +39,7 @@ class Observer:
         self.local = threading.local()
         self.finished = 0
         self.started: dict[int, tuple[float, int, torch.Tensor | None]] = {}  # replicas whose forward has not ended
-        self.started_failure = False  # this batch's DataParallel call raised
+        self.call_failed = False  # this batch's DataParallel call raised
         self.paused = False  # set while dpviz itself calls the model (not a DataParallel call)
         self.argument_names = argument_names
         self.arguments: list[ArgumentSample] = []  # what replicas received, for the memory batches
@@ -174,7 +174,7 @@ class Observer:
             span = self._forward_span(replica, device, start, end, x, None, None)
             self.pending.append(dataclasses.replace(span, thread=None))
         self.started = {}
-        self.started_failure = True
+        self.call_failed = True
 
     def _watch_backward(self, module: nn.Module, replica: int, device: int, output: torch.Tensor, rows: int) -> None:
         """Time one replica's backward: from its output's gradient arriving (the gather's backward
@@ -256,9 +256,9 @@ class Observer:
 
     def next_batch(self) -> None:
         self.spans += _with_row_offsets(self.pending)
-        if self.pending_arguments and (self.batch in self.memory_batches or self.started_failure):
+        if self.pending_arguments and (self.batch in self.memory_batches or self.call_failed):
             self.arguments += self._arguments(*self.pending_arguments)
-        self.pending, self.pending_arguments, self.started_failure = [], None, False
+        self.pending, self.pending_arguments, self.call_failed = [], None, False
         self.memory.drop(*TRANSIENT)  # the loop's next iteration frees the last batch's graph
         self.batch += 1
         self.finished = 0

@@ -204,6 +204,11 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "es" if word.endswith(("s", "ch")) else "s")
 
 
+def sizes_text(sizes) -> str:
+    """'4, 4, 2': chunk sizes as the explanations list them."""
+    return ", ".join(str(s) for s in sizes)
+
+
 def human_bytes(n: float) -> str:
     """'560 B', '1.23 KiB', '45.6 MiB', '1,000 KiB': binary units, three significant digits."""
     value, unit = float(n), "B"

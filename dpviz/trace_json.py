@@ -108,9 +108,10 @@ def _describe(error: Exception) -> str:
     return f"field {error.args[0]!r}" if isinstance(error, KeyError) else str(error)
 
 
-def _typed(value: Any, kind: type, where: str) -> Any:
+def _typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
     if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        raise TraceError(f"{where} should be {kind.__name__}, got {type(value).__name__}.")
+        name = " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+        raise TraceError(f"{where} should be {name}, got {type(value).__name__}.")
     return value
 
 
@@ -193,15 +194,20 @@ def _facts(facts: Any) -> dict[str, Any]:
     unknown = sorted(set(facts) - {"state", "losses"})
     if unknown:
         raise TraceError(f"facts holds {unknown[0]!r}; only 'state' and 'losses' are known.")
-    for name, pair in _typed(facts.get("state", {}), dict, "facts state").items():
+    state = _typed(facts.get("state", {}), dict, "facts state")
+    if state and sorted(state) != ["calls", "rows_seen"]:
+        raise TraceError(f"facts state should hold 'calls' and 'rows_seen', got {sorted(state)}.")
+    for name, pair in state.items():
         if len(_ints(pair, f"facts state {name!r}")) != 2:
             raise TraceError(f"facts state {name!r} should be [after the run, one device], got {pair}.")
     for loss in _typed(facts.get("losses", []), list, "facts losses"):
         _typed(loss, dict, "a loss sample")
         _typed(loss["batch"], int, "loss batch")
-        for value in _typed(loss["gathered"], list, "gathered losses"):
+        gathered = _typed(loss["gathered"], list, "gathered losses")
+        for value in gathered:
             _number(value, "a gathered loss")
-        _ints(loss["chunk_rows"], "loss chunk_rows")
+        if not gathered or len(_ints(loss["chunk_rows"], "loss chunk_rows")) != len(gathered):
+            raise TraceError("a loss sample needs one gathered loss per chunk, and at least one.")
         _number(loss["whole"], "the whole-batch loss")
     return facts
 
@@ -285,7 +291,7 @@ def check(trace: Trace) -> None:
     failure = trace.failure
     if failure is None and len(trace.batches) != config.num_batches:
         raise TraceError(f"the trace has {len(trace.batches)} batches but its config makes {config.num_batches}.")
-    if failure is not None and not failure.batch == len(trace.batches) - 1 < config.num_batches:
+    if failure is not None and not 0 <= failure.batch == len(trace.batches) - 1 < config.num_batches:
         raise TraceError(f"the run failed in batch {failure.batch}, which should be the trace's last of at most "
                          f"{config.num_batches} batches, but the trace has {len(trace.batches)}.")
     expected_rows = [config.batch_size] * (config.num_batches - 1) + [config.data_size - config.batch_size * (config.num_batches - 1)]
@@ -305,8 +311,8 @@ def check(trace: Trace) -> None:
         _check_span(trace, span, lane_ids)
     _check_memory(trace, lane_ids)
     for batch in trace.batches:
-        if failure is None or batch.index != failure.batch:  # a failing batch stops part-way
-            _check_replicas(trace, batch)
+        # A failing batch stops part-way: its split is not checked, only that its replicas fit the batch.
+        _check_replicas(trace, batch, split=failure is None or batch.index != failure.batch)
     for a in trace.arguments:
         if not (0 <= a.batch < len(trace.batches) and a.lane in lane_ids and a.replica == a.lane):
             raise TraceError(f"an argument of replica {a.replica} on lane {a.lane} in batch {a.batch} does not fit the trace.")
@@ -342,9 +348,13 @@ def _check_memory(trace: Trace, lane_ids: list[int]) -> None:
             )
 
 
-def _check_replicas(trace: Trace, batch: Batch) -> None:
+def _check_replicas(trace: Trace, batch: Batch, split: bool = True) -> None:
     replicas = trace.replicas(batch.index)
-    expected = replica_rows(trace.config, batch.rows)
+    if not split:
+        if [(s.replica, s.lane) for s in replicas] != [(i, i) for i in range(len(replicas))] \
+                or len(replicas) > trace.config.gpus:
+            raise TraceError(f"batch {batch.index}'s replicas are not one per device in device order.")
+    expected = replica_rows(trace.config, batch.rows) if split else [s.rows for s in replicas]
     if [(s.replica, s.lane, s.rows) for s in replicas] != [(i, i, n) for i, n in enumerate(expected)]:
         raise TraceError(
             f"batch {batch.index}'s replicas got {[s.rows for s in replicas]} rows, but DataParallel splits "

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 from . import inputs
 from . import scatter as rules
 from .config import RunConfig
-from .models import Linear as Model  # the tutorial's own model, under the tutorial's name
+
 from .models import batch_dim, build_model, row_shape
 
 

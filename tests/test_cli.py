@@ -90,3 +90,8 @@ def test_bad_models_inputs_and_presets_exit_2_with_one_line(args, words):
     result = run(*args)
     assert result.returncode == 2 and words in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_an_abbreviated_option_is_refused_not_silently_dropped():
+    result = run("--preset", "idle-gpus", "--gpu", "3")
+    assert result.returncode == 2 and "unrecognized arguments: --gpu" in result.stderr

@@ -1,4 +1,5 @@
 """The explanation is derived from the trace: other settings, other numbers and other words."""
+from dpviz import RunConfig, record
 from dpviz.explain import explain
 from figure_traces import as_cuda, recorded
 
@@ -98,3 +99,22 @@ def test_memory_paragraph_uses_the_samples():
     assert "peaks at 1,008 B after the gather of batch 0" in forward and "the gathered output (240 B)" in forward
     assert "loss" not in forward.split("How much more")[1].split("**")[1]
     assert "How much more" not in text(gpus=1)
+
+
+def test_pitfall_explanations_hold_for_the_edge_cases():
+    from dpviz.presets import PRESETS
+
+    first = " ".join(explain(record(RunConfig(inputs="kwargs", gpus=16))))  # 30 rows make 15 chunks: batch 0 fails
+    assert "in its first batch" in first and "earlier batches worked" not in first
+    assert "a multiple of 16 rows" in first
+    loss = " ".join(explain(record(RunConfig(model="loss", gpus=3, train=True))))
+    assert "MSE" not in loss and "mean of the gathered per-GPU losses" in loss
+    hidden = " ".join(explain(record(PRESETS["rnn-hidden-dim"].config)))
+    assert "multiple of" not in hidden  # h0, not the batch size, left GPU 1 idle
+    assert "(up to" not in hidden  # no batch produced an output
+    one = " ".join(explain(record(RunConfig(model="mlp", batch_size=1, data_size=3, gpus=4))))
+    assert "one GPU would fail too" in one
+    image = " ".join(explain(record(RunConfig(model="cnn", input_size=1, gpus=4, data_size=95))))
+    assert "BatchNorm2d in training mode" in image
+    failed_training = " ".join(explain(record(PRESETS["batchnorm-one-row"].config)))
+    assert "rows in batch 3" not in failed_training  # the way back leaves out the batch that never got to its loss

@@ -1,6 +1,7 @@
 """Traces survive a JSON round trip; bad files are refused with one clear sentence."""
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -105,3 +106,32 @@ def test_oversized_files_are_refused_before_parsing(trace, monkeypatch):
 def test_bytes_that_are_not_utf8_are_refused(trace):
     with pytest.raises(TraceError, match="not valid JSON"):
         trace_json.loads(b"\xff\xfe{")
+
+
+def _loss_trace_data():
+    return json.loads(trace_json.dumps(record(RunConfig(model="loss", gpus=3))))
+
+
+@pytest.mark.parametrize("edit,words", [
+    (lambda d: d["facts"]["losses"][0].update(whole="x"), "should be int or float"),
+    (lambda d: d["facts"]["losses"][0].update(gathered=[]), "one gathered loss per chunk"),
+    (lambda d: d["facts"].update(state={"foo": [1, 2]}), "'calls' and 'rows_seen'"),
+    (lambda d: d.update(batches=[], failure={"batch": -1, "type": "E", "message": "m", "replica": None}), "failed in batch -1"),
+])
+def test_bad_schema_2_fields_are_one_sentence(edit, words):
+    data = _loss_trace_data()
+    edit(data)
+    with pytest.raises(TraceError, match=re.escape(words)):
+        trace_json.loads(json.dumps(data))
+
+
+def test_a_failing_batch_still_has_its_replicas_checked():
+    from dpviz.presets import PRESETS
+
+    data = json.loads(trace_json.dumps(record(PRESETS["batchnorm-one-row"].config)))
+    assert trace_json.loads(json.dumps(data)).failure is not None
+    fields = data["span_fields"]
+    row = next(r for r in data["spans"] if r[fields.index("phase")] == "forward" and r[fields.index("batch")] == 3)
+    row[fields.index("rows")] = 10**9
+    with pytest.raises(TraceError, match="past the end"):
+        trace_json.loads(json.dumps(data))
