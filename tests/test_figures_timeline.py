@@ -160,13 +160,13 @@ def test_one_backward_bar_per_replica_per_batch_on_its_lane():
 def test_loss_sum_and_step_sit_on_device_zero_once_per_batch(gpus):
     fig = timeline_figure(recorded(gpus=gpus, train=True))
     names = {t.name for t in fig.data}
-    for name in ("loss (MSE)", "SGD step") + (("sum of grads",) if gpus > 1 else ()):
+    for name in ("loss", "SGD step") + (("sum of grads",) if gpus > 1 else ()):
         bar = _bars(fig, name)
         assert np.asarray(bar.y).tolist() == [0] * 4
         assert np.asarray(bar.customdata)[:, 0].astype(int).tolist() == [0, 1, 2, 3]
     assert (gpus > 1) == ("sum of grads" in names)
     hatches = {t.name: t.marker.pattern.shape for t in fig.data if t.type == "bar"}
-    phase_hatches = [h for n, h in hatches.items() if n in ("backward (×)", "loss (MSE)", "sum of grads", "SGD step")]
+    phase_hatches = [h for n, h in hatches.items() if n in ("backward (×)", "loss", "sum of grads", "SGD step")]
     assert len(set(phase_hatches)) == len(phase_hatches)  # every training phase looks different
 
 

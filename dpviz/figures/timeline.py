@@ -26,7 +26,7 @@ from .style import backend_note, check_batch, device_name, plural, styled
 DRAWN_HOST_PHASES = ("scatter", "replicate", "gather")  # "apply" is the envelope of the forwards
 # Training's phases that run once per batch on one device: (hatch, words for the legend and hover).
 ONE_LANE_PHASES = {
-    "loss": (".", "loss: MSE on the output device"),
+    "loss": (".", "loss on the output device"),
     "reduce": ("+", "sum: replicas' gradients added into .grad"),
     "step": ("-", "step: SGD updates the parameters"),
 }
@@ -34,7 +34,7 @@ BACKWARD_HATCH = "x"
 TIMELINE_COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row"]
 # Legend entries: one per phase, short enough that five fit on a row; hovers keep the longer words.
 LEGEND_NAMES = {
-    "idle": "idle (no rows)", "forward": "forward", "backward": "backward (×)", "loss": "loss (MSE)",
+    "idle": "idle (no rows)", "forward": "forward", "backward": "backward (×)", "loss": "loss",
     "reduce": "sum of grads", "step": "SGD step", "scatter": "scatter", "replicate": "replicate", "gather": "gather",
 }
 LEGEND_COLUMNS = 5
