@@ -166,6 +166,14 @@ def sampled_batch(trace: Trace, sampled: list[int], key: str) -> int:
     return st.radio("Batch", sampled, horizontal=True, key=key, format_func=name)
 
 
+def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: str) -> None:
+    """A view drawn for one of the batches the trace sampled, picked with a radio; `missing` when none was."""
+    if not sampled:
+        st.info(missing)
+    else:
+        chart(trace, build, sampled_batch(trace, sampled, f"{name}_batch"), key=f"{name}_chart")
+
+
 def chart(trace: Trace, build, *args, key: str) -> None:
     """Draw `build(trace, *args)`, built once per trace and arguments in this session."""
     views: Views = st.session_state.setdefault("views", Views())
@@ -209,17 +217,10 @@ def show(trace: Trace) -> None:
     with step:
         chart(trace, step_figure, key="step")
     with given:
-        sampled = argument_batches(trace)
-        if not sampled:
-            st.info("This trace does not record what each replica received (it predates dpviz's trace version 2).")
-        else:
-            chart(trace, inputs_figure, sampled_batch(trace, sampled, "inputs_batch"), key="inputs_chart")
+        sampled_chart(trace, argument_batches(trace), inputs_figure, "inputs",
+                      "This trace does not record what each replica received (it predates dpviz's trace version 2).")
     with memory:
-        sampled = memory_batches(trace)
-        if not sampled:
-            st.info("This trace holds no memory figures.")
-        else:
-            chart(trace, memory_figure, sampled_batch(trace, sampled, "memory_batch"), key="memory")
+        sampled_chart(trace, memory_batches(trace), memory_figure, "memory", "This trace holds no memory figures.")
     with log:
         st.code(views.get(trace, bounded_log), language=None)
 

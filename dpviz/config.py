@@ -6,6 +6,7 @@ Every value from a widget, a URL, a flag or a file passes through `RunConfig.val
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -119,14 +120,19 @@ def batch_dim(model: str) -> int:
     return 1 if model == "gru_dim1" else 0
 
 
-def row_elements(model: str, input_size: int) -> int:
-    """Numbers in one row of data for `model`: input_size features, an input_size-wide square image or
-    SEQUENCE_LENGTH steps of input_size features."""
+def row_shape(model: str, input_size: int) -> tuple[int, ...]:
+    """The shape of one row of data for `model`: input_size features, a 1 x input_size x input_size
+    image (cnn) or SEQUENCE_LENGTH steps of input_size features (the GRUs)."""
     if model == "cnn":
-        return input_size * input_size
+        return (1, input_size, input_size)
     if model in RNN_MODELS:
-        return SEQUENCE_LENGTH * input_size
-    return input_size
+        return (SEQUENCE_LENGTH, input_size)
+    return (input_size,)
+
+
+def row_elements(model: str, input_size: int) -> int:
+    """Numbers in one row of data for `model`: what the dataset-size limit counts."""
+    return math.prod(row_shape(model, input_size))
 
 
 def check_setting(name: str, value: Any) -> None:

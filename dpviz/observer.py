@@ -36,7 +36,6 @@ class Observer:
         self.pending: list[Span] = []  # this batch's, until their row offsets are known
         self.shapes: dict[tuple, list[int]] = {}  # one list per distinct shape: a run repeats a few
         self.lock = threading.Lock()
-        self.local = threading.local()
         self.finished = 0
         self.started: dict[int, tuple[float, int, torch.Tensor | None]] = {}  # replicas whose forward has not ended
         self.call_failed = False  # this batch's DataParallel call raised

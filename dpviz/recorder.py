@@ -111,6 +111,7 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
             ids = indices.tolist()
             args, kwargs = tutorial.call(config, data, ids)
             x = inputs.first_tensor((args, kwargs))  # the batch itself, as the model takes it
+            batch = lambda output_shape: Batch(len(batches), ids, list(x.shape), output_shape)
             index = len(batches)
             try:
                 with warnings.catch_warnings(record=True) as seen:
@@ -121,17 +122,16 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
                 caught.add(seen, index)
                 observer.failed()
                 failure = _failure(error, index)
-                batches.append(Batch(index, ids, list(x.shape) if isinstance(x, torch.Tensor) else [], []))
+                batches.append(batch([]))
                 observer.next_batch()
                 break
             if config.model == "loss" and index in sampled:
                 losses.append(_losses(observer, model, args, kwargs, output, index))
             if config.train:
-                model_x = tutorial.model_input(config, data)
                 with torch.no_grad():
-                    target = teacher(model_x) if config.model != "loss" else None
+                    target = teacher(x) if config.model != "loss" else None
                 observer.train_step(output, lambda out: tutorial.loss_of(config, out, target), optimizer)
-            batches.append(Batch(index, ids, list(x.shape) if isinstance(x, torch.Tensor) else [], _shape(output)))
+            batches.append(batch(_shape(output)))
             observer.next_batch()
             if progress is not None and (len(batches) % every == 0 or len(batches) == total):
                 progress(len(batches), total)

@@ -15,9 +15,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from . import inputs
 from . import scatter as rules
-from .config import RunConfig
+from .config import RunConfig, batch_dim, row_shape
 
-from .models import batch_dim, build_model, row_shape
+from .models import build_model
 
 
 class RandomDataset(Dataset):
