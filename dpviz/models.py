@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import SEQUENCE_LENGTH, batch_dim, row_shape  # noqa: F401  row_shape: a model's data, named here too
+from .seeding import seeded
 
 HIDDEN = 16  # hidden width of the MLP and the GRU
 CHANNELS = 8  # the CNN's feature maps
@@ -97,8 +98,7 @@ class LossModel(nn.Module):
     def __init__(self, input_size: int, output_size: int):
         super().__init__()
         self.fc = nn.Linear(input_size, output_size)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(12345)
+        with seeded(12345):  # the same teacher in every run, drawn without the process-wide RNG
             self.teacher = nn.Linear(input_size, output_size).requires_grad_(False)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:

@@ -43,6 +43,7 @@ class Observer:
         self.argument_names = argument_names
         self.arguments: list[ArgumentSample] = []  # what replicas received, for the memory batches
         self.pending_arguments: tuple | None = None  # this batch's scatter: (inputs, kwargs, result)
+        self.threads: set[threading.Thread] = set()  # the threads that ran this batch's replicas
         for name in ("scatter", "replicate", "parallel_apply", "gather"):
             setattr(parallel, name, self._timed(name, getattr(parallel, name)))
         self.first, self.output_device = self.device_ids[0], parallel.output_device
@@ -130,6 +131,7 @@ class Observer:
     def _before_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         if self.paused:
             return
+        self.threads.add(threading.current_thread())  # a replica thread of this call: its warnings are ours
         # The replica's rows: its first tensor (the batch's chunk) along DataParallel's dim.
         x = first_tensor((args, kwargs))
         device = self._device_of(x)
@@ -258,6 +260,7 @@ class Observer:
         if self.pending_arguments and (self.batch in self.memory_batches or self.call_failed):
             self.arguments += self._arguments(*self.pending_arguments)
         self.pending, self.pending_arguments, self.call_failed = [], None, False
+        self.threads = set()
         self.memory.drop(*TRANSIENT)  # the loop's next iteration frees the last batch's graph
         self.batch += 1
         self.finished = 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import time
-import warnings
 from typing import Any, Callable
 
 import torch
@@ -19,6 +18,7 @@ from .config import ConfigError, RunConfig
 from .observer import Observer
 from .simulated import SimulatedDataParallel
 from .trace import Batch, Failure, Lane, Trace, WarningNote
+from .warning_capture import collecting
 
 Progress = Callable[[int, int], None]
 REPLICA_IN_MESSAGE = re.compile(r"in replica (\d+)")
@@ -54,12 +54,12 @@ class _Warnings:
 
     def __init__(self) -> None:
         self.notes: dict[tuple[str, str], WarningNote] = {}
+        self.batch = 0
 
-    def add(self, caught: list[warnings.WarningMessage], batch: int) -> None:
-        for w in caught:
-            key = (w.category.__name__, str(w.message))
-            old = self.notes.get(key)
-            self.notes[key] = WarningNote(key[0], key[1], old.batch if old else batch, (old.count if old else 0) + 1)
+    def add(self, category: str, message: str) -> None:
+        old = self.notes.get((category, message))
+        self.notes[(category, message)] = WarningNote(category, message, old.batch if old else self.batch,
+                                                      (old.count if old else 0) + 1)
 
 
 def _short_path(match: re.Match) -> str:
@@ -113,13 +113,11 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
             x = inputs.first_tensor((args, kwargs))  # the batch itself, as the model takes it
             batch = lambda output_shape: Batch(len(batches), ids, list(x.shape), output_shape)
             index = len(batches)
+            caught.batch = index
             try:
-                with warnings.catch_warnings(record=True) as seen:
-                    warnings.simplefilter("always")  # every batch's warnings, not only the first
+                with collecting(caught.add, observer.threads):
                     output = parallel(*args, **kwargs)
-                caught.add(seen, index)
             except Exception as error:  # what the user's loop would die of: record it and stop
-                caught.add(seen, index)
                 observer.failed()
                 failure = _failure(error, index)
                 batches.append(batch([]))

@@ -18,6 +18,7 @@ from . import scatter as rules
 from .config import RunConfig, batch_dim, row_shape
 
 from .models import build_model
+from .seeding import seeded
 
 
 class RandomDataset(Dataset):
@@ -46,8 +47,7 @@ def _already_batched(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Te
 
 
 def _core(config: RunConfig, seed: int) -> nn.Module:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):  # the weights torch.manual_seed(seed) would give, without touching the global RNG
         core, _ = build_model(config.model, config.input_size, config.output_size)
     return core
 
