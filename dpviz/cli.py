@@ -89,10 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     for path in (args.trace, args.chrome_trace):
-        if path is not None and not path.parent.is_dir():
-            parser.error(f"cannot write {path}: folder {path.parent} does not exist.")
-        if path is not None and path.is_dir():
-            parser.error(f"cannot write {path}: it is a folder; give a file name.")
+        problem = _unwritable(path) if path is not None else None
+        if problem:
+            parser.error(f"cannot write {_shown(path)}: {problem}.")
     values = dict(
         input_size=args.input_size, output_size=args.output_size, batch_size=args.batch_size,
         data_size=args.data_size, gpus=args.gpus, shuffle=not args.no_shuffle, seed=args.seed, backend=args.backend,
@@ -112,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 path.write_text(text)
             except OSError as error:
-                parser.error(f"cannot write {path}: {error.strerror or error}.")
+                parser.error(f"cannot write {_shown(path)}: {error.strerror or error}.")
     kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
     batches = len(trace.batches)
     if trace.failure is not None:
@@ -122,6 +121,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind = kind if config.gpus > 1 else kind[:-1]  # "1 simulated device", "1 real GPU"
     print(f"dpviz: {batches} batch{'es' if batches != 1 else ''} on {config.gpus} {kind} in {trace.duration:.3f} s.", file=sys.stderr)
     return 0
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why `path` cannot take an output file, checked before the run; None when it can."""
+    try:
+        if not path.parent.is_dir():
+            return f"folder {_shown(path.parent)} does not exist"
+        if path.is_dir():
+            return "it is a folder; give a file name"
+    except OSError as error:  # a name longer than the file system allows (255 bytes a part on Linux)
+        return (error.strerror or str(error)).lower()
+    return None
+
+
+def _shown(path: Path, limit: int = 80) -> str:
+    """A path as the one-line message shows it: a very long one cut in the middle."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit // 2]}…{text[-(limit // 2):]}"
 
 
 def _given(argv: Sequence[str] | None, name: str) -> bool:

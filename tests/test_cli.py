@@ -37,6 +37,8 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--backend", "tpu"], "invalid choice"),
     (["--trace", "/no/such/folder/t.json"], "does not exist"),
     (["--chrome-trace", "/tmp"], "it is a folder"),
+    (["--trace", "t" * 300 + ".json"], "file name too long"),  # one part over the file system's 255 bytes
+    (["--chrome-trace", "d" * 300 + "/t.json"], "file name too long"),
     (["--frobnicate"], "unrecognized arguments"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
@@ -51,6 +53,13 @@ def test_a_bad_value_in_a_real_process_has_no_traceback():
     result = run("--gpus", "many")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == "python -m dpviz: argument --gpus: gpus must be a whole number between 1 and 16, got 'many'.\n"
+
+
+def test_an_overlong_path_is_cut_in_the_one_line_message(capsys):
+    with pytest.raises(SystemExit):
+        main(["--trace", "x" * 5000])
+    err = capsys.readouterr().err
+    assert "file name too long" in err and len(err) < 200
 
 
 def test_help_explains_every_option():
