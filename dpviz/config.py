@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .echo import cut, echo
+
 BACKENDS = ("auto", "cuda", "simulated")
 # The model each replica runs (dpviz.models) and how a batch is handed to it (dpviz.inputs).
 MODELS = ("linear", "mlp", "cnn", "gru", "gru_dim1", "loss", "counter")
@@ -111,7 +113,7 @@ class RunConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ConfigError(f"unknown setting {unknown[0]!r}; known settings are {', '.join(sorted(known))}.")
+            raise ConfigError(f"unknown setting {echo(unknown[0])}; known settings are {', '.join(sorted(known))}.")
         return cls(**values)
 
 
@@ -140,17 +142,17 @@ def check_setting(name: str, value: Any) -> None:
     if name in LIMITS:
         low, high = LIMITS[name]
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{name} must be a whole number, got {value!r}.")
+            raise ConfigError(f"{name} must be a whole number, got {echo(value)}.")
         if not low <= value <= high:
-            raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value:,}.")
+            raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {cut(f'{value:,}')}.")
     elif name in ("shuffle", "train"):
         if not isinstance(value, bool):
-            raise ConfigError(f"{name} must be true or false, got {value!r}.")
+            raise ConfigError(f"{name} must be true or false, got {echo(value)}.")
     elif name in CHOICES:
         if value not in CHOICES[name]:
-            raise ConfigError(f"{name} must be one of {', '.join(CHOICES[name])}, got {value!r}.")
+            raise ConfigError(f"{name} must be one of {', '.join(CHOICES[name])}, got {echo(value)}.")
     else:
-        raise ConfigError(f"unknown setting {name!r}.")
+        raise ConfigError(f"unknown setting {echo(name)}.")
 
 
 def parse_int(name: str, text: str) -> int:
@@ -159,7 +161,7 @@ def parse_int(name: str, text: str) -> int:
         return int(str(text).strip().replace("_", ""), 10)
     except ValueError:
         low, high = LIMITS[name]
-        raise ConfigError(f"{name} must be a whole number between {low:,} and {high:,}, got {text!r}.") from None
+        raise ConfigError(f"{name} must be a whole number between {low:,} and {high:,}, got {echo(text)}.") from None
 
 
 def parse_bool(name: str, text: str) -> bool:
@@ -169,7 +171,7 @@ def parse_bool(name: str, text: str) -> bool:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise ConfigError(f"{name} must be true or false, got {text!r}.")
+    raise ConfigError(f"{name} must be true or false, got {echo(text)}.")
 
 
 def parse_setting(name: str, text: str) -> Any:
@@ -180,4 +182,4 @@ def parse_setting(name: str, text: str) -> Any:
         return parse_bool(name, text)
     if name in CHOICES:
         return str(text).strip().lower()
-    raise ConfigError(f"unknown setting {name!r}.")
+    raise ConfigError(f"unknown setting {echo(name)}.")

@@ -1,7 +1,8 @@
 """Settings to and from a page URL's query parameters, and fitting settings into the limits.
 
 A link must reproduce the page, and a bad link must never break it: every bad value gives one
-sentence for the page to show, and a valid value is used in its place.
+sentence for the page to show, and a valid value is used in its place. The sentences are plain text
+naming each value cut short (dpviz.echo); the page shows them with echo.markdown_text.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from .config import (
     MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, RNN_MODELS, ConfigError, RunConfig, check_setting, parse_setting,
     row_elements,
 )
+from .echo import echo
 from .presets import PRESETS
 
 DEFAULTS = RunConfig()
@@ -38,13 +40,13 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
         if name in PRESETS:
             values.update(PRESETS[name].config.to_dict())
         else:
-            warnings.append(f"The link's preset {name!r} is not one of {', '.join(PRESETS)}; it was ignored.")
+            warnings.append(f"The link's preset {echo(name)} is not one of {', '.join(PRESETS)}; it was ignored.")
     for name, raw in params.items():
         text = last(raw)
         if name == "preset":
             continue
         if name not in PARAMS:
-            warnings.append(f"The link's parameter {name!r} is not a dpviz setting and was ignored.")
+            warnings.append(f"The link's parameter {echo(name)} is not a dpviz setting and was ignored.")
             continue
         try:
             value = parse_setting(name, text)

@@ -72,3 +72,11 @@ def test_a_hidden_state_without_a_gru_falls_back_to_a_plain_tensor():
     assert config.inputs == "tensor" and len(warnings) == 1 and "hidden" in warnings[0]
     config, warnings = from_query({"model": "fancy"})
     assert config.model == "linear" and "model" in warnings[0]
+
+
+def test_echoed_values_are_cut_and_each_sentence_stays_whole():
+    config, warnings = from_query({"preset": "p" * 100_000, "q" * 100_000: "1", "gpus": "9" * 4_000,
+                                   "backend": "[x](http://evil.example)" * 5_000})
+    assert config == RunConfig(backend="auto") and len(warnings) == 4
+    for warning in warnings:
+        assert len(warning) < 300 and "…" in warning and warning.endswith(("ignored.", "instead.")), warning
