@@ -6,6 +6,7 @@ import string
 
 
 from dpviz.echo import ELLIPSIS, WORD_JOINER, code_span, cut, echo, markdown_text, plotly_text
+from user_text_traces import unescape_markdown
 
 PAYLOADS = [
     '<a href="http://evil.example/x">click</a>', "<img src=http://evil.example/i.png>", "[link](http://evil.example)",
@@ -20,22 +21,6 @@ def random_texts(count: int = 500, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     texts = [rng.choice(PAYLOADS) + "".join(rng.choice(ALPHABET) for _ in range(rng.randrange(30))) for _ in range(count)]
     return PAYLOADS + texts + ["".join(rng.choice("`` \\") for _ in range(rng.randrange(1, 12))) for _ in range(count)]
-
-
-def unescape_markdown(markdown: str) -> str:
-    """The text a markdown_text result renders as; fails on any punctuation left unescaped."""
-    out, i = [], 0
-    while i < len(markdown):
-        char = markdown[i]
-        if char == "\\":
-            assert markdown[i + 1] in string.punctuation, markdown
-            out.append(markdown[i + 1])
-            i += 2
-            continue
-        assert char not in string.punctuation, f"unescaped {char!r} in {markdown!r}"
-        out.append(char)
-        i += 1
-    return "".join(out)
 
 
 def one_line(text: str) -> str:

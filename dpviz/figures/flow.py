@@ -13,10 +13,11 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..echo import plotly_text
 from ..summary import batch_spans, batch_split, device_list, human_bytes
 from ..trace import Trace
 from .colors import IDLE_GREY, OUTLINE, TEXT, device_color, with_alpha
-from .style import backend_note, check_batch, device_name, plural, rows_text, styled
+from .style import NAME_LIMIT, backend_note, check_batch, device_name, plural, rows_text, styled
 
 BATCH_COLOR = "#4D4D4D"
 FAILED_COLOR = "#CC3311"  # the output node of a batch whose call raised
@@ -254,14 +255,15 @@ def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
     failure = trace.failure
     if failure is not None and failure.batch == batch:
         where = f" in replica {failure.replica}" if failure.replica is not None else ""
+        error = plotly_text(failure.type, NAME_LIMIT)  # the failure's words may come from a trace file
         title = f"Batch {batch:,} of {trace.config.num_batches:,}: {plural(rows, 'row')} scattered over {used} of " \
-                f"{plural(len(trace.lanes), 'GPU')}, then {failure.type}{where}"
+                f"{plural(len(trace.lanes), 'GPU')}, then {error}{where}"
         lost = rows - int(table.loc[table["used"], "rows"].sum())
         if lost > 0:  # zip truncation: fewer pieces of another argument than chunks of the batch
             notes.append(f"{plural(lost, 'row')} reached no replica")
         return plot_flow(table, input_shape=facts.input_shape, output_shape=[], output_device=trace.output_device,
-                         gathered=False, title=title, notes=notes + [failure.original[:120]],
-                         failed=f"no output:<br>{failure.type}{where}")
+                         gathered=False, title=title, notes=notes + [plotly_text(failure.original, 120)],
+                         failed=f"no output:<br>{error}{where}")
     back = prepare_backward_flow(trace, batch)
     steps = batch_spans(trace, batch, "step")
     if back.empty or not steps:

@@ -12,15 +12,17 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..echo import plotly_text
 from ..summary import device_list
 from ..trace import Trace
 from .colors import IDLE_GREY, OUTLINE, device_color, with_alpha
-from .style import backend_note, device_name, styled
+from .style import NAME_LIMIT, backend_note, device_name, styled
 
 SHARED, COPIED, MISSING = "#E2CFA4", "#F2B8C6", "#F4A582"  # light, so dark text reads on every cell
 MODE_WORDS = {"split": "a chunk of the tensor", "shared": "the same object on every GPU",
               "copied": "rebuilt whole for every GPU", "missing": "not passed to this replica", "idle": "no replica"}
 COLUMNS = ["argument", "device", "replica", "mode", "kind", "shape", "text"]
+NAMES_SHOWN = 4  # argument names listed in a title or a note before "and N more"
 
 
 def argument_batches(trace: Trace) -> list[int]:
@@ -80,6 +82,24 @@ def _stepped(colors: list[str]) -> list[list]:
     return scale
 
 
+def _labels(paths: list[str]) -> list[str]:
+    """The arguments' names as axis labels: shown as text, cut short, and still one label per argument."""
+    labels: list[str] = []
+    for path in paths:
+        label = base = plotly_text(path, NAME_LIMIT)
+        while label in labels:  # two long names cut to the same start
+            label = f"{base} ({sum(1 for l in labels if l.startswith(base)) + 1})"
+        labels.append(label)
+    return labels
+
+
+def _names(paths) -> str:
+    """Argument names for a title or a note (keywords without their '='), shown as text, at most NAMES_SHOWN."""
+    names = [plotly_text(p.rstrip("="), NAME_LIMIT) for p in paths]
+    more = f" and {len(names) - NAMES_SHOWN:,} more" if len(names) > NAMES_SHOWN else ""
+    return ", ".join(names[:NAMES_SHOWN]) + more
+
+
 def plot_inputs(table: pd.DataFrame, *, devices: int, title: str, notes: list[str]) -> go.Figure:
     """Draw the grid as a heatmap whose cells each take the colour of their mode (and device)."""
     paths = list(dict.fromkeys(table["argument"]))
@@ -88,12 +108,14 @@ def plot_inputs(table: pd.DataFrame, *, devices: int, title: str, notes: list[st
     palette = list(dict.fromkeys(cell_colors))
     code = {c: i for i, c in enumerate(palette)}
     shape = (len(paths), devices)
-    grid = table.assign(z=[code[c] for c in cell_colors], words=[MODE_WORDS[m] for m in table["mode"]])
+    # Argument names and kinds come from the trace (a file, perhaps): plotly would render their tags.
+    grid = table.assign(z=[code[c] for c in cell_colors], words=[MODE_WORDS[m] for m in table["mode"]],
+                        shown=[plotly_text(t, NAME_LIMIT) for t in table["text"]])
     pivot = lambda column: grid.pivot(index="argument", columns="device", values=column).loc[paths].to_numpy()
     fig = go.Figure(go.Heatmap(
-        z=pivot("z").astype(float).reshape(shape), x=names, y=paths, colorscale=_stepped(palette),
+        z=pivot("z").astype(float).reshape(shape), x=names, y=_labels(paths), colorscale=_stepped(palette),
         zmin=-0.5, zmax=len(palette) - 0.5, showscale=False, xgap=3, ygap=3,
-        text=pivot("text").reshape(shape), texttemplate="%{text}",
+        text=pivot("shown").reshape(shape), texttemplate="%{text}",
         textfont=dict(size=14 if devices <= 8 else 11, color="#222222"),
         customdata=pivot("words").reshape(shape),
         hovertemplate="%{x}, %{y}: %{text} (%{customdata})<extra></extra>",
@@ -121,12 +143,11 @@ def inputs_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     missing = table[table["mode"] == "missing"]
     title = f"Batch {batch:,}: what each GPU received, tensors split along dim {trace.dim}"
     if whole:
-        title += f", {', '.join(w.rstrip('=') for w in whole)} whole"
+        title += f", {_names(whole)} whole"
     notes = [backend_note(trace)]
     if len(missing):
         devices = sorted(set(missing["device"]))
-        names = ", ".join(a.rstrip("=") for a in dict.fromkeys(missing["argument"]))
-        notes.append(f"{device_list(devices)} called without {names}")
+        notes.append(f"{device_list(devices)} called without {_names(dict.fromkeys(missing['argument']))}")
     if trace.failure is not None and trace.failure.batch == batch:
-        notes.append(f"this batch failed: {trace.failure.headline}")
+        notes.append(f"this batch failed: {plotly_text(trace.failure.headline, 120)}")
     return plot_inputs(table, devices=len(trace.lanes), title=title, notes=notes)

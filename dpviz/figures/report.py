@@ -18,6 +18,7 @@ from plotly.offline import get_plotlyjs
 
 from .. import inputs as input_forms
 from .. import models
+from ..echo import plotly_text
 from ..explain import explain
 from ..summary import chunks_per_batch, memory_batches, summary_table
 from ..trace import Trace
@@ -42,11 +43,44 @@ code {{ background: #f0f0f0; padding: 0 3px; }}
 """
 
 
+# What explain() writes: a code span's opening backticks, a backslash escape, or a bold marker.
+_MARKDOWN = re.compile(r"(`+)|\\([!-/:-@\[-`{-~])|(\*\*)")
+
+
 def markdown_to_html(text: str) -> str:
-    """The markdown explain() writes (**bold** and `code`), escaped and turned into HTML."""
-    escaped = html.escape(text)
-    escaped = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", escaped)
+    """The markdown explain() writes (**bold**, code spans, backslash escapes), escaped and turned into HTML."""
+    parts: list[str] = []  # HTML, with None where a bold marker goes
+    i = 0
+    for match in _MARKDOWN.finditer(text):
+        if match.start() < i:  # inside a code span already taken
+            continue
+        parts.append(html.escape(text[i:match.start()]))
+        fence, escaped, _ = match.groups()
+        i = match.end()
+        if escaped is not None:
+            parts.append(html.escape(escaped))
+        elif fence is None:
+            parts.append(None)
+        else:  # a code span ends at the next run of exactly as many backticks; its text is taken as it is
+            close = re.compile(rf"(?<!`){fence}(?!`)").search(text, i)
+            if close is None:
+                parts.append(html.escape(fence))
+                continue
+            code = text[i:close.start()]
+            if code.strip() and code[0] == code[-1] == " ":  # the padding around a text that starts or ends with `
+                code = code[1:-1]
+            parts.append(f"<code>{html.escape(code)}</code>")
+            i = close.end()
+    parts.append(html.escape(text[i:]))
+    return _bold(parts)
+
+
+def _bold(parts: list[str | None]) -> str:
+    """Join `parts`, bold markers (None) paired into <strong> elements; an unpaired last one stays '**'."""
+    markers = [k for k, part in enumerate(parts) if part is None]
+    unpaired = markers[-1] if len(markers) % 2 else None
+    tags = iter(["<strong>", "</strong>"] * len(markers))
+    return "".join("**" if k == unpaired else next(tags) if part is None else part for k, part in enumerate(parts))
 
 
 def bounded_log(trace: Trace, max_lines: int = MAX_LOG_LINES) -> str:
@@ -106,7 +140,8 @@ def html_report(trace: Trace) -> str:
         f'<script type="text/javascript">{get_plotlyjs()}</script>',
         "</head><body>",
         f"<h1>{html.escape(heading)}</h1>",
-        f"<p>{html.escape(backend_note(trace))}; torch {html.escape(trace.torch_version)}; "
+        # backend_note is HTML already (plotly's labels are HTML); the torch version is the trace file's text.
+        f"<p>{backend_note(trace)}; torch {plotly_text(trace.torch_version, 40)}; "
         f"seed {config.seed}; shuffle={config.shuffle}. Made by dpviz.</p>",
         *sections,
         "</body></html>",

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ..echo import plotly_text
 from ..summary import plural  # re-exported: the views' wording lives in one place
 from ..trace import Trace
 from .colors import TEXT
 
 FONT_SIZE = 16  # readable from the back of a classroom
 FONT_FAMILY = "Inter, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+NAME_LIMIT = 40  # characters of a name from a trace file (a device, an argument) in a label or a title
 
 
 def device_name(i: int) -> str:
@@ -25,12 +27,12 @@ def rows_text(first: int, rows: int) -> str:
 
 
 def backend_note(trace: Trace) -> str:
-    """Says once per figure whether the GPUs were real or simulated."""
+    """Says once per figure whether the GPUs were real or simulated (HTML-escaped: plotly and the report read HTML)."""
     count = len(trace.lanes)
     if trace.simulated:
         return f"simulated GPUs: CPU threads stand in for {plural(count, 'device')}"
     model = trace.lanes[0].name.split(" ", 1)[-1] if trace.lanes else "CUDA"
-    return f"real GPUs: {count} × {model}"
+    return f"real GPUs: {count} × {plotly_text(model, NAME_LIMIT)}"  # a trace file's own text
 
 
 def check_batch(trace: Trace, batch: int) -> None:
