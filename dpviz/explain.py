@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .echo import markdown_text
 from .explain_pitfalls import pitfalls
 from .scatter import chunk_sizes
 from .summary import (
@@ -20,6 +21,7 @@ from .summary import (
 )
 from .trace import Trace
 
+DEVICE_NAME_LIMIT = 40  # characters of a device's name from a trace file
 
 
 def _batches_text(batches: list[int]) -> str:
@@ -39,8 +41,10 @@ def _devices(trace: Trace) -> str:
                 f"{device_list(list(range(k)))} and ran DataParallel's own steps ({steps}). The split and the "
                 f"outputs are exactly what {plural(k, 'real GPU')} would get; the times are CPU times.")
     else:
-        models = sorted({lane.name.split(' ', 1)[-1] for lane in trace.lanes})
-        text = f"**Real GPUs.** Recorded on {plural(k, 'CUDA device')} ({', '.join(models)}) with torch {trace.torch_version}."
+        # Device names and the torch version are the trace file's own text.
+        models = sorted({markdown_text(lane.name.split(' ', 1)[-1], DEVICE_NAME_LIMIT) for lane in trace.lanes})
+        text = (f"**Real GPUs.** Recorded on {plural(k, 'CUDA device')} ({', '.join(models)}) with torch "
+                f"{markdown_text(trace.torch_version, 40)}.")
     if k == 1:
         text += (" With a single device DataParallel does not split anything: every batch goes whole to "
                  "GPU 0, with no replicate and no gather.")

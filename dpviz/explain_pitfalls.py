@@ -4,16 +4,27 @@
     pitfalls(trace)   # markdown paragraphs: the failure and why, the warnings, lost state, the inputs
 
 Every number and name comes from the run: which replica failed and with what rows and arguments,
-the warning's own text, the model's counters after the run, what each replica was handed.
+the warning's own text, the model's counters after the run, what each replica was handed. A trace may
+come from a file, so its own words (errors, warnings, argument names) go in as text, cut short.
 """
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 
+from .echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
 from .inputs import POSITIONAL
 from .summary import device_list, plural, sizes_text
 from .trace import ArgumentSample, Trace
+
+
+SHOWN = 4  # names listed in a sentence before "and N more": a file may hold thousands
+
+
+def _listed(items: list[str]) -> str:
+    """'a, b, c' of the first SHOWN items, and how many more there are."""
+    more = f" and {len(items) - SHOWN:,} more" if len(items) > SHOWN else ""
+    return ", ".join(items[:SHOWN]) + more
 
 
 def _shape(shape: list[int]) -> str:
@@ -31,10 +42,10 @@ def _arguments(trace: Trace, batch: int) -> dict[int, list[ArgumentSample]]:
 
 def _what(a: ArgumentSample) -> str:
     if a.kind == "tensor":
-        return f"`{a.path}` ({_shape(a.shape)})"
+        return f"{code_span(a.path, LIMIT)} ({_shape(a.shape)})"
     container, _, inner = a.kind.partition(" of ")
-    size = f" of {a.shape[0]:,}{' ' + inner + 's' if inner else ''}" if a.shape else ""
-    return f"`{a.path.rstrip('=')}` (a {container}{size})"
+    size = f" of {a.shape[0]:,}{' ' + markdown_text(inner + 's', LIMIT) if inner else ''}" if a.shape else ""
+    return f"{code_span(a.path.rstrip('='), LIMIT)} (a {markdown_text(container, LIMIT)}{size})"
 
 
 def _why_failed(trace: Trace) -> str | None:
@@ -52,7 +63,7 @@ def _why_failed(trace: Trace) -> str | None:
         chunks = len(got) - len(empty)
         return (f"Batch {failure.batch:,} has {plural(batch.rows, 'row')}, which `torch.chunk` cut into only "
                 f"{plural(chunks, 'chunk')} for {plural(gpus, 'GPU')}; the keyword "
-                f"{', '.join(f'`{k}`' for k in keywords)} is not a tensor, so scatter copied it to all {gpus}. "
+                f"{_listed([code_span(k, LIMIT) for k in keywords])} is not a tensor, so scatter copied it to all {gpus}. "
                 f"`scatter_kwargs` then pads the shorter list, the positional arguments, with empty tuples: "
                 f"replica{'s' if len(empty) > 1 else ''} {sizes_text(empty)} ({device_list(empty)}) "
                 f"{'were' if len(empty) > 1 else 'was'} called with the keyword alone."
@@ -91,8 +102,9 @@ def _failure(trace: Trace) -> str | None:
         return None
     done = len(trace.batches) - 1
     after = f"after {plural(done, 'batch')} that worked" if done else "in its first batch"
-    text = (f"**The run stopped at batch {failure.batch:,}** of {trace.config.num_batches:,}, {after}. DataParallel raised `{failure.headline}`; the replica's own error "
-            f"was `{failure.original}`.")
+    text = (f"**The run stopped at batch {failure.batch:,}** of {trace.config.num_batches:,}, {after}. DataParallel "
+            f"raised {code_span(failure.headline, MESSAGE_LIMIT)}; the replica's own error "
+            f"was {code_span(failure.original, MESSAGE_LIMIT)}.")
     why = _why_failed(trace)
     return f"{text} {why}" if why else text
 
@@ -101,7 +113,7 @@ def _warnings(trace: Trace) -> list[str]:
     out = []
     losses = trace.facts.get("losses", [])
     for note in trace.warnings:
-        text = (f"**A warning, {plural(note.count, 'time')}.** `{note.category}: {note.message}` "
+        text = (f"**A warning, {plural(note.count, 'time')}.** {code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)} "
                 f"(first in batch {note.batch:,}).")
         if note.message.startswith("Was asked to gather") and losses:
             last = losses[-1]
@@ -152,17 +164,19 @@ def _inputs(trace: Trace) -> str | None:
     if split:
         with_tensors = [(r, args) for r, args in sorted(got.items()) if any(a.mode == "split" for a in args)]
         shapes = "; ".join(
-            f"replica {r}: " + ", ".join(f"{a.path} {_shape(a.shape)}" for a in args if a.mode == "split")
+            f"replica {r}: " + _listed([f"{markdown_text(a.path, LIMIT)} {_shape(a.shape)}" for a in args if a.mode == "split"])
             for r, args in with_tensors[:3]
         )
-        parts.append(f"every tensor ({', '.join(f'`{p}`' for p in sorted(split))}) was split along dim {trace.dim} "
+        parts.append(f"every tensor ({_listed([code_span(p, LIMIT) for p in sorted(split)])}) was split along dim {trace.dim} "
                      f"({shapes}{'; …' if len(with_tensors) > 3 else ''})")
-    for path, a in whole.items():
+    for a in list(whole.values())[:SHOWN]:
         how = ("the same object, shared by every replica" if a.mode == "shared"
                else "rebuilt whole for every replica, not split")
         extra = (f": each replica got all {a.shape[0]:,} items though it holds only its chunk's rows"
                  if a.shape and a.shape[0] == rows else "")
         parts.append(f"{_what(a)} is {how}{extra}")
+    if len(whole) > SHOWN:
+        parts.append(f"{len(whole) - SHOWN:,} more arguments were handed whole")
     return f"**What each replica got** (batch {batch:,}): " + "; ".join(parts) + "."
 
 
