@@ -10,6 +10,7 @@ import streamlit as st
 
 from dpviz import chrome_trace, inputs, models, trace_json
 from dpviz.config import INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
+from dpviz.echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
 from dpviz.explain import explain
 from dpviz.figures import (
     argument_batches, flow_figure, html_report, inputs_figure, memory_figure, sample_map_figure, split_figure,
@@ -91,8 +92,13 @@ def controls() -> RunConfig:
     }
     config, warnings = settle(values)
     for warning in warnings:
-        st.warning(warning)
+        say(warning)
     return config
+
+
+def say(sentence: str) -> None:
+    """A warning sentence, shown as text: it may name a value from the link or a file."""
+    st.warning(markdown_text(sentence))
 
 
 def uploaded_trace() -> Trace | None:
@@ -112,14 +118,16 @@ def uploaded_trace() -> Trace | None:
             st.session_state.upload, st.session_state.upload_error = None, str(error)
         st.session_state.upload_id = upload.file_id
     if st.session_state.upload_error:
-        st.warning(f"{upload.name} could not be used: {st.session_state.upload_error} Showing the live run instead.")
+        # The file's name and the loader's sentence (which quotes the file) are the visitor's text.
+        st.warning(f"{markdown_text(upload.name, LIMIT)} could not be used: "
+                   f"{markdown_text(st.session_state.upload_error, MESSAGE_LIMIT)} Showing the live run instead.")
     return st.session_state.upload
 
 
 def run(config: RunConfig) -> Trace | None:
     config, reason = runnable(config)
     if reason:
-        st.warning(reason)
+        say(reason)
     runs: Runs = st.session_state.setdefault("runs", Runs())
     if config in runs:
         return runs.get(config)
@@ -141,12 +149,14 @@ def show_outcome(trace: Trace) -> None:
         st.info(f"**Pitfall: {preset.title}.** {preset.look_for} [Link to this preset](?preset={preset.name})")
     failure = trace.failure
     if failure is not None:
-        st.error(f"**Batch {failure.batch:,} failed**, as it would in your training loop: `{failure.headline}`  \n"
-                 f"The replica's own error: `{failure.original}`")
+        st.error(f"**Batch {failure.batch:,} failed**, as it would in your training loop: "
+                 f"{code_span(failure.headline, MESSAGE_LIMIT)}  \n"
+                 f"The replica's own error: {code_span(failure.original, MESSAGE_LIMIT)}")
         with st.expander("The whole error, as Python prints it"):
             st.code(f"{failure.type}: {failure.message}", language=None)
     for note in trace.warnings:
-        st.warning(f"`{note.category}: {note.message}` ({note.count:,} time{'s' if note.count != 1 else ''}, "
+        st.warning(f"{code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)} "
+                   f"({note.count:,} time{'s' if note.count != 1 else ''}, "
                    f"first in batch {note.batch:,})")
 
 
@@ -250,11 +260,12 @@ def main() -> None:
     pitfall_buttons()
     if config == st.session_state.link_config:
         for warning in st.session_state.link_warnings:
-            st.warning(warning)
+            say(warning)
     st.query_params.from_dict(to_query(config))
     trace = uploaded_trace()
     if trace is not None:
-        st.caption(f"Showing an uploaded trace, recorded with torch {trace.torch_version}; remove the file to run live.")
+        st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; "
+                   "remove the file to run live.")
     else:
         trace = run(config)
     if trace is not None:

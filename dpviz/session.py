@@ -9,6 +9,7 @@ import dataclasses
 from collections import OrderedDict
 
 from .config import ConfigError, RunConfig
+from .echo import markdown_text
 from .recorder import Progress, cuda_device_count, record, resolve_backend
 from .trace import Trace
 
@@ -62,13 +63,17 @@ def runnable(config: RunConfig, available: int | None = None) -> tuple[RunConfig
     return config, None
 
 
+DEVICE_NAME_LIMIT = 40  # characters of one device's name: "cuda:0 NVIDIA H200" and longer fit
+
+
 def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
-    """One sentence: real or simulated devices, which ones, and what the viewing machine has."""
+    """One markdown sentence: real or simulated devices, which ones, and what the viewing machine has."""
     here = cuda_device_count() if machine_gpus is None else machine_gpus
     here_text = f"this machine has {here} CUDA GPU{'s' if here != 1 else ''}"
     n = len(trace.lanes)
     if trace.backend == "cuda":
-        names = ", ".join(lane.name for lane in trace.lanes)
+        # A trace's device names come from whoever wrote the file: shown as text, each cut short.
+        names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
         return f"Real GPUs: torch.nn.DataParallel ran on {names} ({here_text})."
     return (
         f"Simulated devices: {n} CPU thread{'s' if n != 1 else ''} stand{'s' if n == 1 else ''} in for "

@@ -3,6 +3,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dpviz import RunConfig, record, trace_json
+from dpviz.echo import markdown_text
+from user_text_traces import EVIL, LINK, MARKUP, outside_code, payload_json, unescape_markdown
 
 TIMEOUT = 120
 
@@ -61,7 +63,7 @@ def test_query_parameters_are_applied():
 @pytest.mark.parametrize("query,words", [
     ({"gpus": "lots"}, "gpus must be a whole number"),
     ({"gpus": "-1"}, "gpus must be between 1 and 16"),
-    ({"batch_size": "9999999"}, "batch_size must be between"),
+    ({"batch_size": "9999999"}, "batch\\_size must be between"),
     ({"backend": "quantum"}, "backend must be one of"),
 ])
 def test_bad_query_parameters_warn_and_fall_back(query, words):
@@ -79,7 +81,7 @@ def test_an_uploaded_trace_is_shown_and_a_bad_one_warns():
     assert "uploaded trace" in shown_text(app) and split_rows(app) == [[10, 10, 10]] * 3 + [[4, 4, 2]]
     app.file_uploader[0].set_value(("bad.json", b"{\"format\": \"dpviz-trace\", \"version\": 7}", "application/json")).run()
     assert not app.exception
-    assert any("bad.json could not be used" in w.value and "version 7" in w.value for w in app.warning)
+    assert any("bad\\.json could not be used" in w.value and "version 7" in w.value for w in app.warning)
     assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]
 
 
@@ -133,3 +135,41 @@ def test_models_and_inputs_from_the_sidebar_run_through_every_view(model, inputs
     assert not app.exception and not app.error
     assert app.query_params["model"] == model and app.query_params["inputs"] == inputs
     assert len(app.get("plotly_chart")) == 7
+
+
+def shown_markdown(app: AppTest) -> list[str]:
+    """Every markdown body the page shows: alerts, captions, paragraphs and the key figures' labels."""
+    kinds = ("markdown", "info", "warning", "success", "caption", "error")
+    return [str(e.value) for kind in kinds for e in getattr(app, kind)] + [m.label for m in app.metric]
+
+
+def test_a_link_with_markup_in_its_values_warns_in_plain_text_of_bounded_length():
+    sign_in = "[Session expired - sign in again](https://example.com/login)"
+    app = page(gpus=sign_in, model=f"![x](http://{EVIL}/x.png)", preset=LINK, **{f"<img src=http://{EVIL}/p.png>": "1"},
+               backend="q" * 100_000)
+    assert not app.exception
+    warnings = [w.value for w in app.warning]
+    assert len(warnings) == 5  # one sentence per bad value
+    for body in warnings:
+        unescape_markdown(body)  # every punctuation character escaped: no link, image or markup
+        assert len(body) < 600, body[:200]
+    text = " ".join(unescape_markdown(body) for body in warnings).replace("\u2060", "")
+    assert sign_in in text and "sign in again" in text and f"'![x](http://{EVIL}/x.png)'" in text
+    assert "'qqqq" in text and "…" in text
+    assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]  # the defaults ran
+
+
+def test_an_uploaded_trace_with_markup_shows_it_as_text():
+    app = page()
+    app.file_uploader[0].upload("run.json", payload_json().encode(), "application/json").run()
+    assert not app.exception and "uploaded trace" in " ".join(shown_markdown(app))
+    assert len(app.get("plotly_chart")) == 7
+    for body in shown_markdown(app):
+        prose = outside_code(body)
+        assert not any(markup in prose for markup in MARKUP), prose[:300]
+        assert "<" not in prose.replace("\\<", ""), prose[:300]
+    assert any("href\\=\\\"http\\:\u2060\\/\\/evil\\.example" in body for body in shown_markdown(app))  # a device name
+    name = f"[x](http://{EVIL}).json"
+    app.file_uploader[0].set_value((name, b"{}", "application/json")).run()
+    (warning,) = [w.value for w in app.warning]
+    assert warning.startswith(f"{markdown_text(name)} could not be used") and unescape_markdown(markdown_text(name)).replace("\u2060", "") == name

@@ -40,8 +40,8 @@ def payload_dict() -> dict:
     data = trace_json.to_dict(_recorded())
     data["backend"], data["memory_kind"] = "cuda", "measured"
     data["lanes"] = [{"id": lane["id"], "name": f"cuda:{lane['id']} {ANCHOR} {LINK}"} for lane in data["lanes"]]
-    data["torch_version"] = f"2.5.0 {IMAGE} {MD_IMAGE}"
-    data["threads"] = [f"{name} {IMAGE} {ANCHOR}" for name in data["threads"]]
+    data["torch_version"] = f"2.5.0 {MD_IMAGE}"  # trace files keep at most 64 characters of it
+    data["threads"] = [f"{name} {IMAGE}" for name in data["threads"]]
     totals: dict[tuple, int] = defaultdict(int)  # a real GPU measures one total per device and phase
     for batch, phase, lane, _, size in data["memory"]:
         totals[(batch, phase, lane)] += size
