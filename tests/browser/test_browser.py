@@ -8,6 +8,9 @@ in a fresh browser context, i.e. a new Streamlit session. Screenshots go to test
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
+from urllib.parse import urlencode, urlparse
 
 import pytest
 
@@ -242,3 +245,45 @@ def test_each_preset_link_draws_its_views(page, artifacts, name):
     show_tab(page, "Flow")
     screenshot_full_page(page, artifacts / f"preset-{name}.png")
     assert_no_exception(page)
+
+
+# Anything a link or a file could turn into a request, a link or an image, in HTML or in plotly's SVG.
+FOREIGN = ('a[href*="evil.example"], [*|href*="evil.example"], img[src*="evil.example"], '
+           '[src*="evil.example"], [style*="evil.example"]')
+
+
+def test_markup_in_a_link_and_in_an_uploaded_trace_shows_as_text(page, artifacts, tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the trace file with markup in it
+    from user_text_traces import EVIL, LINK, payload_json
+
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    sign_in = f"[Session expired - sign in again](https://{EVIL}/login)"
+    query = {"gpus": sign_in, "model": f"![x](http://{EVIL}/x.png)", "preset": LINK, f"<img src=http://{EVIL}/p.png>": "1"}
+    open_page(page, "?" + urlencode(query))
+    warnings = page.locator("[data-testid=stAlertContentWarning]")
+    warnings.first.wait_for()
+    shown = " ".join(warnings.all_inner_texts()).replace("\u2060", "")
+    assert sign_in in shown and f"'<img src=http://{EVIL}/p.png>'" in shown and f"'![x](http://{EVIL}/x.png)'" in shown
+
+    trace_file = tmp_path / "run.json"
+    trace_file.write_text(payload_json())
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(trace_file))
+    page.get_by_text("Showing an uploaded trace").wait_for()
+    page.wait_for_selector(IDLE)
+    for tab in ("Flow", "Inputs", "Timeline"):
+        draw_tab(page, tab)
+    assert_no_exception(page)
+    devices = page.locator("[data-testid=stAlertContentSuccess]").first.inner_text().replace("\u2060", "")
+    assert f'cuda:0 <a href="http://{EVIL}/x">' in devices  # the device names, as the file wrote them
+    error = page.locator("[data-testid=stAlertContentError]").first.inner_text()
+    assert f"<img src=http://{EVIL}/i.png>" in error and f"[link](http://{EVIL})" in error
+    heat = chart_traces(page, "inputs_chart")[0]
+    assert any("bold-evil" in label for label in heat["y"])  # the keyword's name, as plotly shows it
+    labels = page.locator(".st-key-inputs_chart .ytick text").all_text_contents()
+    assert any("<b>bold-evil" in label for label in labels), labels  # drawn as text, tags and all
+    show_tab(page, "Flow")
+    screenshot_full_page(page, artifacts / "user-text-page.png")
+
+    assert page.locator(FOREIGN).count() == 0, page.locator(FOREIGN).first.evaluate("e => e.outerHTML")
+    assert not [url for url in requests if EVIL in (urlparse(url).hostname or "")]  # the link itself names it
