@@ -57,7 +57,13 @@ def scatter(inputs: Any, target_devices: Sequence[int], dim: int = 0) -> Any:
             return [type(obj)(i) for i in zip(*map(scatter_map, obj.items()))]
         return [obj for _ in target_devices]
 
-    return scatter_map(inputs)
+    # scatter_map's closure holds the cell that holds scatter_map: a reference cycle that only the
+    # garbage collector would free, every call. Clearing the name empties the cell, as torch's
+    # scatter does (scatter_gather.py, scatter: `finally: scatter_map = None`).
+    try:
+        return scatter_map(inputs)
+    finally:
+        scatter_map = None  # type: ignore[assignment]
 
 
 def scatter_kwargs(
@@ -122,4 +128,8 @@ def gather(outputs: Sequence[Any], dim: int = 0) -> Any:
             return type(out)._make(map(gather_map, zip(*outputs, strict=True)))
         return type(out)(map(gather_map, zip(*outputs, strict=True)))
 
-    return gather_map(outputs)
+    # The same closure cycle as scatter_map's, broken the same way (scatter_gather.py, gather).
+    try:
+        return gather_map(outputs)
+    finally:
+        gather_map = None  # type: ignore[assignment]

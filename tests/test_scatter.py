@@ -7,6 +7,7 @@ between GPUs, and refuse CPU tensors) replaced by CPU stand-ins for the duration
 from __future__ import annotations
 
 import ast
+import gc
 import inspect
 import re
 import textwrap
@@ -83,6 +84,21 @@ def assert_same(got, want):
 
 def devices(k: int) -> list[int]:
     return list(range(k))
+
+
+def garbage_left(actions, times: int = 2) -> int:
+    """How many objects only the garbage collector could free after running each of `actions` `times` times."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(times):
+            for action in actions:
+                action()
+        return gc.collect()
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 Pair = namedtuple("Pair", "a b")
@@ -338,3 +354,40 @@ def test_gather_str_leaf_becomes_map_repr(oracle):
     got, want = ours.gather(["ab", "cd"], 0), oracle.gather(["ab", "cd"], 0, 0)
     assert type(got) is type(want) is str
     assert got.startswith("<map object at ") and want.startswith("<map object at ")
+
+
+# ---------------------------------------------------------------- no reference cycles
+
+def _scatter_calls(scatter, scatter_kwargs, gather) -> list:
+    """Every scatter, scatter_kwargs and gather case of this file, as calls to the given functions."""
+    calls = [lambda obj=obj, k=k: scatter(obj, devices(k)) for obj in _structures().values() for k in (1, 3)]
+    calls += [lambda case=case: scatter_kwargs(case[0], case[1], devices(case[2])) for case in _kwargs_cases().values()]
+    calls += [lambda case=case: gather(*case) for case in _gather_cases().values()]
+    return calls
+
+
+def test_scatter_and_gather_leave_no_garbage_like_torch(oracle):
+    """The recursive closures of scatter and gather are cut after use, as torch's are (`finally:
+    scatter_map = None`, `gather_map = None` in scatter_gather.py): for every structure above, neither
+    torch's code nor ours leaves anything for the garbage collector."""
+    torch_calls = _scatter_calls(oracle.scatter, oracle.scatter_kwargs, lambda outputs, dim: oracle.gather(outputs, 0, dim))
+    assert garbage_left(torch_calls) == 0
+    assert garbage_left(_scatter_calls(ours.scatter, ours.scatter_kwargs, ours.gather)) == 0
+
+
+def test_failing_scatter_and_gather_leave_no_garbage_like_torch(oracle):
+    """A scatter that raises (0-dim tensor) or a gather that raises (dicts of different sizes) leaves
+    nothing behind either, in torch's code and ours."""
+
+    def fails(call, error):
+        def run():
+            try:
+                call()
+            except error:
+                pass
+        return run
+
+    scalar, dicts = (torch.ones(2), torch.tensor(1.0)), [{"a": torch.ones(1)}, {"a": torch.ones(1), "b": 1}]
+    for scatter, gather in ((oracle.scatter, lambda o: oracle.gather(o, 0, 0)), (ours.scatter, lambda o: ours.gather(o, 0))):
+        calls = [fails(lambda: scatter(scalar, devices(2)), RuntimeError), fails(lambda: gather(dicts), ValueError)]
+        assert garbage_left(calls) == 0

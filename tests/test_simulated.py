@@ -1,12 +1,17 @@
 """SimulatedDataParallel against PyTorch: a plain forward/backward of the same module is the oracle
-for values and gradients, torch.chunk for how many replicas run, and the fact sheet (§1, §5, §6)
-for threads, devices, grad mode, errors and the state that replicas lose."""
+for values and gradients, torch.chunk for how many replicas run, torch's own parallel_apply (with CPU
+stand-ins for torch.accelerator) for replica errors, and the fact sheet (§1, §5, §6) for threads,
+devices, grad mode, errors and the state that replicas lose."""
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
+import importlib
 import re
 import threading
 import time
+import types
 import warnings
 
 import pytest
@@ -14,7 +19,8 @@ import torch
 from torch import nn
 
 from dpviz.scatter import SCALAR_GATHER_WARNING
-from dpviz.simulated import SimulatedDataParallel, current_device
+from dpviz import simulated
+from dpviz.simulated import SimulatedDataParallel, _on_device, current_device
 
 GRID = [(n, k) for n in (0, 1, 2, 3, 5, 8, 10, 30) for k in (1, 2, 3, 4, 8)]
 
@@ -370,3 +376,191 @@ def test_dim1_splits_and_gathers_along_dim1(n, k):
     torch.testing.assert_close(out, module(x))
     rec.calls = [c for c in rec.calls if c[0] is not None]  # drop the plain call just above
     assert [shape[1] for _, shape, _ in sorted(rec.calls, key=lambda c: c[0])] == chunk_rows(n, k, dim=1)
+
+
+# ---------------------------------------------------------------- torch's own parallel_apply
+
+class _Accelerator:
+    """torch.accelerator for simulated devices: available, no streams, dpviz's device context."""
+
+    is_available = staticmethod(lambda: True)
+    current_accelerator = staticmethod(lambda: torch.device("cpu"))
+    current_stream = staticmethod(lambda device=None: contextlib.nullcontext())
+    device_index = staticmethod(_on_device)
+
+
+class _TorchStandIn:
+    """The name `torch` as parallel_apply.py sees it: torch itself, but with _Accelerator."""
+
+    accelerator = _Accelerator
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+@pytest.fixture
+def torch_parallel_apply(monkeypatch):
+    """torch.nn.parallel.parallel_apply, unchanged, running on CPU threads that stand in for devices."""
+    module = importlib.import_module("torch.nn.parallel.parallel_apply")
+    monkeypatch.setattr(module, "torch", _TorchStandIn())
+    # _get_device_index(None, optional=True) asks the runtime for its current device; here that is the
+    # simulated one, 0 unless set, as torch.cuda.current_device() is 0 unless torch.cuda.device sets it.
+    monkeypatch.setattr(torch._utils, "_get_current_device_index", lambda: current_device() or 0)
+    return module.parallel_apply
+
+
+class FailsAt(nn.Module):
+    """Records the device it runs on; the replica numbered `fail` raises ValueError."""
+
+    def __init__(self, index: int, fail: int | None, seen: dict[int, int | None]):
+        super().__init__()
+        self.index, self.fail, self.seen = index, fail, seen
+
+    def forward(self, x):
+        self.seen[self.index] = current_device()
+        if self.index == self.fail:
+            raise ValueError(f"replica {self.index} broke")
+        return x
+
+
+def _apply_outcome(apply, devices, current, fail=1, count=3):
+    """What one parallel_apply call does: the first line of its error (or None) and each replica's device."""
+    seen: dict[int, int | None] = {}
+    modules = [FailsAt(i, fail, seen) for i in range(count)]
+    context = _on_device(current) if current is not None else contextlib.nullcontext()
+    message = None
+    with context:
+        try:
+            apply(modules, [torch.ones(2, 2)] * count, None, devices)
+        except ValueError as error:
+            message = str(error).splitlines()[0]
+    return message, [seen.get(i) for i in range(count)]
+
+
+@pytest.mark.parametrize("current", [None, 2])
+@pytest.mark.parametrize("devices", [None, [5, 3, 4], [None, 3, None], [torch.device("cuda", 1)] * 3])
+@pytest.mark.parametrize("fail", [None, 1])
+def test_module_level_parallel_apply_names_devices_as_torch_does(torch_parallel_apply, devices, current, fail):
+    """With devices=None, torch's parallel_apply resolves every replica's device to the caller's current
+    device (`_get_device_index(None, True)`): a failure in replica 1 reads "on device 0". Ours says and
+    does the same, for given devices, None entries and a caller inside a device context."""
+    want = _apply_outcome(torch_parallel_apply, devices, current, fail)
+    got = _apply_outcome(simulated.parallel_apply, devices, current, fail)
+    assert got == want
+    if devices is None:
+        device = 0 if current is None else current
+        assert want[1] == [device] * 3
+        assert want[0] == (None if fail is None else f"Caught ValueError in replica 1 on device {device}.")
+
+
+def test_data_parallel_names_its_own_device_ids():
+    """SimulatedDataParallel passes its device ids, so its errors name those, as DataParallel's do."""
+    seen: dict[int, int | None] = {}
+
+    class Fails(nn.Module):
+        def forward(self, x):
+            seen[len(seen)] = current_device()
+            if current_device() == 3:
+                raise ValueError("broke")
+            return x
+
+    with pytest.raises(ValueError, match="Caught ValueError in replica 1 on device 3"):
+        dp(Fails(), device_ids=[7, 3, 4])(torch.randn(9, 5))
+    assert sorted(seen.values()) == [3, 4, 7]
+
+
+# ---------------------------------------------------------------- no reference cycles
+
+def collected(actions, times: int = 2) -> list:
+    """The objects only the garbage collector could free after running `actions` `times` times."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(times):
+            for action in actions:
+                action()
+        gc.collect()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+
+
+class TupleInDictOut(nn.Module):
+    """Takes a (tensor, str) tuple and a tensor keyword; returns a dict holding a tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(5, 2)
+
+    def forward(self, pair, scale=None):
+        x, _ = pair
+        return {"out": self.linear(x) * scale, "aux": (x.sum(1), None)}
+
+
+def _forward_backward_calls(k: int) -> list:
+    linear, structured = dp(nn.Linear(5, 2), k), dp(TupleInDictOut(), k)
+
+    def tensors():
+        linear(torch.randn(9, 5, requires_grad=True)).sum().backward()
+
+    def structures():
+        out = structured((torch.randn(9, 5), "tag"), scale=torch.rand(9, 1))
+        (out["out"].sum() + out["aux"][0].sum()).backward()
+
+    def no_grad():
+        with torch.no_grad():
+            linear(torch.randn(9, 5))
+
+    return [tensors, structures, no_grad]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_forward_and_backward_leave_no_garbage(k):
+    """scatter, replicate, parallel_apply, gather and backward make no reference cycle: after tensor,
+    tuple, dict and keyword inputs, with and without grad, the garbage collector finds nothing."""
+    assert collected(_forward_backward_calls(k)) == []
+
+
+def test_failing_replica_leaves_the_cycle_torch_leaves(torch_parallel_apply):
+    """torch's ExceptionWrapper.reraise raises a local variable, so the exception, its traceback and
+    reraise's frame form a cycle (torch/_utils.py). torch's parallel_apply leaves it; ours leaves the
+    same one, and nothing torch's doesn't."""
+
+    def summary(garbage):
+        frames = sorted(o.f_code.co_name for o in garbage if isinstance(o, types.FrameType))
+        return frames, sum(isinstance(o, ValueError) for o in garbage), {type(o).__name__ for o in garbage}
+
+    want_frames, want_errors, want_types = summary(collected([lambda: _apply_outcome(torch_parallel_apply, None, None)]))
+    got_frames, got_errors, got_types = summary(collected([lambda: _apply_outcome(simulated.parallel_apply, None, None)]))
+    assert "reraise" in want_frames and want_errors == 2  # one re-raised error per call
+    assert (got_frames, got_errors) == (want_frames, want_errors)
+    assert got_types <= want_types
+
+
+def test_failing_data_parallel_call_leaves_only_the_reraise_cycle():
+    """A DataParallel call whose replica fails leaves only what re-raising it through torch's
+    ExceptionWrapper leaves: one error per call, held in a cycle with reraise's frame."""
+
+    class Fails(nn.Module):
+        def forward(self, x):
+            if current_device() == 1:
+                raise ValueError("broke")
+            return x
+
+    model = dp(Fails(), 3)
+
+    def call():
+        try:
+            model(torch.randn(9, 5))
+        except ValueError:
+            pass
+
+    garbage = collected([call])
+    assert sum(isinstance(o, ValueError) for o in garbage) == 2
+    assert not any(getattr(o, "__name__", None) in ("scatter_map", "gather_map") for o in garbage)
+    assert "reraise" in {o.f_code.co_name for o in garbage if isinstance(o, types.FrameType)}
