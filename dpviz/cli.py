@@ -17,7 +17,7 @@ from typing import Callable, NoReturn, Sequence
 from . import chrome_trace, trace_json
 from . import inputs, models
 from .config import (
-    BACKENDS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS, ConfigError, RunConfig,
+    BACKENDS, ENGINES, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS, ConfigError, RunConfig,
     parse_setting,
 )
 from .presets import PRESETS
@@ -74,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(the tutorial runs forward only)")
     add("--backend", type=_setting("backend"), choices=BACKENDS, default=DEFAULTS.backend,
         help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at least --gpus GPUs and --gpus >= 2")
+    add("--engine", type=_setting("engine"), choices=ENGINES, default=DEFAULTS.engine,
+        help="what spreads the batch over the devices: dp, nn.DataParallel (default)")
     add("--model", type=_setting("model"), choices=MODELS, default=DEFAULTS.model,
         help="what each replica runs (default linear, the tutorial's)")
     add("--inputs", type=_setting("inputs"), choices=INPUTS, default=DEFAULTS.inputs,
@@ -95,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     values = dict(
         input_size=args.input_size, output_size=args.output_size, batch_size=args.batch_size,
         data_size=args.data_size, gpus=args.gpus, shuffle=not args.no_shuffle, seed=args.seed, backend=args.backend,
-        train=args.train, model=args.model, inputs=args.inputs,
+        train=args.train, model=args.model, inputs=args.inputs, engine=args.engine,
     )
     if args.preset:  # the preset's settings, except where an option was given on the command line
         given = {name for name in values if _given(argv, name)}

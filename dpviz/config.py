@@ -6,20 +6,19 @@ Every value from a widget, a URL, a flag or a file passes through `RunConfig.val
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .catalogue import INPUT_SPECS, MODEL_SPECS, row_elements, row_text
 from .echo import cut, echo
 
-BACKENDS = ("auto", "cuda", "simulated")
-# The model each replica runs (dpviz.models) and how a batch is handed to it (dpviz.inputs).
-MODELS = ("linear", "mlp", "cnn", "gru", "gru_dim1", "loss", "counter")
-INPUTS = ("tensor", "tuple", "dict", "kwargs", "list", "hidden")
-RNN_MODELS = ("gru", "gru_dim1")
-CHOICES = {"backend": BACKENDS, "model": MODELS, "inputs": INPUTS}
-# Numbers in one row of data, per model: a feature vector, a square image, or a short sequence.
-SEQUENCE_LENGTH = 6
+BACKENDS = ("auto", "cuda", "simulated")  # the kind of device: resolved once to cuda or simulated
+ENGINES = ("dp",)  # what runs the model over the lanes: dpviz.engines
+# The model each replica runs and how a batch is handed to it: dpviz.catalogue's registries.
+MODELS = tuple(MODEL_SPECS)
+INPUTS = tuple(INPUT_SPECS)
+RNN_MODELS = tuple(name for name, spec in MODEL_SPECS.items() if spec.recurrent)
+CHOICES = {"engine": ENGINES, "backend": BACKENDS, "model": MODELS, "inputs": INPUTS}
 
 # (minimum, maximum) for every integer setting. The bounds keep a run small enough for a hosted
 # page with 690 MB of memory while covering real use: a million rows, sixteen devices.
@@ -59,6 +58,7 @@ class RunConfig:
     train: bool = False  # forward only, as the tutorial; True adds loss, backward and an SGD step
     model: str = "linear"  # the tutorial's nn.Linear; see dpviz.models for the others
     inputs: str = "tensor"  # model(x) as in the tutorial; see dpviz.inputs for tuple, dict, kwargs, ...
+    engine: str = "dp"  # nn.DataParallel; see dpviz.engines
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -74,7 +74,7 @@ class RunConfig:
                 f"data_size {self.data_size:,} rows of {self.row_elements:,} numbers ({self.row_text}) make "
                 f"{self.data_size * self.row_elements:,} numbers; the limit is {MAX_DATASET_ELEMENTS:,}."
             )
-        if self.inputs == "hidden" and self.model not in RNN_MODELS:
+        if INPUT_SPECS[self.inputs].recurrent_only and self.model not in RNN_MODELS:
             raise ConfigError(
                 f"inputs hidden passes a GRU's hidden state, so it needs model {' or '.join(RNN_MODELS)}, got {self.model!r}."
             )
@@ -90,11 +90,7 @@ class RunConfig:
 
     @property
     def row_text(self) -> str:
-        if self.model == "cnn":
-            return f"a 1 x {self.input_size} x {self.input_size} image"
-        if self.model in RNN_MODELS:
-            return f"{SEQUENCE_LENGTH} steps of {self.input_size} features"
-        return f"{self.input_size} features"
+        return row_text(self.model, self.input_size)
 
     @property
     def max_batches(self) -> int:
@@ -119,22 +115,7 @@ class RunConfig:
 
 def batch_dim(model: str) -> int:
     """The dim of `model`'s input that holds the batch: DataParallel's `dim` for it."""
-    return 1 if model == "gru_dim1" else 0
-
-
-def row_shape(model: str, input_size: int) -> tuple[int, ...]:
-    """The shape of one row of data for `model`: input_size features, a 1 x input_size x input_size
-    image (cnn) or SEQUENCE_LENGTH steps of input_size features (the GRUs)."""
-    if model == "cnn":
-        return (1, input_size, input_size)
-    if model in RNN_MODELS:
-        return (SEQUENCE_LENGTH, input_size)
-    return (input_size,)
-
-
-def row_elements(model: str, input_size: int) -> int:
-    """Numbers in one row of data for `model`: what the dataset-size limit counts."""
-    return math.prod(row_shape(model, input_size))
+    return MODEL_SPECS[model].dim
 
 
 def check_setting(name: str, value: Any) -> None:

@@ -18,21 +18,12 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from .catalogue import INPUT_SPECS
 from .models import HIDDEN
 
-LABELS = {
-    "tensor": "model(x), as the tutorial",
-    "tuple": "model((x, weight)): a tuple",
-    "dict": "model({'x': x, 'weight': w})",
-    "kwargs": "model(x, scale=0.5): a keyword",
-    "list": "model(x, row_ids): a Python list",
-    "hidden": "model(x, h0): a GRU's hidden state",
-}
+LABELS = {name: spec.label for name, spec in INPUT_SPECS.items()}
 # Names of the positional arguments of each form's forward, for naming what a replica received.
-POSITIONAL = {
-    "tensor": ("x",), "tuple": ("batch",), "dict": ("batch",), "kwargs": ("x",), "list": ("x", "row_ids"),
-    "hidden": ("x", "h0"),
-}
+POSITIONAL = {name: spec.positional for name, spec in INPUT_SPECS.items()}
 SCALE = 0.5
 
 

@@ -14,22 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import SEQUENCE_LENGTH, batch_dim, row_shape  # noqa: F401  row_shape: a model's data, named here too
+from .catalogue import MODEL_SPECS, SEQUENCE_LENGTH, row_shape  # noqa: F401  a model's data, named here too
 from .seeding import seeded
 
 HIDDEN = 16  # hidden width of the MLP and the GRU
 CHANNELS = 8  # the CNN's feature maps
 
-# What the page and the CLI call each model.
-LABELS = {
-    "linear": "Linear (the tutorial's)",
-    "mlp": "MLP with BatchNorm1d",
-    "cnn": "CNN on images, with BatchNorm2d",
-    "gru": "GRU, batch first (dim=0)",
-    "gru_dim1": "GRU, time first (dim=1)",
-    "loss": "Linear that returns its loss",
-    "counter": "Linear that counts in forward",
-}
+LABELS = {name: spec.label for name, spec in MODEL_SPECS.items()}  # what the page and the CLI call each model
 
 
 class Linear(nn.Module):
@@ -122,17 +113,8 @@ class Counter(nn.Module):
 
 
 def build_model(name: str, input_size: int, output_size: int) -> tuple[nn.Module, int]:
-    """The model `name` and the dim DataParallel must split its batch on."""
-    if name == "linear":
-        return Linear(input_size, output_size), 0
-    if name == "mlp":
-        return MLP(input_size, output_size), 0
-    if name == "cnn":
-        return CNN(input_size, output_size), 0
-    if name in ("gru", "gru_dim1"):
-        return GRU(input_size, output_size, batch_first=name == "gru"), batch_dim(name)
-    if name == "loss":
-        return LossModel(input_size, output_size), 0
-    if name == "counter":
-        return Counter(input_size, output_size), 0
-    raise ValueError(f"model must be one of {', '.join(LABELS)}, got {name!r}")
+    """The model `name` (an entry of dpviz.catalogue.MODEL_SPECS) and the dim DataParallel must split its batch on."""
+    if name not in MODEL_SPECS:
+        raise ValueError(f"model must be one of {', '.join(MODEL_SPECS)}, got {name!r}")
+    spec = MODEL_SPECS[name]
+    return globals()[spec.builder](input_size, output_size, **spec.options), spec.dim

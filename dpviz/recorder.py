@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from . import inputs, tutorial
+from .catalogue import MODEL_SPECS
 from .config import ConfigError, RunConfig
 from .observer import Observer
 from .simulated import SimulatedDataParallel
@@ -99,6 +100,7 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
         teacher, optimizer = tutorial.training_parts(config, model)
         teacher = teacher.to(device)
     sampled = {0, config.num_batches - 1}
+    facts = MODEL_SPECS[config.model].facts  # what this model shows beyond its outputs
     observer = Observer(parallel, model, cuda=backend == "cuda", t0=time.perf_counter(), train=config.train,
                         memory_batches=sampled, argument_names=inputs.POSITIONAL[config.inputs])
     batches: list[Batch] = []
@@ -123,11 +125,11 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
                 batches.append(batch([]))
                 observer.next_batch()
                 break
-            if config.model == "loss" and index in sampled:
+            if facts == "losses" and index in sampled:
                 losses.append(_losses(observer, model, args, kwargs, output, index))
             if config.train:
                 with torch.no_grad():
-                    target = teacher(x) if config.model != "loss" else None
+                    target = None if MODEL_SPECS[config.model].returns_loss else teacher(x)
                 observer.train_step(output, lambda out: tutorial.loss_of(config, out, target), optimizer)
             batches.append(batch(_shape(output)))
             observer.next_batch()
@@ -172,7 +174,7 @@ def _facts(config: RunConfig, model: nn.Module, batches: list[Batch], losses: li
     if losses:
         facts["losses"] = losses
     core = getattr(model, "core", model)
-    if config.model == "counter":
+    if MODEL_SPECS[config.model].facts == "state":
         # What the model's own state says after the run, against what one device would have counted
         # over the same batches (a failing batch included: its replica 0 may have counted already).
         facts["state"] = {

@@ -15,7 +15,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from . import inputs
 from . import scatter as rules
-from .config import RunConfig, batch_dim, row_shape
+from .catalogue import MODEL_SPECS, row_shape
+from .config import RunConfig, batch_dim
 
 from .models import build_model
 from .seeding import seeded
@@ -107,6 +108,6 @@ def training_parts(config: RunConfig, model: nn.Module) -> tuple[nn.Module, torc
 def loss_of(config: RunConfig, output: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
     """The training loss: MSE against the teacher, or, for a model that returns its own loss, the mean
     of what DataParallel gathered (one loss per replica), as code written for one GPU would do."""
-    if config.model == "loss":
+    if MODEL_SPECS[config.model].returns_loss:
         return output.mean()
     return F.mse_loss(output, target.to(output.device))

@@ -18,7 +18,7 @@ from .presets import PRESETS
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
 PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train",
-          "model", "inputs")
+          "model", "inputs", "engine")
 
 
 def to_query(config: RunConfig) -> dict[str, str]:

@@ -35,6 +35,7 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--data-size", "1000000", "--batch-size", "1"], "raise the batch size"),
     (["--backend", "cuda", "--gpus", "16"], "needs 16 CUDA devices"),
     (["--backend", "tpu"], "invalid choice"),
+    (["--engine", "ddp"], "invalid choice: 'ddp'"),
     (["--trace", "/no/such/folder/t.json"], "does not exist"),
     (["--chrome-trace", "/tmp"], "it is a folder"),
     (["--trace", "t" * 300 + ".json"], "file name too long"),  # one part over the file system's 255 bytes

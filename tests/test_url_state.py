@@ -80,3 +80,10 @@ def test_echoed_values_are_cut_and_each_sentence_stays_whole():
     assert config == RunConfig(backend="auto") and len(warnings) == 4
     for warning in warnings:
         assert len(warning) < 300 and "…" in warning and warning.endswith(("ignored.", "instead.")), warning
+
+
+def test_the_engine_is_a_setting_of_the_link():
+    config, warnings = from_query({"engine": "dp", "gpus": "3"})
+    assert config.engine == "dp" and to_query(config)["engine"] == "dp" and warnings == []
+    config, warnings = from_query({"engine": "tpu"})
+    assert config.engine == "dp" and len(warnings) == 1 and "engine must be one of dp" in warnings[0]
