@@ -219,19 +219,23 @@ class Observer:
             rows=shape[self.dim] if shape and len(shape) > self.dim else state["rows"], input_shape=shape, thread=threading.current_thread().name,
         ))
 
-    def train_step(self, output: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
-                   optimizer: torch.optim.Optimizer) -> None:
-        """Loss on the output device, backward through DataParallel, the step on device_ids[0]."""
-        first, out = self.device_ids[0], self.parallel.output_device
-        start = self.now()
-        loss = loss_of(output)
-        self.pending.append(Span(phase="loss", batch=self.batch, start=start, end=self.now(), lane=out))
-        optimizer.zero_grad()
+    def loss_computed(self, start: float) -> None:
+        """The loop computed the loss (from `start` until now) on the output device."""
+        self.pending.append(Span(phase="loss", batch=self.batch, start=start, end=self.now(),
+                                 lane=self.parallel.output_device))
+        self.loss_start = start
+
+    def backward_starts(self, loss: torch.Tensor, output: Any) -> None:
+        """The loop zeroed the gradients and is about to call loss.backward()."""
+        out = self.parallel.output_device
         self.memory.drop("gradients")  # zero_grad sets every .grad to None
         self.memory.hold(out, "output and loss", nbytes(loss))
         self._snapshot("loss")
         self.memory.hold(out, "backward buffers", nbytes(output))  # the loss's gradient w.r.t. the output
-        loss.backward()
+
+    def backward_ended(self) -> None:
+        """loss.backward() returned: every replica's gradients were made and summed into .grad."""
+        first = self.device_ids[0]
         self._snapshot("backward")  # every replica's gradients exist, none summed yet: the peak
         self.memory.drop("parameter copies", "activations", "backward buffers")
         for lane in self.device_ids[1:]:
@@ -244,12 +248,14 @@ class Observer:
             # Every replica's gradients are ready once the last backward ends; the sum into the
             # module's own .grad (Broadcast's backward) ends when the last parameter's lands.
             ends = [s.end for s in self.pending if s.phase == "backward"]
-            begin = max(ends, default=start)
+            begin = max(ends, default=self.loss_start)
             self.pending.append(Span(phase="reduce", batch=self.batch, start=begin,
-                                   end=max(self.accumulated + [begin]), lane=first))
+                                     end=max(self.accumulated + [begin]), lane=first))
             self._snapshot("reduce")
-        start = self.now()
-        optimizer.step()
+
+    def stepped(self, start: float, optimizer: torch.optim.Optimizer) -> None:
+        """The loop ran optimizer.step() from `start` until now, on device_ids[0]."""
+        first = self.device_ids[0]
         self.pending.append(Span(phase="step", batch=self.batch, start=start, end=self.now(), lane=first))
         self.memory.drop("optimizer state")
         self.memory.hold(first, "optimizer state", nbytes([s for state in optimizer.state.values() for s in state.values()]))

@@ -130,7 +130,7 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
             if config.train:
                 with torch.no_grad():
                     target = None if MODEL_SPECS[config.model].returns_loss else teacher(x)
-                observer.train_step(output, lambda out: tutorial.loss_of(config, out, target), optimizer)
+                _train_step(observer, output, lambda out: tutorial.loss_of(config, out, target), optimizer)
             batches.append(batch(_shape(output)))
             observer.next_batch()
             if progress is not None and (len(batches) % every == 0 or len(batches) == total):
@@ -153,6 +153,22 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
         warnings=list(caught.notes.values()),
         facts=_facts(config, model, batches, losses),
     )
+
+
+def _train_step(observer: Observer, output: torch.Tensor, loss_of: Callable[[torch.Tensor], torch.Tensor],
+                optimizer: torch.optim.Optimizer) -> None:
+    """Loss on the output device, backward through DataParallel, the step on device_ids[0]: the
+    training loop's own work, with the observer told when each part begins and ends."""
+    start = observer.now()
+    loss = loss_of(output)
+    observer.loss_computed(start)
+    optimizer.zero_grad()
+    observer.backward_starts(loss, output)
+    loss.backward()
+    observer.backward_ended()
+    start = observer.now()
+    optimizer.step()
+    observer.stepped(start, optimizer)
 
 
 def _losses(observer: Observer, model: nn.Module, args: tuple, kwargs: dict, output: torch.Tensor, batch: int) -> dict:
