@@ -67,3 +67,19 @@ def test_the_html_report_escapes_the_files_text(trace):
         assert markup not in page
     assert "&lt;a href=&quot;http://evil.example/x&quot;&gt;" in page or "&lt;a href=\"http://evil.example/x\"&gt;" in page
     assert ANCHOR not in page
+
+
+def test_the_report_turns_escapes_and_code_spans_of_any_fence_into_html():
+    from dpviz.echo import code_span, markdown_text
+    from dpviz.figures.report import markdown_to_html
+
+    text = f"**Bold** {markdown_text('[x](http://e.example) <b>')} and {code_span('a ``b`` `c')} **open"
+    assert markdown_to_html(text) == ("<strong>Bold</strong> [x](http:\u2060//e.example) &lt;b&gt; and "
+                                      "<code>a ``b`` `c</code> **open")
+
+
+def test_long_argument_names_cut_to_the_same_start_keep_a_row_each():
+    from dpviz.figures.inputs import _labels
+
+    labels = _labels(["<" + "a" * 60, "<" + "a" * 61, "<" + "a" * 62, "x"])
+    assert len(set(labels)) == 4 and all("<" not in label and len(label) < 60 for label in labels)

@@ -88,7 +88,7 @@ def _labels(paths: list[str]) -> list[str]:
     for path in paths:
         label = base = plotly_text(path, NAME_LIMIT)
         while label in labels:  # two long names cut to the same start
-            label = f"{base} ({sum(1 for l in labels if l.startswith(base)) + 1})"
+            label = f"{base} ({sum(1 for other in labels if other.startswith(base)) + 1})"
         labels.append(label)
     return labels
 

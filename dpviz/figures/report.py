@@ -49,7 +49,7 @@ _MARKDOWN = re.compile(r"(`+)|\\([!-/:-@\[-`{-~])|(\*\*)")
 
 def markdown_to_html(text: str) -> str:
     """The markdown explain() writes (**bold**, code spans, backslash escapes), escaped and turned into HTML."""
-    parts: list[str] = []  # HTML, with None where a bold marker goes
+    parts: list[str | None] = []  # HTML, with None where a bold marker goes
     i = 0
     for match in _MARKDOWN.finditer(text):
         if match.start() < i:  # inside a code span already taken
