@@ -2,14 +2,26 @@
 
     from dpviz import RunConfig, record
     trace = record(RunConfig(batch_size=30, data_size=100, gpus=8))
+
+The recording side (torch) is imported on first use of `record` or `SimulatedDataParallel`, so reading
+and drawing a trace (dpviz.trace_json, dpviz.figures) never pays for it.
 """
+from importlib import import_module
+
 from .config import ConfigError, RunConfig
-from .recorder import record, resolve_backend
-from .simulated import SimulatedDataParallel
 from .trace import Batch, Lane, Span, Trace
 from .trace_json import TraceError
 
-__all__ = [
-    "Batch", "ConfigError", "Lane", "RunConfig", "SimulatedDataParallel", "Span", "Trace", "TraceError",
-    "record", "resolve_backend",
-]
+_RECORDING = {  # name -> the module that defines it, imported when the name is first used
+    "record": "dpviz.engines.run",
+    "resolve_backend": "dpviz.engines.dp.engine",
+    "SimulatedDataParallel": "dpviz.engines.dp.simulated",
+}
+
+__all__ = ["Batch", "ConfigError", "Lane", "RunConfig", "Span", "Trace", "TraceError", *_RECORDING]
+
+
+def __getattr__(name: str):
+    if name in _RECORDING:
+        return getattr(import_module(_RECORDING[name]), name)
+    raise AttributeError(f"module 'dpviz' has no attribute {name!r}")

@@ -21,7 +21,7 @@ from .config import (
     parse_setting,
 )
 from .presets import PRESETS
-from .recorder import record
+from .engines.run import record
 from .tutorial_log import tutorial_log
 
 DEFAULTS = RunConfig()

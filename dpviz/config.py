@@ -11,9 +11,10 @@ from typing import Any, Mapping
 
 from .catalogue import INPUT_SPECS, MODEL_SPECS, row_elements, row_text
 from .echo import cut, echo
+from .engines import ENGINES as ENGINE_NAMES
 
 BACKENDS = ("auto", "cuda", "simulated")  # the kind of device: resolved once to cuda or simulated
-ENGINES = ("dp",)  # what runs the model over the lanes: dpviz.engines
+ENGINES = tuple(ENGINE_NAMES)  # what runs the model over the lanes: dpviz.engines
 # The model each replica runs and how a batch is handed to it: dpviz.catalogue's registries.
 MODELS = tuple(MODEL_SPECS)
 INPUTS = tuple(INPUT_SPECS)

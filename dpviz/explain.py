@@ -14,7 +14,7 @@ from collections import Counter
 
 from .echo import markdown_text
 from .explain_pitfalls import pitfalls
-from .scatter import chunk_sizes
+from .engines.dp.chunking import chunk_sizes
 from .summary import (
     batch_spans, chunks_per_batch, device_list, human_bytes, memory_peaks, memory_table, phase_table, plural,
     sizes_text,

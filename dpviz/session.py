@@ -10,7 +10,9 @@ from collections import OrderedDict
 
 from .config import ConfigError, RunConfig
 from .echo import markdown_text
-from .recorder import Progress, cuda_device_count, record, resolve_backend
+from .engines.base import Progress
+from .engines.dp.engine import resolve_backend
+from .engines.run import cuda_device_count, record
 from .trace import Trace
 
 

@@ -11,9 +11,9 @@ import math
 from typing import Any
 
 from .config import ConfigError, RunConfig
-from .memory import CATEGORIES, MEASURED
+from .engines.dp.memory import CATEGORIES, MEASURED
 from .trace import PHASES, SCHEMA_VERSION, ArgumentSample, Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
-from .tutorial import replica_rows
+from .engines.dp.check import replica_rows
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 BACKEND_NAMES = ("cuda", "simulated")

@@ -14,7 +14,6 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from . import inputs
-from . import scatter as rules
 from .catalogue import MODEL_SPECS, row_shape
 from .config import RunConfig, batch_dim
 
@@ -77,16 +76,6 @@ def model_input(config: RunConfig, data: torch.Tensor) -> torch.Tensor:
 def call(config: RunConfig, data: torch.Tensor, ids: list[int]) -> tuple[tuple, dict[str, Any]]:
     """One loader batch as the positional and keyword arguments of the model's call."""
     return inputs.call_args(config.inputs, model_input(config, data), ids, batch_dim(config.model))
-
-
-def replica_rows(config: RunConfig, rows: int) -> list[int]:
-    """Rows each replica gets of a `rows`-row batch, by DataParallel's own rules on this model and input
-    form: shape-only (meta) tensors go through scatter_kwargs, so zip truncation and padding count."""
-    data = torch.empty(rows, *row_shape(config.model, config.input_size), device="meta")
-    args, kwargs = call(config, data, list(range(rows)))
-    pieces, _ = rules.scatter_kwargs(args, kwargs, list(range(config.gpus)), dim=config.dim)
-    firsts = [inputs.first_tensor(piece) for piece in pieces]
-    return [t.shape[config.dim] if t is not None else 0 for t in firsts]
 
 
 LEARNING_RATE = 0.1

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from dpviz import RunConfig, record
-from dpviz.scatter import chunk_sizes
+from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.trace import Batch, Lane, Span, Trace
 
 # The largest run dpviz allows: 10,000 batches on 16 devices.

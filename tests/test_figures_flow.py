@@ -2,7 +2,7 @@
 import pytest
 
 from dpviz.figures import MAX_MARKS, count_marks, flow_figure, prepare_backward_flow, prepare_flow
-from dpviz.scatter import chunk_sizes
+from dpviz.engines.dp.chunking import chunk_sizes
 from figure_traces import LARGEST, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
 

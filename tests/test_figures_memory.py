@@ -9,7 +9,7 @@ import pytest
 from dpviz.figures import MAX_MARKS, count_marks, memory_figure, prepare_memory
 from dpviz.figures.colors import MEMORY_COLORS, device_color
 from dpviz.figures.memory import PLOT_PX, byte_unit
-from dpviz.memory import CATEGORIES
+from dpviz.engines.dp.memory import CATEGORIES
 from dpviz.summary import human_bytes
 from dpviz.trace import MemorySample
 from figure_traces import MAX_JSON_BYTES, as_cuda, recorded

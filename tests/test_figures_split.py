@@ -4,7 +4,7 @@ import pytest
 
 from dpviz.figures import MAX_MARKS, count_marks, prepare_split, split_figure
 from dpviz.figures.colors import IDLE_GREY, TEXT, WHITE, contrast_ratio, device_color
-from dpviz.scatter import chunk_sizes
+from dpviz.engines.dp.chunking import chunk_sizes
 from figure_traces import LARGEST, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from dpviz import RunConfig
 from dpviz.figures import MAX_FRAMES, MAX_MARKS, count_marks, step_figure
-from dpviz.scatter import chunk_sizes
+from dpviz.engines.dp.chunking import chunk_sizes
 from figure_traces import LARGEST, MAX_JSON_BYTES, recorded, synthetic
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dpviz import RunConfig, record, tutorial
-from dpviz.memory import ComputedMemory, module_bytes, nbytes
+from dpviz.engines.dp.memory import ComputedMemory, module_bytes, nbytes
 
 
 def nb(t: torch.Tensor) -> int:

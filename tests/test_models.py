@@ -20,7 +20,7 @@ from torch import nn
 from dpviz import record, tutorial
 from dpviz.config import MAX_DATASET_ELEMENTS, MODELS, RNN_MODELS, ConfigError, RunConfig
 from dpviz.models import SEQUENCE_LENGTH, build_model, row_shape
-from dpviz.simulated import SimulatedDataParallel, current_device
+from dpviz.engines.dp.simulated import SimulatedDataParallel, current_device
 from test_scatter import torch_scalar_warning
 
 INPUT, OUTPUT = 5, 3

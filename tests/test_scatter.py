@@ -1,4 +1,4 @@
-"""dpviz.scatter against PyTorch's own scatter/gather code as the oracle.
+"""dpviz.engines.dp.scatter against PyTorch's own scatter/gather code as the oracle.
 
 The oracle is torch.nn.parallel.scatter_gather itself (its real scatter, scatter_kwargs and gather),
 with only the module-level names `Scatter` and `Gather` (the autograd Functions that move tensors
@@ -21,7 +21,7 @@ import torch
 import torch.nn.parallel._functions as torch_functions
 import torch.nn.parallel.scatter_gather as torch_sg
 
-from dpviz import scatter as ours
+from dpviz.engines.dp import scatter as ours
 
 
 def torch_scalar_warning() -> str:

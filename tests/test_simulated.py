@@ -18,9 +18,9 @@ import pytest
 import torch
 from torch import nn
 
-from dpviz.scatter import SCALAR_GATHER_WARNING
-from dpviz import simulated
-from dpviz.simulated import SimulatedDataParallel, _on_device, current_device
+from dpviz.engines.dp.scatter import SCALAR_GATHER_WARNING
+from dpviz.engines.dp import simulated
+from dpviz.engines.dp.simulated import SimulatedDataParallel, _on_device, current_device
 
 GRID = [(n, k) for n in (0, 1, 2, 3, 5, 8, 10, 30) for k in (1, 2, 3, 4, 8)]
 

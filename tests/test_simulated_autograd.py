@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from dpviz.simulated import Broadcast, SimulatedDataParallel, current_device, replicate
+from dpviz.engines.dp.simulated import Broadcast, SimulatedDataParallel, current_device, replicate
 
 
 def dp(module: nn.Module, k: int, **kw) -> SimulatedDataParallel:

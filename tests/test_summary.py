@@ -1,9 +1,9 @@
-"""Key figures and per-batch tables: checked against torch.chunk's split (dpviz.scatter.chunk_sizes)."""
+"""Key figures and per-batch tables: checked against torch.chunk's split (dpviz.engines.dp.chunking.chunk_sizes)."""
 import math
 
 import pytest
 
-from dpviz.scatter import chunk_sizes
+from dpviz.engines.dp.chunking import chunk_sizes
 import dataclasses
 
 from dpviz.summary import (

@@ -13,7 +13,7 @@ from collections import defaultdict
 from functools import lru_cache
 
 from dpviz import record, trace_json
-from dpviz.memory import MEASURED
+from dpviz.engines.dp.memory import MEASURED
 from dpviz.presets import PRESETS
 from dpviz.trace import Trace
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..memory import MEASURED
+from ..engines.dp.memory import MEASURED
 from ..summary import memory_batches, memory_table, memory_totals
 from ..trace import Trace
 from .colors import MEMORY_COLORS, OUTLINE, device_color

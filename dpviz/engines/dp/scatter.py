@@ -12,21 +12,12 @@ from typing import Any, Sequence
 
 import torch
 
+from .chunking import chunk_sizes  # noqa: F401  the split rule, named here with the others
+
 SCALAR_GATHER_WARNING = (
     "Was asked to gather along dimension 0, but all input tensors were scalars; "
     "will instead unsqueeze and return a vector."
 )
-
-
-def chunk_sizes(rows: int, devices: int) -> list[int]:
-    """Rows per used device for a batch of `rows` split over `devices`, as torch.chunk splits it."""
-    if rows < 0 or devices < 1:
-        raise ValueError(f"need rows >= 0 and devices >= 1, got rows={rows}, devices={devices}")
-    if rows == 0:
-        return [0] * devices  # ATen's special case: every device gets an empty chunk
-    size = -(-rows // devices)
-    used = -(-rows // size)
-    return [size] * (used - 1) + [rows - size * (used - 1)]
 
 
 def _is_namedtuple(obj: Any) -> bool:

@@ -1,6 +1,6 @@
 """record(config) -> Trace: run the tutorial under DataParallel (real or simulated) and watch it.
 
-The watching is done by dpviz.observer.Observer, which leaves what DataParallel does exactly as it is.
+The watching is done by dpviz.engines.dp.observer.Observer, which leaves what DataParallel does exactly as it is.
 What DataParallel raises or warns is part of what happened: a failing batch ends the run and is
 recorded as the user would see it, warnings are collected with the batch they first came in.
 """
@@ -13,35 +13,19 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from . import inputs, tutorial
-from .catalogue import MODEL_SPECS
-from .config import ConfigError, RunConfig
+from ... import inputs, tutorial
+from ...catalogue import MODEL_SPECS
+from ...config import RunConfig
+from ..run import cuda_device_count
+from ..base import Progress
+from .engine import resolve_backend
 from .observer import Observer
 from .simulated import SimulatedDataParallel
-from .trace import Batch, Failure, Lane, Trace, WarningNote
-from .warning_capture import collecting
+from ...trace import Batch, Failure, Lane, Trace, WarningNote
+from ...warning_capture import collecting
 
-Progress = Callable[[int, int], None]
+
 REPLICA_IN_MESSAGE = re.compile(r"in replica (\d+)")
-
-
-def cuda_device_count() -> int:
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def resolve_backend(config: RunConfig, available: int | None = None) -> str:
-    """The backend a run of `config` uses: real GPUs when asked for or when `auto` finds enough."""
-    available = cuda_device_count() if available is None else available
-    if config.backend == "cuda":
-        if available < config.gpus:
-            raise ConfigError(
-                f"backend cuda needs {config.gpus} CUDA device{'s' if config.gpus > 1 else ''} "
-                f"but this machine has {available}; use backend simulated or fewer gpus."
-            )
-        return "cuda"
-    if config.backend == "auto" and available >= config.gpus >= 2:
-        return "cuda"
-    return "simulated"
 
 
 def _lanes(backend: str, count: int) -> list[Lane]:

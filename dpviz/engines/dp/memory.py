@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 import torch
 
-from .trace import MemorySample
+from ...trace import MemorySample
 
 CATEGORIES = (
     "parameters", "optimizer state", "gradients", "batch and chunks", "parameter copies",

@@ -3,7 +3,7 @@
 Hooks on the model time each replica (they fire in every replica, since replicas share the module's
 hook dicts), the DataParallel object's own scatter / replicate / parallel_apply / gather methods are
 wrapped on the instance to time each phase, and gradient hooks time each replica's backward. A
-memory ledger (dpviz.memory) follows what each device holds after each phase of chosen batches.
+memory ledger (dpviz.engines.dp.memory) follows what each device holds after each phase of chosen batches.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from .inputs import describe, first_tensor
+from ...inputs import describe, first_tensor
 from .memory import ComputedMemory, MeasuredMemory, module_bytes, nbytes
 from .simulated import current_device
-from .trace import ArgumentSample, Span
+from ...trace import ArgumentSample, Span
 
 TRANSIENT = ("batch and chunks", "parameter copies", "activations", "output and loss", "backward buffers")
 

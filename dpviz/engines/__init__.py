@@ -1,0 +1,33 @@
+"""The engines dpviz can run, by the name a config, a link and the command line use.
+
+    vocabulary("dp")           # DataParallel's phases and memory kinds: no torch, for readers
+    engine("dp").record(cfg)   # the recording side, imported only when a run is asked for
+
+Adding an engine is one entry here and its package beside dp/ (vocabulary.py and engine.py).
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..vocabulary import Vocabulary
+    from .base import Engine
+
+ENGINES = {"dp": "nn.DataParallel"}  # name -> what it runs
+
+
+def vocabulary(name: str) -> "Vocabulary":
+    """The vocabulary of engine `name`: what its traces are drawn and explained with."""
+    return import_module(f"{__name__}.{_known(name)}.vocabulary").VOCABULARY
+
+
+def engine(name: str) -> "Engine":
+    """Engine `name` itself, importing its recording side (torch) now."""
+    return import_module(f"{__name__}.{_known(name)}.engine").ENGINE
+
+
+def _known(name: str) -> str:
+    if name not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}")
+    return name

@@ -1,0 +1,14 @@
+"""DataParallel: the real torch.nn.DataParallel on CUDA devices, or SimulatedDataParallel on CPU threads.
+
+    vocabulary.py   its phases and memory kinds (no torch: readers of a trace use it)
+    chunking.py     torch.chunk's split in plain integers (no torch)
+    engine.py       the engine: resolve the device kind, record a run, check a loaded trace
+    recorder.py     the recording loop: forward, loss, backward, step, batch by batch
+    observer.py     hooks and timers that watch DataParallel without changing it
+    memory.py       memory per device: a ledger of tensor sizes, or CUDA's own figure
+    scatter.py      DataParallel's scatter and gather rules on CPU tensors
+    simulated.py    SimulatedDataParallel, replicate, parallel_apply (a thread per replica)
+    check.py        the split a loaded trace must show, by DataParallel's own rules
+
+Importing this package imports no torch; the modules that need it import it themselves.
+"""

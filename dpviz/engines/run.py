@@ -1,0 +1,29 @@
+"""Recording through the configured engine: the entry points the page, the command line and the library use.
+
+    trace = record(RunConfig(gpus=8))      # the engine named by config.engine
+    config = resolve(RunConfig(gpus=8))    # the device kind settled once: "cuda" or "simulated"
+"""
+from __future__ import annotations
+
+from ..config import RunConfig
+from ..trace import Trace
+from . import engine
+from .base import Progress
+
+
+def record(config: RunConfig, progress: Progress | None = None) -> Trace:
+    """Run `config` on its engine and return what happened, batch by batch. The trace keeps `config` as
+    given ("auto" stays "auto") and says which kind of device ran it."""
+    return engine(config.engine).record(config, progress)
+
+
+def resolve(config: RunConfig, available: int | None = None) -> RunConfig:
+    """`config` with its device kind settled by its engine; ConfigError when it cannot run here."""
+    return engine(config.engine).resolve(config, available)
+
+
+def cuda_device_count() -> int:
+    """CUDA devices this machine has (0 without CUDA)."""
+    import torch  # here, not at the top: the page asks before any run, and drawing needs no torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

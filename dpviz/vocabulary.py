@@ -1,0 +1,96 @@
+"""An engine's words for what it does: its lanes, its phases and its kinds of memory, declared once.
+
+    vocabulary = trace.vocabulary
+    vocabulary.phase("gather").hover     # 'gather: output copied back to the output device'
+    vocabulary.lane_name(3)              # 'GPU 3' (DataParallel) or 'rank 3' (DistributedDataParallel)
+    vocabulary.order                     # {'scatter': 0, 'replicate': 1, ...}: pipeline order
+
+Every trace carries the vocabulary of the engine that recorded it, and every view, explanation and
+export reads phase names, order, places, labels and colours from there, never from a list of its own:
+a new phase is one entry in its engine's vocabulary. Plain data with no torch, so drawing a trace
+needs nothing of the recording side.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+HOST = "host"  # runs on the calling thread, outside any lane (span.lane is None)
+EVERY_LANE = "every lane"  # one span per lane that took part (a replica's forward)
+ONE_LANE = "one lane"  # one span per batch on a single lane (the loss on the output device)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A kind of span: where it runs, what the legend and the hovers call it, how it is drawn."""
+
+    name: str
+    where: str  # HOST, EVERY_LANE or ONE_LANE
+    label: str  # the legend's short name
+    hover: str  # the longer words of hovers and tables
+    color: str = "lane"  # "lane": the lane's own colour; otherwise a colour of its own ("#5A5A5A")
+    hatch: str = ""  # the pattern of its bars, when the lane's colour alone would not tell it apart
+    place: str = "host"  # where it runs, in words, for the key-figures table
+    drawn: bool = True  # False for an envelope whose inside is drawn instead (DataParallel's apply)
+    training: bool = False  # only in a training run
+
+
+@dataclass(frozen=True)
+class MemoryKind:
+    """A kind of tensor in the memory ledger, with its colour and what it means."""
+
+    name: str
+    color: str
+    transient: bool = False  # freed when the batch ends (its graph, chunks and buffers)
+    more: str = ""  # why the first lane holds more of it, when it does
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Everything an engine's traces are drawn and explained with."""
+
+    engine: str  # "dp"
+    title: str  # "DataParallel"
+    lane_noun: str  # "GPU": what one lane is called ("GPU 3")
+    phases: tuple[Phase, ...]  # in pipeline order: a host phase before the lane phase it launches
+    memory_kinds: tuple[MemoryKind, ...]  # bottom to top in a stacked bar
+    measured_memory: str = "allocated"  # the one kind of a real device's own figure
+    words: dict[str, str] = field(default_factory=dict)  # sentences the views share ("gathered": ...)
+
+    @cached_property
+    def _by_name(self) -> dict[str, Phase]:
+        return {p.name: p for p in self.phases}
+
+    def phase(self, name: str) -> Phase:
+        """The phase called `name`; KeyError names the engine's phases when there is none."""
+        if name not in self._by_name:
+            raise KeyError(f"{self.title} has no phase {name!r}; its phases are {', '.join(self.names)}")
+        return self._by_name[name]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.phases)
+
+    @cached_property
+    def order(self) -> dict[str, int]:
+        """Phase name -> its place in the pipeline."""
+        return {p.name: i for i, p in enumerate(self.phases)}
+
+    def where(self, where: str) -> tuple[str, ...]:
+        """The names of the phases that run `where` (HOST, EVERY_LANE or ONE_LANE), in order."""
+        return tuple(p.name for p in self.phases if p.where == where)
+
+    @property
+    def memory_names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.memory_kinds)
+
+    def memory_kind(self, name: str) -> MemoryKind | None:
+        return next((k for k in self.memory_kinds if k.name == name), None)
+
+    def lane_name(self, lane: int) -> str:
+        """How every view names lane `lane`: 'GPU 3'."""
+        return f"{self.lane_noun} {lane}"
+
+    def word(self, key: str, **values: object) -> str:
+        """One of the engine's shared sentences, with `values` filled in."""
+        return self.words[key].format(**values)
