@@ -21,8 +21,9 @@ def _tid(lane: int | None) -> int:
 def to_chrome_trace(trace: Trace) -> dict[str, Any]:
     kind = "simulated devices" if trace.simulated else "CUDA"
     events: list[dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": f"DataParallel ({kind})"}},
-        {"ph": "M", "name": "thread_name", "pid": 0, "tid": HOST_TID, "args": {"name": "host: scatter / replicate / apply / gather"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": f"{trace.vocabulary.title} ({kind})"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": HOST_TID,
+         "args": {"name": "host: " + " / ".join(trace.vocabulary.where("host"))}},
         {"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": HOST_TID, "args": {"sort_index": 0}},
     ]
     for lane in trace.lanes:

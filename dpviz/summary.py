@@ -19,14 +19,7 @@ import pandas as pd
 from .trace import Span, Trace
 
 SPLIT_COLUMNS = ["batch", "batch_rows", "device", "replica", "used", "rows", "first_row", "last_row", "forward_ms"]
-# Phases in pipeline order, the device phase after the host phase that launches it; training's last.
-PHASE_ORDER = ("scatter", "replicate", "apply", "forward", "gather", "loss", "backward", "reduce", "step")
-# Memory is sampled after these phases ("forward" only with one device, where it replaces apply).
-MEMORY_PHASES = ("scatter", "replicate", "forward", "apply", "gather", "loss", "backward", "reduce", "step")
 MEMORY_COLUMNS = ["batch", "phase", "device", "category", "bytes"]
-# Where each device phase runs, for the key figures (host phases run on the host thread).
-PHASE_PLACES = {"forward": "all replicas, overlapping", "backward": "all replicas", "loss": "output device",
-                "reduce": "device_ids[0]", "step": "device_ids[0]"}
 
 
 def _forwards_by_slot(trace: Trace) -> dict[tuple[int, int], Span]:
@@ -84,7 +77,8 @@ def phase_table(trace: Trace) -> pd.DataFrame:
     for span in trace.spans:
         totals[span.phase] = totals.get(span.phase, 0.0) + span.duration
         counts[span.phase] += 1
-    phases = [p for p in PHASE_ORDER if p in counts] + sorted(set(counts) - set(PHASE_ORDER))
+    order = trace.vocabulary.order  # pipeline order: a host phase before the lane phase it launches
+    phases = sorted(counts, key=lambda p: (order.get(p, len(order)), p))
     return pd.DataFrame(
         {
             "phase": phases,
@@ -105,7 +99,7 @@ def memory_table(trace: Trace) -> pd.DataFrame:
     table = pd.DataFrame.from_records(
         [(m.batch, m.phase, m.lane, m.category, m.bytes) for m in trace.memory], columns=MEMORY_COLUMNS
     )
-    order = {p: i for i, p in enumerate(MEMORY_PHASES)}
+    order = trace.vocabulary.order
     table["step_index"] = [order.get(p, len(order)) for p in table["phase"]]
     return table.sort_values(["batch", "step_index", "device"], kind="stable").reset_index(drop=True)
 
@@ -287,7 +281,7 @@ def summary_table(trace: Trace) -> pd.DataFrame:
         ("smallest chunk", f"{s.smallest_chunk:,} rows"),
     ]
     for phase in s.phase_total_s:
-        where = PHASE_PLACES.get(phase, "host")
+        where = trace.vocabulary.phase(phase).place
         rows.append((f"time in {phase}", f"{_ms(s.phase_total_s[phase])} total, {_ms(s.phase_mean_s[phase])} mean ({where})"))
     rows.append(("run time", _ms(s.duration_s)))
     peaks = memory_peaks(trace)

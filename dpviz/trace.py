@@ -11,14 +11,10 @@ from functools import cached_property
 from typing import Any
 
 from .config import RunConfig
+from .engines import vocabulary as vocabulary_of
+from .vocabulary import Vocabulary
 
 SCHEMA_VERSION = 2  # 2 added the model, input form, arguments, failure, warnings and facts
-# Phases of the whole DataParallel call, timed on the host thread (lane None).
-HOST_PHASES = ("scatter", "replicate", "apply", "gather")
-# Phases that run on one device. Training adds the loss (on the output device), each replica's
-# backward, the sum of the replicas' gradients into the module's own (on device_ids[0]) and the step.
-DEVICE_PHASES = ("forward", "loss", "backward", "reduce", "step")
-PHASES = HOST_PHASES + DEVICE_PHASES
 
 
 @dataclass(frozen=True)
@@ -154,6 +150,12 @@ class Trace:
     # model's]}), "losses" (loss: per sampled batch, the gathered vector, chunk rows, whole-batch loss).
     facts: dict[str, Any] = field(default_factory=dict)
     version: int = SCHEMA_VERSION
+    engine: str = "dp"  # what recorded it (dpviz.engines): its vocabulary names the phases and memory kinds
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The recording engine's words: phases, memory kinds, lane names. Every reader takes them from here."""
+        return vocabulary_of(self.engine)
 
     @property
     def simulated(self) -> bool:
@@ -182,7 +184,7 @@ class Trace:
         return sorted(forwards, key=lambda s: -1 if s.replica is None else s.replica)
 
     def host_spans(self, batch: int) -> dict[str, Span]:
-        """The host phases of one batch by name (absent ones, e.g. for a single device, are missing)."""
+        """The host phases of one batch by name, in the order they ran (absent ones are missing)."""
         return {s.phase: s for s in self._spans_by_batch[batch] if s.lane is None}
 
     def sample_ids(self, span: Span) -> list[int]:
@@ -192,3 +194,8 @@ class Trace:
     @property
     def duration(self) -> float:
         return max((s.end for s in self.spans), default=0.0)
+
+
+# DataParallel's phase names, for the loader's checks until they read each trace's own vocabulary.
+HOST_PHASES = vocabulary_of("dp").where("host")
+PHASES = vocabulary_of("dp").names

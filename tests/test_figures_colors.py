@@ -109,9 +109,7 @@ def test_colours_stay_apart_for_colour_blind_viewers(vision):
 
 @pytest.mark.parametrize("vision", list(CVD))
 def test_memory_kinds_stay_apart_and_are_no_device_colour(vision):
-    from dpviz.figures.colors import MEMORY_COLORS
-    from dpviz.engines.dp.memory import CATEGORIES
-    assert set(MEMORY_COLORS) == set(CATEGORIES)
-    colors = list(MEMORY_COLORS.values())
+    from dpviz.engines.dp.vocabulary import VOCABULARY
+    colors = [kind.color for kind in VOCABULARY.memory_kinds]
     assert all(HEX.match(c) for c in colors) and not set(colors) & set(device_colors(16) + [IDLE_GREY])
     assert _min_difference(colors, vision) >= 20

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from dpviz.figures import MAX_MARKS, count_marks, memory_figure, prepare_memory
-from dpviz.figures.colors import MEMORY_COLORS, device_color
+from dpviz.engines.dp.vocabulary import VOCABULARY
+from dpviz.figures.colors import device_color
 from dpviz.figures.memory import PLOT_PX, byte_unit
 from dpviz.engines.dp.memory import CATEGORIES
 from dpviz.summary import human_bytes
@@ -83,7 +84,7 @@ def test_label_follows_the_memory_kind():
     assert "computed from tensor sizes (simulated devices)" in computed.layout.title.subtitle.text
     assert "memory_allocated" not in computed.to_json()
     assert {t.name for t in computed.data if t.type == "bar"} <= set(CATEGORIES)
-    assert all(t.marker.color == MEMORY_COLORS[t.name] for t in computed.data if t.type == "bar")
+    assert all(t.marker.color == VOCABULARY.memory_kind(t.name).color for t in computed.data if t.type == "bar")
     measured = memory_figure(_measured(recorded(gpus=3, train=True)))
     assert "measured: torch.cuda.memory_allocated" in measured.layout.title.subtitle.text
     assert "computed" not in measured.layout.title.subtitle.text and "simulated" not in measured.to_json().lower()

@@ -3,7 +3,9 @@ import pytest
 import torch
 
 from dpviz import ConfigError, RunConfig, record, resolve_backend
-from dpviz.trace import HOST_PHASES
+from dpviz.engines.dp.vocabulary import VOCABULARY
+
+HOST_PHASES = VOCABULARY.where("host")
 
 
 def test_every_row_lands_in_exactly_one_batch_and_one_replica():

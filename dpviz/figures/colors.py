@@ -28,17 +28,7 @@ IDLE_GREY = "#BBBBBB"  # lighter than any device colour, so idle never reads as 
 OUTLINE = "#333333"  # a thin dark edge keeps the yellow readable on a washed-out projector
 TEXT = "#222222"
 WHITE = "#FFFFFF"
-# Host-side phases in the timeline: dark neutrals, distinct from every device colour and from idle.
-PHASE_COLORS = {"scatter": "#5A5A5A", "replicate": "#8C6D46", "gather": "#2F4F4F"}
-# Kinds of tensor in the memory view, where colour means the kind and the axis names the device.
-# Picked from Paul Tol's palettes, none of them a device colour, to keep the smallest CIELAB
-# difference between any two as large as possible under normal, protan, deutan and tritan vision
-# (at least 20; tests/test_figures_colors.py checks it). Dark for what only device 0 holds.
-MEMORY_COLORS = {
-    "parameters": "#222255", "gradients": "#CC3311", "optimizer state": "#AA4499", "output and loss": "#555555",
-    "batch and chunks": "#DDAA33", "parameter copies": "#BBCCEE", "activations": "#44BB99",
-    "backward buffers": "#EEDD88",
-}
+# Phases and kinds of memory take the colours their engine's vocabulary gives them (dpviz.engines.*.vocabulary).
 
 
 def device_color(i: int) -> str:

@@ -20,24 +20,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..engines.dp.memory import MEASURED
 from ..summary import memory_batches, memory_table, memory_totals
 from ..trace import Trace
-from .colors import MEMORY_COLORS, OUTLINE, device_color
-from .style import backend_note, device_name, styled
+from ..vocabulary import Vocabulary
+from .colors import OUTLINE, device_color
+from .style import backend_note, styled
 
-# Bottom to top: what only device 0 holds first, then data, then what every replica holds.
-STACK_ORDER = (
-    "parameters", "gradients", "optimizer state", "output and loss", "batch and chunks",
-    "parameter copies", "activations", "backward buffers",
-)
 KIND_LABELS = {
     "computed": "computed from tensor sizes (simulated devices)",
     "measured": "measured: torch.cuda.memory_allocated",
-}
-MORE_WORDS = {  # why device 0 holds more of a kind every device has
-    "batch and chunks": "batch and chunks (the whole batch, not one chunk)",
-    "backward buffers": "backward buffers (the whole output gradient)",
 }
 NAMED_SLOTS = 16  # up to this many bars the axis says "GPU 3"; past it, just "3"
 # Writing the totals: the plot's width is the page's, so assume a narrow one (a 1,000 px chart less its
@@ -71,7 +62,8 @@ def prepare_memory(trace: Trace, batch: int | None = None) -> pd.DataFrame:
     empty = totals[totals["total"] == 0].assign(category="", bytes=0)
     table = pd.concat([table, empty.drop(columns="total")], ignore_index=True)
     table = table.merge(totals[["phase", "device", "total"]], on=["phase", "device"], how="left")
-    stack = {c: i for i, c in enumerate(STACK_ORDER + (MEASURED, ""))}
+    vocabulary = trace.vocabulary  # the stack's order, bottom to top, is the vocabulary's order of kinds
+    stack = {c: i for i, c in enumerate(vocabulary.memory_names + (vocabulary.measured_memory, ""))}
     table["stack_index"] = [stack.get(c, len(stack)) for c in table["category"]]
     table = table.sort_values(["step_index", "device", "stack_index"], kind="stable").reset_index(drop=True)
     return table[["batch", "phase", "step_index", "device", "category", "bytes", "total"]]
@@ -143,14 +135,14 @@ def _top_segments(table: pd.DataFrame) -> pd.Series:
     return filled.groupby(["step_index", "device"])["category"].last()
 
 
-def plot_memory(table: pd.DataFrame, *, kind: str, title: str, notes: list[str], why: str | None,
+def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title: str, notes: list[str], why: str | None,
                 unit: ByteUnit) -> go.Figure:
     """Bars grouped by phase, one per device: stacked by category (computed) or one value (measured),
     each bar's total written on top of it in `unit` (see total_labels) and in every hover."""
     slots = table.drop_duplicates(["step_index", "device"])
     devices = sorted(slots["device"].unique())
     named = len(slots) <= NAMED_SLOTS
-    tick = {d: device_name(d) if named else str(d) for d in devices}
+    tick = {d: vocabulary.lane_name(d) if named else str(d) for d in devices}
     labels, angle = total_labels(slots, unit)
     label_of = dict(zip(zip(slots["step_index"], slots["device"]), labels))
     top_of = _top_segments(table)
@@ -165,7 +157,7 @@ def plot_memory(table: pd.DataFrame, *, kind: str, title: str, notes: list[str],
         return go.Bar(
             x=x_of(part), y=part["bytes"].to_numpy(), text=text, textposition="outside", textangle=angle,
             constraintext="none", cliponaxis=False, outsidetextfont=dict(size=ROTATED_FONT if angle else LEVEL_FONT),
-            customdata=np.column_stack([[device_name(d) for d in part["device"]], part["phase"],
+            customdata=np.column_stack([[vocabulary.lane_name(d) for d in part["device"]], part["phase"],
                                         [unit.amount(b) for b in part["bytes"]], [unit.amount(b) for b in part["total"]]]),
             hovertemplate=hover, **style,
         )
@@ -173,20 +165,20 @@ def plot_memory(table: pd.DataFrame, *, kind: str, title: str, notes: list[str],
     fig = go.Figure()
     hover = "%{customdata[0]} after %{customdata[1]}: %{customdata[2]} of %{customdata[3]}<extra>%{fullData.name}</extra>"
     if kind == "measured":
-        part = table[table["category"] == MEASURED]
+        part = table[table["category"] == vocabulary.measured_memory]
         fig.add_trace(bar(part, name="memory_allocated", showlegend=False,
                           marker=dict(color=[device_color(d) for d in part["device"]], line=dict(color=OUTLINE, width=0.6))))
     else:
-        for category in STACK_ORDER:
+        for category in vocabulary.memory_names:
             part = table[(table["category"] == category) & (table["bytes"] > 0)]
             if not part.empty:
                 fig.add_trace(bar(part, name=category,
-                                  marker=dict(color=MEMORY_COLORS[category], line=dict(color=OUTLINE, width=0.6))))
+                                  marker=dict(color=vocabulary.memory_kind(category).color, line=dict(color=OUTLINE, width=0.6))))
     # Every bar's total, empty bars' too, in a hover at the bar's top.
     fig.add_trace(go.Scatter(
         x=x_of(slots), y=slots["total"].to_numpy(), name="total", showlegend=False, mode="markers",
         marker=dict(size=6, color="rgba(0,0,0,0)"),
-        customdata=np.column_stack([[device_name(d) for d in slots["device"]], slots["phase"],
+        customdata=np.column_stack([[vocabulary.lane_name(d) for d in slots["device"]], slots["phase"],
                                     [unit.amount(b) + " in all" for b in slots["total"]]]),
         hovertemplate="%{customdata[0]} after %{customdata[1]}: %{customdata[2]}<extra>total</extra>",
     ))
@@ -202,7 +194,7 @@ def plot_memory(table: pd.DataFrame, *, kind: str, title: str, notes: list[str],
     if sum(map(bool, labels)) < int((slots["total"] > 0).sum()):
         # On a line of its own: the subtitle is already as long as a narrow chart is wide.
         notes = notes[:-1] + [f"{notes[-1]}<br>too many bars to write every total: "
-                              f"{device_name(int(slots['device'].min()))}'s are written, every bar's is in its hover"]
+                              f"{vocabulary.lane_name(int(slots['device'].min()))}'s are written, every bar's is in its hover"]
     if kind != "measured":  # the legend reads top to bottom like the stack
         fig.update_layout(legend=dict(traceorder="reversed", title=dict(text="kind of tensor")))
     styled(fig, title, notes, height=620 if why else 540)
@@ -218,6 +210,7 @@ def plot_memory(table: pd.DataFrame, *, kind: str, title: str, notes: list[str],
 def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
     """Device 0's fullest moment of this batch against the largest other device then, and what it
     holds that the others don't (or holds more of) over the batch."""
+    vocabulary = trace.vocabulary
     first = trace.lanes[0].id
     if len(trace.lanes) < 2 or table["total"].max() == 0:
         return None
@@ -225,13 +218,13 @@ def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
     moment = table[table["phase"] == at["phase"]]
     others = moment[moment["device"] != first].groupby("device")["total"].first()
     most, who, mine = int(others.max()), int(others.idxmax()), int(at["total"])
-    ratio = f"{mine / most:.1f}× the {unit.amount(most)} of {device_name(who)}" if most else f"{device_name(who)} holds nothing"
-    text = f"<b>After {at['phase']}, {device_name(first)} holds {unit.amount(mine)}: {ratio}.</b>"
+    ratio = f"{mine / most:.1f}× the {unit.amount(most)} of {vocabulary.lane_name(who)}" if most else f"{vocabulary.lane_name(who)} holds nothing"
+    text = f"<b>After {at['phase']}, {vocabulary.lane_name(first)} holds {unit.amount(mine)}: {ratio}.</b>"
     if trace.memory_kind == "measured":
         return text + "<br>Measured: one total per device, not broken down by kind of tensor."
     peak = table[table["category"] != ""].groupby(["category", "device"])["bytes"].max().unstack(fill_value=0)
     alone, more = [], []
-    for category in STACK_ORDER:
+    for category in vocabulary.memory_names:
         if category not in peak.index or peak.loc[category].get(first, 0) == 0:
             continue
         rest = int(peak.loc[category].drop(first).max()) if len(peak.columns) > 1 else 0
@@ -239,11 +232,11 @@ def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
             alone.append(category)
         elif peak.loc[category, first] > rest:
             more.append(category)
-    name = device_name(first)
+    name = vocabulary.lane_name(first)
     if alone:
         text += f"<br>Only {name} holds: {' · '.join(alone)}."
     if more:
-        text += f"<br>{name} holds more: {' · '.join(MORE_WORDS.get(c, c) for c in more)}."
+        text += f"<br>{name} holds more: {' · '.join(vocabulary.memory_kind(c).more or c for c in more)}."
     return text
 
 
@@ -253,14 +246,15 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     batch = _check_memory_batch(trace, batch)
     table = prepare_memory(trace, batch)
     kind = trace.memory_kind
-    title = f"Memory per GPU after each phase of batch {batch:,} of {len(trace.batches):,}"
+    title = f"Memory per {trace.vocabulary.lane_noun} after each phase of batch {batch:,} of {len(trace.batches):,}"
     first = trace.lanes[0].id
     mine = table.loc[table["device"] == first, "total"].max()
     if len(trace.lanes) > 1 and mine > table.loc[table["device"] != first, "total"].max():
-        title += f": {device_name(first)} carries the most"
+        title += ": " + trace.vocabulary.word("carries_most", lane=trace.vocabulary.lane_name(first))
     notes = [KIND_LABELS.get(kind, kind), backend_note(trace)]
     sampled = memory_batches(trace)
     if len(sampled) > 1:
         notes.append(f"sampled: batches {' and '.join(f'{b:,}' for b in sampled)}")
     unit = byte_unit(float(table["total"].max()))
-    return plot_memory(table, kind=kind, title=title, notes=notes, why=_why(trace, table, unit), unit=unit)
+    return plot_memory(table, vocabulary=trace.vocabulary, kind=kind, title=title, notes=notes,
+                       why=_why(trace, table, unit), unit=unit)

@@ -20,23 +20,13 @@ import plotly.graph_objects as go
 from ..summary import batch_spans
 from ..trace import Trace
 from .bounds import MAX_MARKS
-from .colors import IDLE_GREY, OUTLINE, PHASE_COLORS, device_color, device_pattern, with_alpha
-from .style import backend_note, check_batch, device_name, plural, styled
+from ..vocabulary import EVERY_LANE, HOST, ONE_LANE, Vocabulary
+from .colors import IDLE_GREY, OUTLINE, device_color, device_pattern, with_alpha
+from .style import backend_note, check_batch, plural, styled
 
-DRAWN_HOST_PHASES = ("scatter", "replicate", "gather")  # "apply" is the envelope of the forwards
-# Training's phases that run once per batch on one device: (hatch, words for the legend and hover).
-ONE_LANE_PHASES = {
-    "loss": (".", "loss on the output device"),
-    "reduce": ("+", "sum: replicas' gradients added into .grad"),
-    "step": ("-", "step: SGD updates the parameters"),
-}
-BACKWARD_HATCH = "x"
 TIMELINE_COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row"]
-# Legend entries: one per phase, short enough that five fit on a row; hovers keep the longer words.
-LEGEND_NAMES = {
-    "idle": "idle (no rows)", "forward": "forward", "backward": "backward (×)", "loss": "loss",
-    "reduce": "sum of grads", "step": "SGD step", "scatter": "scatter", "replicate": "replicate", "gather": "gather",
-}
+# Legend entries: one per phase (the vocabulary's short labels), five to a row; hovers keep the longer words.
+IDLE_LABEL = "idle (no rows)"
 LEGEND_COLUMNS = 5
 # The shortest drawn span, as a share of the window's time: about 4 px on an 800 px wide plot.
 MIN_SHARE = 1 / 200
@@ -45,19 +35,28 @@ TITLE_PX, TITLE_Y_PX = 112, 38
 LEGEND_ROW_PX, LEGEND_GAP_PX = 28, 6
 LANE_BASE_PX, LANE_PX = 100, 34
 BOTTOM_PX, NOTE_PX = 60, 60
-PHASE_WORDS = {
-    "scatter": "scatter: chunk copied to this device",
-    "replicate": "replicate: model copied to this device",
-    "gather": "gather: output copied back to the output device",
-}
 
 
 def window_size(trace: Trace) -> int:
     """How many consecutive batches one timeline shows: as many as fit in MAX_MARKS."""
-    marks_per_batch = 4 * max(1, len(trace.lanes))  # at most scatter, replicate, forward, gather per device
-    if trace.config.train:  # and a backward per device, then one loss, one sum and one step
-        marks_per_batch += max(1, len(trace.lanes)) + len(ONE_LANE_PHASES)
+    lanes = max(1, len(trace.lanes))
+    # At most the forward and every drawn host phase on each lane (DataParallel: scatter, replicate,
+    # forward, gather), and in training each later lane phase once per lane or once per batch.
+    marks_per_batch = (1 + len(_drawn_host(trace.vocabulary))) * lanes
+    for phase in _later(trace.vocabulary) if trace.config.train else ():
+        marks_per_batch += lanes if trace.vocabulary.phase(phase).where == EVERY_LANE else 1
     return max(1, MAX_MARKS // marks_per_batch)
+
+
+def _drawn_host(vocabulary: Vocabulary) -> list[str]:
+    """Host phases drawn on every lane that took part ("apply", the envelope of the forwards, is not)."""
+    return [p.name for p in vocabulary.phases if p.where == HOST and p.drawn]
+
+
+def _later(vocabulary: Vocabulary) -> list[str]:
+    """The lane phases after the forward: every-lane ones (backward) first, then one-lane ones."""
+    rest = [p for p in vocabulary.phases if p.where != HOST and p.name != "forward"]
+    return [p.name for p in sorted(rest, key=lambda p: p.where != EVERY_LANE)]
 
 
 def prepare_timeline(trace: Trace, first_batch: int, last_batch: int) -> pd.DataFrame:
@@ -68,12 +67,12 @@ def prepare_timeline(trace: Trace, first_batch: int, last_batch: int) -> pd.Data
         host = trace.host_spans(b)
         for span in replicas:
             records.append((span.lane, "forward", b, span.start, span.end, span.rows, span.row_offset))
-            for phase in DRAWN_HOST_PHASES:
+            for phase in _drawn_host(trace.vocabulary):
                 if phase in host:
                     h = host[phase]
                     records.append((span.lane, phase, b, h.start, h.end, span.rows, span.row_offset))
         spans = list(host.values()) + replicas
-        for phase in ("backward", *ONE_LANE_PHASES) if trace.config.train else ():  # window_size counts these
+        for phase in _later(trace.vocabulary) if trace.config.train else ():  # window_size counts these
             for span in batch_spans(trace, b, phase):
                 records.append((span.lane, phase, b, span.start, span.end, span.rows, span.row_offset if span.rows else -1))
                 spans.append(span)
@@ -115,42 +114,39 @@ def _by_device(part: pd.DataFrame) -> dict:
     return dict(color=[device_color(d) for d in part["device"]], pattern=[device_pattern(d) for d in part["device"]])
 
 
-def plot_timeline(table: pd.DataFrame, *, devices: int, title: str, notes: list[str]) -> go.Figure:
+def plot_timeline(table: pd.DataFrame, *, vocabulary: Vocabulary, devices: int, title: str, notes: list[str]) -> go.Figure:
     """Horizontal bars on one lane per device: thick forwards (solid) and backwards (hatched), medium
     loss, sum and step, thin host phases, grey idle bands. One legend entry per phase: the lane and the
     colour both say which device, so the legend stays a row or two above the lanes at any device count."""
     fig = go.Figure()
     min_ms = min_width_ms(table)
     when = "<br>batch %{customdata[0]:,}<br>start %{customdata[3]:.3f} ms, took %{customdata[4]:.3f} ms"
+    noun = vocabulary.lane_noun
     idle = table[table["phase"] == "idle"]
     if len(idle):
-        fig.add_trace(_bar(idle, name=LEGEND_NAMES["idle"], color=with_alpha(IDLE_GREY, 0.6), width=0.8, min_ms=min_ms,
-                           hover="GPU %{y}: idle, no rows of this batch" + when))
-    forward = table[table["phase"] == "forward"]
-    if len(forward):
-        fig.add_trace(_bar(forward, name=LEGEND_NAMES["forward"], width=0.8, min_ms=min_ms, **_by_device(forward),
-                           hover="GPU %{y} forward: rows %{customdata[2]} + %{customdata[1]}" + when))
-    back = table[table["phase"] == "backward"]
-    if len(back):  # every device's backward has the same hatch over its own colour
-        fig.add_trace(_bar(
-            back, name=LEGEND_NAMES["backward"], width=0.8, min_ms=min_ms,
-            color=[device_color(d) for d in back["device"]], pattern=BACKWARD_HATCH,
-            hover="GPU %{y} backward: gradient of rows %{customdata[2]} + %{customdata[1]}" + when,
-        ))
-    for phase, (hatch, words) in ONE_LANE_PHASES.items():
-        part = table[table["phase"] == phase]
+        fig.add_trace(_bar(idle, name=IDLE_LABEL, color=with_alpha(IDLE_GREY, 0.6), width=0.8, min_ms=min_ms,
+                           hover=f"{noun} %{{y}}: idle, no rows of this batch" + when))
+    for phase in (p for p in vocabulary.phases if p.where == EVERY_LANE):  # thick, in the lane's colour
+        part = table[table["phase"] == phase.name]
+        if len(part):  # a hatch of the phase's own over every lane's colour, or each lane's own hatch
+            look = (dict(color=[device_color(d) for d in part["device"]], pattern=phase.hatch) if phase.hatch
+                    else _by_device(part))
+            fig.add_trace(_bar(part, name=phase.label, width=0.8, min_ms=min_ms, **look,
+                               hover=f"{noun} %{{y}} {phase.hover} %{{customdata[2]}} + %{{customdata[1]}}" + when))
+    for phase in (p for p in vocabulary.phases if p.where == ONE_LANE):  # medium, each its own hatch
+        part = table[table["phase"] == phase.name]
         if len(part):
-            fig.add_trace(_bar(part, name=LEGEND_NAMES[phase], color=[device_color(d) for d in part["device"]],
-                               width=0.55, min_ms=min_ms, pattern=hatch, hover="GPU %{y} " + words + when))
-    for phase in DRAWN_HOST_PHASES:  # drawn last: a widened span under them never hides them
-        part = table[table["phase"] == phase]
+            fig.add_trace(_bar(part, name=phase.label, color=[device_color(d) for d in part["device"]],
+                               width=0.55, min_ms=min_ms, pattern=phase.hatch, hover=f"{noun} %{{y}} {phase.hover}" + when))
+    for name in _drawn_host(vocabulary):  # drawn last: a widened span under them never hides them
+        phase, part = vocabulary.phase(name), table[table["phase"] == name]
         if len(part):
-            fig.add_trace(_bar(part, name=LEGEND_NAMES[phase], color=PHASE_COLORS[phase], width=0.35, min_ms=min_ms,
-                               hover="GPU %{y}: " + PHASE_WORDS[phase] + when))
+            fig.add_trace(_bar(part, name=phase.label, color=phase.color, width=0.35, min_ms=min_ms,
+                               hover=f"{noun} %{{y}}: {phase.hover}" + when))
     fig.update_layout(barmode="overlay", bargap=0.1, dragmode="zoom", hovermode="closest")
     fig.update_yaxes(  # GPU 0 on top; a fixed range keeps every lane even when zooming in time
         title_text="device", autorange=False, range=[devices - 0.5, -0.5], tickmode="array",
-        tickvals=list(range(devices)), ticktext=[device_name(d) for d in range(devices)],
+        tickvals=list(range(devices)), ticktext=[vocabulary.lane_name(d) for d in range(devices)],
     )
     fig.update_xaxes(title_text="time since the run began (ms, measured; drag to zoom, double-click to reset)")
     rows = legend_rows(len(fig.data))
@@ -184,7 +180,7 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
     total = len(trace.batches)
     shown = last_batch - first_batch + 1
     if shown == total:
-        title = f"Timeline of all {plural(total, 'batch')}, one lane per GPU"
+        title = f"Timeline of all {plural(total, 'batch')}, one lane per {trace.vocabulary.lane_noun}"
     else:
         title = f"Timeline of batches {first_batch:,}-{last_batch:,} of {total:,} (a window of {plural(shown, 'batch')})"
     training = bool((table["phase"] == "backward").any())
@@ -198,7 +194,7 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
     if shown < total:
         second_line.append(f"at most {limit:,} batches per window ({MAX_MARKS:,} marks); choose first_batch to move it")
     notes = [backend_note(trace), bars + ("<br>" + " · ".join(second_line) if second_line else "")]
-    fig = plot_timeline(table, devices=len(trace.lanes), title=title, notes=notes)
+    fig = plot_timeline(table, vocabulary=trace.vocabulary, devices=len(trace.lanes), title=title, notes=notes)
     if training and trace.simulated and len(trace.lanes) > 1:
         fig.add_annotation(
             text=("Simulated: the replicas' backwards run one after another on the CPU autograd thread;<br>"

@@ -13,12 +13,10 @@ from typing import Any, Iterable
 import torch
 
 from ...trace import MemorySample
+from .vocabulary import VOCABULARY
 
-CATEGORIES = (
-    "parameters", "optimizer state", "gradients", "batch and chunks", "parameter copies",
-    "activations", "output and loss", "backward buffers",
-)
-MEASURED = "allocated"  # the one category of a real GPU's figure: torch.cuda.memory_allocated
+CATEGORIES = VOCABULARY.memory_names  # the kinds of tensor the ledger keeps, as the vocabulary declares them
+MEASURED = VOCABULARY.measured_memory  # the one category of a real GPU's figure: torch.cuda.memory_allocated
 
 
 def nbytes(obj: Any) -> int:

@@ -18,9 +18,10 @@ from torch import nn
 from ...inputs import describe, first_tensor
 from .memory import ComputedMemory, MeasuredMemory, module_bytes, nbytes
 from .simulated import current_device
+from .vocabulary import VOCABULARY
 from ...trace import ArgumentSample, Span
 
-TRANSIENT = ("batch and chunks", "parameter copies", "activations", "output and loss", "backward buffers")
+TRANSIENT = tuple(k.name for k in VOCABULARY.memory_kinds if k.transient)  # freed when a batch ends
 
 
 class Observer:
