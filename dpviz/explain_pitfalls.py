@@ -13,7 +13,7 @@ import re
 from collections import defaultdict
 
 from .echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
-from .inputs import POSITIONAL
+from .catalogue import INPUT_SPECS
 from .summary import device_list, plural, sizes_text
 from .trace import ArgumentSample, Trace
 
@@ -56,7 +56,7 @@ def _why_failed(trace: Trace) -> str | None:
     gpus = len(trace.lanes)
     got = _arguments(trace, failure.batch)
     mine = got.get(failure.replica, []) if failure.replica is not None else []
-    positional = set(POSITIONAL[trace.config.inputs])
+    positional = set(INPUT_SPECS[trace.config.inputs].positional)
     if mine and not any(a.path.split("[")[0] in positional for a in mine):
         empty = [r for r, args in got.items() if not any(a.path.split("[")[0] in positional for a in args)]
         keywords = sorted({a.path.rstrip("=") for a in mine})

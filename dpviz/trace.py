@@ -14,7 +14,7 @@ from .config import RunConfig
 from .engines import vocabulary as vocabulary_of
 from .vocabulary import Vocabulary
 
-SCHEMA_VERSION = 2  # 2 added the model, input form, arguments, failure, warnings and facts
+SCHEMA_VERSION = 3  # 2 added the model, input form, arguments, failure, warnings and facts; 3 the engine
 
 
 @dataclass(frozen=True)
@@ -194,8 +194,3 @@ class Trace:
     @property
     def duration(self) -> float:
         return max((s.end for s in self.spans), default=0.0)
-
-
-# DataParallel's phase names, for the loader's checks until they read each trace's own vocabulary.
-HOST_PHASES = vocabulary_of("dp").where("host")
-PHASES = vocabulary_of("dp").names

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from dpviz import RunConfig, TraceError, record, trace_json
+from dpviz import RunConfig, TraceError, record, trace_cost, trace_json
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_bad_files_get_one_sentence(trace, case):
 
 
 def test_oversized_files_are_refused_before_parsing(trace, monkeypatch):
-    monkeypatch.setattr(trace_json, "MAX_TRACE_BYTES", 1000)
+    monkeypatch.setattr(trace_cost, "MAX_TRACE_BYTES", 1000)
     with pytest.raises(TraceError, match="limited to"):
         trace_json.loads(trace_json.dumps(trace))
 
@@ -135,3 +135,33 @@ def test_a_failing_batch_still_has_its_replicas_checked():
     row[fields.index("rows")] = 10**9
     with pytest.raises(TraceError, match="past the end"):
         trace_json.loads(json.dumps(data))
+
+
+def test_schema_3_names_the_engine_and_its_vocabulary(trace):
+    data = trace_json.to_dict(trace)
+    assert data["version"] == 3 and data["engine"] == "dp" and data["config"]["engine"] == "dp"
+    assert data["phases"] == list(trace.vocabulary.names) and data["memory_kinds"] == list(trace.vocabulary.memory_names)
+
+
+def test_version_2_files_name_no_engine_and_still_load(trace):
+    data = trace_json.to_dict(trace)
+    for key in ("engine", "phases", "memory_kinds"):
+        del data[key]
+    del data["config"]["engine"]
+    data["version"] = 2
+    loaded = trace_json.loads(json.dumps(data))
+    assert loaded.engine == "dp" and loaded.spans == _rounded(trace).spans and loaded.batches == trace.batches
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d.update(engine="ddp"), "engine must be one of dp"),
+    (lambda d: d.update(phases=d["phases"][::-1]), "phases are not the ones this dpviz knows"),
+    (lambda d: d.update(memory_kinds=["parameters"]), "memory kinds are not the ones this dpviz knows"),
+    (lambda d: d["config"].update(engine="tpu"), "engine must be one of dp"),
+])
+def test_a_foreign_engine_or_vocabulary_is_one_sentence(trace, edit, words):
+    data = trace_json.to_dict(trace)
+    edit(data)
+    with pytest.raises(TraceError, match=words) as error:
+        trace_json.loads(json.dumps(data))
+    assert "\n" not in str(error.value) and str(error.value).endswith(".")

@@ -16,8 +16,7 @@ import re
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from .. import inputs as input_forms
-from .. import models
+from ..catalogue import INPUT_SPECS, MODEL_SPECS
 from ..echo import plotly_text
 from ..explain import explain
 from ..summary import chunks_per_batch, memory_batches, summary_table
@@ -107,7 +106,7 @@ def html_report(trace: Trace) -> str:
     """Every view of `trace`, its key figures, explanation and tutorial log, as one offline HTML page."""
     config = trace.config
     heading = (f"DataParallel run: {config.data_size:,} rows in batches of {config.batch_size:,} "
-               f"on {plural(config.gpus, 'GPU')}, {models.LABELS[config.model]}, {input_forms.LABELS[config.inputs]}")
+               f"on {plural(config.gpus, 'GPU')}, {MODEL_SPECS[config.model].label}, {INPUT_SPECS[config.inputs].label}")
     table = summary_table(trace).to_html(index=False, border=0, escape=True)
     paragraphs = "\n".join(f"<p>{markdown_to_html(p)}</p>" for p in explain(trace))
     last = len(trace.batches) - 1
