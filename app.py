@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dpviz import chrome_trace, inputs, models, trace_json
+from dpviz import chrome_trace, trace_json
+from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
 from dpviz.config import INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
 from dpviz.echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
 from dpviz.explain import explain
-from dpviz.figures import (
-    argument_batches, flow_figure, html_report, inputs_figure, memory_figure, sample_map_figure, split_figure,
-    step_figure, timeline_figure, timeline_window,
-)
+from dpviz.engines import ENGINES
+from dpviz.figures import VIEWS, View, html_report
+from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW
 from dpviz.presets import PRESETS, preset_of
-from dpviz.figures.report import bounded_log
-from dpviz.session import Runs, Views, describe_devices, runnable
-from dpviz.summary import key_figures, memory_batches
+from dpviz.engines.run import runnable
+from dpviz.session import Runs, Views
+from dpviz.summary import key_figures
 from dpviz.trace import Trace
 from dpviz.trace_json import MAX_TRACE_BYTES, TraceError
+from dpviz.wording import describe_devices
 from dpviz.url_state import from_query, settle, to_query
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
@@ -61,12 +62,12 @@ def controls() -> RunConfig:
     )
     values = {
         "model": st.sidebar.selectbox(
-            "Model", MODELS, key="model", format_func=models.LABELS.get,
+            "Model", MODELS, key="model", format_func=lambda name: MODEL_SPECS[name].label,
             help="What each replica runs. The tutorial's is one nn.Linear; the others show BatchNorm, images, "
             "a GRU with its batch on dim 0 or dim 1, a loss returned from forward, and state changed in forward.",
         ),
         "inputs": st.sidebar.selectbox(
-            "Inputs", INPUTS, key="inputs", format_func=inputs.LABELS.get,
+            "Inputs", INPUTS, key="inputs", format_func=lambda name: INPUT_SPECS[name].label,
             help="How each batch is passed to the model: tensors in tuples and dicts are split, everything else "
             f"is handed whole to every replica. model(x, h0) needs a GRU ({', '.join(RNN_MODELS)}).",
         ),
@@ -190,6 +191,42 @@ def chart(trace: Trace, build, *args, key: str) -> None:
     st.plotly_chart(views.get(trace, build, *args), width="stretch", config=CHART_CONFIG, key=key)
 
 
+def batch_view(trace: Trace, view: View) -> None:
+    """A slider over every batch (the last one first)."""
+    last, key = len(trace.batches) - 1, f"{view.key}_batch"
+    if st.session_state.get(key, last) > last:  # a new run may have fewer batches
+        st.session_state[key] = last
+    st.session_state.setdefault(key, last)
+    batch = st.slider("Batch", 0, last, key=key) if last > 0 else 0
+    chart(trace, view.build, batch, key=view.key)
+
+
+def window_view(trace: Trace, view: View) -> None:
+    """A slider over windows of consecutive batches, when the trace has more than one window fits."""
+    window, first, key = view.window(trace), 0, f"{view.key}_first"
+    if len(trace.batches) > window:
+        st.session_state.setdefault(key, 0)
+        if st.session_state[key] > len(trace.batches) - 1:
+            st.session_state[key] = 0
+        first = st.slider(f"First batch of the window ({window:,} batches)", 0, len(trace.batches) - 1,
+                          step=window, key=key)
+    chart(trace, view.build, first, key=view.key)
+
+
+def text_view(trace: Trace, view: View) -> None:
+    views: Views = st.session_state.setdefault("views", Views())
+    st.code(views.get(trace, view.build), language=None)
+
+
+CONTROLS = {
+    WHOLE: lambda trace, view: chart(trace, view.build, key=view.key),
+    BATCH: batch_view,
+    WINDOW: window_view,
+    SAMPLED: lambda trace, view: sampled_chart(trace, view.sampled(trace), view.build, view.key, view.missing),
+    TEXT: text_view,
+}
+
+
 def show(trace: Trace) -> None:
     (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
     show_outcome(trace)
@@ -200,39 +237,13 @@ def show(trace: Trace) -> None:
         for column, (label, value) in zip(st.columns(4), items[start:start + 4]):
             column.metric(label, value)
 
-    flow, split, timeline, samples, step, given, memory, log = st.tabs(
-        ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
-    )
-    with flow:
-        last = len(trace.batches) - 1
-        if st.session_state.get("flow_batch", last) > last:  # a new run may have fewer batches
-            st.session_state.flow_batch = last
-        st.session_state.setdefault("flow_batch", last)
-        batch = st.slider("Batch", 0, last, key="flow_batch") if last > 0 else 0
-        chart(trace, flow_figure, batch, key="flow")
-    with split:
-        chart(trace, split_figure, key="split")
-    with timeline:
-        window = timeline_window(trace)
-        first = 0
-        if len(trace.batches) > window:
-            st.session_state.setdefault("timeline_first", 0)
-            if st.session_state.timeline_first > len(trace.batches) - 1:
-                st.session_state.timeline_first = 0
-            first = st.slider(f"First batch of the window ({window:,} batches)", 0, len(trace.batches) - 1,
-                              step=window, key="timeline_first")
-        chart(trace, timeline_figure, first, key="timeline")
-    with samples:
-        chart(trace, sample_map_figure, key="samples")
-    with step:
-        chart(trace, step_figure, key="step")
-    with given:
-        sampled_chart(trace, argument_batches(trace), inputs_figure, "inputs",
-                      "This trace does not record what each replica received (it predates dpviz's trace version 2).")
-    with memory:
-        sampled_chart(trace, memory_batches(trace), memory_figure, "memory", "This trace holds no memory figures.")
-    with log:
-        st.code(views.get(trace, bounded_log), language=None)
+    for view, tab in zip(VIEWS, st.tabs([view.tab for view in VIEWS])):
+        with tab:
+            if trace.engine not in view.engines:
+                st.info(f"{view.tab} draws {' and '.join(ENGINES[e] for e in view.engines)} runs only; "
+                        f"this run is {ENGINES[trace.engine]}.")
+            else:
+                CONTROLS[view.control](trace, view)
 
     st.subheader("What happened")
     paragraphs = views.get(trace, explain)

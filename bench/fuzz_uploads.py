@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
-from dpviz import RunConfig, TraceError, chrome_trace, explain, figures, record, summary, trace_json, tutorial_log
+from dpviz import RunConfig, TraceError, chrome_trace, explain, figures, record, summary, tables, trace_json, tutorial_log
 from dpviz.figures.report import markdown_to_html
 from dpviz.presets import PRESETS
 from dpviz.trace import Trace
@@ -191,7 +191,7 @@ def draw_everything(trace: Trace, every: bool = True, reload: bool = True, repor
     _figure(figures.step_figure(trace))
     for batch in figures.argument_batches(trace):
         _figure(figures.inputs_figure(trace, batch))
-    for batch in summary.memory_batches(trace):
+    for batch in tables.memory_batches(trace):
         _figure(figures.memory_figure(trace, batch))
     for label, value in summary.key_figures(trace).items():
         _text_out(label + value)

@@ -15,11 +15,9 @@ from collections import Counter
 from .echo import markdown_text
 from .explain_pitfalls import pitfalls
 from .engines.dp.chunking import chunk_sizes
-from .summary import (
-    batch_spans, chunks_per_batch, device_list, human_bytes, memory_peaks, memory_table, phase_table, plural,
-    sizes_text,
-)
+from .tables import batch_spans, chunks_per_batch, memory_peaks, memory_table, phase_table
 from .trace import Trace
+from .wording import device_list, human_bytes, plural, sizes_text
 
 DEVICE_NAME_LIMIT = 40  # characters of a device's name from a trace file
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 
 from .echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
 from .catalogue import INPUT_SPECS
-from .summary import device_list, plural, sizes_text
+from .wording import device_list, plural, sizes_text
 from .trace import ArgumentSample, Trace
 
 

@@ -5,14 +5,11 @@ sees another's runs or uploads, and memory is bounded per session.
 """
 from __future__ import annotations
 
-import dataclasses
 from collections import OrderedDict
 
-from .config import ConfigError, RunConfig
-from .echo import markdown_text
+from .config import RunConfig
 from .engines.base import Progress
-from .engines.dp.engine import resolve_backend
-from .engines.run import cuda_device_count, record
+from .engines.run import record, resolve
 from .trace import Trace
 
 
@@ -52,35 +49,7 @@ def _weight(config: RunConfig) -> int:
 
 
 def _resolved(config: RunConfig) -> RunConfig:
-    return dataclasses.replace(config, backend=resolve_backend(config))
-
-
-def runnable(config: RunConfig, available: int | None = None) -> tuple[RunConfig, str | None]:
-    """`config`, or the simulated equivalent with a sentence saying why, when its backend can't run here."""
-    try:
-        resolve_backend(config, available)
-    except ConfigError as error:
-        fallback = RunConfig(**{**config.to_dict(), "backend": "simulated"})
-        return fallback, f"{str(error)[:-1].split(';')[0]}, so simulated devices are shown instead."
-    return config, None
-
-
-DEVICE_NAME_LIMIT = 40  # characters of one device's name: "cuda:0 NVIDIA H200" and longer fit
-
-
-def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
-    """One markdown sentence: real or simulated devices, which ones, and what the viewing machine has."""
-    here = cuda_device_count() if machine_gpus is None else machine_gpus
-    here_text = f"this machine has {here} CUDA GPU{'s' if here != 1 else ''}"
-    n = len(trace.lanes)
-    if trace.backend == "cuda":
-        # A trace's device names come from whoever wrote the file: shown as text, each cut short.
-        names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
-        return f"Real GPUs: torch.nn.DataParallel ran on {names} ({here_text})."
-    return (
-        f"Simulated devices: {n} CPU thread{'s' if n != 1 else ''} stand{'s' if n == 1 else ''} in for "
-        f"{n} GPU{'s' if n != 1 else ''}, following DataParallel's rules exactly ({here_text})."
-    )
+    return resolve(config)
 
 
 class Views:

@@ -1,6 +1,8 @@
 """Per-session runs: reruns come from memory, the store stays bounded, impossible backends fall back."""
 from dpviz import RunConfig, record
-from dpviz.session import Runs, describe_devices, runnable
+from dpviz.engines.run import runnable
+from dpviz.session import Runs
+from dpviz.wording import describe_devices
 
 
 def test_same_settings_rerun_from_memory_and_the_store_is_bounded():

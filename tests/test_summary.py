@@ -1,14 +1,13 @@
 """Key figures and per-batch tables: checked against torch.chunk's split (dpviz.engines.dp.chunking.chunk_sizes)."""
+import dataclasses
 import math
 
 import pytest
 
 from dpviz.engines.dp.chunking import chunk_sizes
-import dataclasses
-
-from dpviz.summary import (
-    MemoryPeak, batch_split, batch_spans, chunks_per_batch, key_figures, memory_peaks, memory_totals, phase_table,
-    split_table, summarize, summary_table,
+from dpviz.summary import key_figures, summarize, summary_table
+from dpviz.tables import (
+    MemoryPeak, batch_split, batch_spans, chunks_per_batch, memory_peaks, memory_totals, phase_table, split_table,
 )
 from figure_traces import recorded
 

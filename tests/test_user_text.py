@@ -9,8 +9,8 @@ from dpviz.figures import (
     argument_batches, flow_figure, html_report, inputs_figure, memory_figure, sample_map_figure, split_figure,
     step_figure, timeline_figure,
 )
-from dpviz.session import describe_devices
-from dpviz.summary import memory_batches
+from dpviz.wording import describe_devices
+from dpviz.tables import memory_batches
 from user_text_traces import ANCHOR, MARKUP, outside_code, payload_trace
 
 

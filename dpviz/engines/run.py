@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from ..config import RunConfig
+from ..config import ConfigError, RunConfig
 from ..trace import Trace
 from . import engine
 from .base import Progress
@@ -27,3 +27,13 @@ def cuda_device_count() -> int:
     import torch  # here, not at the top: the page asks before any run, and drawing needs no torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def runnable(config: RunConfig, available: int | None = None) -> tuple[RunConfig, str | None]:
+    """`config`, or the simulated equivalent with a sentence saying why, when its backend can't run here."""
+    try:
+        resolve(config, available)
+    except ConfigError as error:
+        fallback = RunConfig(**{**config.to_dict(), "backend": "simulated"})
+        return fallback, f"{str(error)[:-1].split(';')[0]}, so simulated devices are shown instead."
+    return config, None

@@ -21,7 +21,9 @@ from .colors import IDLE_GREY, device_color, device_colors
 from .flow import flow_figure, prepare_backward_flow, prepare_flow
 from .inputs import argument_batches, inputs_figure, prepare_inputs
 from .memory import memory_figure, prepare_memory
-from .report import bounded_log, html_report
+from .log import bounded_log
+from .report import html_report
+from .views import VIEWS, View
 from .sample_map import prepare_sample_map, sample_map_figure
 from .split import prepare_split, split_figure
 from .step import prepare_steps, step_figure

@@ -14,7 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..echo import plotly_text
-from ..summary import batch_spans, batch_split, device_list, human_bytes
+from ..tables import batch_spans, batch_split
+from ..wording import device_list, human_bytes
 from ..trace import Trace
 from .colors import IDLE_GREY, OUTLINE, TEXT, device_color, with_alpha
 from .style import NAME_LIMIT, backend_note, check_batch, device_name, plural, rows_text, styled
@@ -245,12 +246,13 @@ def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
     used = int((table["used"] & (table["rows"] > 0)).sum())
     idle = table.loc[~table["used"], "device"].tolist()
     gathered = "gather" in trace.host_spans(batch)
+    words, out = trace.vocabulary, trace.vocabulary.lane_name(trace.output_device)
     title = (
         f"Batch {batch:,} of {len(trace.batches):,}: {plural(rows, 'row')} scattered over "
-        f"{used} of {plural(len(trace.lanes), 'GPU')}, gathered on {device_name(trace.output_device)}"
+        f"{used} of {plural(len(trace.lanes), words.lane_noun)}, {words.word('gathered', lane=out)}"
     )
     if not gathered:
-        title = f"Batch {batch:,} of {len(trace.batches):,}: {plural(rows, 'row')} on {device_name(trace.output_device)} (one device, no gather)"
+        title = f"Batch {batch:,} of {len(trace.batches):,}: {plural(rows, 'row')} on {out} ({words.word('not_gathered')})"
     notes = [backend_note(trace), f"{device_list(idle)} idle: no rows left for {'it' if len(idle) == 1 else 'them'}" if idle else ""]
     failure = trace.failure
     if failure is not None and failure.batch == batch:

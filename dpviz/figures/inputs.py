@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..echo import plotly_text
-from ..summary import device_list
+from ..wording import device_list
 from ..trace import Trace
 from .colors import IDLE_GREY, OUTLINE, device_color, with_alpha
 from .style import NAME_LIMIT, backend_note, device_name, styled

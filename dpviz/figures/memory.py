@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..summary import memory_batches, memory_table, memory_totals
+from ..tables import memory_batches, memory_table, memory_totals
 from ..trace import Trace
 from ..vocabulary import Vocabulary
 from .colors import OUTLINE, device_color

@@ -19,19 +19,11 @@ from plotly.offline import get_plotlyjs
 from ..catalogue import INPUT_SPECS, MODEL_SPECS
 from ..echo import plotly_text
 from ..explain import explain
-from ..summary import chunks_per_batch, memory_batches, summary_table
+from ..summary import summary_table
 from ..trace import Trace
-from ..tutorial_log import tutorial_log
-from .flow import flow_figure
-from .inputs import argument_batches, inputs_figure
-from .memory import memory_figure
-from .sample_map import sample_map_figure
-from .split import split_figure
-from .step import step_figure
+from .log import MAX_LOG_LINES, bounded_log  # noqa: F401  the log's bound, named here too
 from .style import FONT_FAMILY, backend_note, plural
-from .timeline import timeline_figure
-
-MAX_LOG_LINES = 2_000
+from .views import TEXT, VIEWS
 PLOT_CONFIG = {"displaylogo": False}
 CSS = f"""
 body {{ font-family: {FONT_FAMILY}; font-size: 17px; color: #222; max-width: 1400px; margin: 2em auto; padding: 0 1em; }}
@@ -82,16 +74,6 @@ def _bold(parts: list[str | None]) -> str:
     return "".join("**" if k == unpaired else next(tags) if part is None else part for k, part in enumerate(parts))
 
 
-def bounded_log(trace: Trace, max_lines: int = MAX_LOG_LINES) -> str:
-    """The tutorial log, or its first and last lines with a note of how many were left out."""
-    lines = tutorial_log(trace).splitlines()
-    if len(lines) <= max_lines:
-        return "\n".join(lines)
-    head, tail = lines[: max_lines // 2], lines[-(max_lines // 2) :]
-    skipped = len(lines) - len(head) - len(tail)
-    return "\n".join(head + [f"… {plural(skipped, 'line')} left out of this report …"] + tail)
-
-
 def _figure_html(fig: go.Figure, div_id: str) -> str:
     # "fig-" keeps plot ids apart from section ids: plotly draws into the first element with its id.
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{div_id}", config=PLOT_CONFIG,
@@ -109,28 +91,18 @@ def html_report(trace: Trace) -> str:
                f"on {plural(config.gpus, 'GPU')}, {MODEL_SPECS[config.model].label}, {INPUT_SPECS[config.inputs].label}")
     table = summary_table(trace).to_html(index=False, border=0, escape=True)
     paragraphs = "\n".join(f"<p>{markdown_to_html(p)}</p>" for p in explain(trace))
-    last = len(trace.batches) - 1
-    chunks = chunks_per_batch(trace)
-    flows = [_figure_html(flow_figure(trace, 0), "flow-batch-0")]
-    if last > 0 and chunks[last] != chunks[0]:  # the short last batch usually splits differently
-        flows.append(_figure_html(flow_figure(trace, last), f"flow-batch-{last}"))
-    # Memory is sampled for the first and the last batch; show the last too when it splits differently.
-    sampled = memory_batches(trace)
-    memories = [_figure_html(memory_figure(trace, b), f"memory-batch-{b}")
-                for b in sampled if b == sampled[0] or chunks[b] != chunks[sampled[0]]]
-    given = [_figure_html(inputs_figure(trace, b), f"inputs-batch-{b}") for b in argument_batches(trace)]
     sections = [
         _section("summary", "Key figures", table),
         _section("explanation", "What happened and why", paragraphs),
-        _section("flow", "Flow of a batch", "\n".join(flows)),
-        _section("split", "Split per batch", _figure_html(split_figure(trace), "split")),
-        _section("timeline", "Timeline", _figure_html(timeline_figure(trace), "timeline")),
-        *([_section("inputs", "What each GPU received", "\n".join(given))] if given else []),
-        *([_section("memory", "Memory per GPU", "\n".join(memories))] if memories else []),
-        _section("sample-map", "Sample map", _figure_html(sample_map_figure(trace), "sample-map")),
-        _section("step", "Step through the batches", _figure_html(step_figure(trace), "step")),
-        _section("log", "Tutorial log", f"<pre>{html.escape(bounded_log(trace))}</pre>"),
     ]
+    for view in VIEWS:  # every view the registry has that draws this trace's engine, in the page's order
+        if trace.engine not in view.engines:
+            continue
+        shown = view.figures_for_report(trace)
+        if view.control == TEXT:
+            sections += [_section(view.anchor, view.heading, "\n".join(f"<pre>{html.escape(text)}</pre>" for _, text in shown))]
+        elif shown:
+            sections += [_section(view.anchor, view.heading, "\n".join(_figure_html(fig, key) for key, fig in shown))]
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

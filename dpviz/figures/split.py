@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..summary import batch_split, chunks_per_batch
+from ..tables import batch_split, chunks_per_batch
 from ..trace import Trace
 from .bounds import MAX_MARKS, batch_label, split_runs
 from .colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on

@@ -11,11 +11,11 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..summary import batch_split, chunks_per_batch
+from ..tables import batch_split, chunks_per_batch
 from ..trace import Trace
 from .bounds import MAX_FRAMES, MAX_MARKS, representative_batches
 from .colors import IDLE_GREY, OUTLINE, TEXT, device_color, device_pattern
-from ..summary import device_list
+from ..wording import device_list
 from .style import backend_note, device_name, plural, rows_text, styled
 
 FRAME_MS = 700  # long enough to read each frame's title while playing

@@ -4,8 +4,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..echo import plotly_text
-from ..summary import plural  # re-exported: the views' wording lives in one place
 from ..trace import Trace
+from ..wording import plural  # noqa: F401  re-exported: the views' wording lives in one place
 from .colors import TEXT
 
 FONT_SIZE = 16  # readable from the back of a classroom

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..summary import batch_spans
+from ..tables import batch_spans
 from ..trace import Trace
 from .bounds import MAX_MARKS
 from ..vocabulary import EVERY_LANE, HOST, ONE_LANE, Vocabulary

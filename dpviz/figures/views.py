@@ -1,0 +1,83 @@
+"""Every view of a trace, registered once: the page's tabs and the HTML report's sections derive from it.
+
+    for view in VIEWS: view.tab, view.figures_for_report(trace)
+
+A view names its figure function, how the page picks what it draws (`control`), what the report
+shows of it, and the engines whose traces it can draw. Adding a view is one entry here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..tables import chunks_per_batch, memory_batches
+from ..trace import Trace
+from .flow import flow_figure
+from .inputs import argument_batches, inputs_figure
+from .memory import memory_figure
+from .log import bounded_log
+from .sample_map import sample_map_figure
+from .split import split_figure
+from .step import step_figure
+from .timeline import timeline_figure, window_size
+
+# How the page picks what a view draws: WHOLE the trace as it is; BATCH a slider over every batch;
+# WINDOW a slider over windows of batches; SAMPLED a choice among the batches the trace sampled; TEXT
+# a block of text, not a chart.
+WHOLE, BATCH, WINDOW, SAMPLED, TEXT = "whole", "batch", "window", "sampled", "text"
+
+
+@dataclass(frozen=True)
+class View:
+    """One view: its tab, its report section, its figure function and the engines it draws."""
+
+    key: str  # widget keys on the page ("flow_batch") and the report's figure ids
+    tab: str  # the page's tab
+    heading: str  # the report's section heading
+    anchor: str  # the report's section id
+    build: Callable[..., Any]  # trace (and a batch, for BATCH and SAMPLED) -> plotly Figure, or text for TEXT
+    control: str = WHOLE
+    report: Callable[[Trace], list[tuple[str, Any]]] | None = None  # (figure id, figure); None: the whole view
+    sampled: Callable[[Trace], list[int]] | None = None  # SAMPLED: the batches the trace sampled
+    missing: str = ""  # SAMPLED: what the page says when the trace sampled none
+    window: Callable[[Trace], int] | None = None  # WINDOW: how many batches one figure shows
+    engines: tuple[str, ...] = ("dp",)  # the engines whose traces it draws
+
+    def figures_for_report(self, trace: Trace) -> list[tuple[str, Any]]:
+        """What the report shows of this view: (figure id, figure or text) pairs, none when it has nothing."""
+        if self.report is not None:
+            return self.report(trace)
+        return [(self.anchor, self.build(trace))]
+
+
+def _flows(trace: Trace) -> list[tuple[str, Any]]:
+    """The first batch, and the short last one when it splits differently."""
+    last, chunks = len(trace.batches) - 1, chunks_per_batch(trace)
+    batches = [0] + ([last] if last > 0 and chunks[last] != chunks[0] else [])
+    return [(f"flow-batch-{b}", flow_figure(trace, b)) for b in batches]
+
+
+def _memories(trace: Trace) -> list[tuple[str, Any]]:
+    """The first sampled batch, and the last when it splits differently."""
+    sampled, chunks = memory_batches(trace), chunks_per_batch(trace)
+    return [(f"memory-batch-{b}", memory_figure(trace, b)) for b in sampled
+            if b == sampled[0] or chunks[b] != chunks[sampled[0]]]
+
+
+def _inputs(trace: Trace) -> list[tuple[str, Any]]:
+    return [(f"inputs-batch-{b}", inputs_figure(trace, b)) for b in argument_batches(trace)]
+
+
+VIEWS: tuple[View, ...] = (
+    View("flow", "Flow", "Flow of a batch", "flow", flow_figure, BATCH, report=_flows),
+    View("split", "Split per batch", "Split per batch", "split", split_figure),
+    View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size),
+    View("samples", "Sample map", "Sample map", "sample-map", sample_map_figure),
+    View("step", "Step through", "Step through the batches", "step", step_figure),
+    View("inputs", "Inputs", "What each GPU received", "inputs", inputs_figure, SAMPLED, report=_inputs,
+         sampled=argument_batches,
+         missing="This trace does not record what each replica received (it predates dpviz's trace version 2)."),
+    View("memory", "Memory", "Memory per GPU", "memory", memory_figure, SAMPLED, report=_memories,
+         sampled=memory_batches, missing="This trace holds no memory figures."),
+    View("log", "Tutorial log", "Tutorial log", "log", bounded_log, TEXT, report=lambda trace: [("log", bounded_log(trace))]),
+)

@@ -1,0 +1,73 @@
+"""The words every reader of a trace shares: counts, sizes, lists of lanes, and the sentence on devices.
+
+    plural(4, "row")           # '4 rows'
+    human_bytes(1536)          # '1.50 KiB'
+    device_list([3, 4, 5, 6])  # 'GPUs 3-6'
+"""
+from __future__ import annotations
+
+from .echo import markdown_text
+from .trace import Trace
+
+
+def plural(n: int, word: str) -> str:
+    """'1 row', '4 rows', '2 batches'."""
+    return f"{n:,} {word}" + ("" if n == 1 else "es" if word.endswith(("s", "ch")) else "s")
+
+
+def sizes_text(sizes) -> str:
+    """'4, 4, 2': chunk sizes as the explanations list them."""
+    return ", ".join(str(s) for s in sizes)
+
+
+def human_bytes(n: float) -> str:
+    """'560 B', '1.23 KiB', '45.6 MiB', '1,000 KiB': binary units, three significant digits."""
+    value, unit = float(n), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1023.5:  # what would print as "1,024" takes the next unit
+            break
+        value, unit = value / 1024, bigger
+    if unit == "B":
+        return f"{int(round(value)):,} B"
+    digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
+    return f"{value:,.{digits}f} {unit}"
+
+
+def device_list(devices: list[int]) -> str:
+    """'GPU 5', 'GPUs 5 and 6', 'GPUs 3-15', 'GPUs 1, 4-7 and 9': runs of four or more as ranges."""
+    runs: list[list[int]] = []
+    for d in sorted(devices):
+        if runs and d == runs[-1][-1] + 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    parts: list[str] = []
+    for run in runs:
+        parts += [f"{run[0]}-{run[-1]}"] if len(run) >= 4 else [str(d) for d in run]
+    if len(devices) == 1:
+        return f"GPU {parts[0]}"
+    if len(parts) == 1:
+        return f"GPUs {parts[0]}"
+    return f"GPUs {', '.join(parts[:-1])} and {parts[-1]}"
+
+
+DEVICE_NAME_LIMIT = 40  # characters of one device's name: "cuda:0 NVIDIA H200" and longer fit
+
+
+def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
+    """One markdown sentence: real or simulated devices, which ones, and what the viewing machine has."""
+    if machine_gpus is None:
+        from .engines.run import cuda_device_count  # torch, only to ask this machine
+
+        machine_gpus = cuda_device_count()
+    here = machine_gpus
+    here_text = f"this machine has {here} CUDA GPU{'s' if here != 1 else ''}"
+    n = len(trace.lanes)
+    if trace.backend == "cuda":
+        # A trace's device names come from whoever wrote the file: shown as text, each cut short.
+        names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
+        return f"Real GPUs: torch.nn.DataParallel ran on {names} ({here_text})."
+    return (
+        f"Simulated devices: {n} CPU thread{'s' if n != 1 else ''} stand{'s' if n == 1 else ''} in for "
+        f"{n} GPU{'s' if n != 1 else ''}, following DataParallel's rules exactly ({here_text})."
+    )
