@@ -9,7 +9,9 @@ read back as plain JSON values. Each case takes one of them and changes it: a va
 a pool of hostile ones (2**63, 1e302, NaN, a lone surrogate, markup, long text, wrong types), a
 neighbouring number, a key deleted, list items duplicated, dropped or swapped. The result is handed to
 trace_json.loads as text, as bytes or as UTF-8 with raw non-ASCII characters. It must either raise
-TraceError whose message is one sentence, or give a trace that every view draws (draw_everything).
+TraceError whose message is one sentence, or give a trace that every view draws (draw_everything: each
+view of the page's registry, dpviz.figures.views, with every batch or window it offers, then the key
+figures, the explanation, the HTML report, the tutorial log and both downloads).
 Any other outcome is a failure, printed with the seed and case that reproduce it; the script exits 1.
 tests/test_upload_fuzz.py runs a few hundred cases of the same generator.
 """
@@ -29,7 +31,8 @@ from typing import Any, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
-from dpviz import RunConfig, TraceError, chrome_trace, explain, figures, record, summary, tables, trace_json, tutorial_log
+from dpviz import RunConfig, TraceError, chrome_trace, explain, figures, record, summary, trace_json, tutorial_log
+from dpviz.figures import views
 from dpviz.figures.report import markdown_to_html
 from dpviz.presets import PRESETS
 from dpviz.trace import Trace
@@ -166,33 +169,34 @@ def _figure(figure) -> None:
     _text_out(figure.to_json())  # what st.plotly_chart sends
 
 
-def view_batches(trace: Trace, every: bool) -> tuple[list[int], list[int]]:
-    """The batches whose flow is drawn and the timeline windows' first batches: all of them, or the first,
-    the last and the failed one (and the first and last window)."""
-    count, window = len(trace.batches), figures.timeline_window(trace)
-    starts = list(range(0, count, window))
-    if every:
-        return list(range(count)), starts
-    failed = [trace.failure.batch] if trace.failure else []
-    return sorted({0, count - 1, *failed}), sorted({starts[0], starts[-1]})
+def _choices(trace: Trace, view: views.View, every: bool) -> list[tuple]:
+    """The arguments the page can draw `view` with: every batch (or window), or with `every` False the
+    first, the last and the failed batch (the first and last window)."""
+    count = len(trace.batches)
+    if view.control == views.BATCH:
+        batches = range(count) if every else {0, count - 1, *([trace.failure.batch] if trace.failure else [])}
+        return [(b,) for b in sorted(batches)]
+    if view.control == views.WINDOW:
+        starts = list(range(0, count, view.window(trace)))
+        return [(b,) for b in (starts if every else sorted({starts[0], starts[-1]}))]
+    if view.control == views.SAMPLED:
+        return [(b,) for b in view.sampled(trace)]
+    return [()]
 
 
-def draw_everything(trace: Trace, every: bool = True, reload: bool = True, report: bool = True) -> None:
-    """Every view of `trace` as the page, the report and the downloads make them, and (`reload`) the
-    written trace read back as the same file; raises what they raise. Without `report` the HTML report
-    (which draws the views again) is left out, but not the parts only it has."""
-    flows, windows = view_batches(trace, every)
-    for batch in flows:
-        _figure(figures.flow_figure(trace, batch))
-    for first in windows:
-        _figure(figures.timeline_figure(trace, first))
-    _figure(figures.split_figure(trace))
-    _figure(figures.sample_map_figure(trace))
-    _figure(figures.step_figure(trace))
-    for batch in figures.argument_batches(trace):
-        _figure(figures.inputs_figure(trace, batch))
-    for batch in tables.memory_batches(trace):
-        _figure(figures.memory_figure(trace, batch))
+def draw_everything(trace: Trace, every: bool = True, verify: bool = True, report: bool = True) -> None:
+    """Every view of `trace` as the page, the report and the downloads make them; raises what they raise.
+    `verify` adds what only a test does: the Chrome trace as strict JSON and the written trace read back
+    as the same file. Without `report` the HTML report (which draws the views again) is left out, but
+    not the parts only it has."""
+    for view in views.VIEWS:
+        if trace.engine in view.engines:
+            for args in _choices(trace, view, every):
+                drawn = view.build(trace, *args)
+                if view.control == views.TEXT:
+                    _text_out(drawn)
+                else:
+                    _figure(drawn)
     for label, value in summary.key_figures(trace).items():
         _text_out(label + value)
     for paragraph in explain.explain(trace):
@@ -201,13 +205,13 @@ def draw_everything(trace: Trace, every: bool = True, reload: bool = True, repor
     _text_out(summary.summary_table(trace).to_html())
     if report:
         _text_out(figures.html_report(trace))
-    _text_out(figures.bounded_log(trace))
     _text_out(tutorial_log.tutorial_log(trace))
     _text_out(chrome_trace.dumps(trace))
-    json.dumps(chrome_trace.to_chrome_trace(trace), allow_nan=False)  # strict JSON: Perfetto's reader
     written = trace_json.dumps(trace)  # the page's download
-    if reload and trace_json.dumps(trace_json.loads(written)) != written:
-        raise AssertionError("a loaded trace does not survive being written and read again")
+    if verify:
+        json.dumps(chrome_trace.to_chrome_trace(trace), allow_nan=False)  # strict JSON: Perfetto's reader
+        if trace_json.dumps(trace_json.loads(written)) != written:
+            raise AssertionError("a loaded trace does not survive being written and read again")
 
 
 def one_sentence(message: str) -> bool:
