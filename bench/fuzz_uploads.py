@@ -46,6 +46,14 @@ NASTY: list[Any] = [
     "cuda", "measured", "parameters", "split", "x", "scale=", [], [[]], [[[[]]]], [0], [1, 2], [-1], [2**70],
     ["a"], [None], None, True, False, {}, {"a": 1}, {"batch": 0},
 ]
+# Text a run could hold in a name or a message, that a page must show as text.
+TEXTS = [
+    "<a href='http://x'>y</a>", "<script>alert(1)</script>", "![x](http://h/x.png)", "[link](javascript:alert(1))",
+    "**bold** `code` $x$ _i_ # h", "a\nb\r\nc\td", "\x00\x1b[31m", "\u202e\u200b", "é中😀" * 30, "{0} %s {{x}}",
+    "&amp; &lt;", "\\", "`", "n" * 100, "m" * 20_000, " ", "",
+]
+# Numbers at the edges of what loading accepts.
+EDGES = [0, -0.0, 1, 604_800.0, 604_799.9999999, 2**48, 2**48 - 1, 1e12, -1e12, 1e-300, 999_999, 1_000_000, 15]
 
 
 @lru_cache(maxsize=None)
@@ -115,13 +123,28 @@ def _near(value: Any, rng: random.Random) -> Any:
     return rng.choice(NASTY)
 
 
+def _free_text(path: tuple) -> bool:
+    """Whether `path` leads to text a run writes freely: a name, a version, a message, an argument's words."""
+    return (path[0] in ("threads", "torch_version") and len(path) <= 2
+            or path[0] == "lanes" and path[-1] == "name"
+            or path[0] == "arguments" and len(path) == 3 and path[2] in (3, 4)
+            or path[0] in ("failure", "warnings") and path[-1] in ("type", "message", "category"))
+
+
 def mutate(doc: Any, rng: random.Random) -> str:
     """Change `doc` in place once, and say how."""
     places = list(_places(doc))
+    kind = rng.random()
+    if kind < 0.25:  # free text or a number at the edge: many of these load, and every view must draw them
+        pool, fits = (TEXTS, _free_text) if kind < 0.15 else (EDGES, lambda p: type(_parent(doc, p)[p[-1]]) in (int, float))
+        chosen = [p for p in places if fits(p)]
+        if chosen:
+            path = rng.choice(chosen)
+            _parent(doc, path)[path[-1]] = rng.choice(pool)
+            return f"{path} = {_short(_parent(doc, path)[path[-1]])}"
     path = rng.choice(places)
     parent, key = _parent(doc, path), path[-1]
-    kind = rng.random()
-    if kind < 0.4:
+    if kind < 0.5:
         parent[key] = copy.deepcopy(rng.choice(NASTY))
         return f"{path} = {_short(parent[key])}"
     if kind < 0.7:

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from fuzz_uploads import Tally, draw_everything, one_sentence, run_case  # noqa: E402
 
 SEED = 20_251_203
-CHUNKS, PER_CHUNK = 5, 50
-REPORT_EVERY = 4  # the HTML report draws every view again: for one case in four, the others draw each once
+CHUNKS, PER_CHUNK = 4, 50
+REPORT_EVERY = 5  # the HTML report draws every view again: for one case in five, the others draw each once
 FILL = 63 * 2**20  # a hostile file fills the 64 MiB upload limit but for a margin
 
 
