@@ -76,21 +76,23 @@ def key_figures(trace: Trace) -> dict[str, str]:
     """Six headline figures, label -> short value, for a row of metrics above the views; a seventh,
     device 0's memory peak against the next device's, when the trace has memory samples."""
     s = summarize(trace)
-    inside = sum(s.phase_total_s.get(p, 0.0) for p in ("scatter", "replicate", "apply", "gather"))
+    vocabulary = trace.vocabulary
+    # The engine's own time: its host phases (DataParallel's scatter, replicate, apply and gather).
+    inside = sum(s.phase_total_s.get(p, 0.0) for p in vocabulary.where("host"))
     if s.devices == 1:  # a direct call: no apply, the forward itself is the work
         inside += s.phase_total_s.get("forward", 0.0)
     figures = {
         "batches": f"{s.batches:,}",
         "replicas used": f"{s.replicas_total:,}",
-        "idle GPU slots": f"{s.idle_slots:,} of {s.device_slots:,}",
+        f"idle {vocabulary.lane_noun} slots": f"{s.idle_slots:,} of {s.device_slots:,}",
         "largest chunk": plural(s.largest_chunk, "row"),
         "smallest chunk": plural(s.smallest_chunk, "row"),
-        "time in DataParallel": _ms(inside),
+        f"time in {vocabulary.title}": _ms(inside),
     }
     peaks = memory_peaks(trace)
     if peaks is not None:
         first, other = peaks
-        label = f"GPU {first.device} memory peak"
+        label = f"{vocabulary.lane_name(first.device)} memory peak"
         if other is not None and other.bytes:  # the ratio goes in the label: values must stay short
             label += f" ({first.bytes / other.bytes:.1f}× next)"
         figures[label] = human_bytes(first.bytes)
