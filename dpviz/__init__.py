@@ -14,7 +14,7 @@ from .trace_json import TraceError
 
 _RECORDING = {  # name -> the module that defines it, imported when the name is first used
     "record": "dpviz.engines.run",
-    "resolve_backend": "dpviz.engines.dp.engine",
+    "resolve_backend": "dpviz.engines.dp.devices",
     "SimulatedDataParallel": "dpviz.engines.dp.simulated",
 }
 

@@ -3,6 +3,7 @@
     vocabulary.py   its phases and memory kinds (no torch: readers of a trace use it)
     chunking.py     torch.chunk's split in plain integers (no torch)
     engine.py       the engine: resolve the device kind, record a run, check a loaded trace
+    devices.py      which kind of device a run uses: real CUDA GPUs or simulated ones
     recorder.py     the recording loop: forward, loss, backward, step, batch by batch
     observer.py     hooks and timers that watch DataParallel without changing it
     memory.py       memory per device: a ledger of tensor sizes, or CUDA's own figure

@@ -3,28 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...config import ConfigError, RunConfig
+from ...config import RunConfig
 from ...trace import Trace
 from ..base import Progress
+from .devices import resolve_backend
 from .vocabulary import VOCABULARY
-
-
-def resolve_backend(config: RunConfig, available: int | None = None) -> str:
-    """The kind of device a run of `config` uses: real GPUs when asked for, or when `auto` finds enough."""
-    if available is None:
-        from ..run import cuda_device_count
-
-        available = cuda_device_count()
-    if config.backend == "cuda":
-        if available < config.gpus:
-            raise ConfigError(
-                f"backend cuda needs {config.gpus} CUDA device{'s' if config.gpus > 1 else ''} "
-                f"but this machine has {available}; use backend simulated or fewer gpus."
-            )
-        return "cuda"
-    if config.backend == "auto" and available >= config.gpus >= 2:
-        return "cuda"
-    return "simulated"
 
 
 class DataParallelEngine:

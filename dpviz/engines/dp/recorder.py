@@ -18,7 +18,7 @@ from ...catalogue import MODEL_SPECS
 from ...config import RunConfig
 from ..run import cuda_device_count
 from ..base import Progress
-from .engine import resolve_backend
+from .devices import resolve_backend
 from .observer import Observer
 from .simulated import SimulatedDataParallel
 from ...trace import Batch, Failure, Lane, Trace, WarningNote
