@@ -10,6 +10,7 @@ A bad value prints one line on stderr and exits with status 2. A run that DataPa
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
@@ -25,10 +26,13 @@ from .engines.run import record
 from .tutorial_log import tutorial_log
 
 DEFAULTS = RunConfig()
+SHOWN_VALUE = 80  # characters of a refused value an error message quotes
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, no usage block: the message says it all
+        # argparse quotes a refused value whole ("invalid choice: '...'"): cut it, keep the sentence.
+        message = re.sub(r"'([^'\n]{%d})[^'\n]+'" % SHOWN_VALUE, r"'\1…'", message)
         self.exit(2, f"{self.prog}: {message}\n")
 
 

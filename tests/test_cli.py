@@ -63,6 +63,14 @@ def test_an_overlong_path_is_cut_in_the_one_line_message(capsys):
     assert "file name too long" in err and len(err) < 200
 
 
+@pytest.mark.parametrize("option", ["--preset", "--model", "--engine", "--backend", "--inputs"])
+def test_a_long_refused_choice_is_cut_in_the_one_line_message(option, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([option, "x" * 100_000])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and len(err.strip().splitlines()) == 1 and len(err) < 400 and "x" * 80 + "…" in err
+
+
 def test_help_explains_every_option():
     text = build_parser().format_help()
     for option in build_parser()._option_string_actions:
