@@ -10,6 +10,7 @@ A bad value prints one line on stderr and exits with status 2. A run that DataPa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from .config import (
     parse_setting,
 )
 from .presets import PRESETS
-from .engines.run import record
+from .engines.run import record, resolve
 from .tutorial_log import tutorial_log
 
 DEFAULTS = RunConfig()
@@ -108,16 +109,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         values = {**values, **{k: v for k, v in PRESETS[args.preset].config.to_dict().items() if k not in given}}
     try:
         config = RunConfig(**values)
-        trace = record(config)
+        resolve(config)  # a device kind this machine lacks is a bad option too, said before the run
     except ConfigError as error:
         parser.error(str(error))
-    sys.stdout.write(tutorial_log(trace))
-    for path, text in ((args.trace, trace_json.dumps(trace)), (args.chrome_trace, chrome_trace.dumps(trace))):
+    # The output files are opened before the run, so a place that takes no file is one line before any log.
+    files = {}
+    for path in (args.trace, args.chrome_trace):
         if path is not None:
             try:
-                path.write_text(text)
+                files[path] = path.open("w")
             except OSError as error:
                 parser.error(f"cannot write {_shown(path)}: {error.strerror or error}.")
+            except ValueError:  # a NUL byte: no file name may hold one
+                parser.error(f"cannot write {_shown(path)}: a file name cannot hold a NUL byte.")
+    with contextlib.ExitStack() as stack:
+        for file in files.values():
+            stack.enter_context(file)
+        trace = record(config)
+        sys.stdout.write(tutorial_log(trace))
+        for path, dump in ((args.trace, trace_json.dumps), (args.chrome_trace, chrome_trace.dumps)):
+            if path is not None:
+                files[path].write(dump(trace))
     kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
     batches = len(trace.batches)
     if trace.failure is not None:
@@ -138,12 +150,14 @@ def _unwritable(path: Path) -> str | None:
             return "it is a folder; give a file name"
     except OSError as error:  # a name longer than the file system allows (255 bytes a part on Linux)
         return (error.strerror or str(error)).lower()
+    except ValueError:  # a NUL byte, which no file name may hold
+        return "a file name cannot hold a NUL byte"
     return None
 
 
 def _shown(path: Path, limit: int = 80) -> str:
-    """A path as the one-line message shows it: a very long one cut in the middle."""
-    text = str(path)
+    """A path as the one-line message shows it: control characters escaped, a very long one cut in the middle."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(path))
     return text if len(text) <= limit else f"{text[:limit // 2]}…{text[-(limit // 2):]}"
 
 

@@ -40,6 +40,9 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--chrome-trace", "/tmp"], "it is a folder"),
     (["--trace", "t" * 300 + ".json"], "file name too long"),  # one part over the file system's 255 bytes
     (["--chrome-trace", "d" * 300 + "/t.json"], "file name too long"),
+    (["--trace", "/no/such\nfolder/t.json"], "folder /no/such\\nfolder does not exist"),  # escaped: one line
+    (["--trace", "t\x00.json"], "cannot hold a NUL byte"),
+    (["--chrome-trace", "/proc/dpviz-t.json"], "cannot write /proc/dpviz-t.json"),  # refused before the run prints
     (["--frobnicate"], "unrecognized arguments"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
