@@ -7,7 +7,7 @@ never overlap, because each track's spans run one after another.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterator
 
 from .trace import Trace
 
@@ -18,17 +18,16 @@ def _tid(lane: int | None) -> int:
     return HOST_TID if lane is None else lane + 1
 
 
-def to_chrome_trace(trace: Trace) -> dict[str, Any]:
+def _events(trace: Trace) -> Iterator[dict[str, Any]]:
+    """The trace's events one at a time: metadata naming the tracks, then one complete event per span."""
     kind = "simulated devices" if trace.simulated else "CUDA"
-    events: list[dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": f"{trace.vocabulary.title} ({kind})"}},
-        {"ph": "M", "name": "thread_name", "pid": 0, "tid": HOST_TID,
-         "args": {"name": "host: " + " / ".join(trace.vocabulary.where("host"))}},
-        {"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": HOST_TID, "args": {"sort_index": 0}},
-    ]
+    yield {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": f"{trace.vocabulary.title} ({kind})"}}
+    yield {"ph": "M", "name": "thread_name", "pid": 0, "tid": HOST_TID,
+           "args": {"name": "host: " + " / ".join(trace.vocabulary.where("host"))}}
+    yield {"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": HOST_TID, "args": {"sort_index": 0}}
     for lane in trace.lanes:
-        events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": _tid(lane.id), "args": {"name": lane.name}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": _tid(lane.id), "args": {"sort_index": lane.id + 1}})
+        yield {"ph": "M", "name": "thread_name", "pid": 0, "tid": _tid(lane.id), "args": {"name": lane.name}}
+        yield {"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": _tid(lane.id), "args": {"sort_index": lane.id + 1}}
     for span in sorted(trace.spans, key=lambda s: (s.start, s.end)):
         # Round the ends, not the durations, so that back-to-back spans never overlap after rounding.
         ts = round(span.start * 1e6)
@@ -36,13 +35,25 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
         if span.phase == "forward":
             args.update(replica=span.replica, rows=span.rows, first_row=span.row_offset,
                         input_shape=span.input_shape, output_shape=span.output_shape, thread=span.thread)
-        events.append({
+        yield {
             "ph": "X", "name": span.phase if span.phase != "forward" else f"forward batch {span.batch}",
             "cat": span.phase, "pid": 0, "tid": _tid(span.lane), "ts": ts, "dur": round(span.end * 1e6) - ts,
             "args": args,
-        })
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"backend": trace.backend, "torch": trace.torch_version}}
+        }
+
+
+def _other(trace: Trace) -> dict[str, Any]:
+    return {"backend": trace.backend, "torch": trace.torch_version}
+
+
+def to_chrome_trace(trace: Trace) -> dict[str, Any]:
+    """The Chrome Trace Event document as one dict."""
+    return {"traceEvents": list(_events(trace)), "displayTimeUnit": "ms", "otherData": _other(trace)}
 
 
 def dumps(trace: Trace) -> str:
-    return json.dumps(to_chrome_trace(trace), separators=(",", ":"))
+    """The document as JSON text, written an event at a time: a 190,000-span trace never holds all its
+    event dicts at once (about 140 MB), only their text."""
+    encode = json.JSONEncoder(separators=(",", ":")).encode
+    events = ",".join(encode(event) for event in _events(trace))
+    return f'{{"traceEvents":[{events}],"displayTimeUnit":"ms","otherData":{encode(_other(trace))}}}'

@@ -30,3 +30,8 @@ def test_one_forward_event_per_replica_on_its_devices_track():
     assert len(events) == len(replicas) == 3 * 8 + 5
     assert sorted((e["tid"] - 1, e["args"]["batch"]) for e in events) == sorted((s.lane, s.batch) for s in replicas)
     assert sum(e["args"]["rows"] for e in events) == 100
+
+
+def test_the_text_written_event_by_event_is_the_document_byte_for_byte():
+    trace = record(RunConfig(gpus=3, train=True))
+    assert chrome_trace.dumps(trace) == json.dumps(chrome_trace.to_chrome_trace(trace), separators=(",", ":"))
