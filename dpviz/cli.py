@@ -32,8 +32,11 @@ SHOWN_VALUE = 80  # characters of a refused value an error message quotes
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, no usage block: the message says it all
-        # argparse quotes a refused value whole ("invalid choice: '...'"): cut it, keep the sentence.
-        message = re.sub(r"'([^'\n]{%d})[^'\n]+'" % SHOWN_VALUE, r"'\1…'", message)
+        # argparse quotes a refused value whole ("invalid choice: '...'", "unrecognized arguments: ..."):
+        # escape control characters so a terminal shows them rather than acts on them, and cut long words.
+        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        message = re.sub(r"'([^']{%d})[^']+'" % SHOWN_VALUE, r"'\1…'", message)
+        message = re.sub(r"([^\s']{%d})[^\s']+" % SHOWN_VALUE, r"\1…", message)
         self.exit(2, f"{self.prog}: {message}\n")
 
 

@@ -74,6 +74,15 @@ def test_a_long_refused_choice_is_cut_in_the_one_line_message(option, capsys):
     assert exit.value.code == 2 and len(err.strip().splitlines()) == 1 and len(err) < 400 and "x" * 80 + "…" in err
 
 
+@pytest.mark.parametrize("argv", [["--\x1b[2J"], ["--" + "z" * 100_000], ["--trace", "/no/\x1b[31mred/t.json"]])
+def test_control_characters_and_long_words_are_shown_escaped_and_cut(argv, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and len(err.strip().splitlines()) == 1 and len(err) < 400
+    assert "\x1b" not in err and all(c.isprintable() for c in err.strip())
+
+
 def test_help_explains_every_option():
     text = build_parser().format_help()
     for option in build_parser()._option_string_actions:
