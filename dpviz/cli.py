@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from . import chrome_trace, trace_json
-from . import inputs, models
+from .catalogue import INPUT_SPECS, MODEL_SPECS
 from .config import (
     BACKENDS, ENGINES, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS, ConfigError, RunConfig,
     parse_setting,
 )
 from .presets import PRESETS
+from .engines import ENGINES as ENGINE_NAMES
 from .engines.run import record, resolve
 from .tutorial_log import tutorial_log
 
@@ -65,8 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         "devices are simulated by CPU threads that follow DataParallel's rules exactly.",
         epilog=f"Limits: at most {MAX_BATCHES:,} batches per run ({MAX_TRAIN_BATCHES:,} with --train) and "
         f"data_size x (numbers per row) at most {MAX_DATASET_ELEMENTS:,}. Models: "
-        + "; ".join(f"{m}: {models.LABELS[m]}" for m in MODELS) + ". Inputs: "
-        + "; ".join(f"{f}: {inputs.LABELS[f]}" for f in INPUTS) + ". Presets: " + ", ".join(PRESETS)
+        + "; ".join(f"{m}: {MODEL_SPECS[m].label}" for m in MODELS) + ". Inputs: "
+        + "; ".join(f"{f}: {INPUT_SPECS[f].label}" for f in INPUTS) + ". Presets: " + ", ".join(PRESETS)
         + ". Exit status 2 means a bad option, 1 that DataParallel raised during the run.",
     )
     add = parser.add_argument
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--backend", type=_setting("backend"), choices=BACKENDS, default=DEFAULTS.backend,
         help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at least --gpus GPUs and --gpus >= 2")
     add("--engine", type=_setting("engine"), choices=ENGINES, default=DEFAULTS.engine,
-        help="what spreads the batch over the devices: dp, nn.DataParallel (default)")
+        help="what spreads the batch over the devices: " + "; ".join(f"{name}, {what}" for name, what in ENGINE_NAMES.items()))
     add("--model", type=_setting("model"), choices=MODELS, default=DEFAULTS.model,
         help="what each replica runs (default linear, the tutorial's)")
     add("--inputs", type=_setting("inputs"), choices=INPUTS, default=DEFAULTS.inputs,

@@ -5,9 +5,9 @@
     vocabulary.lane_name(3)              # 'GPU 3' (DataParallel) or 'rank 3' (DistributedDataParallel)
     vocabulary.order                     # {'scatter': 0, 'replicate': 1, ...}: pipeline order
 
-Every trace carries the vocabulary of the engine that recorded it, and every view, explanation and
-export reads phase names, order, places, labels and colours from there, never from a list of its own:
-a new phase is one entry in its engine's vocabulary. Plain data with no torch, so drawing a trace
+Every trace carries the vocabulary of the engine that recorded it, and the views, tables, key figures,
+exports and the loader read phase names, order, places, labels and colours from there: a new phase is
+one entry in its engine's vocabulary. (DataParallel's explanations still name its phases in words.) Plain data with no torch, so drawing a trace
 needs nothing of the recording side.
 """
 from __future__ import annotations
@@ -56,6 +56,13 @@ class Vocabulary:
     memory_kinds: tuple[MemoryKind, ...]  # bottom to top in a stacked bar
     measured_memory: str = "allocated"  # the one kind of a real device's own figure
     words: dict[str, str] = field(default_factory=dict)  # sentences the views share ("gathered": ...)
+
+    def __post_init__(self) -> None:
+        for phase in self.phases:
+            if phase.where not in (HOST, EVERY_LANE, ONE_LANE):
+                raise ValueError(f"phase {phase.name!r} runs {phase.where!r}; phases run on {HOST}, {EVERY_LANE} or {ONE_LANE}")
+            if phase.where == HOST and phase.color == "lane":
+                raise ValueError(f"host phase {phase.name!r} needs a colour of its own: it runs on no lane")
 
     @cached_property
     def _by_name(self) -> dict[str, Phase]:

@@ -4,8 +4,9 @@ Python's warning filters and its `showwarning` hook are process-wide (before 3.1
 `warnings.catch_warnings` swaps them for the whole process: two threads using it at once restore each
 other's state in the wrong order, lose each other's warnings and can leave the process with a hook
 that appends to a dead list. So one lock serialises the windows in which runs collect, and a window
-is a single DataParallel call (milliseconds): other sessions' calls wait at most that long, and
-everything else they do (loading data, steps, drawing) runs in parallel. Inside a window only the
+is a single DataParallel call (milliseconds for the tutorial, longer for the largest batches): other
+sessions' calls wait at most that long, and everything else they do (loading data, steps, drawing)
+runs in parallel. Inside a window only the
 warnings raised on the run's own threads (the caller and the replica threads it names) are kept;
 any other thread's warning goes on to the hook that was installed before.
 """

@@ -155,8 +155,8 @@ def test_version_2_files_name_no_engine_and_still_load(trace):
 
 @pytest.mark.parametrize("edit, words", [
     (lambda d: d.update(engine="ddp"), "engine must be one of dp"),
-    (lambda d: d.update(phases=d["phases"][::-1]), "phases are not the ones this dpviz knows"),
-    (lambda d: d.update(memory_kinds=["parameters"]), "memory kinds are not the ones this dpviz knows"),
+    (lambda d: d.update(phases=d["phases"][:-1] + ["teleport"]), "phases are not the ones this dpviz knows"),
+    (lambda d: d.update(memory_kinds=["parameters", "dark matter"]), "memory kinds are not the ones this dpviz knows"),
     (lambda d: d["config"].update(engine="tpu"), "engine must be one of dp"),
 ])
 def test_a_foreign_engine_or_vocabulary_is_one_sentence(trace, edit, words):
@@ -165,3 +165,10 @@ def test_a_foreign_engine_or_vocabulary_is_one_sentence(trace, edit, words):
     with pytest.raises(TraceError, match=words) as error:
         trace_json.loads(json.dumps(data))
     assert "\n" not in str(error.value) and str(error.value).endswith(".")
+
+
+def test_a_file_written_before_a_phase_was_added_still_loads(trace):
+    data = trace_json.to_dict(trace)
+    data["phases"] = [p for p in data["phases"] if p not in ("loss", "backward", "reduce", "step")]  # forward only
+    data["memory_kinds"] = data["memory_kinds"][:3]
+    assert trace_json.loads(json.dumps(data)).spans == _rounded(trace).spans

@@ -2,7 +2,7 @@
 
 Bars are grouped by phase, one bar per device in each group, so device 0's bar stands above the
 others' in every group. On simulated devices the bars are stacked by the kind of tensor (computed
-from tensor sizes by dpviz.memory): the kinds only device 0 holds (parameters, their gradients, the
+from tensor sizes by the engine's memory ledger): the kinds only device 0 holds (parameters, their gradients, the
 optimizer state) sit at the bottom, where the other bars have nothing. On real GPUs a bar is what
 torch.cuda.memory_allocated reported, in the device's colour. Memory is sampled for the first and
 the last batch; the last may split differently.

@@ -1,0 +1,18 @@
+"""The vocabulary an engine declares: checked when declared, read by every view."""
+import pytest
+
+from dpviz.engines.dp.vocabulary import VOCABULARY
+from dpviz.vocabulary import HOST, Phase, Vocabulary
+
+
+def test_a_host_phase_without_a_colour_of_its_own_is_refused_when_declared():
+    with pytest.raises(ValueError, match="needs a colour of its own"):
+        Vocabulary("x", "X", "lane", (Phase("send", HOST, "send", "send"),), ())
+
+
+def test_dataparallels_phases_are_in_pipeline_order_and_named_once():
+    assert VOCABULARY.names == ("scatter", "replicate", "apply", "forward", "gather", "loss", "backward", "reduce", "step")
+    assert VOCABULARY.where(HOST) == ("scatter", "replicate", "apply", "gather")
+    assert VOCABULARY.lane_name(3) == "GPU 3" and VOCABULARY.phase("reduce").label == "sum of grads"
+    with pytest.raises(KeyError, match="no phase 'teleport'"):
+        VOCABULARY.phase("teleport")
