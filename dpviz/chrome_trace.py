@@ -10,6 +10,7 @@ import json
 from typing import Any, Iterator
 
 from .trace import Trace
+from .vocabulary import HOST
 
 HOST_TID = 0
 
@@ -23,7 +24,7 @@ def _events(trace: Trace) -> Iterator[dict[str, Any]]:
     kind = "simulated devices" if trace.simulated else "CUDA"
     yield {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": f"{trace.vocabulary.title} ({kind})"}}
     yield {"ph": "M", "name": "thread_name", "pid": 0, "tid": HOST_TID,
-           "args": {"name": "host: " + " / ".join(trace.vocabulary.where("host"))}}
+           "args": {"name": "host: " + " / ".join(trace.vocabulary.where(HOST))}}
     yield {"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": HOST_TID, "args": {"sort_index": 0}}
     for lane in trace.lanes:
         yield {"ph": "M", "name": "thread_name", "pid": 0, "tid": _tid(lane.id), "args": {"name": lane.name}}

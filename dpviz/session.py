@@ -21,11 +21,11 @@ class Runs:
         self._traces: OrderedDict[RunConfig, Trace] = OrderedDict()
 
     def __contains__(self, config: RunConfig) -> bool:
-        return _resolved(config) in self._traces
+        return resolve(config) in self._traces
 
     def get(self, config: RunConfig, progress: Progress | None = None) -> Trace:
         """The trace for `config`, recorded now only if this session has not run it recently."""
-        config = _resolved(config)  # "auto" and what it resolves to are the same run
+        config = resolve(config)  # "auto" and what it resolves to are the same run
         if config in self._traces:
             self._traces.move_to_end(config)
             return self._traces[config]
@@ -46,10 +46,6 @@ MAX_KEPT_SPANS = 200_000
 def _weight(config: RunConfig) -> int:
     """Roughly how many spans a run of `config` records: a forward (and backward) per device, plus host phases."""
     return config.num_batches * (config.gpus * (2 if config.train else 1) + 6)
-
-
-def _resolved(config: RunConfig) -> RunConfig:
-    return resolve(config)
 
 
 class Views:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from .tables import chunks_per_batch, memory_peaks, phase_table
 from .trace import Trace
+from .vocabulary import HOST
 from .wording import human_bytes, plural
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def key_figures(trace: Trace) -> dict[str, str]:
     s = summarize(trace)
     vocabulary = trace.vocabulary
     # The engine's own time: its host phases (DataParallel's scatter, replicate, apply and gather).
-    inside = sum(s.phase_total_s.get(p, 0.0) for p in vocabulary.where("host"))
+    inside = sum(s.phase_total_s.get(p, 0.0) for p in vocabulary.where(HOST))
     if s.devices == 1:  # a direct call: no apply, the forward itself is the work
         inside += s.phase_total_s.get("forward", 0.0)
     figures = {
