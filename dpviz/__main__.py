@@ -3,4 +3,5 @@ import sys
 
 from .cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a rank process started by multiprocessing imports this too
+    sys.exit(main())

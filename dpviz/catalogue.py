@@ -58,14 +58,17 @@ class InputSpec:
     label: str
     positional: tuple[str, ...]
     recurrent_only: bool = False  # passes a hidden state, so only models that take one
+    dataparallel_only: str = ""  # the DataParallel pitfall it exists to show; DDP refuses it
 
 
 INPUT_SPECS: dict[str, InputSpec] = {
     "tensor": InputSpec("model(x), as the tutorial", ("x",)),
     "tuple": InputSpec("model((x, weight)): a tuple", ("batch",)),
     "dict": InputSpec("model({'x': x, 'weight': w})", ("batch",)),
-    "kwargs": InputSpec("model(x, scale=0.5): a keyword", ("x",)),
-    "list": InputSpec("model(x, row_ids): a Python list", ("x", "row_ids")),
+    "kwargs": InputSpec("model(x, scale=0.5): a keyword", ("x",),
+                        dataparallel_only="a keyword makes replicas with no input when a batch has fewer rows than devices"),
+    "list": InputSpec("model(x, row_ids): a Python list", ("x", "row_ids"),
+                      dataparallel_only="scatter hands every replica the whole list"),
     "hidden": InputSpec("model(x, h0): a GRU's hidden state", ("x", "h0"), recurrent_only=True),
 }
 

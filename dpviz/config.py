@@ -9,11 +9,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import math
+
 from .catalogue import INPUT_SPECS, MODEL_SPECS, row_elements, row_text
 from .echo import cut, echo
 from .engines import ENGINES as ENGINE_NAMES
+from .engines.ddp.sharding import steps as ddp_steps
 
-BACKENDS = ("auto", "cuda", "simulated")  # the kind of device: resolved once to cuda or simulated
+BACKENDS = ("auto", "cuda", "simulated", "cpu")  # the kind of device: resolved once; cpu is simulated for dp, gloo for ddp
 ENGINES = tuple(ENGINE_NAMES)  # what runs the model over the lanes: dpviz.engines
 # The model each replica runs and how a batch is handed to it: dpviz.catalogue's registries.
 MODELS = tuple(MODEL_SPECS)
@@ -30,7 +33,13 @@ LIMITS: dict[str, tuple[int, int]] = {
     "data_size": (1, 1_000_000),
     "gpus": (1, 16),
     "seed": (0, 2**32 - 1),
+    "accumulate": (1, 64),
 }
+# Settings that take a fraction, or None for the engine's own default: DDP's bucket size cap in MiB
+# (torch converts it with int(mb * 2**20), so 0.0001 is 104 bytes: small enough to split a tiny model).
+FLOAT_LIMITS: dict[str, tuple[float, float]] = {"bucket_cap_mb": (0.0001, 1024.0)}
+# Settings only DistributedDataParallel reads, with the value that means "not set".
+DDP_ONLY = {"bucket_cap_mb": None, "accumulate": 1}
 # One DataParallel call (a thread per replica) per batch: beyond this a run takes minutes and its
 # trace outgrows a small hosted machine, so ask for a bigger batch. Training adds a backward pass and
 # a step per batch, so it gets a tenth of that.
@@ -60,6 +69,8 @@ class RunConfig:
     model: str = "linear"  # the tutorial's nn.Linear; see dpviz.models for the others
     inputs: str = "tensor"  # model(x) as in the tutorial; see dpviz.inputs for tuple, dict, kwargs, ...
     engine: str = "dp"  # nn.DataParallel; see dpviz.engines
+    bucket_cap_mb: float | None = None  # DDP's gradient bucket cap; None: DDP's default (25 MiB, 1 MiB first)
+    accumulate: int = 1  # DDP: all-reduce every N steps, the others under no_sync (gradient accumulation)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -75,10 +86,26 @@ class RunConfig:
                 f"data_size {self.data_size:,} rows of {self.row_elements:,} numbers ({self.row_text}) make "
                 f"{self.data_size * self.row_elements:,} numbers; the limit is {MAX_DATASET_ELEMENTS:,}."
             )
+        self._check_engine_options()
         if INPUT_SPECS[self.inputs].recurrent_only and self.model not in RNN_MODELS:
             raise ConfigError(
                 f"inputs hidden passes a GRU's hidden state, so it needs model {' or '.join(RNN_MODELS)}, got {self.model!r}."
             )
+
+    def _check_engine_options(self) -> None:
+        if self.engine != "ddp":
+            for name, unset in DDP_ONLY.items():
+                if getattr(self, name) != unset:
+                    raise ConfigError(f"{name} is a DistributedDataParallel option, so it needs engine ddp, "
+                                      f"got engine {self.engine!r}.")
+            return
+        spec = INPUT_SPECS[self.inputs]
+        if spec.dataparallel_only:
+            raise ConfigError(f"inputs {self.inputs} shows a DataParallel pitfall ({spec.dataparallel_only}); "
+                              "DistributedDataParallel hands each rank its own batch, so use it with engine dp.")
+        if self.accumulate > 1 and not self.train:
+            raise ConfigError(f"accumulate {self.accumulate} sums gradients over {self.accumulate} steps "
+                              "before one all-reduce, so it needs train.")
 
     @property
     def dim(self) -> int:
@@ -99,6 +126,9 @@ class RunConfig:
 
     @property
     def num_batches(self) -> int:
+        """Batches of the run: DataParallel's DataLoader batches, or DDP's steps (every rank has as many)."""
+        if self.engine == "ddp":
+            return ddp_steps(self.data_size, self.batch_size, self.gpus)
         return -(-self.data_size // self.batch_size)
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,7 +151,15 @@ def batch_dim(model: str) -> int:
 
 def check_setting(name: str, value: Any) -> None:
     """Raise ConfigError unless `value` suits setting `name` on its own (limits between settings aside)."""
-    if name in LIMITS:
+    if name in FLOAT_LIMITS:
+        low, high = FLOAT_LIMITS[name]
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not low <= value <= high:
+            raise ConfigError(f"{name} must be a number of MiB from {low:g} to {high:g} (or none for the default), "
+                              f"got {echo(value)}.")
+    elif name in LIMITS:
         low, high = LIMITS[name]
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{name} must be a whole number, got {echo(value)}.")
@@ -156,8 +194,23 @@ def parse_bool(name: str, text: str) -> bool:
     raise ConfigError(f"{name} must be true or false, got {echo(text)}.")
 
 
+def parse_float(name: str, text: str) -> float | None:
+    """Parse a setting that takes a fraction, or none / default / nothing for the engine's default."""
+    stripped = str(text).strip().lower()
+    if stripped in ("", "none", "default"):
+        return None
+    try:
+        value = float(stripped.replace("_", ""))
+    except ValueError:
+        low, high = FLOAT_LIMITS[name]
+        raise ConfigError(f"{name} must be a number of MiB from {low:g} to {high:g} (or none), got {echo(text)}.") from None
+    return value
+
+
 def parse_setting(name: str, text: str) -> Any:
     """Parse one setting from its text form; the single place that knows each setting's type."""
+    if name in FLOAT_LIMITS:
+        return parse_float(name, text)
     if name in LIMITS:
         return parse_int(name, text)
     if name in ("shuffle", "train"):

@@ -47,6 +47,7 @@ class Span:
     the slice of the batch it received, `order` when it finished among its batch's replicas (0 first)
     and `thread` the name of the thread that ran it. A replica's backward span has the same replica,
     and `rows` and `input_shape` of the output gradient it received from the gather's backward.
+    Under DDP a lane is a rank, `replica` the rank, and a forward's rows are that rank's own.
     """
 
     phase: str
@@ -61,6 +62,7 @@ class Span:
     output_shape: list[int] | None = None
     thread: str | None = None
     order: int | None = None
+    bucket: int | None = None  # DDP's all-reduce: the gradient bucket's index (facts["ddp"]["buckets"] says what it holds)
 
     @property
     def duration(self) -> float:

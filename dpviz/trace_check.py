@@ -51,6 +51,8 @@ def _check_batches(trace: Trace) -> None:
     if failure is not None and not 0 <= failure.batch == len(trace.batches) - 1 < config.num_batches:
         raise TraceError(f"the run failed in batch {failure.batch:,}, which should be the trace's last of at most "
                          f"{config.num_batches:,} batches, but the trace has {len(trace.batches):,}.")
+    if not trace.vocabulary.rows_once:
+        return  # its engine's check knows how its batches repeat rows (DistributedSampler's padding)
     expected_rows = [config.batch_size] * (config.num_batches - 1) + [config.data_size - config.batch_size * (config.num_batches - 1)]
     if [b.rows for b in trace.batches] != expected_rows[:len(trace.batches)]:
         raise TraceError(f"the batches' sizes do not follow from data_size {config.data_size:,} and batch_size {config.batch_size:,}.")
@@ -78,6 +80,7 @@ def _check_spans(trace: Trace, lane_ids: list[int]) -> None:
     rows = [b.rows for b in trace.batches]
     lanes, train = len(lane_ids), trace.config.train
     rules = _phase_rules(trace)
+    vocabulary = trace.vocabulary
     for span in trace.spans:
         host, per_replica, training = rules[span.phase]
         lane = span.lane
@@ -87,9 +90,14 @@ def _check_spans(trace: Trace, lane_ids: list[int]) -> None:
                 and (span.phase != "backward" or _gradient(span)))
         if not fits:
             _check_span(trace, span, lane_ids)  # says which rule it breaks
-        key = (span.batch, span.phase, span.replica)
+        if (span.bucket is not None) != vocabulary.phase(span.phase).bucketed:
+            raise TraceError(f"a {span.phase!r} span of batch {span.batch:,} "
+                             f"{'names a bucket' if span.bucket is not None else 'names no bucket'}; only "
+                             f"{' and '.join(vocabulary.names_where_bucketed) or 'no'} spans name one.")
+        key = (span.batch, span.phase, span.replica, span.bucket)
         if key in seen:
             who = f" of replica {span.replica}" if span.replica is not None else ""
+            who += f" for bucket {span.bucket}" if span.bucket is not None else ""
             raise TraceError(f"batch {span.batch:,} has two {span.phase} spans{who}; a run times each once.")
         seen.add(key)
 
@@ -97,7 +105,7 @@ def _check_spans(trace: Trace, lane_ids: list[int]) -> None:
 def _plain(span: Span) -> bool:
     """A span of a phase that runs once per batch holds its times, batch and lane only."""
     return (span.replica is None and span.order is None and span.input_shape is None and span.output_shape is None
-            and span.thread is None and span.rows == 0 and span.row_offset == 0)
+            and span.thread is None and span.rows == 0 and span.row_offset == 0 and span.bucket is None)
 
 
 def _gradient(span: Span) -> bool:

@@ -19,7 +19,7 @@ from .trace_check import check
 from .vocabulary import Vocabulary
 from .trace_cost import MAX_TRACE_BYTES, parse_bounded  # noqa: F401  the upload limit, named here too
 from .trace_values import (  # noqa: F401  TraceError: what loading raises, named here too
-    BACKEND_NAMES, MAX_ARGUMENT_PARTS, MAX_ARGUMENT_TEXT, MAX_DEVICES, MAX_LANE_NAME,
+    BACKEND_NAMES, MAX_BUCKETS, MAX_ARGUMENT_PARTS, MAX_ARGUMENT_TEXT, MAX_DEVICES, MAX_LANE_NAME,
     MAX_LOSS, MAX_LOSS_SAMPLES, MAX_MACHINE_GPUS, MAX_MEMORY_BYTES, MAX_NAME, MAX_ROWS, MAX_SECONDS,
     MAX_SETTING_TEXT, MAX_TEXT, MAX_THREAD_NAME, MAX_TORCH_VERSION, MAX_WARNINGS, MEMORY_KINDS, TraceError,
     choice_of, first_line, mapping, number, optional_whole, sequence, shape_of, shown, text_of, typed, whole, wholes,
@@ -27,6 +27,8 @@ from .trace_values import (  # noqa: F401  TraceError: what loading raises, name
 
 
 SPAN_FIELDS = [f.name for f in dataclasses.fields(Span)]
+# Files written before spans had a bucket (all of DataParallel's) name one field less.
+SPAN_FIELDS_BEFORE_BUCKETS = [name for name in SPAN_FIELDS if name != "bucket"]
 MEMORY_FIELDS = [f.name for f in dataclasses.fields(MemorySample)]
 ARGUMENT_FIELDS = [f.name for f in dataclasses.fields(ArgumentSample)]
 ARGUMENT_MODES = ("split", "shared", "copied")
@@ -111,13 +113,15 @@ def _describe(error: Exception) -> str:
 
 
 def _config(values: Any) -> RunConfig:
-    """The run's settings; each is a short name with a short word, a boolean or an int64 before
-    RunConfig checks it, so its sentence quotes nothing long."""
+    """The run's settings; each is a short name with a short word, a boolean, an int64, a float or null
+    before RunConfig checks it, so its sentence quotes nothing long."""
     for name, value in mapping(values, "config").items():
         if len(name) > MAX_SETTING_TEXT:
             raise TraceError(f"the trace's config holds an unknown setting {shown(name)}.")
         if isinstance(value, str):
             text_of(value, f"config setting {name!r}", MAX_SETTING_TEXT)
+        elif value is None or isinstance(value, float) and not isinstance(value, bool):
+            continue  # a fraction or "unset" (DDP's bucket cap): RunConfig checks its range
         elif not isinstance(value, int):
             raise TraceError(f"config setting {name!r} should be a whole number, a word or true/false, "
                              f"got {type(value).__name__}.")
@@ -216,10 +220,14 @@ def _arguments(data: dict[str, Any]) -> list[ArgumentSample]:
 def _facts(facts: Any) -> dict[str, Any]:
     """Model-specific findings, rebuilt from the checked values only."""
     mapping(facts, "facts")
-    unknown = sorted(str(key) for key in set(facts) - {"state", "losses"})
+    unknown = sorted(str(key) for key in set(facts) - {"state", "losses", "ddp"})
     if unknown:
-        raise TraceError(f"facts holds {shown(unknown[0])}; only 'state' and 'losses' are known.")
+        raise TraceError(f"facts holds {shown(unknown[0])}; only 'state', 'losses' and 'ddp' are known.")
     out: dict[str, Any] = {}
+    if "ddp" in facts:  # what DistributedDataParallel's reducer and the launcher reported
+        from .engines.ddp.facts import read_facts
+
+        out["ddp"] = read_facts(facts["ddp"])
     if "state" in facts:
         state = mapping(facts["state"], "facts state")
         if state and sorted(state) != ["calls", "rows_seen"]:
@@ -279,9 +287,13 @@ def _spans(data: dict[str, Any], phases: tuple[str, ...], batches: int) -> list[
     alive: the spans then fill memory of their own, none of the rows' blocks stays pinned by a survivor,
     and letting the rows go at the end gives their memory back whole. A largest trace holds 35 MB less."""
     fields = typed(data["span_fields"], list, "span_fields")
-    if fields != SPAN_FIELDS:
+    if fields not in (SPAN_FIELDS, SPAN_FIELDS_BEFORE_BUCKETS):
         raise TraceError(f"span_fields should be {SPAN_FIELDS}, got {shown(fields)}.")
     raw_spans = sequence(data["spans"], "spans")
+    if fields == SPAN_FIELDS_BEFORE_BUCKETS:
+        for raw in raw_spans:
+            if type(raw) is list:
+                raw.append(None)
     threads = sequence(data["threads"], "threads", len(raw_spans))  # each thread ran a span
     for name in threads:
         text_of(name, "a thread name", MAX_THREAD_NAME)
@@ -298,7 +310,7 @@ def _plain_span(raw: Any, threads: list[str], known: dict[tuple, list[int]], nam
     """The span, if every value is plainly in range and its shapes are ones already seen; else None and
     _span reads it again to say what is wrong. A 10,000-batch file has 200,000 spans: this is the fast way."""
     try:
-        phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order = raw
+        phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, bucket = raw
         if not (type(raw) is list and type(phase) is str and phase in names and type(batch) is int
                 and 0 <= batch < len(indices) and type(start) in (int, float) and type(end) in (int, float)
                 and 0 <= start <= end <= MAX_SECONDS and type(row_offset) is int and 0 <= row_offset < 2**63
@@ -306,6 +318,7 @@ def _plain_span(raw: Any, threads: list[str], known: dict[tuple, list[int]], nam
                 and (lane is None or type(lane) is int and 0 <= lane < MAX_DEVICES)
                 and (replica is None or type(replica) is int and 0 <= replica < MAX_DEVICES)
                 and (order is None or type(order) is int and 0 <= order < MAX_DEVICES)
+                and (bucket is None or type(bucket) is int and 0 <= bucket < MAX_BUCKETS)
                 and (thread is None or type(thread) is int and 0 <= thread < len(threads))
                 and (input_shape is None or type(input_shape) is list)
                 and (output_shape is None or type(output_shape) is list)):
@@ -318,7 +331,7 @@ def _plain_span(raw: Any, threads: list[str], known: dict[tuple, list[int]], nam
         return None
     # start * 1.0: the same time in a fresh float (the parsed one sits among the rows).
     return Span(names[phase], indices[batch], start * 1.0, end * 1.0, lane, replica, row_offset, rows,
-                shapes[0], shapes[1], None if thread is None else threads[thread], order)
+                shapes[0], shapes[1], None if thread is None else threads[thread], order, bucket)
 
 
 def _copy(value: Any) -> Any:
@@ -328,7 +341,7 @@ def _copy(value: Any) -> Any:
 def _span(raw: Any, threads: list[str], known: dict[tuple, list[int]], phases: tuple[str, ...]) -> Span:
     if type(raw) is not list or len(raw) != len(SPAN_FIELDS):
         raise TraceError(f"a span should be a list of {len(SPAN_FIELDS)} values, got {shown(raw)}.")
-    phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order = raw
+    phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, bucket = raw
     where = "a span"
     if not (type(start) in (int, float) and type(end) in (int, float) and 0 <= start <= end <= MAX_SECONDS):
         raise TraceError(f"a span's start and end must be times from 0 to {MAX_SECONDS:,} seconds (a week), start "
@@ -348,4 +361,5 @@ def _span(raw: Any, threads: list[str], known: dict[tuple, list[int]], phases: t
         output_shape=None if output_shape is None else shape_of(_copy(output_shape), "a span's output_shape", known),
         thread=None if thread is None else threads[whole(thread, "a span's thread", 0, len(threads) - 1)],
         order=optional_whole(order, f"{where}'s order", 0, MAX_DEVICES - 1),
+        bucket=optional_whole(bucket, f"{where}'s bucket", 0, MAX_BUCKETS - 1),
     )

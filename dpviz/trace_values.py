@@ -14,7 +14,7 @@ class TraceError(ValueError):
     """A trace file is unreadable or inconsistent; the message says what and where."""
 
 
-BACKEND_NAMES = ("cuda", "simulated")
+BACKEND_NAMES = ("cuda", "simulated", "cpu")  # cpu: DDP ranks on the CPU (gloo)
 MEMORY_KINDS = ("computed", "measured")
 
 # Strings: at most this many characters each. A message is what Python printed (a traceback is a
@@ -38,6 +38,7 @@ MAX_WARNINGS = 16  # distinct warnings of a run: dpviz's models raise one at mos
 MAX_ARGUMENT_PARTS = 8  # arguments (or tensors inside one) a replica receives: dpviz's forms pass two
 MAX_LOSS = 1e12  # a loss sample's magnitude: dpviz's losses on random data are near 1
 MAX_LOSS_SAMPLES = 3  # losses are sampled for the first and the last batch
+MAX_BUCKETS = 64  # DDP gradient buckets of a run: at most one per parameter, and dpviz's models have a few dozen at most
 SHOWN = 40  # characters of an offending value quoted in an error message
 
 

@@ -18,7 +18,7 @@ from .presets import PRESETS
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
 PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train",
-          "model", "inputs", "engine")
+          "model", "inputs", "engine", "bucket_cap_mb", "accumulate")
 
 
 def to_query(config: RunConfig) -> dict[str, str]:

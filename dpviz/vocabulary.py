@@ -33,6 +33,7 @@ class Phase:
     place: str = "host"  # where it runs, in words, for the key-figures table
     drawn: bool = True  # False for an envelope whose inside is drawn instead (DataParallel's apply)
     training: bool = False  # only in a training run
+    bucketed: bool = False  # one span per gradient bucket (DDP's all-reduce), each naming its bucket
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Vocabulary:
     phases: tuple[Phase, ...]  # in pipeline order: a host phase before the lane phase it launches
     memory_kinds: tuple[MemoryKind, ...]  # bottom to top in a stacked bar
     measured_memory: str = "allocated"  # the one kind of a real device's own figure
+    rows_once: bool = True  # every dataset row is in one batch at most (DDP's sampler repeats rows to pad)
     words: dict[str, str] = field(default_factory=dict)  # sentences the views share ("gathered": ...)
 
     def __post_init__(self) -> None:
@@ -86,6 +88,10 @@ class Vocabulary:
     def where(self, where: str) -> tuple[str, ...]:
         """The names of the phases that run `where` (HOST, EVERY_LANE or ONE_LANE), in order."""
         return tuple(p.name for p in self.phases if p.where == where)
+
+    @property
+    def names_where_bucketed(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.phases if p.bucketed)
 
     @property
     def memory_names(self) -> tuple[str, ...]:

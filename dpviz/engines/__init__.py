@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..vocabulary import Vocabulary
     from .base import Engine
 
-ENGINES = {"dp": "nn.DataParallel"}  # name -> what it runs
+ENGINES = {"dp": "nn.DataParallel", "ddp": "DistributedDataParallel"}  # name -> what it runs
 
 
 def vocabulary(name: str) -> "Vocabulary":

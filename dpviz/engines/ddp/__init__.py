@@ -1,0 +1,1 @@
+"""The DistributedDataParallel engine: the real DDP, one process per rank (gloo on CPU, NCCL on GPUs)."""

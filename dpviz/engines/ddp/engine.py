@@ -1,0 +1,55 @@
+"""The DistributedDataParallel engine: the real DDP over a real process group, one process per rank."""
+from __future__ import annotations
+
+import dataclasses
+
+from ...config import ConfigError, RunConfig
+from ...trace import Trace
+from ..base import Progress
+from .vocabulary import VOCABULARY
+
+
+class DistributedEngine:
+    """DistributedDataParallel on `gpus` ranks: NCCL with one process per GPU, or gloo on the CPU."""
+
+    name = "ddp"
+    vocabulary = VOCABULARY
+
+    def resolve(self, config: RunConfig, available: int | None = None) -> RunConfig:
+        """"cuda" (NCCL, one process per GPU) when asked for or when `auto` finds a GPU per rank, else
+        "cpu" (gloo): the ranks are real processes either way, nothing is simulated."""
+        if available is None:
+            from ..run import cuda_device_count
+
+            available = cuda_device_count()
+        if config.backend == "cuda":
+            if available < config.gpus:
+                raise ConfigError(
+                    f"backend cuda runs one process per GPU, so {config.gpus} rank{'s' if config.gpus > 1 else ''} "
+                    f"need{'s' if config.gpus == 1 else ''} {config.gpus} CUDA device{'s' if config.gpus > 1 else ''}, "
+                    f"but this machine has {available}; use backend cpu (gloo) or fewer ranks."
+                )
+            return dataclasses.replace(config, backend="cuda")
+        if config.backend == "auto" and available >= config.gpus >= 2:
+            return dataclasses.replace(config, backend="cuda")
+        return dataclasses.replace(config, backend="cpu")
+
+    def record(self, config: RunConfig, progress: Progress | None = None) -> Trace:
+        import torch
+
+        from ..run import cuda_device_count
+        from .launch import launch
+        from .merge import to_trace
+
+        backend = self.resolve(config).backend
+        launched = launch(config, progress, cuda=backend == "cuda")
+        return to_trace(config, launched, backend=backend, torch_version=torch.__version__,
+                        machine_gpus=cuda_device_count())
+
+    def check(self, trace: Trace) -> None:
+        from .check import check_steps
+
+        check_steps(trace)
+
+
+ENGINE = DistributedEngine()

@@ -1,0 +1,76 @@
+"""What a DDP trace's facts hold, read back from a file: every value checked, nothing kept unchecked.
+
+    read_facts(data["facts"]["ddp"])     # {"per_rank_batch": 8, "buckets": [...], "reducer": {...}, ...}
+
+No torch: loading a trace needs none.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...config import MAX_BATCHES
+from ...trace_values import (
+    MAX_BUCKETS, MAX_DEVICES, MAX_MEMORY_BYTES, MAX_NAME, MAX_ROWS, MAX_SECONDS, TraceError, mapping, number, sequence,
+    shown, text_of, whole, wholes,
+)
+
+KEYS = ("buckets", "clock_offsets_applied", "clock_offsets_s", "exit_codes", "per_rank_batch", "reducer", "startup_s")
+STARTUP = ("ddp", "init", "start")  # seconds: process start, joining the group, DDP's constructor
+MAX_PARAMETERS = 256  # parameter tensors in one bucket: dpviz's models have a few dozen
+
+
+def read_facts(value: Any) -> dict[str, Any]:
+    facts = mapping(value, "facts ddp")
+    if sorted(map(str, facts)) != sorted(KEYS):
+        raise TraceError(f"facts ddp should hold {', '.join(KEYS)}, got {shown(sorted(map(str, facts)))}.")
+    return {
+        "per_rank_batch": whole(facts["per_rank_batch"], "facts ddp per_rank_batch", 1, MAX_ROWS),
+        "buckets": [_layout(layout) for layout in sequence(facts["buckets"], "facts ddp buckets", MAX_BATCHES)],
+        "reducer": _reducer(facts["reducer"]),
+        "clock_offsets_s": [number(o, "a clock offset", -MAX_SECONDS, MAX_SECONDS)
+                            for o in sequence(facts["clock_offsets_s"], "facts ddp clock_offsets_s", MAX_DEVICES)],
+        "clock_offsets_applied": [_flag(a) for a in sequence(facts["clock_offsets_applied"], "facts ddp clock_offsets_applied", MAX_DEVICES)],
+        "startup_s": [_startup(s) for s in sequence(facts["startup_s"], "facts ddp startup_s", MAX_DEVICES)],
+        "exit_codes": [None if c is None else whole(c, "an exit code", -255, 255)
+                       for c in sequence(facts["exit_codes"], "facts ddp exit_codes", MAX_DEVICES)],
+    }
+
+
+def _layout(value: Any) -> dict[str, Any]:
+    layout = mapping(value, "a bucket layout")
+    if sorted(map(str, layout)) != ["buckets", "step"]:
+        raise TraceError(f"a bucket layout should hold step and buckets, got {shown(sorted(map(str, layout)))}.")
+    buckets = []
+    for bucket in sequence(layout["buckets"], "a layout's buckets", MAX_BUCKETS):
+        bucket = mapping(bucket, "a bucket")
+        if sorted(map(str, bucket)) != ["bytes", "index", "params"]:
+            raise TraceError(f"a bucket should hold index, params and bytes, got {shown(sorted(map(str, bucket)))}.")
+        buckets.append({
+            "index": whole(bucket["index"], "a bucket's index", 0, MAX_BUCKETS - 1),
+            "params": [text_of(p, "a parameter name", MAX_NAME) for p in sequence(bucket["params"], "a bucket's params", MAX_PARAMETERS)],
+            "bytes": whole(bucket["bytes"], "a bucket's bytes", 0, MAX_MEMORY_BYTES),
+        })
+    return {"step": whole(layout["step"], "a bucket layout's step", 0, MAX_BATCHES - 1), "buckets": buckets}
+
+
+def _reducer(value: Any) -> dict[str, list[int]]:
+    reducer = mapping(value, "facts ddp reducer")
+    unknown = sorted(set(map(str, reducer)) - {"bucket_sizes", "rebuilt_bucket_sizes"})
+    if unknown:
+        raise TraceError(f"facts ddp reducer holds {shown(unknown[0])}; it holds bucket_sizes and rebuilt_bucket_sizes.")
+    return {name: wholes(sizes, f"facts ddp reducer {name}", 0, MAX_MEMORY_BYTES)[:MAX_BUCKETS]
+            for name, sizes in reducer.items()}
+
+
+def _startup(value: Any) -> dict[str, float | None]:
+    startup = mapping(value, "a rank's startup")
+    unknown = sorted(set(map(str, startup)) - set(STARTUP))
+    if unknown:
+        raise TraceError(f"a rank's startup holds {shown(unknown[0])}; it holds {', '.join(STARTUP)}.")
+    return {k: None if v is None else number(v, f"a rank's {k} time", 0, MAX_SECONDS) for k, v in startup.items()}
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TraceError(f"a clock offset is applied or not (true or false), got {shown(value)}.")
+    return value

@@ -1,0 +1,171 @@
+"""Start one process per rank, collect what each saw, and make sure every one of them ends.
+
+    results = launch(config, world=4)     # rank by rank: spans, steps, buckets, memory, exit codes
+
+Processes come from a forkserver that has torch, torch.distributed and torch._dynamo imported once
+(DDP's constructor imports torch._dynamo: seconds per rank otherwise). A forkserver is started by
+fork + exec, so starting ranks is safe from any thread of a server, and each rank is a fork of a
+single-threaded process. The parent hosts the rendezvous store on a port the kernel picks (no race for
+a free port); every rank's process group times out after `timeout_s`, far below gloo's 30 minutes.
+A rank that fails reports its error; the others are then ended. A rank that stops answering ends the
+run after `timeout_s`. Whatever happens, every process is joined or killed before `launch` returns.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue as queues
+import time
+from typing import Any, Callable
+
+from ...config import RunConfig
+
+TIMEOUT_S = 30.0  # a collective that waits longer than this ends the run
+GRACE_S = 5.0  # after the timeout, how long the others get to report before they are killed
+# "__main__" too: the forkserver imports the parent's main script once (the `streamlit` command, a
+# guarded script), so that no rank runs it again. As with any start method but fork, a script that
+# starts a DDP run must keep its own work under `if __name__ == "__main__":`.
+PRELOAD = ["__main__", "torch", "torch.distributed", "torch._dynamo", "dpviz.engines.ddp.rank"]
+_COMMUNICATION = ("Connection closed by peer", "Connection reset", "Timed out", "timed out", "Broken pipe",
+                  "NCCL communicator was aborted")
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None, *, cuda: bool = False,
+           timeout_s: float = TIMEOUT_S, fault: tuple | None = None, keep_parameters: bool = False) -> dict[str, Any]:
+    """Run `config` on `config.gpus` ranks; return {"ranks": [result per rank], "exit_codes": [...], ...}."""
+    import torch.distributed as dist  # the store; torch is imported by then anyway
+
+    world = config.gpus
+    context = _context()
+    store = dist.TCPStore("127.0.0.1", 0, world_size=None, is_master=True, wait_for_workers=False,
+                          timeout=_delta(timeout_s))
+    reports = context.Queue()
+    launched = time.perf_counter()
+    processes = [
+        context.Process(target=_rank_main, name=f"dpviz rank {rank}", daemon=True,
+                        args=(rank, world, store.port, config.to_dict(), reports, launched, timeout_s, fault,
+                              keep_parameters, cuda))
+        for rank in range(world)
+    ]
+    results: dict[int, dict[str, Any]] = {}
+    loaded: dict[int, list[list[int]]] = {rank: [] for rank in range(world)}
+    stopped: list[int] = []
+    try:
+        for process in processes:
+            process.start()
+        stopped = _collect(processes, reports, results, loaded, config.num_batches, progress, timeout_s)
+    finally:
+        exit_codes = _end(processes)
+        reports.close()
+        reports.join_thread()
+        del store  # the rendezvous ends with the run
+    for rank in range(world):
+        results.setdefault(rank, {"rank": rank, "spans": [], "steps": []})
+    return {"ranks": [results[r] for r in range(world)], "loaded": [loaded[r] for r in range(world)], "exit_codes": exit_codes, "stopped": stopped,
+            "timeout_s": timeout_s, "launched": launched}
+
+
+def _collect(processes, reports, results: dict[int, dict], loaded: dict[int, list], steps: int, progress,
+             timeout_s: float) -> list[int]:
+    """Read the ranks' reports until all have reported, one has failed, or they stop answering.
+    Returns the ranks that stopped answering (none when the run ended by itself)."""
+    world = len(processes)
+    heard = time.monotonic()
+    failed_at: float | None = None
+    while len(results) < world:
+        try:
+            kind, rank, payload = reports.get(timeout=0.1)
+        except queues.Empty:
+            now = time.monotonic()
+            for rank, process in enumerate(processes):
+                if rank not in results and process.exitcode is not None:  # died without a word
+                    results[rank] = {"rank": rank, "spans": [], "steps": [], "failure": {
+                        "type": "ProcessExited", "step": None,
+                        "message": f"the process of rank {rank} ended with exit code {process.exitcode} without reporting"}}
+                    failed_at = failed_at or now
+            if failed_at is not None and now - failed_at > 1.0:
+                break  # the failing rank has spoken; the others are stuck in a collective it never joins
+            if now - heard > timeout_s + GRACE_S:
+                return [rank for rank in range(world) if rank not in results]
+            continue
+        heard = time.monotonic()
+        if kind == "loaded":
+            loaded[rank].append(payload[1])
+            continue
+        if kind == "step":
+            if progress is not None and rank == 0:
+                progress(payload + 1, steps)
+            continue
+        results[rank] = payload
+        if "failure" in payload and failed_at is None:
+            failed_at = heard
+    return []
+
+
+def _end(processes) -> list[int | None]:
+    """Join every rank, ending those that are still running; their exit codes in rank order."""
+    deadline = time.monotonic() + 2.0
+    for process in processes:
+        if process.pid is not None:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.pid is not None and process.exitcode is None:
+            process.kill()
+    for process in processes:
+        if process.pid is not None:
+            process.join()
+    return [process.exitcode for process in processes]
+
+
+def _delta(seconds: float):
+    import datetime
+
+    return datetime.timedelta(seconds=seconds)
+
+
+def _rank_main(rank: int, world: int, port: int, config_values: dict, reports, launched: float, timeout_s: float,
+               fault: tuple | None, keep_parameters: bool, cuda: bool) -> None:
+    """A rank process: join the group through the parent's store, run, report, leave cleanly."""
+    import torch
+    import torch.distributed as dist
+
+    from .rank import run_rank
+
+    torch.set_num_threads(1)  # a process of its own; W ranks with torch's default threads oversubscribe the cores
+    status = 0
+    try:
+        config = RunConfig(**config_values)
+
+        def init() -> None:
+            store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=_delta(timeout_s))
+            dist.init_process_group("nccl" if cuda else "gloo", store=store, rank=rank, world_size=world,
+                                    timeout=_delta(timeout_s))
+
+        result = run_rank(config, rank, world, init, cuda=cuda, local_rank=rank, launched=launched, fault=fault,
+                          keep_parameters=keep_parameters, on_step=lambda step: reports.put(("step", rank, step)),
+                          on_load=lambda step, ids: reports.put(("loaded", rank, (step, ids))))
+    except BaseException as error:  # could not even join the group
+        result = {"rank": rank, "spans": [], "steps": [],
+                  "failure": {"type": type(error).__name__, "message": str(error).strip(), "step": None}}
+        status = 1
+    reports.put(("done", rank, result))
+    reports.close()
+    reports.join_thread()  # the report is written before this process goes
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    finally:
+        # Leave without running the interpreter's teardown, where gloo's threads have been seen to abort
+        # the process (SIGABRT) after a clean run.
+        os._exit(status)
+
+
+def consequence(message: str) -> bool:
+    """Whether a rank's error is what a peer's failure or silence caused (a closed connection, a timeout)."""
+    return any(marker in message for marker in _COMMUNICATION)

@@ -1,0 +1,174 @@
+"""Every rank's report merged into one Trace: one lane per rank, one batch per step, one time axis.
+
+Each rank stamps its events with its own `time.perf_counter()`. Ranks on one machine read the same
+system-wide clock (CLOCK_MONOTONIC on Linux), so their stamps already share an axis; the offsets measured
+at the start (when each rank left a few barriers, against rank 0) are then barrier skew and are kept
+as a fact, not applied. Ranks on another machine (under torchrun) are shifted by their measured offset.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any
+
+from ...config import RunConfig
+from ...trace import Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
+from .launch import consequence
+from .sharding import per_rank_batch
+
+SPAN_PHASES = ("broadcast", "load", "rebuild", "buffers", "forward", "loss", "backward", "allreduce", "step")
+
+
+def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch_version: str, machine_gpus: int,
+             lane_names: list[str] | None = None) -> Trace:
+    """The trace of a DDP run from what `launch` (or torchrun's ranks, gathered) brought back."""
+    ranks = launched["ranks"]
+    world = len(ranks)
+    offsets, applied = _offsets(ranks)
+    clocks = [r["clock"][-1] - applied[i] for i, r in enumerate(ranks) if r.get("clock")]
+    origin = min(clocks) if clocks else min((s[2] for r in ranks for s in r["spans"]), default=0.0)
+    failure = _failure(ranks, launched)
+    loaded = launched.get("loaded") or [[step["ids"] for step in r["steps"]] for r in ranks]
+    count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
+    if failure is not None:
+        failure = Failure(count - 1, failure.type, failure.message, failure.replica)
+        loaded = _fill(config, loaded, count)
+    batches, offsets_in_step = _batches(config, ranks, loaded, count)
+    spans = []
+    for rank, report in enumerate(ranks):
+        for phase, step, start, end, _, rows, in_shape, out_shape, thread, bucket in report["spans"]:
+            if step >= count:
+                continue  # after the failing step: the run, as the trace tells it, ended there
+            spans.append(Span(phase, step, max(0.0, start - applied[rank] - origin), max(0.0, end - applied[rank] - origin),
+                              lane=rank, replica=rank, row_offset=offsets_in_step[step][rank] if rows else 0, rows=rows,
+                              input_shape=in_shape, output_shape=out_shape, thread=thread, bucket=bucket))
+    spans.sort(key=lambda s: (s.batch, s.start))
+    memory = [MemorySample(step, phase, rank, category, size) for rank, report in enumerate(ranks)
+              for step, phase, category, size in report.get("memory", []) if step < count]
+    return Trace(
+        config=config, backend=backend, torch_version=torch_version, machine_gpus=machine_gpus, output_device=0,
+        lanes=[Lane(r, (lane_names or [])[r] if lane_names else _lane_name(r, backend)) for r in range(world)],
+        batches=batches, spans=spans, memory=memory, memory_kind="measured" if backend == "cuda" else "computed",
+        failure=failure, warnings=_warnings(ranks, launched, count), facts=_facts(config, ranks, launched, offsets, applied),
+        engine="ddp",
+    )
+
+
+def _lane_name(rank: int, backend: str) -> str:
+    return f"rank {rank} (process on cuda:{rank})" if backend == "cuda" else f"rank {rank} (process on the CPU)"
+
+
+def _offsets(ranks: list[dict]) -> tuple[list[float], list[float]]:
+    """Each rank's clock against rank 0's (the median over the barriers), and the offset applied: the
+    measured one for a rank on another host, none for a rank that reads rank 0's clock."""
+    base = ranks[0].get("clock") or []
+    measured, applied = [], []
+    for report in ranks:
+        clock = report.get("clock") or []
+        offset = statistics.median(t - t0 for t, t0 in zip(clock, base)) if clock and base else 0.0
+        measured.append(offset)
+        applied.append(offset if report.get("host") != ranks[0].get("host") else 0.0)
+    return measured, applied
+
+
+def _fill(config: RunConfig, loaded: list[list[list[int]]], count: int) -> list[list[list[int]]]:
+    """Each rank's rows up to step `count`, where a failure kept a rank from loading them: what its
+    DistributedSampler gives it (torch's own, with the run's settings)."""
+    from torch.utils.data import DistributedSampler
+
+    world, batch = len(loaded), per_rank_batch(config.batch_size, len(loaded))
+    filled = []
+    for rank, steps in enumerate(loaded):
+        if len(steps) >= count:
+            filled.append(steps)
+            continue
+        sampler = DistributedSampler(range(config.data_size), num_replicas=world, rank=rank,
+                                     shuffle=config.shuffle, seed=config.seed, drop_last=False)
+        indices = list(sampler)
+        filled.append(steps + [indices[s * batch:(s + 1) * batch] for s in range(len(steps), count)])
+    return filled
+
+
+def _batches(config: RunConfig, ranks: list[dict], loaded: list[list[list[int]]], count: int):
+    """One batch per step: the step's rows rank after rank; and where each rank's rows start in it."""
+    batches, offsets = [], []
+    for step in range(count):
+        ids, starts = [], []
+        for rank in range(len(ranks)):
+            starts.append(len(ids))
+            ids += loaded[rank][step] if step < len(loaded[rank]) else []
+        shape = _global_shape(config, ranks, step, len(ids), "input_shape")
+        out = _global_shape(config, ranks, step, len(ids), "output_shape")
+        batches.append(Batch(step, ids, shape, out))
+        offsets.append(starts)
+    return batches, offsets
+
+
+def _global_shape(config: RunConfig, ranks: list[dict], step: int, rows: int, key: str) -> list[int]:
+    """A rank's shape with its batch dim widened to the step's rows: the global batch."""
+    for report in ranks:
+        if step < len(report["steps"]) and report["steps"][step][key]:
+            shape = list(report["steps"][step][key])
+            dim = config.dim if len(shape) > config.dim else 0
+            shape[dim] = rows
+            return shape
+    if key == "output_shape":
+        return []
+    from ...catalogue import row_shape
+    return [rows, *row_shape(config.model, config.input_size)] if config.dim == 0 else \
+        [row_shape(config.model, config.input_size)[0], rows, *row_shape(config.model, config.input_size)[1:]]
+
+
+def _failure(ranks: list[dict], launched: dict) -> Failure | None:
+    """What ended the run: a rank's own error before the errors it caused in the others (closed
+    connections, timeouts), or the rank that stopped answering."""
+    failures = [(r["rank"], r["failure"]) for r in ranks if r.get("failure")]
+    own = [(rank, f) for rank, f in failures if not consequence(f["message"])]
+    if own:
+        rank, f = own[0]
+        return Failure(f["step"] or 0, f["type"], f"rank {rank}: {f['message']}", rank)
+    stopped = launched.get("stopped") or []
+    if stopped:
+        rank = stopped[0]
+        step = max(0, len(launched.get("loaded", [[]] * (rank + 1))[rank]) - 1)
+        return Failure(step, "Timeout", f"rank {rank} stopped answering in step {step}; the other ranks waited "
+                       f"{launched['timeout_s']:g} s in a collective it never joined, and the run was ended.", rank)
+    if failures:
+        rank, f = failures[0]
+        return Failure(f["step"] or 0, f["type"], f"rank {rank}: {f['message']}", rank)
+    return None
+
+
+def _warnings(ranks: list[dict], launched: dict, count: int) -> list[WarningNote]:
+    counted: Counter = Counter()
+    first: dict[tuple, int] = {}
+    for report in ranks:
+        for category, message, step in report.get("warnings", []):
+            key = (category, message)
+            counted[key] += 1
+            first[key] = min(first.get(key, step), step)
+    notes = [WarningNote(c, m, min(first[(c, m)], count - 1), n) for (c, m), n in counted.items()]
+    for rank, code in enumerate(launched.get("exit_codes", [])):
+        if code not in (0, None) and not any(r.get("failure") for r in ranks):
+            notes.append(WarningNote("ProcessExit", f"rank {rank}'s process ended with exit code {code} after its run",
+                                     max(0, count - 1), 1))
+    return notes
+
+
+def _facts(config: RunConfig, ranks: list[dict], launched: dict, offsets: list[float], applied: list[float]) -> dict:
+    """What DDP itself reported and what the launcher measured, as plain values."""
+    layouts = []
+    for step, buckets in ranks[0].get("layouts", []):
+        layouts.append({"step": step, "buckets": [{"index": i, "params": list(names), "bytes": size}
+                                                  for i, names, size in buckets]})
+    return {
+        "ddp": {
+            "per_rank_batch": per_rank_batch(config.batch_size, config.gpus),
+            "buckets": layouts,
+            "reducer": ranks[0].get("reducer", {}),
+            "clock_offsets_s": [round(o, 7) for o in offsets],
+            "clock_offsets_applied": [o != 0.0 for o in applied],
+            "startup_s": [{k: (None if v is None else round(v, 6)) for k, v in r.get("startup", {}).items()} for r in ranks],
+            "exit_codes": launched.get("exit_codes", []),
+        }
+    }

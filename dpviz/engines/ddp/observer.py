@@ -1,0 +1,161 @@
+"""RankObserver: what one rank saw of its DistributedDataParallel run, written down without changing it.
+
+It wraps three of the DDP object's own methods on the instance (`_pre_forward`, where DDP rebuilds its
+buckets once and broadcasts rank 0's buffers; `_sync_buffers`, that broadcast; `_run_ddp_forward`, the
+module's forward) to time them, and registers a communication hook that calls DDP's default all-reduce
+hook (torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook) unchanged, timing when
+each bucket's all-reduce is launched and when its future completes. Times are this process's
+`time.perf_counter()`; the launcher puts every rank's on one axis.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+from ...inputs import first_tensor
+from ..dp.memory import module_bytes, nbytes
+
+# A span as it travels back to the launcher: plain values only (it is pickled through a queue).
+# (phase, step, start, end, row_offset, rows, input_shape, output_shape, thread, bucket)
+RawSpan = tuple
+
+
+class RankObserver:
+    """Spans, bucket layouts and a memory ledger of one rank."""
+
+    def __init__(self, rank: int, ddp: torch.nn.parallel.DistributedDataParallel, cuda: bool,
+                 memory_steps: set[int], thread_name: str, dim: int = 0):
+        self.rank, self.ddp, self.cuda, self.dim = rank, ddp, cuda, dim
+        self.step = 0
+        self.spans: list[RawSpan] = []
+        self.lock = threading.Lock()  # the all-reduce futures complete on the backend's own threads
+        self.names = {id(p): name for name, p in ddp.module.named_parameters()}
+        self.layouts: list[tuple[int, list[tuple[int, list[str], int]]]] = []  # (first step, buckets) when it changes
+        self._step_buckets: dict[int, tuple[list[str], int]] = {}
+        self.thread_name = thread_name  # what runs the collectives: "gloo" or "NCCL"
+        self.memory_steps, self.memory_samples = memory_steps, []
+        self.held: dict[str, int] = {}
+        self.held["parameters"] = module_bytes(ddp.module)
+        self._wrap("_pre_forward", self._timed_pre_forward)
+        self._wrap("_sync_buffers", self._timed("buffers"))
+        self._wrap("_run_ddp_forward", self._timed_forward)
+        ddp.register_comm_hook(self, _recording_allreduce)
+        self.activations = [m.register_forward_hook(self._activation) for m in ddp.module.modules()
+                            if not list(m.children())]
+
+    def now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()  # CUDA runs asynchronously: wait for the work to be done
+        return time.perf_counter()
+
+    # ---- spans
+    def add(self, phase: str, start: float, end: float, rows: tuple[int, int] = (0, 0), shapes=(None, None),
+            thread: str | None = None, bucket: int | None = None) -> None:
+        with self.lock:
+            self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, bucket))
+
+    def _wrap(self, name: str, make) -> None:
+        setattr(self.ddp, name, make(getattr(self.ddp, name)))
+
+    def _timed(self, phase: str):
+        def wrap(method):
+            def timed(*args: Any, **kwargs: Any) -> Any:
+                start = self.now()
+                try:
+                    return method(*args, **kwargs)
+                finally:
+                    self.add(phase, start, self.now())
+            return timed
+        return wrap
+
+    def _timed_pre_forward(self, method):
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            rebuilt_before, start = self.ddp._has_rebuilt_buckets, self.now()
+            result = method(*args, **kwargs)
+            if self.ddp._has_rebuilt_buckets and not rebuilt_before:  # DDP sets it when _rebuild_buckets ran
+                buffers = [s for s in self.spans if s[0] == "buffers" and s[1] == self.step and s[2] >= start]
+                self.add("rebuild", start, buffers[0][2] if buffers else self.now())
+            return result
+        return timed
+
+    def _timed_forward(self, method):
+        """The module's own forward on this rank's rows; a forward that raised still took its time."""
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            x = first_tensor((args, kwargs))
+            in_shape = list(x.shape) if x is not None else []
+            rows = in_shape[self.dim] if len(in_shape) > self.dim else 0
+            start, output = self.now(), None
+            try:
+                output = method(*args, **kwargs)
+                return output
+            finally:
+                y = first_tensor(output)
+                self.add("forward", start, self.now(), (0, rows), (in_shape, list(y.shape) if y is not None else []))
+        return timed
+
+    # ---- buckets
+    def allreduce_started(self, bucket: dist.GradBucket) -> float:
+        names = [self.names.get(id(p), "?") for p in bucket.parameters()]
+        size = bucket.buffer().numel() * bucket.buffer().element_size()
+        with self.lock:
+            self._step_buckets[bucket.index()] = (names, size)
+        return self.now()
+
+    def step_ended(self) -> None:
+        """Keep this step's bucket layout when it differs from the last one kept (construction, rebuild)."""
+        if self._step_buckets:
+            layout = [(i, *self._step_buckets[i]) for i in sorted(self._step_buckets)]
+            if not self.layouts or self.layouts[-1][1] != layout:
+                self.layouts.append((self.step, layout))
+            self._step_buckets = {}
+        self.drop("rows loaded", "activations", "output and loss")
+        self.step += 1
+
+    # ---- memory (computed on CPU from tensor sizes; measured on CUDA)
+    def hold(self, category: str, size: int) -> None:
+        self.held[category] = self.held.get(category, 0) + size
+
+    def set(self, category: str, size: int) -> None:
+        self.held[category] = size
+
+    def drop(self, *categories: str) -> None:
+        for category in categories:
+            self.held.pop(category, None)
+
+    def _activation(self, module, inputs, output) -> None:
+        self.hold("activations", nbytes(output))
+
+    def snapshot(self, phase: str) -> None:
+        if self.step not in self.memory_steps:
+            return
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.memory_samples.append((self.step, phase, "allocated", torch.cuda.memory_allocated()))
+            return
+        self.memory_samples += [(self.step, phase, c, b) for c, b in self.held.items() if b]
+
+    def close(self) -> None:
+        for handle in self.activations:
+            handle.remove()
+
+
+def _recording_allreduce(state, bucket):
+    """DDP's default all-reduce hook, timed: launched now, done when its future completes.
+
+    The parameter must be called `bucket`, and carry no annotation but the real dist.GradBucket: DDP
+    checks the hook's signature (and this module's annotations are strings)."""
+    start = state.allreduce_started(bucket)
+    index, step = bucket.index(), state.step
+
+    def done(future: torch.futures.Future) -> torch.Tensor:
+        with state.lock:
+            state.spans.append(("allreduce", step, start, time.perf_counter(), 0, 0, None, None,
+                                state.thread_name, index))
+        return future.value()
+
+    return default_hooks.allreduce_hook(None, bucket).then(done)

@@ -1,0 +1,186 @@
+"""One rank of a DistributedDataParallel run: what every process runs, started by dpviz or by torchrun.
+
+    run_rank(config, rank, world, init=lambda: dist.init_process_group(...))   # -> this rank's results
+
+Each rank builds the same model from the run's seed (DDP broadcasts rank 0's weights anyway), loads its
+shard with DistributedSampler (shuffled with the run's seed, epoch 0, drop_last=False: the padding rows
+stay visible) through its own DataLoader of ceil(batch_size / ranks) rows, and trains or runs forward as
+the DataParallel engine does. Everything it reports is plain data: it crosses a process boundary.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import socket
+import threading
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+
+from ... import tutorial
+from ...catalogue import MODEL_SPECS
+from ...config import RunConfig
+from .observer import RankObserver
+from .sharding import per_rank_batch
+
+CLOCK_ROUNDS = 5  # barriers whose exit times give each rank's clock offset from rank 0
+
+
+def timeout(seconds: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=seconds)
+
+
+def run_rank(config: RunConfig, rank: int, world: int, init: Callable[[], None], *, cuda: bool = False,
+             local_rank: int = 0, launched: float | None = None, fault: tuple | None = None,
+             keep_parameters: bool = False, on_step: Callable[[int], None] | None = None,
+             on_load: Callable[[int, list[int]], None] | None = None) -> dict[str, Any]:
+    """Run `config` as rank `rank` of `world`; return what this rank saw. `init` joins the process group.
+
+    `fault` = (rank, step, "raise" | "hang") makes that rank fail on purpose (to test the launcher)."""
+    entered = time.perf_counter()
+    result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "spans": [], "steps": []}
+    result["startup"] = {"start": None if launched is None else entered - launched}
+    begin = time.perf_counter()
+    init()
+    result["startup"]["init"] = time.perf_counter() - begin
+    try:
+        _run(config, rank, world, cuda, local_rank, fault, keep_parameters, on_step, on_load, result)
+    except Exception as error:  # this rank's failure, as its user would read it
+        result["failure"] = {"type": type(error).__name__, "message": str(error).strip(),
+                             "step": max(0, len(result["steps"]) - 1)}
+    return result
+
+
+def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, fault: tuple | None,
+         keep_parameters: bool, on_step, on_load, result: dict[str, Any]) -> None:
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    result["clock"] = _barrier_times()
+    model, loader = _build(config, rank, world)
+    model = model.to(device)
+    begin = time.perf_counter()
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None,
+                                  bucket_cap_mb=config.bucket_cap_mb)
+    constructed = time.perf_counter()
+    result["startup"]["ddp"] = constructed - begin
+    last = config.num_batches - 1
+    observer = RankObserver(rank, ddp, cuda, {0, last}, "NCCL" if cuda else "gloo", config.dim)
+    observer.add("broadcast", begin, constructed)
+    observer.hold("gradient buckets", sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
+    observer.snapshot("broadcast")
+    if config.train:
+        teacher, optimizer = tutorial.training_parts(config, model)
+        teacher = teacher.to(device)
+    logged = ddp._get_ddp_logging_data()
+    result["reducer"] = {"bucket_sizes": _sizes(logged.get("bucket_sizes"))}
+    caught: list[tuple[str, str, int]] = []
+    try:
+        with warnings.catch_warnings(record=True) as seen:  # a process of its own: its filters are its own
+            warnings.simplefilter("always")
+            iterator = iter(loader)
+            for step in range(config.num_batches):
+                start = observer.now()
+                data, indices = next(iterator)
+                data = data.to(device)
+                observer.add("load", start, observer.now())
+                observer.hold("rows loaded", data.numel() * data.element_size())
+                observer.snapshot("load")
+                ids = indices.tolist()
+                entry = {"ids": ids, "input_shape": [], "output_shape": []}
+                result["steps"].append(entry)
+                if on_load is not None:  # the launcher knows every rank's rows even if this rank never reports
+                    on_load(step, ids)
+                if fault is not None and fault[0] == rank and fault[1] == step:
+                    if fault[2] == "hang":
+                        threading.Event().wait()  # never answers: the others wait in their next collective
+                    raise RuntimeError(f"rank {rank} was told to fail in step {step}")
+                args, kwargs = tutorial.call(config, data, ids)
+                x = args[0] if args else None
+                syncs = not config.train or (step + 1) % config.accumulate == 0 or step == last
+                context = contextlib.nullcontext() if syncs else ddp.no_sync()
+                with context:
+                    output = ddp(*args, **kwargs)  # the observer times the module's forward inside
+                    rows = len(ids)
+                    out_shape = list(output.shape) if isinstance(output, torch.Tensor) else []
+                    in_shape = list(x.shape) if isinstance(x, torch.Tensor) else []
+                    entry.update(input_shape=in_shape, output_shape=out_shape)
+                    observer.hold("output and loss", _bytes(output))
+                    observer.snapshot("forward")
+                    if config.train:
+                        _train(config, observer, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer)
+                caught += [(w.category.__name__, str(w.message), step) for w in seen]
+                seen.clear()
+                observer.step_ended()
+                if on_step is not None:
+                    on_step(step)
+    finally:  # what this rank saw up to where it stopped, a failure included
+        caught += [(w.category.__name__, str(w.message), len(result["steps"]) - 1) for w in seen]
+        observer.close()
+        result.update(spans=observer.spans, layouts=observer.layouts, memory=observer.memory_samples, warnings=caught)
+        logged = ddp._get_ddp_logging_data()
+        result["reducer"]["rebuilt_bucket_sizes"] = _sizes(logged.get("rebuilt_bucket_sizes"))
+    if keep_parameters:
+        result["parameters"] = {name: p.detach().cpu().clone() for name, p in model.named_parameters()}
+
+
+def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer) -> None:
+    start = observer.now()
+    with torch.no_grad():
+        target = None if MODEL_SPECS[config.model].returns_loss else teacher(x)
+    loss = tutorial.loss_of(config, output, target) / config.accumulate  # accumulated grads are a sum
+    observer.add("loss", start, observer.now())
+    observer.hold("output and loss", _bytes(loss))
+    observer.snapshot("loss")
+    start = observer.now()
+    loss.backward()  # the all-reduces are launched from inside, bucket by bucket
+    observer.add("backward", start, observer.now(), (0, rows), (out_shape, None))
+    observer.drop("activations")
+    observer.set("gradients", sum(p.grad.numel() * p.grad.element_size() for p in ddp.module.parameters()
+                                  if p.grad is not None))
+    observer.snapshot("backward")
+    if syncs:
+        start = observer.now()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+        observer.add("step", start, observer.now())
+        observer.set("optimizer state", sum(nbytes_of(s) for s in optimizer.state.values()))
+        observer.snapshot("step")
+
+
+def nbytes_of(state: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in state.values() if isinstance(t, torch.Tensor))
+
+
+def _bytes(value: Any) -> int:
+    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
+
+
+def _build(config: RunConfig, rank: int, world: int) -> tuple[torch.nn.Module, DataLoader]:
+    """The same model on every rank, and this rank's DataLoader over its DistributedSampler shard."""
+    model, plain = tutorial.build(config)  # the DataParallel engine's model and dataset, from the same seed
+    sampler = DistributedSampler(plain.dataset, num_replicas=world, rank=rank, shuffle=config.shuffle,
+                                 seed=config.seed, drop_last=False)
+    sampler.set_epoch(0)
+    loader = DataLoader(plain.dataset, batch_size=per_rank_batch(config.batch_size, world), sampler=sampler,
+                        collate_fn=plain.collate_fn)
+    return model, loader
+
+
+def _barrier_times() -> list[float]:
+    """When this rank left each of a few barriers: against rank 0's, its clock offset."""
+    times = []
+    for _ in range(CLOCK_ROUNDS):
+        dist.barrier()
+        times.append(time.perf_counter())
+    return times
+
+
+def _sizes(text: Any) -> list[int]:
+    """DDP's logging data gives bucket sizes as '273448, 263168'."""
+    return [int(part) for part in str(text).split(",") if part.strip()] if text else []

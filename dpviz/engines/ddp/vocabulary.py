@@ -1,0 +1,53 @@
+"""DistributedDataParallel's vocabulary: the phases of one training step on every rank, and its memory.
+
+One process per rank, each with its own copy of the model: DDP() checks that every rank has the same
+parameters and broadcasts rank 0's; every step each rank loads its own rows (DistributedSampler), runs
+forward on them (after DDP broadcasts rank 0's buffers, for a model that has any), computes its own
+loss, and in backward all-reduces the gradients bucket by bucket while the rest of backward still runs;
+then every rank steps its own optimiser on the same averaged gradients. No scatter, no replicate, no
+gather. Every phase runs on every rank: a lane is a rank (a process), never a GPU.
+"""
+from __future__ import annotations
+
+from ...vocabulary import EVERY_LANE, MemoryKind, Phase, Vocabulary
+
+# Communication between ranks gets dark neutral colours of its own (as DataParallel's host copies do),
+# so that what moves between processes reads apart from each rank's compute in its own colour.
+VOCABULARY = Vocabulary(
+    engine="ddp",
+    title="DistributedDataParallel",
+    lane_noun="rank",
+    rows_once=False,
+    phases=(
+        Phase("broadcast", EVERY_LANE, "DDP() broadcast", "DDP(): rank 0's parameters and buffers broadcast to every rank",
+              color="#8C6D46", place="every rank, once"),
+        Phase("load", EVERY_LANE, "load", "load: the rank's DataLoader reads its rows", hatch="/", place="every rank"),
+        Phase("rebuild", EVERY_LANE, "rebuild buckets", "rebuild: buckets re-formed in gradient-ready order (once)",
+              color="#5A5A5A", place="every rank, once", training=True),
+        Phase("buffers", EVERY_LANE, "buffers broadcast", "buffers: rank 0's buffers broadcast before forward",
+              color="#2F4F4F", place="every rank"),
+        Phase("forward", EVERY_LANE, "forward", "forward: rows", place="every rank, on its own rows"),
+        Phase("loss", EVERY_LANE, "loss", "loss on the rank's own output", hatch=".", place="every rank", training=True),
+        Phase("backward", EVERY_LANE, "backward (×)", "backward: gradient of the rank's rows", hatch="x",
+              place="every rank", training=True),
+        Phase("allreduce", EVERY_LANE, "all-reduce", "all-reduce: a bucket's gradients averaged over the ranks",
+              color="#222222", place="every rank, overlapping backward", training=True, bucketed=True),
+        Phase("step", EVERY_LANE, "SGD step", "step: SGD updates the rank's own parameters", hatch="-",
+              place="every rank", training=True),
+    ),
+    # Bottom to top of a stacked bar; every rank holds the same kinds (no device 0 that holds more).
+    memory_kinds=(
+        MemoryKind("parameters", "#222255"),
+        MemoryKind("gradients", "#CC3311"),
+        MemoryKind("gradient buckets", "#EE7733"),
+        MemoryKind("optimizer state", "#AA4499"),
+        MemoryKind("output and loss", "#555555", transient=True),
+        MemoryKind("rows loaded", "#DDAA33", transient=True),
+        MemoryKind("activations", "#44BB99", transient=True),
+    ),
+    words={
+        "gathered": "no gather: each rank keeps its own output",
+        "not_gathered": "one rank, nothing to all-reduce",
+        "carries_most": "{lane} holds the most",
+    },
+)
