@@ -5,11 +5,16 @@ parallel_apply, gather) as overridable methods, the same results, errors and war
 plain integers; every tensor stays on the CPU. Parameter copies are made by one autograd Function, as
 torch's Broadcast makes them, so backward sums the replicas' gradients into the wrapped module's own
 parameters (zeros for a parameter no replica used, sparse sums for sparse gradients).
+
+Two things are done differently from torch, for speed, with the same outcome: each replica's thread
+is borrowed from a pool (dpviz.engines.dp.workers) rather than started and joined per call, and
+replicate writes a plain module's replica dicts directly rather than through nn.Module.__setattr__.
 """
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from functools import partial
 from itertools import chain
 from typing import Any, Sequence
 
@@ -18,6 +23,7 @@ from torch import nn
 from torch._utils import ExceptionWrapper
 
 from . import scatter as rules
+from .workers import POOL
 
 _local = threading.local()
 
@@ -149,10 +155,16 @@ def replicate(network: nn.Module, devices: Sequence[int], detach: bool = False) 
 
     modules = list(network.modules())
     module_index = {id(m): i for i, m in enumerate(modules)}
-    copies = [[m._replicate_for_data_parallel() for m in modules] for _ in range(count)]
+    hooked = bool(_registration_hooks())
+    plain = [not hooked and _plain(m) for m in modules]
+    copies = [[_plain_shell(m) if p else m._replicate_for_data_parallel() for m, p in zip(modules, plain)]
+              for _ in range(count)]
     for i, module in enumerate(modules):
         for j in range(count):
             replica = copies[j][i]
+            if plain[i]:
+                _wire_plain(replica, module, copies[j], module_index, param_copies, param_index, buffer_copies, j)
+                continue
             replica._former_parameters = OrderedDict()
             for key, child in module._modules.items():
                 if child is None:
@@ -175,6 +187,76 @@ def replicate(network: nn.Module, devices: Sequence[int], detach: bool = False) 
                     table, index = buffer_copies[id(buf)]
                     setattr(replica, key, table[j][index])
     return [copies[j][0] for j in range(count)]
+
+
+# Replicating is most of a small model's DataParallel call, and most of that is nn.Module.__setattr__
+# choosing, for every attribute of every replica, which dict the value goes to. For a module that
+# keeps nn.Module's own attribute machinery, those choices are known in advance, so replicate writes
+# the dicts directly; the replicas come out exactly as torch's setattr calls leave them
+# (tests/test_simulated_replicate.py compares them). Anything that could make setattr do more (an override,
+# a registration hook, a name also used elsewhere) takes torch's own path.
+_MODULE_METHODS = ("__setattr__", "_replicate_for_data_parallel", "register_buffer", "register_parameter")
+
+
+def _registration_hooks() -> list:
+    from torch.nn.modules import module as torch_module
+
+    return [*torch_module._global_module_registration_hooks, *torch_module._global_parameter_registration_hooks,
+            *torch_module._global_buffer_registration_hooks]
+
+
+def _plain(module: nn.Module) -> bool:
+    """Whether every setattr replicate makes on `module`'s replicas only writes one dict entry."""
+    cls = type(module)
+    if any(getattr(cls, name) is not getattr(nn.Module, name) for name in _MODULE_METHODS):
+        return False
+    state, buffers, children = module.__dict__, module._buffers, module._modules
+    if any(isinstance(b, torch.nn.Buffer) for b in buffers.values() if b is not None):
+        return False  # setattr reads a Buffer's own persistence flag
+    non_persistent = module._non_persistent_buffers_set
+    names = [*children, *module._parameters, *buffers]
+    # A name that is also an instance or class attribute (a property, say), or in two dicts at once,
+    # is one setattr treats specially.
+    return (len(set(names)) == len(names) and not any(name in state or hasattr(cls, name) for name in names)
+            and not any(name in non_persistent for name in children))
+
+
+def _wire_plain(replica: nn.Module, module: nn.Module, copies: list[nn.Module], module_index: dict[int, int],
+                param_copies: list[list[torch.Tensor]], param_index: dict[int, int], buffer_copies: dict,
+                j: int) -> None:
+    """replicate's setattr calls for one replica of a plain module, as the dict writes they end in."""
+    state = replica.__dict__
+    for key, child in module._modules.items():
+        state["_modules"][key] = None if child is None else copies[module_index[id(child)]]
+    for key, param in module._parameters.items():
+        if param is None:
+            state["_parameters"][key] = None
+            continue
+        copy = param_copies[j][param_index[id(param)]]
+        if isinstance(copy, nn.Parameter):  # device 0's under detach: setattr registers it as a parameter
+            setattr(replica, key, copy)
+        else:  # a non-leaf copy: setattr makes it a plain attribute
+            state[key] = copy
+        state["_former_parameters"][key] = copy
+    for key, buf in module._buffers.items():
+        if buf is None:
+            state["_buffers"][key] = None
+        else:
+            table, index = buffer_copies[id(buf)]
+            state["_buffers"][key] = table[j][index]
+
+
+def _plain_shell(module: nn.Module) -> nn.Module:
+    """module._replicate_for_data_parallel() plus replicate's `_former_parameters`, for a plain module."""
+    state = module.__dict__.copy()
+    state["_parameters"] = {}
+    state["_buffers"] = state["_buffers"].copy()
+    state["_modules"] = state["_modules"].copy()
+    state["_is_replica"] = True
+    state["_former_parameters"] = OrderedDict()
+    replica = module.__new__(type(module))
+    object.__setattr__(replica, "__dict__", state)  # what Module.__setattr__ does for "__dict__"
+    return replica
 
 
 def parallel_apply(
@@ -221,11 +303,9 @@ def parallel_apply(
 
     jobs = list(zip(range(len(modules)), modules, inputs, kwargs_tup, devices))
     if len(jobs) > 1:
-        threads = [threading.Thread(target=worker, args=job) for job in jobs]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        # A thread per replica, as torch starts; borrowed from a pool rather than started per call
+        # (dpviz.engines.dp.workers says what that keeps and what it does not).
+        POOL.run_each([partial(worker, *job) for job in jobs])
     else:
         worker(*jobs[0])
 
