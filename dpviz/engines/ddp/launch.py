@@ -30,6 +30,13 @@ _COMMUNICATION = ("Connection closed by peer", "Connection reset", "Timed out", 
                   "NCCL communicator was aborted")
 
 
+def forkserver_pid() -> int | None:
+    """The forkserver's process id once it runs (every rank is its child), else None."""
+    from multiprocessing import forkserver
+
+    return forkserver._forkserver._forkserver_pid
+
+
 def _context() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
@@ -67,8 +74,9 @@ def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None
         del store  # the rendezvous ends with the run
     for rank in range(world):
         results.setdefault(rank, {"rank": rank, "spans": [], "steps": []})
-    return {"ranks": [results[r] for r in range(world)], "loaded": [loaded[r] for r in range(world)], "exit_codes": exit_codes, "stopped": stopped,
-            "timeout_s": timeout_s, "launched": launched}
+    return {"ranks": [results[r] for r in range(world)], "loaded": [loaded[r] for r in range(world)],
+            "exit_codes": exit_codes, "stopped": stopped, "timeout_s": timeout_s, "launched": launched,
+            "pids": [process.pid for process in processes]}
 
 
 def _collect(processes, reports, results: dict[int, dict], loaded: dict[int, list], steps: int, progress,
@@ -90,7 +98,9 @@ def _collect(processes, reports, results: dict[int, dict], loaded: dict[int, lis
                         "message": f"the process of rank {rank} ended with exit code {process.exitcode} without reporting"}}
                     failed_at = failed_at or now
             if failed_at is not None and now - failed_at > 1.0:
-                break  # the failing rank has spoken; the others are stuck in a collective it never joins
+                # The failing rank has spoken; the others are stuck in a collective it never joins, or
+                # stopped answering themselves (those whose peers' errors are only timeouts).
+                return [rank for rank in range(world) if rank not in results]
             if now - heard > timeout_s + GRACE_S:
                 return [rank for rank in range(world) if rank not in results]
             continue

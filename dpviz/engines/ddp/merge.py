@@ -127,7 +127,7 @@ def _failure(ranks: list[dict], launched: dict) -> Failure | None:
     if own:
         rank, f = own[0]
         return Failure(f["step"] or 0, f["type"], f"rank {rank}: {f['message']}", rank)
-    stopped = launched.get("stopped") or []
+    stopped = [rank for rank in launched.get("stopped") or [] if not ranks[rank].get("failure")]
     if stopped:
         rank = stopped[0]
         step = max(0, len(launched.get("loaded", [[]] * (rank + 1))[rank]) - 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import re
 import socket
 import threading
 import time
@@ -51,7 +52,7 @@ def run_rank(config: RunConfig, rank: int, world: int, init: Callable[[], None],
     try:
         _run(config, rank, world, cuda, local_rank, fault, keep_parameters, on_step, on_load, result)
     except Exception as error:  # this rank's failure, as its user would read it
-        result["failure"] = {"type": type(error).__name__, "message": str(error).strip(),
+        result["failure"] = {"type": type(error).__name__, "message": plain_message(error),
                              "step": max(0, len(result["steps"]) - 1)}
     return result
 
@@ -126,7 +127,8 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
         logged = ddp._get_ddp_logging_data()
         result["reducer"]["rebuilt_bucket_sizes"] = _sizes(logged.get("rebuilt_bucket_sizes"))
     if keep_parameters:
-        result["parameters"] = {name: p.detach().cpu().clone() for name, p in model.named_parameters()}
+        # As numpy arrays: a tensor would cross the queue as shared memory the exited process no longer serves.
+        result["parameters"] = {name: p.detach().cpu().numpy().copy() for name, p in model.named_parameters()}
 
 
 def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer) -> None:
@@ -170,6 +172,17 @@ def _build(config: RunConfig, rank: int, world: int) -> tuple[torch.nn.Module, D
     loader = DataLoader(plain.dataset, batch_size=per_rank_batch(config.batch_size, world), sampler=sampler,
                         collate_fn=plain.collate_fn)
     return model, loader
+
+
+def plain_message(error: BaseException) -> str:
+    """The error's own words: without the future callbacks' wrapping ("Got the following error when
+    running the callback: RuntimeError: ..."), their "At:" stacks and gloo's source locations."""
+    message = str(error).strip()
+    wrapper = re.compile(r"^Got the following error when running the callback: \w+: ")
+    while wrapper.match(message):
+        message = wrapper.sub("", message, count=1)
+    message = message.split("\n\nAt:")[0]
+    return re.sub(r"^\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\] ", "", message).strip()
 
 
 def _barrier_times() -> list[float]:
