@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
 from dpviz import trace_json, tutorial
-from dpviz.config import ConfigError, RunConfig
+from dpviz.config import MODELS, RNN_MODELS, ConfigError, RunConfig
 from dpviz.engines import engine
 from dpviz.engines.ddp.launch import launch
 from dpviz.engines.ddp.merge import to_trace
@@ -163,3 +163,18 @@ def test_cuda_without_gpus_is_refused_before_any_process_starts():
         engine("ddp").resolve(RunConfig(engine="ddp", gpus=2, backend="cuda"), available=0)
     assert engine("ddp").resolve(RunConfig(engine="ddp", gpus=2), available=0).backend == "cpu"
     assert engine("ddp").resolve(RunConfig(engine="ddp", gpus=2), available=2).backend == "cuda"
+
+
+FORMS = [(model, inputs) for model in MODELS for inputs in ("tensor", "tuple", "dict", "hidden")
+         if inputs != "hidden" or model in RNN_MODELS]
+
+
+@pytest.mark.parametrize("model, inputs", FORMS)
+def test_every_model_and_input_form_ddp_can_run_trains(model, inputs):
+    config = RunConfig(engine="ddp", gpus=2, model=model, inputs=inputs, train=True, batch_size=32, data_size=64)
+    trace = engine("ddp").record(config)
+    assert trace.failure is None, trace.failure.headline
+    assert trace.facts["ddp"]["exit_codes"] == [0, 0]
+    forwards = [s for s in trace.spans if s.phase == "forward"]
+    assert len(forwards) == 2 * len(trace.batches) and all(s.rows == 16 for s in forwards)
+    assert all(s.input_shape[config.dim] == 16 for s in forwards)  # the rank's rows, on the model's batch dim

@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from ... import tutorial
 from ...catalogue import MODEL_SPECS
+from ...inputs import first_tensor
 from ...config import RunConfig
 from .observer import RankObserver
 from .sharding import per_rank_batch
@@ -102,7 +103,7 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
                         threading.Event().wait()  # never answers: the others wait in their next collective
                     raise RuntimeError(f"rank {rank} was told to fail in step {step}")
                 args, kwargs = tutorial.call(config, data, ids)
-                x = args[0] if args else None
+                x = first_tensor((args, kwargs))  # the rows themselves, whatever form the model takes them in
                 syncs = not config.train or (step + 1) % config.accumulate == 0 or step == last
                 context = contextlib.nullcontext() if syncs else ddp.no_sync()
                 with context:
