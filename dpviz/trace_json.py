@@ -220,10 +220,12 @@ def _arguments(data: dict[str, Any]) -> list[ArgumentSample]:
 def _facts(facts: Any) -> dict[str, Any]:
     """Model-specific findings, rebuilt from the checked values only."""
     mapping(facts, "facts")
-    unknown = sorted(str(key) for key in set(facts) - {"state", "losses", "ddp"})
+    unknown = sorted(str(key) for key in set(facts) - {"state", "losses", "ddp", "threads"})
     if unknown:
-        raise TraceError(f"facts holds {shown(unknown[0])}; only 'state', 'losses' and 'ddp' are known.")
+        raise TraceError(f"facts holds {shown(unknown[0])}; only 'state', 'losses', 'ddp' and 'threads' are known.")
     out: dict[str, Any] = {}
+    if "threads" in facts:  # simulated DataParallel: replica threads reused from call to call
+        out["threads"] = choice_of(facts["threads"], "facts threads", ("reused",))
     if "ddp" in facts:  # what DistributedDataParallel's reducer and the launcher reported
         from .engines.ddp.facts import read_facts
 

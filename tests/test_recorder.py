@@ -1,8 +1,10 @@
 """record(config) -> Trace: what every batch and replica received, checked against torch.chunk."""
+import json
+
 import pytest
 import torch
 
-from dpviz import ConfigError, RunConfig, record, resolve_backend
+from dpviz import ConfigError, RunConfig, record, resolve_backend, trace_json
 from dpviz.engines.dp.vocabulary import VOCABULARY
 
 HOST_PHASES = VOCABULARY.where("host")
@@ -67,6 +69,24 @@ def test_trace_says_what_produced_it():
     assert trace.backend == "simulated" and trace.simulated
     assert trace.torch_version == torch.__version__
     assert [lane.name for lane in trace.lanes] == [f"simulated device {i}" for i in range(3)]
+
+
+def test_trace_says_simulated_replicas_reuse_their_threads():
+    """facts["threads"]: the simulation borrows replica threads from a pool, so the same threads run the
+    replicas of batch after batch (real DataParallel starts new ones); the fact survives the file."""
+    trace = record(RunConfig(gpus=4, data_size=120, batch_size=30))
+    assert trace.facts["threads"] == "reused"
+    threads = [{s.thread for s in trace.replicas(b.index)} for b in trace.batches]
+    assert all(len(t) == 4 for t in threads)  # still a thread of its own for each replica of a call
+    assert set.intersection(*threads)  # and the same threads from call to call
+    assert trace_json.loads(trace_json.dumps(trace)).facts == trace.facts
+
+
+def test_a_loaded_trace_with_another_threads_fact_is_refused():
+    data = json.loads(trace_json.dumps(record(RunConfig(gpus=2))))
+    data["facts"]["threads"] = "per call"
+    with pytest.raises(trace_json.TraceError, match="facts threads must be one of reused"):
+        trace_json.loads(json.dumps(data))
 
 
 def test_progress_reaches_the_total():

@@ -33,8 +33,11 @@ class Observer:
         self.device_ids = list(parallel.device_ids)
         self.dim = getattr(parallel, "dim", 0)
         self.batch = 0
+        self.sampled = 0 in memory_batches  # this batch's memory is sampled: see `sampled` in next_batch
         self.spans: list[Span] = []  # finished batches' spans
-        self.pending: list[Span] = []  # this batch's, until their row offsets are known
+        # This batch's spans, until their row offsets are known; a replica's forward waits here as its
+        # Span's fields but the row offset (a tuple: building a Span once, not twice, is a run's largest cost).
+        self.pending: list[Span | tuple] = []
         self.shapes: dict[tuple, list[int]] = {}  # one list per distinct shape: a run repeats a few
         self.lock = threading.Lock()
         self.finished = 0
@@ -74,7 +77,7 @@ class Observer:
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             start = self.now()
-            if phase == "scatter":  # the batch as the caller passed it, on device_ids[0]
+            if phase == "scatter" and self.sampled:  # the batch as the caller passed it, on device_ids[0]
                 self.memory.hold(self.first, "batch and chunks", nbytes(args[:2]))
             try:
                 result = method(*args, **kwargs)
@@ -82,7 +85,8 @@ class Observer:
                 self.pending.append(Span(phase=phase, batch=self.batch, start=start, end=self.now()))
             if phase == "scatter":  # described at the batch's end, and only if it is kept
                 self.pending_arguments = (args[0], args[1] or {}, result)
-            self._account(phase, result)
+            if self.sampled:
+                self._account(phase, result)
             return result
 
         return timed
@@ -118,7 +122,7 @@ class Observer:
             self.memory_samples += self.memory.snapshot(self.batch, phase)
 
     def _activation(self, module: nn.Module, inputs: tuple, output: Any) -> None:
-        if self.paused:
+        if self.paused or not self.sampled:
             return
         device = output.device.index if self.cuda and isinstance(output, torch.Tensor) else current_device()
         with self.lock:
@@ -154,34 +158,36 @@ class Observer:
             self._watch_backward(module, replica, device, output, self._rows(x))
         if len(self.device_ids) == 1:  # a direct call: no apply phase to take the snapshot after
             self._snapshot("forward")
-        self.pending.append(self._forward_span(replica, device, start, end, x, output, order))
+        self.pending.append(self._forward_span(replica, device, start, end, x, output, order,
+                                               threading.current_thread().name))
 
     def _rows(self, x: torch.Tensor | None) -> int:
         return x.shape[self.dim] if x is not None and x.dim() > self.dim else 0
 
     def _forward_span(self, replica: int, device: int, start: float, end: float, x: torch.Tensor | None,
-                      output: Any, order: int | None) -> Span:
-        return Span(
-            phase="forward", batch=self.batch, start=start, end=end, lane=device, replica=replica,
-            rows=self._rows(x), input_shape=self._shape(x.shape) if x is not None else None,
-            output_shape=self._shape(output.shape) if isinstance(output, torch.Tensor) else None,
-            thread=threading.current_thread().name, order=order,
-        )
+                      output: Any, order: int | None, thread: str | None) -> tuple:
+        """A forward Span's fields in order, without its row_offset (see _with_row_offsets)."""
+        return ("forward", self.batch, start, end, device, replica, self._rows(x),
+                self._shape(x.shape) if x is not None else None,
+                self._shape(output.shape) if isinstance(output, torch.Tensor) else None, thread, order)
+
+    def forward_rows(self) -> list[int]:
+        """Rows of this batch's replicas that ran, in replica order."""
+        return [f[6] for f in sorted((f for f in self.pending if type(f) is tuple), key=lambda f: f[5])]
 
     def failed(self) -> None:
         """The DataParallel call of this batch raised: the replicas that started and never ended get
         a forward span with no output, ending now."""
         end = self.now()
         for replica, (start, device, x) in sorted(self.started.items()):
-            span = self._forward_span(replica, device, start, end, x, None, None)
-            self.pending.append(dataclasses.replace(span, thread=None))
+            self.pending.append(self._forward_span(replica, device, start, end, x, None, None, None))
         self.started = {}
         self.call_failed = True
 
     def _watch_backward(self, module: nn.Module, replica: int, device: int, output: torch.Tensor, rows: int) -> None:
         """Time one replica's backward: from its output's gradient arriving (the gather's backward
         scattering it back) to the gradient of its last parameter copy."""
-        batch, state = self.batch, {"rows": rows}
+        batch, state, sampled = self.batch, {"rows": rows}, self.sampled
         copies = [
             t for m in module.modules() for t in getattr(m, "_former_parameters", {}).values()
             if t is not None and t.requires_grad
@@ -190,13 +196,14 @@ class Observer:
 
         def output_grad(grad: torch.Tensor) -> None:
             state["start"], state["shape"] = self.now(device), list(grad.shape)
-            if replica > 0:  # the gather's backward copies each replica its slice of the gradient
+            if replica > 0 and sampled:  # the gather's backward copies each replica its slice of the gradient
                 with self.lock:
                     self.memory.hold(device, "backward buffers", nbytes(grad))
 
         def copy_grad(grad: torch.Tensor) -> None:
-            with self.lock:
-                self.memory.hold(device, "backward buffers", nbytes(grad))
+            if sampled:
+                with self.lock:
+                    self.memory.hold(device, "backward buffers", nbytes(grad))
             state["left"] -= 1
             if state["left"] == 0:
                 self._backward_span(batch, replica, device, state, self.now(device))
@@ -230,9 +237,10 @@ class Observer:
         """The loop zeroed the gradients and is about to call loss.backward()."""
         out = self.parallel.output_device
         self.memory.drop("gradients")  # zero_grad sets every .grad to None
-        self.memory.hold(out, "output and loss", nbytes(loss))
-        self._snapshot("loss")
-        self.memory.hold(out, "backward buffers", nbytes(output))  # the loss's gradient w.r.t. the output
+        if self.sampled:
+            self.memory.hold(out, "output and loss", nbytes(loss))
+            self._snapshot("loss")
+            self.memory.hold(out, "backward buffers", nbytes(output))  # the loss's gradient w.r.t. the output
 
     def backward_ended(self) -> None:
         """loss.backward() returned: every replica's gradients were made and summed into .grad."""
@@ -248,7 +256,7 @@ class Observer:
         else:
             # Every replica's gradients are ready once the last backward ends; the sum into the
             # module's own .grad (Broadcast's backward) ends when the last parameter's lands.
-            ends = [s.end for s in self.pending if s.phase == "backward"]
+            ends = [s.end for s in self.pending if type(s) is Span and s.phase == "backward"]
             begin = max(ends, default=self.loss_start)
             self.pending.append(Span(phase="reduce", batch=self.batch, start=begin,
                                      end=max(self.accumulated + [begin]), lane=first))
@@ -270,6 +278,9 @@ class Observer:
         self.threads = set()
         self.memory.drop(*TRANSIENT)  # the loop's next iteration frees the last batch's graph
         self.batch += 1
+        # Transient memory (a batch's chunks, copies, activations, buffers) is dropped when its batch ends,
+        # so only the sampled batches' is ever seen: the others' is not added up at all.
+        self.sampled = self.batch in self.memory_batches
         self.finished = 0
         self.accumulated, self.direct_backward = [], None
 
@@ -278,11 +289,15 @@ class Observer:
             handle.remove()
 
 
-def _with_row_offsets(spans: list[Span]) -> list[Span]:
+def _with_row_offsets(pending: list[Span | tuple]) -> list[Span]:
     """One batch's spans, each replica's with the offset of its slice: replicas hold consecutive
-    slices of the batch in replica order."""
+    slices of the batch in replica order. Forwards come as their Span's fields (_forward_span)."""
     offsets, offset = {}, 0
-    for span in sorted((s for s in spans if s.phase == "forward"), key=lambda s: s.replica):
-        offsets[span.replica] = offset
-        offset += span.rows
-    return [dataclasses.replace(s, row_offset=offsets[s.replica]) if s.replica in offsets else s for s in spans]
+    for fields in sorted((f for f in pending if type(f) is tuple), key=lambda f: f[5]):
+        offsets[fields[5]] = offset
+        offset += fields[6]
+    return [
+        Span(*p[:6], offsets[p[5]], *p[6:]) if type(p) is tuple
+        else dataclasses.replace(p, row_offset=offsets[p.replica]) if p.replica in offsets else p
+        for p in pending
+    ]

@@ -26,6 +26,7 @@ from ...warning_capture import collecting
 
 
 REPLICA_IN_MESSAGE = re.compile(r"in replica (\d+)")
+THREADS_REUSED = "reused"  # facts["threads"] of a simulated run
 
 
 def _lanes(backend: str, count: int) -> list[Lane]:
@@ -135,7 +136,7 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
         arguments=observer.arguments,
         failure=failure,
         warnings=list(caught.notes.values()),
-        facts=_facts(config, model, batches, losses),
+        facts=_facts(config, model, batches, losses, simulated=backend != "cuda"),
     )
 
 
@@ -165,12 +166,17 @@ def _losses(observer: Observer, model: nn.Module, args: tuple, kwargs: dict, out
     finally:
         observer.paused = False
     gathered = output.detach().reshape(-1).tolist()
-    rows = [s.rows for s in sorted((s for s in observer.pending if s.phase == "forward"), key=lambda s: s.replica)]
+    rows = observer.forward_rows()
     return {"batch": batch, "gathered": gathered, "chunk_rows": rows, "whole": whole}
 
 
-def _facts(config: RunConfig, model: nn.Module, batches: list[Batch], losses: list[dict]) -> dict[str, Any]:
+def _facts(config: RunConfig, model: nn.Module, batches: list[Batch], losses: list[dict],
+           simulated: bool) -> dict[str, Any]:
     facts: dict[str, Any] = {}
+    if simulated:
+        # The simulated replicas ran on threads borrowed from a pool and reused from call to call
+        # (dpviz.engines.dp.workers); real DataParallel starts and joins a thread per replica per call.
+        facts["threads"] = THREADS_REUSED
     if losses:
         facts["losses"] = losses
     core = getattr(model, "core", model)
