@@ -48,6 +48,7 @@ MODEL_SPECS: dict[str, ModelSpec] = {
     "gru_dim1": ModelSpec("GRU, time first (dim=1)", "GRU", layout="sequence", dim=1, options={"batch_first": False}),
     "loss": ModelSpec("Linear that returns its loss", "LossModel", facts="losses"),
     "counter": ModelSpec("Linear that counts in forward", "Counter", facts="state"),
+    "unused": ModelSpec("Linear with a layer forward never uses", "Unused"),
 }
 
 

@@ -14,7 +14,7 @@ import math
 from .catalogue import INPUT_SPECS, MODEL_SPECS, row_elements, row_text
 from .echo import cut, echo
 from .engines import ENGINES as ENGINE_NAMES
-from .engines.ddp.sharding import steps as ddp_steps
+from .engines.ddp.sharding import plan as ddp_plan
 
 BACKENDS = ("auto", "cuda", "simulated", "cpu")  # the kind of device: resolved once; cpu is simulated for dp, gloo for ddp
 ENGINES = tuple(ENGINE_NAMES)  # what runs the model over the lanes: dpviz.engines
@@ -34,12 +34,16 @@ LIMITS: dict[str, tuple[int, int]] = {
     "gpus": (1, 16),
     "seed": (0, 2**32 - 1),
     "accumulate": (1, 64),
+    "epochs": (1, 4),
+    "timeout_s": (2, 600),
 }
 # Settings that take a fraction, or None for the engine's own default: DDP's bucket size cap in MiB
 # (torch converts it with int(mb * 2**20), so 0.0001 is 104 bytes: small enough to split a tiny model).
 FLOAT_LIMITS: dict[str, tuple[float, float]] = {"bucket_cap_mb": (0.0001, 1024.0)}
 # Settings only DistributedDataParallel reads, with the value that means "not set".
-DDP_ONLY = {"bucket_cap_mb": None, "accumulate": 1}
+DDP_ONLY = {"bucket_cap_mb": None, "accumulate": 1, "batch_per_process": False, "drop_last": False, "epochs": 1,
+            "set_epoch": True, "find_unused": False, "uneven": False, "join": False, "timeout_s": 30}
+FLAGS = ("shuffle", "train", "batch_per_process", "drop_last", "set_epoch", "find_unused", "uneven", "join")
 # One DataParallel call (a thread per replica) per batch: beyond this a run takes minutes and its
 # trace outgrows a small hosted machine, so ask for a bigger batch. Training adds a backward pass and
 # a step per batch, so it gets a tenth of that.
@@ -71,6 +75,17 @@ class RunConfig:
     engine: str = "dp"  # nn.DataParallel; see dpviz.engines
     bucket_cap_mb: float | None = None  # DDP's gradient bucket cap; None: DDP's default (25 MiB, 1 MiB first)
     accumulate: int = 1  # DDP: all-reduce every N steps, the others under no_sync (gradient accumulation)
+    # DDP's pitfalls, each a setting its users meet: batch_size per process (DDP's own meaning), the
+    # sampler's drop_last, several epochs with or without set_epoch, find_unused_parameters, data split
+    # by hand into uneven shards (no DistributedSampler), ddp.join() for them, and the collective timeout.
+    batch_per_process: bool = False
+    drop_last: bool = False
+    epochs: int = 1
+    set_epoch: bool = True
+    find_unused: bool = False
+    uneven: bool = False
+    join: bool = False
+    timeout_s: int = 30
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -103,6 +118,9 @@ class RunConfig:
         if spec.dataparallel_only:
             raise ConfigError(f"inputs {self.inputs} shows a DataParallel pitfall ({spec.dataparallel_only}); "
                               "DistributedDataParallel hands each rank its own batch, so use it with engine dp.")
+        if self.uneven and (self.shuffle or self.drop_last):
+            raise ConfigError("uneven splits the rows by hand into contiguous shards, in order, so it needs "
+                              "shuffle and drop_last off.")
         if self.accumulate > 1 and not self.train:
             raise ConfigError(f"accumulate {self.accumulate} sums gradients over {self.accumulate} steps "
                               "before one all-reduce, so it needs train.")
@@ -128,7 +146,8 @@ class RunConfig:
     def num_batches(self) -> int:
         """Batches of the run: DataParallel's DataLoader batches, or DDP's steps (every rank has as many)."""
         if self.engine == "ddp":
-            return ddp_steps(self.data_size, self.batch_size, self.gpus)
+            return len(ddp_plan(self.data_size, self.batch_size, self.gpus, batch_per_process=self.batch_per_process,
+                                drop_last=self.drop_last, uneven=self.uneven, epochs=self.epochs))
         return -(-self.data_size // self.batch_size)
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,7 +184,7 @@ def check_setting(name: str, value: Any) -> None:
             raise ConfigError(f"{name} must be a whole number, got {echo(value)}.")
         if not low <= value <= high:
             raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {cut(f'{value:,}')}.")
-    elif name in ("shuffle", "train"):
+    elif name in FLAGS:
         if not isinstance(value, bool):
             raise ConfigError(f"{name} must be true or false, got {echo(value)}.")
     elif name in CHOICES:
@@ -213,7 +232,7 @@ def parse_setting(name: str, text: str) -> Any:
         return parse_float(name, text)
     if name in LIMITS:
         return parse_int(name, text)
-    if name in ("shuffle", "train"):
+    if name in FLAGS:
         return parse_bool(name, text)
     if name in CHOICES:
         return str(text).strip().lower()

@@ -112,6 +112,20 @@ class Counter(nn.Module):
         return self.fc(input)
 
 
+class Unused(nn.Module):
+    """The tutorial's Linear beside a second Linear that forward never calls: its parameters get no
+    gradient. DataParallel sums nothing into them; DistributedDataParallel waits for them in vain and
+    refuses the next step unless find_unused_parameters=True."""
+
+    def __init__(self, input_size: int, output_size: int):
+        super().__init__()
+        self.fc = nn.Linear(input_size, output_size)
+        self.spare = nn.Linear(input_size, output_size)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self.fc(input)
+
+
 def build_model(name: str, input_size: int, output_size: int) -> tuple[nn.Module, int]:
     """The model `name` (an entry of dpviz.catalogue.MODEL_SPECS) and the dim DataParallel must split its batch on."""
     if name not in MODEL_SPECS:

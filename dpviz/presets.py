@@ -1,6 +1,7 @@
 """Pitfall presets: one configuration each for a way DataParallel surprises people, ready to run.
 
-    PRESETS["kwargs-small-batch"].config      # the RunConfig that shows it
+    PRESETS["kwargs-small-batch"].config      # the RunConfig that shows it (DataParallel's pitfalls)
+    DDP_PRESETS["ddp-uneven"].config          # DistributedDataParallel's; ALL_PRESETS holds both
     preset_of(config)                         # the preset a configuration is, if any
 
 Each is the tutorial's defaults changed only where the pitfall needs it, so a run shows the pitfall
@@ -57,10 +58,41 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            {"model": "counter", "gpus": 2}),
 )}
 
+# DistributedDataParallel's own, each run live on real processes.
+DDP_PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("ddp-batch-per-process", "DDP: batch_size is per process",
+           "Code moved from DataParallel keeps DataLoader(batch_size=30), but under DDP every rank loads 30: "
+           "on 4 ranks a step trains on 120 rows, and 100 rows make one step. See Split per batch.",
+           {"engine": "ddp", "gpus": 4, "batch_per_process": True, "train": True}),
+    Preset("ddp-padding", "DDP: DistributedSampler repeats rows",
+           "10 rows on 3 ranks: every rank must load as many (4), so the sampler repeats the first 2 rows "
+           "of its order. An evaluation metric then counts them twice. See the Sample map.",
+           {"engine": "ddp", "gpus": 3, "data_size": 10, "batch_size": 6, "shuffle": False}),
+    Preset("ddp-drop-last", "DDP: drop_last drops rows",
+           "The same 10 rows on 3 ranks with DistributedSampler(drop_last=True): 3 rows each, and row 9 is "
+           "never seen in the epoch.",
+           {"engine": "ddp", "gpus": 3, "data_size": 10, "batch_size": 6, "shuffle": False, "drop_last": True}),
+    Preset("ddp-no-set-epoch", "DDP: set_epoch forgotten",
+           "Two shuffled epochs without sampler.set_epoch(epoch): DistributedSampler seeds its shuffle with "
+           "seed + epoch, so both epochs load the very same rows in the very same order.",
+           {"engine": "ddp", "gpus": 2, "epochs": 2, "set_epoch": False, "data_size": 20, "batch_size": 10}),
+    Preset("ddp-unused-parameter", "DDP: a parameter that gets no gradient",
+           "A layer forward never uses: step 0 ends without all-reducing (its bucket never fills) and "
+           "the next step's forward raises. find_unused_parameters=True fixes it.",
+           {"engine": "ddp", "gpus": 2, "model": "unused", "train": True}),
+    Preset("ddp-uneven", "DDP: ranks with different numbers of batches",
+           "Rows split by hand: rank 0 gets 4 batches, ranks 1-2 get 3. Rank 0's fourth all-reduce waits "
+           "for ranks that have left, until the run's 3-second timeout. Turn on join to fix it.",
+           {"engine": "ddp", "gpus": 3, "data_size": 10, "batch_size": 3, "shuffle": False, "uneven": True,
+            "train": True, "timeout_s": 3}),
+)}
+
+ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS}  # what a link or --preset may name
+
 
 def preset_of(config: RunConfig) -> Preset | None:
     """The preset whose configuration `config` is (any backend), or None."""
-    for preset in PRESETS.values():
+    for preset in ALL_PRESETS.values():
         if dataclasses.replace(preset.config, backend=config.backend) == config:
             return preset
     return None

@@ -9,22 +9,26 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .config import (
-    MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, RNN_MODELS, ConfigError, RunConfig, check_setting, parse_setting,
+    DDP_ONLY, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, RNN_MODELS, ConfigError, RunConfig, check_setting, parse_setting,
     row_elements,
 )
+from .catalogue import INPUT_SPECS
 from .echo import echo
-from .presets import PRESETS
+from .presets import ALL_PRESETS
 
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
 PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train",
-          "model", "inputs", "engine", "bucket_cap_mb", "accumulate")
+          "model", "inputs", "engine", "bucket_cap_mb", "accumulate", "batch_per_process", "drop_last", "epochs",
+          "set_epoch", "find_unused", "uneven", "join", "timeout_s")
 
 
 def to_query(config: RunConfig) -> dict[str, str]:
     """The query parameters for `config` (booleans as true/false)."""
     values = config.to_dict()
-    return {name: str(values[name]).lower() if isinstance(values[name], bool) else str(values[name]) for name in PARAMS}
+    # DistributedDataParallel's settings only in a DDP run's link: a DataParallel link stays as short as before.
+    names = [name for name in PARAMS if config.engine == "ddp" or name not in DDP_ONLY]
+    return {name: str(values[name]).lower() if isinstance(values[name], bool) else str(values[name]) for name in names}
 
 
 def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
@@ -37,10 +41,11 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
     last = lambda raw: raw[-1] if isinstance(raw, list) else raw  # a repeated parameter: the last one wins
     if "preset" in params:
         name = str(last(params["preset"])).strip().lower()
-        if name in PRESETS:
-            values.update(PRESETS[name].config.to_dict())
+        if name in ALL_PRESETS:
+            values.update(ALL_PRESETS[name].config.to_dict())
         else:
-            warnings.append(f"The link's preset {echo(name)} is not one of {', '.join(PRESETS)}; it was ignored.")
+            warnings.append(f"The link's preset {echo(name)} is not one of dpviz's {len(ALL_PRESETS)} presets "
+                            "(the page's Pitfalls); it was ignored.")
     for name, raw in params.items():
         text = last(raw)
         if name == "preset":
@@ -87,8 +92,38 @@ def settle(values: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
             f"using batch_size = {fitted:,} instead."
         )
         merged["batch_size"] = fitted
-    return RunConfig(**merged), warnings
+    try:
+        return RunConfig(**merged), warnings
+    except ConfigError as error:  # DDP's settings that do not go together (engine, inputs, shuffle, train)
+        sentence = str(error)
+    kept = {**merged, **_fallback(merged)}
+    warnings.append(f"The link's {sentence[:-1]}; using {_changes(merged, kept)} instead.")
+    try:
+        return RunConfig(**kept), warnings
+    except ConfigError as error:
+        warnings.append(f"The link's settings do not go together ({error}); using the defaults instead.")
+        return DEFAULTS, warnings
+
+
+def _fallback(merged: dict[str, Any]) -> dict[str, Any]:
+    """The smallest change that makes DDP's settings fit the rest."""
+    if merged["engine"] != "ddp":
+        return dict(DDP_ONLY)
+    changes: dict[str, Any] = {}
+    if INPUT_SPECS[merged["inputs"]].dataparallel_only:
+        changes["inputs"] = "tensor"
+    if merged["uneven"]:
+        changes.update(shuffle=False, drop_last=False)
+    if merged["accumulate"] > 1 and not merged["train"]:
+        changes["accumulate"] = 1
+    return changes
+
+
+def _changes(before: dict[str, Any], after: dict[str, Any]) -> str:
+    return ", ".join(f"{name} = {_show(after[name])}" for name in after if after[name] != before[name]) or "the defaults"
 
 
 def _show(value: Any) -> str:
+    if value is None:
+        return "none"
     return str(value).lower() if isinstance(value, bool) else f"{value!r}" if isinstance(value, str) else f"{value:,}"

@@ -1,7 +1,7 @@
 """RunConfig validates every setting once, with one sentence naming the value and the range."""
 import pytest
 
-from dpviz.config import LIMITS, MAX_BATCHES, ConfigError, RunConfig, parse_setting
+from dpviz.config import DDP_ONLY, LIMITS, MAX_BATCHES, ConfigError, RunConfig, parse_setting
 
 
 def test_defaults_are_the_tutorials():
@@ -13,7 +13,7 @@ def test_defaults_are_the_tutorials():
 @pytest.mark.parametrize("name", sorted(LIMITS))
 def test_each_limit_is_enforced_and_named(name):
     low, high = LIMITS[name]
-    RunConfig(**{name: low})
+    RunConfig(**{name: low}, **({"engine": "ddp", "train": True} if name in DDP_ONLY else {}))
     for bad in (low - 1, high + 1):
         if name == "batch_size" and bad == high + 1:
             continue  # a batch larger than the data is fine for torch; only the range check applies

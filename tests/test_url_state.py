@@ -1,16 +1,32 @@
 """Links reproduce settings; bad links give a sentence each and fall back to valid values."""
 import pytest
 
-from dpviz.config import MAX_BATCHES, RunConfig
+from dpviz.config import DDP_ONLY, MAX_BATCHES, RunConfig
 from dpviz.url_state import from_query, settle, to_query
 
 
 def test_a_link_round_trips_every_setting():
     config = RunConfig(batch_size=7, data_size=333, gpus=16, input_size=9, output_size=3, shuffle=False, seed=42, backend="simulated", train=True)
     assert from_query(to_query(config)) == (config, [])
-    assert set(to_query(config)) == set(config.to_dict())  # every setting, nothing else
+    assert set(to_query(config)) == set(config.to_dict()) - set(DDP_ONLY)  # DataParallel's settings, nothing else
     other = RunConfig(model="gru_dim1", inputs="hidden", gpus=3)
     assert from_query(to_query(other)) == (other, [])
+    ddp = RunConfig(engine="ddp", gpus=5, train=True, bucket_cap_mb=0.25, accumulate=3, epochs=2, set_epoch=False,
+                    batch_per_process=True, drop_last=True, find_unused=True, join=True, timeout_s=9)
+    assert from_query(to_query(ddp)) == (ddp, [])
+    assert set(to_query(ddp)) == set(ddp.to_dict())  # every setting of a DDP run
+
+
+@pytest.mark.parametrize("query, words", [
+    ({"engine": "dp", "bucket_cap_mb": "1"}, "bucket_cap_mb is a DistributedDataParallel option"),
+    ({"engine": "ddp", "inputs": "kwargs"}, "DataParallel pitfall"),
+    ({"engine": "ddp", "uneven": "true"}, "needs shuffle and drop_last off"),
+    ({"engine": "ddp", "accumulate": "4"}, "needs train"),
+])
+def test_settings_that_do_not_go_together_are_said_and_dropped(query, words):
+    config, warnings = from_query(query)
+    assert len(warnings) == 1 and words in warnings[0] and warnings[0].endswith("instead.")
+    RunConfig(**config.to_dict())  # what the page runs is valid
 
 
 def test_values_valid_together_but_not_with_the_defaults_are_kept():
@@ -57,9 +73,9 @@ def test_joint_limits_shrink_the_offending_value():
 
 
 def test_a_preset_link_opens_the_preset_and_other_parameters_override_it():
-    from dpviz.presets import PRESETS
+    from dpviz.presets import ALL_PRESETS
 
-    for name, preset in PRESETS.items():
+    for name, preset in ALL_PRESETS.items():  # DataParallel's and DistributedDataParallel's
         assert from_query({"preset": name}) == (preset.config, [])
     config, warnings = from_query({"preset": "idle-gpus", "gpus": "6"})
     assert warnings == [] and config.gpus == 6

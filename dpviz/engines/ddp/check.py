@@ -1,10 +1,10 @@
-"""The rules of a DDP trace: every rank loaded what DistributedSampler gives it, step by step, and
-all-reduced only in the steps that synchronise. Plain Python: loading a trace needs no torch."""
+"""The rules of a DDP trace: every rank loaded what its sampler (or its hand-split shard) gives it,
+step by step, and all-reduced only in the steps that synchronise. Plain Python: loading a trace needs no torch."""
 from __future__ import annotations
 
 from ...trace import Trace
 from ...trace_values import TraceError
-from .sharding import padded_order, padding, per_rank_batch, step_rows
+from .sharding import padded_order, padding, per_rank_batch, plan, rank_shares, shard_start
 
 
 def check_steps(trace: Trace) -> None:
@@ -13,44 +13,68 @@ def check_steps(trace: Trace) -> None:
     if trace.backend not in ("cuda", "cpu"):
         raise TraceError(f"a DistributedDataParallel trace runs on cuda or cpu, got {trace.backend!r}.")
     ranks = config.gpus
-    rows = step_rows(config.data_size, config.batch_size, ranks)
-    per_rank: list[list[int]] = [[] for _ in range(ranks)]
+    steps = plan(config.data_size, config.batch_size, ranks, batch_per_process=config.batch_per_process,
+                 drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
+    per_epoch = len(steps) // config.epochs
     complete = trace.failure is None
+    loaded: list[list[list[int]]] = [[[] for _ in range(ranks)] for _ in range(config.epochs)]  # [epoch][rank]
     for batch in trace.batches:
-        want = rows[batch.index]
+        want = steps[batch.index]
         if complete or batch.index < len(trace.batches) - 1:
-            if batch.rows != want * ranks:
-                raise TraceError(f"step {batch.index:,} holds {batch.rows:,} rows; {ranks} ranks loading "
-                                 f"{want:,} each make {want * ranks:,}.")
-            for rank in range(ranks):
-                per_rank[rank] += batch.sample_ids[rank * want:(rank + 1) * want]
+            if batch.rows != sum(want):
+                raise TraceError(f"step {batch.index:,} holds {batch.rows:,} rows; its ranks load "
+                                 f"{' + '.join(map(str, want))} = {sum(want):,}.")
+            start = 0
+            for rank, rows in enumerate(want):
+                loaded[batch.index // per_epoch][rank] += batch.sample_ids[start:start + rows]
+                start += rows
     if complete:
-        order = padded_order(per_rank, ranks)
-        size = config.data_size
-        if sorted(order[:size]) != list(range(size)) or (not config.shuffle and order[:size] != list(range(size))):
-            raise TraceError("the ranks' rows are not DistributedSampler's: read rank after rank, they should be "
-                             f"every dataset row once{' in a shuffled order' if config.shuffle else ' in order'}, "
-                             "then the padding.")
-        if order[size:] != order[:padding(size, ranks)]:
-            raise TraceError("the padding rows are not the first rows of the sampler's order, as DistributedSampler repeats them.")
-    _check_forward_rows(trace)
+        for epoch, per_rank in enumerate(loaded):
+            _check_epoch(config, epoch, per_rank)
+    _check_forward_rows(trace, steps)
     _check_buckets(trace)
 
 
-def _check_forward_rows(trace: Trace) -> None:
+def _check_epoch(config, epoch: int, per_rank: list[list[int]]) -> None:
+    """One epoch's rows, rank by rank: DistributedSampler's strided shards (every row once, in order
+    unless shuffled, then the padding) or, split by hand, each rank's contiguous shard in order."""
+    size, ranks = config.data_size, config.gpus
+    where = f" in epoch {epoch}" if config.epochs > 1 else ""
+    if config.uneven:
+        shares = rank_shares(size, ranks, uneven=True)
+        for rank, rows in enumerate(per_rank):
+            start = shard_start(size, ranks, rank)
+            if rows != list(range(start, start + shares[rank])):
+                raise TraceError(f"rank {rank}'s rows{where} are not its shard {start:,}..{start + shares[rank]:,}.")
+        return
+    order = padded_order(per_rank, ranks)
+    kept = len(order) if config.drop_last else size
+    if len(set(order[:kept])) != kept or not set(order[:kept]) <= set(range(size)) \
+            or (not config.shuffle and order[:kept] != list(range(kept))):
+        raise TraceError(f"the ranks' rows{where} are not DistributedSampler's: read rank after rank, they should be "
+                         f"dataset rows once each{' in a shuffled order' if config.shuffle else ' in order'}"
+                         f"{'' if config.drop_last else ', then the padding'}.")
+    if not config.drop_last and order[size:] != order[:padding(size, ranks)]:
+        raise TraceError(f"the padding rows{where} are not the first rows of the sampler's order, as "
+                         "DistributedSampler repeats them.")
+
+
+def _check_forward_rows(trace: Trace, steps: list[list[int]]) -> None:
     """Each rank's forward points at its own rows: the rank's slice of the step."""
+    if trace.failure is not None:
+        return
     for span in trace.spans:
-        if span.phase == "forward" and trace.failure is None:
-            batch = trace.batches[span.batch]
-            each = batch.rows // trace.config.gpus
-            if (span.row_offset, span.rows) != (span.lane * each, each):
+        if span.phase == "forward":
+            want = steps[span.batch]
+            start = sum(want[:span.lane])
+            if (span.row_offset, span.rows) != (start, want[span.lane]):
                 raise TraceError(f"rank {span.lane}'s forward in step {span.batch:,} points at rows "
                                  f"{span.row_offset:,}..{span.row_offset + span.rows:,}, not its own "
-                                 f"{span.lane * each:,}..{(span.lane + 1) * each:,}.")
+                                 f"{start:,}..{start + want[span.lane]:,}.")
 
 
 def _check_buckets(trace: Trace) -> None:
-    """All-reduces name a bucket, come only in steps that synchronise, and buckets are as the facts say."""
+    """All-reduces come only in steps that synchronise, and name a bucket of the layout in effect."""
     config = trace.config
     last = config.num_batches - 1
     layouts = trace.facts.get("ddp", {}).get("buckets", [])
@@ -62,5 +86,9 @@ def _check_buckets(trace: Trace) -> None:
             layout = [lay for lay in layouts if lay["step"] <= span.batch]
             if layout and span.bucket not in {b["index"] for b in layout[-1]["buckets"]}:
                 raise TraceError(f"step {span.batch:,} all-reduces bucket {span.bucket}, which its bucket layout lacks.")
-    if layouts and per_rank_batch(config.batch_size, config.gpus) != trace.facts["ddp"]["per_rank_batch"]:
-        raise TraceError("facts ddp per_rank_batch does not follow from batch_size and the ranks.")
+    ddp = trace.facts.get("ddp")
+    if ddp is not None:
+        batch = config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, config.gpus)
+        if ddp["per_rank_batch"] != batch:
+            raise TraceError(f"facts ddp per_rank_batch {ddp['per_rank_batch']:,} does not follow from batch_size "
+                             f"{config.batch_size:,} on {config.gpus} ranks ({batch:,}).")

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from ...config import RunConfig
 
-TIMEOUT_S = 30.0  # a collective that waits longer than this ends the run
+TIMEOUT_S = 30.0  # a collective that waits longer than this ends a torchrun rank (RunConfig.timeout_s for dpviz's own)
 GRACE_S = 5.0  # after the timeout, how long the others get to report before they are killed
 # "__main__" too: the forkserver imports the parent's main script once (the `streamlit` command, a
 # guarded script), so that no rank runs it again. As with any start method but fork, a script that
@@ -44,10 +44,12 @@ def _context() -> multiprocessing.context.BaseContext:
 
 
 def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None, *, cuda: bool = False,
-           timeout_s: float = TIMEOUT_S, fault: tuple | None = None, keep_parameters: bool = False) -> dict[str, Any]:
-    """Run `config` on `config.gpus` ranks; return {"ranks": [result per rank], "exit_codes": [...], ...}."""
+           timeout_s: float | None = None, fault: tuple | None = None, keep_parameters: bool = False) -> dict[str, Any]:
+    """Run `config` on `config.gpus` ranks; return {"ranks": [result per rank], "exit_codes": [...], ...}.
+    A collective that waits longer than `timeout_s` (the config's timeout_s unless given) ends the run."""
     import torch.distributed as dist  # the store; torch is imported by then anyway
 
+    timeout_s = config.timeout_s if timeout_s is None else timeout_s
     world = config.gpus
     context = _context()
     store = dist.TCPStore("127.0.0.1", 0, world_size=None, is_master=True, wait_for_workers=False,

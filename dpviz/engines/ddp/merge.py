@@ -14,7 +14,7 @@ from typing import Any
 from ...config import RunConfig
 from ...trace import Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
 from .launch import consequence
-from .sharding import per_rank_batch
+from .sharding import per_rank_batch, plan, shard_start
 
 SPAN_PHASES = ("broadcast", "load", "rebuild", "buffers", "forward", "loss", "backward", "allreduce", "step")
 
@@ -32,7 +32,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
     if failure is not None:
         failure = Failure(count - 1, failure.type, failure.message, failure.replica)
-        loaded = _fill(config, loaded, count)
+    loaded = _fill(config, loaded, count)  # per step, [] where a rank has no batch
     batches, offsets_in_step = _batches(config, ranks, loaded, count)
     spans = []
     for rank, report in enumerate(ranks):
@@ -72,21 +72,40 @@ def _offsets(ranks: list[dict]) -> tuple[list[float], list[float]]:
 
 
 def _fill(config: RunConfig, loaded: list[list[list[int]]], count: int) -> list[list[list[int]]]:
-    """Each rank's rows up to step `count`, where a failure kept a rank from loading them: what its
-    DistributedSampler gives it (torch's own, with the run's settings)."""
+    """Each rank's rows in every step up to `count`, as a list per step (empty when the rank has no batch
+    in it); where a failure kept a rank from loading its rows, what its sampler or shard gives it."""
+    world = len(loaded)
+    steps = _plan(config, world)
+    per_epoch = len(steps) // config.epochs
+    filled = []
+    for rank, got in enumerate(loaded):
+        mine = [step for step in range(count) if steps[step][rank]]
+        rows = dict(zip(mine, got))
+        for step in mine[len(got):]:
+            rows[step] = _expected(config, world, rank, step, steps, per_epoch)
+        filled.append([rows.get(step, []) for step in range(count)])
+    return filled
+
+
+def _plan(config: RunConfig, world: int) -> list[list[int]]:
+    return plan(config.data_size, config.batch_size, world, batch_per_process=config.batch_per_process,
+                drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
+
+
+def _expected(config: RunConfig, world: int, rank: int, step: int, steps: list[list[int]], per_epoch: int) -> list[int]:
+    """The rows rank `rank` loads in `step`: from its shard, or from torch's DistributedSampler."""
     from torch.utils.data import DistributedSampler
 
-    world, batch = len(loaded), per_rank_batch(config.batch_size, len(loaded))
-    filled = []
-    for rank, steps in enumerate(loaded):
-        if len(steps) >= count:
-            filled.append(steps)
-            continue
-        sampler = DistributedSampler(range(config.data_size), num_replicas=world, rank=rank,
-                                     shuffle=config.shuffle, seed=config.seed, drop_last=False)
+    epoch, within = divmod(step, per_epoch)
+    before = sum(steps[epoch * per_epoch + s][rank] for s in range(within))
+    if config.uneven:
+        indices = list(range(shard_start(config.data_size, world, rank), config.data_size))
+    else:
+        sampler = DistributedSampler(range(config.data_size), num_replicas=world, rank=rank, shuffle=config.shuffle,
+                                     seed=config.seed, drop_last=config.drop_last)
+        sampler.set_epoch(epoch if config.set_epoch else 0)
         indices = list(sampler)
-        filled.append(steps + [indices[s * batch:(s + 1) * batch] for s in range(len(steps), count)])
-    return filled
+    return indices[before:before + steps[step][rank]]
 
 
 def _batches(config: RunConfig, ranks: list[dict], loaded: list[list[list[int]]], count: int):
@@ -96,7 +115,7 @@ def _batches(config: RunConfig, ranks: list[dict], loaded: list[list[list[int]]]
         ids, starts = [], []
         for rank in range(len(ranks)):
             starts.append(len(ids))
-            ids += loaded[rank][step] if step < len(loaded[rank]) else []
+            ids += loaded[rank][step]
         shape = _global_shape(config, ranks, step, len(ids), "input_shape")
         out = _global_shape(config, ranks, step, len(ids), "output_shape")
         batches.append(Batch(step, ids, shape, out))
@@ -121,8 +140,18 @@ def _global_shape(config: RunConfig, ranks: list[dict], step: int, rows: int, ke
 
 def _failure(ranks: list[dict], launched: dict) -> Failure | None:
     """What ended the run: a rank's own error before the errors it caused in the others (closed
-    connections, timeouts), or the rank that stopped answering."""
+    connections, timeouts), the rank that stopped answering, or ranks that finished early while the
+    others waited for them (uneven batches without Join)."""
     failures = [(r["rank"], r["failure"]) for r in ranks if r.get("failure")]
+    finished = [r["rank"] for r in ranks if not r.get("failure") and r.get("clock")]
+    if failures and finished and all(consequence(f["message"]) for _, f in failures):
+        rank, f = failures[0]
+        done = len(ranks[finished[0]]["steps"])
+        return Failure(f["step"] or 0, "Timeout",
+                       f"rank {rank} waited {launched['timeout_s']:g} s in an all-reduce of step {f['step']} for "
+                       f"{'rank' if len(finished) == 1 else 'ranks'} {', '.join(map(str, finished))}, which had run "
+                       f"out of batches after {done} step{'s' if done != 1 else ''} and left; the run was ended "
+                       f"at the timeout ({f['message']}).", rank)
     own = [(rank, f) for rank, f in failures if not consequence(f["message"])]
     if own:
         rank, f = own[0]
@@ -163,7 +192,7 @@ def _facts(config: RunConfig, ranks: list[dict], launched: dict, offsets: list[f
                                                   for i, names, size in buckets]})
     return {
         "ddp": {
-            "per_rank_batch": per_rank_batch(config.batch_size, config.gpus),
+            "per_rank_batch": config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, config.gpus),
             "buckets": layouts,
             "reducer": ranks[0].get("reducer", {}),
             "clock_offsets_s": [round(o, 7) for o in offsets],

@@ -114,7 +114,6 @@ class RankObserver:
                 self.layouts.append((self.step, layout))
             self._step_buckets = {}
         self.drop("rows loaded", "activations", "output and loss")
-        self.step += 1
 
     # ---- memory (computed on CPU from tensor sizes; measured on CUDA)
     def hold(self, category: str, size: int) -> None:

@@ -28,7 +28,7 @@ from ...catalogue import MODEL_SPECS
 from ...inputs import first_tensor
 from ...config import RunConfig
 from .observer import RankObserver
-from .sharding import per_rank_batch
+from .sharding import per_rank_batch, plan, rank_shares, shard_start
 
 CLOCK_ROUNDS = 5  # barriers whose exit times give each rank's clock offset from rank 0
 
@@ -64,15 +64,16 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
     if cuda:
         torch.cuda.set_device(device)
     result["clock"] = _barrier_times()
-    model, loader = _build(config, rank, world)
+    model, loader, sampler = _build(config, rank, world)
     model = model.to(device)
     begin = time.perf_counter()
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None,
-                                  bucket_cap_mb=config.bucket_cap_mb)
+                                  bucket_cap_mb=config.bucket_cap_mb, find_unused_parameters=config.find_unused)
     constructed = time.perf_counter()
     result["startup"]["ddp"] = constructed - begin
     last = config.num_batches - 1
     observer = RankObserver(rank, ddp, cuda, {0, last}, "NCCL" if cuda else "gloo", config.dim)
+    observer.last_step = last
     observer.add("broadcast", begin, constructed)
     observer.hold("gradient buckets", sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
     observer.snapshot("broadcast")
@@ -83,10 +84,15 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
     result["reducer"] = {"bucket_sizes": _sizes(logged.get("bucket_sizes"))}
     caught: list[tuple[str, str, int]] = []
     try:
-        with warnings.catch_warnings(record=True) as seen:  # a process of its own: its filters are its own
-            warnings.simplefilter("always")
-            iterator = iter(loader)
-            for step in range(config.num_batches):
+        with warnings.catch_warnings(record=True) as seen, _joined(ddp, observer, config.join):
+            warnings.simplefilter("always")  # a process of its own: its filters are its own
+            opened = -1  # the epoch whose loader iterator is open
+            for step, epoch in _steps(config, world, rank):
+                if epoch != opened:
+                    if config.set_epoch and sampler is not None:
+                        sampler.set_epoch(epoch)  # without it every epoch repeats epoch 0's order
+                    iterator, opened = iter(loader), epoch
+                observer.step = step
                 start = observer.now()
                 data, indices = next(iterator)
                 data = data.to(device)
@@ -164,15 +170,43 @@ def _bytes(value: Any) -> int:
     return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
 
 
-def _build(config: RunConfig, rank: int, world: int) -> tuple[torch.nn.Module, DataLoader]:
-    """The same model on every rank, and this rank's DataLoader over its DistributedSampler shard."""
+def _build(config: RunConfig, rank: int, world: int):
+    """The same model on every rank, and this rank's DataLoader: over its DistributedSampler shard, or
+    over the contiguous shard of rows it was handed when the data is split by hand (`uneven`)."""
     model, plain = tutorial.build(config)  # the DataParallel engine's model and dataset, from the same seed
+    batch = config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, world)
+    if config.uneven:
+        start = shard_start(config.data_size, world, rank)
+        share = rank_shares(config.data_size, world, uneven=True)[rank]
+        shard = list(range(start, start + share))
+        batches = [shard[i:i + batch] for i in range(0, share, batch)]
+        return model, DataLoader(plain.dataset, batch_sampler=batches, collate_fn=plain.collate_fn), None
     sampler = DistributedSampler(plain.dataset, num_replicas=world, rank=rank, shuffle=config.shuffle,
-                                 seed=config.seed, drop_last=False)
-    sampler.set_epoch(0)
-    loader = DataLoader(plain.dataset, batch_size=per_rank_batch(config.batch_size, world), sampler=sampler,
-                        collate_fn=plain.collate_fn)
-    return model, loader
+                                 seed=config.seed, drop_last=config.drop_last)
+    return model, DataLoader(plain.dataset, batch_size=batch, sampler=sampler, collate_fn=plain.collate_fn), sampler
+
+
+def _steps(config: RunConfig, world: int, rank: int):
+    """(global step, epoch) for every batch this rank's loader gives, epoch after epoch."""
+    steps = plan(config.data_size, config.batch_size, world, batch_per_process=config.batch_per_process,
+                 drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
+    per_epoch = len(steps) // config.epochs
+    for step, rows in enumerate(steps):
+        if rows[rank]:
+            yield step, step // per_epoch
+
+
+@contextlib.contextmanager
+def _joined(ddp: DistributedDataParallel, observer: RankObserver, join: bool):
+    """ddp.join() around the loop when asked: a rank that runs out of batches keeps answering the
+    others' collectives (with zeros) until they finish too; timed as this rank's `join` span."""
+    if not join:
+        yield
+        return
+    with ddp.join():
+        yield
+        joining, observer.step = observer.now(), observer.last_step
+    observer.add("join", joining, observer.now())
 
 
 def plain_message(error: BaseException) -> str:

@@ -51,3 +51,38 @@ def padded_order(per_rank: list[list[int]], ranks: int) -> list[int]:
     """The sampler's padded list L rebuilt from each rank's indices in order: L[r + k*W] = rank r's k-th."""
     length = len(per_rank[0]) if per_rank else 0
     return [per_rank[r][k] for k in range(length) for r in range(ranks)]
+
+
+def rank_shares(data_size: int, ranks: int, *, drop_last: bool = False, uneven: bool = False) -> list[int]:
+    """Rows each rank loads in one epoch: DistributedSampler's equal `num_samples` (padded up, or cut
+    down with drop_last), or, for data split by hand into contiguous shards, N // W and one more for
+    the first N % W ranks."""
+    if uneven:
+        return [data_size // ranks + (rank < data_size % ranks) for rank in range(ranks)]
+    if drop_last and data_size % ranks:
+        return [data_size // ranks] * ranks
+    return [rows_per_rank(data_size, ranks)] * ranks
+
+
+def shard_start(data_size: int, ranks: int, rank: int) -> int:
+    """Where rank `rank`'s contiguous shard starts when the data is split by hand."""
+    return sum(rank_shares(data_size, ranks, uneven=True)[:rank])
+
+
+def plan(data_size: int, batch_size: int, ranks: int, *, batch_per_process: bool = False, drop_last: bool = False,
+         uneven: bool = False, epochs: int = 1) -> list[list[int]]:
+    """Rows each rank loads in every step of the run, epoch after epoch: plan[step][rank] (0 when a rank
+    has run out of batches, which only data split by hand can make happen)."""
+    batch = batch_size if batch_per_process else per_rank_batch(batch_size, ranks)
+    shares = rank_shares(data_size, ranks, drop_last=drop_last, uneven=uneven)
+    longest = max(-(-share // batch) for share in shares)
+    epoch = [[max(0, min(batch, share - step * batch)) for share in shares] for step in range(longest)]
+    return epoch * epochs
+
+
+def sampler_indices(order: list[int], rank: int, ranks: int, drop_last: bool = False) -> list[int]:
+    """DistributedSampler's indices for `rank`, given its (shuffled or plain) order of the dataset."""
+    if drop_last and len(order) % ranks:
+        total = (len(order) // ranks) * ranks
+        return order[:total][rank:total:ranks]
+    return rank_indices(order, rank, ranks)

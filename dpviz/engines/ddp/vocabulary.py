@@ -34,6 +34,8 @@ VOCABULARY = Vocabulary(
               color="#222222", place="every rank, overlapping backward", training=True, bucketed=True),
         Phase("step", EVERY_LANE, "SGD step", "step: SGD updates the rank's own parameters", hatch="-",
               place="every rank", training=True),
+        Phase("join", EVERY_LANE, "join (shadowing)", "join: out of rows, this rank answers the others' all-reduces with zeros",
+              color="#999933", place="ranks that ran out of rows", training=True),
     ),
     # Bottom to top of a stacked bar; every rank holds the same kinds (no device 0 that holds more).
     memory_kinds=(

@@ -1,0 +1,88 @@
+"""DistributedDataParallel's pitfalls, each reproduced live on real processes and checked against what
+PyTorch does: its sampler, its reducer's errors, its Join."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import pytest
+import torch
+from torch.utils.data import DistributedSampler
+
+from dpviz.engines import engine
+from dpviz.presets import DDP_PRESETS
+from dpviz.trace_check import check
+
+
+@functools.cache
+def run(name: str, **changes):
+    config = dataclasses.replace(DDP_PRESETS[name].config, **changes)
+    trace = engine("ddp").record(config)
+    check(trace)  # every pitfall's trace is one the page loads
+    return trace
+
+
+def rows_of(trace, rank: int, steps=None) -> list[int]:
+    return [row for span in trace.spans if span.phase == "forward" and span.lane == rank
+            and (steps is None or span.batch in steps) for row in trace.sample_ids(span)]
+
+
+def test_batch_size_is_per_process_so_the_global_batch_grows_with_the_ranks():
+    trace = run("ddp-batch-per-process")
+    assert trace.failure is None and len(trace.batches) == 1  # 100 rows: 25 a rank, one DataLoader batch of 30
+    assert [s.rows for s in trace.spans if s.phase == "forward"] == [25, 25, 25, 25]
+    assert trace.facts["ddp"]["per_rank_batch"] == 30
+    global_batch = run("ddp-batch-per-process", batch_per_process=False)
+    assert [b.rows for b in global_batch.batches] == [32, 32, 32, 4]  # ceil(30 / 4) = 8 a rank
+
+
+def test_the_sampler_repeats_the_first_rows_to_even_out_the_ranks():
+    trace = run("ddp-padding")
+    per_rank = [rows_of(trace, rank) for rank in range(3)]
+    assert per_rank == [list(DistributedSampler(range(10), num_replicas=3, rank=r, shuffle=False)) for r in range(3)]
+    assert per_rank == [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]  # rows 0 and 1 twice
+
+
+def test_drop_last_loses_the_rows_that_do_not_divide():
+    trace = run("ddp-drop-last")
+    per_rank = [rows_of(trace, rank) for rank in range(3)]
+    assert per_rank == [list(DistributedSampler(range(10), num_replicas=3, rank=r, shuffle=False, drop_last=True))
+                        for r in range(3)]
+    assert 9 not in {row for rows in per_rank for row in rows}
+
+
+def test_without_set_epoch_every_epoch_repeats_the_first():
+    forgot = run("ddp-no-set-epoch")
+    per_epoch = len(forgot.batches) // 2
+    first, second = range(per_epoch), range(per_epoch, 2 * per_epoch)
+    for rank in range(2):
+        assert rows_of(forgot, rank, first) == rows_of(forgot, rank, second)
+        sampler = DistributedSampler(range(20), num_replicas=2, rank=rank, shuffle=True, seed=0)
+        assert rows_of(forgot, rank, first) == list(sampler)
+    fixed = run("ddp-no-set-epoch", set_epoch=True)
+    for rank in range(2):
+        sampler = DistributedSampler(range(20), num_replicas=2, rank=rank, shuffle=True, seed=0)
+        sampler.set_epoch(1)
+        assert rows_of(fixed, rank, second) == list(sampler) != rows_of(fixed, rank, first)
+
+
+def test_a_parameter_without_gradient_fails_the_next_step_as_ddp_says():
+    trace = run("ddp-unused-parameter")
+    assert trace.failure is not None and trace.failure.batch == 1 and trace.failure.type == "RuntimeError"
+    assert "Expected to have finished reduction in the prior iteration" in trace.failure.message
+    assert not trace.spans_of(0, "allreduce")  # step 0's one bucket never filled: nothing was all-reduced
+    fixed = run("ddp-unused-parameter", find_unused=True)
+    assert fixed.failure is None and all(fixed.spans_of(b.index, "allreduce") for b in fixed.batches)
+
+
+def test_uneven_batches_hang_until_the_timeout_and_join_fixes_it():
+    trace = run("ddp-uneven")
+    assert [len([s for s in trace.spans if s.phase == "forward" and s.lane == r]) for r in range(3)] == [4, 3, 3]
+    assert trace.failure is not None and trace.failure.type == "Timeout" and trace.failure.batch == 3
+    assert "rank 0 waited 3 s" in trace.failure.message and "ranks 1, 2" in trace.failure.message
+    joined = run("ddp-uneven", join=True)
+    assert joined.failure is None
+    joins = [s for s in joined.spans if s.phase == "join"]
+    assert sorted(s.lane for s in joins) == [0, 1, 2]  # every rank enters join's context at its end
+    early = [s for s in joins if s.lane in (1, 2)]
+    assert all(s.duration > 0 for s in early)
