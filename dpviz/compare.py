@@ -1,0 +1,179 @@
+"""DataParallel against DistributedDataParallel on the same settings, from the two runs' traces.
+
+    table = traffic(trace)               # bytes each device sends and receives per step, by what moves
+    rows = per_device(dp, ddp)           # per device: bytes per step, peak memory, time per step, rows seen
+    sentences = comparison(dp, ddp)      # why DDP does less per step, in the runs' own numbers
+
+Bytes that cross between devices are computed from the traces (the rows each device got, the tensors'
+sizes, the parameter and gradient bytes of the memory ledger), not measured: on simulated devices and
+CPU processes nothing crosses a real link. Times per step are measured; memory is measured on GPUs
+and computed elsewhere. Every figure says which. No torch: a loaded trace compares too.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .trace import Trace
+from .wording import human_bytes
+
+FLOAT_BYTES = 4  # dpviz's models run in float32
+
+
+@dataclass(frozen=True)
+class Move:
+    """Bytes one device sends and receives in one step for one reason."""
+
+    step: int
+    lane: int
+    what: str  # "input chunk", "parameter copy", "output gathered", "output gradient", "gradient sum", "all-reduce", "buffers"
+    sent: int
+    received: int
+
+
+def _row_bytes(shape: list[int], rows: int) -> int:
+    return math.prod(shape) // rows * FLOAT_BYTES if rows and shape else 0
+
+
+def _ledger(trace: Trace, lane: int, *categories: str) -> int | None:
+    """The largest figure the memory ledger holds for `categories` on `lane` (computed traces only)."""
+    sizes = [m.bytes for m in trace.memory if m.lane == lane and m.category in categories]
+    return max(sizes) if sizes else None
+
+
+def model_bytes(trace: Trace) -> tuple[int | None, int | None]:
+    """(parameters and buffers, gradients) of the model, from the trace's computed memory ledger."""
+    if trace.engine == "ddp":
+        buckets = trace.facts.get("ddp", {}).get("buckets", [])
+        grads = sum(b["bytes"] for b in buckets[0]["buckets"]) if buckets else _ledger(trace, 0, "gradient buckets")
+        return _ledger(trace, 0, "parameters"), grads
+    return _ledger(trace, 0, "parameters"), _ledger(trace, 0, "gradients")
+
+
+def traffic(trace: Trace) -> list[Move]:
+    """Every device's traffic, step by step (DataParallel's batches are its steps)."""
+    return _ddp_traffic(trace) if trace.engine == "ddp" else _dp_traffic(trace)
+
+
+def _dp_traffic(trace: Trace) -> list[Move]:
+    params, grads = model_bytes(trace)
+    out = trace.output_device
+    moves = []
+    for batch in trace.batches:
+        in_row, out_row = _row_bytes(batch.input_shape, batch.rows), _row_bytes(batch.output_shape, batch.rows)
+        for replica in trace.replicas(batch.index):
+            lane = replica.lane
+            if lane == trace.lanes[0].id:
+                continue  # chunk 0 stays where the batch is; device 0's replica shares the module's parameters
+            moves.append(Move(batch.index, lane, "input chunk", 0, replica.rows * in_row))
+            moves.append(Move(batch.index, out, "input chunk", replica.rows * in_row, 0))
+            if params:
+                moves.append(Move(batch.index, lane, "parameter copy", 0, params))
+                moves.append(Move(batch.index, out, "parameter copy", params, 0))
+            moves.append(Move(batch.index, lane, "output gathered", replica.rows * out_row, 0))
+            moves.append(Move(batch.index, out, "output gathered", 0, replica.rows * out_row))
+            if trace.config.train and trace.spans_of(batch.index, "backward"):
+                moves.append(Move(batch.index, lane, "output gradient", 0, replica.rows * out_row))
+                moves.append(Move(batch.index, out, "output gradient", replica.rows * out_row, 0))
+                if grads:
+                    moves.append(Move(batch.index, lane, "gradient sum", grads, 0))
+                    moves.append(Move(batch.index, out, "gradient sum", 0, grads))
+    return moves
+
+
+def _ddp_traffic(trace: Trace) -> list[Move]:
+    """A ring all-reduce sends and receives 2(K-1)/K of the gradient bytes on every rank; rank 0's
+    buffers go to every other rank before each forward that broadcasts them."""
+    params, grads = model_bytes(trace)
+    ranks = len(trace.lanes)
+    buffers = (params or 0) - (grads or 0)
+    moves = []
+    for batch in trace.batches:
+        reduced = {s.lane for s in trace.spans_of(batch.index, "allreduce")}
+        for lane in reduced:
+            share = round(2 * (ranks - 1) / ranks * sum(_bucket_bytes(trace, batch.index)))
+            moves.append(Move(batch.index, lane, "all-reduce", share, share))
+        broadcast = {s.lane for s in trace.spans_of(batch.index, "buffers")}
+        if buffers > 0 and broadcast and ranks > 1:
+            for lane in broadcast:
+                moves.append(Move(batch.index, lane, "buffers", buffers * (ranks - 1) if lane == 0 else 0,
+                                  0 if lane == 0 else buffers))
+    return moves
+
+
+def _bucket_bytes(trace: Trace, step: int) -> list[int]:
+    layouts = [lay for lay in trace.facts.get("ddp", {}).get("buckets", []) if lay["step"] <= step]
+    return [b["bytes"] for b in layouts[-1]["buckets"]] if layouts else [model_bytes(trace)[1] or 0]
+
+
+def step_seconds(trace: Trace) -> list[float]:
+    """Measured: per step, from its first span's start to its last span's end (the slowest lane's)."""
+    times = []
+    for batch in trace.batches:
+        spans = [s for s in trace.spans_of(batch.index) if s.phase not in ("broadcast", "rebuild", "join")]
+        times.append(max(s.end for s in spans) - min(s.start for s in spans) if spans else 0.0)
+    return times
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """One device (a GPU of DataParallel, a rank of DDP) of one run, per step on average."""
+
+    engine: str
+    lane: int
+    name: str
+    bytes_per_step: int  # sent + received, computed
+    peak_memory: int | None  # measured on GPUs, computed elsewhere
+    memory_kind: str
+    rows: int  # rows its forwards handled over the run (padding rows included)
+    distinct_rows: int
+
+
+def per_device(trace: Trace) -> list[DeviceFigures]:
+    moved: dict[int, int] = defaultdict(int)
+    for move in traffic(trace):
+        moved[move.lane] += move.sent + move.received
+    steps = max(1, len(trace.batches))
+    figures = []
+    for lane in trace.lanes:
+        rows = [row for s in trace.spans if s.phase == "forward" and s.lane == lane.id for row in trace.sample_ids(s)]
+        peak = max((sum(m.bytes for m in trace.memory if m.lane == lane.id and m.batch == b and m.phase == p)
+                    for b, p in {(m.batch, m.phase) for m in trace.memory}), default=None)
+        figures.append(DeviceFigures(trace.engine, lane.id, trace.vocabulary.lane_name(lane.id),
+                                     moved[lane.id] // steps, peak, trace.memory_kind, len(rows), len(set(rows))))
+    return figures
+
+
+def comparison(dp: Trace, ddp: Trace) -> list[str]:
+    """Plain sentences, every number from the two runs."""
+    a, b = per_device(dp), per_device(ddp)
+    sentences = []
+    if a and b:
+        first = a[0]
+        others = [f.bytes_per_step for f in a[1:]]
+        most_ddp = max(f.bytes_per_step for f in b)
+        even = len({f.bytes_per_step for f in b}) == 1
+        sentences.append(
+            f"Per step, DataParallel moves {human_bytes(first.bytes_per_step)} through {first.name} (computed): it "
+            f"sends every other device its chunk of the batch and a fresh copy of the model, and takes back every "
+            f"output{' and every gradient' if dp.config.train else ''}; the others move "
+            f"{human_bytes(max(others)) if others else 'nothing'} each. DDP moves at most {human_bytes(most_ddp)} "
+            f"per rank, {'the same on every rank' if even else 'about the same on every rank (rank 0 also sends its buffers)'}: "
+            f"no scatter, no replicate, no gather{', only the gradients all-reduced' if ddp.config.train else ''}.")
+    times_dp, times_ddp = step_seconds(dp), step_seconds(ddp)
+    if times_dp and times_ddp:
+        median = lambda xs: sorted(xs)[len(xs) // 2]
+        sentences.append(
+            f"Measured time per step: DataParallel {median(times_dp) * 1e3:.1f} ms "
+            f"({'CPU threads standing in for GPUs' if dp.simulated else 'real GPUs'}), DDP {median(times_ddp) * 1e3:.1f} ms "
+            f"({'processes sharing this machine’s CPU cores' if ddp.backend == 'cpu' else 'real GPUs'}): on a CPU both "
+            "mostly measure the host, not a device.")
+    peaks_dp = [f.peak_memory for f in a if f.peak_memory is not None]
+    peaks_ddp = [f.peak_memory for f in b if f.peak_memory is not None]
+    if peaks_dp and peaks_ddp:
+        sentences.append(
+            f"Memory ({dp.memory_kind} for DataParallel, {ddp.memory_kind} for DDP): DataParallel's {a[0].name} peaks "
+            f"at {human_bytes(peaks_dp[0])} against {human_bytes(min(peaks_dp))} on its least loaded device; DDP's "
+            f"ranks peak between {human_bytes(min(peaks_ddp))} and {human_bytes(max(peaks_ddp))}.")
+    return sentences

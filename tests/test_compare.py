@@ -1,0 +1,64 @@
+"""The DataParallel / DDP comparison, computed from two real runs on the same settings."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from dpviz.compare import comparison, model_bytes, per_device, step_seconds, traffic
+from dpviz.config import RunConfig
+from dpviz.engines import engine
+
+
+@functools.cache
+def runs(**settings):
+    return engine("dp").record(RunConfig(**settings)), engine("ddp").record(RunConfig(engine="ddp", **settings))
+
+
+def test_dataparallel_sends_chunks_and_model_copies_and_takes_back_outputs_and_gradients():
+    dp, _ = runs(gpus=3, train=True)
+    params, grads = model_bytes(dp)
+    assert params == grads == (5 * 2 + 2) * 4  # nn.Linear(5, 2): no buffers
+    for batch in dp.batches:
+        moves = [m for m in traffic(dp) if m.step == batch.index]
+        replicas = dp.replicas(batch.index)
+        others = [r for r in replicas if r.lane != 0]
+        received = lambda what, lane: sum(m.received for m in moves if m.what == what and m.lane == lane)
+        assert received("input chunk", 0) == 0 and sum(received("input chunk", r.lane) for r in others) \
+            == sum(r.rows for r in others) * 5 * 4
+        assert all(received("parameter copy", r.lane) == params for r in others)
+        assert received("output gathered", 0) == sum(r.rows for r in others) * 2 * 4
+        assert received("gradient sum", 0) == grads * len(others)
+        assert sum(m.sent for m in moves) == sum(m.received for m in moves)  # point to point: what leaves arrives
+
+
+def test_ddp_all_reduces_a_ring_share_of_the_gradients_on_every_rank():
+    _, ddp = runs(gpus=4, train=True)
+    _, grads = model_bytes(ddp)
+    for batch in ddp.batches:
+        moves = [m for m in traffic(ddp) if m.step == batch.index]
+        assert sorted(m.lane for m in moves) == [0, 1, 2, 3]
+        assert all(m.what == "all-reduce" and m.sent == m.received == round(2 * 3 / 4 * grads) for m in moves)
+
+
+def test_forward_only_ddp_without_buffers_moves_nothing_while_dataparallel_still_copies_the_model():
+    dp, ddp = runs(gpus=2)
+    assert traffic(ddp) == []
+    assert {m.what for m in traffic(dp)} == {"input chunk", "parameter copy", "output gathered"}
+
+
+def test_per_device_figures_show_device_zero_carrying_dataparallel():
+    dp, ddp = runs(gpus=4, train=True, model="mlp", data_size=96, batch_size=32)
+    a, b = per_device(dp), per_device(ddp)
+    assert a[0].bytes_per_step > 2 * max(f.bytes_per_step for f in a[1:])
+    assert max(f.bytes_per_step for f in b) < a[0].bytes_per_step
+    assert sum(f.rows for f in a) == sum(f.rows for f in b) == 96  # every row once: 96 divides evenly
+    assert all(f.peak_memory for f in a + b) and a[0].peak_memory > max(f.peak_memory for f in a[1:])
+    assert len({f.peak_memory for f in b}) == 1  # ranks hold the same
+
+
+def test_the_sentences_quote_the_runs_numbers():
+    dp, ddp = runs(gpus=4, train=True, model="mlp", data_size=96, batch_size=32)
+    text = " ".join(comparison(dp, ddp))
+    assert "GPU 0" in text and "no scatter, no replicate, no gather" in text and "(computed)" in text
+    assert f"{sorted(step_seconds(dp))[len(dp.batches) // 2] * 1e3:.1f} ms" in text
