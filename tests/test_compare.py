@@ -62,3 +62,16 @@ def test_the_sentences_quote_the_runs_numbers():
     text = " ".join(comparison(dp, ddp))
     assert "GPU 0" in text and "no scatter, no replicate, no gather" in text and "(computed)" in text
     assert f"{sorted(step_seconds(dp))[len(dp.batches) // 2] * 1e3:.1f} ms" in text
+
+
+def test_the_comparison_figure_draws_each_engines_traffic_by_what_moves():
+    from dpviz.figures.compare import comparison_figure
+
+    dp, ddp = runs(gpus=4, train=True, model="mlp", data_size=96, batch_size=32)
+    fig = comparison_figure(dp, ddp)
+    left = {bar.name for bar in fig.data if bar.xaxis == "x"}
+    right = {bar.name for bar in fig.data if bar.xaxis == "x2"}
+    assert left == {"input chunk", "parameter copy", "output gathered", "output gradient", "gradient sum"}
+    assert right == {"all-reduce", "buffers"}  # BatchNorm's buffers, from rank 0
+    gpu0 = sum(bar.y[list(bar.x).index("GPU 0")] for bar in fig.data if bar.xaxis == "x" and "GPU 0" in bar.x)
+    assert gpu0 == pytest.approx(max(f.bytes_per_step for f in per_device(dp)), abs=1) and "GPU 0 moves" in fig.layout.annotations[0].text
