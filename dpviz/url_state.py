@@ -23,12 +23,24 @@ PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuff
           "set_epoch", "find_unused", "uneven", "join", "timeout_s")
 
 
-def to_query(config: RunConfig) -> dict[str, str]:
-    """The query parameters for `config` (booleans as true/false)."""
+BOTH = "both"  # engine=both: the same settings run under DataParallel and DDP, side by side
+
+
+def to_query(config: RunConfig, both: bool = False) -> dict[str, str]:
+    """The query parameters for `config` (booleans as true/false); engine=both when both engines run it."""
     values = config.to_dict()
     # DistributedDataParallel's settings only in a DDP run's link: a DataParallel link stays as short as before.
     names = [name for name in PARAMS if config.engine == "ddp" or name not in DDP_ONLY]
-    return {name: str(values[name]).lower() if isinstance(values[name], bool) else str(values[name]) for name in names}
+    query = {name: str(values[name]).lower() if isinstance(values[name], bool) else str(values[name]) for name in names}
+    if both:
+        query["engine"] = BOTH
+    return query
+
+
+def wants_both(params: Mapping[str, Any]) -> bool:
+    """Whether the link asks for both engines side by side (engine=both)."""
+    raw = params.get("engine")
+    return str(raw[-1] if isinstance(raw, list) else raw).strip().lower() == BOTH if raw is not None else False
 
 
 def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
@@ -50,6 +62,8 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
         text = last(raw)
         if name == "preset":
             continue
+        if name == "engine" and str(text).strip().lower() == BOTH:
+            text = "ddp"  # the settings are DDP's too; the page runs DataParallel beside it (wants_both)
         if name not in PARAMS:
             warnings.append(f"The link's parameter {echo(name)} is not a dpviz setting and was ignored.")
             continue

@@ -103,3 +103,13 @@ def test_the_engine_is_a_setting_of_the_link():
     assert config.engine == "dp" and to_query(config)["engine"] == "dp" and warnings == []
     config, warnings = from_query({"engine": "tpu"})
     assert config.engine == "dp" and len(warnings) == 1 and "engine must be one of dp" in warnings[0]
+
+
+def test_engine_both_keeps_ddps_settings_and_says_both():
+    from dpviz.url_state import wants_both
+
+    params = {"engine": "both", "gpus": "4", "train": "true", "bucket_cap_mb": "0.5"}
+    config, warnings = from_query(params)
+    assert warnings == [] and wants_both(params) and config.engine == "ddp" and config.bucket_cap_mb == 0.5
+    assert to_query(config, both=True)["engine"] == "both" and wants_both(to_query(config, both=True))
+    assert not wants_both({"engine": "ddp"}) and not wants_both({})
