@@ -63,6 +63,8 @@ def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
     here = machine_gpus
     here_text = f"this machine has {here} CUDA GPU{'s' if here != 1 else ''}"
     n = len(trace.lanes)
+    if trace.engine == "ddp":
+        return _describe_ranks(trace, here_text)
     if trace.backend == "cuda":
         # A trace's device names come from whoever wrote the file: shown as text, each cut short.
         names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
@@ -71,3 +73,20 @@ def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
         f"Simulated devices: {n} CPU thread{'s' if n != 1 else ''} stand{'s' if n == 1 else ''} in for "
         f"{n} GPU{'s' if n != 1 else ''}, following DataParallel's rules exactly ({here_text})."
     )
+
+
+def _describe_ranks(trace: Trace, here_text: str) -> str:
+    """DDP's lanes: real processes, one per rank; on the CPU they are never called GPUs."""
+    ranks = plural(len(trace.lanes), trace.vocabulary.lane_noun)
+    if trace.backend == "cuda":
+        names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
+        return (f"Real processes on real GPUs: torch.nn.parallel.DistributedDataParallel ran {ranks}, one process "
+                f"per GPU, over NCCL: {names} ({here_text}).")
+    return (f"Real processes, no GPU: torch.nn.parallel.DistributedDataParallel ran {ranks}, each its own "
+            f"process on the CPU, talking over gloo ({here_text}).")
+
+
+def batch_noun(trace: Trace) -> str:
+    """What one entry of trace.batches is called: a DataLoader 'batch', or under DDP a 'step' (every rank's
+    loader gives one batch per step)."""
+    return "step" if trace.engine == "ddp" else "batch"

@@ -27,12 +27,23 @@ def rows_text(first: int, rows: int) -> str:
 
 
 def backend_note(trace: Trace) -> str:
-    """Says once per figure whether the GPUs were real or simulated (HTML-escaped: plotly and the report read HTML)."""
+    """Says once per figure whether the GPUs were real or simulated, or that the lanes are DDP's processes
+    (HTML-escaped: plotly and the report read HTML)."""
     count = len(trace.lanes)
+    if trace.engine == "ddp":
+        return ddp_note(trace)
     if trace.simulated:
         return f"simulated GPUs: CPU threads stand in for {plural(count, 'device')}"
     model = trace.lanes[0].name.split(" ", 1)[-1] if trace.lanes else "CUDA"
     return f"real GPUs: {count} × {plotly_text(model, NAME_LIMIT)}"  # a trace file's own text
+
+
+def ddp_note(trace: Trace) -> str:
+    """'real processes: 4 ranks on the CPU (gloo)': DDP's lanes are processes, never called GPUs on a CPU."""
+    ranks = plural(len(trace.lanes), trace.vocabulary.lane_noun)
+    if trace.backend == "cuda":
+        return f"real processes: {ranks}, one GPU each (NCCL)"
+    return f"real processes: {ranks} on the CPU (gloo), no GPU"
 
 
 def check_batch(trace: Trace, batch: int) -> None:

@@ -1,0 +1,137 @@
+"""The per-step tables a DistributedDataParallel trace is drawn and explained from, as plain data.
+
+    epoch_of(trace, step)          # which epoch a step belongs to (DistributedSampler restarts each one)
+    repeated_rows(trace)           # per step, per rank: which of its rows repeat a row seen earlier that epoch
+    bucket_layout(trace, step)     # the buckets in effect in a step: index, parameter names, bytes
+    allreduce_table(trace)         # one row per all-reduce: step, rank, bucket, times, its backward's end
+
+Everything comes from the trace: the spans, the steps' rows and facts["ddp"] (what the reducer
+reported). A file's facts may lack what a run records (an older file); readers then get empty
+tables, never an error. Data only: wording lives in dpviz.summary_ddp and dpviz.explain_ddp.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .trace import Span, Trace
+
+ALLREDUCE_COLUMNS = ["step", "rank", "bucket", "start", "end", "backward_start", "backward_end", "overlap"]
+
+
+def ranks_of(trace: Trace) -> int:
+    return len(trace.lanes)
+
+
+def epochs_of(trace: Trace) -> int:
+    """Epochs the run went through (1 for a trace written before DDP could run several)."""
+    epochs = getattr(trace.config, "epochs", 1)
+    return epochs if isinstance(epochs, int) and epochs >= 1 else 1
+
+
+def steps_per_epoch(trace: Trace) -> int:
+    return max(1, trace.config.num_batches // epochs_of(trace))
+
+
+def epoch_of(trace: Trace, step: int) -> int:
+    return step // steps_per_epoch(trace)
+
+
+def rank_rows(trace: Trace, step: int) -> dict[int, Span]:
+    """Each rank's forward of one step, by rank: its rows are the step's row_offset .. + rows."""
+    return {s.lane: s for s in trace.spans_of(step, "forward") if s.lane is not None}
+
+
+def sampler_order(trace: Trace, step: int) -> list[tuple[int, int]]:
+    """(rank, position in the step's sample_ids) of every row of a step, in the order DistributedSampler
+    dealt them: its list L gives rank r the indices L[r], L[r + W], ..., so one step's rows are, in L's
+    order, rank 0's first row, rank 1's first row, ..., then every rank's second row. When the ranks
+    hold different numbers of rows (data split by hand, no sampler), rank after rank."""
+    forwards = rank_rows(trace, step)
+    ranks = sorted(forwards)
+    counts = {forwards[r].rows for r in ranks}
+    if len(counts) != 1:
+        return [(r, forwards[r].row_offset + j) for r in ranks for j in range(forwards[r].rows)]
+    (rows,) = counts
+    return [(r, forwards[r].row_offset + j) for j in range(rows) for r in ranks]
+
+
+def repeated_rows(trace: Trace) -> list[dict[int, list[bool]]]:
+    """Per step, per rank, one flag per row of its slice: True when that dataset row was already loaded
+    earlier in the same epoch (DistributedSampler's padding, which repeats the start of its list so
+    that every rank gets as many rows)."""
+    out: list[dict[int, list[bool]]] = []
+    seen: set[int] = set()
+    epoch = -1
+    for batch in trace.batches:
+        if epoch_of(trace, batch.index) != epoch:
+            epoch, seen = epoch_of(trace, batch.index), set()
+        forwards = rank_rows(trace, batch.index)
+        flags = {r: [False] * s.rows for r, s in forwards.items()}
+        for rank, position in sampler_order(trace, batch.index):
+            if position >= len(batch.sample_ids):
+                continue
+            row = batch.sample_ids[position]
+            if row in seen:
+                flags[rank][position - forwards[rank].row_offset] = True
+            seen.add(row)
+        out.append(flags)
+    return out
+
+
+def repeats_per_step(trace: Trace) -> list[int]:
+    """How many rows of each step repeat a row loaded earlier in its epoch."""
+    return [sum(sum(f) for f in flags.values()) for flags in repeated_rows(trace)]
+
+
+def _ddp_facts(trace: Trace) -> dict[str, Any]:
+    facts = trace.facts.get("ddp")
+    return facts if isinstance(facts, dict) else {}
+
+
+def bucket_layouts(trace: Trace) -> list[dict[str, Any]]:
+    """The recorded layouts, in step order: {"step": first step it applies to, "buckets": [...]}."""
+    layouts = _ddp_facts(trace).get("buckets") or []
+    return sorted((lay for lay in layouts if isinstance(lay, dict) and "step" in lay), key=lambda lay: lay["step"])
+
+
+def bucket_layout(trace: Trace, step: int) -> list[dict[str, Any]]:
+    """The buckets in effect in `step` ({"index", "params", "bytes"} each); empty when the file has none."""
+    current: list[dict[str, Any]] = []
+    for layout in bucket_layouts(trace):
+        if layout["step"] <= step:
+            current = layout.get("buckets") or []
+    return current
+
+
+def bucket_of(trace: Trace, step: int, index: int | None) -> dict[str, Any] | None:
+    return next((b for b in bucket_layout(trace, step) if b.get("index") == index), None)
+
+
+def per_rank_batch(trace: Trace) -> int | None:
+    """Each rank's DataLoader batch_size, as the run reported it (None when the file does not say)."""
+    value = _ddp_facts(trace).get("per_rank_batch")
+    return value if isinstance(value, int) else None
+
+
+def allreduce_table(trace: Trace) -> pd.DataFrame:
+    """One row per bucket all-reduce: step, rank, bucket, its start and end (seconds), its rank's backward
+    in that step, and how long the two ran at the same time (seconds)."""
+    backwards = {(s.batch, s.lane): s for s in trace.spans if s.phase == "backward"}
+    records = []
+    for span in trace.spans:
+        if span.phase != "allreduce":
+            continue
+        back = backwards.get((span.batch, span.lane))
+        b_start, b_end = (back.start, back.end) if back else (float("nan"), float("nan"))
+        overlap = max(0.0, min(span.end, b_end) - max(span.start, b_start)) if back else 0.0
+        records.append((span.batch, span.lane, span.bucket, span.start, span.end, b_start, b_end, overlap))
+    return pd.DataFrame.from_records(records, columns=ALLREDUCE_COLUMNS)
+
+
+def synced_steps(trace: Trace) -> tuple[list[int], list[int]]:
+    """The steps with an all-reduce, and the training steps without one (under no_sync)."""
+    with_allreduce = sorted({s.batch for s in trace.spans if s.phase == "allreduce"})
+    backward = sorted({s.batch for s in trace.spans if s.phase == "backward"})
+    return with_allreduce, [b for b in backward if b not in set(with_allreduce)]
