@@ -23,6 +23,8 @@ from .bounds import MAX_MARKS
 from ..vocabulary import EVERY_LANE, HOST, ONE_LANE, Vocabulary
 from .colors import IDLE_GREY, OUTLINE, device_color, device_pattern, with_alpha
 from .style import backend_note, check_batch, plural, styled
+from .timeline_ddp import timeline_ddp_figure
+from .timeline_ddp import window_size as ddp_window_size
 
 TIMELINE_COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row"]
 # Legend entries: one per phase (the vocabulary's short labels), five to a row; hovers keep the longer words.
@@ -39,6 +41,8 @@ BOTTOM_PX, NOTE_PX = 60, 60
 
 def window_size(trace: Trace) -> int:
     """How many consecutive batches one timeline shows: as many as fit in MAX_MARKS."""
+    if trace.engine == "ddp":
+        return ddp_window_size(trace)
     lanes = max(1, len(trace.lanes))
     # At most the forward and every drawn host phase on each lane (DataParallel: scatter, replicate,
     # forward, gather), and in training each later lane phase once per lane or once per batch.
@@ -176,6 +180,8 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
         raise ValueError(f"batches must be between 1 and {limit} for this trace, got {batches!r}")
     last_batch = min(len(trace.batches), first_batch + count) - 1
+    if trace.engine == "ddp":  # ranks are processes with an all-reduce row each: a layout of their own
+        return timeline_ddp_figure(trace, first_batch, last_batch)
     table = prepare_timeline(trace, first_batch, last_batch)
     total = len(trace.batches)
     shown = last_batch - first_batch + 1

@@ -1,0 +1,224 @@
+"""Timeline of a DistributedDataParallel run: one lane per rank (a process), each step's work in measured time.
+
+Each lane has two rows. The upper, thick row is what the rank's own thread does: DDP()'s broadcast of
+rank 0's parameters (once, before step 0), then per step load, the bucket rebuild (once, in step 1), the
+buffers' broadcast, forward, loss, backward and the SGD step. The thin row under it holds the gradient
+buckets' all-reduces, which gloo or NCCL run beside the backward: a bucket's all-reduce starts as soon
+as its gradients are ready, while backward still computes the rest, so the two rows overlap in time.
+Buckets of one step get sub-rows of their own (up to BUCKET_ROWS, then they share), so one bucket's
+bar never hides another's; the hover names the bucket's parameters and bytes from the trace's facts.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..echo import plotly_text
+from ..tables_ddp import bucket_layout, epochs_of
+from ..trace import Trace
+from ..vocabulary import Vocabulary
+from ..wording import human_bytes
+from .bounds import MAX_MARKS
+from .colors import OUTLINE, device_color, device_pattern, with_alpha
+from .style import NAME_LIMIT, ddp_note, plural, styled
+
+COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "bucket", "detail"]
+BUCKET_ROWS = 4  # sub-rows for the buckets of one step; more buckets share them (bucket k on row k mod 4)
+COMPUTE_Y, COMPUTE_H = -0.12, 0.56  # the rank's own thread: the upper part of its lane
+REDUCE_TOP, REDUCE_H = 0.18, 0.24  # the all-reduce row: the lower part of the lane
+PARAMS_SHOWN = 6  # parameter names a hover lists before "and N more"
+MARKS_PX = 20  # room above the lanes for the steps' names
+MAX_STEP_MARKS = 24  # steps named above the lanes; a wider window would crowd them
+MIN_SHARE = 1 / 200  # the shortest drawn span, as a share of the window's time (as the DataParallel timeline)
+TITLE_PX, LINE_PX, LEGEND_ROW_PX, LANE_BASE_PX, LANE_PX, BOTTOM_PX = 60, 21, 28, 100, 64, 70
+LEGEND_COLUMNS = 5
+WAIT = "wait"  # not a recorded phase: the tail of a backward spent waiting for the all-reduces
+WAIT_LABEL = "backward waiting for all-reduce"
+LEGEND_GREY = "#8A8A8A"  # legend swatch of a phase drawn in each rank's own colour
+
+
+def window_size(trace: Trace) -> int:
+    """How many consecutive steps one timeline shows: as many as fit in MAX_MARKS (a bar per span)."""
+    counts: dict[int, int] = {}
+    for span in trace.spans:
+        counts[span.batch] = counts.get(span.batch, 0) + 1
+    per_step = max(counts.values(), default=0) + len(trace.lanes)  # and each rank's wait for its all-reduces
+    return max(1, MAX_MARKS // max(1, per_step))
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(plotly_text(n, NAME_LIMIT) for n in names[:PARAMS_SHOWN])
+    more = len(names) - PARAMS_SHOWN
+    return shown + (f" and {more:,} more" if more > 0 else "")
+
+
+def bucket_text(trace: Trace, step: int, index: int | None) -> str:
+    """'bucket 1 of 2: net.0.bias, net.0.weight (384 B)', from the layout in effect in `step` (plotly HTML)."""
+    layout = bucket_layout(trace, step)
+    bucket = next((b for b in layout if b.get("index") == index), None)
+    if bucket is None:
+        return f"bucket {index}"
+    params = list(bucket.get("params") or [])
+    return (f"bucket {index} of {len(layout)}: {plural(len(params), 'parameter')}, {human_bytes(bucket.get('bytes', 0))}"
+            f"<br>{_listed(params)}")
+
+
+def prepare_timeline_ddp(trace: Trace, first_batch: int, last_batch: int) -> pd.DataFrame:
+    """One row per span of steps first_batch..last_batch: rank, phase, step, times in ms, rows, bucket and
+    the words of its hover (an all-reduce names its bucket, a forward its rows)."""
+    vocabulary = trace.vocabulary
+    records = []
+    for b in range(first_batch, last_batch + 1):
+        for span in trace.spans_of(b):
+            if span.lane is None or span.phase not in vocabulary.order:  # a file may name a phase DDP lacks
+                continue
+            phase = vocabulary.phase(span.phase)
+            if not phase.drawn:
+                continue
+            detail = f"{vocabulary.lane_name(span.lane)}: {phase.hover}"
+            if span.phase == "forward":
+                detail += f" {span.row_offset}-{span.row_offset + span.rows - 1} of the step ({plural(span.rows, 'row')})" \
+                    if span.rows else " none (no rows)"
+            if phase.bucketed:
+                detail = f"{vocabulary.lane_name(span.lane)}: all-reduce of {bucket_text(trace, b, span.bucket)}"
+            bucket = -1 if span.bucket is None else span.bucket
+            records.append((span.lane, span.phase, b, span.start * 1e3, span.end * 1e3, span.rows, span.row_offset,
+                            bucket, detail))
+        records += _waits(trace, b)
+    return pd.DataFrame.from_records(records, columns=COLUMNS)
+
+
+def _waits(trace: Trace, step: int) -> list[tuple]:
+    """Per rank, the end of its backward after the last bucket's all-reduce began: autograd has made every
+    gradient by then (a bucket launches once its gradients are ready, in index order), and backward only
+    returns when every all-reduce has finished (the reducer's finalize_backward waits on them)."""
+    backwards = {s.lane: s for s in trace.spans_of(step, "backward")}
+    last: dict[int, float] = {}
+    for span in trace.spans_of(step, "allreduce"):
+        last[span.lane] = max(last.get(span.lane, 0.0), span.start)
+    out = []
+    for lane, launched in last.items():
+        back = backwards.get(lane)
+        if back is not None and back.start <= launched < back.end:
+            detail = (f"{trace.vocabulary.lane_name(lane)}: backward after its last bucket's all-reduce began: "
+                      "gradients are made, it waits for the all-reduces to finish")
+            out.append((lane, WAIT, step, launched * 1e3, back.end * 1e3, 0, 0, -1, detail))
+    return out
+
+
+def _y(part: pd.DataFrame, bucket_rows: int) -> tuple[np.ndarray, float]:
+    """Where bars of `part` sit: the compute row, or the all-reduce row's sub-row of each bucket."""
+    lanes = part["device"].to_numpy(dtype=float)
+    if part.empty or part["bucket"].iloc[0] < 0:
+        return lanes + COMPUTE_Y, COMPUTE_H
+    height = REDUCE_H / bucket_rows
+    slot = part["bucket"].to_numpy() % bucket_rows
+    return lanes + REDUCE_TOP + height * (slot + 0.5), height * 0.85
+
+
+def _bar(part: pd.DataFrame, *, name: str, color, pattern, min_ms: float, bucket_rows: int) -> go.Bar:
+    duration = (part["end_ms"] - part["start_ms"]).to_numpy()
+    y, width = _y(part, bucket_rows)
+    customdata = np.column_stack([part["detail"], part["batch"], part["start_ms"], duration])
+    return go.Bar(
+        orientation="h", y=y, x=np.maximum(duration, min_ms), base=part["start_ms"].to_numpy(), width=width,
+        name=name, legendgroup=name,
+        marker=dict(color=color, line=dict(color=OUTLINE, width=0.3), pattern=dict(shape=pattern, fgcolor="white")),
+        customdata=customdata,
+        hovertemplate="%{customdata[0]}<br>step %{customdata[1]:,}<br>start %{customdata[2]:.3f} ms, "
+                      "took %{customdata[3]:.3f} ms<extra></extra>",
+    )
+
+
+def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str]]:
+    """(time in ms, label) where each step of the table begins on its earliest rank: 'step 2', or 'step 2:
+    no_sync' for a training step that all-reduced nothing; none past MAX_STEP_MARKS steps."""
+    steps = table[table["phase"] != "broadcast"].groupby("batch")["start_ms"].min()
+    if len(steps) > MAX_STEP_MARKS:
+        return []
+    reduced = set(table.loc[table["bucket"] >= 0, "batch"])
+    trained = set(table.loc[table["phase"] == "backward", "batch"])
+    return [(float(t), f"step {b:,}" + (": no_sync" if b in trained and b not in reduced else "")) for b, t in steps.items()]
+
+
+def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int, title: str,
+                      notes: list[str], marks: list[tuple[float, str]] = ()) -> go.Figure:
+    """Per rank a thick row (its own thread's phases, in pipeline order) over a thin all-reduce row."""
+    fig = go.Figure()
+    span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
+    min_ms = MIN_SHARE * span_ms
+    reduces = table[table["bucket"] >= 0]
+    bucket_rows = max(1, min(BUCKET_ROWS, int(reduces["bucket"].max()) + 1 if len(reduces) else 1))
+    for phase in vocabulary.phases:
+        part = table[table["phase"] == phase.name]
+        if part.empty:
+            continue
+        if phase.color == "lane":  # each rank's colour; the legend's swatch is grey, as it stands for every rank
+            color = [device_color(d) for d in part["device"]]
+            pattern = phase.hatch or [device_pattern(d) for d in part["device"]]
+            fig.add_trace(_bar(part, name=phase.label, color=color, pattern=pattern, min_ms=min_ms,
+                               bucket_rows=bucket_rows).update(showlegend=False))
+            fig.add_trace(go.Bar(x=[None], y=[None], name=phase.label, legendgroup=phase.label, orientation="h",
+                                 marker=dict(color=LEGEND_GREY, line=dict(color=OUTLINE, width=0.3),
+                                             pattern=dict(shape=phase.hatch, fgcolor="white"))))
+        else:
+            fig.add_trace(_bar(part, name=phase.label, color=phase.color, pattern=phase.hatch, min_ms=min_ms,
+                               bucket_rows=bucket_rows))
+    waits = table[table["phase"] == WAIT]
+    if len(waits):  # over the backward's tail: paler, so the time it computed stands out from the time it waited
+        fig.add_trace(_bar(waits, name=WAIT_LABEL, color=with_alpha("#FFFFFF", 0.6), pattern="", min_ms=0.0,
+                           bucket_rows=bucket_rows))
+    fig.update_layout(barmode="overlay", bargap=0.1, dragmode="zoom", hovermode="closest")
+    fig.update_yaxes(title_text=vocabulary.lane_noun, autorange=False, range=[ranks - 0.5, -0.5], tickmode="array",
+                     tickvals=list(range(ranks)), ticktext=[vocabulary.lane_name(r) for r in range(ranks)],
+                     showgrid=False, zeroline=False)
+    for t, label in marks:  # where each step begins, named above the lanes
+        fig.add_vline(x=t, line=dict(color="#999999", width=1, dash="dot"))
+        fig.add_annotation(x=t, y=-0.5, yref="y", text=label, showarrow=False, xanchor="left", yanchor="bottom",
+                           font=dict(size=12, color="#555555"))
+    for r in range(1, ranks):  # a rule between lanes: which all-reduce row belongs to which rank
+        fig.add_hline(y=r - 0.5, line=dict(color="#DDDDDD", width=1))
+    fig.update_xaxes(title_text="time since the run began (ms, measured; drag to zoom, double-click to reset)")
+    rows = max(1, -(-len(fig.data) // LEGEND_COLUMNS))
+    subtitle_lines = 1 + " · ".join(notes).count("<br>")
+    top = TITLE_PX + LINE_PX * subtitle_lines + rows * LEGEND_ROW_PX + (MARKS_PX if marks else 0)
+    plot_px = LANE_BASE_PX + LANE_PX * ranks
+    styled(fig, title, notes, height=top + plot_px + BOTTOM_PX)
+    fig.update_layout(
+        margin=dict(t=top, b=BOTTOM_PX),
+        title=dict(y=1 - 38 / fig.layout.height, yanchor="middle"),
+        legend=dict(orientation="h", x=0, xanchor="left", y=1 + (6 + (MARKS_PX if marks else 0)) / plot_px, yanchor="bottom",
+                    entrywidth=1 / LEGEND_COLUMNS, entrywidthmode="fraction", traceorder="normal"),
+    )
+    return fig
+
+
+def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int) -> go.Figure:
+    """The timeline of steps first_batch..last_batch of a DDP trace, with its words."""
+    table = prepare_timeline_ddp(trace, first_batch, last_batch)
+    total, shown = len(trace.batches), last_batch - first_batch + 1
+    noun = trace.vocabulary.lane_noun
+    if shown == total:
+        title = f"Timeline of all {plural(total, 'step')}, one lane per {noun} (a process each)"
+    else:
+        title = f"Timeline of steps {first_batch:,}-{last_batch:,} of {total:,} (a window of {plural(shown, 'step')})"
+    lines = []
+    if (table["bucket"] >= 0).any():
+        lines.append(f"thin row under each {noun}: each gradient bucket's all-reduce, running beside backward")
+    else:
+        lines.append("no all-reduce in these steps" + (": forward only" if not trace.config.train else ": under no_sync"))
+    if trace.backend == "cpu" and len(trace.lanes) > 1:
+        lines.append(f"{plural(len(trace.lanes), 'process')} share the machine's CPU cores: measured times include "
+                     "waiting for the others to be scheduled")
+    span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
+    if len(table) and ((table["end_ms"] - table["start_ms"]) < MIN_SHARE * span_ms).any():
+        lines.append(f"spans shorter than 1/{round(1 / MIN_SHARE)} of the window are drawn that long; the hover "
+                     "gives the measured time")
+    if shown < total:
+        lines.append(f"at most {window_size(trace):,} steps per window ({MAX_MARKS:,} marks)")
+    if epochs_of(trace) > 1:
+        lines.append(f"{plural(epochs_of(trace), 'epoch')}")
+    notes = [ddp_note(trace), "<br>".join(lines)]
+    return plot_timeline_ddp(table, vocabulary=trace.vocabulary, ranks=len(trace.lanes), title=title, notes=notes,
+                             marks=step_marks(trace, table))
