@@ -16,6 +16,7 @@ from ..tables import batch_split, chunks_per_batch
 from ..trace import Trace
 from .bounds import MAX_MARKS, batch_label, split_runs
 from .colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on
+from .split_ddp import split_ddp_figure
 from .style import backend_note, device_name, plural, rows_text, styled
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
@@ -99,7 +100,10 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
 
 
 def split_figure(trace: Trace) -> go.Figure:
-    """Rows per device for every batch (stacked bars) and which devices sat idle (grey grid)."""
+    """Rows per device for every batch (stacked bars) and which devices sat idle (grey grid); under DDP,
+    rows per rank for every step, the sampler's repeated rows hatched."""
+    if trace.engine == "ddp":
+        return split_ddp_figure(trace)
     table = prepare_split(trace)
     total = len(trace.batches)
     bars = int(table["bar"].nunique())
