@@ -8,6 +8,8 @@ past MAX_MARKS so is the bottom panel. Each binned panel says so.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -16,7 +18,7 @@ from plotly.subplots import make_subplots
 from ..trace import Trace
 from .bounds import MAX_MARKS
 from .colors import TEXT, device_color, device_colorscale, device_symbol, text_color_on
-from .style import backend_note, device_name, plural, styled
+from .style import backend_note, plural, styled
 
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
 ROW_BINS, BATCH_BINS = 100, 40  # binned mode: 2 panels x 100 x 40 cells = 8,000 marks
@@ -26,6 +28,25 @@ HEIGHT = 820
 PLOT_PX, TOP_PANEL_PX = 760, 280
 MARKER_FILL = 0.85  # a marker's share of its row's width: the rest is the gap to its neighbours
 MIN_MARKER_PX, MAX_MARKER_PX = 3, 14  # smaller than MIN_MARKER_PX the colour is lost: bin instead
+
+
+@dataclass(frozen=True)
+class MapWords:
+    """How the map names its lanes, its batches and the layout of its bottom panel (DataParallel's by default)."""
+
+    lane: str = "GPU"  # 'GPU 3', 'rank 3'
+    batch: str = "batch"  # a DataLoader batch, or a DDP step
+    batches: str = "batches"
+    bottom: str = "Inside each batch: one contiguous slice per GPU"
+    bottom_x: str = "row within the batch (as DataParallel splits it)"
+    repeats: tuple[tuple[int, int], ...] = ()  # (batch, position) of rows loaded again: DDP's padding
+
+    def name(self, lane: int) -> str:
+        return f"{self.lane} {lane}"
+
+
+DP_WORDS = MapWords()
+REPEAT_NAME = "loaded again (padding)"
 
 
 def prepare_sample_map(trace: Trace) -> pd.DataFrame:
@@ -61,22 +82,37 @@ def top_is_exact(table: pd.DataFrame, data_size: int) -> bool:
     return marker_size(rows, batches) >= MIN_MARKER_PX and exact_marks(table) <= MAX_MARKS
 
 
-def _exact_top(fig: go.Figure, table: pd.DataFrame, devices: int, data_rows: int) -> int:
+def _exact_top(fig: go.Figure, table: pd.DataFrame, devices: int, data_rows: int, words: MapWords = DP_WORDS) -> int:
     size = marker_size(data_rows, int(table["batch"].max()) + 1)
+    noun = words.batch
     for d in range(devices):
         part = table[table["device"] == d]
         fig.add_trace(go.Scatter(
-            x=part["sample"].to_numpy(), y=part["batch"].to_numpy(), mode="markers", name=device_name(d),
+            x=part["sample"].to_numpy(), y=part["batch"].to_numpy(), mode="markers", name=words.name(d),
             marker=dict(color=device_color(d), symbol=device_symbol(d), size=size, line=dict(width=0)),
             customdata=part["position"].to_numpy(),
-            hovertemplate=f"dataset row %{{x}} → batch %{{y}}, row %{{customdata}} of the batch → {device_name(d)}<extra></extra>",
+            hovertemplate=f"dataset row %{{x}} → {noun} %{{y}}, row %{{customdata}} of the {noun} → {words.name(d)}<extra></extra>",
         ), row=1, col=1)
+    if words.repeats:
+        _repeat_rings(fig, table, words, size, row=1, x="sample", y="batch")
     # No padding: the width is split evenly between the dataset's rows, as marker_size assumed.
     fig.update_xaxes(range=[-0.5, data_rows - 0.5], row=1, col=1)
     return len(table)
 
 
-def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int) -> None:
+def _repeat_rings(fig: go.Figure, table: pd.DataFrame, words: MapWords, size: float, *, row: int, x: str, y: str) -> None:
+    """A dark ring around every row loaded again, in one legend entry."""
+    keys = set(words.repeats)
+    part = table[[(b, p) in keys for b, p in zip(table["batch"], table["position"])]]
+    fig.add_trace(go.Scatter(
+        x=part[x].to_numpy(), y=part[y].to_numpy(), mode="markers", name=REPEAT_NAME, legendgroup=REPEAT_NAME,
+        showlegend=row == 1, marker=dict(symbol="circle-open", size=max(8.0, size * 1.5), color="#222222", line=dict(width=2)),
+        customdata=part["sample"].to_numpy(),
+        hovertemplate=f"dataset row %{{customdata}}, loaded again in this epoch (DistributedSampler's padding)<extra></extra>",
+    ), row=row, col=1)
+
+
+def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapWords = DP_WORDS) -> None:
     width = int(table["position"].max()) + 1
     batches = int(table["batch"].max()) + 1
     grid = np.full((batches, width), np.nan)
@@ -86,10 +122,12 @@ def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int) -> None:
     fig.add_trace(go.Heatmap(
         z=grid, colorscale=device_colorscale(devices), zmin=-1.5, zmax=devices - 0.5, showscale=False,
         xgap=1, ygap=2, hoverongaps=False, customdata=ids,
-        hovertemplate="batch %{y}, row %{x} of the batch: dataset row %{customdata} → GPU %{z}<extra></extra>",
+        hovertemplate=f"{words.batch} %{{y}}, row %{{x}} of the {words.batch}: dataset row %{{customdata}} → {words.lane} %{{z}}<extra></extra>",
     ), row=2, col=1)
     if batches * width <= TEXT_CELLS:
         _cell_ids(fig, table)
+    if words.repeats:
+        _repeat_rings(fig, table, words, 12.0, row=2, x="position", y="batch")
     fig.update_xaxes(range=[-0.5, width - 0.5], row=2, col=1)  # the cells, without a text trace's padding
 
 
@@ -129,7 +167,7 @@ def _binned_top(fig: go.Figure, table: pd.DataFrame, data_rows: int, batches: in
     return len(row_edges) - 1, len(batch_edges) - 1
 
 
-def _binned_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, batches: int) -> None:
+def _binned_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, batches: int, words: MapWords = DP_WORDS) -> None:
     # Each batch bin drawn as its first batch, cut into position bins, coloured by the GPU that holds
     # the middle row of each bin.
     batch_edges = _batch_edges(batches)
@@ -144,14 +182,14 @@ def _binned_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, batches: i
     fig.add_trace(go.Heatmap(
         z=grid, x=pos_mid, y=_batch_labels(batch_edges), colorscale=device_colorscale(devices), zmin=-1.5,
         zmax=devices - 0.5, showscale=False, hoverongaps=False,
-        hovertemplate="batches %{y}, rows near %{x:,} of the batch → GPU %{z}<extra></extra>",
+        hovertemplate=f"{words.batches} %{{y}}, rows near %{{x:,}} of the {words.batch} → {words.lane} %{{z}}<extra></extra>",
     ), row=2, col=1)
 
 
-def _device_legend(fig: go.Figure, devices: int) -> None:
+def _device_legend(fig: go.Figure, devices: int, words: MapWords = DP_WORDS) -> None:
     """Legend entries for the device colours when no top-panel marker carries them."""
     for d in range(devices):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=device_name(d),
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=words.name(d),
                                  marker=dict(color=device_color(d), symbol=device_symbol(d), size=12)), row=2, col=1)
 
 
@@ -167,7 +205,7 @@ def _cells(table: pd.DataFrame) -> int:
 
 
 def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batches: int,
-                    title: str, notes: list[str]) -> go.Figure:
+                    title: str, notes: list[str], words: MapWords = DP_WORDS) -> go.Figure:
     """Two panels: dataset row -> batch (coloured by GPU), and each batch's rows coloured by GPU.
 
     Each panel is exact or binned on its own: the top one bins as soon as its markers would be too
@@ -178,11 +216,11 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
     top_marks = len(table) if top_exact else min(ROW_BINS, data_rows) * min(BATCH_BINS, batches) + devices
     bottom_exact = top_marks + _cells(table) <= MAX_MARKS
     with_ids = bottom_exact and _cells(table) <= TEXT_CELLS
-    top = "Where each dataset row went (colour: GPU)" if top_exact else "Where the dataset rows went (binned counts)"
-    bottom = "Inside each batch: one contiguous slice per GPU" + (" (numbers: dataset rows)" if with_ids else "")
+    top = f"Where each dataset row went (colour: {words.lane})" if top_exact else "Where the dataset rows went (binned counts)"
+    bottom = words.bottom + (" (numbers: dataset rows)" if with_ids else "")
     fig = make_subplots(rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=0.14, subplot_titles=(top, bottom))
     if top_exact:
-        _exact_top(fig, table, devices, data_rows)
+        _exact_top(fig, table, devices, data_rows, words)
         fig.update_xaxes(title_text="dataset row (index into the dataset)", row=1, col=1)
     else:
         row_bins, batch_bins = _binned_top(fig, table, data_rows, batches)
@@ -190,28 +228,34 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
         notes = notes + [f"top panel binned ({why}): {row_bins} × {batch_bins} cells, {plural(len(table), 'row')} in all"]
         fig.update_xaxes(title_text=f"dataset row (binned into {row_bins} ranges)", row=1, col=1)
     if bottom_exact:
-        _exact_bottom(fig, table, devices)
-        fig.update_xaxes(title_text="row within the batch (as DataParallel splits it)", row=2, col=1)
+        _exact_bottom(fig, table, devices, words)
+        fig.update_xaxes(title_text=words.bottom_x, row=2, col=1)
     else:
-        _binned_bottom(fig, table, devices, batches)
+        _binned_bottom(fig, table, devices, batches, words)
         notes = notes + ["bottom panel binned too"]
-        fig.update_xaxes(title_text="row within the batch (binned; colour: GPU holding the bin's middle row)", row=2, col=1)
+        fig.update_xaxes(title_text=f"row within the {words.batch} (binned; colour: {words.lane} holding the bin's middle row)",
+                         row=2, col=1)
     if not top_exact:
-        _device_legend(fig, devices)
+        _device_legend(fig, devices, words)
     for row, exact in ((1, top_exact), (2, bottom_exact)):
         if exact:
             # Whole batch numbers only, one tick per batch up to ~12 ticks, and no padding beyond them.
-            fig.update_yaxes(title_text="batch", range=[batches - 0.5, -0.5], tickmode="linear", tick0=0,
+            fig.update_yaxes(title_text=words.batch, range=[batches - 0.5, -0.5], tickmode="linear", tick0=0,
                              dtick=max(1, -(-batches // 12)), tickformat=",d", row=row, col=1)
         else:  # bin labels like "0-25" would otherwise be read as dates
-            fig.update_yaxes(title_text="batches (binned)", autorange="reversed", type="category", row=row, col=1)
+            fig.update_yaxes(title_text=f"{words.batches} (binned)", autorange="reversed", type="category", row=row, col=1)
     # The legend sits beside the bottom panel so the top panel's colour bar has room.
     fig.update_layout(legend=dict(itemsizing="constant", y=0.45 if not top_exact else 1.0, yanchor="top"))
     return styled(fig, title, notes, height=HEIGHT)
 
 
 def sample_map_figure(trace: Trace) -> go.Figure:
-    """Which dataset row went to which batch and which GPU: the shuffle and the contiguous slices."""
+    """Which dataset row went to which batch and which GPU: the shuffle and the contiguous slices (under
+    DDP: which step and which rank, each step in the strided order DistributedSampler dealt its rows)."""
+    if trace.engine == "ddp":
+        from .sample_map_ddp import sample_map_ddp_figure  # it draws with this module's panels
+
+        return sample_map_ddp_figure(trace)
     table = prepare_sample_map(trace)
     config = trace.config
     order = "shuffled (shuffle=True)" if config.shuffle else "in order (shuffle=False)"
