@@ -185,9 +185,9 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     top = float(slots["total"].max()) or 1.0
     headroom = 1.28 if angle else 1.15  # an upright number needs more room above the tallest bar
     tickvals, ticktext = _byte_ticks(top * (headroom - 0.03), unit)
-    fig.update_yaxes(title_text=f"memory on the device ({unit.name})", range=[0, top * headroom], tickmode="array",
+    fig.update_yaxes(title_text=f"memory on the {'device' if vocabulary.engine == 'dp' else vocabulary.lane_noun} ({unit.name})", range=[0, top * headroom], tickmode="array",
                      tickvals=tickvals, ticktext=ticktext)
-    fig.update_xaxes(title_text="after each phase: one bar per GPU" + ("" if named else " (0, 1, 2, …)"),
+    fig.update_xaxes(title_text=f"after each phase: one bar per {vocabulary.lane_noun}" + ("" if named else " (0, 1, 2, …)"),
                      tickson="boundaries", showdividers=True, dividercolor="#BBBBBB", tickangle=0,
                      tickfont=dict(size=13 if len(slots) <= 64 else 10))
     fig.update_layout(barmode="stack", bargap=0.2, hovermode="closest")
@@ -214,6 +214,8 @@ def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
     first = trace.lanes[0].id
     if len(trace.lanes) < 2 or table["total"].max() == 0:
         return None
+    if trace.engine == "ddp":
+        return _balanced(trace, table, unit)
     at = table.loc[table.loc[table["device"] == first, "total"].idxmax()]
     moment = table[table["phase"] == at["phase"]]
     others = moment[moment["device"] != first].groupby("device")["total"].first()
@@ -240,21 +242,42 @@ def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
     return text
 
 
+def _balanced(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
+    """DDP: every rank holds its own full copy of everything; say how even the ranks are at their fullest."""
+    vocabulary = trace.vocabulary
+    peaks = table.groupby("device")["total"].max()
+    most, least = int(peaks.max()), int(peaks.min())
+    at = table.loc[table["total"].idxmax()]
+    lead = (f"<b>Balanced: at its fullest (after {at['phase']}) every {vocabulary.lane_noun} holds {unit.amount(most)}.</b>"
+            if most == least else
+            f"<b>At their fullest the {vocabulary.lane_noun}s hold {unit.amount(least)} to {unit.amount(most)}"
+            f" ({vocabulary.lane_name(int(peaks.idxmax()))} the most).</b>")
+    held = table[table["bytes"] > 0].groupby("category")["device"].nunique()
+    everywhere = [c for c in vocabulary.memory_names if held.get(c, 0) == len(trace.lanes)]
+    kept = f"Every {vocabulary.lane_noun} holds its own {', '.join(everywhere)}" if everywhere else ""
+    return lead + (f"<br>{kept}:<br>no output is gathered onto one {vocabulary.lane_noun}, no gradient summed onto one."
+                   if kept else "")
+
+
 def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     """Memory per device after each phase of `batch` (default: the first sampled batch; the last batch
     is sampled too and may split differently), stacked by kind (computed) or as measured."""
     batch = _check_memory_batch(trace, batch)
     table = prepare_memory(trace, batch)
     kind = trace.memory_kind
-    title = f"Memory per {trace.vocabulary.lane_noun} after each phase of batch {batch:,} of {len(trace.batches):,}"
+    step = "step" if trace.engine == "ddp" else "batch"
+    title = f"Memory per {trace.vocabulary.lane_noun} after each phase of {step} {batch:,} of {len(trace.batches):,}"
     first = trace.lanes[0].id
     mine = table.loc[table["device"] == first, "total"].max()
     if len(trace.lanes) > 1 and mine > table.loc[table["device"] != first, "total"].max():
         title += ": " + trace.vocabulary.word("carries_most", lane=trace.vocabulary.lane_name(first))
-    notes = [KIND_LABELS.get(kind, kind), backend_note(trace)]
+    label = KIND_LABELS.get(kind, kind)
+    if trace.engine == "ddp" and kind == "computed":
+        label = "computed from tensor sizes in each rank's process"
+    notes = [label, backend_note(trace)]
     sampled = memory_batches(trace)
     if len(sampled) > 1:
-        notes.append(f"sampled: batches {' and '.join(f'{b:,}' for b in sampled)}")
+        notes.append(f"sampled: {step}es {' and '.join(f'{b:,}' for b in sampled)}".replace("stepes", "steps"))
     unit = byte_unit(float(table["total"].max()))
     return plot_memory(table, vocabulary=trace.vocabulary, kind=kind, title=title, notes=notes,
                        why=_why(trace, table, unit), unit=unit)
