@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .echo import markdown_text
+from .explain_ddp import explain_ddp
 from .explain_pitfalls import pitfalls
 from .engines.dp.chunking import chunk_sizes
 from .tables import batch_spans, chunks_per_batch, memory_peaks, memory_table, phase_table
@@ -322,6 +323,8 @@ def _single_rows(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
 
 def explain(trace: Trace) -> list[str]:
     """Short markdown paragraphs explaining what this run did and why, with its own numbers."""
+    if trace.engine == "ddp":  # ranks, strided shards, buckets and all-reduce: DataParallel's words do not apply
+        return explain_ddp(trace)
     chunks = chunks_per_batch(trace)
     paragraphs = [
         _devices(trace),

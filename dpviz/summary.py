@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .summary_ddp import key_figures_ddp, summary_rows_ddp
 from .tables import chunks_per_batch, memory_peaks, phase_table
 from .trace import Trace
 from .vocabulary import HOST
@@ -76,6 +77,8 @@ def _ms(seconds: float) -> str:
 def key_figures(trace: Trace) -> dict[str, str]:
     """Six headline figures, label -> short value, for a row of metrics above the views; a seventh,
     device 0's memory peak against the next device's, when the trace has memory samples."""
+    if trace.engine == "ddp":  # ranks, rows per rank, buckets: no chunks, no replicas, no output device
+        return key_figures_ddp(trace)
     s = summarize(trace)
     vocabulary = trace.vocabulary
     # The engine's own time: its host phases (DataParallel's scatter, replicate, apply and gather).
@@ -102,6 +105,8 @@ def key_figures(trace: Trace) -> dict[str, str]:
 
 def summary_table(trace: Trace) -> pd.DataFrame:
     """The key figures as rows of (key figure, value) text, ready for a table."""
+    if trace.engine == "ddp":
+        return pd.DataFrame(summary_rows_ddp(trace), columns=["key figure", "value"])
     s = summarize(trace)
     used = Counter(s.replicas_per_batch)
     per_batch = ", ".join(

@@ -1,0 +1,281 @@
+"""Plain-language explanation of a DistributedDataParallel run, derived from its trace.
+
+    from dpviz.explain_ddp import explain_ddp
+    for paragraph in explain_ddp(trace): print(paragraph)   # short markdown paragraphs
+
+It answers what a DataParallel user asks next (ddp-facts.md sections 11 and 12): what a rank is, what
+batch_size means now, which rows each rank loads and why some twice, what crosses between the
+processes (a broadcast at construction, gradients all-reduced bucket by bucket while backward runs,
+averaged), and what does not (no scatter, no replicate, no gather). Every number comes from the trace;
+a trace file's own words (parameter names, error messages) go in as text, cut short.
+"""
+from __future__ import annotations
+
+from .echo import MESSAGE_LIMIT, code_span
+from .summary_ddp import summarize_ddp
+from .tables_ddp import (allreduce_table, bucket_layouts, epoch_of, rank_rows, repeated_rows, sampler_order)
+from .trace import Trace
+from .wording import human_bytes, plural, sizes_text
+
+NAME_LIMIT = 40  # characters of a parameter name from a trace file
+SHOWN = 4  # names or rows listed before "and N more"
+
+
+def _listed(items: list[str]) -> str:
+    more = f" and {len(items) - SHOWN:,} more" if len(items) > SHOWN else ""
+    return ", ".join(items[:SHOWN]) + more
+
+
+def _ranks(trace: Trace) -> str:
+    k = len(trace.lanes)
+    noun = trace.vocabulary.lane_noun
+    if trace.backend == "cuda":
+        text = (f"**Processes, one per GPU.** DistributedDataParallel ran {plural(k, noun)}: {plural(k, 'Python process')}, "
+                "each with its own copy of the model on its own GPU, talking over NCCL.")
+    else:
+        text = (f"**Processes, not GPUs.** DistributedDataParallel ran {plural(k, noun)}: {plural(k, 'Python process')} "
+                "on this machine's CPU, each with its own copy of the model, talking over gloo. No GPU was used, and "
+                "none was simulated: these are the real processes and the real all-reduces.")
+        if k > 1:
+            text += (f" The {k} processes share the machine's few CPU cores, so the measured times, the all-reduces' "
+                     "above all, include each rank waiting for the others to be scheduled: they show time-sharing more "
+                     "than the cost of communication.")
+    return text
+
+
+def _batch(trace: Trace) -> str | None:
+    s = summarize_ddp(trace)
+    config, k = trace.config, len(trace.lanes)
+    if not trace.batches:
+        return None
+    loader = s.loader_batch if s.loader_batch is not None else s.rank_batch
+    per_process = getattr(config, "batch_per_process", False)
+    if per_process:
+        text = (f"**Batch size, per process.** batch_size {config.batch_size:,} went to every rank's own DataLoader as "
+                f"it is, as DDP code usually writes it, so one step loads up to {k} × {loader:,} = "
+                f"{s.global_batch:,} rows: the global batch grows with the number of {trace.vocabulary.lane_noun}s.")
+    else:
+        want = -(-config.batch_size // k)
+        text = (f"**Batch size, per {trace.vocabulary.lane_noun}.** Here batch_size {config.batch_size:,} is the global "
+                f"batch, as in the DataParallel tutorial, but DDP's own DataLoader batch_size is per process: each "
+                f"rank's DataLoader was given ceil({config.batch_size:,}/{k}) = {want:,} rows"
+                + (f" (the run reports {loader:,})" if loader != want else "") + ".")
+        if s.global_batch != config.batch_size:
+            text += (f" So a full step loads {k} × {loader:,} = {s.global_batch:,} rows, not {config.batch_size:,}: "
+                     f"{config.batch_size:,} does not divide by {k}.")
+        else:
+            text += f" Together the {k} ranks load {s.global_batch:,} rows a step."
+    last = trace.batches[-1].index
+    rows = [rank_rows(trace, last)[r].rows for r in sorted(rank_rows(trace, last))]
+    if len(trace.batches) > 1 and rows and max(rows) < s.rank_batch:
+        text += f" The last step, {last:,}, is short: {sizes_text(rows)} rows, what is left of each rank's shard."
+    return text
+
+
+def _strides(trace: Trace) -> str | None:
+    forwards = rank_rows(trace, 0) if trace.batches else {}
+    if len(forwards) < 2 or getattr(trace.config, "uneven", False):
+        return None
+    ids = trace.batches[0].sample_ids
+    parts = [f"rank {r}: rows {_listed([str(i) for i in ids[s.row_offset:s.row_offset + s.rows]])}"
+             for r, s in sorted(forwards.items())[:3]]
+    k = len(trace.lanes)
+    order = (f"shuffled with seed {trace.config.seed}" if trace.config.shuffle else "in dataset order (shuffle=False)")
+    more = f"; and so on for {plural(k - 3, 'more rank')}" if k > 3 else ""
+    return (f"**Strided shards.** Each rank has its own DistributedSampler. It takes one list of the dataset's rows, "
+            f"{order}, and deals it out in strides: rank r takes places r, r + {k}, r + {2 * k}, … In step 0 "
+            f"{'; '.join(parts)}{more}. DataParallel instead cuts every batch into contiguous "
+            "chunks, one per GPU. The sample map shows each step in the sampler's order, the ranks' colours taking turns.")
+
+
+def _padding(trace: Trace) -> str | None:
+    flags = repeated_rows(trace)
+    found = []  # (step, rank, dataset row)
+    for batch in trace.batches:
+        forwards = rank_rows(trace, batch.index)
+        for rank, position in sampler_order(trace, batch.index):
+            if flags[batch.index][rank][position - forwards[rank].row_offset]:
+                found.append((batch.index, rank, batch.sample_ids[position]))
+    if not found:
+        return None
+    k, size = len(trace.lanes), trace.config.data_size
+    rows = sorted({row for _, _, row in found})
+    steps = sorted({step for step, _, _ in found})
+    ranks = sorted({rank for _, rank, _ in found})
+    epochs = sorted({epoch_of(trace, step) for step in steps})
+    text = (f"**Rows loaded twice.** {size:,} rows do not divide evenly among {k} ranks, so DistributedSampler pads its "
+            f"list by repeating its first rows until every rank gets as many (drop_last=False): dataset "
+            f"{'row' if len(rows) == 1 else 'rows'} {_listed([str(r) for r in rows])} {'was' if len(rows) == 1 else 'were'} "
+            f"loaded a second time, in {'step' if len(steps) == 1 else 'steps'} {_listed([f'{s:,}' for s in steps])} by "
+            f"{'rank' if len(ranks) == 1 else 'ranks'} {_listed([str(r) for r in ranks])}"
+            + (f" (in {plural(len(epochs), 'epoch')})" if len(epochs) > 1 else "") + ". ")
+    text += ("The padding keeps every rank at the same number of steps: a rank with a step more would wait in an "
+             "all-reduce the others never join. The repeated rows count twice in that epoch's gradients and metrics.")
+    return text
+
+
+def _broadcast(trace: Trace) -> str | None:
+    spans = [s for s in trace.spans if s.phase == "broadcast"]
+    if not spans:
+        return None
+    took = sorted(s.duration * 1e3 for s in spans)
+    buffers = [s for s in trace.spans if s.phase == "buffers"]
+    text = (f"**One broadcast at construction.** Before step 0, DDP() checked that every rank has the same parameters "
+            f"and broadcast rank 0's parameters{' and buffers' if buffers else ''} to the others ({took[0]:,.1f} to {took[-1]:,.1f} ms per rank). "
+            "From then on each rank owns its copy and parameters never move between the processes: every rank steps its "
+            "own optimizer on the same averaged gradients, so the copies stay equal.")
+    if buffers:
+        steps = len({s.batch for s in buffers})
+        text += (f" The model has buffers, so before each forward DDP also broadcast rank 0's buffers "
+                 f"({plural(steps, 'step')} of {len(trace.batches):,}).")
+    return text
+
+
+def _names(params: list[str]) -> str:
+    return _listed([code_span(p, NAME_LIMIT) for p in params])
+
+
+def _buckets(trace: Trace) -> str | None:
+    layouts = bucket_layouts(trace)
+    if not trace.config.train or not layouts:
+        return None
+    first = layouts[0]
+    buckets = first.get("buckets") or []
+    cap = trace.config.bucket_cap_mb
+    text = "**Gradient buckets.** "
+    if len(buckets) == 1:
+        b = buckets[0]
+        text += (f"In step {first['step']:,} DDP had put all {plural(len(b['params']), 'parameter tensor')} "
+                 f"({human_bytes(b['bytes'])}) in one bucket, in the order the model registers them, so its all-reduce "
+                 "could start only once backward had made every gradient.")
+    else:
+        text += f"In step {first['step']:,} the gradients sat in {plural(len(buckets), 'bucket')}."
+    rebuilds = sorted({s.batch for s in trace.spans if s.phase == "rebuild"})
+    if len(layouts) > 1:
+        later = layouts[1]
+        listing = "; ".join(f"bucket {b['index']} {_names(b['params'])} ({human_bytes(b['bytes'])})"
+                            for b in (later.get("buckets") or [])[:SHOWN])
+        extra = len(later.get("buckets") or []) - SHOWN
+        text += (f" During that first backward DDP noted the order in which gradients became ready, and at the start of "
+                 f"step {later['step']:,}'s forward" + (" (the rebuild on the timeline)" if rebuilds else "")
+                 + f" it rebuilt the buckets in that order, once: from step {later['step']:,} on, "
+                 f"{plural(len(later.get('buckets') or []), 'bucket')}: {listing}" + (f" and {extra:,} more" if extra > 0 else "") + ".")
+    if cap is not None:
+        text += (f" bucket_cap_mb={cap:g} caps a bucket at {int(cap * 2**20):,} bytes; a bucket closes on the tensor "
+                 "that crosses the cap, so it can hold more.")
+    return text
+
+
+def _allreduce(trace: Trace) -> str | None:
+    table = allreduce_table(trace)
+    if table.empty:
+        return None
+    s = summarize_ddp(trace)
+    k = len(trace.lanes)
+    text = ("**All-reduce beside backward, and a mean.** A bucket's all-reduce starts as soon as all its gradients "
+            "are ready, while backward still computes the rest; backward returns once every bucket's all-reduce has "
+            "finished.")
+    several = table.groupby(["step", "rank"])["bucket"].nunique()
+    several = several[several > 1]
+    if len(several):
+        step, rank = several.index[0]
+        part = table[(table["step"] == step) & (table["rank"] == rank)].sort_values("start")
+        began = (part["start"] - part["backward_start"]).to_numpy() * 1e3
+        text += (f" In step {step:,} on rank {rank}, the {len(part)} buckets' all-reduces began "
+                 f"{', '.join(f'{t:,.1f}' for t in began)} ms into a backward of "
+                 f"{(part['backward_end'].iloc[0] - part['backward_start'].iloc[0]) * 1e3:,.1f} ms.")
+    if s.allreduce_s:
+        text += (f" Over the run, {s.overlap_s * 1e3:,.1f} ms of the {s.allreduce_s * 1e3:,.1f} ms of all-reduce "
+                 f"({s.overlap_s / s.allreduce_s:.0%}) ran while backward was still making gradients; the rest the "
+                 "ranks spent waiting for it.")
+    single = table[table["step"] == table["step"].min()].groupby("rank")["bucket"].nunique()
+    if len(single) and single.max() == 1 and len(several):
+        text += f" In step {int(table['step'].min()):,}, with one bucket, nothing overlapped."
+    text += (f" Each rank divides its gradients by {k} before the sum, so every rank ends the step with the mean of the "
+             f"{plural(k, 'rank')}' gradients: the gradient one process would get for the union of their rows.")
+    return text
+
+
+def _no_sync(trace: Trace) -> str | None:
+    s = summarize_ddp(trace)
+    accumulate = trace.config.accumulate
+    if not s.no_sync:
+        return None
+    steps = _listed([f"{b:,}" for b in s.no_sync])
+    return (f"**no_sync: {plural(len(s.no_sync), 'step')} without all-reduce.** With accumulate {accumulate}, steps "
+            f"{steps} ran forward and backward inside `ddp.no_sync()`: no bucket was all-reduced, and the gradients "
+            f"added up on each rank. The next step outside no_sync all-reduced the sum of {accumulate} steps' "
+            "gradients in one go (the loss is divided by the number of steps, so it is their mean).")
+
+
+def _nothing_moved(trace: Trace) -> str:
+    noun = trace.vocabulary.lane_noun
+    text = (f"**No scatter, no replicate, no gather.** Each {noun} loads its own rows, runs forward on its own copy of "
+            f"the model and computes its own loss on its own output. Nothing is scattered from one device, the model is "
+            "not copied every step (DataParallel replicates it on every batch), and no output is gathered onto device 0.")
+    if trace.config.train:
+        layout = bucket_layouts(trace)
+        per_step = sum(b.get("bytes", 0) for b in (layout[-1].get("buckets") or [])) if layout else 0
+        if per_step:
+            text += (f" What crosses between the processes in a step is the gradients, {human_bytes(per_step)} "
+                     f"per {noun}, all-reduced" + (", and the buffers' broadcast." if any(s.phase == "buffers" for s in trace.spans) else "."))
+    else:
+        text += (" This run is forward only: no loss, no backward, so no all-reduce either; DDP only adds "
+                 "communication in training.")
+    return text
+
+
+def _memory(trace: Trace) -> str | None:
+    s = summarize_ddp(trace)
+    if s.peak_bytes is None or len(trace.lanes) < 2:
+        return None
+    low, high = s.peak_bytes
+    how = "Computed from tensor sizes" if trace.memory_kind == "computed" else "Measured"
+    held = {}
+    for m in trace.memory:
+        if m.bytes:
+            held.setdefault(m.category, set()).add(m.lane)
+    kinds = [k for k in trace.vocabulary.memory_names if len(held.get(k, ())) == len(trace.lanes)]
+    what = f": each holds its own {', '.join(kinds)}" if kinds and trace.memory_kind == "computed" else ""
+    if low == high:
+        return (f"**Memory is balanced.** {how}, every rank peaks at {human_bytes(high)}{what}, so no rank carries "
+                "more, unlike DataParallel's device 0, which holds the gathered output and the only gradients.")
+    return (f"**Memory per rank.** {how}, the ranks peak between {human_bytes(low)} and {human_bytes(high)}{what}.")
+
+
+def _failure(trace: Trace) -> str | None:
+    failure = trace.failure
+    if failure is None:
+        return None
+    who = f"rank {failure.replica}" if failure.replica is not None else "a rank"
+    text = (f"**Step {failure.batch:,} failed** on {who}: {code_span(failure.headline, MESSAGE_LIMIT)}. Every rank "
+            "stopped with it, and the trace ends there.")
+    rows = {s.rows for s in rank_rows(trace, failure.batch).values()}
+    if rows == {1} and trace.config.train and trace.config.model == "mlp":
+        text += (" In that step each rank had a single row, and a BatchNorm1d layer in training mode cannot take its "
+                 "statistics over one row: per-rank batches shrink as ranks are added.")
+    return text
+
+
+def _warnings(trace: Trace) -> list[str]:
+    return [f"**A warning** (step {note.batch:,}, {plural(note.count, 'time')}): "
+            f"{code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)}" for note in trace.warnings]
+
+
+def explain_ddp(trace: Trace) -> list[str]:
+    """Short markdown paragraphs explaining what this DDP run did and why, with its own numbers."""
+    paragraphs = [
+        _ranks(trace),
+        _failure(trace),
+        *_warnings(trace),
+        _batch(trace),
+        _strides(trace),
+        _padding(trace),
+        _broadcast(trace),
+        _buckets(trace),
+        _allreduce(trace),
+        _no_sync(trace),
+        _nothing_moved(trace),
+        _memory(trace),
+    ]
+    return [p for p in paragraphs if p]

@@ -1,0 +1,148 @@
+"""Key figures of a DistributedDataParallel run: ranks, rows per rank, padding, buckets, all-reduces.
+
+    summarize_ddp(trace)       # the numbers
+    key_figures_ddp(trace)     # {label: short value} for the page's row of metrics
+    summary_rows_ddp(trace)    # (key figure, value) rows for the report's table
+
+Every number comes from the trace: the ranks' forwards (rows), the steps' sample ids (repeats), the
+all-reduce spans and facts["ddp"] (the reducer's buckets). dpviz.summary dispatches here for engine "ddp".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .tables import memory_totals, phase_table
+from .tables_ddp import (allreduce_table, bucket_layouts, per_rank_batch, rank_rows, repeats_per_step, synced_steps)
+from .trace import Trace
+from .wording import human_bytes, plural
+
+
+@dataclass(frozen=True)
+class DdpSummary:
+    ranks: int
+    steps: int
+    rows_loaded: int  # over every rank and step, repeats included
+    distinct_rows: int
+    repeated: int  # rows loaded again within their epoch (the sampler's padding)
+    rank_batch: int  # the most rows one rank loaded in one step
+    global_batch: int  # the most rows all ranks loaded in one step
+    loader_batch: int | None  # each rank's DataLoader batch_size, as the run reported it
+    bucket_counts: list[tuple[int, int]]  # (first step, buckets) per recorded layout
+    allreduces: int
+    allreduce_s: float
+    overlap_s: float  # all-reduce time while its rank's backward was still computing gradients
+    synced: list[int]
+    no_sync: list[int]
+    peak_bytes: tuple[int, int] | None  # the least and the most any rank held at its fullest
+
+
+def _computing_overlap(trace: Trace) -> float:
+    """Seconds of all-reduce while its rank's backward still computed: up to the step's last bucket launch
+    on that rank (a bucket launches once its gradients are ready; after the last one backward only waits)."""
+    table = allreduce_table(trace)
+    if table.empty:
+        return 0.0
+    last = table.groupby(["step", "rank"])["start"].transform("max")
+    computing_end = last.clip(upper=table["backward_end"])
+    return float((computing_end.clip(lower=table["start"]) - table["start"]).clip(upper=table["end"] - table["start"]).sum())
+
+
+def summarize_ddp(trace: Trace) -> DdpSummary:
+    per_rank = [s.rows for b in trace.batches for s in rank_rows(trace, b.index).values()]
+    per_step = [sum(s.rows for s in rank_rows(trace, b.index).values()) for b in trace.batches]
+    reduces = allreduce_table(trace)
+    synced, no_sync = synced_steps(trace)
+    totals = memory_totals(trace) if trace.memory else None
+    peaks = totals.groupby("device")["bytes"].max() if totals is not None and len(totals) else None
+    return DdpSummary(
+        ranks=len(trace.lanes),
+        steps=len(trace.batches),
+        rows_loaded=sum(b.rows for b in trace.batches),
+        distinct_rows=len({i for b in trace.batches for i in b.sample_ids}),
+        repeated=sum(repeats_per_step(trace)),
+        rank_batch=max(per_rank, default=0),
+        global_batch=max(per_step, default=0),
+        loader_batch=per_rank_batch(trace),
+        bucket_counts=[(lay["step"], len(lay.get("buckets") or [])) for lay in bucket_layouts(trace)],
+        allreduces=len(reduces),
+        allreduce_s=float((reduces["end"] - reduces["start"]).sum()) if len(reduces) else 0.0,
+        overlap_s=_computing_overlap(trace),
+        synced=synced,
+        no_sync=no_sync,
+        peak_bytes=(int(peaks.min()), int(peaks.max())) if peaks is not None else None,
+    )
+
+
+def buckets_text(counts: list[tuple[int, int]]) -> str:
+    """'1 in step 0, then 3 from step 1': how many buckets each recorded layout had."""
+    if not counts:
+        return "not recorded"
+    parts = [f"{n:,} from step {step:,}" if k else f"{n:,} in step {step:,}" if len(counts) > 1 else f"{n:,}"
+             for k, (step, n) in enumerate(counts)]
+    return ", then ".join(parts)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.3f} ms"
+
+
+def _peak(s: DdpSummary) -> str | None:
+    if s.peak_bytes is None:
+        return None
+    low, high = s.peak_bytes
+    return f"{human_bytes(high)} on every rank" if low == high else f"{human_bytes(low)} to {human_bytes(high)}"
+
+
+def key_figures_ddp(trace: Trace) -> dict[str, str]:
+    """Headline figures of a DDP run, label -> short value."""
+    s = summarize_ddp(trace)
+    noun = trace.vocabulary.lane_noun
+    figures = {
+        f"{noun}s (processes)": f"{s.ranks:,}",
+        "steps": f"{s.steps:,}",
+        f"rows per {noun} per step": f"{s.rank_batch:,} (global {s.global_batch:,})",
+        "rows loaded again": f"{s.repeated:,} (padding)" if s.repeated else "none",
+    }
+    if trace.config.train:
+        figures["gradient buckets"] = buckets_text(s.bucket_counts)
+        figures["bucket all-reduces"] = f"{s.allreduces:,}" + (f" ({len(s.no_sync):,} steps no_sync)" if s.no_sync else "")
+        if s.allreduce_s:
+            figures["all-reduce beside backward"] = f"{s.overlap_s / s.allreduce_s:.0%} of its time"
+    peak = _peak(s)
+    if peak:
+        figures[f"memory peak per {noun}"] = peak
+    return figures
+
+
+def summary_rows_ddp(trace: Trace) -> list[tuple[str, str]]:
+    """Every key figure of a DDP run as (key figure, value) text."""
+    s = summarize_ddp(trace)
+    noun = trace.vocabulary.lane_noun
+    how = "one GPU each, NCCL" if trace.backend == "cuda" else "on the CPU, gloo, no GPU"
+    rows = [
+        ("engine", f"{trace.vocabulary.title}: {plural(s.ranks, noun)}, each its own process ({how})"),
+        ("steps", f"{s.steps:,}: {s.rows_loaded:,} rows loaded, {s.distinct_rows:,} distinct dataset rows"),
+        (f"rows per {noun} per step", f"up to {s.rank_batch:,}"
+         + (f" (each rank's DataLoader batch_size {s.loader_batch:,})" if s.loader_batch is not None else "")),
+        ("global batch", f"up to {s.global_batch:,} rows per step (all {noun}s together; batch_size {trace.config.batch_size:,})"),
+        ("rows loaded again", f"{s.repeated:,} (DistributedSampler's padding)" if s.repeated else "none"),
+    ]
+    if trace.config.train:
+        rows += [
+            ("gradient buckets", buckets_text(s.bucket_counts)),
+            ("bucket all-reduces", f"{s.allreduces:,} in {plural(len(s.synced), 'step')}, {_ms(s.allreduce_s)} in all"
+             + (f"; {plural(len(s.no_sync), 'step')} under no_sync, without any" if s.no_sync else "")),
+            ("all-reduce beside backward", f"{_ms(s.overlap_s)} of the all-reduces' time ran while backward still "
+             "computed gradients" + (" (processes time-sharing the CPU's cores)" if trace.backend == "cpu" else "")),
+        ]
+    phases = phase_table(trace).set_index("phase")
+    for phase, row in phases.iterrows():
+        known = phase in trace.vocabulary.order
+        where = trace.vocabulary.phase(phase).place if known else ""
+        rows.append((f"time in {phase}", f"{_ms(row['total_s'])} total, {_ms(row['mean_s'])} mean"
+                     + (f" ({where})" if where else "")))
+    rows.append(("run time", _ms(trace.duration)))
+    peak = _peak(s)
+    if peak:
+        rows.append((f"peak memory per {noun}", f"{peak} ({'computed from tensor sizes' if trace.memory_kind == 'computed' else 'measured'})"))
+    return rows
