@@ -87,8 +87,13 @@ def _section(anchor: str, title: str, body: str) -> str:
 def html_report(trace: Trace) -> str:
     """Every view of `trace`, its key figures, explanation and tutorial log, as one offline HTML page."""
     config = trace.config
-    heading = (f"DataParallel run: {config.data_size:,} rows in batches of {config.batch_size:,} "
-               f"on {plural(config.gpus, 'GPU')}, {MODEL_SPECS[config.model].label}, {INPUT_SPECS[config.inputs].label}")
+    vocabulary = trace.vocabulary
+    if trace.engine == "ddp":  # ranks are processes; batch_size is the global batch, per_rank_batch each one's
+        heading = (f"{vocabulary.title} run: {config.data_size:,} rows, a global batch of {config.batch_size:,}, "
+                   f"on {plural(config.gpus, vocabulary.lane_noun)} (one process each), {MODEL_SPECS[config.model].label}")
+    else:
+        heading = (f"DataParallel run: {config.data_size:,} rows in batches of {config.batch_size:,} "
+                   f"on {plural(config.gpus, 'GPU')}, {MODEL_SPECS[config.model].label}, {INPUT_SPECS[config.inputs].label}")
     table = summary_table(trace).to_html(index=False, border=0, escape=True)
     paragraphs = "\n".join(f"<p>{markdown_to_html(p)}</p>" for p in explain(trace))
     sections = [
@@ -100,9 +105,9 @@ def html_report(trace: Trace) -> str:
             continue
         shown = view.figures_for_report(trace)
         if view.control == TEXT:
-            sections += [_section(view.anchor, view.heading, "\n".join(f"<pre>{html.escape(text)}</pre>" for _, text in shown))]
+            sections += [_section(view.anchor, view.heading_for(trace), "\n".join(f"<pre>{html.escape(text)}</pre>" for _, text in shown))]
         elif shown:
-            sections += [_section(view.anchor, view.heading, "\n".join(_figure_html(fig, key) for key, fig in shown))]
+            sections += [_section(view.anchor, view.heading_for(trace), "\n".join(_figure_html(fig, key) for key, fig in shown))]
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

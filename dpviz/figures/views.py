@@ -25,6 +25,7 @@ from .timeline import timeline_figure, window_size
 # WINDOW a slider over windows of batches; SAMPLED a choice among the batches the trace sampled; TEXT
 # a block of text, not a chart.
 WHOLE, BATCH, WINDOW, SAMPLED, TEXT = "whole", "batch", "window", "sampled", "text"
+BOTH = ("dp", "ddp")  # views that draw DataParallel's and DistributedDataParallel's traces alike
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ class View:
     missing: str = ""  # SAMPLED: what the page says when the trace sampled none
     window: Callable[[Trace], int] | None = None  # WINDOW: how many batches one figure shows
     engines: tuple[str, ...] = ("dp",)  # the engines whose traces it draws
+
+    def heading_for(self, trace: Trace) -> str:
+        """The report's heading in the trace's own words: 'Memory per rank', 'Split per step' under DDP."""
+        if trace.engine == "dp":
+            return self.heading
+        return self.heading.replace("per GPU", f"per {trace.vocabulary.lane_noun}").replace("per batch", "per step")
 
     def figures_for_report(self, trace: Trace) -> list[tuple[str, Any]]:
         """What the report shows of this view: (figure id, figure or text) pairs, none when it has nothing."""
@@ -70,14 +77,15 @@ def _inputs(trace: Trace) -> list[tuple[str, Any]]:
 
 VIEWS: tuple[View, ...] = (
     View("flow", "Flow", "Flow of a batch", "flow", flow_figure, BATCH, report=_flows),
-    View("split", "Split per batch", "Split per batch", "split", split_figure),
-    View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size),
-    View("samples", "Sample map", "Sample map", "sample-map", sample_map_figure),
+    View("split", "Split per batch", "Split per batch", "split", split_figure, engines=BOTH),
+    View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size, engines=BOTH),
+    View("samples", "Sample map", "Sample map", "sample-map", sample_map_figure, engines=BOTH),
     View("step", "Step through", "Step through the batches", "step", step_figure),
     View("inputs", "Inputs", "What each GPU received", "inputs", inputs_figure, SAMPLED, report=_inputs,
          sampled=argument_batches,
          missing="This trace does not record what each replica received (it predates dpviz's trace version 2)."),
     View("memory", "Memory", "Memory per GPU", "memory", memory_figure, SAMPLED, report=_memories,
-         sampled=memory_batches, missing="This trace holds no memory figures."),
-    View("log", "Tutorial log", "Tutorial log", "log", bounded_log, TEXT, report=lambda trace: [("log", bounded_log(trace))]),
+         sampled=memory_batches, missing="This trace holds no memory figures.", engines=BOTH),
+    View("log", "Tutorial log", "Tutorial log", "log", bounded_log, TEXT, report=lambda trace: [("log", bounded_log(trace))],
+         engines=BOTH),
 )
