@@ -1,0 +1,211 @@
+"""DistributedDataParallel traces in every view open to them: ranks, per-rank rows, padding, bucket all-reduces.
+
+The traces are real runs (tests/ddp_traces.py), recorded once per session. What each figure shows is
+checked against the trace itself and against DistributedSampler's arithmetic, computed here.
+"""
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from dpviz.figures import MAX_MARKS, count_marks, html_report, memory_figure, sample_map_figure, split_figure, timeline_figure
+from dpviz.figures.colors import device_color
+from dpviz.figures.sample_map_ddp import prepare_sample_map_ddp
+from dpviz.figures.split_ddp import prepare_split_ddp
+from dpviz.figures.timeline_ddp import REDUCE_TOP, WAIT, prepare_timeline_ddp, window_size
+from dpviz.figures.views import VIEWS
+from dpviz.tables import memory_batches
+from dpviz.tables_ddp import bucket_layout
+from ddp_traces import CONFIGS, ddp_trace, every_ddp_trace
+
+NAMES = list(CONFIGS)
+
+
+def _padding(config) -> int:
+    """Rows DistributedSampler repeats: ceil(N / W) * W - N."""
+    return -(-config.data_size // config.gpus) * config.gpus - config.data_size
+
+
+def _twice(trace) -> list[int]:
+    """Dataset rows loaded twice over the run (one epoch), counted straight from the steps' rows."""
+    return sorted(row for row, n in Counter(i for b in trace.batches for i in b.sample_ids).items() if n > 1)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_view_open_to_ddp_draws_it_in_ranks_never_gpus(name):
+    trace = ddp_trace(name)
+    drawn = 0
+    for view in VIEWS:
+        if "ddp" not in view.engines:
+            continue
+        if view.control == "sampled":
+            shown = [view.build(trace, b) for b in view.sampled(trace)]
+        elif view.control in ("batch", "window"):
+            shown = [view.build(trace, 0)]
+        else:
+            shown = [view.build(trace)]
+        for fig in shown:
+            if isinstance(fig, str):
+                continue
+            text = fig.to_json().replace("no GPU", "")  # the note says none was used
+            assert "GPU" not in text, (view.key, text[text.find("GPU") - 80:text.find("GPU") + 40])  # a CPU rank is a process
+            assert "rank 0" in text, view.key
+            assert count_marks(fig) <= MAX_MARKS
+            drawn += 1
+    assert drawn >= 4
+    assert {v.key for v in VIEWS if "ddp" in v.engines} >= {"split", "timeline", "samples", "memory", "log"}
+    assert {v.key for v in VIEWS if "ddp" not in v.engines} == {"flow", "step", "inputs"}  # DataParallel's own
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_split_bars_are_each_ranks_rows_and_the_padding_is_marked(name):
+    trace = ddp_trace(name)
+    table = prepare_split_ddp(trace)
+    forwards = {(s.batch, s.lane): s.rows for s in trace.spans if s.phase == "forward"}
+    for row in table.itertuples():
+        assert row.rows == forwards[(row.first_batch, row.device)]
+    assert table["repeated"].sum() == _padding(trace.config) == len(_twice(trace))
+    fig = split_figure(trace)
+    for rank in range(trace.config.gpus):
+        segments = [t for t in fig.data if t.type == "bar" and t.name == f"rank {rank}"]
+        total = Counter()
+        for t in segments:
+            total.update(dict(zip(t.x, t.y)))
+        assert [total[str(b.index)] for b in trace.batches] == [forwards[(b.index, rank)] for b in trace.batches]
+    hatched = [t for t in fig.data if t.type == "bar" and t.marker.pattern.shape == "x" and t.x[0] is not None]
+    assert sum(sum(t.y) for t in hatched) == _padding(trace.config)
+    if _padding(trace.config):
+        assert f"{_padding(trace.config)} row" in fig.layout.title.text and "loaded again" in fig.layout.title.text
+
+
+def test_the_padding_rows_are_the_first_of_the_samplers_list_and_come_last():
+    trace = ddp_trace("four_train")  # 90 rows, 4 ranks: the list is padded with its first 2 rows
+    table = prepare_split_ddp(trace)
+    last = len(trace.batches) - 1
+    assert table.loc[table["repeated"] > 0, "first_batch"].tolist() == [last, last]
+    assert table.loc[table["repeated"] > 0, "device"].tolist() == [2, 3]  # L[88], L[89] go to ranks 0-1; L[90:] to 2-3
+    first = trace.batches[0]
+    list_start = [first.sample_ids[s.row_offset] for s in sorted(trace.replicas(0), key=lambda s: s.lane)][:2]
+    assert _twice(trace) == sorted(list_start)  # the sampler's L[0] and L[1], rank 0's and rank 1's first rows
+
+
+@pytest.mark.parametrize("name", ["four_train", "two_train", "three_ordered"])
+def test_timeline_has_an_allreduce_bar_per_bucket_per_rank_per_step_beside_its_backward(name):
+    trace = ddp_trace(name)
+    table = prepare_timeline_ddp(trace, 0, len(trace.batches) - 1)
+    reduces = table[table["phase"] == "allreduce"]
+    for batch in trace.batches:
+        buckets = {b["index"] for b in bucket_layout(trace, batch.index)}
+        assert buckets
+        for rank in range(trace.config.gpus):
+            mine = reduces[(reduces["batch"] == batch.index) & (reduces["device"] == rank)]
+            assert set(mine["bucket"]) == buckets and len(mine) == len(buckets)
+            (back,) = table[(table["phase"] == "backward") & (table["batch"] == batch.index) & (table["device"] == rank)].itertuples()
+            for bar in mine.itertuples():
+                assert bar.start_ms < back.end_ms and bar.end_ms > back.start_ms  # overlaps its backward
+    assert len(table[table["phase"] == "allreduce"]) == sum(s.phase == "allreduce" for s in trace.spans)
+    assert max(len(bucket_layout(trace, b.index)) for b in trace.batches) > 1  # the rebuild made several buckets
+
+
+def test_timeline_draws_allreduces_on_a_thin_row_under_the_rank_overlapping_its_backward_bar():
+    trace = ddp_trace("four_train")
+    fig = timeline_figure(trace)
+    (reduce,) = [t for t in fig.data if t.name == "all-reduce"]
+    (backward,) = [t for t in fig.data if t.name == "backward (×)" and t.x[0] is not None]
+    back = {}
+    for y, base, x, data in zip(backward.y, backward.base, backward.x, backward.customdata):
+        back[(round(y + 0.12), int(data[1]))] = (base, base + x)
+    for y, base, x, data in zip(reduce.y, reduce.base, reduce.x, reduce.customdata):
+        lane = round(y - REDUCE_TOP)
+        assert lane + REDUCE_TOP < y < lane + 0.5  # under the rank's own row, inside its lane
+        start, end = back[(lane, int(data[1]))]
+        assert base < end and base + x > start
+    step1 = bucket_layout(trace, 1)
+    hovers = " ".join(str(d[0]) for d in reduce.customdata)
+    for bucket in step1:
+        assert f"bucket {bucket['index']} of {len(step1)}" in hovers
+        assert all(p in hovers for p in bucket["params"][:6])
+    assert f"rank 3: all-reduce of bucket" in hovers
+    assert any(t.name == "backward waiting for all-reduce" for t in fig.data)
+    assert "one lane per rank" in fig.layout.title.text
+    assert fig.layout.yaxis.ticktext == tuple(f"rank {r}" for r in range(4))
+    assert "4 ranks on the CPU (gloo)" in fig.layout.title.subtitle.text
+
+
+def test_timeline_of_accumulation_names_the_no_sync_steps_and_draws_no_allreduce_in_them():
+    trace = ddp_trace("two_accumulate")
+    fig = timeline_figure(trace)
+    names = [a.text for a in fig.layout.annotations]
+    assert names == ["step 0: no_sync", "step 1", "step 2: no_sync", "step 3"]
+    table = prepare_timeline_ddp(trace, 0, 3)
+    assert sorted(set(table.loc[table["phase"] == "allreduce", "batch"])) == [1, 3]
+    assert set(table.loc[table["phase"] == WAIT, "batch"]) <= {1, 3}
+
+
+def test_timeline_of_a_forward_only_run_has_no_allreduce_row_and_says_why():
+    fig = timeline_figure(ddp_trace("four_forward"))
+    assert not any(t.name == "all-reduce" for t in fig.data)
+    assert "no all-reduce in these steps: forward only" in fig.layout.title.subtitle.text
+    assert window_size(ddp_trace("four_forward")) >= len(ddp_trace("four_forward").batches)
+
+
+def test_sample_map_lays_each_step_out_in_the_samplers_strided_order():
+    trace = ddp_trace("three_ordered")  # rows 0..19 in order, 3 ranks: rank r takes r, r + 3, ...
+    table, repeats = prepare_sample_map_ddp(trace)
+    step0 = table[table["batch"] == 0].sort_values("position")
+    assert step0["sample"].tolist() == list(range(12))  # the sampler's list, in order
+    assert (step0["device"] == step0["position"] % 3).all()  # dealt out in strides
+    step1 = table[table["batch"] == 1].sort_values("position")
+    assert step1["sample"].tolist() == list(range(12, 20)) + [0]  # padded with the list's first row
+    assert repeats == [(1, 8)] and step1.iloc[-1]["device"] == 2
+    fig = sample_map_figure(trace)
+    assert "dealt out in strides" in fig.layout.annotations[1].text
+    top, bottom = [t for t in fig.data if t.name == "loaded again (padding)"]
+    assert (list(top.x), list(top.y)) == ([0], [1])  # dataset row 0, in step 1
+    assert (list(bottom.x), list(bottom.y)) == ([8], [1])  # the step's place 8, rank 2's third row
+    assert [t.name for t in fig.data if t.type == "scatter" and t.mode == "markers" and (t.name or "").startswith("rank")] == ["rank 0", "rank 1", "rank 2"]
+
+
+def test_sample_map_of_dataparallel_still_shows_contiguous_slices():
+    from figure_traces import recorded
+
+    fig = sample_map_figure(recorded(gpus=3))
+    assert fig.layout.annotations[1].text.startswith("Inside each batch: one contiguous slice per GPU")
+    assert not any(t.name == "loaded again (padding)" for t in fig.data)
+
+
+@pytest.mark.parametrize("name", ["four_train", "two_accumulate"])
+def test_memory_per_rank_is_balanced_and_says_so(name):
+    trace = ddp_trace(name)
+    for batch in memory_batches(trace):
+        fig = memory_figure(trace, batch)
+        assert fig.layout.title.text.startswith(f"Memory per rank after each phase of step {batch}")
+        (caption,) = [a.text for a in fig.layout.annotations]
+        assert caption.startswith("<b>Balanced:") and "no output is gathered onto one rank" in caption
+        totals = {}
+        for m in trace.memory:
+            if m.batch == batch:
+                totals[(m.phase, m.lane)] = totals.get((m.phase, m.lane), 0) + m.bytes
+        for phase in {p for p, _ in totals}:
+            assert len({totals[(phase, r)] for r in range(trace.config.gpus)}) == 1  # what "balanced" claims
+
+
+def test_report_of_a_ddp_run_has_its_views_in_its_words_and_not_dataparallels():
+    trace = ddp_trace("four_train")
+    page = html_report(trace)
+    assert "DistributedDataParallel run: 90 rows, a global batch of 32, on 4 ranks (one process each)" in page
+    for heading in ("Split per step", "Timeline", "Sample map", "Memory per rank", "Tutorial log", "Key figures"):
+        assert f"<h2>{heading}</h2>" in page
+    assert "Flow of a batch" not in page and "What each GPU received" not in page and "Step through" not in page
+    assert "real processes: 4 ranks on the CPU (gloo), no GPU" in page
+
+
+def test_lane_colours_are_the_same_in_split_and_timeline():
+    trace = ddp_trace("two_train")
+    split = split_figure(trace)
+    colours = {t.name: t.marker.color for t in split.data if t.type == "bar" and t.name.startswith("rank")}
+    assert colours == {"rank 0": device_color(0), "rank 1": device_color(1)}
+    timeline = timeline_figure(trace)
+    (forward,) = [t for t in timeline.data if t.name == "forward" and t.x[0] is not None]
+    lanes = np.round(np.asarray(forward.y) + 0.12).astype(int)
+    assert [device_color(d) for d in lanes] == list(forward.marker.color)
