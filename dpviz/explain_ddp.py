@@ -33,13 +33,15 @@ def _ranks(trace: Trace) -> str:
         text = (f"**Processes, one per GPU.** DistributedDataParallel ran {plural(k, noun)}: {plural(k, 'Python process')}, "
                 "each with its own copy of the model on its own GPU, talking over NCCL.")
     else:
+        reduced = any(s.phase == "allreduce" for s in trace.spans)
         text = (f"**Processes, not GPUs.** DistributedDataParallel ran {plural(k, noun)}: {plural(k, 'Python process')} "
                 "on this machine's CPU, each with its own copy of the model, talking over gloo. No GPU was used, and "
-                "none was simulated: these are the real processes and the real all-reduces.")
+                f"none was simulated: these are real processes{' and real all-reduces' if reduced else ''}.")
         if k > 1:
-            text += (f" The {k} processes share the machine's few CPU cores, so the measured times, the all-reduces' "
-                     "above all, include each rank waiting for the others to be scheduled: they show time-sharing more "
-                     "than the cost of communication.")
+            text += (f" The {k} processes share the machine's few CPU cores, so the measured times"
+                     + (", the all-reduces' above all," if reduced else "")
+                     + " include each rank waiting for the others to be scheduled: they show time-sharing more "
+                     "than the cost of the work" + (" or of communication." if reduced else "."))
     return text
 
 
@@ -122,8 +124,9 @@ def _broadcast(trace: Trace) -> str | None:
     buffers = [s for s in trace.spans if s.phase == "buffers"]
     text = (f"**One broadcast at construction.** Before step 0, DDP() checked that every rank has the same parameters "
             f"and broadcast rank 0's parameters{' and buffers' if buffers else ''} to the others ({took[0]:,.1f} to {took[-1]:,.1f} ms per rank). "
-            "From then on each rank owns its copy and parameters never move between the processes: every rank steps its "
-            "own optimizer on the same averaged gradients, so the copies stay equal.")
+            "From then on each rank owns its copy and parameters never move between the processes"
+            + (": every rank steps its own optimizer on the same averaged gradients, so the copies stay equal."
+               if trace.config.train else "."))
     if buffers:
         steps = len({s.batch for s in buffers})
         text += (f" The model has buffers, so before each forward DDP also broadcast rank 0's buffers "
@@ -239,7 +242,8 @@ def _memory(trace: Trace) -> str | None:
     what = f": each holds its own {', '.join(kinds)}" if kinds and trace.memory_kind == "computed" else ""
     if low == high:
         return (f"**Memory is balanced.** {how}, every rank peaks at {human_bytes(high)}{what}, so no rank carries "
-                "more, unlike DataParallel's device 0, which holds the gathered output and the only gradients.")
+                "more, unlike DataParallel's device 0, which holds the gathered output"
+                + (" and the only summed gradients." if trace.config.train else "."))
     return (f"**Memory per rank.** {how}, the ranks peak between {human_bytes(low)} and {human_bytes(high)}{what}.")
 
 

@@ -118,3 +118,84 @@ def test_pitfall_explanations_hold_for_the_edge_cases():
     assert "BatchNorm2d in training mode" in image
     failed_training = " ".join(explain(record(PRESETS["batchnorm-one-row"].config)))
     assert "rows in batch 3" not in failed_training  # the way back leaves out the batch that never got to its loss
+
+
+# DistributedDataParallel: the explanation of a real DDP run, every number from its trace.
+
+def ddp_text(name: str) -> str:
+    from ddp_traces import ddp_trace
+
+    return "\n".join(explain(ddp_trace(name)))
+
+
+def test_ddp_explanation_names_ranks_as_processes_and_the_per_rank_batch_from_the_config():
+    from ddp_traces import CONFIGS
+
+    for name, config in CONFIGS.items():
+        t = ddp_text(name)
+        per_rank = -(-config.batch_size // config.gpus)
+        assert f"ceil({config.batch_size}/{config.gpus}) = {per_rank} rows" in t, name
+        assert f"DistributedDataParallel ran {config.gpus} ranks: {config.gpus} Python processes" in t
+        assert "**Processes, not GPUs.**" in t and "Simulated" not in t and "simulated GPUs" not in t
+        assert "scatter" in t and "**No scatter, no replicate, no gather.**" in t
+        assert "**Why" not in t and "torch.chunk" not in t  # none of DataParallel's paragraphs
+    forward = ddp_text("four_forward")  # 30 on 4 ranks: 8 each, 32 a step
+    assert "a full step loads 4 × 8 = 32 rows, not 30" in forward
+    assert "not 32" not in ddp_text("four_train") and "Together the 4 ranks load 32 rows a step" in ddp_text("four_train")
+
+
+def test_ddp_explanation_names_the_rows_loaded_twice():
+    from collections import Counter
+
+    from ddp_traces import ddp_trace
+
+    trace = ddp_trace("four_train")
+    twice = sorted(r for r, n in Counter(i for b in trace.batches for i in b.sample_ids).items() if n > 1)
+    t = ddp_text("four_train")
+    assert f"dataset rows {twice[0]}, {twice[1]} were loaded a second time, in step 2 by ranks 2, 3" in t
+    assert "**Rows loaded twice.**" not in ddp_text("two_accumulate")  # 100 rows divide by 2
+
+
+def test_ddp_explanation_tells_the_buckets_their_rebuild_and_the_overlap():
+    from ddp_traces import ddp_trace
+    from dpviz.echo import code_span
+    from dpviz.tables_ddp import bucket_layouts
+
+    trace = ddp_trace("four_train")
+    first, later = bucket_layouts(trace)[:2]
+    t = ddp_text("four_train")
+    assert f"In step 0 DDP had put all {len(first['buckets'][0]['params'])} parameter tensors" in t
+    assert f"from step {later['step']} on, {len(later['buckets'])} buckets: bucket 0 " + code_span(later["buckets"][0]["params"][0]) in t
+    assert "bucket_cap_mb=0.0002 caps a bucket at 209 bytes" in t
+    assert "**All-reduce beside backward, and a mean.**" in t and "divides its gradients by 4" in t
+    assert "In step 0, with one bucket, nothing overlapped." in t
+    assert "**One broadcast at construction.**" in t
+    forward = ddp_text("four_forward")
+    assert "**All-reduce" not in forward and "**Gradient buckets" not in forward and "optimizer" not in forward
+    assert "no all-reduce either" in ddp_text("four_forward")
+
+
+def test_ddp_explanation_lists_the_no_sync_steps():
+    t = ddp_text("two_accumulate")
+    assert "**no_sync: 2 steps without all-reduce.** With accumulate 2, steps 0, 2 ran forward and backward" in t
+    assert "no_sync" not in ddp_text("two_train")
+
+
+def test_ddp_explanation_shows_a_files_parameter_names_and_errors_as_text():
+    import dataclasses
+
+    from ddp_traces import ddp_trace
+    from dpviz.echo import code_span
+    from dpviz.trace import Failure
+
+    trace = ddp_trace("two_train")
+    evil = "**x** [y](http://e.example) `z`"
+    layouts = [{**lay, "buckets": [{**b, "params": [evil] + b["params"][1:]} for b in lay["buckets"]]}
+               for lay in trace.facts["ddp"]["buckets"]]
+    facts = {**trace.facts, "ddp": {**trace.facts["ddp"], "buckets": layouts}}
+    failure = Failure(batch=len(trace.batches) - 1, type="RuntimeError", message=f"rank 1: {evil}", replica=1)
+    t = "\n".join(explain(dataclasses.replace(trace, facts=facts, failure=failure)))
+    from user_text_traces import outside_code
+
+    assert code_span(evil, 40) in t and evil not in outside_code(t)  # only ever inside a code span
+    assert f"on rank 1: {code_span('RuntimeError: rank 1: ' + evil, 300)}" in t

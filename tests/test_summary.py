@@ -130,3 +130,39 @@ def test_training_phases_in_pipeline_order_and_spans_per_batch():
     assert [s.replica for s in batch_spans(trace, 3, "backward")] == [0, 1, 2]
     assert [s.rows for s in batch_spans(trace, 3, "backward")] == [4, 4, 2]
     assert [s.lane for s in batch_spans(trace, 3, "step")] == [0]
+
+
+# DistributedDataParallel: key figures from a real DDP run.
+
+def test_ddp_key_figures_are_ranks_rows_per_rank_padding_and_buckets():
+    from ddp_traces import ddp_trace
+    from dpviz.tables_ddp import bucket_layouts
+
+    trace = ddp_trace("four_train")
+    figures = key_figures(trace)
+    layouts = bucket_layouts(trace)
+    assert figures["ranks (processes)"] == "4" and figures["steps"] == "3"
+    assert figures["rows per rank per step"] == "8 (global 32)"
+    assert figures["rows loaded again"] == "2 (padding)"
+    assert figures["gradient buckets"] == f"1 in step 0, then {len(layouts[1]['buckets'])} from step 1"
+    reduces = sum(s.phase == "allreduce" for s in trace.spans)
+    assert figures["bucket all-reduces"] == f"{reduces}"
+    assert figures["memory peak per rank"].endswith("on every rank")
+    assert not any("GPU" in k or "GPU" in v or "replica" in k for k, v in figures.items())
+    forward = key_figures(ddp_trace("four_forward"))
+    assert forward["rows per rank per step"] == "8 (global 32)" and "gradient buckets" not in forward
+    assert key_figures(ddp_trace("two_accumulate"))["bucket all-reduces"].endswith("(2 steps no_sync)")
+
+
+def test_ddp_summary_table_says_what_ran_and_times_every_phase():
+    from ddp_traces import ddp_trace
+
+    trace = ddp_trace("two_train")
+    table = dict(summary_table(trace).itertuples(index=False))
+    assert table["engine"] == "DistributedDataParallel: 2 ranks, each its own process (on the CPU, gloo, no GPU)"
+    assert table["global batch"].startswith("up to 30 rows per step")
+    assert table["rows loaded again"] == "1 (DistributedSampler's padding)"
+    assert "time-sharing the CPU's cores" in table["all-reduce beside backward"]
+    for phase in {s.phase for s in trace.spans}:
+        assert f"time in {phase}" in table
+    assert "output device" not in table and "replicas used" not in table
