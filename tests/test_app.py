@@ -173,3 +173,27 @@ def test_an_uploaded_trace_with_markup_shows_it_as_text():
     app.file_uploader[0].set_value((name, b"{}", "application/json")).run()
     (warning,) = [w.value for w in app.warning]
     assert warning.startswith(f"{markdown_text(name)} could not be used") and unescape_markdown(markdown_text(name)).replace("\u2060", "") == name
+
+
+def test_an_uploaded_ddp_trace_shows_ranks_and_says_which_views_are_dataparallels_only():
+    from ddp_traces import ddp_document
+
+    app = page()
+    app.file_uploader[0].upload("ddp.json", ddp_document("four_train").encode(), "application/json").run()
+    assert not app.exception and not app.error
+    infos, specs = set(), []
+    for tab in [t.label for t in app.tabs]:  # each tab shown in turn (a page may build only the shown one)
+        app.session_state["tab"] = tab
+        app.run()
+        assert not app.exception, tab
+        infos |= {str(i.value) for i in app.info}
+        specs += [c.proto.spec for c in app.get("plotly_chart")]
+    for tab in ("Flow", "Step through", "Inputs"):
+        assert f"{tab} draws nn.DataParallel runs only; this run is DistributedDataParallel." in infos
+    for title in ("Rows per rank in each of 3 steps", "Timeline of all 3 steps, one lane per rank",
+                  "rows loaded in 3 steps", "Memory per rank after each phase of step 0"):
+        assert any(title in spec for spec in specs), title
+    assert not any("GPU" in spec.replace("no GPU", "") for spec in specs)
+    assert "Real processes, no GPU" in shown_text(app) and "**Processes, not GPUs.**" in shown_text(app)
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["ranks (processes)"] == "4" and metrics["rows per rank per step"] == "8 (global 32)"
