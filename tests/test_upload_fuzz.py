@@ -166,3 +166,38 @@ def test_the_largest_trace_a_run_makes_loads():
     document = trace_json.dumps(dataclasses.replace(trace, spans=spans)).encode()
     loaded = trace_json.loads(document)
     assert len(loaded.spans) == 190_000 and len(loaded.batches) == 10_000
+
+
+DDP_CASES = 60
+
+
+def test_mutated_ddp_traces_are_refused_with_a_sentence_or_draw_every_view():
+    """The same generator on real DistributedDataParallel traces: a DDP trace that loads must draw too."""
+    import random
+    import traceback
+
+    from ddp_traces import CONFIGS, ddp_document
+    from fuzz_uploads import mutate
+
+    for name in CONFIGS:  # the unchanged files first: each loads and draws
+        draw_everything(trace_json.loads(ddp_document(name)), report=True)
+    tally = Tally()
+    for index in range(DDP_CASES):
+        rng = random.Random(f"ddp-{SEED}-{index}")
+        doc = json.loads(ddp_document(rng.choice(list(CONFIGS))))
+        changes = [mutate(doc, rng) for _ in range(rng.choice([1, 1, 2]))]
+        where = f"ddp case {index} ({'; '.join(changes)})"
+        try:
+            trace = trace_json.loads(json.dumps(doc))
+        except TraceError as error:
+            tally.rejected += 1
+            if not one_sentence(str(error)):
+                tally.failures.append(f"{where}: the refusal is not one sentence: {str(error)[:300]!r}")
+            continue
+        try:
+            draw_everything(trace, every=False, report=index % REPORT_EVERY == 0)
+            tally.drawn += 1
+        except Exception:
+            tally.failures.append(f"{where}: a view raised\n{traceback.format_exc(limit=-4)}")
+    assert not tally.failures, "\n\n".join(tally.failures)
+    assert tally.rejected + tally.drawn == DDP_CASES
