@@ -26,6 +26,7 @@ from dpviz.wording import describe_devices
 from dpviz.url_state import from_query, settle, to_query
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
+TAB = "tab"  # the views' tabs: the shown one's label, in the session's state
 
 
 def apply_link_once() -> None:
@@ -237,8 +238,12 @@ def show(trace: Trace) -> None:
         for column, (label, value) in zip(st.columns(4), items[start:start + 4]):
             column.metric(label, value)
 
-    for view, tab in zip(VIEWS, st.tabs([view.tab for view in VIEWS])):
+    # Only the shown tab's view is built and sent (a click on another reruns the page, from the session's
+    # runs and figures): the others' figures are work the first screen does not need.
+    for view, tab in zip(VIEWS, st.tabs([view.tab for view in VIEWS], key=TAB, on_change="rerun")):
         with tab:
+            if not tab.open:
+                continue
             if trace.engine not in view.engines:
                 st.info(f"{view.tab} draws {' and '.join(ENGINES[e] for e in view.engines)} runs only; "
                         f"this run is {ENGINES[trace.engine]}.")

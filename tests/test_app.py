@@ -7,6 +7,7 @@ from dpviz.echo import markdown_text
 from user_text_traces import EVIL, LINK, MARKUP, outside_code, payload_json, unescape_markdown
 
 TIMEOUT = 120
+TABS = ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
 
 
 def page(**query) -> AppTest:
@@ -20,9 +21,25 @@ def shown_text(app: AppTest) -> str:
     return " ".join(str(e.value) for kind in ("markdown", "info", "warning", "success", "caption") for e in getattr(app, kind))
 
 
+def show_tab(app: AppTest, label: str) -> AppTest:
+    """Click a view's tab: the page reruns and builds that view (only the shown tab's view is built)."""
+    app.session_state["tab"] = label
+    return app.run()
+
+
+def every_tab(app: AppTest) -> list:
+    """Show each tab in turn (the first last, as a page opens), with no exception; the charts they drew."""
+    charts = []
+    for label in TABS[1:] + TABS[:1]:
+        show_tab(app, label)
+        assert not app.exception, label
+        charts += app.get("plotly_chart")
+    return charts
+
+
 def split_rows(app: AppTest) -> list[list[int]]:
-    """Rows per device per batch, read back from the shown tutorial log."""
-    (log,) = app.code
+    """Rows per device per batch, read back from the tutorial log's tab."""
+    (log,) = show_tab(app, "Tutorial log").code
     batches, current = [], []
     for line in log.value.splitlines():
         if line.startswith("\tIn Model"):
@@ -36,9 +53,9 @@ def split_rows(app: AppTest) -> list[list[int]]:
 def test_default_page_renders_every_view_without_exception():
     app = page()
     assert not app.exception
-    assert len(app.get("plotly_chart")) == 7  # flow, split, timeline, sample map, step through, inputs, memory
-    assert [t.label for t in app.tabs] == ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs",
-                                           "Memory", "Tutorial log"]
+    assert [t.label for t in app.tabs] == TABS
+    assert len(app.get("plotly_chart")) == 1  # the first tab's view only: the others are built when shown
+    assert len(every_tab(app)) == 7  # flow, split, timeline, sample map, step through, inputs, memory
     assert "Simulated devices: 2 CPU threads" in shown_text(app)
     assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]
     assert dict(app.query_params)["gpus"] == ["2"] or app.query_params["gpus"] == "2"
@@ -88,10 +105,10 @@ def test_an_uploaded_trace_is_shown_and_a_bad_one_warns():
 def test_training_from_a_link_draws_the_way_back():
     app = page(train="true", gpus="3")
     assert not app.exception and app.toggle(key="train").value is True
-    specs = [c.proto.spec for c in app.get("plotly_chart")]
+    specs = [c.proto.spec for c in every_tab(app)]
     assert any("sum of 3\\u003cbr\\u003eon GPU 0" in spec or "sum of 3<br>on GPU 0" in spec for spec in specs)  # the way back
     assert "The way back" in shown_text(app)
-    assert app.radio(key="memory_batch").options == ["batch 0 (the first)", "batch 3 (the last)"]
+    assert show_tab(app, "Memory").radio(key="memory_batch").options == ["batch 0 (the first)", "batch 3 (the last)"]
 
 
 def test_cuda_backend_without_gpus_falls_back_with_a_warning():
@@ -117,7 +134,7 @@ def test_each_pitfall_button_runs_its_preset_and_says_what_happened():
             assert not errors
         for note in trace.warnings:
             assert note.message in shown_text(app)
-        assert len(app.get("plotly_chart")) == 7  # a run that failed still draws every view of what ran
+        assert len(every_tab(app)) == 7  # a run that failed still draws every view of what ran
 
 
 def test_a_preset_link_opens_the_preset():
@@ -134,7 +151,7 @@ def test_models_and_inputs_from_the_sidebar_run_through_every_view(model, inputs
     app.selectbox(key="inputs").set_value(inputs).run()
     assert not app.exception and not app.error
     assert app.query_params["model"] == model and app.query_params["inputs"] == inputs
-    assert len(app.get("plotly_chart")) == 7
+    assert len(every_tab(app)) == 7
 
 
 def shown_markdown(app: AppTest) -> list[str]:
@@ -163,7 +180,7 @@ def test_an_uploaded_trace_with_markup_shows_it_as_text():
     app = page()
     app.file_uploader[0].upload("run.json", payload_json().encode(), "application/json").run()
     assert not app.exception and "uploaded trace" in " ".join(shown_markdown(app))
-    assert len(app.get("plotly_chart")) == 7
+    assert len(every_tab(app)) == 7
     for body in shown_markdown(app):
         prose = outside_code(body)
         assert not any(markup in prose for markup in MARKUP), prose[:300]
