@@ -46,3 +46,92 @@ def test_replica_lines_follow_completion_order():
     finished = sorted(trace.replicas(0), key=lambda s: s.order)
     lines = tutorial_log(trace).splitlines()[1:-1]
     assert lines == [_in(s.rows) for s in finished]
+
+
+# ---- DistributedDataParallel: a line per rank per step, in the tutorial's spirit
+
+def _rank(rank, rows):
+    return f"rank {rank}: input size torch.Size([{rows}, 5]) output size torch.Size([{rows}, 2])"
+
+
+@pytest.fixture(scope="module")
+def ddp_runs():
+    """Two real gloo runs: 4 ranks training (8 rows each a step, a global batch of 32 for batch_size 30),
+    and 3 ranks over 10 rows accumulating over 2 steps (the sampler pads 2 rows into the last step)."""
+    return {
+        "four": record(RunConfig(engine="ddp", gpus=4, train=True)),
+        "padded": record(RunConfig(engine="ddp", gpus=3, data_size=10, batch_size=6, train=True, accumulate=2)),
+    }
+
+
+def _steps(lines):
+    """The log's lines after its header, cut into steps: (rank lines, closing line)."""
+    steps, current = [], []
+    for line in lines:
+        if line.startswith("Step "):
+            steps.append((current, line))
+            current = []
+        else:
+            current.append(line)
+    assert current == []
+    return steps
+
+
+def test_ddp_log_says_ranks_are_processes_and_the_global_batch_each_rank_loads(ddp_runs):
+    lines = tutorial_log(ddp_runs["four"]).splitlines()
+    assert lines[0] == ("Let's use 4 ranks! (4 processes on the CPU, gloo; each rank loads ceil(30 / 4) = 8 rows "
+                        "per step, a global batch of 32, not batch_size 30)")
+    assert "GPU" not in "\n".join(lines)
+    padded = tutorial_log(ddp_runs["padded"]).splitlines()[0]
+    assert padded.endswith("each rank loads ceil(6 / 3) = 2 rows per step, a global batch of 6, as batch_size says)")
+
+
+def test_ddp_log_has_each_ranks_sizes_in_every_step_as_distributed_sampler_deals_them(ddp_runs):
+    trace = ddp_runs["four"]
+    steps = _steps(tutorial_log(trace).splitlines()[1:])
+    # DistributedSampler gives each of 4 ranks ceil(100 / 4) = 25 rows: steps of 8, 8, 8 and 1.
+    assert [Counter(ranks) for ranks, _ in steps] == [Counter(_rank(r, n) for r in range(4)) for n in (8, 8, 8, 1)]
+    for step, (ranks, closing) in enumerate(steps):
+        forwards = sorted(trace.spans_of(step, "forward"), key=lambda s: s.end)
+        assert [int(line.split(":")[0].split()[1]) for line in ranks] == [s.lane for s in forwards]  # as they finished
+        buckets = {s.bucket for s in trace.spans_of(step, "allreduce")}
+        assert buckets and closing == (f"Step {step}: {4 * (8 if step < 3 else 1)} rows on 4 ranks, each rank keeps its "
+                                       f"own output (no gather); gradients averaged over the ranks in "
+                                       f"{len(buckets)} bucket{'s' if len(buckets) > 1 else ''} all-reduced")
+
+
+def test_ddp_log_shows_no_sync_steps_and_the_samplers_padding(ddp_runs):
+    from torch.utils.data import DistributedSampler
+
+    steps = _steps(tutorial_log(ddp_runs["padded"]).splitlines()[1:])
+    assert len(steps) == 2 and all(Counter(ranks) == Counter(_rank(r, 2) for r in range(3)) for ranks, _ in steps)
+    assert steps[0][1].endswith("; no all-reduce: under no_sync the gradients add up until step 1")
+    assert steps[1][1].endswith("in 1 bucket all-reduced")
+    # torch's sampler: 3 ranks x ceil(10 / 3) = 12 rows for 10, the first 2 of its order repeated at the end.
+    dealt = [list(DistributedSampler(range(10), num_replicas=3, rank=r, seed=0)) for r in range(3)]
+    repeats = sum(len(rows) for rows in dealt) - len({row for rows in dealt for row in rows})
+    assert repeats == 2 and f"({repeats} repeated by the sampler's padding)" in steps[1][1]
+    assert "repeated" not in steps[0][1]
+
+
+def test_a_lane_name_from_a_file_stays_on_one_line_and_short(ddp_runs):
+    import dataclasses
+
+    from dpviz.trace import Lane
+
+    trace = ddp_runs["padded"]
+    odd = dataclasses.replace(trace, lanes=[Lane(0, "rank 0 (process on the CPU)"), Lane(1, "node 1\nrank 0" * 40),
+                                            Lane(2, "rank 2")])
+    lines = tutorial_log(odd).splitlines()
+    assert len(lines) == len(tutorial_log(trace).splitlines())
+    named = [line for line in lines if line.startswith("rank 1 (node 1 rank 0")]
+    assert len(named) == 2 and all(len(line) < 150 for line in named)
+    assert any(line.startswith("rank 0: ") for line in lines) and any(line.startswith("rank 2: ") for line in lines)
+
+
+def test_a_long_ddp_log_is_bounded_as_the_dataparallel_one(ddp_runs):
+    from dpviz.figures.log import bounded_log
+
+    log = bounded_log(ddp_runs["four"], max_lines=6)
+    assert len(log.splitlines()) == 7 and "lines left out" in log
+    assert log.splitlines()[0].startswith("Let's use 4 ranks!")
