@@ -103,14 +103,23 @@ def key_figures_ddp(trace: Trace) -> dict[str, str]:
         f"rows per {noun} per step": f"{s.rank_batch:,} (global {s.global_batch:,})",
         "rows loaded again": f"{s.repeated:,} (padding)" if s.repeated else "none",
     }
-    if trace.config.train:
-        figures["gradient buckets"] = buckets_text(s.bucket_counts)
-        figures["bucket all-reduces"] = f"{s.allreduces:,}" + (f" ({len(s.no_sync):,} steps no_sync)" if s.no_sync else "")
+    if trace.config.train:  # values stay short (a metric cuts what does not fit): the words go in the labels
+        counts = [n for _, n in s.bucket_counts]
+        if len(counts) > 1:
+            figures[f"buckets (step {s.bucket_counts[0][0]:,}, then rebuilt)"] = ", then ".join(f"{n:,}" for n in counts[:2])
+        elif counts:
+            figures["gradient buckets"] = f"{counts[0]:,}"
+        figures["bucket all-reduces"] = f"{s.allreduces:,}"
+        if s.no_sync:
+            figures["steps under no_sync"] = f"{len(s.no_sync):,} of {s.steps:,}"
         if s.allreduce_s:
-            figures["all-reduce beside backward"] = f"{s.overlap_s / s.allreduce_s:.0%} of its time"
-    peak = _peak(s)
-    if peak:
-        figures[f"memory peak per {noun}"] = peak
+            figures["all-reduce time beside backward"] = f"{s.overlap_s / s.allreduce_s:.0%}"
+    if s.peak_bytes is not None:
+        low, high = s.peak_bytes
+        if low == high:
+            figures[f"memory peak, every {noun}"] = human_bytes(high)
+        else:
+            figures[f"memory peak per {noun}"] = f"{human_bytes(low)}–{human_bytes(high)}"
     return figures
 
 

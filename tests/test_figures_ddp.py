@@ -126,7 +126,7 @@ def test_timeline_draws_allreduces_on_a_thin_row_under_the_rank_overlapping_its_
         assert f"bucket {bucket['index']} of {len(step1)}" in hovers
         assert all(p in hovers for p in bucket["params"][:6])
     assert f"rank 3: all-reduce of bucket" in hovers
-    assert any(t.name == "backward waiting for all-reduce" for t in fig.data)
+    assert any(t.name == "waiting for all-reduce" for t in fig.data)
     assert "one lane per rank" in fig.layout.title.text
     assert fig.layout.yaxis.ticktext == tuple(f"rank {r}" for r in range(4))
     assert "4 ranks on the CPU (gloo)" in fig.layout.title.subtitle.text

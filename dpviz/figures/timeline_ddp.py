@@ -34,7 +34,7 @@ MIN_SHARE = 1 / 200  # the shortest drawn span, as a share of the window's time 
 TITLE_PX, LINE_PX, LEGEND_ROW_PX, LANE_BASE_PX, LANE_PX, BOTTOM_PX = 60, 21, 28, 100, 64, 70
 LEGEND_COLUMNS = 5
 WAIT = "wait"  # not a recorded phase: the tail of a backward spent waiting for the all-reduces
-WAIT_LABEL = "backward waiting for all-reduce"
+WAIT_LABEL = "waiting for all-reduce"
 LEGEND_GREY = "#8A8A8A"  # legend swatch of a phase drawn in each rank's own colour
 
 
