@@ -1,11 +1,15 @@
-"""Command line: run the DataParallel tutorial, print its log, write the trace files.
+"""Command line: run the DataParallel tutorial (or DistributedDataParallel), print its log, write the trace files.
 
     python -m dpviz --batch-size 30 --data-size 100 --gpus 8 --trace run.json --chrome-trace run.perfetto.json
     python -m dpviz --model gru_dim1 --inputs hidden --gpus 3
     python -m dpviz --preset kwargs-small-batch
+    python -m dpviz --engine ddp --gpus 4 --train --bucket-cap-mb 0.0001 --trace run.json
+    torchrun --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr HOST --master-port 29500 \
+        -m dpviz --engine ddp --train --trace run.json
 
-A bad value prints one line on stderr and exits with status 2. A run that DataParallel itself fails
-(a pitfall) prints the log up to the error, writes the trace files, and exits with status 1.
+A bad value prints one line on stderr and exits with status 2. A run that DataParallel (or a DDP rank)
+itself fails (a pitfall) prints the log up to the error, writes the trace files, and exits with status 1.
+Under torchrun this process is one rank: rank 0 prints the log and writes the files, the others are quiet.
 """
 from __future__ import annotations
 
@@ -19,13 +23,18 @@ from typing import Callable, NoReturn, Sequence
 from . import chrome_trace, trace_json
 from .catalogue import INPUT_SPECS, MODEL_SPECS
 from .config import (
-    BACKENDS, ENGINES, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS, ConfigError, RunConfig,
-    parse_setting,
+    BACKENDS, ENGINES, FLOAT_LIMITS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS,
+    ConfigError, RunConfig, parse_setting,
 )
-from .presets import PRESETS
+from .echo import MESSAGE_LIMIT, cut
+from .presets import ALL_PRESETS, DDP_PRESETS, PRESETS
 from .engines import ENGINES as ENGINE_NAMES
+from .engines.ddp import torchrun as _torchrun
+from .engines.ddp.torchrun import under_torchrun
 from .engines.run import record, resolve
+from .trace import Trace
 from .tutorial_log import tutorial_log
+from .wording import plural
 
 DEFAULTS = RunConfig()
 SHOWN_VALUE = 80  # characters of a refused value an error message quotes
@@ -63,36 +72,55 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,  # --gpu must not pass for --gpus: a preset is overridden only by options named in full
         description="Run PyTorch's DataParallel tutorial (nn.Linear under nn.DataParallel on random data), print the "
         "sizes each replica saw as the tutorial does, and record the run as a trace. Without enough GPUs the "
-        "devices are simulated by CPU threads that follow DataParallel's rules exactly.",
+        "devices are simulated by CPU threads that follow DataParallel's rules exactly. With --engine ddp the "
+        "same model runs under the real DistributedDataParallel, one process per rank (gloo on the CPU, NCCL "
+        "with a GPU per rank), also under torchrun across machines.",
         epilog=f"Limits: at most {MAX_BATCHES:,} batches per run ({MAX_TRAIN_BATCHES:,} with --train) and "
         f"data_size x (numbers per row) at most {MAX_DATASET_ELEMENTS:,}. Models: "
         + "; ".join(f"{m}: {MODEL_SPECS[m].label}" for m in MODELS) + ". Inputs: "
         + "; ".join(f"{f}: {INPUT_SPECS[f].label}" for f in INPUTS) + ". Presets: " + ", ".join(PRESETS)
-        + ". Exit status 2 means a bad option, 1 that DataParallel raised during the run.",
+        + " (DataParallel's); " + ", ".join(DDP_PRESETS) + " (DistributedDataParallel's)"
+        + ". Exit status 2 means a bad option, 1 that DataParallel or a DDP rank raised during the run.",
     )
     add = parser.add_argument
-    add("--batch-size", type=_setting("batch_size"), default=DEFAULTS.batch_size, help=f"rows per batch ({_limits('batch_size')})")
+    add("--batch-size", type=_setting("batch_size"), default=DEFAULTS.batch_size,
+        help=f"rows per batch ({_limits('batch_size')}); with --engine ddp the global batch: each rank loads "
+        "ceil(batch size / ranks) rows a step")
     add("--data-size", type=_setting("data_size"), default=DEFAULTS.data_size, help=f"rows in the random dataset ({_limits('data_size')})")
-    add("--gpus", type=_setting("gpus"), default=DEFAULTS.gpus, help=f"devices to spread each batch over ({_limits('gpus')})")
+    add("--gpus", type=_setting("gpus"), default=DEFAULTS.gpus,
+        help=f"devices to spread each batch over ({_limits('gpus')}); with --engine ddp, ranks: one process each, "
+        "GPUs only with backend cuda. Under torchrun, the world size (leave it out, or give the same number)")
     add("--input-size", type=_setting("input_size"), default=DEFAULTS.input_size, help=f"features per row ({_limits('input_size')})")
     add("--output-size", type=_setting("output_size"), default=DEFAULTS.output_size, help=f"outputs per row ({_limits('output_size')})")
     add("--seed", type=_setting("seed"), default=DEFAULTS.seed, help=f"seed for data, weights and order ({_limits('seed')})")
     add("--no-shuffle", action="store_true", help="keep the dataset order (the tutorial shuffles)")
     add("--train", action="store_true",
         help="after each forward, an MSE loss on the output device, backward through DataParallel and an SGD step "
-        "(the tutorial runs forward only)")
+        "(the tutorial runs forward only); with --engine ddp, every rank's own loss and backward, its gradients "
+        "all-reduced bucket by bucket, then its own SGD step")
     add("--backend", type=_setting("backend"), choices=BACKENDS, default=DEFAULTS.backend,
-        help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at least --gpus GPUs and --gpus >= 2")
+        help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at "
+        "least --gpus GPUs and --gpus >= 2. With --engine ddp: cuda runs NCCL with one process per GPU, cpu (or "
+        "simulated) runs gloo on processes on the CPU, auto takes cuda when there is a GPU per rank")
     add("--engine", type=_setting("engine"), choices=ENGINES, default=DEFAULTS.engine,
         help="what spreads the batch over the devices: " + "; ".join(f"{name}, {what}" for name, what in ENGINE_NAMES.items()))
+    add("--bucket-cap-mb", type=_setting("bucket_cap_mb"), default=DEFAULTS.bucket_cap_mb, metavar="MIB",
+        help=f"--engine ddp only: DDP's gradient bucket cap in MiB ({_float_limits('bucket_cap_mb')}, or none for "
+        "DDP's default of 25); a small cap splits the gradients into several all-reduced buckets")
+    add("--accumulate", type=_setting("accumulate"), default=DEFAULTS.accumulate, metavar="N",
+        help=f"--engine ddp with --train only: all-reduce every N steps; the steps between run under no_sync and "
+        f"add up their gradients ({_limits('accumulate')})")
     add("--model", type=_setting("model"), choices=MODELS, default=DEFAULTS.model,
         help="what each replica runs (default linear, the tutorial's)")
     add("--inputs", type=_setting("inputs"), choices=INPUTS, default=DEFAULTS.inputs,
         help="how each batch is passed to the model (default tensor: model(x))")
-    add("--preset", choices=list(PRESETS),
-        help="start from a pitfall preset's settings; other options given override it")
+    add("--preset", choices=list(ALL_PRESETS),
+        help="start from a pitfall preset's settings; other options given override it (the ddp- presets run "
+        "DistributedDataParallel, the others DataParallel)")
     add("--trace", type=Path, metavar="FILE", help="write the trace as JSON (open it in the app)")
-    add("--chrome-trace", type=Path, metavar="FILE", help="write a Chrome Trace Event file for Perfetto / chrome://tracing")
+    add("--chrome-trace", type=Path, metavar="FILE",
+        help="write a Chrome Trace Event file for Perfetto / chrome://tracing (under DDP: one process per rank, "
+        "its bucket all-reduces on a track beside its compute)")
     return parser
 
 
@@ -107,18 +135,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         input_size=args.input_size, output_size=args.output_size, batch_size=args.batch_size,
         data_size=args.data_size, gpus=args.gpus, shuffle=not args.no_shuffle, seed=args.seed, backend=args.backend,
         train=args.train, model=args.model, inputs=args.inputs, engine=args.engine,
+        bucket_cap_mb=args.bucket_cap_mb, accumulate=args.accumulate,
     )
     if args.preset:  # the preset's settings, except where an option was given on the command line
-        given = {name for name in values if _given(argv, name)}
-        values = {**values, **{k: v for k, v in PRESETS[args.preset].config.to_dict().items() if k not in given}}
+        preset = ALL_PRESETS[args.preset]
+        values = {**values, **{k: v for k, v in preset.config.to_dict().items() if not _given(argv, k)}}
+        if args.preset in PRESETS and values["engine"] == "ddp":
+            parser.error(f"--preset {args.preset} shows a DataParallel pitfall, so it runs with engine dp, not ddp; "
+                         f"DistributedDataParallel's are {', '.join(DDP_PRESETS)}.")
+    if values["engine"] != "ddp":
+        for name in ("bucket_cap_mb", "accumulate"):
+            if _given(argv, name):
+                parser.error(f"{_flag(name)} is a DistributedDataParallel option, so it needs --engine ddp, "
+                             f"got engine {values['engine']!r}.")
+    ranked = under_torchrun()
     try:
         config = RunConfig(**values)
-        resolve(config)  # a device kind this machine lacks is a bad option too, said before the run
+        if ranked:  # this process is one rank of torchrun's world; the world says how many
+            if config.engine != "ddp":
+                raise ConfigError(f"torchrun started this process as one of {_torchrun.world_size()} ranks, but "
+                                  "DataParallel runs in one process; use --engine ddp, or run without torchrun.")
+            config = _torchrun.resolve(_torchrun.check_world(config, _given(argv, "gpus")))
+        else:
+            resolve(config)  # a device kind this machine lacks is a bad option too, said before the run
     except ConfigError as error:
         parser.error(str(error))
+    writes = not ranked or _torchrun.global_rank() == 0  # under torchrun, rank 0 alone prints and writes
     # The output files are opened before the run, so a place that takes no file is one line before any log.
     files = {}
-    for path in (args.trace, args.chrome_trace):
+    for path in (args.trace, args.chrome_trace) if writes else ():
         if path is not None:
             try:
                 files[path] = path.open("w")
@@ -129,11 +174,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         for file in files.values():
             stack.enter_context(file)
-        trace = record(config)
+        if ranked:
+            try:
+                trace = _torchrun.record_rank(config)
+            except Exception as error:  # the process group could not form, or broke before the gather
+                stack.close()
+                for path in files:  # opened for a trace that never came: leave no empty file behind
+                    path.unlink(missing_ok=True)
+                print(f"dpviz: rank {_torchrun.global_rank()} of {config.gpus} under torchrun failed: "
+                      f"{_one_line(f'{type(error).__name__}: {error}')}", file=sys.stderr)
+                return 1
+            if trace is None:  # not rank 0: its report went to rank 0, which writes the trace
+                return 0
+        else:
+            trace = record(config)
         sys.stdout.write(tutorial_log(trace))
         for path, dump in ((args.trace, trace_json.dumps), (args.chrome_trace, chrome_trace.dumps)):
             if path is not None:
                 files[path].write(dump(trace))
+    if trace.engine == "ddp":
+        return _ddp_outcome(trace, config, ranked)
     kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
     batches = len(trace.batches)
     if trace.failure is not None:
@@ -143,6 +203,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind = kind if config.gpus > 1 else kind[:-1]  # "1 simulated device", "1 real GPU"
     print(f"dpviz: {batches} batch{'es' if batches != 1 else ''} on {config.gpus} {kind} in {trace.duration:.3f} s.", file=sys.stderr)
     return 0
+
+
+def _ddp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
+    """The DDP run's last line on stderr, and the exit status: ranks are processes, never called GPUs
+    unless each has one."""
+    ranks = len(trace.lanes)
+    if trace.failure is not None:
+        print(f"dpviz: DistributedDataParallel failed in step {trace.failure.batch} of {config.num_batches} on "
+              f"{plural(ranks, 'rank')}: {_one_line(trace.failure.message)}", file=sys.stderr)
+        return 1
+    if trace.backend == "cuda":
+        where = "one process per GPU, NCCL"
+    else:
+        where = f"{'a process' if ranks == 1 else 'processes'} on the CPU, gloo"
+    where += ", under torchrun" if ranked else ""
+    print(f"dpviz: {plural(len(trace.batches), 'step')} on {plural(ranks, 'rank')} ({where}) in {trace.duration:.3f} s.",
+          file=sys.stderr)
+    return 0
+
+
+def _one_line(message: str) -> str:
+    """A message from a run as the last line quotes it: its first line, control characters escaped, cut."""
+    first = (message.strip().splitlines() or [""])[0]
+    return cut("".join(c if c.isprintable() else repr(c)[1:-1] for c in first), MESSAGE_LIMIT)
+
+
+def _flag(name: str) -> str:
+    return "--no-shuffle" if name == "shuffle" else "--" + name.replace("_", "-")
+
+
+def _float_limits(name: str) -> str:
+    low, high = FLOAT_LIMITS[name]
+    return f"{low:g} to {high:g}"
 
 
 def _unwritable(path: Path) -> str | None:
@@ -167,5 +260,5 @@ def _shown(path: Path, limit: int = 80) -> str:
 
 def _given(argv: Sequence[str] | None, name: str) -> bool:
     """Whether the option for setting `name` was on the command line (--no-shuffle for shuffle)."""
-    flag = "--no-shuffle" if name == "shuffle" else "--" + name.replace("_", "-")
+    flag = _flag(name)
     return any(a == flag or a.startswith(flag + "=") for a in (sys.argv[1:] if argv is None else argv))

@@ -1,7 +1,13 @@
 """python -m dpviz: the tutorial log on stdout, trace files on request, exit 2 and one line for bad input."""
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
+import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -35,7 +41,21 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--data-size", "1000000", "--batch-size", "1"], "raise the batch size"),
     (["--backend", "cuda", "--gpus", "16"], "needs 16 CUDA devices"),
     (["--backend", "tpu"], "invalid choice"),
-    (["--engine", "ddp"], "invalid choice: 'ddp'"),
+    (["--engine", "fsdp"], "invalid choice: 'fsdp'"),
+    (["--engine", "ddp", "--gpus", "17"], "gpus must be between 1 and 16, got 17"),
+    (["--engine", "ddp", "--backend", "cuda", "--gpus", "16"], "16 ranks need 16 CUDA devices"),
+    (["--engine", "ddp", "--inputs", "kwargs"], "inputs kwargs shows a DataParallel pitfall"),
+    (["--engine", "ddp", "--inputs", "list"], "inputs list shows a DataParallel pitfall"),
+    (["--bucket-cap-mb", "1"], "--bucket-cap-mb is a DistributedDataParallel option, so it needs --engine ddp"),
+    (["--bucket-cap-mb", "none"], "--bucket-cap-mb is a DistributedDataParallel option"),  # even DDP's default
+    (["--accumulate", "1", "--train"], "--accumulate is a DistributedDataParallel option"),
+    (["--engine", "ddp", "--bucket-cap-mb", "0"], "bucket_cap_mb must be a number of MiB from 0.0001 to 1024"),
+    (["--engine", "ddp", "--bucket-cap-mb", "nan"], "got nan"),
+    (["--engine", "ddp", "--bucket-cap-mb", "big"], "bucket_cap_mb must be a number of MiB from 0.0001 to 1024 (or none), got 'big'"),
+    (["--engine", "ddp", "--accumulate", "2"], "accumulate 2 sums gradients over 2 steps before one all-reduce, so it needs train"),
+    (["--engine", "ddp", "--train", "--accumulate", "65"], "accumulate must be between 1 and 64"),
+    (["--engine", "ddp", "--preset", "idle-gpus"], "--preset idle-gpus shows a DataParallel pitfall"),
+    (["--preset", "kwargs-small-batch", "--engine", "ddp"], "--preset kwargs-small-batch shows a DataParallel pitfall"),
     (["--trace", "/no/such/folder/t.json"], "does not exist"),
     (["--chrome-trace", "/tmp"], "it is a folder"),
     (["--trace", "t" * 300 + ".json"], "file name too long"),  # one part over the file system's 255 bytes
@@ -87,7 +107,7 @@ def test_help_explains_every_option():
     text = build_parser().format_help()
     for option in build_parser()._option_string_actions:
         assert option in text
-    for words in ("1 to 16", "1,000,000", "simulated", "Perfetto"):
+    for words in ("1 to 16", "1,000,000", "simulated", "Perfetto", "ranks: one process each", "torchrun", "0.0001 to 1024"):
         assert words in text
 
 
@@ -125,3 +145,88 @@ def test_bad_models_inputs_and_presets_exit_2_with_one_line(args, words):
 def test_an_abbreviated_option_is_refused_not_silently_dropped():
     result = run("--preset", "idle-gpus", "--gpu", "3")
     assert result.returncode == 2 and "unrecognized arguments: --gpu" in result.stderr
+
+
+# ---- --engine ddp: the real DistributedDataParallel, one process per rank
+
+@pytest.fixture(scope="module")
+def ddp_cli(tmp_path_factory):
+    """One in-process DDP run through main(): 3 ranks training with a tiny bucket cap, both files written."""
+    folder = tmp_path_factory.mktemp("ddp")
+    trace, chrome = folder / "t.json", folder / "c.json"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["--engine", "ddp", "--gpus", "3", "--train", "--bucket-cap-mb", "0.0001", "--model", "mlp",
+                     "--data-size", "90", "--trace", str(trace), "--chrome-trace", str(chrome)])
+    return code, out.getvalue(), err.getvalue(), trace, chrome
+
+
+def test_ddp_prints_a_line_per_rank_and_step_and_writes_both_files(ddp_cli):
+    code, out, err, trace_path, chrome_path = ddp_cli
+    assert code == 0, err
+    trace = trace_json.loads(trace_path.read_text())
+    assert trace.engine == "ddp" and trace.config.bucket_cap_mb == 0.0001 and trace.config.gpus == 3
+    lines = out.splitlines()
+    # 90 rows on 3 ranks: 30 each, in batches of ceil(30 / 3) = 10: 3 steps of a line per rank and a closing line.
+    assert lines[0].startswith("Let's use 3 ranks! (3 processes on the CPU, gloo; each rank loads ceil(30 / 3) = 10 rows")
+    assert len(lines) == 1 + 3 * (3 + 1)
+    assert sorted(line for line in lines if line.startswith("rank ")) == sorted(
+        f"rank {r}: input size torch.Size([10, 5]) output size torch.Size([10, 2])" for r in range(3) for _ in range(3))
+    assert err == f"dpviz: 3 steps on 3 ranks (processes on the CPU, gloo) in {trace.duration:.3f} s.\n"
+    assert "GPU" not in out + err
+    processes = [e["args"]["name"] for e in json.loads(chrome_path.read_text())["traceEvents"] if e["name"] == "process_name"]
+    assert processes == [lane.name for lane in trace.lanes] == [f"rank {r} (process on the CPU)" for r in range(3)]
+
+
+def test_a_failing_rank_prints_the_log_to_its_error_and_exits_1(tmp_path, capsys):
+    code = main(["--engine", "ddp", "--train", "--model", "unused", "--trace", str(tmp_path / "t.json")])
+    out, err = capsys.readouterr()
+    assert code == 1
+    trace = trace_json.loads((tmp_path / "t.json").read_text())
+    # A layer forward never uses: step 0 cannot all-reduce it, and step 1's forward raises on every rank.
+    assert trace.failure is not None and trace.failure.batch == 1 and trace.failure.type == "RuntimeError"
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("dpviz: DistributedDataParallel failed in step 1 of 4 on 2 ranks: rank ")
+    assert "Expected to have finished reduction in the prior iteration" in err and len(err) < 400
+    lines = out.splitlines()
+    assert lines[-len(trace.failure.message.splitlines()):][0] == f"RuntimeError: {trace.failure.message.splitlines()[0]}"
+    assert "Traceback (most recent call last):" in lines and not any(line.startswith("Step 1") for line in lines)
+
+
+def test_a_ddp_preset_runs_on_ranks(capsys):
+    assert main(["--preset", "ddp-padding"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("Let's use 3 ranks!") and "(2 repeated by the sampler's padding)" in out
+    assert "2 steps on 3 ranks (processes on the CPU, gloo)" in err
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Processes whose environment holds `marker` (those a run started, and what they started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:  # gone, or not ours to read
+                pass
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads processes' environments from /proc")
+def test_ddp_in_a_real_process_has_no_traceback_and_leaves_no_process():
+    marker = f"DPVIZ_TEST_RUN={uuid.uuid4().hex}"
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
+    result = subprocess.run([sys.executable, "-m", "dpviz", "--engine", "ddp", "--gpus", "2", "--no-shuffle"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("dpviz: 4 steps on 2 ranks (processes on the CPU, gloo) in ")
+    assert len(result.stderr.splitlines()) == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 + 4 * 3 and lines[-1].startswith("Step 3: 10 rows on 2 ranks")
+    # The ranks and the forkserver they came from end with the command (the forkserver on seeing its
+    # parent gone, so give it a moment).
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(marker) == []

@@ -1,0 +1,135 @@
+"""`python -m dpviz --engine ddp` under torch's own launcher: two torchrun "nodes" on 127.0.0.1, one rank
+each, and rank 0 writes the one merged trace (lanes named by node and local rank)."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from torch.utils.data import DistributedSampler
+
+from dpviz import trace_json
+from dpviz.config import ConfigError, RunConfig
+from dpviz.engines.ddp import torchrun
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 120  # torchrun starts an agent and a rank per node: seconds of imports each on a small machine
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_node(node: int, port: int, *args: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+               "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
+               "-m", "dpviz", "--engine", "ddp", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(processes: list[subprocess.Popen]) -> list[tuple[int, str, str]]:
+    results = []
+    try:
+        for process in processes:
+            out, err = process.communicate(timeout=TIMEOUT_S)
+            results.append((process.returncode, out, err))
+    finally:
+        for process in processes:  # whatever happened, no node outlives the test
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return results
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """One run on two torchrun nodes, both given the same --trace and --chrome-trace paths (as a shared
+    folder would be): only rank 0 may write them."""
+    folder = tmp_path_factory.mktemp("torchrun")
+    trace, chrome = folder / "run.json", folder / "run.perfetto.json"
+    port = free_port()
+    args = ("--train", "--trace", str(trace), "--chrome-trace", str(chrome))
+    results = finish([torchrun_node(node, port, *args) for node in (0, 1)])
+    return results, trace, chrome
+
+
+def test_both_nodes_exit_0_and_rank_0_alone_prints_the_log(two_nodes):
+    (code0, out0, err0), (code1, out1, err1) = two_nodes[0]
+    assert code0 == 0, err0[-2000:]
+    assert code1 == 0, err1[-2000:]
+    assert out0.startswith("Let's use 2 ranks! (2 processes on the CPU, gloo; each rank loads ceil(30 / 2) = 15 rows")
+    assert "rank 1 (node 1 rank 0): input size torch.Size([15, 5]) output size torch.Size([15, 2])" in out0
+    assert "dpviz: 4 steps on 2 ranks (processes on the CPU, gloo, under torchrun)" in err0
+    assert out1 == "" and "dpviz:" not in err1  # the other rank is quiet
+
+
+def test_the_merged_trace_has_a_lane_per_node_and_the_samplers_rows(two_nodes):
+    _, path, chrome = two_nodes
+    trace = trace_json.loads(path.read_text())
+    assert trace.engine == "ddp" and trace.failure is None and trace.backend == "cpu"
+    assert [lane.name for lane in trace.lanes] == ["node 0 rank 0", "node 1 rank 0"]
+    assert trace.config.gpus == 2 and trace.config.train
+    for rank in range(2):
+        forwards = sorted((s for s in trace.spans if s.phase == "forward" and s.lane == rank), key=lambda s: s.batch)
+        rows = [row for span in forwards for row in trace.sample_ids(span)]
+        sampler = DistributedSampler(range(trace.config.data_size), num_replicas=2, rank=rank, shuffle=True,
+                                     seed=trace.config.seed)
+        assert rows == list(sampler)
+    assert {s.lane for s in trace.spans if s.phase == "allreduce"} == {0, 1}
+    names = chrome.read_text()
+    assert '"name":"node 0 rank 0"' in names and '"name":"node 1 rank 0"' in names
+
+
+def world(monkeypatch, rank: int, size: int, local_size: int = 1) -> None:
+    for name, value in {"RANK": rank, "WORLD_SIZE": size, "LOCAL_RANK": 0, "LOCAL_WORLD_SIZE": local_size,
+                        "GROUP_RANK": rank, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": 29500}.items():
+        monkeypatch.setenv(name, str(value))
+
+
+def test_gpus_given_must_agree_with_torchruns_world(monkeypatch):
+    world(monkeypatch, 0, 4)
+    config = RunConfig(engine="ddp")
+    assert torchrun.under_torchrun()
+    assert torchrun.check_world(config, gpus_given=False).gpus == 4
+    assert torchrun.check_world(RunConfig(engine="ddp", gpus=4), gpus_given=True).gpus == 4
+    with pytest.raises(ConfigError, match="--gpus 2 disagrees with torchrun's world size 4"):
+        torchrun.check_world(config, gpus_given=True)
+    world(monkeypatch, 0, 32)
+    with pytest.raises(ConfigError, match="world size is 32; dpviz runs 1 to 16 ranks"):
+        torchrun.check_world(config, gpus_given=False)
+
+
+def test_the_backend_is_settled_by_this_nodes_gpus(monkeypatch):
+    world(monkeypatch, 0, 4, local_size=2)
+    assert torchrun.resolve(RunConfig(engine="ddp"), available=0).backend == "cpu"
+    assert torchrun.resolve(RunConfig(engine="ddp"), available=2).backend == "cuda"
+    with pytest.raises(ConfigError, match="torchrun's 2 ranks on this machine need 2 CUDA devices, but it has 1"):
+        torchrun.resolve(RunConfig(engine="ddp", backend="cuda"), available=1)
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--gpus", "3"], "--gpus 3 disagrees with torchrun's world size 2"),
+    (["--engine", "dp"], "DataParallel runs in one process; use --engine ddp"),
+])
+def test_bad_options_under_torchrun_exit_2_before_joining(monkeypatch, capsys, args, words):
+    from dpviz.cli import main
+
+    world(monkeypatch, 1, 2)
+    argv = ["--engine", "ddp", *args] if "--engine" not in args else args
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_process_without_torchruns_variables_is_not_a_rank():
+    env = {name: value for name, value in os.environ.items() if name not in torchrun.ENVIRONMENT}
+    code = "from dpviz.engines.ddp.torchrun import under_torchrun; print(under_torchrun())"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.stdout.strip() == "False"
