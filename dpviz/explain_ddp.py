@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from .echo import MESSAGE_LIMIT, code_span
 from .summary_ddp import summarize_ddp
-from .tables_ddp import (allreduce_table, bucket_layouts, epoch_of, rank_rows, repeated_rows, sampler_order)
+from .tables_ddp import (allreduce_table, bucket_layouts, epoch_of, epochs_of, rank_rows, repeated_rows, sampler_order,
+                         steps_per_epoch)
 from .trace import Trace
 from .wording import human_bytes, plural, sizes_text
 
@@ -54,13 +55,14 @@ def _batch(trace: Trace) -> str | None:
     per_process = getattr(config, "batch_per_process", False)
     if per_process:
         text = (f"**Batch size, per process.** batch_size {config.batch_size:,} went to every rank's own DataLoader as "
-                f"it is, as DDP code usually writes it, so one step loads up to {k} × {loader:,} = "
-                f"{s.global_batch:,} rows: the global batch grows with the number of {trace.vocabulary.lane_noun}s.")
+                f"it is, as DDP code usually writes it, so one step loads up to {k} × {loader:,} = {k * loader:,} rows"
+                + (f" (here {s.global_batch:,}: that is all the data there is)" if s.global_batch < k * loader else "")
+                + f": the global batch grows with the number of {trace.vocabulary.lane_noun}s.")
     else:
         want = -(-config.batch_size // k)
         text = (f"**Batch size, per {trace.vocabulary.lane_noun}.** Here batch_size {config.batch_size:,} is the global "
                 f"batch, as in the DataParallel tutorial, but DDP's own DataLoader batch_size is per process: each "
-                f"rank's DataLoader was given ceil({config.batch_size:,}/{k}) = {want:,} rows"
+                f"rank's DataLoader was given ceil({config.batch_size:,}/{k}) = {plural(want, 'row')}"
                 + (f" (the run reports {loader:,})" if loader != want else "") + ".")
         if s.global_batch != config.batch_size:
             text += (f" So a full step loads {k} × {loader:,} = {s.global_batch:,} rows, not {config.batch_size:,}: "
@@ -114,6 +116,49 @@ def _padding(trace: Trace) -> str | None:
     text += ("The padding keeps every rank at the same number of steps: a rank with a step more would wait in an "
              "all-reduce the others never join. The repeated rows count twice in that epoch's gradients and metrics.")
     return text
+
+
+def _coverage(trace: Trace) -> str | None:
+    """Rows no rank loaded (DistributedSampler's drop_last), and ranks that ran out of steps (data split by hand)."""
+    size = trace.config.data_size
+    seen = {i for b in trace.batches for i in b.sample_ids}
+    parts = []
+    missing = sorted(set(range(size)) - seen)
+    if missing and trace.failure is None:
+        parts.append(f"**Rows never loaded.** {plural(len(missing), 'dataset row')} ({_listed([str(r) for r in missing])}) "
+                     f"{'was' if len(missing) == 1 else 'were'} never loaded: with drop_last=True DistributedSampler cuts "
+                     f"its list down to a multiple of {len(trace.lanes)} ranks instead of padding it, so every epoch "
+                     "leaves the same rows out unless the order is shuffled.")
+    steps: dict[int, int] = {}
+    for batch in trace.batches:
+        for rank, span in rank_rows(trace, batch.index).items():
+            if span.rows:
+                steps[rank] = steps.get(rank, 0) + 1
+    if len(set(steps.values())) > 1 and getattr(trace.config, "uneven", False):
+        counts = ", ".join(f"rank {r} {plural(n, 'step')}" for r, n in sorted(steps.items()))
+        parts.append(f"**Ranks with different numbers of steps.** The rows were split by hand, without DistributedSampler's "
+                     f"padding, so the ranks ran out at different steps: {counts}. A rank still training waits in an "
+                     "all-reduce that the others, gone, never join" + (" (the failure above)" if trace.failure else "")
+                     + "; DDP's join() context lets the finished ranks answer those all-reduces with zeros.")
+    return "\n\n".join(parts) or None
+
+
+def _epochs(trace: Trace) -> str | None:
+    epochs = epochs_of(trace)
+    if epochs < 2 or not trace.batches:
+        return None
+    per = steps_per_epoch(trace)
+    orders = [[i for b in trace.batches[e * per:(e + 1) * per] for i in b.sample_ids] for e in range(epochs)]
+    orders = [o for o in orders if o]
+    same = all(o == orders[0] for o in orders[1:])
+    text = f"**{epochs} epochs.** Each epoch is {plural(per, 'step')}. "
+    if same and trace.config.shuffle:
+        return text + ("Every epoch loaded the very same rows on the same ranks in the same order: DistributedSampler "
+                       "shuffles with seed + epoch, and without sampler.set_epoch(epoch) its epoch stays 0.")
+    if same:
+        return text + "Without shuffling, every epoch loads the same rows in the same order."
+    return text + ("Each epoch's order differs: sampler.set_epoch(epoch) gives every epoch its own shuffle, the same "
+                   "on every rank.")
 
 
 def _broadcast(trace: Trace) -> str | None:
@@ -275,6 +320,8 @@ def explain_ddp(trace: Trace) -> list[str]:
         _batch(trace),
         _strides(trace),
         _padding(trace),
+        _coverage(trace),
+        _epochs(trace),
         _broadcast(trace),
         _buckets(trace),
         _allreduce(trace),

@@ -42,3 +42,9 @@ def ddp_document(name: str) -> str:
 
 def every_ddp_trace() -> list[Trace]:
     return [ddp_trace(name) for name in CONFIGS]
+
+
+@cache
+def record_config(config) -> Trace:
+    """Any DDP run (a preset's), recorded once per session."""
+    return engine("ddp").record(config)

@@ -1,4 +1,6 @@
 """The explanation is derived from the trace: other settings, other numbers and other words."""
+import pytest
+
 from dpviz import RunConfig, record
 from dpviz.explain import explain
 from figure_traces import as_cuda, recorded
@@ -199,3 +201,37 @@ def test_ddp_explanation_shows_a_files_parameter_names_and_errors_as_text():
 
     assert code_span(evil, 40) in t and evil not in outside_code(t)  # only ever inside a code span
     assert f"on rank 1: {code_span('RuntimeError: rank 1: ' + evil, 300)}" in t
+
+
+def _ddp_preset(name: str):
+    """A DDP pitfall preset's run, recorded once; skipped where the presets do not exist yet."""
+    from dpviz import presets
+
+    if name not in getattr(presets, "DDP_PRESETS", {}):
+        pytest.skip(f"no DDP preset {name}")
+    from ddp_traces import record_config
+
+    return record_config(presets.DDP_PRESETS[name].config)
+
+
+def test_ddp_explanation_of_drop_last_names_the_rows_never_loaded():
+    trace = _ddp_preset("ddp-drop-last")  # 10 rows, 3 ranks, drop_last: 3 each, one row never seen
+    missing = sorted(set(range(trace.config.data_size)) - {i for b in trace.batches for i in b.sample_ids})
+    t = "\n".join(explain(trace))
+    assert missing and f"**Rows never loaded.** {len(missing)} dataset row ({missing[0]}) was never loaded" in t
+    assert "**Rows loaded twice.**" not in t
+
+
+def test_ddp_explanation_of_epochs_without_set_epoch_says_they_repeat():
+    trace = _ddp_preset("ddp-no-set-epoch")
+    per = len(trace.batches) // trace.config.epochs
+    first = [i for b in trace.batches[:per] for i in b.sample_ids]
+    second = [i for b in trace.batches[per:] for i in b.sample_ids]
+    assert first == second  # what the paragraph claims, from the trace itself
+    assert "Every epoch loaded the very same rows" in "\n".join(explain(trace))
+
+
+def test_ddp_explanation_of_batch_size_per_process_multiplies_it():
+    trace = _ddp_preset("ddp-batch-per-process")
+    k, b = trace.config.gpus, trace.config.batch_size
+    assert f"one step loads up to {k} × {b} = {k * b:,} rows" in "\n".join(explain(trace))

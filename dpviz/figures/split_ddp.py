@@ -122,7 +122,7 @@ def split_ddp_figure(trace: Trace) -> go.Figure:
     title = f"Rows per {noun} in each of {plural(total, 'step')}"
     epochs = epochs_of(trace)
     title += (f" ({plural(repeats, 'row')} loaded again{' within an epoch' if epochs > 1 else ''}: the sampler's padding)"
-              if repeats else " (no row loaded twice)")
+              if repeats else f" (no row loaded twice{' within an epoch' if epochs > 1 else ''})")
     notes = [ddp_note(trace), f"each {noun} loads its own rows: its DataLoader, its DistributedSampler shard"]
     if bars < shown:
         notes.append(f"{plural(shown, 'step')} in {plural(bars, 'bar')}: consecutive steps with the same rows share one")
