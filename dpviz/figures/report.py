@@ -89,7 +89,9 @@ def html_report(trace: Trace) -> str:
     config = trace.config
     vocabulary = trace.vocabulary
     if trace.engine == "ddp":  # ranks are processes; batch_size is the global batch, per_rank_batch each one's
-        heading = (f"{vocabulary.title} run: {config.data_size:,} rows, a global batch of {config.batch_size:,}, "
+        batch = (f"a batch of {config.batch_size:,} per process" if getattr(config, "batch_per_process", False)
+                 else f"a global batch of {config.batch_size:,}")
+        heading = (f"{vocabulary.title} run: {config.data_size:,} rows, {batch}, "
                    f"on {plural(config.gpus, vocabulary.lane_noun)} (one process each), {MODEL_SPECS[config.model].label}")
     else:
         heading = (f"DataParallel run: {config.data_size:,} rows in batches of {config.batch_size:,} "
