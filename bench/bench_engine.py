@@ -1,6 +1,6 @@
 """How much the simulation and the recording cost next to the forwards they show.
 
-    .venv/bin/python bench/bench_engine.py            # tutorial config and data size 100,000
+    .venv/bin/python bench/bench_engine.py            # tutorial config, data size 100,000, the largest settings
     .venv/bin/python bench/bench_engine.py --quick    # tutorial config only
     .venv/bin/python bench/bench_engine.py --models   # a training run of every model instead
 
@@ -11,15 +11,20 @@ For each configuration, in this one process and on the same batches:
   recorded    dpviz.record(config): the simulated run plus the hooks and timers that build the trace
 A training configuration compares a plain step (forward, loss, backward, SGD) per whole batch on
 one device (`bare`) with the recorded DataParallel training run; --models does that for each model.
-Times are the best of several repeats; ratios are against `bare`. Peak memory is the Python heap
-peak from tracemalloc (measured in a second pass, since tracing slows the run) plus the process's
-peak resident size at the end.
+Times are the best of several repeats; ratios are against `bare` and `bare-chunks`. Peak memory is
+the Python heap peak from tracemalloc (measured in a second pass, since tracing slows the run) plus
+the process's peak resident size at the end.
+
+Threads: the simulation borrows each replica's thread from a pool (dpviz/engines/dp/workers.py) where
+torch starts and joins one per replica per call; the last lines time both ways of running 16 empty
+jobs at once, which is the per-call cost real DataParallel pays and the simulated timeline leaves out.
 """
 from __future__ import annotations
 
 import argparse
 import resource
 import sys
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -30,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from dpviz import RunConfig, SimulatedDataParallel, record, tutorial
 from dpviz.config import MODELS
+from dpviz.engines.dp.workers import Pool
 
 
 def _batches(config: RunConfig) -> tuple[torch.nn.Module, list[torch.Tensor]]:
@@ -93,6 +99,25 @@ def heap_peak(fn) -> int:
     return peak
 
 
+def thread_costs(count: int, calls: int = 300) -> tuple[float, float]:
+    """Seconds per call to run `count` empty jobs at once: threads started and joined, or borrowed."""
+    job, pool = (lambda: None), Pool()
+
+    def started() -> None:
+        for _ in range(calls):
+            threads = [threading.Thread(target=job) for _ in range(count)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+
+    def borrowed() -> None:
+        for _ in range(calls):
+            pool.run_each([job] * count)
+
+    return best_time(started, 3) / calls, best_time(borrowed, 3) / calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tutorial configuration only")
@@ -106,18 +131,25 @@ def main() -> None:
     elif not args.quick:
         configs.append((RunConfig(batch_size=30, data_size=100_000, gpus=8, backend="simulated"), 3))
         configs.append((RunConfig(batch_size=30, data_size=30_000, gpus=8, backend="simulated", train=True), 3))
+        # The largest settings' shape: wide batches on the most devices the page offers.
+        configs.append((RunConfig(batch_size=256, data_size=100_000, gpus=16, backend="simulated"), 3))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
     for config, repeats in configs:
         print(f"\n{'training: ' if config.train else ''}{config.model}, batch {config.batch_size}, data {config.data_size:,}, {config.gpus} simulated devices, "
               f"{config.num_batches:,} batches (best of {repeats})")
         timings = {name: best_time(fn, repeats) for name, fn in cases(config).items()}
         peaks = {name: heap_peak(fn) for name, fn in cases(config).items()}
+        chunks = timings.get("bare-chunks")
         for name, seconds in timings.items():
-            print(f"  {name:<12} {seconds * 1e3:10.1f} ms  {seconds / timings['bare']:7.1f}x bare  "
+            against_chunks = f"{seconds / chunks:6.1f}x bare-chunks" if chunks else ""
+            print(f"  {name:<12} {seconds * 1e3:10.1f} ms  {seconds / timings['bare']:7.1f}x bare  {against_chunks}  "
                   f"{seconds / config.num_batches * 1e6:8.0f} us/batch  heap peak {peaks[name] / 2**20:7.1f} MiB")
         if "simulated" in timings:
             print(f"  recording adds {timings['recorded'] / timings['simulated'] - 1:+.0%} to the simulated run")
-    print(f"\nprocess peak resident size {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    started, borrowed = thread_costs(16)
+    print(f"\n16 empty jobs at once, per call: a thread started and joined for each {started * 1e6:,.0f} us "
+          f"(real DataParallel), borrowed from the pool {borrowed * 1e6:,.0f} us (the simulation)")
+    print(f"process peak resident size {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":
