@@ -36,7 +36,7 @@ def _ranks(trace: Trace) -> str:
     else:
         reduced = any(s.phase == "allreduce" for s in trace.spans)
         text = (f"**Processes, not GPUs.** DistributedDataParallel ran {plural(k, noun)}: {plural(k, 'Python process')} "
-                "on this machine's CPU, each with its own copy of the model, talking over gloo. No GPU was used, and "
+                f"on this machine's CPU, {'each with its own copy of the model, talking over gloo' if k > 1 else 'with its own model and a gloo group of one'}. No GPU was used, and "
                 f"none was simulated: these are real processes{' and real all-reduces' if reduced else ''}.")
         if k > 1:
             text += (f" The {k} processes share the machine's few CPU cores, so the measured times"
@@ -67,7 +67,7 @@ def _batch(trace: Trace) -> str | None:
         if s.global_batch != config.batch_size:
             text += (f" So a full step loads {k} × {loader:,} = {s.global_batch:,} rows, not {config.batch_size:,}: "
                      f"{config.batch_size:,} does not divide by {k}.")
-        else:
+        elif k > 1:
             text += f" Together the {k} ranks load {s.global_batch:,} rows a step."
     last = trace.batches[-1].index
     rows = [rank_rows(trace, last)[r].rows for r in sorted(rank_rows(trace, last))]
@@ -166,9 +166,11 @@ def _broadcast(trace: Trace) -> str | None:
     if not spans:
         return None
     took = sorted(s.duration * 1e3 for s in spans)
+    took_text = f"{took[0]:,.1f} ms" if len(took) == 1 else f"{took[0]:,.1f} to {took[-1]:,.1f} ms per rank"
+    alone = "" if len(trace.lanes) > 1 else ", with no other rank to receive them"
     buffers = [s for s in trace.spans if s.phase == "buffers"]
     text = (f"**One broadcast at construction.** Before step 0, DDP() checked that every rank has the same parameters "
-            f"and broadcast rank 0's parameters{' and buffers' if buffers else ''} to the others ({took[0]:,.1f} to {took[-1]:,.1f} ms per rank). "
+            f"and broadcast rank 0's parameters{' and buffers' if buffers else ''} to the others ({took_text}{alone}). "
             "From then on each rank owns its copy and parameters never move between the processes"
             + (": every rank steps its own optimizer on the same averaged gradients, so the copies stay equal."
                if trace.config.train else "."))
