@@ -20,10 +20,6 @@ from .trace import Span, Trace
 ALLREDUCE_COLUMNS = ["step", "rank", "bucket", "start", "end", "backward_start", "backward_end", "overlap"]
 
 
-def ranks_of(trace: Trace) -> int:
-    return len(trace.lanes)
-
-
 def epochs_of(trace: Trace) -> int:
     """Epochs the run went through (1 for a trace written before DDP could run several)."""
     epochs = getattr(trace.config, "epochs", 1)
@@ -103,10 +99,6 @@ def bucket_layout(trace: Trace, step: int) -> list[dict[str, Any]]:
         if layout["step"] <= step:
             current = layout.get("buckets") or []
     return current
-
-
-def bucket_of(trace: Trace, step: int, index: int | None) -> dict[str, Any] | None:
-    return next((b for b in bucket_layout(trace, step) if b.get("index") == index), None)
 
 
 def per_rank_batch(trace: Trace) -> int | None:

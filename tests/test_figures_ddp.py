@@ -16,7 +16,7 @@ from dpviz.figures.timeline_ddp import REDUCE_TOP, WAIT, prepare_timeline_ddp, w
 from dpviz.figures.views import VIEWS
 from dpviz.tables import memory_batches
 from dpviz.tables_ddp import bucket_layout
-from ddp_traces import CONFIGS, ddp_trace, every_ddp_trace
+from ddp_traces import CONFIGS, ddp_trace
 
 NAMES = list(CONFIGS)
 
