@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..echo import plotly_text
 from ..tables_ddp import epochs_of, rank_rows, repeated_rows
 from ..trace import Trace
 from .bounds import MAX_MARKS, split_runs
@@ -128,6 +129,8 @@ def split_ddp_figure(trace: Trace) -> go.Figure:
         notes.append(f"{plural(shown, 'step')} in {plural(bars, 'bar')}: consecutive steps with the same rows share one")
     if shown < total:
         notes.append(f"first {plural(shown, 'step')} of {total:,} shown (at most {MAX_MARKS:,} marks)")
+    if trace.failure is not None:  # the error's words are the file's: plotly reads HTML
+        notes.append(f"step {trace.failure.batch:,} failed: {plotly_text(trace.failure.headline, 80)}")
     if repeats and len(table) and bars * len(trace.lanes) <= TEXT_CELLS:
         notes.append("* in the grid: the rank loaded a row again")
     names = [trace.vocabulary.lane_name(lane.id) for lane in trace.lanes]

@@ -217,6 +217,8 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int) -> go.F
                      "gives the measured time")
     if shown < total:
         lines.append(f"at most {window_size(trace):,} steps per window ({MAX_MARKS:,} marks)")
+    if trace.failure is not None and first_batch <= trace.failure.batch <= last_batch:
+        lines.append(f"step {trace.failure.batch:,} failed: {plotly_text(trace.failure.headline, 80)}")
     if epochs_of(trace) > 1:
         lines.append(f"{plural(epochs_of(trace), 'epoch')}")
     notes = [ddp_note(trace), "<br>".join(lines)]
