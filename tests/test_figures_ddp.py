@@ -209,3 +209,22 @@ def test_lane_colours_are_the_same_in_split_and_timeline():
     (forward,) = [t for t in timeline.data if t.name == "forward" and t.x[0] is not None]
     lanes = np.round(np.asarray(forward.y) + 0.12).astype(int)
     assert [device_color(d) for d in lanes] == list(forward.marker.color)
+
+
+def test_a_files_parameter_names_and_errors_reach_the_figures_as_text():
+    import dataclasses
+
+    from dpviz.trace import Failure
+
+    trace = ddp_trace("two_train")
+    evil = "<b>x</b><a href='http://e.example'>y</a>"
+    layouts = [{**lay, "buckets": [{**b, "params": [evil] + b["params"][1:]} for b in lay["buckets"]]}
+               for lay in trace.facts["ddp"]["buckets"]]
+    facts = {**trace.facts, "ddp": {**trace.facts["ddp"], "buckets": layouts}}
+    failed = dataclasses.replace(trace, facts=facts, failure=Failure(batch=2, type="RuntimeError", message=evil, replica=1))
+    timeline, split = timeline_figure(failed), split_figure(failed)
+    hovers = " ".join(str(d[0]) for t in timeline.data if t.name == "all-reduce" for d in t.customdata)
+    assert "&lt;b&gt;x&lt;/b&gt;&lt;a href='http://e.example'&gt;y&lt;/a&gt;" in hovers and evil not in hovers
+    for fig in (timeline, split):
+        subtitle = fig.layout.title.subtitle.text
+        assert "step 2 failed: RuntimeError: &lt;b&gt;x&lt;/b&gt;" in subtitle and "<a href" not in subtitle
