@@ -13,6 +13,10 @@
     figures.html_report(trace)                 # one offline HTML string with all of the above
     figures.bounded_log(trace)                 # the tutorial log, cut to its first and last lines past 2,000
 
+A DistributedDataParallel trace (trace.engine == "ddp") draws in the split, timeline, sample map and
+memory views with its own layouts (split_ddp, timeline_ddp, sample_map_ddp: ranks, steps, padding rows,
+bucket all-reduces); flow, step-through and inputs are DataParallel's only (VIEWS says which engines).
+
 Each view has a `prepare_*` function (trace -> pandas DataFrame) used by its figure function, so the
 data can be tested or tabulated without plotting. No figure draws more than MAX_MARKS marks.
 """
