@@ -81,6 +81,7 @@ def record_rank(config: RunConfig, timeout_s: float | None = None) -> Trace | No
     merged trace, the others None. A collective that waits longer than `timeout_s` (the config's
     timeout_s unless given) ends the run."""
     import torch
+    import torch._dynamo  # noqa: F401  DDP's constructor imports it (seconds), which would be timed as its broadcast
     import torch.distributed as dist
 
     from ..run import cuda_device_count
