@@ -5,6 +5,7 @@ import warnings
 import torch
 
 from dpviz import RunConfig, record
+from dpviz.engines.dp.workers import POOL
 from dpviz.figures import split_figure
 from dpviz.presets import PRESETS
 
@@ -25,6 +26,7 @@ def _what_happened(trace) -> tuple:
 
 
 def test_concurrent_runs_match_solo_runs_and_leave_the_process_as_it_was():
+    threads_before = threading.active_count() - POOL.idle()
     solo = [_what_happened(record(config)) for config in CONFIGS]
     filters, hook, rng = list(warnings.filters), warnings.showwarning, torch.get_rng_state()
     results: dict[tuple[int, int], tuple] = {}
@@ -48,3 +50,7 @@ def test_concurrent_runs_match_solo_runs_and_leave_the_process_as_it_was():
     assert solo[0][1][0].count == 4 and solo[1][1] == []  # a warning per batch, and none for the tutorial
     assert list(warnings.filters) == filters and warnings.showwarning is hook
     assert torch.equal(torch.get_rng_state(), rng)
+    # The replica threads sessions borrowed went back to one shared, bounded pool: four rounds of five
+    # sessions leave no more idle threads than the pool keeps, however many calls they made.
+    assert POOL.idle() <= POOL.max_idle
+    assert threading.active_count() <= threads_before + POOL.max_idle
