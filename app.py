@@ -10,57 +10,79 @@ import streamlit as st
 
 from dpviz import chrome_trace, trace_json
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
-from dpviz.config import INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
+from dpviz.config import DDP_ONLY, FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
 from dpviz.echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
 from dpviz.explain import explain
 from dpviz.engines import ENGINES
 from dpviz.figures import VIEWS, View, html_report
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW
-from dpviz.presets import PRESETS, preset_of
+from dpviz.compare import comparison
+from dpviz.figures.compare import comparison_figure
+from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, preset_of
 from dpviz.engines.run import runnable
 from dpviz.session import Runs, Views
 from dpviz.summary import key_figures
 from dpviz.trace import Trace
 from dpviz.trace_json import MAX_TRACE_BYTES, TraceError
 from dpviz.wording import describe_devices
-from dpviz.url_state import from_query, settle, to_query
+from dpviz.url_state import BOTH, from_query, settle, to_query, wants_both
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 TAB = "tab"  # the views' tabs: the shown one's label, in the session's state
+ENGINE = "engine_choice"  # the engine control: dp, ddp or both (the config's engine is dp or ddp)
+ENGINE_LABELS = {"dp": "DataParallel", "ddp": "DistributedDataParallel", BOTH: "Both, side by side"}
+# Ranks a page run may start. Every rank is a process: the server, the forkserver that starts them and the
+# ranks must stay within a small host's 690 MB (proportional set sizes, bench/bench_ddp_page.py).
+PAGE_MAX_RANKS = 8
 
 
 def apply_link_once() -> None:
     """On a session's first run, the URL's settings become the widgets' values."""
     if "link_applied" in st.session_state:
         return
-    config, warnings = from_query(st.query_params.to_dict())
+    params = st.query_params.to_dict()
+    config, warnings = from_query(params)
     for name, value in config.to_dict().items():
         st.session_state[name] = value
+    st.session_state[ENGINE] = BOTH if wants_both(params) else config.engine
     st.session_state.link_applied = True
     st.session_state.link_config = config
     st.session_state.link_warnings = warnings
 
 
 def use_preset(name: str) -> None:
-    """A pitfall button's callback: the preset's settings become the widgets' values."""
-    for setting, value in PRESETS[name].config.to_dict().items():
+    """A pitfall button's callback: the preset's settings (its engine too) become the widgets' values."""
+    config = ALL_PRESETS[name].config
+    for setting, value in config.to_dict().items():
         st.session_state[setting] = value
+    st.session_state[ENGINE] = config.engine
 
 
-def pitfall_buttons() -> None:
+def pitfall_buttons(choice: str) -> None:
     st.sidebar.header("Pitfalls")
-    st.sidebar.caption("One click each: a run that shows a way DataParallel surprises people.")
-    for name, preset in PRESETS.items():
-        st.sidebar.button(preset.title, key=f"preset_{name}", on_click=use_preset, args=(name,),
-                          help=preset.look_for, width="stretch")
+    groups = [("a way DataParallel surprises people", PRESETS, ("dp", BOTH)),
+              ("a way DistributedDataParallel surprises people, on real processes", DDP_PRESETS, ("ddp", BOTH))]
+    for words, presets, shown in groups:
+        if choice in shown:
+            st.sidebar.caption(f"One click each: a run that shows {words}.")
+            for name, preset in presets.items():
+                st.sidebar.button(preset.title, key=f"preset_{name}", on_click=use_preset, args=(name,),
+                                  help=preset.look_for, width="stretch")
 
 
-def controls() -> RunConfig:
-    """The sidebar's widgets, as a RunConfig that fits every limit."""
+def controls() -> tuple[RunConfig, str]:
+    """The sidebar's widgets, as a RunConfig that fits every limit, and the engine choice (dp, ddp or both)."""
     st.sidebar.header("Settings")
+    choice = st.sidebar.radio(
+        "Engine", list(ENGINE_LABELS), key=ENGINE, format_func=ENGINE_LABELS.get,
+        help="DataParallel: one process, a thread per replica, the batch scattered and the outputs gathered every "
+        "step. DistributedDataParallel: one real process per rank (gloo on the CPU, NCCL on GPUs), each loading "
+        "its own rows, only the gradients all-reduced. Both: the same settings under each, side by side.",
+    )
     number = lambda label, name, help: st.sidebar.number_input(
         label, min_value=LIMITS[name][0], max_value=LIMITS[name][1], step=1, key=name, help=help
     )
+    lanes = {"dp": "Number of GPUs", "ddp": "Number of ranks (processes)", BOTH: "Number of GPUs and of ranks"}[choice]
     values = {
         "model": st.sidebar.selectbox(
             "Model", MODELS, key="model", format_func=lambda name: MODEL_SPECS[name].label,
@@ -74,8 +96,8 @@ def controls() -> RunConfig:
         ),
         "batch_size": number("Batch size", "batch_size", "Rows per batch from the DataLoader (tutorial: 30)."),
         "data_size": number("Data size", "data_size", "Rows of random data (tutorial: 100)."),
-        "gpus": st.sidebar.slider("Number of GPUs", *LIMITS["gpus"], key="gpus",
-                                  help="Devices DataParallel spreads each batch over."),
+        "gpus": st.sidebar.slider(lanes, *LIMITS["gpus"], key="gpus",
+                                  help="Devices DataParallel spreads each batch over; processes DDP runs, one per rank."),
         "input_size": number("Input size", "input_size", "Features per row: nn.Linear's in_features (tutorial: 5); "
                              "the CNN's image side, the GRU's features per step."),
         "output_size": number("Output size", "output_size", "nn.Linear's out_features (tutorial: 2)."),
@@ -88,14 +110,52 @@ def controls() -> RunConfig:
         "seed": number("Seed", "seed", "Seeds the data, the weights and the shuffle: same seed, same run."),
         "backend": st.sidebar.radio(
             "Backend", ["auto", "cuda", "simulated"], key="backend", horizontal=True,
-            help="cuda: the real nn.DataParallel on this machine's GPUs. simulated: CPU threads that follow "
-            "DataParallel's rules. auto: cuda when there are enough GPUs.",
+            help="cuda: the real nn.DataParallel (and DDP with NCCL) on this machine's GPUs. simulated: CPU threads "
+            "that follow DataParallel's rules; DDP then runs its real processes on the CPU with gloo. auto: cuda when "
+            "there are enough GPUs.",
         ),
     }
+    if choice != "dp":
+        values.update(engine="ddp", **ddp_controls())
+        if values["gpus"] > PAGE_MAX_RANKS:
+            say(f"The page starts at most {PAGE_MAX_RANKS} DDP ranks: each is a process, and with the server they "
+                f"must fit a small host's 690 MB; using {PAGE_MAX_RANKS} instead of {values['gpus']}. "
+                "python -m dpviz --engine ddp runs up to 16.")
+            values["gpus"] = PAGE_MAX_RANKS
     config, warnings = settle(values)
     for warning in warnings:
         say(warning)
-    return config
+    return config, choice
+
+
+def ddp_controls() -> dict:
+    """DistributedDataParallel's own settings, in an expander: what DDP users tune and where they trip."""
+    box = st.sidebar.expander("DistributedDataParallel options")
+    whole = lambda label, name, help: box.number_input(
+        label, min_value=LIMITS[name][0], max_value=LIMITS[name][1], step=1, key=name, help=help)
+    flag = lambda label, name, help: box.toggle(label, key=name, help=help)
+    low, high = FLOAT_LIMITS["bucket_cap_mb"]
+    for name, unset in DDP_ONLY.items():  # settings a DataParallel run left out start at DDP's defaults
+        st.session_state.setdefault(name, unset)
+    return {
+        "bucket_cap_mb": box.number_input(
+            "bucket_cap_mb (MiB; empty: DDP's default)", min_value=low, max_value=high, value=None, key="bucket_cap_mb",
+            format="%.4f", help="DDP's gradient bucket cap. Left empty, 25 MiB with a first bucket of 1 MiB; a tiny cap "
+            "such as 0.0002 splits even these small models into several buckets."),
+        "accumulate": whole("Accumulate gradients over N steps", "accumulate",
+                            "N-1 steps under no_sync() (no all-reduce), then one that all-reduces and steps. Needs Train."),
+        "epochs": whole("Epochs", "epochs", "Passes over the data."),
+        "set_epoch": flag("sampler.set_epoch(epoch)", "set_epoch", "Off: every epoch loads the same rows in the same order."),
+        "batch_per_process": flag("batch_size per process", "batch_per_process",
+                                  "On: every rank's DataLoader loads batch_size rows, as DDP code does; the global batch "
+                                  "grows with the ranks. Off: batch_size is the global batch, as in the tutorial."),
+        "drop_last": flag("DistributedSampler(drop_last=True)", "drop_last", "Drop the rows that do not divide evenly."),
+        "find_unused": flag("find_unused_parameters=True", "find_unused", "Needed when forward leaves a parameter unused."),
+        "uneven": flag("Split the rows by hand (uneven shards)", "uneven",
+                       "No DistributedSampler: contiguous shards, so ranks may get different numbers of batches."),
+        "join": flag("ddp.join() around the loop", "join", "Ranks that run out of batches keep answering the others."),
+        "timeout_s": whole("Collective timeout (s)", "timeout_s", "How long a rank waits in a collective before the run ends."),
+    }
 
 
 def say(sentence: str) -> None:
@@ -133,9 +193,11 @@ def run(config: RunConfig) -> Trace | None:
     runs: Runs = st.session_state.setdefault("runs", Runs())
     if config in runs:
         return runs.get(config)
-    bar = st.progress(0.0, text=f"Running {config.num_batches:,} batches ...")
+    unit = "step" if config.engine == "ddp" else "batch"
+    where = f" on {config.gpus} processes" if config.engine == "ddp" else ""
+    bar = st.progress(0.0, text=f"Running {config.num_batches:,} {unit}{'s' if unit == 'step' else 'es'}{where} ...")
     try:
-        trace = runs.get(config, lambda done, total: bar.progress(done / total, text=f"Batch {done:,} of {total:,}"))
+        trace = runs.get(config, lambda done, total: bar.progress(done / total, text=f"{unit.title()} {done:,} of {total:,}"))
     except Exception as error:  # e.g. CUDA out of memory on a real GPU: say so, keep the page alive
         bar.empty()
         st.error(f"The run failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
@@ -150,16 +212,18 @@ def show_outcome(trace: Trace) -> None:
     if preset is not None:
         st.info(f"**Pitfall: {preset.title}.** {preset.look_for} [Link to this preset](?preset={preset.name})")
     failure = trace.failure
+    unit = "step" if trace.engine == "ddp" else "batch"
     if failure is not None:
-        st.error(f"**Batch {failure.batch:,} failed**, as it would in your training loop: "
+        whose = "The rank's own error" if trace.engine == "ddp" else "The replica's own error"
+        st.error(f"**{unit.title()} {failure.batch:,} failed**, as it would in your training loop: "
                  f"{code_span(failure.headline, MESSAGE_LIMIT)}  \n"
-                 f"The replica's own error: {code_span(failure.original, MESSAGE_LIMIT)}")
+                 f"{whose}: {code_span(failure.original, MESSAGE_LIMIT)}")
         with st.expander("The whole error, as Python prints it"):
             st.code(f"{failure.type}: {failure.message}", language=None)
     for note in trace.warnings:
         st.warning(f"{code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)} "
                    f"({note.count:,} time{'s' if note.count != 1 else ''}, "
-                   f"first in batch {note.batch:,})")
+                   f"first in {unit} {note.batch:,})")
 
 
 def sampled_batch(trace: Trace, sampled: list[int], key: str) -> int:
@@ -183,18 +247,23 @@ def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: s
     if not sampled:
         st.info(missing)
     else:
-        chart(trace, build, sampled_batch(trace, sampled, f"{name}_batch"), key=f"{name}_chart")
+        chart(trace, build, sampled_batch(trace, sampled, side_key(trace, f"{name}_batch")), key=f"{name}_chart")
 
 
 def chart(trace: Trace, build, *args, key: str) -> None:
     """Draw `build(trace, *args)`, built once per trace and arguments in this session."""
     views: Views = st.session_state.setdefault("views", Views())
-    st.plotly_chart(views.get(trace, build, *args), width="stretch", config=CHART_CONFIG, key=key)
+    st.plotly_chart(views.get(trace, build, *args), width="stretch", config=CHART_CONFIG, key=side_key(trace, key))
+
+
+def side_key(trace: Trace, key: str) -> str:
+    """A widget's key, the side's engine in front when both engines are shown."""
+    return f"{trace.engine}_{key}" if st.session_state.get(ENGINE) == BOTH else key
 
 
 def batch_view(trace: Trace, view: View) -> None:
     """A slider over every batch (the last one first)."""
-    last, key = len(trace.batches) - 1, f"{view.key}_batch"
+    last, key = len(trace.batches) - 1, side_key(trace, f"{view.key}_batch")
     if st.session_state.get(key, last) > last:  # a new run may have fewer batches
         st.session_state[key] = last
     st.session_state.setdefault(key, last)
@@ -204,7 +273,7 @@ def batch_view(trace: Trace, view: View) -> None:
 
 def window_view(trace: Trace, view: View) -> None:
     """A slider over windows of consecutive batches, when the trace has more than one window fits."""
-    window, first, key = view.window(trace), 0, f"{view.key}_first"
+    window, first, key = view.window(trace), 0, side_key(trace, f"{view.key}_first")
     if len(trace.batches) > window:
         st.session_state.setdefault(key, 0)
         if st.session_state[key] > len(trace.batches) - 1:
@@ -228,64 +297,137 @@ CONTROLS = {
 }
 
 
+def key_metrics(trace: Trace, per_row: int = 4) -> None:
+    views: Views = st.session_state.setdefault("views", Views())
+    items = list(views.get(trace, key_figures).items())
+    for start in range(0, len(items), per_row):  # a few to a row: values stay readable, never cut off
+        for column, (label, value) in zip(st.columns(per_row), items[start:start + per_row]):
+            column.metric(label, value)
+
+
+def view_of(trace: Trace, view: View) -> None:
+    if trace.engine not in view.engines:
+        st.info(f"{view.tab} draws {' and '.join(ENGINES[e] for e in view.engines)} runs only; "
+                f"this run is {ENGINES[trace.engine]}.")
+    else:
+        CONTROLS[view.control](trace, view)
+
+
+def explanation(trace: Trace, columns: int = 2) -> None:
+    views: Views = st.session_state.setdefault("views", Views())
+    paragraphs = views.get(trace, explain)
+    size = (len(paragraphs) + columns - 1) // columns
+    for column, start in zip(st.columns(columns, gap="large"), range(0, len(paragraphs), size or 1)):
+        for paragraph in paragraphs[start:start + size]:
+            column.markdown(paragraph)
+
+
+def downloads(trace: Trace) -> None:
+    name = f"dpviz-{trace.engine}-{trace.backend}-{trace.config.gpus}{'ranks' if trace.engine == 'ddp' else 'gpus'}"
+    what = ENGINES[trace.engine] if st.session_state.get(ENGINE) == BOTH else ""
+    key = side_key(trace, "download")
+    st.sidebar.download_button(f"Trace (JSON) {what}".strip(), lambda: trace_json.dumps(trace), f"{name}.json",
+                               "application/json", on_click="ignore", key=f"{key}_json")
+    st.sidebar.download_button(f"Chrome trace (Perfetto) {what}".strip(), lambda: chrome_trace.dumps(trace),
+                               f"{name}.perfetto.json", "application/json", on_click="ignore", key=f"{key}_chrome")
+    st.sidebar.download_button(f"HTML report {what}".strip(), lambda: html_report(trace), f"{name}.html", "text/html",
+                               on_click="ignore", key=f"{key}_html")
+
+
 def show(trace: Trace) -> None:
     (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
     show_outcome(trace)
-    views: Views = st.session_state.setdefault("views", Views())
-    figures = views.get(trace, key_figures)
-    items = list(figures.items())
-    for start in range(0, len(items), 4):  # four to a row: values stay readable, never cut off
-        for column, (label, value) in zip(st.columns(4), items[start:start + 4]):
-            column.metric(label, value)
-
+    key_metrics(trace)
     # Only the shown tab's view is built and sent (a click on another reruns the page, from the session's
     # runs and figures): the others' figures are work the first screen does not need.
-    for view, tab in zip(VIEWS, st.tabs([view.tab for view in VIEWS], key=TAB, on_change="rerun")):
+    # The views that draw this run's engine first: the first screen shows a chart, not a "DataParallel only".
+    views = sorted(VIEWS, key=lambda view: trace.engine not in view.engines)
+    for view, tab in zip(views, st.tabs([view.tab for view in views], key=TAB, on_change="rerun")):
+        with tab:
+            if tab.open:
+                view_of(trace, view)
+    st.subheader("What happened")
+    explanation(trace)
+    st.sidebar.header("Files")
+    downloads(trace)
+
+
+COMPARE = "Compare"  # the side-by-side page's first tab
+
+
+def show_both(dp: Trace, ddp: Trace) -> None:
+    """The same settings under DataParallel (left) and DDP (right): what moves, then every view side by side."""
+    left, right = st.columns(2, gap="large")
+    for column, trace in ((left, dp), (right, ddp)):
+        with column:
+            st.markdown(f"#### {ENGINES[trace.engine]}")
+            (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
+            show_outcome(trace)
+    tabs = [COMPARE] + [view.tab for view in VIEWS]
+    for label, tab in zip(tabs, st.tabs(tabs, key=TAB, on_change="rerun")):
         with tab:
             if not tab.open:
                 continue
-            if trace.engine not in view.engines:
-                st.info(f"{view.tab} draws {' and '.join(ENGINES[e] for e in view.engines)} runs only; "
-                        f"this run is {ENGINES[trace.engine]}.")
-            else:
-                CONTROLS[view.control](trace, view)
-
+            if label == COMPARE:
+                st.plotly_chart(comparison_figure(dp, ddp), width="stretch", config=CHART_CONFIG, key="compare_chart")
+                for sentence in comparison(dp, ddp):
+                    st.markdown(markdown_text(sentence, 2_000))  # dpviz's own sentence, naming lanes: escaped, not cut
+                continue
+            view = next(v for v in VIEWS if v.tab == label)
+            for column, trace in zip(st.columns(2, gap="medium"), (dp, ddp)):
+                with column:
+                    view_of(trace, view)
     st.subheader("What happened")
-    paragraphs = views.get(trace, explain)
-    half = (len(paragraphs) + 1) // 2
-    for column, part in zip(st.columns(2, gap="large"), (paragraphs[:half], paragraphs[half:])):
-        for paragraph in part:
-            column.markdown(paragraph)
-
+    for column, trace in zip(st.columns(2, gap="large"), (dp, ddp)):
+        with column:
+            st.markdown(f"#### {ENGINES[trace.engine]}")
+            key_metrics(trace, per_row=2)
+            views: Views = st.session_state.setdefault("views", Views())
+            for paragraph in views.get(trace, explain):
+                st.markdown(paragraph)
     st.sidebar.header("Files")
-    name = f"dpviz-{trace.backend}-{trace.config.gpus}gpus"
-    st.sidebar.download_button("Trace (JSON)", lambda: trace_json.dumps(trace), f"{name}.json", "application/json", on_click="ignore")
-    st.sidebar.download_button("Chrome trace (Perfetto)", lambda: chrome_trace.dumps(trace), f"{name}.perfetto.json", "application/json", on_click="ignore")
-    st.sidebar.download_button("HTML report", lambda: html_report(trace), f"{name}.html", "text/html", on_click="ignore")
+    downloads(dp)
+    downloads(ddp)
+
+
+def dataparallel_side(config: RunConfig) -> RunConfig:
+    """The same settings for DataParallel, DDP's own options left out."""
+    values = {**config.to_dict(), **DDP_ONLY, "engine": "dp"}
+    return RunConfig(**values)
+
+
+TITLES = {"dp": "How nn.DataParallel splits a batch", "ddp": "How DistributedDataParallel shares the work",
+          BOTH: "DataParallel and DistributedDataParallel, side by side"}
 
 
 def main() -> None:
     st.set_page_config(page_title="dpviz: DataParallel, visualised", layout="wide")
-    st.title("How nn.DataParallel splits a batch")
-    st.caption(
-        "PyTorch's DataParallel tutorial, live: nn.Linear (or another model) wrapped in nn.DataParallel, random "
-        "data, and every row followed from the DataLoader to a device and back. Pitfalls in the sidebar."
-    )
     apply_link_once()
-    config = controls()
-    pitfall_buttons()
+    st.title(TITLES[st.session_state.get(ENGINE, "dp")])
+    st.caption(
+        "PyTorch's DataParallel tutorial, live: nn.Linear (or another model) wrapped in nn.DataParallel or run by "
+        "DistributedDataParallel on real processes, random data, and every row followed from the DataLoader to a "
+        "device and back. Pitfalls in the sidebar."
+    )
+    config, choice = controls()
+    pitfall_buttons(choice)
     if config == st.session_state.link_config:
         for warning in st.session_state.link_warnings:
             say(warning)
-    st.query_params.from_dict(to_query(config))
+    st.query_params.from_dict(to_query(config, both=choice == BOTH))
     trace = uploaded_trace()
     if trace is not None:
         st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; "
                    "remove the file to run live.")
+        show(trace)
+    elif choice == BOTH:
+        dp, ddp = run(dataparallel_side(config)), run(config)
+        if dp is not None and ddp is not None:
+            show_both(dp, ddp)
     else:
         trace = run(config)
-    if trace is not None:
-        show(trace)
+        if trace is not None:
+            show(trace)
 
 
 if __name__ == "__main__":

@@ -143,15 +143,18 @@ def _failure(ranks: list[dict], launched: dict) -> Failure | None:
     connections, timeouts), the rank that stopped answering, or ranks that finished early while the
     others waited for them (uneven batches without Join)."""
     failures = [(r["rank"], r["failure"]) for r in ranks if r.get("failure")]
-    finished = [r["rank"] for r in ranks if not r.get("failure") and r.get("clock")]
-    if failures and finished and all(consequence(f["message"]) for _, f in failures):
-        rank, f = failures[0]
+    # Ranks that finished their batches and waited for the others at the end, while the others still
+    # all-reduced a step: uneven batches without Join. Both sides time out.
+    finished = [rank for rank, f in failures if f.get("after_last_step")]
+    waiting = [(rank, f) for rank, f in failures if not f.get("after_last_step")]
+    if finished and waiting and all(consequence(f["message"]) for _, f in failures):
+        rank, f = waiting[0]
         done = len(ranks[finished[0]]["steps"])
         return Failure(f["step"] or 0, "Timeout",
-                       f"rank {rank} waited {launched['timeout_s']:g} s in an all-reduce of step {f['step']} for "
-                       f"{'rank' if len(finished) == 1 else 'ranks'} {', '.join(map(str, finished))}, which had run "
-                       f"out of batches after {done} step{'s' if done != 1 else ''} and left; the run was ended "
-                       f"at the timeout ({f['message']}).", rank)
+                       f"rank {rank} waited {launched['timeout_s']:g} s in an all-reduce of step {f['step']} while "
+                       f"{'rank' if len(finished) == 1 else 'ranks'} {', '.join(map(str, finished))}, out of batches "
+                       f"after {done} step{'s' if done != 1 else ''}, waited at the end for the others: the ranks "
+                       f"called different collectives, and the run was ended at the timeout ({f['message']}).", rank)
     own = [(rank, f) for rank, f in failures if not consequence(f["message"])]
     if own:
         rank, f = own[0]

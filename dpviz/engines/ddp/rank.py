@@ -55,6 +55,14 @@ def run_rank(config: RunConfig, rank: int, world: int, init: Callable[[], None],
     except Exception as error:  # this rank's failure, as its user would read it
         result["failure"] = {"type": type(error).__name__, "message": plain_message(error),
                              "step": max(0, len(result["steps"]) - 1)}
+        return result
+    try:
+        # As a training script does before it saves or exits: every rank meets the others once more. A rank
+        # that ran out of batches early waits here while the others still all-reduce (uneven data, no Join).
+        dist.barrier()
+    except Exception as error:
+        result["failure"] = {"type": type(error).__name__, "message": plain_message(error),
+                             "step": max(0, len(result["steps"]) - 1), "after_last_step": True}
     return result
 
 

@@ -1,0 +1,95 @@
+"""The page's engine control, driven by AppTest: DataParallel, DistributedDataParallel on real processes,
+and both side by side, from the control, from links and from the pitfall presets."""
+import re
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dpviz.presets import DDP_PRESETS, PRESETS
+
+TIMEOUT = 180
+
+
+def page(**query) -> AppTest:
+    app = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    for name, value in query.items():
+        app.query_params[name] = value
+    return app.run()
+
+
+def shown_text(app: AppTest) -> str:
+    text = " ".join(str(e.value) for kind in ("markdown", "info", "warning", "success", "caption", "error")
+                    for e in getattr(app, kind))
+    return re.sub(r"\\(.)", r"\1", text).replace("\u2060", "")  # the words, without markdown's escapes
+
+
+def show_tab(app: AppTest, label: str) -> AppTest:
+    app.session_state["tab"] = label
+    return app.run()
+
+
+def test_a_ddp_link_runs_ranks_and_its_first_tab_draws_them():
+    app = page(engine="ddp", gpus="3", train="true")
+    assert not app.exception and app.title[0].value == "How DistributedDataParallel shares the work"
+    assert app.radio(key="engine_choice").value == "ddp" and app.slider(key="gpus").value == 3
+    assert app.tabs[0].label != "Flow" or "ranks" in shown_text(app)  # a tab that draws DDP comes first
+    assert app.get("plotly_chart"), "the first screen shows a chart"
+    assert "3 ranks" in shown_text(app) and "GPU 0" not in shown_text(app)
+    assert app.query_params["engine"] == "ddp"
+
+
+def test_engine_both_compares_and_draws_every_view_for_each_engine():
+    app = page(engine="both", gpus="3", train="true", model="mlp", data_size="96", batch_size="32")
+    assert not app.exception and [t.label for t in app.tabs][0] == "Compare"
+    assert len(app.get("plotly_chart")) == 1  # the comparison figure
+    text = shown_text(app)
+    assert "no scatter, no replicate, no gather" in text and "DataParallel moves" in text
+    for label in ("Split per batch", "Timeline", "Memory"):
+        show_tab(app, label)
+        assert not app.exception and len(app.get("plotly_chart")) == 2, label  # DataParallel's beside DDP's
+    show_tab(app, "Inputs")
+    assert "DataParallel runs only" in shown_text(app)  # DDP's side says why it does not draw
+    assert app.query_params["engine"] == "both"
+
+
+def test_switching_the_control_from_dp_to_ddp_reruns_on_ranks():
+    app = page()
+    assert app.title[0].value == "How nn.DataParallel splits a batch"
+    app.radio(key="engine_choice").set_value("ddp").run()
+    assert not app.exception and "ranks" in shown_text(app)
+    app.toggle(key="train").set_value(True).run()
+    app.number_input(key="accumulate").set_value(2).run()
+    assert not app.exception and app.query_params["accumulate"] == "2"
+
+
+def test_more_ranks_than_the_page_allows_are_said_and_capped():
+    app = page(engine="ddp", gpus="16")
+    assert not app.exception and "at most 8 DDP ranks" in shown_text(app)
+    assert "8 ranks" in shown_text(app)
+
+
+@pytest.mark.parametrize("name", list(DDP_PRESETS))
+def test_every_ddp_preset_link_runs_and_names_itself(name):
+    app = page(preset=name)
+    assert not app.exception, name
+    assert app.radio(key="engine_choice").value == "ddp"
+    assert f"Pitfall: {DDP_PRESETS[name].title}" in shown_text(app)
+
+
+def test_a_ddp_preset_button_switches_the_engine_and_back():
+    app = page()
+    assert "preset_ddp-padding" not in [b.key for b in app.button]  # DataParallel's pitfalls only
+    app.radio(key="engine_choice").set_value("both").run()
+    keys = [b.key for b in app.button]
+    assert {f"preset_{n}" for n in PRESETS} | {f"preset_{n}" for n in DDP_PRESETS} <= set(keys)
+    app.button(key="preset_ddp-padding").click().run()
+    assert not app.exception and app.radio(key="engine_choice").value == "ddp"
+    app.button(key="preset_idle-gpus").click().run() if "preset_idle-gpus" in [b.key for b in app.button] else None
+    app.radio(key="engine_choice").set_value("dp").run()
+    assert not app.exception and app.title[0].value == "How nn.DataParallel splits a batch"
+
+
+def test_a_failing_ddp_run_says_which_step_and_rank():
+    app = page(preset="ddp-unused-parameter")
+    errors = " ".join(e.value for e in app.error)
+    assert "Step 1 failed" in errors and "rank 0" in errors and "Expected to have finished reduction" in errors
