@@ -109,7 +109,12 @@ def plot_split_ddp(table: pd.DataFrame, *, lane_names: list[str], title: str, no
     fig.update_xaxes(type="category", title_text=x_title, row=2, col=1)
     fig.update_yaxes(title_text="rows the ranks loaded", row=1, col=1)
     fig.update_yaxes(autorange="reversed", tickmode="linear", row=2, col=1)
-    return styled(fig, title, notes, height=bars_px + grid_px + 200)
+    # Two lines at most: what the lanes are, then what else to know; a narrow page would cut one long line.
+    subtitle = " · ".join(notes[:2]) + ("<br>" + " · ".join(notes[2:]) if notes[2:] else "")
+    styled(fig, title, [subtitle], height=bars_px + grid_px + 200 + (20 if notes[2:] else 0))
+    if notes[2:]:
+        fig.update_layout(margin=dict(t=fig.layout.margin.t + 20))
+    return fig
 
 
 def split_ddp_figure(trace: Trace) -> go.Figure:

@@ -221,6 +221,6 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int) -> go.F
         lines.append(f"step {trace.failure.batch:,} failed: {plotly_text(trace.failure.headline, 80)}")
     if epochs_of(trace) > 1:
         lines.append(f"{plural(epochs_of(trace), 'epoch')}")
-    notes = [ddp_note(trace), "<br>".join(lines)]
+    notes = ["<br>".join([ddp_note(trace)] + lines)]  # a line each: a narrow page cuts a long one
     return plot_timeline_ddp(table, vocabulary=trace.vocabulary, ranks=len(trace.lanes), title=title, notes=notes,
                              marks=step_marks(trace, table))
