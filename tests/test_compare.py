@@ -75,3 +75,19 @@ def test_the_comparison_figure_draws_each_engines_traffic_by_what_moves():
     assert right == {"all-reduce", "buffers"}  # BatchNorm's buffers, from rank 0
     gpu0 = sum(bar.y[list(bar.x).index("GPU 0")] for bar in fig.data if bar.xaxis == "x" and "GPU 0" in bar.x)
     assert gpu0 == pytest.approx(max(f.bytes_per_step for f in per_device(dp)), abs=1) and "GPU 0 moves" in fig.layout.annotations[0].text
+
+
+def test_the_ddp_flow_shows_each_rank_reading_its_own_rows_into_one_all_reduce():
+    from dpviz.figures.views import flow_any
+
+    _, ddp = runs(gpus=4, train=True)
+    for step in (0, len(ddp.batches) - 1):
+        sankey = flow_any(ddp, step).data[0]
+        labels = list(sankey.node.label)
+        forwards = sorted(ddp.spans_of(step, "forward"), key=lambda s: s.lane)
+        assert [labels[1 + i] for i in range(4)] == [f"rank {s.lane}: {s.rows} row{'s' if s.rows != 1 else ''}"
+                                                     for s in forwards]
+        assert labels.count("all-reduce (mean)") == 1 and not any("scatter" in l or "gather" in l for l in labels)
+        assert list(sankey.link.value[:2]) == [forwards[0].rows] * 2  # rows read, then computed on rank 0
+    _, forward_only = runs(gpus=2)
+    assert "all-reduce (mean)" not in flow_any(forward_only, 0).data[0].node.label

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ..tables import chunks_per_batch, memory_batches
 from ..trace import Trace
 from .flow import flow_figure
+from .flow_ddp import flow_ddp_figure
 from .inputs import argument_batches, inputs_figure
 from .memory import memory_figure
 from .log import bounded_log
@@ -57,11 +58,16 @@ class View:
         return [(self.anchor, self.build(trace))]
 
 
+def flow_any(trace: Trace, batch: int) -> Any:
+    """DataParallel's scatter, replicate and gather, or DDP's ranks each reading their own rows."""
+    return (flow_ddp_figure if trace.engine == "ddp" else flow_figure)(trace, batch)
+
+
 def _flows(trace: Trace) -> list[tuple[str, Any]]:
     """The first batch, and the short last one when it splits differently."""
     last, chunks = len(trace.batches) - 1, chunks_per_batch(trace)
     batches = [0] + ([last] if last > 0 and chunks[last] != chunks[0] else [])
-    return [(f"flow-batch-{b}", flow_figure(trace, b)) for b in batches]
+    return [(f"flow-batch-{b}", flow_any(trace, b)) for b in batches]
 
 
 def _memories(trace: Trace) -> list[tuple[str, Any]]:
@@ -76,7 +82,7 @@ def _inputs(trace: Trace) -> list[tuple[str, Any]]:
 
 
 VIEWS: tuple[View, ...] = (
-    View("flow", "Flow", "Flow of a batch", "flow", flow_figure, BATCH, report=_flows),
+    View("flow", "Flow", "Flow of a batch", "flow", flow_any, BATCH, report=_flows, engines=("dp", "ddp")),
     View("split", "Split per batch", "Split per batch", "split", split_figure, engines=BOTH),
     View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size, engines=BOTH),
     View("samples", "Sample map", "Sample map", "sample-map", sample_map_figure, engines=BOTH),
