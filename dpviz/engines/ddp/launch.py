@@ -22,6 +22,7 @@ from ...config import RunConfig
 
 TIMEOUT_S = 30.0  # a collective that waits longer than this ends a torchrun rank (RunConfig.timeout_s for dpviz's own)
 GRACE_S = 5.0  # after the timeout, how long the others get to report before they are killed
+STARTUP_S = 120.0  # more time for every rank's first report: process start, joining the group, DDP()
 # "__main__" too: the forkserver imports the parent's main script once (the `streamlit` command, a
 # guarded script), so that no rank runs it again. As with any start method but fork, a script that
 # starts a DDP run must keep its own work under `if __name__ == "__main__":`.
@@ -87,6 +88,7 @@ def _collect(processes, reports, results: dict[int, dict], loaded: dict[int, lis
     Returns the ranks that stopped answering (none when the run ended by itself)."""
     world = len(processes)
     heard = time.monotonic()
+    spoken: set[int] = set()  # ranks that have reported at least once: past starting, into their steps
     failed_at: float | None = None
     while len(results) < world:
         try:
@@ -103,10 +105,13 @@ def _collect(processes, reports, results: dict[int, dict], loaded: dict[int, lis
                 # The failing rank has spoken; the others are stuck in a collective it never joins, or
                 # stopped answering themselves (those whose peers' errors are only timeouts).
                 return [rank for rank in range(world) if rank not in results]
-            if now - heard > timeout_s + GRACE_S:
+            # Silence counts from the last report once every rank has spoken; before that, starting W
+            # processes on a busy machine may take longer than a short collective timeout.
+            if now - heard > timeout_s + GRACE_S + (0 if len(spoken) == world else STARTUP_S):
                 return [rank for rank in range(world) if rank not in results]
             continue
         heard = time.monotonic()
+        spoken.add(rank)
         if kind == "loaded":
             loaded[rank].append(payload[1])
             continue

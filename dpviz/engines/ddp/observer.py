@@ -89,13 +89,15 @@ class RankObserver:
             x = first_tensor((args, kwargs))
             in_shape = list(x.shape) if x is not None else []
             rows = in_shape[self.dim] if len(in_shape) > self.dim else 0
-            start, output = self.now(), None
+            start, output, raised = self.now(), None, True
             try:
                 output = method(*args, **kwargs)
+                raised = False
                 return output
-            finally:
+            finally:  # a forward that raised has no output shape (None), unlike a 0-dim loss ([])
                 y = first_tensor(output)
-                self.add("forward", start, self.now(), (0, rows), (in_shape, list(y.shape) if y is not None else []))
+                shape = None if raised else list(y.shape) if y is not None else []
+                self.add("forward", start, self.now(), (0, rows), (in_shape, shape))
         return timed
 
     # ---- buckets

@@ -1,0 +1,77 @@
+"""DistributedDataParallel on the real page in headless Chromium: both engines drawn side by side, and no
+rank process left behind when a tab closes in the middle of a run."""
+from __future__ import annotations
+
+import os
+import time
+from urllib.parse import urlparse
+
+import pytest
+
+from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception, screenshot_full_page, show_tab
+
+pytestmark = pytest.mark.browser
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state) of a process, None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return int(fields[1]), fields[0]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def rank_processes(port: int) -> list[int]:
+    """Running processes whose parent is the forkserver under the server listening on `port`: the ranks."""
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    server = next((p for p in pids if "streamlit run app.py" in _cmdline(p) and f"--server.port {port}" in _cmdline(p)), None)
+    if server is None:
+        return []
+    forkservers = [p for p in pids if (_stat(p) or (None,))[0] == server and "forkserver" in _cmdline(p)]
+    return [p for p in pids for s in [_stat(p)] if s and s[0] in forkservers and s[1] != "Z"]
+
+
+def test_engine_both_draws_dataparallel_beside_ddp(page, artifacts):
+    page.goto("/?engine=both&gpus=3&train=true&model=mlp&data_size=96&batch_size=32")
+    page.wait_for_selector(IDLE, timeout=180_000)
+    page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}", timeout=180_000)
+    assert_no_exception(page)
+    assert "no scatter, no replicate, no gather" in page.locator(ACTIVE_PANEL).inner_text()  # the Compare tab
+    for name in ("Split per batch", "Timeline", "Memory"):
+        panel = show_tab(page, name)
+        page.wait_for_selector(IDLE)
+        charts = panel.locator("[data-testid=stPlotlyChart]")
+        charts.nth(1).locator(".main-svg").first.wait_for()
+        assert charts.count() == 2, name  # DataParallel's beside DDP's
+        text = panel.inner_text()
+        assert "GPU" in text and "rank" in text, name
+    assert_no_exception(page)
+    screenshot_full_page(page, artifacts / "both-engines-memory.png")
+
+
+def test_closing_the_tab_mid_run_ends_every_rank(browser, app_url):
+    port = urlparse(app_url).port
+    context = browser.new_context(base_url=app_url)
+    page = context.new_page()
+    # About 600 training steps on 4 ranks: seconds of work, so the tab closes while the ranks run.
+    page.goto("/?engine=ddp&gpus=4&train=true&data_size=19200&batch_size=32")
+    deadline = time.monotonic() + 120
+    while not rank_processes(port):
+        assert time.monotonic() < deadline, "the run's rank processes never appeared"
+        time.sleep(0.1)
+    assert len(rank_processes(port)) == 4
+    context.close()  # the tab goes: the session ends, its script stops, its run's ranks must end
+    deadline = time.monotonic() + 60
+    while rank_processes(port):
+        assert time.monotonic() < deadline, f"rank processes outlived the closed tab: {rank_processes(port)}"
+        time.sleep(0.2)
