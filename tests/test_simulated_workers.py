@@ -88,9 +88,10 @@ def test_at_most_max_idle_workers_wait():
     pool, seen = Pool(max_idle=2), []
     pool.run_each(meeting_jobs(5, seen))
     assert pool.idle() == 2
-    for thread in seen:
-        thread.join(0.2)  # the three handed back over the bound end; the two kept wait for work
-    assert sum(thread.is_alive() for thread in seen) == 2
+    kept = {worker.thread for worker in pool._idle}
+    for thread in set(seen) - kept:
+        thread.join(WAIT)  # the three handed back over the bound end
+    assert [thread.is_alive() for thread in seen] == [thread in kept for thread in seen]
 
 
 def test_a_job_ending_its_thread_is_not_handed_out_again(monkeypatch):
