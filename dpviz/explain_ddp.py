@@ -14,7 +14,7 @@ from __future__ import annotations
 from .echo import MESSAGE_LIMIT, code_span
 from .summary_ddp import summarize_ddp
 from .tables_ddp import (allreduce_table, bucket_layouts, epoch_of, epochs_of, rank_rows, repeated_rows, sampler_order,
-                         steps_per_epoch)
+                         steps_per_epoch, unreduced_steps)
 from .trace import Trace
 from .wording import human_bytes, plural, sizes_text
 
@@ -246,6 +246,18 @@ def _allreduce(trace: Trace) -> str | None:
     return text
 
 
+def _unreduced(trace: Trace) -> str | None:
+    steps = unreduced_steps(trace)
+    if not steps:
+        return None
+    listed = _listed([f"{b:,}" for b in steps])
+    return (f"**Backward without all-reduce.** In step{'s' if len(steps) > 1 else ''} {listed} backward ran but no "
+            "bucket was all-reduced: DDP all-reduces a bucket once every one of its parameters has a gradient, and a "
+            "parameter forward never used got none, so its bucket never filled. Each rank kept its own gradients, "
+            "not averaged; DDP notices at the next forward (find_unused_parameters=True marks such parameters "
+            "ready itself).")
+
+
 def _no_sync(trace: Trace) -> str | None:
     s = summarize_ddp(trace)
     accumulate = trace.config.accumulate
@@ -328,6 +340,7 @@ def explain_ddp(trace: Trace) -> list[str]:
         _buckets(trace),
         _allreduce(trace),
         _no_sync(trace),
+        _unreduced(trace),
         _nothing_moved(trace),
         _memory(trace),
     ]

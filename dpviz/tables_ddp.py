@@ -122,8 +122,22 @@ def allreduce_table(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=ALLREDUCE_COLUMNS)
 
 
+def under_no_sync(trace: Trace, step: int) -> bool:
+    """Whether `step` ran under ddp.no_sync(): gradient accumulation's steps before the one that all-reduces."""
+    accumulate, last = trace.config.accumulate, trace.config.num_batches - 1
+    return trace.config.train and accumulate > 1 and bool((step + 1) % accumulate) and step != last
+
+
 def synced_steps(trace: Trace) -> tuple[list[int], list[int]]:
-    """The steps with an all-reduce, and the training steps without one (under no_sync)."""
+    """The steps with an all-reduce, and the training steps under no_sync (accumulating, so without one)."""
     with_allreduce = sorted({s.batch for s in trace.spans if s.phase == "allreduce"})
     backward = sorted({s.batch for s in trace.spans if s.phase == "backward"})
-    return with_allreduce, [b for b in backward if b not in set(with_allreduce)]
+    return with_allreduce, [b for b in backward if b not in set(with_allreduce) and under_no_sync(trace, b)]
+
+
+def unreduced_steps(trace: Trace) -> list[int]:
+    """Training steps outside no_sync whose backward all-reduced nothing: a bucket is all-reduced only when
+    every one of its parameters got a gradient, so a parameter forward never used keeps its bucket waiting."""
+    with_allreduce = {s.batch for s in trace.spans if s.phase == "allreduce"}
+    backward = sorted({s.batch for s in trace.spans if s.phase == "backward"})
+    return [b for b in backward if b not in with_allreduce and not under_no_sync(trace, b)]

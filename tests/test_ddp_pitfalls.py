@@ -86,3 +86,13 @@ def test_uneven_batches_hang_until_the_timeout_and_join_fixes_it():
     assert sorted(s.lane for s in joins) == [0, 1, 2]  # every rank enters join's context at its end
     early = [s for s in joins if s.lane in (1, 2)]
     assert all(s.duration > 0 for s in early)
+
+
+def test_a_step_whose_bucket_never_filled_is_not_called_no_sync():
+    from dpviz.explain import explain
+    from dpviz.tables_ddp import synced_steps, unreduced_steps
+
+    trace = run("ddp-unused-parameter")
+    assert synced_steps(trace)[1] == [] and unreduced_steps(trace) == [0]
+    text = " ".join(explain(trace))
+    assert "no_sync" not in text and "Backward without all-reduce" in text and "never filled" in text

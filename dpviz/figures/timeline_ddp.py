@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..echo import plotly_text
-from ..tables_ddp import bucket_layout, epochs_of
+from ..tables_ddp import bucket_layout, epochs_of, under_no_sync
 from ..trace import Trace
 from ..vocabulary import Vocabulary
 from ..wording import human_bytes
@@ -139,7 +139,8 @@ def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str]]:
         return []
     reduced = set(table.loc[table["bucket"] >= 0, "batch"])
     trained = set(table.loc[table["phase"] == "backward", "batch"])
-    return [(float(t), f"step {b:,}" + (": no_sync" if b in trained and b not in reduced else "")) for b, t in steps.items()]
+    words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") if b in trained and b not in reduced else ""
+    return [(float(t), f"step {b:,}{words(b)}") for b, t in steps.items()]
 
 
 def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int, title: str,
@@ -207,7 +208,8 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int) -> go.F
     if (table["bucket"] >= 0).any():
         lines.append(f"thin row under each {noun}: each gradient bucket's all-reduce, running beside backward")
     else:
-        lines.append("no all-reduce in these steps" + (": forward only" if not trace.config.train else ": under no_sync"))
+        lines.append("no all-reduce in these steps" + (": forward only" if not trace.config.train else
+                                                       ": under no_sync" if trace.config.accumulate > 1 else ""))
     if trace.backend == "cpu" and len(trace.lanes) > 1:
         lines.append(f"{plural(len(trace.lanes), 'process')} share the machine's CPU cores: measured times include "
                      "waiting for the others to be scheduled")
