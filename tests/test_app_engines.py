@@ -6,15 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dpviz.presets import DDP_PRESETS, PRESETS
-
-TIMEOUT = 180
-
-
-def page(**query) -> AppTest:
-    app = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
-    for name, value in query.items():
-        app.query_params[name] = value
-    return app.run()
+from test_app import page
 
 
 def shown_text(app: AppTest) -> str:
