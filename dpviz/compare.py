@@ -145,6 +145,14 @@ def per_device(trace: Trace) -> list[DeviceFigures]:
     return figures
 
 
+def _rows_seen(trace: Trace) -> str:
+    """'100 rows (100 distinct)' or '102 rows (100 distinct: 2 loaded twice, the sampler's padding)'."""
+    rows = [row for span in trace.spans if span.phase == "forward" for row in trace.sample_ids(span)]
+    distinct = len(set(rows))
+    extra = "" if distinct == len(rows) else f": {len(rows) - distinct:,} loaded again"
+    return f"{len(rows):,} rows ({distinct:,} distinct{extra})"
+
+
 def comparison(dp: Trace, ddp: Trace) -> list[str]:
     """Plain sentences, every number from the two runs."""
     a, b = per_device(dp), per_device(ddp)
@@ -169,6 +177,10 @@ def comparison(dp: Trace, ddp: Trace) -> list[str]:
             f"({'CPU threads standing in for GPUs' if dp.simulated else 'real GPUs'}), DDP {median(times_ddp) * 1e3:.1f} ms "
             f"({'processes sharing this machine’s CPU cores' if ddp.backend == 'cpu' else 'real GPUs'}): on a CPU both "
             "mostly measure the host, not a device.")
+    if a and b:
+        sentences.append(
+            f"Rows: DataParallel's devices handled {_rows_seen(dp)} in contiguous slices of each batch; DDP's ranks "
+            f"loaded {_rows_seen(ddp)}, each rank its own strided shard of the dataset.")
     peaks_dp = [f.peak_memory for f in a if f.peak_memory is not None]
     peaks_ddp = [f.peak_memory for f in b if f.peak_memory is not None]
     if peaks_dp and peaks_ddp:

@@ -62,6 +62,10 @@ def test_the_sentences_quote_the_runs_numbers():
     text = " ".join(comparison(dp, ddp))
     assert "GPU 0" in text and "no scatter, no replicate, no gather" in text and "(computed)" in text
     assert f"{sorted(step_seconds(dp))[len(dp.batches) // 2] * 1e3:.1f} ms" in text
+    assert "handled 96 rows (96 distinct)" in text and "loaded 96 rows (96 distinct)" in text
+    _, padded = runs(gpus=3, data_size=10, batch_size=6, shuffle=False)
+    assert "loaded 12 rows (10 distinct: 2 loaded again)" in " ".join(comparison(runs(gpus=3, data_size=10, batch_size=6,
+                                                                                      shuffle=False)[0], padded))
 
 
 def test_the_comparison_figure_draws_each_engines_traffic_by_what_moves():

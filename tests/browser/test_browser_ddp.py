@@ -59,12 +59,12 @@ def test_engine_both_draws_dataparallel_beside_ddp(page, artifacts):
     screenshot_full_page(page, artifacts / "both-engines-memory.png")
 
 
-def test_closing_the_tab_mid_run_ends_every_rank(browser, app_url):
+def test_closing_a_side_by_side_tab_mid_run_ends_every_rank(browser, app_url):
     port = urlparse(app_url).port
     context = browser.new_context(base_url=app_url)
     page = context.new_page()
-    # About 600 training steps on 4 ranks: seconds of work, so the tab closes while the ranks run.
-    page.goto("/?engine=ddp&gpus=4&train=true&data_size=19200&batch_size=32")
+    # Both engines; then about 600 training steps on 4 ranks: seconds of work, so the tab closes while they run.
+    page.goto("/?engine=both&gpus=4&train=true&data_size=19200&batch_size=32")
     deadline = time.monotonic() + 120
     while len(rank_processes(port)) < 4:  # they start one after another
         assert time.monotonic() < deadline, f"the run's 4 rank processes never all ran: {rank_processes(port)}"
