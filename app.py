@@ -337,7 +337,9 @@ def downloads(trace: Trace) -> None:
 def show(trace: Trace) -> None:
     (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
     show_outcome(trace)
-    key_metrics(trace)
+    # The key figures' place, filled once the shown tab's view is sent: the chart is what a visitor waits
+    # for, and the key figures (a pass over the run's tables) can come a moment after it.
+    figures = st.container()
     # Only the shown tab's view is built and sent (a click on another reruns the page, from the session's
     # runs and figures): the others' figures are work the first screen does not need.
     # The views that draw this run's engine first: the first screen shows a chart, not a "DataParallel only".
@@ -346,6 +348,8 @@ def show(trace: Trace) -> None:
         with tab:
             if tab.open:
                 view_of(trace, view)
+    with figures:
+        key_metrics(trace)
     st.subheader("What happened")
     explanation(trace)
     st.sidebar.header("Files")
