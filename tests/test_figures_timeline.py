@@ -66,8 +66,8 @@ def test_short_spans_are_drawn_wide_enough_to_see_and_hover_their_measured_time(
     # at 8 GPUs each forward is a few tenths of a percent; on a loaded machine the times may say otherwise).
     durations = table["end_ms"] - table["start_ms"]
     assert int((durations < shortest - 1e-6).sum()) <= widened <= int((durations < shortest + 1e-6).sum())
-    assert (f"spans shorter than {shortest:.3g} ms" in fig.layout.title.subtitle.text) == (widened > 0)  # said when done
-    assert "the hover gives the measured time" in fig.layout.title.subtitle.text
+    said = f"spans shorter than {shortest:.3g} ms" in fig.layout.title.subtitle.text
+    assert said == (widened > 0) and said == ("the hover gives the measured time" in fig.layout.title.subtitle.text)
 
 
 @pytest.mark.parametrize("gpus,train,entries", [(2, False, 4), (8, False, 5), (8, True, 9), (16, True, 9)])
