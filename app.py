@@ -32,8 +32,9 @@ TAB = "tab"  # the views' tabs: the shown one's label, in the session's state
 ENGINE = "engine_choice"  # the engine control: dp, ddp or both (the config's engine is dp or ddp)
 ENGINE_LABELS = {"dp": "DataParallel", "ddp": "DistributedDataParallel", BOTH: "Both, side by side"}
 # Ranks a page run may start. Every rank is a process: the server, the forkserver that starts them and the
-# ranks must stay within a small host's 690 MB (proportional set sizes, bench/bench_ddp_page.py).
-PAGE_MAX_RANKS = 8
+# ranks must stay within a small host's 690 MB (proportional set sizes, measured by bench/bench_ddp_page.py:
+# DDP alone peaks at 678 MB with 6 ranks and 705 MB with 8; beside DataParallel, 691 MB with 2 and 724 MB with 4).
+PAGE_MAX_RANKS = {"ddp": 6, BOTH: 2}
 
 
 def apply_link_once() -> None:
@@ -117,11 +118,13 @@ def controls() -> tuple[RunConfig, str]:
     }
     if choice != "dp":
         values.update(engine="ddp", **ddp_controls())
-        if values["gpus"] > PAGE_MAX_RANKS:
-            say(f"The page starts at most {PAGE_MAX_RANKS} DDP ranks: each is a process, and with the server they "
-                f"must fit a small host's 690 MB; using {PAGE_MAX_RANKS} instead of {values['gpus']}. "
+        most = PAGE_MAX_RANKS[choice]
+        if values["gpus"] > most:
+            beside = " beside DataParallel" if choice == BOTH else ""
+            say(f"The page starts at most {most} DDP ranks{beside}: each is a process, and with the server they "
+                f"must fit a small host's 690 MB; using {most} instead of {values['gpus']}. "
                 "python -m dpviz --engine ddp runs up to 16.")
-            values["gpus"] = PAGE_MAX_RANKS
+            values["gpus"] = most
     config, warnings = settle(values)
     for warning in warnings:
         say(warning)

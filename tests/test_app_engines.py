@@ -31,7 +31,7 @@ def test_a_ddp_link_runs_ranks_and_its_first_tab_draws_them():
 
 
 def test_engine_both_compares_and_draws_every_view_for_each_engine():
-    app = page(engine="both", gpus="3", train="true", model="mlp", data_size="96", batch_size="32")
+    app = page(engine="both", gpus="2", train="true", model="mlp", data_size="96", batch_size="32")
     assert not app.exception and [t.label for t in app.tabs][0] == "Compare"
     assert len(app.get("plotly_chart")) == 1  # the comparison figure
     text = shown_text(app)
@@ -56,8 +56,10 @@ def test_switching_the_control_from_dp_to_ddp_reruns_on_ranks():
 
 def test_more_ranks_than_the_page_allows_are_said_and_capped():
     app = page(engine="ddp", gpus="16")
-    assert not app.exception and "at most 8 DDP ranks" in shown_text(app)
-    assert "8 ranks" in shown_text(app)
+    assert not app.exception and "at most 6 DDP ranks" in shown_text(app)
+    assert "6 ranks" in shown_text(app)
+    app = page(engine="both", gpus="3")
+    assert not app.exception and "at most 2 DDP ranks beside DataParallel" in shown_text(app)
 
 
 @pytest.mark.parametrize("name", list(DDP_PRESETS))

@@ -23,11 +23,9 @@ from ...config import RunConfig
 TIMEOUT_S = 30.0  # a collective that waits longer than this ends a torchrun rank (RunConfig.timeout_s for dpviz's own)
 GRACE_S = 5.0  # after the timeout, how long the others get to report before they are killed
 STARTUP_S = 120.0  # more time for every rank's first report: process start, joining the group, DDP()
-# "__main__" too: the forkserver imports the parent's main script once (the `streamlit` command, a
-# guarded script), so that no rank runs it again. As with any start method but fork, a script that
-# starts a DDP run must keep its own work under `if __name__ == "__main__":`.
-PRELOAD = ["__main__", "torch", "torch.distributed", "torch._dynamo", "dpviz.engines.ddp.rank",
-           "dpviz.engines.ddp.preloaded"]
+# What every rank needs, imported once by the forkserver; the last readies it to fork (see preloaded.py:
+# the ranks skip the parent's main script, so a script that starts a DDP run needs no __main__ guard).
+PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "dpviz.engines.ddp.rank", "dpviz.engines.ddp.preloaded"]
 _COMMUNICATION = ("Connection closed by peer", "Connection reset", "Timed out", "timed out", "Broken pipe",
                   "NCCL communicator was aborted")
 
@@ -41,25 +39,8 @@ def forkserver_pid() -> int | None:
 
 def _context() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
-    # The modules the main script imports, preloaded too: multiprocessing runs the main script again in
-    # every rank (as "__mp_main__"; Streamlit's page is such a script), and with its imports already in
-    # the forkserver that costs each rank neither the time nor the memory of importing them again.
-    context.set_forkserver_preload(_main_imports() + PRELOAD)
+    context.set_forkserver_preload(PRELOAD)
     return context
-
-
-def _main_imports() -> list[str]:
-    """The names of the modules the main script's own names come from (`import x`, `from x import y`)."""
-    import sys
-    import types
-
-    main = sys.modules.get("__main__")
-    names: set[str] = set()
-    for value in list(vars(main).values()) if main is not None else []:
-        name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
-        if isinstance(name, str) and name in sys.modules and not name.startswith("__"):
-            names.add(name)
-    return sorted(names)
 
 
 def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None, *, cuda: bool = False,
