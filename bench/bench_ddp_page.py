@@ -9,7 +9,8 @@ Needs Playwright and Chromium, as bench/bench_hosted.py (whose server and Chromi
     (DataParallel) or the same link with engine=ddp&gpus=4, and the seconds from launching the server to
     the first plotly chart drawn. A B A B, ratios pair by pair: the first DDP chart includes starting the
     forkserver (torch imported once) and the four rank processes.
-(b) memory: per rank count, a fresh server, the link engine=ddp&gpus=W&train=true, and the peak of the
+(b) memory: per rank count, a fresh server, the link engine=ddp&gpus=W&train=true (engine=both with --both,
+    DataParallel's run beside DDP's), and the peak of the
     proportional set size (PSS: shared pages split between the processes that share them, so a rank forked
     from the forkserver counts only what it owns) summed over the server and every process under it (the
     forkserver, multiprocessing's resource tracker, the ranks), sampled every 50 ms until the page is idle,
@@ -57,7 +58,7 @@ def first_chart(browser, link: str) -> float:
         return seconds
 
 
-def peak_pss(browser, ranks: int) -> dict:
+def peak_pss(browser, ranks: int, engine: str = "ddp") -> dict:
     with Server(OUT / "ddp-page-server.log") as server:
         server.wait_healthy()
         idle = tree_pss(server.process.pid)
@@ -71,7 +72,7 @@ def peak_pss(browser, ranks: int) -> dict:
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{server.url}/?engine=ddp&gpus={ranks}&train=true")
+        page.goto(f"{server.url}/?engine={engine}&gpus={ranks}&train=true")
         page.wait_for_selector(SVG, timeout=300_000)
         page.wait_for_selector(IDLE, timeout=300_000)
         failed = page.locator("[data-testid=stException]").count()
@@ -79,7 +80,7 @@ def peak_pss(browser, ranks: int) -> dict:
         sampler.join()
         after = tree_pss(server.process.pid)
         page.close()
-        return {"ranks": ranks, "idle_mb": idle / 1e6, "peak_mb": peak[0] / 1e6, "after_mb": after / 1e6,
+        return {"engine": engine, "ranks": ranks, "idle_mb": idle / 1e6, "peak_mb": peak[0] / 1e6, "after_mb": after / 1e6,
                 "exceptions": failed}
 
 
@@ -88,6 +89,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--skip-first-chart", action="store_true")
+    parser.add_argument("--both", action="store_true", help="memory of engine=both (DataParallel beside DDP) instead")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     results: dict = {"first_chart": [], "memory": []}
@@ -100,10 +102,10 @@ def main() -> None:
                 results["first_chart"].append({"dp_s": dp, "ddp4_s": ddp, "ratio": ddp / dp})
                 print(f"pair {pair + 1}: DataParallel page {dp:.2f} s, DDP at 4 ranks {ddp:.2f} s: {ddp / dp:.2f}x")
         for ranks in args.ranks:
-            row = peak_pss(browser, ranks)
+            row = peak_pss(browser, ranks, "both" if args.both else "ddp")
             results["memory"].append(row)
             verdict = "within" if row["peak_mb"] * 1e6 <= HOSTED_LIMIT else "OVER"
-            print(f"{ranks:>2} ranks: PSS idle {row['idle_mb']:.0f} MB, peak {row['peak_mb']:.0f} MB ({verdict} 690 MB), "
+            print(f"{row['engine']} {ranks:>2} ranks: PSS idle {row['idle_mb']:.0f} MB, peak {row['peak_mb']:.0f} MB ({verdict} 690 MB), "
                   f"after {row['after_mb']:.0f} MB, exceptions {row['exceptions']}")
         browser.close()
     (OUT / "bench_ddp_page.json").write_text(json.dumps(results, indent=1))
