@@ -91,3 +91,22 @@ def test_the_parent_keeps_its_threads_and_environment():
     threads, environment = torch.get_num_threads(), dict(os.environ)
     launch(RunConfig(engine="ddp", gpus=2, data_size=8, batch_size=4))
     assert torch.get_num_threads() == threads and dict(os.environ) == environment
+
+
+def test_a_script_without_a_main_guard_runs_ddp_and_runs_once(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(root)!r})\n"
+        "from dpviz.config import RunConfig\nfrom dpviz.engines import engine\n"
+        "print('script ran')\n"
+        "trace = engine('ddp').record(RunConfig(engine='ddp', gpus=2, train=True))\n"
+        "print('steps', len(trace.batches), 'failure', trace.failure)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("script ran") == 1  # no rank ran the script again
+    assert "steps 4 failure None" in out.stdout
