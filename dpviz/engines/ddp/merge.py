@@ -16,8 +16,6 @@ from ...trace import Batch, Failure, Lane, MemorySample, Span, Trace, WarningNot
 from .launch import consequence
 from .sharding import per_rank_batch, plan, shard_start
 
-SPAN_PHASES = ("broadcast", "load", "rebuild", "buffers", "forward", "loss", "backward", "allreduce", "step")
-
 
 def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch_version: str, machine_gpus: int,
              lane_names: list[str] | None = None) -> Trace:

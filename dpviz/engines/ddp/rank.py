@@ -27,6 +27,7 @@ from ... import tutorial
 from ...catalogue import MODEL_SPECS
 from ...inputs import first_tensor
 from ...config import RunConfig
+from ..dp.memory import nbytes
 from .observer import RankObserver
 from .sharding import per_rank_batch, plan, rank_shares, shard_start
 
@@ -126,7 +127,7 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
                     out_shape = list(output.shape) if isinstance(output, torch.Tensor) else []
                     in_shape = list(x.shape) if isinstance(x, torch.Tensor) else []
                     entry.update(input_shape=in_shape, output_shape=out_shape)
-                    observer.hold("output and loss", _bytes(output))
+                    observer.hold("output and loss", nbytes(output))
                     observer.snapshot("forward")
                     if config.train:
                         _train(config, observer, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer)
@@ -152,7 +153,7 @@ def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, r
         target = None if MODEL_SPECS[config.model].returns_loss else teacher(x)
     loss = tutorial.loss_of(config, output, target) / config.accumulate  # accumulated grads are a sum
     observer.add("loss", start, observer.now())
-    observer.hold("output and loss", _bytes(loss))
+    observer.hold("output and loss", nbytes(loss))
     observer.snapshot("loss")
     start = observer.now()
     loss.backward()  # the all-reduces are launched from inside, bucket by bucket
@@ -166,16 +167,8 @@ def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, r
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         observer.add("step", start, observer.now())
-        observer.set("optimizer state", sum(nbytes_of(s) for s in optimizer.state.values()))
+        observer.set("optimizer state", nbytes(list(optimizer.state.values())))
         observer.snapshot("step")
-
-
-def nbytes_of(state: dict) -> int:
-    return sum(t.numel() * t.element_size() for t in state.values() if isinstance(t, torch.Tensor))
-
-
-def _bytes(value: Any) -> int:
-    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
 
 
 def _build(config: RunConfig, rank: int, world: int):
