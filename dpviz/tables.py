@@ -125,15 +125,31 @@ class MemoryPeak:
 
 def memory_peaks(trace: Trace) -> tuple[MemoryPeak, MemoryPeak | None] | None:
     """device_ids[0]'s peak and the largest peak of any other device (None with one device),
-    over the sampled batches; None when the trace has no memory samples."""
+    over the sampled batches; None when the trace has no memory samples.
+
+    Plain Python over the samples rather than memory_totals' table: the key figures and the explanation
+    both ask on every new run, and a few hundred samples add up faster than a pandas merge starts.
+    """
     if not trace.memory or not trace.lanes:
         return None
-    totals = memory_totals(trace)
+    order = trace.vocabulary.order
+    held: dict[tuple[int, int, str], int] = {}
+    for m in trace.memory:
+        slot = (m.batch, order.get(m.phase, len(order)), m.phase)
+        held.setdefault(slot, 0)
+        held[(*slot, m.lane)] = held.get((*slot, m.lane), 0) + m.bytes
+    slots = sorted(key for key in held if len(key) == 3)  # (batch, step index, phase): pipeline order
     first = trace.lanes[0].id
 
-    def peak(part: pd.DataFrame) -> MemoryPeak:
-        row = part.loc[part["bytes"].idxmax()]  # the first of equal maxima: earliest batch and phase, lowest device
-        return MemoryPeak(int(row["device"]), int(row["bytes"]), int(row["batch"]), str(row["phase"]))
+    def peak(lanes: list[int]) -> MemoryPeak | None:
+        # The first of equal maxima: the earliest batch and phase, then the lowest device (a device that
+        # held nothing at a sampled moment counts as 0 there, as in memory_totals).
+        best = None
+        for batch, _, phase in slots:
+            for lane in lanes:
+                total = held.get((batch, _, phase, lane), 0)
+                if best is None or total > best.bytes:
+                    best = MemoryPeak(lane, total, batch, phase)
+        return best
 
-    others = totals[totals["device"] != first]
-    return peak(totals[totals["device"] == first]), (peak(others) if len(others) else None)
+    return peak([first]), peak(sorted(lane.id for lane in trace.lanes if lane.id != first))

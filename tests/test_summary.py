@@ -167,3 +167,14 @@ def test_ddp_summary_table_says_what_ran_and_times_every_phase():
     for phase in {s.phase for s in trace.spans}:
         assert f"time in {phase}" in table
     assert "output device" not in table and "replicas used" not in table
+
+
+@pytest.mark.parametrize("settings", [dict(gpus=2), dict(gpus=8, train=True), dict(gpus=5, model="mlp", train=True),
+                                      dict(gpus=3, data_size=95, batch_size=30)])
+def test_memory_peaks_are_the_maxima_of_memory_totals(settings):
+    trace = recorded(**settings)
+    totals = memory_totals(trace)
+    first = trace.lanes[0].id
+    for peak, part in zip(memory_peaks(trace), (totals[totals["device"] == first], totals[totals["device"] != first])):
+        row = part.loc[part["bytes"].idxmax()]  # the first of equal maxima in the table's pipeline order
+        assert peak == MemoryPeak(int(row["device"]), int(row["bytes"]), int(row["batch"]), str(row["phase"]))
