@@ -74,9 +74,15 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.3f} ms"
 
 
+def _short_ms(seconds: float) -> str:
+    """'64.2 ms', '0.513 ms', '1,234 ms': three significant digits, what a headline needs."""
+    ms = seconds * 1e3
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
 def key_figures(trace: Trace) -> dict[str, str]:
-    """Six headline figures, label -> short value, for a row of metrics above the views; a seventh,
-    device 0's memory peak against the next device's, when the trace has memory samples."""
+    """Six headline figures, label -> short value, for a row of metrics beside the views; a seventh,
+    device 0's memory peak against any other device's, when the trace has memory samples."""
     if trace.engine == "ddp":  # ranks, rows per rank, buckets: no chunks, no replicas, no output device
         return key_figures_ddp(trace)
     s = summarize(trace)
@@ -85,21 +91,24 @@ def key_figures(trace: Trace) -> dict[str, str]:
     inside = sum(s.phase_total_s.get(p, 0.0) for p in vocabulary.where(HOST))
     if s.devices == 1:  # a direct call: no apply, the forward itself is the work
         inside += s.phase_total_s.get("forward", 0.0)
+    lane = vocabulary.lane_noun
+    # Plain words a class reads without a glossary: "replicas used 8" on 2 GPUs read as a contradiction
+    # (DataParallel makes new replicas for every batch), so the count says what it counts.
     figures = {
         "batches": f"{s.batches:,}",
-        "replicas used": f"{s.replicas_total:,}",
-        f"idle {vocabulary.lane_noun} slots": f"{s.idle_slots:,} of {s.device_slots:,}",
-        "largest chunk": plural(s.largest_chunk, "row"),
-        "smallest chunk": plural(s.smallest_chunk, "row"),
-        f"time in {vocabulary.title}": _ms(inside),
+        f"replica calls (one per busy {lane} per batch)": f"{s.replicas_total:,}",
+        f"{lane} turns left idle ({lane}s × batches)": f"{s.idle_slots:,} of {s.device_slots:,}",
+        f"most rows one {lane} got": plural(s.largest_chunk, "row"),
+        f"fewest rows one {lane} got": plural(s.smallest_chunk, "row"),
+        f"time inside {vocabulary.title}": _short_ms(inside),
     }
     peaks = memory_peaks(trace)
     if peaks is not None:
         first, other = peaks
-        label = f"{vocabulary.lane_name(first.device)} memory peak"
-        if other is not None and other.bytes:  # the ratio goes in the label: values must stay short
-            label += f" ({first.bytes / other.bytes:.1f}× next)"
-        figures[label] = human_bytes(first.bytes)
+        value = human_bytes(first.bytes)
+        if other is not None and other.bytes:
+            value += f" ({first.bytes / other.bytes:.1f}× any other {lane})"
+        figures[f"memory peak, {vocabulary.lane_name(first.device)}"] = value
     return figures
 
 
@@ -119,8 +128,8 @@ def summary_table(trace: Trace) -> pd.DataFrame:
         ("batches", f"{s.batches:,} ({s.rows:,} rows)"),
         ("replicas used", f"{s.replicas_total:,} in total; per batch: {per_batch}"),
         ("idle device slots", f"{s.idle_slots:,} of {s.device_slots:,} ({plural(s.batches_with_idle, 'batch')} with an idle GPU)"),
-        ("largest chunk", f"{s.largest_chunk:,} rows"),
-        ("smallest chunk", f"{s.smallest_chunk:,} rows"),
+        ("largest chunk", plural(s.largest_chunk, "row")),
+        ("smallest chunk", plural(s.smallest_chunk, "row")),
     ]
     for phase in s.phase_total_s:
         where = trace.vocabulary.phase(phase).place

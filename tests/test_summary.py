@@ -1,6 +1,7 @@
 """Key figures and per-batch tables: checked against torch.chunk's split (dpviz.engines.dp.chunking.chunk_sizes)."""
 import dataclasses
 import math
+import re
 
 import pytest
 
@@ -88,14 +89,16 @@ def test_summary_table_states_the_key_figures():
 
 def test_key_figures_headline_the_run():
     figures = key_figures(recorded(gpus=8))
-    assert list(figures)[:6] == ["batches", "replicas used", "idle GPU slots", "largest chunk", "smallest chunk",
-                                 "time in DataParallel"]
-    assert list(figures)[6].startswith("GPU 0 memory peak (") and list(figures)[6].endswith("× next)")
-    assert figures["batches"] == "4" and figures["replicas used"] == "29"
-    assert figures["idle GPU slots"] == "3 of 32"
-    assert figures["largest chunk"] == "4 rows" and figures["smallest chunk"] == "2 rows"
-    assert figures["time in DataParallel"].endswith(" ms")
-    assert key_figures(recorded(gpus=3))["idle GPU slots"] == "0 of 12"
+    assert list(figures) == ["batches", "replica calls (one per busy GPU per batch)", "GPU turns left idle (GPUs × batches)",
+                             "most rows one GPU got", "fewest rows one GPU got", "time inside DataParallel",
+                             "memory peak, GPU 0"]
+    assert figures["batches"] == "4" and figures["replica calls (one per busy GPU per batch)"] == "29"
+    assert figures["GPU turns left idle (GPUs × batches)"] == "3 of 32"
+    assert figures["most rows one GPU got"] == "4 rows" and figures["fewest rows one GPU got"] == "2 rows"
+    assert re.fullmatch(r"[0-9.,]+ ms", figures["time inside DataParallel"])
+    assert len(figures["time inside DataParallel"].split()[0].replace(",", "").replace(".", "").lstrip("0")) <= 3
+    assert key_figures(recorded(gpus=3))["GPU turns left idle (GPUs × batches)"] == "0 of 12"
+    assert key_figures(recorded(gpus=4, data_size=95, batch_size=30))["fewest rows one GPU got"] == "1 row"
 
 
 def test_memory_totals_and_peaks_come_from_the_samples():
@@ -114,9 +117,9 @@ def test_memory_totals_and_peaks_come_from_the_samples():
 
 def test_memory_key_figure_and_table_row():
     trace = recorded(gpus=3, train=True)
-    assert key_figures(trace)["GPU 0 memory peak (2.8× next)"] == "1.23 KiB"
-    assert key_figures(recorded(gpus=1, train=True))["GPU 0 memory peak"].endswith("KiB")
-    assert "GPU 0 memory peak" not in key_figures(dataclasses.replace(trace, memory=[]))
+    assert key_figures(trace)["memory peak, GPU 0"] == "1.23 KiB (2.8× any other GPU)"
+    assert key_figures(recorded(gpus=1, train=True))["memory peak, GPU 0"].endswith("KiB")
+    assert "memory peak, GPU 0" not in key_figures(dataclasses.replace(trace, memory=[]))
     table = summary_table(trace).set_index("key figure")["value"]
     assert table["peak memory"] == ("GPU 0: 1.23 KiB after backward of batch 0; other GPUs at most 456 B "
                                     "(GPU 1, after backward) (computed from tensor sizes)")
