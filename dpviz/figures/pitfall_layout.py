@@ -1,0 +1,24 @@
+"""Layout shared by the pitfall figures: a heading over each stacked panel, and a title pinned to the top.
+
+A heading sits above its panel, on the page's background, so it sets no colour of its own. Plotly
+centres a title in the top margin; a figure whose margin also holds its first panel's heading pins
+the title to the top instead, so the two never overlap.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+HEADING_SIZE = 14
+
+
+def panel_headings(fig: go.Figure, headings: list[str]) -> None:
+    """Write headings[i] just above the i-th panel (subplot rows from the top, one column)."""
+    for row, heading in enumerate(headings, start=1):
+        axis = "" if row == 1 else row
+        fig.add_annotation(text=heading, x=0, y=1, xref=f"x{axis} domain", yref=f"y{axis} domain", xanchor="left",
+                           yanchor="bottom", yshift=4, showarrow=False, align="left", font=dict(size=HEADING_SIZE))
+
+
+def title_on_top(fig: go.Figure, margin_top: int) -> None:
+    """Give the figure a top margin of `margin_top` px with the title and its subtitle at the very top."""
+    fig.update_layout(margin=dict(t=margin_top), title=dict(yref="container", y=1, yanchor="top", pad=dict(t=14)))
