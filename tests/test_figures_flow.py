@@ -1,123 +1,130 @@
-"""Flow (Sankey): link widths are the rows torch.chunk gives each device; idle devices are shown idle."""
+"""Flow: every step DataParallel takes for a batch, one row per GPU; torch.chunk is the oracle for the rows."""
+import dataclasses
+import json
+from functools import lru_cache
+
+import numpy as np
 import pytest
+import torch
 
+from dpviz import record
 from dpviz.figures import MAX_MARKS, count_marks, flow_figure, prepare_backward_flow, prepare_flow
-from dpviz.engines.dp.chunking import chunk_sizes
-from figure_traces import LARGEST, MAX_JSON_BYTES, as_cuda, recorded, synthetic
+from dpviz.figures.flow_draw import CURVE, LABEL_SIZE
+from dpviz.figures.flow_links import prepare_flow_links
+from dpviz.presets import PRESETS
+from figure_traces import LARGEST, LARGEST_TRAINING, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
 
-def _sankey(fig):
-    (sankey,) = [t for t in fig.data if t.type == "sankey"]
-    return sankey
+def torch_chunks(rows: int, gpus: int) -> list[int]:
+    return [len(c) for c in torch.arange(rows).chunk(gpus)]
 
 
-def _into_devices(sankey):
-    """Link values from the batch node (0) to each device node, and those device nodes' labels."""
-    links = [(t, v) for s, t, v in zip(sankey.link.source, sankey.link.target, sankey.link.value) if s == 0]
-    return [v for _, v in links], [sankey.node.label[t] for t, _ in links]
+@lru_cache(maxsize=None)
+def preset(name: str):
+    return record(dataclasses.replace(PRESETS[name].config, backend="simulated"))
+
+
+def _links(trace, batch, step):
+    _, links = prepare_flow_links(trace, batch)
+    return links[links["step"] == step]
+
+
+def _bands(fig, step):
+    return [t for t in fig.data if t.meta and t.meta["step"] == step and t.meta["kind"] == "link"]
+
+
+def _end_height(band):
+    """A band's height where it meets its target: its upper edge's last point to its lower edge's last."""
+    y = np.asarray(band.y, dtype=float)
+    return y[CURVE] - y[CURVE - 1]
+
+
+def _lane_labels(fig):
+    return dict(zip(fig.layout.yaxis.tickvals, fig.layout.yaxis.ticktext))
 
 
 @pytest.mark.parametrize("gpus", [2, 3, 8, 16])
 @pytest.mark.parametrize("batch", [0, 3])
-def test_link_widths_are_the_chunk_sizes_and_add_up_to_the_batch(gpus, batch):
+def test_scatter_links_carry_torch_chunks_rows_to_each_device(gpus, batch):
     trace = recorded(gpus=gpus)
     rows = trace.batches[batch].rows
-    widths, _ = _into_devices(_sankey(flow_figure(trace, batch)))
-    assert widths == chunk_sizes(rows, gpus)
-    assert sum(widths) == rows
-
-
-def test_every_row_reaches_the_output_node():
-    sankey = _sankey(flow_figure(recorded(gpus=3), 3))
-    out = len(sankey.node.label) - 1
-    assert sum(v for t, v in zip(sankey.link.target, sankey.link.value) if t == out) == 10
-    assert sankey.node.label[out].startswith("output 10 × 2<br>on GPU 0")
-
-
-def test_device_labels_name_rows_of_the_batch():
-    _, labels = _into_devices(_sankey(flow_figure(recorded(gpus=8), 0)))
-    assert labels[3] == "GPU 3: rows 12-15 (4 rows)"
-    assert labels[7] == "GPU 7: rows 28-29 (2 rows)"
-    _, labels = _into_devices(_sankey(flow_figure(recorded(gpus=3), 3)))
-    assert labels == ["GPU 0: rows 0-3 (4 rows)", "GPU 1: rows 4-7 (4 rows)", "GPU 2: rows 8-9 (2 rows)"]
-
-
-def test_ten_rows_on_eight_gpus_show_three_idle_devices():
-    trace = recorded(gpus=8)
-    table = prepare_flow(trace, 3)
-    assert table.loc[~table["used"], "name"].tolist() == ["GPU 5", "GPU 6", "GPU 7"]
-    assert table.loc[~table["used"], "label"].tolist() == ["GPU 5: idle", "GPU 6: idle", "GPU 7: idle"]
-    fig = flow_figure(trace, 3)
-    boxes = [a.text for a in fig.layout.annotations]
-    assert boxes == ["GPU 5 idle", "GPU 6 idle", "GPU 7 idle"]
-    assert "5 of 8 GPUs" in fig.layout.title.text
-    assert "GPUs 5, 6 and 7 idle" in fig.layout.title.subtitle.text
-    assert not flow_figure(trace, 0).layout.annotations  # a full batch uses all eight
+    links = _links(trace, batch, "scatter")
+    expected = torch_chunks(rows, gpus)
+    assert links["rows"].tolist() == expected
+    assert links["device"].tolist() == list(range(len(expected)))
+    assert links["offset"].tolist() == [sum(expected[:d]) for d in range(len(expected))]
+    # Drawn to one scale: each band is as tall, where it meets its GPU, as its rows.
+    heights = [_end_height(b) for b in _bands(flow_figure(trace, batch), "scatter")]
+    assert np.allclose(np.array(heights) / heights[0], np.array(expected) / expected[0])
 
 
 def test_dataset_rows_travel_with_their_chunk():
     trace = recorded(gpus=3)
-    table = prepare_flow(trace, 0)
     ids = trace.batches[0].sample_ids
-    assert table["dataset_rows"].iloc[1].startswith(", ".join(str(i) for i in ids[10:18]))
+    hover = _links(trace, 0, "scatter")["hover"].iloc[1]
+    assert "rows 10-19 (10 rows) of the batch to GPU 1" in hover
+    assert ", ".join(str(i) for i in ids[10:18]) in hover
 
 
-def test_simulated_said_once_and_only_for_simulated_traces():
-    fig = flow_figure(recorded(gpus=8), 0)
-    assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
-    assert "simulated" not in fig.layout.title.text.lower()
-    real = flow_figure(as_cuda(recorded(gpus=8)), 0)
-    assert "simulated" not in real.to_json().lower()
-    assert "real GPUs" in real.layout.title.subtitle.text
+@pytest.mark.parametrize("gpus,batch,used", [(8, 0, 8), (8, 3, 5), (3, 3, 3), (16, 0, 15)])
+def test_replicate_links_go_from_gpu_zeros_parameters_to_every_used_device(gpus, batch, used):
+    trace = recorded(gpus=gpus)
+    nodes, links = prepare_flow_links(trace, batch)
+    replicate = links[links["step"] == "replicate"]
+    (parameters,) = nodes.loc[nodes["kind"] == "parameters", "node"]
+    assert set(replicate["source"]) == {parameters}
+    assert nodes.loc[nodes["kind"] == "parameters", "lane"].tolist() == [0]
+    assert replicate["device"].tolist() == list(range(used))
+    assert (replicate["rows"] == 0).all()  # a whole model each, whatever the chunk
+    assert len(_bands(flow_figure(trace, batch), "replicate")) == used
 
 
-def test_single_device_has_no_gather():
-    fig = flow_figure(recorded(gpus=1), 0)
+def test_one_device_neither_replicates_nor_gathers():
+    trace = recorded(gpus=1)
+    fig = flow_figure(trace, 0)
     assert "no gather" in fig.layout.title.text
-    widths, labels = _into_devices(_sankey(fig))
-    assert widths == [30] and labels == ["GPU 0: rows 0-29 (30 rows)"]
+    assert list(fig.layout.xaxis.ticktext) == ["scatter", "forward"]
+    assert _links(trace, 0, "scatter")["rows"].tolist() == [30]
+    assert _links(trace, 0, "replicate").empty and _links(trace, 0, "gather").empty
 
 
-@pytest.mark.parametrize("bad", [-1, 4, "0", True])
-def test_bad_batch_is_a_clear_error(bad):
-    with pytest.raises(ValueError, match="batch must be between 0 and 3"):
-        flow_figure(recorded(gpus=8), bad)
-
-
-def test_largest_run_stays_small():
-    trace = synthetic(LARGEST)
-    for batch in (0, len(trace.batches) - 1):
-        fig = flow_figure(trace, batch)
-        assert count_marks(fig) <= MAX_MARKS
-        assert len(fig.to_json()) < MAX_JSON_BYTES
-
-
-# Training: the way back, from the output gradient on the output device to the step on device_ids[0].
-
-def _links(sankey):
-    return list(zip(sankey.link.source, sankey.link.target, sankey.link.value))
-
-
-def _node(sankey, starts):
-    (index,) = [i for i, label in enumerate(sankey.node.label) if label.startswith(starts)]
-    return index
+def test_gather_brings_every_row_back_to_the_output_device():
+    trace = recorded(gpus=3)
+    nodes, links = prepare_flow_links(trace, 3)
+    gather = links[links["step"] == "gather"]
+    assert gather["rows"].tolist() == [4, 4, 2]
+    (output,) = nodes.loc[nodes["kind"] == "output"].itertuples()
+    assert set(gather["target"]) == {output.node} and output.lane == 0 and output.rows == 10
+    fig = flow_figure(trace, 3)
+    assert list(fig.layout.xaxis.ticktext) == ["scatter", "replicate", "forward", "gather"]
+    assert "gathered on GPU 0" in fig.layout.title.text
 
 
 @pytest.mark.parametrize("gpus,batch", [(3, 0), (3, 3), (8, 3), (16, 0)])
-def test_gradients_go_back_with_the_forward_chunk_sizes_and_are_summed_on_device_zero(gpus, batch):
+def test_training_adds_the_way_back_with_the_forwards_rows_summed_on_gpu_zero(gpus, batch):
     trace = recorded(gpus=gpus, train=True)
-    sankey = _sankey(flow_figure(trace, batch))
-    forward, _ = _into_devices(sankey)
-    out = _node(sankey, "output")
-    back = [(t, v) for s, t, v in _links(sankey) if s == out]
-    assert [v for _, v in back] == forward == chunk_sizes(trace.batches[batch].rows, gpus)
-    labels = [sankey.node.label[t] for t, _ in back]
-    assert labels == [f"GPU {d}<br>grad of rows {sum(forward[:d])}-{sum(forward[:d + 1]) - 1}" for d in range(len(forward))]
-    total = _node(sankey, f"sum of {len(forward)}<br>on GPU 0")
-    assert [v for s, t, v in _links(sankey) if t == total] == forward
-    assert sankey.node.color[total] == sankey.node.color[_node(sankey, "GPU 0<br>rows")]  # GPU 0's colour
-    step = _node(sankey, "SGD<br>step")
-    assert [(s, v) for s, t, v in _links(sankey) if t == step] == [(total, trace.batches[batch].rows)]
+    rows = trace.batches[batch].rows
+    chunks = torch_chunks(rows, gpus)
+    nodes, links = prepare_flow_links(trace, batch)
+    by_step = {step: part for step, part in links.groupby("step")}
+    (loss,) = nodes.loc[nodes["kind"] == "loss", "node"]
+    assert by_step["loss"]["rows"].tolist() == [rows]
+    back = by_step["backward"]
+    assert set(back["source"]) == {loss}
+    assert back["rows"].tolist() == chunks and back["device"].tolist() == list(range(len(chunks)))
+    assert back["offset"].tolist() == [sum(chunks[:d]) for d in range(len(chunks))]
+    (total,) = nodes.loc[nodes["kind"] == "sum"].itertuples()
+    assert total.lane == 0
+    assert by_step["reduce"]["device"].tolist() == list(range(len(chunks)))
+    assert set(by_step["reduce"]["target"]) == {total.node}
+    (step,) = nodes.loc[nodes["kind"] == "step"].itertuples()
+    assert step.lane == 0 and by_step["step"][["source", "target"]].values.tolist() == [[total.node, step.node]]
+    fig = flow_figure(trace, batch)
+    assert list(fig.layout.xaxis.ticktext) == [
+        "scatter", "replicate", "forward", "gather", "loss", "backward", trace.vocabulary.phase("reduce").label,
+        trace.vocabulary.phase("step").label]
+    heights = [_end_height(b) for b in _bands(fig, "backward")]
+    assert np.allclose(np.array(heights) / heights[0], np.array(chunks) / chunks[0])
 
 
 def test_backward_table_follows_the_trace():
@@ -129,23 +136,132 @@ def test_backward_table_follows_the_trace():
     assert prepare_backward_flow(recorded(gpus=8), 3).empty  # forward only
 
 
-def test_training_flow_titles_and_headers():
-    fig = flow_figure(recorded(gpus=8, train=True), 3)
-    assert fig.layout.title.text.endswith("gradients summed back onto GPU 0")
-    assert [a.text for a in fig.layout.annotations][:6] == [
-        "<b>batch</b>", "<b>forward</b>", "<b>gather, loss</b>", "<b>backward</b>", "<b>sum</b>", "<b>step</b>"]
-    assert [a.text for a in fig.layout.annotations][6:] == ["GPU 5 idle", "GPU 6 idle", "GPU 7 idle"]
-    assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
-
-
-def test_one_device_training_has_no_sum():
-    sankey = _sankey(flow_figure(recorded(gpus=1, train=True), 0))
-    assert not [label for label in sankey.node.label if label.startswith("sum of")]
-    step = _node(sankey, "SGD<br>step")
-    (into_step,) = [(s, v) for s, t, v in _links(sankey) if t == step]
-    assert sankey.node.label[into_step[0]] == "GPU 0<br>grad of rows 0-29" and into_step[1] == 30
+def test_one_device_training_steps_without_a_sum():
+    trace = recorded(gpus=1, train=True)
+    nodes, links = prepare_flow_links(trace, 0)
+    assert not (nodes["kind"] == "sum").any()
+    (backward,) = nodes.loc[nodes["kind"] == "backward", "node"]
+    assert links.loc[links["step"] == "step", "source"].tolist() == [backward]
 
 
 def test_forward_only_flow_has_no_way_back():
-    labels = _sankey(flow_figure(recorded(gpus=3), 3)).node.label
-    assert len(labels) == 5 and not any("gradient" in label or "step" in label for label in labels)
+    nodes, links = prepare_flow_links(recorded(gpus=3), 3)
+    assert set(links["step"]) == {"scatter", "replicate", "gather"}
+    assert not nodes["kind"].isin(["loss", "backward", "sum", "step"]).any()
+
+
+def _label_centres_px(fig):
+    """(pixel y, lines) of every lane label, from the figure's own height, margins and y range."""
+    layout = fig.layout
+    plot = layout.height - layout.margin.t - layout.margin.b
+    low, high = layout.yaxis.range  # reversed: the first value is the bottom
+    return [(layout.margin.t + (y - high) / (low - high) * plot, text.count("<br>") + 1)
+            for y, text in zip(layout.yaxis.tickvals, layout.yaxis.ticktext)]
+
+
+@pytest.mark.parametrize("train", [False, True])
+@pytest.mark.parametrize("gpus", [2, 8, 16])
+def test_lane_labels_never_overlap(gpus, train):
+    for batch in (0, 3):
+        fig = flow_figure(recorded(gpus=gpus, train=train), batch)
+        labels = sorted(_label_centres_px(fig))
+        assert len(labels) == gpus + 1  # every GPU, and GPU 0's parameters
+        for (y0, lines0), (y1, lines1) in zip(labels, labels[1:]):
+            assert y1 - y0 >= LABEL_SIZE  # the least the brief allows, and more:
+            assert y1 - y0 >= (lines0 + lines1) / 2 * LABEL_SIZE * 1.2  # two-line labels with line spacing
+        assert labels[0][0] - LABEL_SIZE * 1.2 >= fig.layout.margin.t - 1  # the top label inside the plot area
+
+
+def test_one_row_reads_row_not_rows_4_4():
+    trace = recorded(gpus=4, data_size=95)  # the last batch: 5 rows split 2, 2, 1
+    fig = flow_figure(trace, 3)
+    labels = _lane_labels(fig)
+    assert labels[2] == "GPU 2<br>row 4 (1 row)" and labels[0] == "GPU 0<br>rows 0-1 (2 rows)"
+    assert labels[3] == "GPU 3<br>idle"
+    text = fig.to_json()
+    assert "rows 4-4" not in text and "row 4 (1 row)" in text
+
+
+def test_idle_devices_are_marked_idle():
+    trace = recorded(gpus=8)
+    table = prepare_flow(trace, 3)
+    assert table.loc[~table["used"], "name"].tolist() == ["GPU 5", "GPU 6", "GPU 7"]
+    fig = flow_figure(trace, 3)
+    idle = [a for a in fig.layout.annotations if a.text == "idle"]
+    assert [a.y for a in idle] == [5, 6, 7]
+    assert "5 of 8 GPUs" in fig.layout.title.text
+    assert "GPUs 5, 6 and 7 idle" in fig.layout.title.subtitle.text
+    assert not flow_figure(trace, 0).layout.annotations  # a full batch uses all eight
+
+
+def test_failing_replica_is_marked_where_it_fails_and_keyword_only_replicas_are_called_with_no_rows():
+    trace = preset("kwargs-small-batch")  # 8 GPUs, the last batch's 10 rows make 5 chunks of x
+    batch = trace.failure.batch
+    assert trace.failure.replica == 5
+    nodes, links = prepare_flow_links(trace, batch)
+    forward = nodes[nodes["step"] == "forward"]
+    assert forward["kind"].tolist() == ["forward"] * 5 + ["failed", "no_rows", "no_rows"]
+    assert forward["lane"].tolist() == list(range(8))
+    assert links.loc[links["step"] == "scatter", "rows"].tolist() == torch_chunks(10, 8)
+    assert links.loc[links["step"] == "replicate", "device"].tolist() == list(range(8))  # all 8 replicas were called
+    assert not (links["step"] == "gather").any()
+    fig = flow_figure(trace, batch)
+    labels = _lane_labels(fig)
+    assert [labels[lane] for lane in (5, 6, 7)] == [f"GPU {lane}<br>called, no rows" for lane in (5, 6, 7)]
+    assert not [a for a in fig.layout.annotations if a.text == "idle"]  # called, not idle
+    (marker,) = [t for t in fig.data if t.meta and t.meta["kind"] == "failure"]
+    assert list(marker.y) == [5] and list(marker.text) == ["TypeError"]
+    assert "TypeError in replica 5 on GPU 5" in fig.layout.title.text
+
+
+def test_batchnorm_failure_marks_the_one_row_replica():
+    trace = preset("batchnorm-one-row")
+    nodes, _ = prepare_flow_links(trace, trace.failure.batch)
+    (failed,) = nodes[nodes["kind"] == "failed"].itertuples()
+    assert failed.lane == trace.failure.replica == 2 and failed.rows == 1
+    fig = flow_figure(trace, trace.failure.batch)
+    (marker,) = [t for t in fig.data if t.meta and t.meta["kind"] == "failure"]
+    assert list(marker.y) == [2]
+    assert _lane_labels(fig)[3] == "GPU 3<br>idle"
+
+
+def test_rows_that_reached_no_replica_are_counted():
+    trace = preset("rnn-hidden-dim")  # h0 cut along its layers: one piece, so one replica of two
+    fig = flow_figure(trace, 0)
+    assert "15 rows reached no replica" in fig.layout.title.subtitle.text
+    assert _links(trace, 0, "scatter")["rows"].tolist() == [15]
+
+
+def test_simulated_said_once_and_only_for_simulated_traces():
+    fig = flow_figure(recorded(gpus=8), 0)
+    assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
+    assert "simulated" not in fig.layout.title.text.lower()
+    real = flow_figure(as_cuda(recorded(gpus=8)), 0)
+    assert "simulated" not in real.to_json().lower()
+    assert "real GPUs" in real.layout.title.subtitle.text
+
+
+def test_text_off_coloured_marks_takes_the_themes_colour():
+    for fig in (flow_figure(recorded(gpus=8, train=True), 3), flow_figure(preset("kwargs-small-batch"), 3)):
+        for annotation in fig.layout.annotations:
+            assert annotation.bgcolor is not None or annotation.font.color is None, annotation.text
+        for trace in fig.data:
+            assert trace.textfont.color is None
+        assert fig.layout.xaxis.tickfont.color is None and fig.layout.yaxis.tickfont.color is None
+        assert fig.layout.plot_bgcolor != "white"
+
+
+@pytest.mark.parametrize("bad", [-1, 4, "0", True])
+def test_bad_batch_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="batch must be between 0 and 3"):
+        flow_figure(recorded(gpus=8), bad)
+
+
+@pytest.mark.parametrize("config", [LARGEST, LARGEST_TRAINING])
+def test_largest_run_stays_small(config):
+    trace = synthetic(config)
+    for batch in (0, len(trace.batches) - 1):
+        fig = flow_figure(trace, batch)
+        assert count_marks(fig) <= MAX_MARKS
+        assert len(fig.to_json()) < MAX_JSON_BYTES
+        json.loads(fig.to_json())

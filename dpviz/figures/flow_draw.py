@@ -1,0 +1,178 @@
+"""Draw a flow (flow_links.prepare_flow_links) as lanes: one row per GPU, one column per step.
+
+A GPU's nodes all sit in its own row, named once on the y axis with the rows it got, so labels never
+crowd each other however many GPUs there are: a row is LANE_PX tall and its label two lines. Columns
+are DataParallel's steps in order, named on the x axis. Bands carry rows (their width, to one scale)
+or a whole model (a thin band of one width): the batch and the gathered output are tall nodes holding
+one slice per chunk, as in a Sankey diagram. Every band and node is its own trace tagged with its step
+(`meta`), so the step-through view can light the steps up one at a time.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..trace import Trace
+from .colors import IDLE_GREY, device_color, device_pattern, text_color_on, with_alpha
+from .flow_links import LANE_KINDS, MODEL_KINDS, TALL_KINDS
+from .style import FONT_SIZE, device_name, styled
+
+LABEL_SIZE = FONT_SIZE - 2  # the lanes' labels and the steps' names
+LANE_PX = 44  # two lines of LABEL_SIZE text and a gap: lane labels never touch
+PLOT_PX = 300  # the least height of the lanes together (one or two GPUs get taller lanes)
+FILL = 0.7  # share of a lane the largest chunk's band takes
+THICK = 0.14  # a node's width, in columns
+MODEL_BAND_PX = 5  # the width of a model-sized band (a copy of the parameters, a replica's gradients)
+MODEL_NODE_PX = 22  # the height of a model-sized node (the parameters, their sum, the step)
+NO_ROWS_PX = 14  # the height of a replica called with no rows
+CURVE = 16  # points along each edge of a band
+BAND_ALPHA = 0.45
+GUIDE = with_alpha("#808080", 0.5)  # node edges and lane guides: read on white and on near-black
+FAILED_COLOR = "#CC3311"
+# Pixels above the lanes: the title's lines, the subtitle's lines, then a gap. Below: the steps' names,
+# which turn upright (about 100 px) when a narrow chart has no room for them level.
+TITLE_TOP_PX, TITLE_LINE_PX, NOTE_LINE_PX, GAP_PX, MARGIN_B = 14, 27, 20, 28, 110
+PARAMETERS_ROW = -1  # the replicate step's source: GPU 0's parameters, in a row of their own above the lanes
+
+
+def step_name(trace: Trace, phase: str) -> str:
+    """The vocabulary's label for `phase`, without the timeline's hatch hint ('backward (×)' -> 'backward')."""
+    return re.sub(r"\s*\([^\w\s]\)$", "", trace.vocabulary.phase(phase).label)
+
+
+def lane_px(rows: int) -> float:
+    """Pixels per row of the chart (lanes, and the parameters' row)."""
+    return max(LANE_PX, PLOT_PX / max(rows, 1))
+
+
+class Geometry:
+    """Where every node and band goes, in axis units: x is the step's column, y the lane (0 at the top)."""
+
+    def __init__(self, nodes: pd.DataFrame, steps: list[str], lanes: int):
+        self.columns = {step: i for i, step in enumerate(steps)}
+        self.lanes = lanes
+        self.top = PARAMETERS_ROW if (nodes["kind"] == "parameters").any() else 0
+        self.pitch = lane_px(lanes - self.top)
+        self.model_band, self.model_node, self.no_rows = (px / self.pitch for px in (MODEL_BAND_PX, MODEL_NODE_PX, NO_ROWS_PX))
+        lane_rows = nodes.loc[nodes["kind"].isin(LANE_KINDS), "rows"]
+        self.scale = FILL / max(int(lane_rows.max()) if len(lane_rows) else 1, 1)  # lanes per row of the batch
+        self.boxes = {int(n.node): self._box(n) for n in nodes.itertuples()}
+
+    def _box(self, n) -> tuple[float, float, float]:
+        """(x, y top, y bottom) of node `n`."""
+        x = self.columns[n.step]
+        lane = 0 if n.lane is None or pd.isna(n.lane) else int(n.lane)
+        if n.kind in TALL_KINDS:
+            height = max(int(n.rows), 1) * self.scale
+            top = min(lane - FILL / 2, self.lanes - 0.5 - height)  # on its device's lane, inside the chart
+            return x, max(top, -0.5), max(top, -0.5) + height
+        if n.kind == "parameters":
+            return x, PARAMETERS_ROW - self.model_node / 2, PARAMETERS_ROW + self.model_node / 2
+        if n.kind in MODEL_KINDS:
+            return x, lane - self.model_node / 2, lane + self.model_node / 2
+        half = (self.no_rows if int(n.rows) == 0 else max(int(n.rows) * self.scale, 0.04)) / 2
+        return x, lane - half, lane + half
+
+    def end(self, node: int, kind: str, rows: int, offset: int, first_row: int) -> tuple[float, float]:
+        """The (y top, y bottom) where a band of `rows` rows (0: model-sized) meets `node`."""
+        _, top, bottom = self.boxes[node]
+        if rows == 0:
+            middle = (top + bottom) / 2
+            return middle - self.model_band / 2, middle + self.model_band / 2
+        if kind in TALL_KINDS and bottom - top > rows * self.scale + 1e-9:
+            start = top + (offset - first_row) * self.scale  # its slice of the batch or of the output
+            return start, start + rows * self.scale
+        return top, bottom
+
+    def band(self, source: int, target: int, ends: tuple) -> tuple[list[float], list[float]]:
+        """A closed outline from `source` to `target`, smooth at both ends, as a Sankey link is."""
+        (xa, _, _), (xb, _, _) = self.boxes[source], self.boxes[target]
+        (a0, a1), (b0, b1) = ends
+        t = np.linspace(0.0, 1.0, CURVE)
+        ease = t * t * (3 - 2 * t)
+        x = xa + THICK / 2 + (xb - xa - THICK) * t
+        upper, lower = a0 + (b0 - a0) * ease, a1 + (b1 - a1) * ease
+        return (list(x) + list(x[::-1]) + [x[0]]), (list(upper) + list(lower[::-1]) + [upper[0]])
+
+
+def _rectangle(x: float, top: float, bottom: float) -> tuple[list[float], list[float]]:
+    left, right = x - THICK / 2, x + THICK / 2
+    return [left, right, right, left, left], [top, top, bottom, bottom, top]
+
+
+def _node_trace(n, box: tuple[float, float, float], trace: Trace) -> go.Scatter:
+    xs, ys = _rectangle(*box)
+    device = 0 if n.lane is None or pd.isna(n.lane) else int(n.lane)
+    if n.kind == "batch":
+        color = trace.vocabulary.phase("scatter").color
+    else:
+        color = device_color(device)
+    style = dict(fill="toself", fillcolor=color, line=dict(color=GUIDE, width=1))
+    if n.kind in LANE_KINDS + MODEL_KINDS + ("output", "loss") and device_pattern(device):
+        style["fillpattern"] = dict(shape=device_pattern(device), fgcolor=text_color_on(color), bgcolor=color, solidity=0.25)
+    if n.kind == "no_rows" or n.kind == "failed" and int(n.rows) == 0:  # a replica called with no tensor of the batch
+        style = dict(fill="toself", fillcolor="rgba(0,0,0,0)", line=dict(color=GUIDE, width=2, dash="dot"))
+    if n.kind == "failed":
+        style["line"] = dict(color=FAILED_COLOR, width=3, dash=style["line"].get("dash"))
+    return go.Scatter(x=xs, y=ys, mode="lines", hoveron="fills", name=n.hover, hoverinfo="name", showlegend=False,
+                      meta=dict(step=n.step, kind="node"), **style)
+
+
+def plot_flow_lanes(trace: Trace, nodes: pd.DataFrame, links: pd.DataFrame, *, steps: list[str],
+                    lane_labels: list[str], idle: list[int], failed_text: str | None, title: str,
+                    notes: list[str]) -> go.Figure:
+    """Draw nodes and links as lanes (one per GPU, labelled `lane_labels`) and columns (`steps`).
+    `idle` lanes get an idle mark in the forward column; the failed node gets `failed_text` beside it."""
+    lanes = len(lane_labels)
+    geometry = Geometry(nodes, steps, lanes)
+    first_row = {int(n.node): int(n.offset) for n in nodes.itertuples()}
+    kinds = dict(zip(nodes["node"], nodes["kind"]))
+    fig = go.Figure()
+    for link in links.itertuples():
+        source, target = int(link.source), int(link.target)
+        rows, offset = int(link.rows), int(link.offset)
+        ends = (geometry.end(source, kinds[source], rows, offset, first_row[source]),
+                geometry.end(target, kinds[target], rows, offset, first_row[target]))
+        xs, ys = geometry.band(source, target, ends)
+        color = trace.vocabulary.phase("replicate").color if link.step == "replicate" else device_color(int(link.device))
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="lines", fill="toself", fillcolor=with_alpha(color, BAND_ALPHA), line=dict(width=0),
+            hoveron="fills", name=link.hover, hoverinfo="name", showlegend=False, meta=dict(step=link.step, kind="link")))
+    for n in nodes.itertuples():
+        fig.add_trace(_node_trace(n, geometry.boxes[int(n.node)], trace))
+    forward_x = geometry.columns.get("forward", 0)
+    for lane in idle:
+        fig.add_annotation(x=forward_x, y=lane, text="idle", showarrow=False, bgcolor=IDLE_GREY, borderpad=3,
+                           font=dict(size=LABEL_SIZE, color=text_color_on(IDLE_GREY)),
+                           hovertext="no rows left for it: no replica ran there")
+    failed = nodes[nodes["kind"] == "failed"]
+    if failed_text and len(failed):
+        x, top, bottom = geometry.boxes[int(failed["node"].iloc[0])]
+        fig.add_trace(go.Scatter(
+            x=[x + THICK], y=[(top + bottom) / 2], mode="markers+text", text=[failed_text], textposition="middle right",
+            marker=dict(symbol="x", size=16, color=FAILED_COLOR, line=dict(width=1, color=FAILED_COLOR)),
+            textfont=dict(size=LABEL_SIZE), hoverinfo="skip", showlegend=False, meta=dict(step="forward", kind="failure")))
+    rows, pitch = lanes - geometry.top, geometry.pitch
+    title_lines = title.count("<br>") + 1
+    note_lines = sum(note.count("<br>") + 1 for note in notes if note)
+    top_px = TITLE_TOP_PX + TITLE_LINE_PX * title_lines + NOTE_LINE_PX * note_lines + GAP_PX
+    height = int(top_px + MARGIN_B + pitch * rows)
+    styled(fig, title, notes, height=height)
+    fig.update_layout(title=dict(yref="container", y=1 - TITLE_TOP_PX / height, yanchor="top"))
+    ticks = list(range(geometry.top, lanes))
+    zero = device_name(trace.lanes[0].id if trace.lanes else 0)
+    texts = ([f"{zero}'s<br>parameters"] if geometry.top < 0 else []) + lane_labels
+    fig.update_layout(margin=dict(t=top_px, b=MARGIN_B, l=10, r=20), hoverlabel=dict(namelength=-1))
+    room = 1.5 if failed_text and len(failed) else 0.5  # the error's name, right of the last column
+    fig.update_xaxes(range=[-0.5, max(len(steps) - 1, 1) + room], tickvals=list(range(len(steps))),
+                     ticktext=[step_name(trace, s) for s in steps], tickfont=dict(size=LABEL_SIZE),
+                     showgrid=False, zeroline=False, fixedrange=True, showline=False,
+                     # Tilted, a step's name ends under its column and runs left: the last stays in the chart.
+                     autotickangles=[0, -30, -90])
+    fig.update_yaxes(range=[lanes - 0.5, geometry.top - 0.5], tickvals=ticks, ticktext=texts,
+                     tickfont=dict(size=LABEL_SIZE), showgrid=True, gridcolor=with_alpha("#808080", 0.15),
+                     zeroline=False, fixedrange=True, automargin=True, ticks="")
+    return fig
