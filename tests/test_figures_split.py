@@ -1,10 +1,12 @@
 """Split per batch: stacked bars add up to each batch, idle devices are grey, long runs are grouped."""
 import numpy as np
 import pytest
+import torch
 
 from dpviz.figures import MAX_MARKS, count_marks, prepare_split, split_figure
 from dpviz.figures.colors import IDLE_GREY, TEXT, WHITE, contrast_ratio, device_color
 from dpviz.engines.dp.chunking import chunk_sizes
+from dpviz.presets import PRESETS
 from figure_traces import LARGEST, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
 
@@ -38,7 +40,8 @@ def test_ten_rows_on_eight_gpus_three_idle_in_grey():
     assert [names[d] for d in np.flatnonzero(z[:, 3] == -1)] == ["GPU 5", "GPU 6", "GPU 7"]
     assert (z[:, :3] == np.arange(8)[:, None]).all()  # full batches: every device in its own colour
     assert "3 idle device slots" in fig.layout.title.text
-    assert any(t.name == "idle (no rows)" for t in fig.data)
+    assert any(t.name == "idle: no replica" for t in fig.data)
+    assert not any(t.name == "called, no rows" for t in fig.data)  # nobody was called without rows
 
 
 def test_prepared_table_marks_idle_devices():
@@ -98,3 +101,35 @@ def test_numbers_on_the_bars_contrast_with_their_colour(gpus):
         assert contrast_ratio(bar.insidetextfont.color, device_color(int(name.split()[1]))) >= 4
     (grid,) = [t for t in fig.data if t.type == "heatmap"]
     assert contrast_ratio(grid.textfont.color, IDLE_GREY) >= 4.5  # "idle" is written on grey cells only
+
+
+def test_keyword_pitfall_draws_replicas_called_without_rows_and_marks_the_one_that_raised():
+    trace = recorded(**{k: v for k, v in PRESETS["kwargs-small-batch"].config.to_dict().items() if k != "backend"})
+    last = trace.failure.batch
+    chunks = torch.empty(trace.batches[last].rows, 5).chunk(8)  # 5 chunks of x for 8 GPUs
+    fig = split_figure(trace)
+    bars = _bars(fig)
+    assert [bars.get(f"GPU {d}", {}).get(str(last), 0) for d in range(8)] == [len(c) for c in chunks] + [0] * 3
+    table = prepare_split(trace)
+    states = table[table["batch"] == last].set_index("device")
+    assert list(states["state"]) == ["rows"] * len(chunks) + ["called, no rows"] * (8 - len(chunks))
+    assert list(states.index[states["raised"]]) == [trace.failure.replica] == [5]
+    assert not table.loc[table["batch"] < last, "raised"].any()
+    z, names = _grid(fig)
+    assert np.isnan(z[5:, last]).all() and (z[:5, last] == np.arange(5)).all()  # no fill: neither idle nor a device's
+    words = {(x, y): t for tr in fig.data if tr.type == "scatter" and tr.mode == "text" for x, y, t in zip(tr.x, tr.y, tr.text)}
+    assert words == {(str(last), "GPU 5"): "✗ raised", (str(last), "GPU 6"): "no rows", (str(last), "GPU 7"): "no rows"}
+    rings = [(s.y0 + s.y1) / 2 for s in fig.layout.shapes]
+    assert rings == [5, 6, 7]
+    assert any("GPU 5" in a.text and "raised" in a.text for a in fig.layout.annotations)
+    assert "(no GPU idle)" in fig.layout.title.text and "3 replicas called with no rows" in fig.layout.title.subtitle.text
+    assert any(t.name == "called, no rows" for t in fig.data)
+
+
+def test_a_failing_replica_with_rows_is_marked_on_its_colour():
+    trace = recorded(**{k: v for k, v in PRESETS["rnn-hidden-dim"].config.to_dict().items() if k != "backend"})
+    table = prepare_split(trace)
+    assert list(table["state"]) == ["rows", "idle"] and list(table["raised"]) == [True, False]
+    fig = split_figure(trace)
+    (words,) = [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
+    assert list(words.text) == ["✗ raised"] and list(words.textfont.color) == [WHITE]  # on GPU 0's blue

@@ -1,9 +1,13 @@
 """Split per batch: rows per device for every batch as stacked bars, with a grid of idle devices.
 
 Top: one stacked bar per batch, one colour per device, so the short last batch stands out. Bottom:
-a device x batch grid, grey where a device got no rows. Past MAX_MARKS, consecutive batches with the
-same split share one bar labelled with the batch range (a DataLoader makes every batch full but the
-last, so a run of any length usually needs two bars).
+a device x batch grid: the device's colour where it got rows, grey where it was idle (no replica), and
+an empty cell ringed in the device's colour where a replica was called with no tensor rows (the
+keyword pitfall: scatter_kwargs pads the positional arguments with empty tuples). The replica whose
+error stopped the run is marked "✗ raised" in its cell, and its batch's bar says which GPU failed.
+Past MAX_MARKS, consecutive batches with the same split share one bar labelled with the batch range
+(a DataLoader makes every batch full but the last, so a run of any length usually needs two bars);
+a failing batch always has a bar of its own.
 """
 from __future__ import annotations
 
@@ -13,30 +17,61 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..tables import batch_split, chunks_per_batch
-from ..trace import Trace
+from ..trace import Span, Trace
 from .bounds import MAX_MARKS, batch_label, split_runs
-from .colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on
+from .colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
 from .split_ddp import split_ddp_figure
 from .style import backend_note, device_name, plural, rows_text, styled
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
+GUIDE = with_alpha("#808080", 0.5)  # reads on a light and a dark page
+EMPTY_FILL = with_alpha("#808080", 0.12)  # a called-with-no-rows cell: there, but holding nothing, on either page
+IDLE_LABEL = "idle: no replica"
+EMPTY_LABEL = "called, no rows"
+RAISED = "✗ raised"
 
 
 def _marks_per_bar(devices: int) -> int:
     return 2 * devices  # at most one bar segment and one grid cell per device
 
 
-def prepare_split(trace: Trace) -> pd.DataFrame:
-    """One row per (bar, device). A bar is one batch, or past MAX_MARKS a run of batches with the same split."""
-    chunks = chunks_per_batch(trace)
-    per_bar = _marks_per_bar(len(trace.lanes))
+def called_without_rows(span: Span) -> bool:
+    """A replica scatter_kwargs padded with an empty tuple: called with the keywords alone, no tensor of the batch."""
+    return span.rows == 0 or span.input_shape is None
+
+
+def _runs(trace: Trace, chunks: list[tuple[int, ...]], per_bar: int) -> list[tuple[int, int]]:
     if len(chunks) * per_bar <= MAX_MARKS:
-        runs = [(i, i) for i in range(len(chunks))]
-    else:
-        runs = split_runs(chunks)[: MAX_MARKS // per_bar]
+        return [(i, i) for i in range(len(chunks))]
+    runs = split_runs(chunks)
+    failed = trace.failure.batch if trace.failure is not None else None
+    if failed is not None and runs[-1][0] < failed:  # the run stopped there: the failing batch is the last
+        runs[-1:] = [(runs[-1][0], failed - 1), (failed, failed)]
+    return runs[: MAX_MARKS // per_bar]
+
+
+def _states(trace: Trace, batch: int) -> tuple[list[str], list[bool]]:
+    """Per lane of `batch`: "rows", EMPTY_LABEL or "idle", and whether it is the replica that raised."""
+    forwards = {s.lane: s for s in trace.replicas(batch)}
+    failure = trace.failure
+    states, raised = [], []
+    for lane in trace.lanes:
+        span = forwards.get(lane.id)
+        states.append("idle" if span is None else EMPTY_LABEL if called_without_rows(span) else "rows")
+        raised.append(span is not None and failure is not None and failure.batch == batch
+                      and failure.replica is not None and span.replica == failure.replica)
+    return states, raised
+
+
+def prepare_split(trace: Trace) -> pd.DataFrame:
+    """One row per (bar, device). A bar is one batch, or past MAX_MARKS a run of batches with the same split.
+    `state`: "rows", "called, no rows" or "idle"; `raised`: the replica whose error stopped the run."""
+    chunks = chunks_per_batch(trace)
+    runs = _runs(trace, chunks, _marks_per_bar(len(trace.lanes)))
     frames = []
     for bar, (first, last) in enumerate(runs):
         table = batch_split(trace, first)
+        table["state"], table["raised"] = _states(trace, first)
         table.insert(0, "bar", bar)
         table["first_batch"], table["last_batch"] = first, last
         table["batches"] = last - first + 1
@@ -53,7 +88,7 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
     bars = len(labels)
     show_text = bars * devices <= TEXT_CELLS
     for device in range(devices):
-        part = table[(table["device"] == device) & table["used"]]
+        part = table[(table["device"] == device) & (table["state"] == "rows")]
         hover = [
             f"{plural(n, 'batch')} ({batch_label(a, b)})" if n > 1 else batch_label(a, b)
             for n, a, b in zip(part["batches"], part["first_batch"], part["last_batch"])
@@ -73,30 +108,58 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
             row=1, col=1,
         )
     fig.add_trace(  # legend entry only: idle has no bar segment, it shows in the grid below
-        go.Bar(x=[None], y=[None], name="idle (no rows)", marker=dict(color=IDLE_GREY, line=dict(color=OUTLINE, width=0.6))),
+        go.Bar(x=[None], y=[None], name=IDLE_LABEL, marker=dict(color=IDLE_GREY, line=dict(color=OUTLINE, width=0.6))),
         row=1, col=1,
     )
-    grid = table.pivot(index="device", columns="bar", values="device").to_numpy(dtype=float, copy=True)
-    used = table.pivot(index="device", columns="bar", values="used").to_numpy(dtype=bool)
-    grid[~used] = -1
+    pivot = lambda column: table.pivot(index="device", columns="bar", values=column).to_numpy()
+    grid, state = pivot("device").astype(float), pivot("state")
+    grid[state == "idle"] = -1
+    grid[state == EMPTY_LABEL] = np.nan  # no fill: the cell is ringed in the device's colour instead
     fig.add_trace(
         go.Heatmap(
             z=grid, x=labels, y=[device_name(d) for d in range(devices)],
             colorscale=device_colorscale(devices), zmin=-1.5, zmax=devices - 0.5, showscale=False,
             xgap=2, ygap=2,
-            text=np.where(used, "", "idle") if show_text else None, texttemplate="%{text}" if show_text else None,
+            text=np.where(state == "idle", "idle", "") if show_text else None, texttemplate="%{text}" if show_text else None,
             textfont=dict(size=13, color=text_color_on(IDLE_GREY)),  # only idle cells have text
-            customdata=np.where(used, "got rows", "idle: no rows"),
+            customdata=np.select([state == "rows", state == "idle"], ["got rows", "idle: no replica ran there"],
+                                 "called with no tensor rows (the keywords alone)"),
             hovertemplate="%{y}, %{x}: %{customdata}<extra></extra>",
         ),
         row=2, col=1,
     )
+    _mark_empty_and_raised(fig, table, labels)
     fig.update_layout(barmode="stack", bargap=0.25, uniformtext=dict(minsize=11, mode="hide"))
     fig.update_xaxes(type="category", row=1, col=1)
     fig.update_xaxes(type="category", title_text=x_title, row=2, col=1)
     fig.update_yaxes(title_text="rows of the batch", row=1, col=1)
     fig.update_yaxes(autorange="reversed", title_text="device", tickmode="linear", row=2, col=1)
     return styled(fig, title, notes, height=bars_px + grid_px + 200)
+
+
+def _mark_empty_and_raised(fig: go.Figure, table: pd.DataFrame, labels: list[str]) -> None:
+    """Ring each called-with-no-rows cell in its device's colour (dashed, on the page's background), write
+    what happened in it, and say over the failing batch's bar which GPU raised. Few cells: a failing batch's."""
+    empty = table[(table["state"] == EMPTY_LABEL) | table["raised"]]
+    for r in empty.itertuples():
+        x = labels.index(r.label)
+        fig.add_shape(type="rect", x0=x - 0.45, x1=x + 0.45, y0=r.device - 0.42, y1=r.device + 0.42, xref="x2", yref="y2",
+                      line=dict(color=device_color(r.device), width=2, dash="dot" if r.state == EMPTY_LABEL else "solid"),
+                      fillcolor=EMPTY_FILL if r.state == EMPTY_LABEL else None, layer="above")
+    on_fill = empty["state"] == "rows"  # a raised replica that got rows: its words sit on its colour
+    for part, color in ((empty[~on_fill], None), (empty[on_fill], [text_color_on(device_color(d)) for d in empty.loc[on_fill, "device"]])):
+        if len(part):  # on the background, the words take the page's own text colour
+            fig.add_trace(go.Scatter(
+                x=part["label"], y=[device_name(d) for d in part["device"]], mode="text", showlegend=False, hoverinfo="skip",
+                text=[RAISED if r else "no rows" for r in part["raised"]], textfont=dict(size=12, color=color)), row=2, col=1)
+    if (table["state"] == EMPTY_LABEL).any():
+        fig.add_trace(go.Scatter(  # the legend's entry for the ringed cells
+            x=[None], y=[None], mode="markers", name=EMPTY_LABEL,
+            marker=dict(symbol="square-open", size=14, color=GUIDE, line=dict(width=2))), row=1, col=1)
+    for r in table[table["raised"]].itertuples():
+        top = int(table.loc[table["bar"] == r.bar, "rows"].sum())  # the bar's own top
+        fig.add_annotation(x=r.label, y=top, xref="x", yref="y", yanchor="bottom", showarrow=False,
+                           text=f"{RAISED}<br>{device_name(r.device)}", font=dict(size=13))
 
 
 def split_figure(trace: Trace) -> go.Figure:
@@ -110,10 +173,15 @@ def split_figure(trace: Trace) -> go.Figure:
     shown = int(table.drop_duplicates("bar")["batches"].sum())
     grouped = bars < shown
     devices = len(trace.lanes)
-    idle = sum(devices - len(c) for c in chunks_per_batch(trace))  # the whole run, even if bars are cut
+    # The whole run, even if bars are cut: slots with no replica, and replicas called with no rows.
+    forwards = [s for s in trace.spans if s.phase == "forward" and s.lane is not None]
+    empty = sum(1 for s in forwards if called_without_rows(s))
+    idle = devices * total - len(forwards)
     title = f"Rows per GPU in each of {plural(total, 'batch')}"
     title += f" ({plural(idle, 'idle device slot')})" if idle else " (no GPU idle)"
     notes = [backend_note(trace)]
+    if empty:
+        notes.append(f"{plural(empty, 'replica')} called with no rows")
     if grouped:
         notes.append(f"{plural(shown, 'batch')} in {plural(bars, 'bar')}: consecutive batches with the same split share one bar")
     if shown < total:
