@@ -119,7 +119,7 @@ def controls() -> tuple[RunConfig, str]:
     if choice != "dp":
         values.update(engine="ddp", **ddp_controls())
         most = PAGE_MAX_RANKS[choice]
-        if values["gpus"] > most:
+        if values["gpus"] > most and not showing_upload():  # an uploaded trace's settings are not run
             beside = " beside DataParallel" if choice == BOTH else ""
             say(f"The page starts at most {most} DDP ranks{beside}: each is a process, and with the server they "
                 f"must fit a small host's 690 MB; using {most} instead of {values['gpus']}. "
@@ -166,27 +166,47 @@ def say(sentence: str) -> None:
     st.warning(markdown_text(sentence))
 
 
+UPLOAD = "upload_file"  # the trace uploader's key
+
+
+def take_upload() -> None:
+    """The uploader's callback: check a new file once (the same Trace object then keeps its figures
+    cached), and set the controls to the settings it was recorded with, so the sidebar describes it."""
+    upload = st.session_state.get(UPLOAD)
+    if upload is None:
+        st.session_state.upload, st.session_state.upload_error = None, None
+        return
+    try:
+        st.session_state.upload, st.session_state.upload_error = trace_json.loads(upload.getvalue()), None
+    except TraceError as error:
+        st.session_state.upload, st.session_state.upload_error = None, str(error)
+        return
+    config = st.session_state.upload.config
+    for name, value in config.to_dict().items():
+        st.session_state[name] = value  # a loaded trace's settings passed the same checks as the widgets'
+    st.session_state[ENGINE] = config.engine
+
+
+def showing_upload() -> bool:
+    """Whether the page shows an uploaded trace (set by the uploader's callback, before this run)."""
+    return st.session_state.get(UPLOAD) is not None and st.session_state.get("upload") is not None
+
+
 def uploaded_trace() -> Trace | None:
     """A trace file the visitor uploaded, checked; None (with a sentence shown) if there is none or it is bad."""
     upload = st.sidebar.file_uploader(
-        "Explore a recorded trace (JSON)", type=["json"], max_upload_size=MAX_TRACE_BYTES // 2**20,
-        help="For example one written by `python -m dpviz --trace run.json` on a multi-GPU machine.",
+        "Explore a recorded trace (JSON)", type=["json"], max_upload_size=MAX_TRACE_BYTES // 2**20, key=UPLOAD,
+        on_change=take_upload,
+        help="For example one written by `python -m dpviz --trace run.json` on a multi-GPU machine. The settings "
+        "above change to the ones it was recorded with.",
     )
     if upload is None:
         return None
-    # Parse and check a file once, not on every rerun: the same Trace object keeps its figures cached.
-    if st.session_state.get("upload_id") != upload.file_id:
-        try:
-            st.session_state.upload = trace_json.loads(upload.getvalue())
-            st.session_state.upload_error = None
-        except TraceError as error:
-            st.session_state.upload, st.session_state.upload_error = None, str(error)
-        st.session_state.upload_id = upload.file_id
-    if st.session_state.upload_error:
+    if st.session_state.get("upload_error"):
         # The file's name and the loader's sentence (which quotes the file) are the visitor's text.
         st.warning(f"{markdown_text(upload.name, LIMIT)} could not be used: "
                    f"{markdown_text(st.session_state.upload_error, MESSAGE_LIMIT)} Showing the live run instead.")
-    return st.session_state.upload
+    return st.session_state.get("upload")
 
 
 def run(config: RunConfig) -> Trace | None:
@@ -300,12 +320,13 @@ CONTROLS = {
 }
 
 
-def key_metrics(trace: Trace, per_row: int = 4) -> None:
+def key_metrics(trace: Trace) -> None:
+    """The key figures as metrics in a row that wraps: each as wide as its words, so none is cut off on a
+    narrow window or a projector's 1024 pixels."""
     views: Views = st.session_state.setdefault("views", Views())
-    items = list(views.get(trace, key_figures).items())
-    for start in range(0, len(items), per_row):  # a few to a row: values stay readable, never cut off
-        for column, (label, value) in zip(st.columns(per_row), items[start:start + per_row]):
-            column.metric(label, value)
+    with st.container(horizontal=True, gap="medium"):
+        for label, value in views.get(trace, key_figures).items():
+            st.metric(label, value, width="content", border=True)
 
 
 def view_of(trace: Trace, view: View) -> None:
@@ -316,13 +337,30 @@ def view_of(trace: Trace, view: View) -> None:
         CONTROLS[view.control](trace, view)
 
 
-def explanation(trace: Trace, columns: int = 2) -> None:
+def headline(paragraph: str) -> str:
+    """A paragraph's bold opening sentence ("**Why GPU 0 carries more.**"), or its first words."""
+    if paragraph.startswith("**") and "**" in paragraph[2:]:
+        return paragraph[: paragraph.index("**", 2) + 2]
+    return paragraph[:80] + ("…" if len(paragraph) > 80 else "")
+
+
+def what_happened(trace: Trace, columns: int = 2, heading: bool = True) -> None:
+    """The key figures and one line per finding first; the explanations themselves on request."""
+    if heading:
+        st.subheader("What happened")
+    key_metrics(trace)
     views: Views = st.session_state.setdefault("views", Views())
     paragraphs = views.get(trace, explain)
-    size = (len(paragraphs) + columns - 1) // columns
-    for column, start in zip(st.columns(columns, gap="large"), range(0, len(paragraphs), size or 1)):
-        for paragraph in paragraphs[start:start + size]:
-            column.markdown(paragraph)
+    st.markdown("\n".join(f"- {headline(p)}" for p in paragraphs))
+    with st.expander("Why, finding by finding"):
+        if columns == 1:  # beside the other engine: already in a column of its own
+            for paragraph in paragraphs:
+                st.markdown(paragraph)
+            return
+        size = (len(paragraphs) + columns - 1) // columns
+        for column, start in zip(st.columns(columns, gap="large"), range(0, len(paragraphs), size or 1)):
+            for paragraph in paragraphs[start:start + size]:
+                column.markdown(paragraph)
 
 
 def downloads(trace: Trace) -> None:
@@ -340,9 +378,6 @@ def downloads(trace: Trace) -> None:
 def show(trace: Trace) -> None:
     (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
     show_outcome(trace)
-    # The key figures' place, filled once the shown tab's view is sent: the chart is what a visitor waits
-    # for, and the key figures (a pass over the run's tables) can come a moment after it.
-    figures = st.container()
     # Only the shown tab's view is built and sent (a click on another reruns the page, from the session's
     # runs and figures): the others' figures are work the first screen does not need.
     # The views that draw this run's engine first: the first screen shows a chart, not a "DataParallel only".
@@ -351,10 +386,9 @@ def show(trace: Trace) -> None:
         with tab:
             if tab.open:
                 view_of(trace, view)
-    with figures:
-        key_metrics(trace)
-    st.subheader("What happened")
-    explanation(trace)
+    # Below the chart: on a projector's 1024 × 768 the first screen is the chart, and the key figures (a
+    # pass over the run's tables) come a moment after it.
+    what_happened(trace)
     st.sidebar.header("Files")
     downloads(trace)
 
@@ -388,10 +422,7 @@ def show_both(dp: Trace, ddp: Trace) -> None:
     for column, trace in zip(st.columns(2, gap="large"), (dp, ddp)):
         with column:
             st.markdown(f"#### {ENGINES[trace.engine]}")
-            key_metrics(trace, per_row=2)
-            views: Views = st.session_state.setdefault("views", Views())
-            for paragraph in views.get(trace, explain):
-                st.markdown(paragraph)
+            what_happened(trace, columns=1, heading=False)
     st.sidebar.header("Files")
     downloads(dp)
     downloads(ddp)
@@ -424,7 +455,8 @@ def main() -> None:
     st.query_params.from_dict(to_query(config, both=choice == BOTH))
     trace = uploaded_trace()
     if trace is not None:
-        st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; "
+        st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; the "
+                   "settings in the sidebar are the ones it was recorded with, and do not run while it is shown: "
                    "remove the file to run live.")
         show(trace)
     elif choice == BOTH:

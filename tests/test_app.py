@@ -96,10 +96,14 @@ def test_an_uploaded_trace_is_shown_and_a_bad_one_warns():
     app.file_uploader[0].upload("run.json", trace_json.dumps(recorded).encode(), "application/json").run()
     assert not app.exception
     assert "uploaded trace" in shown_text(app) and split_rows(app) == [[10, 10, 10]] * 3 + [[4, 4, 2]]
+    # The sidebar now shows the settings the file was recorded with, and the link says them too.
+    assert app.slider(key="gpus").value == 3 and app.number_input(key="seed").value == 1
+    assert app.query_params["gpus"] == "3" and app.query_params["seed"] == "1"
     app.file_uploader[0].set_value(("bad.json", b"{\"format\": \"dpviz-trace\", \"version\": 7}", "application/json")).run()
     assert not app.exception
     assert any("bad\\.json could not be used" in w.value and "version 7" in w.value for w in app.warning)
-    assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]
+    assert split_rows(app) == [[10, 10, 10]] * 3 + [[4, 4, 2]]  # the live run, with the settings left as they were
+    assert app.slider(key="gpus").value == 3
 
 
 def test_training_from_a_link_draws_the_way_back():
