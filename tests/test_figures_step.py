@@ -1,69 +1,109 @@
-"""Step through: one animation frame per batch with that batch's split; representative frames past the bound."""
-import numpy as np
+"""Step through: one batch's flow, one frame per DataParallel step in its order, each naming its devices."""
+import dataclasses
+from functools import lru_cache
+
 import pytest
 
-from dpviz import RunConfig
+from dpviz import RunConfig, record
 from dpviz.figures import MAX_FRAMES, MAX_MARKS, count_marks, step_figure
-from dpviz.engines.dp.chunking import chunk_sizes
-from figure_traces import LARGEST, MAX_JSON_BYTES, recorded, synthetic
+from dpviz.figures.flow_draw import step_name
+from dpviz.figures.step import prepare_steps
+from dpviz.presets import PRESETS
+from figure_traces import LARGEST_TRAINING, MAX_JSON_BYTES, recorded, synthetic
+
+FORWARD_ONLY = ["scatter", "replicate", "forward", "gather"]
+TRAINING = FORWARD_ONLY + ["loss", "backward", "reduce", "step"]
 
 
-def _frame_rows(frame):
-    bars = frame.data[0]
-    return dict(zip(bars.x, np.asarray(bars.y).tolist()))
+@lru_cache(maxsize=None)
+def preset(name: str):
+    return record(dataclasses.replace(PRESETS[name].config, backend="simulated"))
 
 
-def test_one_frame_per_batch_with_its_split():
-    trace = recorded(gpus=8)
-    fig = step_figure(trace)
-    assert [f.name for f in fig.frames] == ["0", "1", "2", "3"]
-    for frame, batch in zip(fig.frames, trace.batches):
-        rows = _frame_rows(frame)
-        assert list(rows) == [f"GPU {d}" for d in range(8)]
-        expected = chunk_sizes(batch.rows, 8)
-        assert list(rows.values()) == expected + [0] * (8 - len(expected))
+@pytest.mark.parametrize("train,order", [(False, FORWARD_ONLY), (True, TRAINING)])
+def test_frames_follow_dataparallels_order(train, order):
+    trace = recorded(gpus=8, train=train)
+    table = prepare_steps(trace, 0)
+    assert table["step"].tolist() == order
+    fig = step_figure(trace, 0)
+    assert [f.name for f in fig.frames] == [str(k) for k in range(1, len(order) + 1)]
+    for frame, step in zip(fig.frames, order):
+        assert f": {step_name(trace, step)}" in frame.layout.title.text.split("<br>")[0]
 
 
-def test_idle_devices_marked_idle_in_their_frame():
-    fig = step_figure(recorded(gpus=8))
-    last = fig.frames[3]
-    assert list(last.data[1].x) == ["GPU 5", "GPU 6", "GPU 7"] and set(last.data[1].text) == {"idle"}
-    assert len(fig.frames[0].data[1].x) == 0
-    assert last.layout.title.text == "Batch 3 of 4: 10 rows → 2, 2, 2, 2, 2 on 5 of 8 GPUs (GPUs 5, 6 and 7 idle)"
+def test_each_frame_names_its_devices():
+    trace = recorded(gpus=8, train=True)
+    table = prepare_steps(trace, 3)  # 10 rows: 5 chunks of 2, GPUs 5-7 idle
+    devices = dict(zip(table["step"], table["devices"]))
+    used = [0, 1, 2, 3, 4]
+    assert devices == {"scatter": used, "replicate": used, "forward": used, "gather": used,
+                       "loss": [0], "backward": used, "reduce": [0], "step": [0]}
+    words = dict(zip(table["step"], table["words"]))
+    assert "10 rows are cut into 5 chunks" in words["scatter"] and "GPUs 5, 6 and 7 get none" in words["scatter"]
+    assert "GPUs 0-4" in words["forward"] and "added on GPU 0" in words["reduce"]
 
 
-def test_three_gpus_last_frame_says_4_4_2():
-    fig = step_figure(recorded(gpus=3))
-    assert list(_frame_rows(fig.frames[3]).values()) == [4, 4, 2]
-    assert "10 rows → 4, 4, 2 on 3 of 3 GPUs" in fig.frames[3].layout.title.text
+def test_a_frame_lights_its_step_fades_the_earlier_and_hides_the_later():
+    fig = step_figure(recorded(gpus=3, train=True), 3)
+    steps = [t.meta["step"] for t in fig.data]
+    for k, frame in enumerate(fig.frames):
+        current = TRAINING[k]
+        for step, kind, shown in zip(steps, [t.meta["kind"] for t in fig.data], frame.data):
+            if TRAINING.index(step) > k and kind == "link":
+                assert shown.opacity == 0
+            if step == current:
+                assert shown.opacity == 1
+            if TRAINING.index(step) < k and kind == "link":
+                assert 0 < shown.opacity < 1
+    # The forwards' nodes show with the scatter band that lands on them, in the first frame.
+    first = fig.frames[0].data
+    nodes = [o.opacity for t, o in zip(fig.data, first) if t.meta["kind"] == "node" and t.meta["step"] == "forward"]
+    assert nodes == [1.0, 1.0, 1.0]
+
+
+def test_frames_show_the_devices_rows():
+    fig = step_figure(recorded(gpus=3), 3)
+    assert list(fig.layout.yaxis.ticktext)[1:] == ["GPU 0<br>rows 0-3 (4 rows)", "GPU 1<br>rows 4-7 (4 rows)",
+                                                   "GPU 2<br>rows 8-9 (2 rows)"]
+
+
+def test_failing_batch_stops_at_the_forward_that_raised():
+    trace = preset("kwargs-small-batch")
+    table = prepare_steps(trace, trace.failure.batch)
+    assert table["step"].tolist() == ["scatter", "replicate", "forward"]
+    words = dict(zip(table["step"], table["words"]))
+    assert "GPUs 5, 6 and 7 get only the keywords" in words["scatter"]
+    assert "GPU 5's replica raises TypeError" in words["forward"]
+    assert dict(zip(table["step"], table["devices"]))["replicate"] == list(range(8))
+
+
+def test_one_device_steps():
+    assert prepare_steps(recorded(gpus=1, train=True), 0)["step"].tolist() == ["scatter", "forward", "loss", "backward", "step"]
 
 
 def test_play_button_and_slider_drive_the_frames():
-    fig = step_figure(recorded(gpus=2))
+    fig = step_figure(recorded(gpus=2), 0)
     (menu,) = fig.layout.updatemenus
     assert [b.label for b in menu.buttons] == ["▶ play", "❚❚ pause"]
     assert menu.buttons[0].method == "animate"
     (slider,) = fig.layout.sliders
     assert [list(s.args[0]) for s in slider.steps] == [[f.name] for f in fig.frames]
-    assert fig.layout.yaxis.range[1] >= 15  # fixed axis: frames compare at a glance
+    assert slider.currentvalue.prefix == "step "
     assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
 
 
-def test_largest_run_steps_through_representative_batches():
-    fig = step_figure(synthetic(LARGEST))
-    names = [int(f.name) for f in fig.frames]
-    assert len(names) <= MAX_FRAMES and 0 in names and 9_999 in names
-    assert names == sorted(names)
+@pytest.mark.parametrize("bad", [-1, 4, "0", True])
+def test_bad_batch_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="batch must be between 0 and 3"):
+        step_figure(recorded(gpus=8), bad)
+
+
+def test_largest_training_batch_stays_small():
+    trace = synthetic(LARGEST_TRAINING)
+    fig = step_figure(trace, len(trace.batches) - 1)
+    assert len(fig.frames) <= MAX_FRAMES
     assert count_marks(fig) <= MAX_MARKS
     assert len(fig.to_json()) < MAX_JSON_BYTES
-    assert "the first, the last, each new split" in fig.layout.title.subtitle.text
-
-
-def test_short_last_batch_gets_a_frame_in_a_long_run():
-    trace = recorded(gpus=8, data_size=4_010, batch_size=4)
-    fig = step_figure(trace)
-    assert int(fig.frames[-1].name) == 1_002
-    assert list(_frame_rows(fig.frames[-1]).values()) == [1, 1, 0, 0, 0, 0, 0, 0]
 
 
 def _below_plot_px(fig, paper_y):
@@ -73,19 +113,17 @@ def _below_plot_px(fig, paper_y):
 
 
 @pytest.mark.parametrize("gpus", [2, 8, 16])
-def test_play_buttons_and_slider_sit_in_rows_that_do_not_overlap(gpus):
-    # Both start at the left edge, so at any chart width only their rows can keep them apart. Sizes
-    # measured in headless Chromium at 420-1,000 px wide, with some slack: tick labels turned upright
-    # ("GPU 15") and the axis title under them end 98 px under the plot, a row of buttons is 33 px tall,
-    # the slider (current value, rail, labels) 74 px.
-    fig = step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30)))
+@pytest.mark.parametrize("train", [False, True])
+def test_play_buttons_and_slider_sit_in_rows_that_do_not_overlap(gpus, train):
+    # Both start at the left edge, so at any chart width only their rows can keep them apart. The
+    # steps' names turned upright under a narrow chart end about 100 px under the plot, a row of
+    # buttons is 33 px tall, the slider (current value, rail, labels) 74 px (measured in Chromium).
+    fig = step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30, train=train)), 0)
     (menu,) = fig.layout.updatemenus
     (slider,) = fig.layout.sliders
     assert menu.yanchor == slider.yanchor == "top" and menu.x == slider.x == 0
     buttons_top = _below_plot_px(fig, menu.y)
-    buttons_bottom = buttons_top + 33
     slider_top = _below_plot_px(fig, slider.y)
-    assert buttons_top >= 98 + 4  # under the axis title
-    assert slider_top >= buttons_bottom + 4  # the slider's current value, at its top, clears the buttons
-    assert slider_top + 74 <= fig.layout.margin.b  # and the slider fits in the figure
-    assert slider.currentvalue.prefix == "batch "
+    assert buttons_top >= 100 + 4
+    assert slider_top >= buttons_top + 33 + 4
+    assert slider_top + 74 <= fig.layout.margin.b

@@ -118,7 +118,7 @@ def _node_trace(n, box: tuple[float, float, float], trace: Trace) -> go.Scatter:
     if n.kind == "failed":
         style["line"] = dict(color=FAILED_COLOR, width=3, dash=style["line"].get("dash"))
     return go.Scatter(x=xs, y=ys, mode="lines", hoveron="fills", name=n.hover, hoverinfo="name", showlegend=False,
-                      meta=dict(step=n.step, kind="node"), **style)
+                      meta=dict(step=n.step, kind="node", node=int(n.node)), **style)
 
 
 def plot_flow_lanes(trace: Trace, nodes: pd.DataFrame, links: pd.DataFrame, *, steps: list[str],
@@ -140,7 +140,8 @@ def plot_flow_lanes(trace: Trace, nodes: pd.DataFrame, links: pd.DataFrame, *, s
         color = trace.vocabulary.phase("replicate").color if link.step == "replicate" else device_color(int(link.device))
         fig.add_trace(go.Scatter(
             x=xs, y=ys, mode="lines", fill="toself", fillcolor=with_alpha(color, BAND_ALPHA), line=dict(width=0),
-            hoveron="fills", name=link.hover, hoverinfo="name", showlegend=False, meta=dict(step=link.step, kind="link")))
+            hoveron="fills", name=link.hover, hoverinfo="name", showlegend=False,
+            meta=dict(step=link.step, kind="link", source=source, target=target)))
     for n in nodes.itertuples():
         fig.add_trace(_node_trace(n, geometry.boxes[int(n.node)], trace))
     forward_x = geometry.columns.get("forward", 0)

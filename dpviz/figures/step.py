@@ -1,88 +1,81 @@
-"""Step through: one animation frame per batch (play button and slider), each showing that batch's split.
+"""Step through: one batch's flow, one animation frame per step DataParallel takes (play button and slider).
 
-Each frame is a bar per GPU (rows it got) with idle GPUs marked on the axis. Past MAX_FRAMES (or
-MAX_MARKS over all frames) it steps through representative batches: the first, the last, the first
-of every new split and evenly spaced ones, and says so.
+    step_figure(trace, batch=3)
+
+The frames follow DataParallel's order: scatter, replicate, the forwards, gather and, training, loss,
+backward, the gradients' sum and the step. Each frame lights up its step on the flow (flow_draw.py:
+one row per GPU, labelled with the rows it got), fades the steps before it and hides those after,
+and its title says in plain words what the step does and on which devices (step_words.py). A frame
+changes only the traces' opacity, so a 16-GPU training batch stays a few kilobytes of frames.
 """
 from __future__ import annotations
 
-import math
+import textwrap
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..tables import batch_split, chunks_per_batch
 from ..trace import Trace
-from .bounds import MAX_FRAMES, MAX_MARKS, representative_batches
-from .colors import IDLE_GREY, OUTLINE, TEXT, device_color, device_pattern
-from ..wording import device_list
-from .style import backend_note, device_name, plural, rows_text, styled
+from .flow import flow_figure
+from .flow_draw import MARGIN_B, NOTE_LINE_PX, TITLE_LINE_PX, TITLE_TOP_PX, GAP_PX, step_name
+from .flow_links import flow_steps
+from .step_words import step_story
+from .style import check_batch
 
-FRAME_MS = 700  # long enough to read each frame's title while playing
-# Pixel rows under the plot, top to bottom: tick labels and axis title, play/pause, the slider (its
-# current value, the rail, the batch labels). The figure's height is fixed, so pixels are known.
-HEIGHT, MARGIN_BOTTOM = 645, 235  # 310 px of plot, as before the controls were stacked
-# Tick labels turn upright when the chart is too narrow for them level ("GPU 15": about 57 px), and
-# the axis title moves down under them: room for that at any width. Measured in headless Chromium.
-AXIS_PX = 106
+FRAME_MS = 1600  # long enough to read each frame's title while playing
+TITLE_CHARS = 46  # a title line: fits a chart 500 px wide at the title's size
+EARLIER = 0.25  # the opacity of the steps already taken
+# Pixel rows under the lanes, top to bottom: the steps' names (upright on a narrow chart), play/pause,
+# the slider (its current value, the rail, the step numbers). The figure's height is fixed, so pixels are known.
+AXIS_PX = MARGIN_B
 BUTTONS_PX = 36  # a row of buttons at the house font size (33 px measured)
-GAP_PX = 10
+GAP_PX_CONTROLS = 10
 CURRENT_OFFSET_PX = 8  # between the slider's current value and its rail
-SLIDER_PX = 80  # current value, rail, batch labels (74 px measured)
+SLIDER_PX = 80  # current value, rail, step numbers (74 px measured)
+MARGIN_BOTTOM = AXIS_PX + BUTTONS_PX + GAP_PX_CONTROLS + SLIDER_PX
 
 
-def prepare_steps(trace: Trace) -> pd.DataFrame:
-    """split rows (one per batch and device) for the batches the animation steps through."""
-    chunks = chunks_per_batch(trace)
-    per_frame = 2 * max(1, len(trace.lanes))  # a bar and an idle marker per device at most
-    limit = max(1, min(MAX_FRAMES, MAX_MARKS // per_frame - 1))  # -1: the initial frame is drawn twice
-    batches = representative_batches(chunks, limit)
-    return pd.concat([batch_split(trace, b) for b in batches], ignore_index=True)
+def prepare_steps(trace: Trace, batch: int) -> pd.DataFrame:
+    """One row per frame, in DataParallel's order: the step, its devices, and what happens, in words."""
+    check_batch(trace, batch)
+    steps = flow_steps(trace, batch)
+    records = []
+    for number, step in enumerate(steps, start=1):
+        devices, words = step_story(trace, batch, step)
+        records.append((number, step, step_name(trace, step), devices, words))
+    return pd.DataFrame.from_records(records, columns=["frame", "step", "name", "devices", "words"])
 
 
-def _story(part: pd.DataFrame, total_batches: int, devices: int) -> str:
-    batch = int(part["batch"].iloc[0])
-    used = part[part["used"]]
-    idle = part.loc[~part["used"], "device"].tolist()
-    sizes = ", ".join(str(r) for r in used["rows"])
-    text = (f"Batch {batch:,} of {total_batches:,}: {plural(int(part['batch_rows'].iloc[0]), 'row')} → "
-            f"{sizes} on {len(used)} of {plural(devices, 'GPU')}")
-    return text + (f" ({device_list(idle)} idle)" if idle else "")
+def _title(trace: Trace, batch: int, row, frames: int) -> str:
+    head = f"Batch {batch:,} · step {row.frame} of {frames}: {row.name}"
+    return "<br>".join([head] + textwrap.wrap(row.words[0].upper() + row.words[1:], TITLE_CHARS))
 
 
-def _frame_data(part: pd.DataFrame, idle_y: float) -> list[go.BaseTraceType]:
-    names = [device_name(d) for d in part["device"]]
-    used = part["used"].to_numpy()
-    bars = go.Bar(
-        x=names, y=part["rows"],
-        marker=dict(color=[device_color(d) if u else IDLE_GREY for d, u in zip(part["device"], used)],
-                    pattern=dict(shape=[device_pattern(d) for d in part["device"]], fgcolor="white"),
-                    line=dict(color=OUTLINE, width=0.6)),
-        text=[str(r) if u else "" for r, u in zip(part["rows"], used)], textposition="outside",
-        customdata=[rows_text(f, r) if u else "idle: no rows" for f, r, u in zip(part["first_row"], part["rows"], used)],
-        hovertemplate="%{x}: %{customdata}<extra></extra>", name="rows per GPU", showlegend=False,
-    )
-    idle = part[~part["used"]]
-    marks = go.Scatter(
-        x=[device_name(d) for d in idle["device"]], y=[idle_y] * len(idle), mode="markers+text",
-        marker=dict(symbol="x-thin", size=16, line=dict(width=3, color=IDLE_GREY)),
-        text=["idle"] * len(idle), textposition="top center", textfont=dict(color="#555555"),
-        hovertemplate="%{x}: idle, no rows of this batch<extra></extra>", name="idle", showlegend=False,
-    )
-    return [bars, marks]
+def _first_seen(fig: go.Figure, order: dict[str, int]) -> list[int]:
+    """The frame each trace first shows in: its own step's, or for a node the first link's that reaches
+    it (a forward's node shows with the scatter band that lands on it)."""
+    reached: dict[int, int] = {}
+    for t in fig.data:
+        if t.meta["kind"] == "link":
+            for node in (t.meta["source"], t.meta["target"]):
+                reached[node] = min(reached.get(node, len(order)), order[t.meta["step"]])
+    return [min(order[t.meta["step"]], reached.get(t.meta.get("node", -1), len(order))) for t in fig.data]
 
 
-def plot_steps(table: pd.DataFrame, *, devices: int, total_batches: int, notes: list[str]) -> go.Figure:
-    """An animated bar chart: one frame per batch in `table`, with play/pause buttons and a slider."""
-    parts = [part for _, part in table.groupby("batch", sort=True)]
-    top = float(table["rows"].max()) * 1.2 or 1.0
-    frames = [
-        go.Frame(name=str(int(p["batch"].iloc[0])), data=_frame_data(p, idle_y=0.04 * top),
-                 layout=go.Layout(title=dict(text=_story(p, total_batches, devices))))
-        for p in parts
-    ]
-    fig = go.Figure(data=frames[0].data, frames=frames)
-    play = dict(frame=dict(duration=FRAME_MS, redraw=True), transition=dict(duration=250), fromcurrent=True, mode="immediate")
+def plot_steps(fig: go.Figure, table: pd.DataFrame, titles: list[str]) -> go.Figure:
+    """Turn a flow figure into one animation frame per row of `table`, with play/pause and a slider."""
+    order = {step: i for i, step in enumerate(table["step"])}
+    seen = _first_seen(fig, order)
+    own = [order[t.meta["step"]] for t in fig.data]
+    frames = []
+    for k, title in enumerate(titles):
+        opacity = [1.0 if k in (own[i], seen[i]) else EARLIER if seen[i] < k else 0.0 for i in range(len(fig.data))]
+        frames.append(go.Frame(name=str(k + 1), data=[go.Scatter(opacity=o) for o in opacity],
+                               traces=list(range(len(fig.data))), layout=go.Layout(title=dict(text=title))))
+    for trace, o in zip(fig.data, frames[0].data):
+        trace.opacity = o.opacity
+    fig.frames = frames
+    play = dict(frame=dict(duration=FRAME_MS, redraw=True), transition=dict(duration=0), fromcurrent=True, mode="immediate")
     still = dict(frame=dict(duration=0, redraw=True), transition=dict(duration=0), mode="immediate")
     fig.update_layout(
         updatemenus=[dict(type="buttons", direction="left", x=0, xanchor="left", yanchor="top", showactive=False,
@@ -90,39 +83,35 @@ def plot_steps(table: pd.DataFrame, *, devices: int, total_batches: int, notes: 
                           buttons=[dict(label="▶ play", method="animate", args=[None, play]),
                                    dict(label="❚❚ pause", method="animate", args=[[None], still])])],
         sliders=[dict(active=0, x=0, len=1, xanchor="left", yanchor="top", pad=dict(t=0, b=0, l=0, r=0),
-                      currentvalue=dict(prefix="batch ", offset=CURRENT_OFFSET_PX),
+                      currentvalue=dict(prefix="step ", offset=CURRENT_OFFSET_PX),
                       steps=[dict(label=f.name, method="animate", args=[[f.name], still]) for f in frames])],
     )
-    fig.update_yaxes(title_text="rows of the batch on this GPU", range=[0, top], dtick=max(1, math.ceil(top / 6)))
-    fig.update_xaxes(title_text="device", type="category", categoryorder="array",
-                     categoryarray=[device_name(d) for d in range(devices)])
-    fig.update_layout(font_color=TEXT)
-    styled(fig, _story(parts[0], total_batches, devices), notes, height=HEIGHT)
-    fig.update_layout(margin=dict(b=MARGIN_BOTTOM))
-    return _place_controls(fig)
+    return _place(fig, titles)
 
 
-def _place_controls(fig: go.Figure) -> go.Figure:
-    """Stack the controls under the axis: the play/pause row, then the slider (its current value on top).
-
-    Side by side, the buttons covered the slider's current value whenever the chart was narrow, and the
-    width is the page's; the height is fixed, so rows placed in pixels below the plot never meet."""
-    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+def _place(fig: go.Figure, titles: list[str]) -> go.Figure:
+    """Room above the lanes for the longest frame's title, and the controls stacked under the steps' names:
+    the play/pause row, then the slider (its current value on top). Rows placed in pixels never meet."""
+    layout = fig.layout
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    subtitle = layout.title.subtitle.text or ""
+    lines = max(t.count("<br>") + 1 for t in titles)
+    top = TITLE_TOP_PX + TITLE_LINE_PX * lines + NOTE_LINE_PX * (subtitle.count("<br>") + 1) + GAP_PX
+    height = int(top + MARGIN_BOTTOM + plot_px)
+    fig.update_layout(height=height, margin=dict(t=top, b=MARGIN_BOTTOM),
+                      title=dict(text=titles[0], y=1 - TITLE_TOP_PX / height))
 
     def below(px: float) -> float:  # paper y of a point `px` pixels under the plot's bottom edge
         return -px / plot_px
 
-    fig.layout.updatemenus[0].y = below(AXIS_PX)
-    fig.layout.sliders[0].y = below(AXIS_PX + BUTTONS_PX + GAP_PX)
+    layout.updatemenus[0].y = below(AXIS_PX)
+    layout.sliders[0].y = below(AXIS_PX + BUTTONS_PX + GAP_PX_CONTROLS)
     return fig
 
 
-def step_figure(trace: Trace) -> go.Figure:
-    """Animated split of each batch over the GPUs (representative batches past the bound)."""
-    table = prepare_steps(trace)
-    total = len(trace.batches)
-    shown = int(table["batch"].nunique())
-    notes = [backend_note(trace)]
-    if shown < total:
-        notes.append(f"{shown} of {total:,} batches: the first, the last, each new split and evenly spaced ones")
-    return plot_steps(table, devices=len(trace.lanes), total_batches=total, notes=notes)
+def step_figure(trace: Trace, batch: int = 0) -> go.Figure:
+    """`batch`'s flow, animated one step at a time in DataParallel's order."""
+    table = prepare_steps(trace, batch)
+    fig = flow_figure(trace, batch)
+    titles = [_title(trace, batch, row, len(table)) for row in table.itertuples()]
+    return plot_steps(fig, table, titles)
