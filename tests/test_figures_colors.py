@@ -1,11 +1,13 @@
-"""Device colours: one per device, distinct, Okabe-Ito first, idle grey apart from all of them."""
+"""Device colours: one per device, distinct, Okabe-Ito first, idle grey apart from all of them, visible on
+the page's light and dark themes."""
 import re
 
 import pytest
 
 from dpviz.figures.colors import (
-    IDLE_GREY, MAX_DEVICES, OKABE_ITO, TEXT, WHITE, contrast_ratio, device_color, device_colors, device_colorscale,
-    device_pattern, device_symbol, relative_luminance, text_color_on, with_alpha,
+    DARK_BACKGROUND, IDLE_GREY, LIGHT_BACKGROUND, MAX_DEVICES, MISSING, MISSING_PATTERN, OKABE_ITO, OUTLINE, TEXT,
+    WHITE, contrast_ratio, device_color, device_colors, device_colorscale, device_pattern, device_symbol,
+    relative_luminance, text_color_on, with_alpha,
 )
 
 HEX = re.compile(r"^#[0-9A-F]{6}$")
@@ -24,9 +26,30 @@ def test_sixteen_distinct_colours_and_idle_grey_is_none_of_them():
     assert r == g == b  # neutral
 
 
-def test_first_eight_are_okabe_ito():
-    assert set(device_colors(8)) == {"#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"}
-    assert device_colors(8) == list(OKABE_ITO)
+def test_first_seven_are_okabe_ito_and_the_eighth_is_not_its_black():
+    assert set(device_colors(7)) == {"#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7"}
+    assert device_colors(7) == list(OKABE_ITO)
+    assert device_color(7) != "#000000"  # black vanished on the dark page
+
+
+def test_every_device_colour_shows_on_both_themes():
+    """WCAG 1.4.11 (3:1 for graphics): on the dark page by the fill alone; on white, a fill under 3:1 is
+    outlined by OUTLINE, which views draw around every device-coloured bar and marker."""
+    assert contrast_ratio(OUTLINE, LIGHT_BACKGROUND) >= 3
+    for i, color in enumerate(device_colors(16)):
+        assert contrast_ratio(color, DARK_BACKGROUND) >= 3, f"GPU {i} ({color}) vanishes on the dark page"
+        assert contrast_ratio(color, LIGHT_BACKGROUND) >= 3 or contrast_ratio(OUTLINE, LIGHT_BACKGROUND) >= 3
+    dark_ones = [c for c in device_colors(16) if contrast_ratio(c, DARK_BACKGROUND) < 3]
+    assert not dark_ones
+    # The light ones that lean on the outline on white: what the outline rule is for.
+    assert {c for c in device_colors(16) if contrast_ratio(c, LIGHT_BACKGROUND) < 3} >= {device_color(6)}
+
+
+def test_missing_is_a_neutral_no_device_colour_and_shows_on_both_themes():
+    r, g, b = _rgb(MISSING)
+    assert r == g == b and MISSING != IDLE_GREY and MISSING_PATTERN
+    assert min(contrast_ratio(MISSING, bg) for bg in (LIGHT_BACKGROUND, DARK_BACKGROUND)) >= 3
+    assert contrast_ratio(MISSING, text_color_on(MISSING)) >= 4.5  # a cell's words stay readable on it
 
 
 def test_devices_nine_to_sixteen_carry_a_second_channel():
@@ -67,7 +90,7 @@ def test_contrast_follows_wcag():
 
 def test_text_on_a_device_colour_is_dark_on_light_and_white_on_dark():
     assert text_color_on(device_color(6)) == TEXT  # GPU 6's yellow: a white "4" on it was unreadable
-    assert text_color_on(device_color(7)) == WHITE and text_color_on(device_color(0)) == WHITE
+    assert text_color_on(device_color(7)) == WHITE and text_color_on(device_color(0)) == WHITE  # violet, blue
     assert text_color_on(IDLE_GREY) == TEXT
     for color in device_colors(16) + [IDLE_GREY]:
         chosen = text_color_on(color)
@@ -105,6 +128,8 @@ def _min_difference(colors: list[str], vision: str) -> float:
 def test_colours_stay_apart_for_colour_blind_viewers(vision):
     assert _min_difference(device_colors(8), vision) >= 16
     assert _min_difference(device_colors(16) + [IDLE_GREY], vision) >= 12
+    # An argument a replica did not get never reads as a device, nor as idle.
+    assert _min_difference(device_colors(16) + [IDLE_GREY, MISSING], vision) >= 10
 
 
 @pytest.mark.parametrize("vision", list(CVD))
@@ -113,3 +138,32 @@ def test_memory_kinds_stay_apart_and_are_no_device_colour(vision):
     colors = [kind.color for kind in VOCABULARY.memory_kinds]
     assert all(HEX.match(c) for c in colors) and not set(colors) & set(device_colors(16) + [IDLE_GREY])
     assert _min_difference(colors, vision) >= 20
+
+
+def _engines():
+    from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
+    from dpviz.engines.dp.vocabulary import VOCABULARY as DP
+    return [DP, DDP]
+
+
+@pytest.mark.parametrize("vocabulary", _engines(), ids=lambda v: v.engine)
+def test_memory_kinds_show_on_both_themes(vocabulary):
+    """Stacked memory bars are outlined (OUTLINE) like device bars: on the dark page each kind's fill must
+    show by itself (the old 'parameters' #222255 had 1.3:1 there)."""
+    for kind in vocabulary.memory_kinds:
+        assert contrast_ratio(kind.color, DARK_BACKGROUND) >= 3, f"{kind.name} ({kind.color}) vanishes on the dark page"
+
+
+@pytest.mark.parametrize("vocabulary", _engines(), ids=lambda v: v.engine)
+def test_phase_colours_show_on_both_themes_and_stay_apart(vocabulary):
+    """A phase with a colour of its own (a host copy, DDP's communication) is a thin bar in the timeline:
+    3:1 on both pages by its fill, apart from the engine's other such phases under the four visions,
+    and no device colour (GPU 14's olive was DDP's join)."""
+    own = {p.color for p in vocabulary.phases if p.color != "lane"}
+    for color in own:
+        assert HEX.match(color)
+        assert min(contrast_ratio(color, bg) for bg in (LIGHT_BACKGROUND, DARK_BACKGROUND)) >= 3, color
+    assert not own & set(device_colors(16) + [IDLE_GREY, MISSING])
+    for vision in CVD:
+        assert _min_difference(sorted(own), vision) >= 15
+        assert min(_min_difference([c, d], vision) for c in own for d in device_colors(16) + [IDLE_GREY]) >= 10

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ...vocabulary import EVERY_LANE, MemoryKind, Phase, Vocabulary
 
-# Communication between ranks gets dark neutral colours of its own (as DataParallel's host copies do),
-# so that what moves between processes reads apart from each rank's compute in its own colour.
+# Communication between ranks gets colours of its own (as DataParallel's host copies do; the model's copy
+# takes replicate's brown), none a device's and 3:1 on the light and the dark page, so that what moves
+# between processes reads apart from each rank's compute in its own colour.
 VOCABULARY = Vocabulary(
     engine="ddp",
     title="DistributedDataParallel",
@@ -20,30 +21,30 @@ VOCABULARY = Vocabulary(
     rows_once=False,
     phases=(
         Phase("broadcast", EVERY_LANE, "DDP() broadcast", "DDP(): rank 0's parameters and buffers broadcast to every rank",
-              color="#8C6D46", place="every rank, once"),
+              color="#885511", place="every rank, once"),
         Phase("load", EVERY_LANE, "load", "load: the rank's DataLoader reads its rows", hatch="/", place="every rank"),
         Phase("rebuild", EVERY_LANE, "rebuild buckets", "rebuild: buckets re-formed in gradient-ready order (once)",
-              color="#5A5A5A", place="every rank, once", training=True),
+              color="#556655", place="every rank, once", training=True),
         Phase("buffers", EVERY_LANE, "buffers broadcast", "buffers: rank 0's buffers broadcast before forward",
-              color="#2F4F4F", place="every rank"),
+              color="#559955", place="every rank"),
         Phase("forward", EVERY_LANE, "forward", "forward: rows", place="every rank, on its own rows"),
         Phase("loss", EVERY_LANE, "loss", "loss on the rank's own output", hatch=".", place="every rank", training=True),
         Phase("backward", EVERY_LANE, "backward (×)", "backward: gradient of the rank's rows", hatch="x",
               place="every rank", training=True),
         Phase("allreduce", EVERY_LANE, "all-reduce", "all-reduce: a bucket's gradients averaged over the ranks",
-              color="#222222", place="every rank, overlapping backward", training=True, bucketed=True),
-        Phase("step", EVERY_LANE, "SGD step", "step: SGD updates the rank's own parameters", hatch="-",
+              color="#DD00BB", place="every rank, overlapping backward", training=True, bucketed=True),
+        Phase("step", EVERY_LANE, "SGD step", "SGD step: updates the rank's own parameters", hatch="-",
               place="every rank", training=True),
         Phase("join", EVERY_LANE, "join (shadowing)", "join: out of rows, this rank answers the others' all-reduces with zeros",
-              color="#999933", place="ranks that ran out of rows", training=True),
+              color="#BB5599", place="ranks that ran out of rows", training=True),
     ),
     # Bottom to top of a stacked bar; every rank holds the same kinds (no device 0 that holds more).
     memory_kinds=(
-        MemoryKind("parameters", "#222255"),
+        MemoryKind("parameters", "#6644DD"),
         MemoryKind("gradients", "#CC3311"),
         MemoryKind("gradient buckets", "#EE7733"),
         MemoryKind("optimizer state", "#AA4499"),
-        MemoryKind("output and loss", "#555555", transient=True),
+        MemoryKind("output and loss", "#007755", transient=True),
         MemoryKind("rows loaded", "#DDAA33", transient=True),
         MemoryKind("activations", "#44BB99", transient=True),
     ),

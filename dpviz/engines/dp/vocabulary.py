@@ -8,33 +8,37 @@ from __future__ import annotations
 
 from ...vocabulary import EVERY_LANE, HOST, ONE_LANE, MemoryKind, Phase, Vocabulary
 
+SUM_LABEL = "sum of gradients"  # the "reduce" phase: DataParallel sums the replicas' gradients onto device 0
+
 VOCABULARY = Vocabulary(
     engine="dp",
     title="DataParallel",
     lane_noun="GPU",
     phases=(
-        # Host phases are dark neutrals, distinct from every device colour and from idle grey.
-        Phase("scatter", HOST, "scatter", "scatter: chunk copied to this device", color="#5A5A5A"),
-        Phase("replicate", HOST, "replicate", "replicate: model copied to this device", color="#8C6D46"),
-        Phase("apply", HOST, "apply", "parallel_apply: one thread per replica", color="#5A5A5A", drawn=False),
+        # Host phases have colours of their own, none a device's (tests/test_figures_colors.py): 3:1 on the
+        # light and the dark page, apart from one another and from every device colour under colour blindness.
+        Phase("scatter", HOST, "scatter", "scatter: chunk copied to this device", color="#556655"),
+        Phase("replicate", HOST, "replicate", "replicate: model copied to this device", color="#885511"),
+        Phase("apply", HOST, "apply", "parallel_apply: one thread per replica", color="#556655", drawn=False),
         Phase("forward", EVERY_LANE, "forward", "forward: rows", place="all replicas, overlapping"),
-        Phase("gather", HOST, "gather", "gather: output copied back to the output device", color="#2F4F4F"),
+        Phase("gather", HOST, "gather", "gather: output copied back to the output device", color="#8888EE"),
         Phase("loss", ONE_LANE, "loss", "loss on the output device", hatch=".", place="output device", training=True),
         Phase("backward", EVERY_LANE, "backward (×)", "backward: gradient of rows", hatch="x", place="all replicas",
               training=True),
-        Phase("reduce", ONE_LANE, "sum of grads", "sum: replicas' gradients added into .grad", hatch="+",
-              place="device_ids[0]", training=True),
-        Phase("step", ONE_LANE, "SGD step", "step: SGD updates the parameters", hatch="-", place="device_ids[0]",
+        # One name in every view: the legend, the flow's nodes, the memory view's phases, the key figures.
+        Phase("reduce", ONE_LANE, SUM_LABEL, f"{SUM_LABEL}: every replica's gradients added into .grad (a sum, not a mean)",
+              hatch="+", place="device_ids[0]", training=True),
+        Phase("step", ONE_LANE, "SGD step", "SGD step: updates the parameters", hatch="-", place="device_ids[0]",
               training=True),
     ),
     # Bottom to top of a stacked bar: what only device 0 holds first, then data, then what every replica
-    # holds. Colours from Paul Tol's palettes, none a device colour, kept apart under colour blindness
-    # (tests/test_figures_colors.py); dark for what only device 0 holds.
+    # holds. Colours mostly from Paul Tol's palettes, none a device colour, kept apart under colour
+    # blindness and 3:1 on the dark page (tests/test_figures_colors.py); strong for what only device 0 holds.
     memory_kinds=(
-        MemoryKind("parameters", "#222255"),
+        MemoryKind("parameters", "#6644DD"),
         MemoryKind("gradients", "#CC3311"),
         MemoryKind("optimizer state", "#AA4499"),
-        MemoryKind("output and loss", "#555555", transient=True),
+        MemoryKind("output and loss", "#007755", transient=True),
         MemoryKind("batch and chunks", "#DDAA33", transient=True, more="batch and chunks (the whole batch, not one chunk)"),
         MemoryKind("parameter copies", "#BBCCEE", transient=True),
         MemoryKind("activations", "#44BB99", transient=True),
