@@ -6,14 +6,26 @@ import torch
 
 from dpviz import RunConfig, record
 from dpviz.figures import inputs_figure, prepare_inputs
-from dpviz.figures.inputs import MODE_WORDS
+from dpviz.figures.colors import DEVICE_COLORS, IDLE_GREY, MISSING, device_color, device_pattern
+from dpviz.figures.inputs import CELL, MODE_WORDS
 from dpviz.presets import PRESETS
 
 
 def cells(fig):
-    """{(argument, GPU name): text} from the heatmap."""
-    heat = fig.data[0]
-    return {(arg, gpu): heat.text[i][j] for i, arg in enumerate(heat.y) for j, gpu in enumerate(heat.x)}
+    """{(argument, GPU column): text} from the cells, drawn as one bar each (the text on two short lines)."""
+    names = list(fig.layout.yaxis.ticktext)
+    out = {}
+    for t in fig.data:
+        for x, base, text in zip(t.x, t.base, t.text):
+            out[(names[round(base + CELL / 2)], x)] = text.replace("<br>", ", ")
+    return out
+
+
+def fills(fig):
+    """{(argument, GPU column): (colour, hatch)} of the cells."""
+    names = list(fig.layout.yaxis.ticktext)
+    return {(names[round(b + CELL / 2)], x): (c, h) for t in fig.data
+            for x, b, c, h in zip(t.x, t.base, t.marker.color, t.marker.pattern.shape)}
 
 
 def test_a_keyword_pitfall_shows_the_replicas_called_without_x():
@@ -27,9 +39,15 @@ def test_a_keyword_pitfall_shows_the_replicas_called_without_x():
     scale = table[table["argument"] == "scale="]
     assert set(scale["mode"]) == {"shared"} and len(scale) == 8  # a float goes to every device, even the unused
     fig = inputs_figure(trace, last)
-    assert cells(fig)[("x", "GPU 5")] == "missing" and cells(fig)[("x", "GPU 0")] == "2 × 5"
-    assert {t.name for t in fig.data[1:]} == {MODE_WORDS[m] for m in ("split", "shared", "missing")}
-    assert "called without x" in fig.layout.title.subtitle.text and "TypeError" in fig.layout.title.subtitle.text
+    assert cells(fig)[("x", "5 ✗")] == "missing" and cells(fig)[("x", "0")] == "2 × 5"  # 8 GPUs: numbered columns
+    assert list(fig.layout.xaxis.categoryarray) == [str(d) for d in range(5)] + ["5 ✗", "6", "7"]  # GPU 5 raised
+    assert {t.name for t in fig.data} == {MODE_WORDS[m] for m in ("split", "shared", "missing")}
+    subtitle = fig.layout.title.subtitle.text
+    assert "called without x" in subtitle and "✗ GPU 5 raised TypeError" in subtitle
+    colours = fills(fig)
+    assert colours[("x", "5 ✗")] == (MISSING, "x") and colours[("x", "3")] == (device_color(3), "")
+    assert MISSING not in DEVICE_COLORS and MISSING != IDLE_GREY
+    assert fig.layout.plot_bgcolor is None  # the page's theme paints the background
 
 
 def test_a_python_list_reaches_every_replica_whole():
@@ -40,6 +58,18 @@ def test_a_python_list_reaches_every_replica_whole():
     x = table[table["argument"] == "x"]
     assert [list(s) for s in x["shape"]] == [list(c.shape) for c in torch.empty(10, 1, 5, 5).chunk(3)]
     assert cells(inputs_figure(trace, 0))[("row_ids", "GPU 2")] == "list of 10, whole"
+
+
+def test_sixteen_gpus_fill_chunks_in_their_colours_hatched_past_eight():
+    trace = record(RunConfig(gpus=16))
+    fig = inputs_figure(trace, 0)
+    colours = fills(fig)
+    rows = torch.empty(trace.batches[0].rows, 5).chunk(16)
+    assert [cells(fig)[("x", str(d))] for d in range(len(rows))] == [" × ".join(map(str, c.shape)) for c in rows]
+    for d in range(len(rows)):
+        assert colours[("x", str(d))] == (device_color(d), device_pattern(d))
+    assert {colours[("x", str(d))] for d in range(len(rows), 16)} == {(IDLE_GREY, "")}
+    assert fig.layout.xaxis.title.text == "GPU"
 
 
 def test_an_unused_device_is_idle_for_every_argument():

@@ -15,10 +15,14 @@ import plotly.graph_objects as go
 from ..echo import plotly_text
 from ..wording import device_list
 from ..trace import Trace
-from .colors import IDLE_GREY, OUTLINE, device_color, with_alpha
+from .colors import IDLE_GREY, MISSING, MISSING_PATTERN, OUTLINE, device_color, device_pattern, text_color_on
+from .pitfall_layout import title_on_top
 from .style import NAME_LIMIT, backend_note, device_name, styled
 
-SHARED, COPIED, MISSING = "#E2CFA4", "#F2B8C6", "#F4A582"  # light, so dark text reads on every cell
+SHARED, COPIED = "#E2CFA4", "#F2B8C6"  # light neutrals: whole objects, apart from every device's own colour
+CELL = 0.9  # a cell's height, in rows
+RAISED = "✗ raised"
+NAMED = 4  # up to this many GPUs the columns say "GPU 3"; past it "3" under an axis titled "GPU"  # beside the name of the GPU whose replica's error stopped the run
 MODE_WORDS = {"split": "a chunk of the tensor", "shared": "the same object on every GPU",
               "copied": "rebuilt whole for every GPU", "missing": "not passed to this replica", "idle": "no replica"}
 COLUMNS = ["argument", "device", "replica", "mode", "kind", "shape", "text"]
@@ -69,17 +73,13 @@ def prepare_inputs(trace: Trace, batch: int | None = None) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=COLUMNS)
 
 
-def _color(mode: str, device: int) -> str:
-    return {"split": with_alpha(device_color(device), 0.45), "shared": SHARED, "copied": COPIED,
-            "missing": MISSING}.get(mode, IDLE_GREY)
-
-
-def _stepped(colors: list[str]) -> list[list]:
-    """A colourscale giving integer z = i the colour colors[i] (use zmin=-0.5, zmax=len(colors)-0.5)."""
-    scale: list[list] = []
-    for i, color in enumerate(colors):
-        scale += [[i / len(colors), color], [(i + 1) / len(colors), color]]
-    return scale
+def _fill(mode: str, device: int) -> tuple[str, str]:
+    """A cell's colour and hatch: a chunk in its device's own colour (hatched for GPUs 8-15), the rest neutral."""
+    if mode == "split":
+        return device_color(device), device_pattern(device)
+    if mode == "missing":
+        return MISSING, MISSING_PATTERN
+    return {"shared": SHARED, "copied": COPIED}.get(mode, IDLE_GREY), ""
 
 
 def _labels(paths: list[str]) -> list[str]:
@@ -100,38 +100,46 @@ def _names(paths) -> str:
     return ", ".join(names[:NAMES_SHOWN]) + more
 
 
-def plot_inputs(table: pd.DataFrame, *, devices: int, title: str, notes: list[str]) -> go.Figure:
-    """Draw the grid as a heatmap whose cells each take the colour of their mode (and device)."""
+def _short(text: str) -> str:
+    """A cell's words on two short lines: the colour and the legend say the rest ("list of 10<br>whole")."""
+    return text.replace(", same object", "<br>same").replace(", whole", "<br>whole")
+
+
+def plot_inputs(table: pd.DataFrame, *, devices: int, title: str, notes: list[str], raised: int | None = None) -> go.Figure:
+    """Draw the grid as bars, one per cell, so a chunk can take its device's colour and hatch; one bar
+    trace per kind of cell gives each its legend entry. `raised`: the device whose replica raised."""
     paths = list(dict.fromkeys(table["argument"]))
-    names = [device_name(d) for d in range(devices)]
-    cell_colors = [_color(m, d) for m, d in zip(table["mode"], table["device"])]
-    palette = list(dict.fromkeys(cell_colors))
-    code = {c: i for i, c in enumerate(palette)}
-    shape = (len(paths), devices)
-    # Argument names and kinds come from the trace (a file, perhaps): plotly would render their tags.
-    grid = table.assign(z=[code[c] for c in cell_colors], words=[MODE_WORDS[m] for m in table["mode"]],
-                        shown=[plotly_text(t, NAME_LIMIT) for t in table["text"]])
-    pivot = lambda column: grid.pivot(index="argument", columns="device", values=column).loc[paths].to_numpy()
-    fig = go.Figure(go.Heatmap(
-        z=pivot("z").astype(float).reshape(shape), x=names, y=_labels(paths), colorscale=_stepped(palette),
-        zmin=-0.5, zmax=len(palette) - 0.5, showscale=False, xgap=3, ygap=3,
-        text=pivot("shown").reshape(shape), texttemplate="%{text}",
-        textfont=dict(size=14 if devices <= 8 else 11, color="#222222"),
-        customdata=pivot("words").reshape(shape),
-        hovertemplate="%{x}, %{y}: %{text} (%{customdata})<extra></extra>",
-    ))
+    labels = dict(zip(paths, _labels(paths)))
+    row_of = {p: i for i, p in enumerate(paths)}
+    # Past NAMED, the number alone under an axis titled "GPU", so sixteen names stay level in a narrow chart.
+    names = [(device_name(d) if devices <= NAMED else str(d)) + (f" {RAISED[0]}" if d == raised else "") for d in range(devices)]
+    fig = go.Figure()
     for mode in ("split", "shared", "copied", "missing", "idle"):  # a legend entry for each kind of cell present
-        if (table["mode"] == mode).any():
-            fig.add_trace(go.Scatter(
-                x=[None], y=[None], mode="markers", name=MODE_WORDS[mode],
-                marker=dict(symbol="square", size=14, line=dict(color=OUTLINE, width=0.6),
-                            color=with_alpha(device_color(0), 0.45) if mode == "split" else _color(mode, 0)),
-            ))
-    fig.update_xaxes(type="category", side="top", showgrid=False)
-    fig.update_yaxes(type="category", autorange="reversed", showgrid=False)
-    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.04, yanchor="top"), plot_bgcolor="white")
-    styled(fig, title, notes, height=240 + 80 * len(paths))
-    fig.update_layout(margin=dict(t=130))  # the device names sit on top, under the subtitle
+        part = table[table["mode"] == mode]
+        if part.empty:
+            continue
+        fills = [_fill(mode, d) for d in part["device"]]
+        # Argument names and kinds come from the trace (a file, perhaps): plotly would render their tags.
+        words = [plotly_text(t, NAME_LIMIT) for t in part["text"]]
+        fig.add_trace(go.Bar(
+            x=[names[d] for d in part["device"]], y=[CELL] * len(part), base=[row_of[p] - CELL / 2 for p in part["argument"]],
+            name=MODE_WORDS[mode], width=0.94,
+            marker=dict(color=[c for c, _ in fills], line=dict(color=OUTLINE, width=0.6),
+                        pattern=dict(shape=[h for _, h in fills], fgcolor=[text_color_on(c) for c, _ in fills], fgopacity=0.45)),
+            text=[_short(w) for w in words], textposition="inside", insidetextanchor="middle", textangle=0,
+            insidetextfont=dict(color=[text_color_on(c) for c, _ in fills], size=14 if devices <= 8 else 11),
+            customdata=[[labels[p], w, MODE_WORDS[mode]] for p, w in zip(part["argument"], words)],
+            hovertemplate="%{x}, %{customdata[0]}: %{customdata[1]} (%{customdata[2]})<extra></extra>",
+        ))
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=names, side="top", showgrid=False,
+                     tickangle=0, tickfont=dict(size=14 if devices <= 8 else 12), title_text=None if devices <= NAMED else "GPU")
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(paths))), ticktext=[labels[p] for p in paths],
+                     range=[len(paths) - 0.5, -0.5], showgrid=False, zeroline=False)
+    fig.update_layout(barmode="overlay", legend=dict(orientation="h", x=0, y=-0.04, yanchor="top"))
+    # One note a line: a failure's own words would push the others past a narrow chart's edge.
+    styled(fig, title, ["<br>".join(n for n in notes if n)], height=240 + 80 * len(paths))
+    lines = title.count("<br>") + 1, len(notes)
+    title_on_top(fig, 50 + 26 * lines[0] + 20 * lines[1] + 45)  # the device names sit on top, under the subtitle
     return fig
 
 
@@ -141,13 +149,18 @@ def inputs_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     table = prepare_inputs(trace, batch)
     whole = sorted(set(table.loc[table["mode"].isin(["shared", "copied"]), "argument"]))
     missing = table[table["mode"] == "missing"]
-    title = f"Batch {batch:,}: what each GPU received, tensors split along dim {trace.dim}"
+    title = f"Batch {batch:,}: what each GPU received,<br>tensors split along dim {trace.dim}"
     if whole:
         title += f", {_names(whole)} whole"
     notes = [backend_note(trace)]
     if len(missing):
         devices = sorted(set(missing["device"]))
         notes.append(f"{device_list(devices)} called without {_names(dict.fromkeys(missing['argument']))}")
+    raised = None
     if trace.failure is not None and trace.failure.batch == batch:
-        notes.append(f"this batch failed: {plotly_text(trace.failure.headline, 120)}")
-    return plot_inputs(table, devices=len(trace.lanes), title=title, notes=notes)
+        replica = trace.failure.replica
+        lanes = {a.replica: a.lane for a in trace.arguments if a.batch == batch}
+        raised = lanes.get(replica) if replica is not None else None
+        who = f"{device_name(raised)} raised " if raised is not None else "this batch failed: "
+        notes.append(f"{RAISED[0]} {who}{plotly_text(trace.failure.headline, 70)}")
+    return plot_inputs(table, devices=len(trace.lanes), title=title, notes=notes, raised=raised)

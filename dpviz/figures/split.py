@@ -19,12 +19,11 @@ from plotly.subplots import make_subplots
 from ..tables import batch_split, chunks_per_batch
 from ..trace import Span, Trace
 from .bounds import MAX_MARKS, batch_label, split_runs
-from .colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
+from .colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
 from .split_ddp import split_ddp_figure
 from .style import backend_note, device_name, plural, rows_text, styled
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
-GUIDE = with_alpha("#808080", 0.5)  # reads on a light and a dark page
 EMPTY_FILL = with_alpha("#808080", 0.12)  # a called-with-no-rows cell: there, but holding nothing, on either page
 IDLE_LABEL = "idle: no replica"
 EMPTY_LABEL = "called, no rows"
