@@ -434,6 +434,10 @@ def dataparallel_side(config: RunConfig) -> RunConfig:
     return RunConfig(**values)
 
 
+ABOUT = ("PyTorch's DataParallel tutorial, live: nn.Linear (or another model) wrapped in nn.DataParallel, or run by "
+         "DistributedDataParallel on real processes, random data, and every row followed from the DataLoader to a device "
+         "and back. Settings and pitfalls in the sidebar.")
+COMPACT_TOP = ".stMainBlockContainer { padding-top: 3rem; }"  # Streamlit's default is 6rem
 TITLES = {"dp": "How nn.DataParallel splits a batch", "ddp": "How DistributedDataParallel shares the work",
           BOTH: "DataParallel and DistributedDataParallel, side by side"}
 
@@ -441,12 +445,10 @@ TITLES = {"dp": "How nn.DataParallel splits a batch", "ddp": "How DistributedDat
 def main() -> None:
     st.set_page_config(page_title="dpviz: DataParallel, visualised", layout="wide")
     apply_link_once()
-    st.title(TITLES[st.session_state.get(ENGINE, "dp")])
-    st.caption(
-        "PyTorch's DataParallel tutorial, live: nn.Linear (or another model) wrapped in nn.DataParallel or run by "
-        "DistributedDataParallel on real processes, random data, and every row followed from the DataLoader to a "
-        "device and back. Pitfalls in the sidebar."
-    )
+    # A projector's 1024 × 768 must show a chart on the first screen: less room above the page's own
+    # heading than Streamlit leaves by default (its toolbar keeps its place), a heading that fits one line.
+    st.html(f"<style>{COMPACT_TOP}</style>")
+    st.header(TITLES[st.session_state.get(ENGINE, "dp")], anchor=False, help=ABOUT)
     config, choice = controls()
     pitfall_buttons(choice)
     if config == st.session_state.link_config:

@@ -3,19 +3,19 @@
     from dpviz import RunConfig, record
     from dpviz import figures
     trace = record(RunConfig(gpus=8))
-    figures.flow_figure(trace, batch=3)        # Sankey: batch -> chunk per GPU -> output on GPU 0 (and back, training)
+    figures.flow_figure(trace, batch=3)        # a lane per GPU: scatter, replicate, forwards, gather (and back, training)
     figures.split_figure(trace)                # stacked rows per GPU per batch, idle GPUs in grey
     figures.timeline_figure(trace, first_batch=0)
     figures.inputs_figure(trace, batch=0)      # what each GPU received of each argument: split or whole
     figures.memory_figure(trace, batch=0)      # bytes per GPU after each phase, stacked by kind of tensor
     figures.sample_map_figure(trace)           # dataset row -> batch -> GPU
-    figures.step_figure(trace)                 # animation, one frame per batch
+    figures.step_figure(trace, batch=3)        # animation, one frame per DataParallel step of one batch
     figures.html_report(trace)                 # one offline HTML string with all of the above
     figures.bounded_log(trace)                 # the tutorial log, cut to its first and last lines past 2,000
 
 A DistributedDataParallel trace (trace.engine == "ddp") draws in the split, timeline, sample map and
 memory views with its own layouts (split_ddp, timeline_ddp, sample_map_ddp: ranks, steps, padding rows,
-bucket all-reduces); flow, step-through and inputs are DataParallel's only (VIEWS says which engines).
+bucket all-reduces) and the flow (flow_ddp); step-through and inputs are DataParallel's only (VIEWS says which engines).
 
 Each view has a `prepare_*` function (trace -> pandas DataFrame) used by its figure function, so the
 data can be tested or tabulated without plotting. No figure draws more than MAX_MARKS marks.

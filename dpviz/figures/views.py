@@ -86,7 +86,7 @@ VIEWS: tuple[View, ...] = (
     View("split", "Split per batch", "Split per batch", "split", split_figure, engines=BOTH),
     View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size, engines=BOTH),
     View("samples", "Sample map", "Sample map", "sample-map", sample_map_figure, engines=BOTH),
-    View("step", "Step through", "Step through the batches", "step", step_figure),
+    View("step", "Step through", "Step through a batch", "step", step_figure, BATCH),
     View("inputs", "Inputs", "What each GPU received", "inputs", inputs_figure, SAMPLED, report=_inputs,
          sampled=argument_batches,
          missing="This trace does not record what each replica received (it predates dpviz's trace version 2)."),
