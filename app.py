@@ -375,13 +375,19 @@ def downloads(trace: Trace) -> None:
                                on_click="ignore", key=f"{key}_html")
 
 
+def present(views, *traces: Trace) -> list[View]:
+    """The views with something to draw for one of `traces` (the Pitfall view only for a run that has one)."""
+    cache: Views = st.session_state.setdefault("views", Views())
+    return [v for v in views if v.shown is None or any(cache.get(t, v.shown) for t in traces)]
+
+
 def show(trace: Trace) -> None:
     (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
     show_outcome(trace)
     # Only the shown tab's view is built and sent (a click on another reruns the page, from the session's
     # runs and figures): the others' figures are work the first screen does not need.
     # The views that draw this run's engine first: the first screen shows a chart, not a "DataParallel only".
-    views = sorted(VIEWS, key=lambda view: trace.engine not in view.engines)
+    views = sorted(present(VIEWS, trace), key=lambda view: trace.engine not in view.engines)
     for view, tab in zip(views, st.tabs([view.tab for view in views], key=TAB, on_change="rerun")):
         with tab:
             if tab.open:
@@ -404,7 +410,7 @@ def show_both(dp: Trace, ddp: Trace) -> None:
             st.markdown(f"#### {ENGINES[trace.engine]}")
             (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
             show_outcome(trace)
-    tabs = [COMPARE] + [view.tab for view in VIEWS]
+    tabs = [COMPARE] + [view.tab for view in present(VIEWS, dp, ddp)]
     for label, tab in zip(tabs, st.tabs(tabs, key=TAB, on_change="rerun")):
         with tab:
             if not tab.open:

@@ -223,3 +223,18 @@ def test_an_uploaded_ddp_trace_shows_ranks_and_says_which_views_are_dataparallel
     assert "Real processes, no GPU" in shown_text(app) and "**Processes, not GPUs.**" in shown_text(app)
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["ranks (processes)"] == "4" and metrics["rows per rank per step"] == "8 (global 32)"
+
+
+@pytest.mark.parametrize("preset", ["scalar-loss", "state-lost", "rnn-hidden-dim"])
+def test_a_pitfall_preset_opens_on_its_pitfall_chart(preset):
+    app = page(preset=preset)
+    assert not app.exception
+    assert [t.label for t in app.tabs] == ["Pitfall"] + TABS  # the pitfall first, the views as ever after it
+    (chart,) = app.get("plotly_chart")  # the shown tab, Pitfall, drew its chart
+    assert chart.proto.spec and '"data"' in chart.proto.spec
+
+
+def test_the_pitfall_tab_is_there_only_for_a_run_that_has_one():
+    app = page(preset="scalar-loss")
+    app.slider(key="gpus").set_value(1).run()  # one device: DataParallel calls the model itself, no per-GPU losses
+    assert not app.exception and [t.label for t in app.tabs] == TABS

@@ -16,6 +16,7 @@ from .flow import flow_figure
 from .flow_ddp import flow_ddp_figure
 from .inputs import argument_batches, inputs_figure
 from .memory import memory_figure
+from .pitfalls import pitfall_figure
 from .log import bounded_log
 from .sample_map import sample_map_figure
 from .split import split_figure
@@ -44,12 +45,17 @@ class View:
     missing: str = ""  # SAMPLED: what the page says when the trace sampled none
     window: Callable[[Trace], int] | None = None  # WINDOW: how many batches one figure shows
     engines: tuple[str, ...] = ("dp",)  # the engines whose traces it draws
+    shown: Callable[[Trace], bool] | None = None  # whether this run has anything for it (None: always)
 
     def heading_for(self, trace: Trace) -> str:
         """The report's heading in the trace's own words: 'Memory per rank', 'Split per step' under DDP."""
         if trace.engine == "dp":
             return self.heading
         return self.heading.replace("per GPU", f"per {trace.vocabulary.lane_noun}").replace("per batch", "per step")
+
+    def shows(self, trace: Trace) -> bool:
+        """Whether the page gives this view a tab for `trace`: its engine draws it, and it has something."""
+        return trace.engine in self.engines and (self.shown is None or self.shown(trace))
 
     def figures_for_report(self, trace: Trace) -> list[tuple[str, Any]]:
         """What the report shows of this view: (figure id, figure or text) pairs, none when it has nothing."""
@@ -77,11 +83,24 @@ def _memories(trace: Trace) -> list[tuple[str, Any]]:
             if b == sampled[0] or chunks[b] != chunks[sampled[0]]]
 
 
+def _pitfall(trace: Trace) -> list[tuple[str, Any]]:
+    fig = pitfall_figure(trace)
+    return [] if fig is None else [("pitfall", fig)]
+
+
+def has_pitfall(trace: Trace) -> bool:
+    """Whether the run ran into a pitfall the Pitfall view draws (h0 cut on its layers, a loss per GPU,
+    state lost in forward); the keyword pitfall is drawn in Split and Inputs, where it happens."""
+    return pitfall_figure(trace) is not None
+
+
 def _inputs(trace: Trace) -> list[tuple[str, Any]]:
     return [(f"inputs-batch-{b}", inputs_figure(trace, b)) for b in argument_batches(trace)]
 
 
 VIEWS: tuple[View, ...] = (
+    # First when a run has one: a pitfall preset's chart is the one a class came to see.
+    View("pitfall", "Pitfall", "The pitfall, drawn", "pitfall", pitfall_figure, report=_pitfall, shown=has_pitfall),
     View("flow", "Flow", "Flow of a batch", "flow", flow_any, BATCH, report=_flows, engines=("dp", "ddp")),
     View("split", "Split per batch", "Split per batch", "split", split_figure, engines=BOTH),
     View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size, engines=BOTH),
