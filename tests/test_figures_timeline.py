@@ -1,90 +1,377 @@
-"""Timeline: one lane per device, every span at its measured time, idle bands, a window past the bound."""
+"""Timeline: DataParallel's steps in order above, the measured times below, one lane per device in each;
+batch bands at each batch's real extent, outliers cut and marked, a typical batch past the detail bound."""
+import dataclasses
+
 import numpy as np
 import pytest
 
+from dpviz import RunConfig
 from dpviz.figures import MAX_MARKS, count_marks, prepare_timeline, timeline_figure, timeline_window
-from dpviz.figures.timeline import min_width_ms
+from dpviz.figures.colors import device_color, device_pattern
+from dpviz.figures.timeline_look import LEGEND_TITLE
+from dpviz.figures.timeline_measured import MIN_SHARE, measured_scale
+from dpviz.figures.timeline_steps import STEP_SLOTS, prepare_steps, step_batches
+from dpviz.figures.timeline_summary import DETAIL_BATCHES, prepare_typical_batch
 from figure_traces import LARGEST, LARGEST_TRAINING, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
+STEPS, MEASURED = "x", "x2"  # each panel's x axis in a figure with both
+ORDER = ["scatter", "replicate", "forward", "gather", "loss", "backward", "reduce", "step"]
 
-def _bars(fig, name):
-    (trace,) = [t for t in fig.data if t.name == name]
+
+def _panel(fig, axis, legendgroup):
+    """The bars of one phase (legend group) drawn in one panel."""
+    (trace,) = [t for t in fig.data if t.xaxis == axis and t.legendgroup == legendgroup and t.type == "bar"
+                and t.showlegend is False]
     return trace
 
 
+def _notes(fig):
+    return " ".join(a.text for a in fig.layout.annotations if a.name == "notes").replace("<br>", " ")
+
+
 def _forwards(fig, device):
-    """(start, drawn length, measured duration, batch) of `device`'s forward bars, in batch order."""
-    bar = _bars(fig, "forward")
+    """(drawn start, drawn length, measured start, measured duration, batch) of `device`'s measured forwards."""
+    bar = _panel(fig, MEASURED, "forward")
     on = np.asarray(bar.y) == device
-    data = np.asarray(bar.customdata, dtype=float)[on]
-    return np.asarray(bar.base)[on], np.asarray(bar.x)[on], data[:, 4], data[:, 0].astype(int)
+    data = np.asarray(bar.customdata)[on]
+    return (np.asarray(bar.base, dtype=float)[on], np.asarray(bar.x, dtype=float)[on], data[:, 3].astype(float), data[:, 4].astype(float),
+            data[:, 0].astype(int))
 
 
-def test_one_lane_per_device():
-    fig = timeline_figure(recorded(gpus=8))
-    assert list(fig.layout.yaxis.tickvals) == list(range(8))
-    assert list(fig.layout.yaxis.ticktext) == [f"GPU {d}" for d in range(8)]
-    lanes = set()
-    for t in fig.data:
-        lanes |= set(np.asarray(t.y).tolist())
-    assert lanes == set(range(8))
-    assert fig.layout.xaxis.title.text.startswith("time since the run began (ms")
+def _with_outlier(trace, phase, batch, lane, ms):
+    """The trace with one span of `phase` lasting `ms` milliseconds and everything after it shifted."""
+    (slow,) = [s for s in trace.spans_of(batch, phase) if s.lane == lane]
+    extra = ms / 1e3 - slow.duration
+    spans = [dataclasses.replace(s, end=s.end + extra) if s is slow
+             else dataclasses.replace(s, start=s.start + extra, end=s.end + extra) if s.start >= slow.end
+             else dataclasses.replace(s, end=s.end + extra) if s.start <= slow.start and s.end >= slow.end and s.lane is None
+             else s for s in trace.spans]  # an envelope around it (apply) grows; what ran beside it does not
+    return dataclasses.replace(trace, spans=spans)
 
 
-def test_forward_bars_sit_at_their_measured_times():
+# Two panels, one lane per device in each.
+
+@pytest.mark.parametrize("gpus,train", [(8, False), (16, True)])
+def test_one_lane_per_device_in_each_panel(gpus, train):
+    fig = timeline_figure(recorded(gpus=gpus, train=train))
+    for axis in (fig.layout.yaxis, fig.layout.yaxis2):
+        assert list(axis.tickvals) == list(range(gpus))
+        assert [t.rsplit("</span> ", 1)[-1] for t in axis.ticktext] == [f"GPU {d}" for d in range(gpus)]
+        assert all(f"color:{device_color(d)}" in t for d, t in zip(range(gpus), axis.ticktext))  # the lane's swatch
+    for axis in (STEPS, MEASURED):
+        lanes = set()
+        for t in fig.data:
+            if t.xaxis == axis and t.type == "bar":
+                lanes |= set(np.asarray(t.y).tolist())
+        assert lanes == set(range(gpus))
+    assert fig.layout.xaxis2.title.text.startswith("ms since the run began")
+    assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]  # steps above, measured below
+
+
+def test_show_draws_one_panel_or_both():
+    trace = recorded(gpus=3)
+    steps, measured = timeline_figure(trace, show="steps"), timeline_figure(trace, show="measured")
+    assert {t.xaxis for t in steps.data if t.showlegend is False} == {"x"}
+    assert {t.xaxis for t in measured.data if t.showlegend is False} == {"x"}
+    assert [a.name for a in steps.layout.annotations if a.name and a.name.endswith("panel")] == ["steps panel"]
+    assert measured.layout.xaxis.title.text.startswith("ms since the run began")
+    with pytest.raises(ValueError, match="show must be one of both, steps, measured"):
+        timeline_figure(trace, show="gantt")
+
+
+# The step panel: DataParallel's order, no measured time.
+
+@pytest.mark.parametrize("gpus", [3, 8])
+def test_step_layout_follows_dataparallels_order_with_the_replicas_side_by_side(gpus):
+    trace = recorded(gpus=gpus, train=True)
+    bars, slots = prepare_steps(trace, [0, 3])
+    for batch in (0, 3):
+        placed = bars[(bars["batch"] == batch) & (bars["phase"] != "idle")]
+        starts = placed.groupby("phase")["x0"].agg(["min", "max"])
+        assert (starts["min"] == starts["max"]).all()  # every lane's bar of a step in the same slot: side by side
+        order = starts["min"].sort_values().index.tolist()
+        assert order == ORDER
+        for phase in ("forward", "backward"):  # one bar per replica, on its own lane
+            lanes = placed[placed["phase"] == phase]["device"].tolist()
+            assert sorted(lanes) == [s.lane for s in trace.replicas(batch)]
+        for phase in ("loss", "reduce", "step"):
+            assert placed[placed["phase"] == phase]["device"].tolist() == [0]
+    assert slots[slots["batch"] == 0]["phase"].tolist() == ORDER
+    assert bars[bars["batch"] == 3]["x0"].min() > bars[bars["batch"] == 0]["x1"].max()  # batch after batch
+    fig = timeline_figure(trace)
+    names = list(fig.layout.xaxis.ticktext)
+    assert names[: len(ORDER)] == [trace.vocabulary.phase(p).label.split(" (")[0] for p in ORDER]
+
+
+def test_step_bars_are_as_long_as_their_share_of_rows():
+    trace = recorded(gpus=8)  # 30, 30, 30, 10 rows: chunks of 4 (the last replica 2), then five of 2
+    bars, _ = prepare_steps(trace, [0, 3])
+    forwards = bars[bars["phase"] == "forward"]
+    length = forwards["x1"] - forwards["x0"]
+    rows = forwards["rows"].to_numpy()
+    assert sorted(set(rows.tolist())) == [2, 4]
+    assert np.allclose(length / length.max(), rows / rows.max())
+    scatter = bars[bars["phase"] == "scatter"]
+    assert np.allclose(scatter["x1"] - scatter["x0"], length.max())  # a host copy fills its slot
+    idle = bars[bars["phase"] == "idle"]
+    assert sorted(idle["device"].tolist()) == [5, 6, 7] and set(idle["batch"]) == {3}
+
+
+def test_step_panel_shows_a_few_batches_and_the_short_last_one():
+    inference, training = recorded(gpus=8), recorded(gpus=8, train=True)
+    assert step_batches(inference, 0, 3) == [0, 1, 2, 3]
+    assert step_batches(training, 0, 3) == [0, 3]  # eight slots a batch: one, and the last split differently
+    long = synthetic(RunConfig(data_size=4500, gpus=8))  # 150 batches of 30: every split the same
+    assert step_batches(long, 0, 149) == list(range(STEP_SLOTS // 4))
+    fig = timeline_figure(long)
+    assert "The 147 batches not drawn there repeat the same steps" in _notes(fig)
+    labels = [a.text for a in fig.layout.annotations if a.yref == "y domain" and a.text.startswith("batch")]
+    assert labels == ["batch 0", "batch 1", "batch 2"]
+
+
+# The measured panel: real times, batch bands, cuts.
+
+def test_forward_bars_hover_their_measured_times_and_sit_where_the_scale_puts_them():
     trace = recorded(gpus=3)
     fig = timeline_figure(trace)
-    shortest = min_width_ms(prepare_timeline(trace, 0, 3))
+    table = prepare_timeline(trace, 0, 3)
+    scale = measured_scale(table)
     for device in range(3):
-        start, drawn, took, batches = _forwards(fig, device)
+        base, drawn, start, took, batches = _forwards(fig, device)
         spans = sorted((s for s in trace.spans if s.phase == "forward" and s.lane == device), key=lambda s: s.batch)
         assert batches.tolist() == [s.batch for s in spans]
-        assert np.allclose(start, [s.start * 1e3 for s in spans])
-        assert np.allclose(took, [s.duration * 1e3 for s in spans])  # the hover's duration: as measured
-        assert np.allclose(drawn, np.maximum(took, shortest))
+        assert np.allclose(start, [s.start * 1e3 for s in spans])  # the hover's start and duration: as measured
+        assert np.allclose(took, [s.duration * 1e3 for s in spans])
+        assert np.allclose(base, scale(start))
+        shortest = MIN_SHARE * (scale(table["end_ms"].max()) - scale(table["start_ms"].min()))
+        assert np.allclose(drawn, np.maximum(scale(start + took) - base, shortest))
 
 
 @pytest.mark.parametrize("gpus,train", [(8, False), (8, True), (16, True)])
-def test_short_spans_are_drawn_wide_enough_to_see_and_hover_their_measured_time(gpus, train):
+def test_batch_bands_span_each_batchs_real_start_and_end(gpus, train):
+    trace = recorded(gpus=gpus, train=train)
+    fig = timeline_figure(trace)
+    scale = measured_scale(prepare_timeline(trace, 0, len(trace.batches) - 1))
+    bands = {s.name: s for s in fig.layout.shapes if s.xref == MEASURED and s.type == "rect" and s.name.startswith("batch")}
+    assert sorted(bands) == [f"batch {b}" for b in range(len(trace.batches))]
+    for batch in trace.batches:
+        spans = trace.spans_of(batch.index)
+        start, end = min(s.start for s in spans) * 1e3, max(s.end for s in spans) * 1e3
+        band = bands[f"batch {batch.index}"]
+        assert np.isclose(band.x0, scale(start)) and np.isclose(band.x1, scale(end))
+        assert band.y0 == 0 and band.y1 == 1 and band.yref == "y2 domain"  # over every lane
+        lines = [s for s in fig.layout.shapes if s.name == f"batch {batch.index} starts" and s.xref == MEASURED]
+        assert len(lines) == 1 and np.isclose(lines[0].x0, scale(start))
+    previous = None
+    for batch in trace.batches:  # one ends before the next begins
+        band = bands[f"batch {batch.index}"]
+        assert previous is None or band.x0 >= previous - 1e-9
+        previous = band.x1
+    labels = [a.text for a in fig.layout.annotations if a.xref == MEASURED and a.name and a.name.startswith("batch")]
+    assert "batch 0" in labels and all(t.split()[-1].isdigit() for t in labels)
+
+
+def test_an_outlier_is_cut_marked_and_hovers_its_measured_time():
+    plain = synthetic(RunConfig(data_size=120, gpus=4))  # 4 batches, every span a few microseconds
+    slow = _with_outlier(_with_outlier(plain, "forward", 1, 2, 10.0), "replicate", 2, None, 4.0)
+    fig = timeline_figure(slow)
+    table = prepare_timeline(slow, 0, 3)
+    scale = measured_scale(table)
+    assert len(scale.cuts) >= 2
+    drawn_window = scale(table["end_ms"].max()) - scale(table["start_ms"].min())
+    assert drawn_window < (table["end_ms"].max() - table["start_ms"].min()) / 20  # 14 ms of outliers no longer set it
+    bar = _panel(fig, MEASURED, "forward")
+    data = np.asarray(bar.customdata)
+    (i,) = np.flatnonzero((data[:, 0].astype(int) == 1) & (np.asarray(bar.y) == 2))
+    assert np.isclose(float(data[i, 4]), 10.0)  # the hover: measured
+    assert bar.x[i] < 1.0 and "a cut (//) crosses it" in data[i, 5]  # drawn short, and says why
+    assert sum("crosses it" in str(note) for note in data[:, 5]) == 1  # the other forwards: as measured
+    cuts = [s for s in fig.layout.shapes if s.name == "cut"]
+    assert len(cuts) == len(scale.cuts)
+    assert any(bar.base[i] <= (c.x0 + c.x1) / 2 <= bar.base[i] + bar.x[i] for c in cuts)  # the mark on the bar
+    assert sum(a.text == "//" for a in fig.layout.annotations) == len(scale.cuts)
+    assert "so one slow moment does not set the scale" in _notes(fig)
+    assert "cut stretch //" in [t.name for t in fig.data if t.showlegend]
+    # Without the outliers nothing is cut: the drawn axis is measured time.
+    plain_fig = timeline_figure(plain)
+    assert not [s for s in plain_fig.layout.shapes if s.name == "cut"] and "does not set the scale" not in _notes(plain_fig)
+    base, _, start, _, _ = _forwards(plain_fig, 1)
+    assert np.allclose(base, start)
+
+
+def test_ticks_give_measured_times_outside_the_cuts():
+    slow = _with_outlier(synthetic(RunConfig(data_size=120, gpus=4)), "forward", 1, 2, 10.0)
+    fig = timeline_figure(slow)
+    scale = measured_scale(prepare_timeline(slow, 0, 3))
+    values, texts = fig.layout.xaxis2.tickvals, fig.layout.xaxis2.ticktext
+    assert len(values) >= 2
+    for at, text in zip(values, texts):
+        t = float(text.replace(",", ""))
+        assert np.isclose(scale(t), at)
+        assert not any(c.start < t < c.end for c in scale.cuts)
+
+
+@pytest.mark.parametrize("gpus,train", [(8, False), (16, True)])
+def test_short_spans_are_drawn_wide_enough_to_see(gpus, train):
     trace = recorded(gpus=gpus, train=train)
     fig = timeline_figure(trace)
     table = prepare_timeline(trace, 0, len(trace.batches) - 1)
-    shortest = min_width_ms(table)
-    assert np.isclose(shortest, (table["end_ms"].max() - table["start_ms"].min()) / 200)
+    scale = measured_scale(table)
+    shortest = MIN_SHARE * (scale(table["end_ms"].max()) - scale(table["start_ms"].min()))
     widened = 0
-    for bar in (t for t in fig.data if t.type == "bar"):
+    for bar in (t for t in fig.data if t.type == "bar" and t.xaxis == MEASURED and t.showlegend is False):
         drawn = np.asarray(bar.x, dtype=float)
-        took = np.asarray(bar.customdata, dtype=float)[:, 4]
+        data = np.asarray(bar.customdata)
+        start, took = data[:, 3].astype(float), data[:, 4].astype(float)
         assert (drawn >= shortest - 1e-9).all()
-        assert np.allclose(drawn, np.maximum(took, shortest))  # only the short ones change
+        assert np.allclose(drawn, np.maximum(scale(start + took) - scale(start), shortest))
         assert "took %{customdata[4]:.3f} ms" in bar.hovertemplate
-        widened += int((took < shortest).sum())
-    measured = {(s.phase, s.batch, s.lane): s.duration * 1e3 for s in trace.spans if s.phase == "forward"}
-    start, drawn, took, batches = _forwards(fig, gpus - 1)
-    assert np.allclose(took, [measured[("forward", b, gpus - 1)] for b in batches])
-    # Exactly the spans shorter than the least width were widened (these runs usually have such slivers:
-    # at 8 GPUs each forward is a few tenths of a percent; on a loaded machine the times may say otherwise).
-    durations = table["end_ms"] - table["start_ms"]
-    assert int((durations < shortest - 1e-6).sum()) <= widened <= int((durations < shortest + 1e-6).sum())
-    said = f"spans shorter than {shortest:.3g} ms" in fig.layout.title.subtitle.text
-    assert said == (widened > 0) and said == ("the hover gives the measured time" in fig.layout.title.subtitle.text)
+        if bar.legendgroup != "idle":
+            widened += int((scale(start + took) - scale(start) < shortest).sum())
+    said = f"Bars shorter than {shortest:.3g} ms are drawn that long" in _notes(fig)
+    assert said == (widened > 0)
 
 
-@pytest.mark.parametrize("gpus,train,entries", [(2, False, 4), (8, False, 5), (8, True, 9), (16, True, 9)])
-def test_legend_has_one_entry_per_phase_in_rows_above_the_lanes(gpus, train, entries):
-    fig = timeline_figure(recorded(gpus=gpus, train=train))
-    names = [t.name for t in fig.data if t.showlegend is not False]
-    assert len(names) == len(set(names)) == entries  # not one per device: the lane names the device
-    assert not any(n.startswith("GPU") for n in names)
-    legend = fig.layout.legend
-    assert legend.orientation == "h" and legend.yanchor == "bottom" and legend.y > 1
-    assert legend.entrywidthmode == "fraction" and legend.entrywidth * 5 == pytest.approx(1)
-    rows = -(-entries // 5)
-    # The rows fit between the two-line subtitle (about 112 px from the top) and the lanes.
-    assert fig.layout.margin.t >= 112 + 28 * rows
-    assert fig.layout.title.yanchor == "middle" and fig.layout.title.y * fig.layout.height >= fig.layout.height - 45
-    assert max(map(len, names)) <= 14  # five to a row stay apart on a 700 px wide plot
+# Many batches: one typical batch.
 
+def test_summary_kicks_in_past_the_detail_bound():
+    trace = synthetic(RunConfig(data_size=30 * (DETAIL_BATCHES + 1), gpus=4))
+    detailed = timeline_figure(trace, batches=DETAIL_BATCHES)
+    assert len(_panel(detailed, MEASURED, "forward").y) == DETAIL_BATCHES * 4  # one bar per batch and replica
+    assert "typical" not in _notes(detailed)
+    summary = timeline_figure(trace)
+    forward = _panel(summary, MEASURED, "forward")
+    assert sorted(np.asarray(forward.y).tolist()) == [0, 1, 2, 3]  # one bar per lane, not per batch
+    assert f"{DETAIL_BATCHES + 1} batches are too many to draw one by one" in _notes(summary)
+    assert summary.layout.xaxis2.title.text.startswith("ms since its batch began (median of")
+    # Each bar: the median start and end of that lane's forward, measured from its own batch's start (numpy the oracle).
+    since = {}
+    for batch in trace.batches:
+        begin = min(s.start for s in trace.spans_of(batch.index))
+        for s in trace.replicas(batch.index):
+            since.setdefault(s.lane, []).append(((s.start - begin) * 1e3, (s.end - begin) * 1e3))
+    for lane, base, length in zip(forward.y, forward.base, forward.x):
+        starts, ends = np.array(since[lane]).T
+        assert np.isclose(base, np.median(starts)) and np.isclose(base + length, np.median(ends))
+    assert timeline_figure(trace, batches=DETAIL_BATCHES, detail=False).layout.xaxis2.title.text.startswith("ms since its batch")
+
+
+def test_typical_batch_keeps_idle_lanes_idle_in_most_batches():
+    trace = recorded(gpus=16, train=True)  # 30 rows in 15 chunks of 2: GPU 15 never gets a row
+    typical = prepare_typical_batch(prepare_timeline(trace, 0, 3))
+    idle = typical[typical["phase"] == "idle"]
+    assert idle["device"].tolist() == [15]  # GPUs 5-14, idle in 1 batch of 4, are not
+    assert typical[(typical["phase"] == "forward")]["batches"].max() == 4
+
+
+# Legend, colours, notes.
+
+@pytest.mark.parametrize("gpus,train", [(2, False), (8, True), (16, True)])
+def test_legend_entries_match_the_colours_drawn(gpus, train):
+    trace = recorded(gpus=gpus, train=train)
+    fig = timeline_figure(trace)
+    entries = [t for t in fig.data if t.showlegend]
+    groups = [t.legendgroup for t in entries]
+    assert len(groups) == len(set(groups))
+    drawn = {t.legendgroup for t in fig.data if t.showlegend is False and t.type == "bar"}
+    assert drawn <= set(groups)  # everything drawn has its entry
+    assert fig.layout.legend.title.text == LEGEND_TITLE
+    for entry in entries:
+        bars = [t for t in fig.data if t.showlegend is False and t.legendgroup == entry.legendgroup and t.type == "bar"]
+        if entry.legendgroup == "cut":
+            assert any(s.name == "cut" and s.fillcolor == entry.marker.color for s in fig.layout.shapes)
+            continue
+        assert bars, entry.name
+        if entry.marker.color == "rgba(0,0,0,0)":  # an open swatch: each bar in its lane's GPU colour
+            for bar in bars:
+                assert list(bar.marker.color) == [device_color(d) for d in bar.y]
+            assert (entry.marker.pattern.shape or "") == trace.vocabulary.phase(entry.legendgroup).hatch
+        else:  # a filled swatch: every bar in exactly that colour
+            assert all(bar.marker.color == entry.marker.color for bar in bars)
+            if entry.legendgroup != "idle":
+                assert entry.marker.color == trace.vocabulary.phase(entry.legendgroup).color
+    assert [t.name for t in entries if t.legendgroup == "forward"] == ["forward"]
+
+
+def test_gpus_8_to_15_are_hatched_in_both_panels():
+    fig = timeline_figure(recorded(gpus=16, train=True))
+    for axis in (STEPS, MEASURED):
+        bar = _panel(fig, axis, "forward")
+        assert list(bar.marker.pattern.shape) == [device_pattern(d) for d in bar.y]
+        assert {d for d, p in zip(bar.y, bar.marker.pattern.shape) if p} == set(range(8, 15))
+    assert "◆" in fig.layout.yaxis.ticktext[8] and "■" in fig.layout.yaxis.ticktext[7]
+
+
+def test_times_note_says_what_simulated_and_real_times_mean():
+    simulated = _notes(timeline_figure(recorded(gpus=3, train=True)))
+    assert "threads taking turns on one CPU" in simulated and "the forwards overlap" in simulated
+    assert "one after another on the CPU autograd thread" in simulated
+    assert "autograd thread" not in _notes(timeline_figure(recorded(gpus=3)))
+    real = _notes(timeline_figure(as_cuda(recorded(gpus=3, train=True))))
+    assert "torch.cuda.synchronize" in real and "taking turns" not in real and "autograd" not in real
+
+
+def test_notes_and_legend_sit_outside_the_title_and_the_panels():
+    fig = timeline_figure(recorded(gpus=16, train=True))
+    height, top = fig.layout.height, fig.layout.margin.t
+    plot = height - top - fig.layout.margin.b
+    legend_bottom_px = top - (fig.layout.legend.y - 1) * plot  # from the figure's top
+    subtitle_lines = fig.layout.title.subtitle.text.count("<br>") + 1
+    assert legend_bottom_px < top and fig.layout.legend.y > 1
+    assert fig.layout.title.y * height > height - 40  # the title in the top 40 px
+    assert top - (top - legend_bottom_px) > 46 + 19 * subtitle_lines  # legend rows below the subtitle
+    notes = [a for a in fig.layout.annotations if a.name == "notes"]
+    assert len(notes) == 1 and notes[0].yanchor == "top" and notes[0].yshift < 0
+    assert max(len(line) for line in notes[0].text.split("<br>")) <= 66
+    for a in fig.layout.annotations:  # text off the marks inherits the page's colour (dark theme)
+        assert a.font.color is None
+
+
+def test_title_says_all_batches_and_simulated_once():
+    fig = timeline_figure(recorded(gpus=2))
+    assert fig.layout.title.text == "Timeline of all 4 batches, one lane per GPU"
+    assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
+
+
+# Bounds.
+
+def test_largest_run_shows_a_window_under_the_bound():
+    trace = synthetic(LARGEST)
+    size = timeline_window(trace)
+    assert size == MAX_MARKS // (4 * 16)
+    fig = timeline_figure(trace)
+    assert count_marks(fig) <= MAX_MARKS
+    assert len(fig.to_json()) < MAX_JSON_BYTES
+    assert fig.layout.title.text == f"Timeline of batches 0-{size - 1:,} of 10,000"
+    assert "first_batch" in fig.layout.title.subtitle.text
+    later = timeline_figure(trace, first_batch=9_990)
+    assert "batches 9,990-9,999 of 10,000" in later.layout.title.text
+    typical = np.asarray(_panel(later, MEASURED, "forward").customdata)
+    assert typical[:, 0].astype(int).tolist() == [10] * 15  # each lane's typical forward: of the window's 10 batches
+
+
+def test_largest_training_run_keeps_the_bound_even_drawn_in_detail():
+    trace = synthetic(LARGEST_TRAINING)
+    size = timeline_window(trace)
+    assert size == MAX_MARKS // (5 * 16 + 3)
+    for first in (0, len(trace.batches) - size):
+        for detail in (None, True):
+            fig = timeline_figure(trace, first_batch=first, detail=detail)
+            assert count_marks(fig) <= MAX_MARKS + 200  # the step panel's few bars and the legend on top
+            assert len(fig.to_json()) < MAX_JSON_BYTES
+    backs = _panel(fig, MEASURED, "backward")
+    assert len(np.asarray(backs.y)) == size * 15  # 30 rows on 16 GPUs: 15 chunks of 2 per batch
+
+
+def test_bad_window_is_a_clear_error():
+    trace = recorded(gpus=8)
+    with pytest.raises(ValueError, match="batch must be between 0 and 3"):
+        timeline_figure(trace, first_batch=4)
+    with pytest.raises(ValueError, match="batches must be between 1 and"):
+        timeline_figure(trace, batches=0)
+
+
+# The table the panels are drawn from.
 
 def test_host_phases_drawn_on_every_device_they_involve():
     trace = recorded(gpus=8)
@@ -99,51 +386,21 @@ def test_host_phases_drawn_on_every_device_they_involve():
 
 def test_idle_devices_get_a_grey_band_over_their_batch():
     fig = timeline_figure(recorded(gpus=8))
-    idle = _bars(fig, "idle (no rows)")
+    idle = _panel(fig, MEASURED, "idle")
     assert sorted(np.asarray(idle.y).tolist()) == [5, 6, 7]
-    assert set(np.asarray(idle.customdata)[:, 0].tolist()) == {3}
+    assert set(np.asarray(idle.customdata)[:, 0].astype(int).tolist()) == {3}
 
 
 def test_single_device_lane():
     fig = timeline_figure(recorded(gpus=1))
-    assert list(fig.layout.yaxis.ticktext) == ["GPU 0"]
-    assert {t.name for t in fig.data} == {"forward", "scatter"}
+    assert [t.rsplit(" ", 2)[-2:] for t in fig.layout.yaxis2.ticktext] == [["GPU", "0"]]
+    assert {t.legendgroup for t in fig.data if t.showlegend} <= {"forward", "scatter", "cut"}
 
-
-def test_title_says_all_batches_and_simulated_once():
-    fig = timeline_figure(recorded(gpus=2))
-    assert fig.layout.title.text == "Timeline of all 4 batches, one lane per GPU"
-    assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
-
-
-def test_largest_run_shows_a_window_under_the_bound():
-    trace = synthetic(LARGEST)
-    size = timeline_window(trace)
-    assert size == MAX_MARKS // (4 * 16)
-    fig = timeline_figure(trace)
-    assert count_marks(fig) <= MAX_MARKS
-    assert len(fig.to_json()) < MAX_JSON_BYTES
-    assert fig.layout.title.text == f"Timeline of batches 0-{size - 1} of 10,000 (a window of {size} batches)"
-    assert "first_batch" in fig.layout.title.subtitle.text
-    later = timeline_figure(trace, first_batch=9_990)
-    assert "batches 9,990-9,999 of 10,000" in later.layout.title.text
-    assert set(_forwards(later, 0)[3].tolist()) == set(range(9_990, 10_000))
-
-
-def test_bad_window_is_a_clear_error():
-    trace = recorded(gpus=8)
-    with pytest.raises(ValueError, match="batch must be between 0 and 3"):
-        timeline_figure(trace, first_batch=4)
-    with pytest.raises(ValueError, match="batches must be between 1 and"):
-        timeline_figure(trace, batches=0)
-
-
-# Training: loss, each replica's backward, the sum and the step, on their lanes.
 
 def test_one_backward_bar_per_replica_per_batch_on_its_lane():
     trace = recorded(gpus=3, train=True)
     fig = timeline_figure(trace)
-    back = _bars(fig, "backward (×)")
+    back = _panel(fig, MEASURED, "backward")
     drawn = sorted(zip(np.asarray(back.customdata)[:, 0].astype(int).tolist(), np.asarray(back.y).tolist()))
     assert drawn == [(b, d) for b in range(4) for d in range(3)]
     spans = {(s.batch, s.lane): s for s in trace.spans if s.phase == "backward"}
@@ -162,22 +419,15 @@ def test_one_backward_bar_per_replica_per_batch_on_its_lane():
 @pytest.mark.parametrize("gpus", [1, 3, 8])
 def test_loss_sum_and_step_sit_on_device_zero_once_per_batch(gpus):
     fig = timeline_figure(recorded(gpus=gpus, train=True))
-    names = {t.name for t in fig.data}
-    for name in ("loss", "SGD step") + (("sum of grads",) if gpus > 1 else ()):
-        bar = _bars(fig, name)
+    groups = {t.legendgroup for t in fig.data if t.showlegend}
+    for phase in ("loss", "step") + (("reduce",) if gpus > 1 else ()):
+        bar = _panel(fig, MEASURED, phase)
         assert np.asarray(bar.y).tolist() == [0] * 4
         assert np.asarray(bar.customdata)[:, 0].astype(int).tolist() == [0, 1, 2, 3]
-    assert (gpus > 1) == ("sum of grads" in names)
-    hatches = {t.name: t.marker.pattern.shape for t in fig.data if t.type == "bar"}
-    phase_hatches = [h for n, h in hatches.items() if n in ("backward (×)", "loss", "sum of grads", "SGD step")]
+    assert (gpus > 1) == ("reduce" in groups)
+    hatches = {t.legendgroup: t.marker.pattern.shape for t in fig.data if t.showlegend and t.type == "bar"}
+    phase_hatches = [hatches[p] for p in ("backward", "loss", "reduce", "step") if p in hatches]
     assert len(set(phase_hatches)) == len(phase_hatches)  # every training phase looks different
-
-
-def test_simulated_backward_note_only_for_simulated_multi_device_training():
-    note = "one after another on the CPU autograd thread"
-    assert any(note in a.text for a in timeline_figure(recorded(gpus=3, train=True)).layout.annotations)
-    assert not timeline_figure(recorded(gpus=3)).layout.annotations
-    assert not any(note in a.text for a in timeline_figure(as_cuda(recorded(gpus=3, train=True))).layout.annotations)
 
 
 def test_idle_band_covers_the_way_back():
@@ -186,15 +436,3 @@ def test_idle_band_covers_the_way_back():
     idle = table[table["phase"] == "idle"]
     step = [s for s in trace.spans if s.phase == "step" and s.batch == 3][0]
     assert idle["device"].tolist() == [5, 6, 7] and np.allclose(idle["end_ms"], step.end * 1e3)
-
-
-def test_largest_training_run_keeps_the_bound():
-    trace = synthetic(LARGEST_TRAINING)
-    size = timeline_window(trace)
-    assert size == MAX_MARKS // (5 * 16 + 3)
-    for first in (0, len(trace.batches) - size):
-        fig = timeline_figure(trace, first_batch=first)
-        assert count_marks(fig) <= MAX_MARKS
-        assert len(fig.to_json()) < MAX_JSON_BYTES
-    backs = _bars(fig, "backward (×)")
-    assert len(np.asarray(backs.y)) == size * 15  # 30 rows on 16 GPUs: 15 chunks of 2 per batch

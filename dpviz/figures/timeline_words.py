@@ -1,0 +1,70 @@
+"""What the timeline says under its panels: what the times mean and what was done to draw them.
+
+Plotly does not wrap text, so every note is wrapped here at WRAP characters: about the widest line an
+~500 px chart (an 800 px window less the sidebar) shows at the notes' font size.
+"""
+from __future__ import annotations
+
+import textwrap
+
+from ..trace import Trace
+from ..wording import plural
+from .timeline_measured import Measured
+from .timeline_scale import CAP_FACTOR, CUT_MARK
+from .timeline_summary import DETAIL_BATCHES, HIGH, LOW
+
+WRAP = 66
+
+
+def wrapped(text: str, width: int = WRAP) -> str:
+    """`text` as lines of at most `width` characters joined by <br> (plotly's line break)."""
+    return "<br>".join(textwrap.wrap(text, width, break_on_hyphens=False))
+
+
+def times_note(trace: Trace, training: bool) -> str:
+    """What a measured time is on this trace's devices, and what real GPUs do differently."""
+    if trace.simulated:
+        text = ("Simulated times: the GPUs are threads taking turns on one CPU (and on Python's interpreter "
+                "lock), so their forwards come out one after another, like a staircase. Real DataParallel's "
+                "threads also take turns, to launch the work, but each GPU then runs its own at the same time: "
+                "the forwards overlap, as the steps panel draws them.")
+        if training and len(trace.lanes) > 1:
+            text += (" The backwards run one after another on the CPU autograd thread; real GPUs run each "
+                     "device's backward on that device's own thread.")
+        return text
+    return ("Real GPUs: each time is the host's clock, read after waiting for the GPU to finish its work "
+            "(torch.cuda.synchronize), so it includes launching the work and the wait; the replicas' "
+            "forwards overlap.")
+
+
+def scale_note(measured: Measured) -> str:
+    """The cuts and the widening the detailed panel made, in words; '' when it made neither."""
+    parts = []
+    scale = measured.scale
+    if scale.cuts:
+        parts.append(f"{CUT_MARK} {plural(len(scale.cuts), 'quiet stretch')} (nothing started or ended) longer "
+                     f"than {scale.cap:.3g} ms ({CAP_FACTOR} × the 75th percentile of span lengths) "
+                     f"{'is' if len(scale.cuts) == 1 else 'are'} drawn {scale.cap:.3g} ms long, so one slow "
+                     "moment does not set the scale; bars across a cut are drawn shorter.")
+    if measured.widened:
+        parts.append(f"Bars shorter than {measured.min_ms:.3g} ms are drawn that long so they show.")
+    if parts:
+        parts.append("Hovers give the measured times.")
+    return " ".join(parts)
+
+
+def summary_note(batches: int) -> str:
+    return (f"{batches:,} batches are too many to draw one by one (the panel does up to {DETAIL_BATCHES}), so it "
+            "shows a typical batch: each bar runs from the median start to the median end of that step on "
+            "that GPU, measured from the start of its own batch; the line under a GPU's own step spans the "
+            f"{LOW}th to the {HIGH}th percentile of its end (the middle half of the batches). The medians set "
+            "the scale: a slow batch moves neither.")
+
+
+def steps_note(shown: list[int], first: int, last: int) -> str:
+    """Which batches the step panel shows, and that the others repeat them."""
+    skipped = (last - first + 1) - len(shown)
+    text = "Steps panel: a forward's or backward's bar is as long as its share of rows."
+    if skipped > 0:
+        text += f" The {plural(skipped, 'batch')} not drawn there repeat the same steps."
+    return text
