@@ -1,41 +1,46 @@
 """Memory: bytes on each device after each phase of one sampled batch, and why device 0 carries more.
 
-Bars are grouped by phase, one bar per device in each group, so device 0's bar stands above the
-others' in every group. On simulated devices the bars are stacked by the kind of tensor (computed
-from tensor sizes by the engine's memory ledger): the kinds only device 0 holds (parameters, their gradients, the
-optimizer state) sit at the bottom, where the other bars have nothing. On real GPUs a bar is what
-torch.cuda.memory_allocated reported, in the device's colour. Memory is sampled for the first and
-the last batch; the last may split differently.
+Two panels share one column per device. Top: a grid, one row per phase in pipeline order (the
+vocabulary's own step names), each cell the device's total after that phase, darker for more, so
+sixteen devices by nine phases read at a glance in a narrow chart; the hover breaks a cell down by
+kind of tensor. Bottom: the moment device 0 is fullest, one bar per device stacked by kind (computed
+from tensor sizes by the engine's memory ledger: what only device 0 holds, its parameters, gradients
+and optimizer state, sits at the bottom, where the other bars have nothing), or one bar per device in
+its own colour as torch.cuda.memory_allocated measured it on real GPUs. Memory is sampled for the
+first and the last batch; the last may split differently.
 
-Every amount is in one unit, the one the tallest bar fills (`byte_unit`), named once in the axis
-title. Each bar's total is written on top of it, level or upright as the bars' width allows, or past
-that only on device 0's bars; every bar's total is in its hover.
+Every amount on the figure is in one unit, the one the fullest device fills (`byte_unit`), named in
+the axis titles; hovers give each amount in its own unit (`human_bytes`).
 """
 from __future__ import annotations
 
-import math
+import textwrap
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from ..tables import memory_batches, memory_table, memory_totals
 from ..trace import Trace
 from ..vocabulary import Vocabulary
-from .colors import OUTLINE, device_color
+from plotly.subplots import make_subplots
+
+from ..wording import human_bytes
+from .colors import OUTLINE, device_color, device_pattern
+from .pitfall_layout import title_on_top
 from .style import backend_note, styled
 
 KIND_LABELS = {
     "computed": "computed from tensor sizes (simulated devices)",
     "measured": "measured: torch.cuda.memory_allocated",
 }
-NAMED_SLOTS = 16  # up to this many bars the axis says "GPU 3"; past it, just "3"
-# Writing the totals: the plot's width is the page's, so assume a narrow one (a 1,000 px chart less its
-# legend); a wider page only adds room. Digits at LEVEL_FONT are about CHAR_PX wide.
-PLOT_PX = 700
-LEVEL_FONT, ROTATED_FONT, CHAR_PX = 13, 11, 8
-ROTATED_PX = 10  # an upright number at ROTATED_FONT: its digits' height and a gap
+NAMED_LANES = 4  # up to this many columns say "GPU 3"; past it, "3" under an axis that says "GPU"
+CAPTION_CHARS = 44  # a caption line: it starts at the plot's left edge, ~380 px from a 500 px chart's right one
+GRID_ROW_PX, BARS_PX = 34, 260
+CELL_FONT, SMALL_CELL_FONT = 13, 9  # a number in a cell: sixteen columns in a 500 px chart leave ~22 px each
+WRITTEN_TOTALS = 8  # past this many bars only device 0's total and the largest other's are written over them
+# More memory, a darker cell: one neutral ramp, so no amount reads as a device's colour or a kind's.
+AMOUNT_SCALE = [[0.0, "#F2F2F2"], [1.0, "#3A3A3A"]]
 
 
 def _check_memory_batch(trace: Trace, batch: int | None) -> int:
@@ -66,7 +71,16 @@ def prepare_memory(trace: Trace, batch: int | None = None) -> pd.DataFrame:
     stack = {c: i for i, c in enumerate(vocabulary.memory_names + (vocabulary.measured_memory, ""))}
     table["stack_index"] = [stack.get(c, len(stack)) for c in table["category"]]
     table = table.sort_values(["step_index", "device", "stack_index"], kind="stable").reset_index(drop=True)
-    return table[["batch", "phase", "step_index", "device", "category", "bytes", "total"]]
+    table["step"] = [step_label(vocabulary, p) for p in table["phase"]]
+    return table[["batch", "phase", "step", "step_index", "device", "category", "bytes", "total"]]
+
+
+def step_label(vocabulary: Vocabulary, phase: str) -> str:
+    """The phase's name as every view writes it (the vocabulary's label); a phase it lacks, as recorded."""
+    try:
+        return vocabulary.phase(phase).label
+    except KeyError:
+        return phase
 
 
 @dataclass(frozen=True)
@@ -101,110 +115,93 @@ def byte_unit(top: float) -> ByteUnit:
     return ByteUnit(name, size, decimals)
 
 
-def _byte_ticks(top: float, unit: ByteUnit) -> tuple[list[float], list[str]]:
-    """About five round ticks from 0 to `top` bytes, as numbers in `unit` (the axis title names it)."""
-    raw = max(top / unit.size / 5, 1e-9)
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    if unit.size == 1:
-        step = max(1, round(step))
-    ticks = [k * step for k in range(int(top / unit.size / step) + 2)]
-    return [t * unit.size for t in ticks], [f"{t:,g}" for t in ticks]
-
-
-def total_labels(slots: pd.DataFrame, unit: ByteUnit, plot_px: float = PLOT_PX) -> tuple[list[str], int]:
-    """The total written on each bar of `slots` and the angle to write it at, from the width a bar gets.
-
-    Level while the widest number fits beside its neighbours, turned upright while a line of text does;
-    past that, only device 0's bar in each phase (the one the figure is about) is written, every bar
-    keeping its total in the hover. An empty bar gets no number: there is nothing to stand it on."""
-    numbers = [unit.number(n) if n else "" for n in slots["total"]]
-    slot_px = plot_px / max(1, len(slots))
-    widest = max((len(t) for t in numbers), default=0) * CHAR_PX
-    if widest + 4 <= slot_px:
-        return numbers, 0
-    if ROTATED_PX <= slot_px:
-        return numbers, -90
-    first = int(slots["device"].min())
-    return [t if d == first else "" for t, d in zip(numbers, slots["device"])], -90
-
-
-def _top_segments(table: pd.DataFrame) -> pd.Series:
-    """Per (step_index, device), the category drawn highest in the stack: where its total is written."""
-    filled = table[table["bytes"] > 0]
-    return filled.groupby(["step_index", "device"])["category"].last()
+def _cell_hover(part: pd.DataFrame, lane: str, step: str, kind: str) -> str:
+    """A cell's hover: the device's total after the step and, when computed, what it holds by kind."""
+    total = int(part["total"].iloc[0])
+    text = f"{lane} after {step}: {human_bytes(total)}"
+    if kind != "measured":
+        held = part[part["bytes"] > 0]
+        text += "".join(f"<br>  {c}: {human_bytes(b)}" for c, b in zip(held["category"], held["bytes"]))
+    return text
 
 
 def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title: str, notes: list[str], why: str | None,
-                unit: ByteUnit) -> go.Figure:
-    """Bars grouped by phase, one per device: stacked by category (computed) or one value (measured),
-    each bar's total written on top of it in `unit` (see total_labels) and in every hover."""
+                unit: ByteUnit, moment: str) -> go.Figure:
+    """A grid of totals, phase by device, over stacked bars of every device at `moment` (a step's label)."""
     slots = table.drop_duplicates(["step_index", "device"])
-    devices = sorted(slots["device"].unique())
-    named = len(slots) <= NAMED_SLOTS
-    tick = {d: vocabulary.lane_name(d) if named else str(d) for d in devices}
-    labels, angle = total_labels(slots, unit)
-    label_of = dict(zip(zip(slots["step_index"], slots["device"]), labels))
-    top_of = _top_segments(table)
+    devices = sorted(int(d) for d in slots["device"].unique())
+    steps = list(dict.fromkeys(slots.sort_values("step_index", kind="stable")["step"]))
+    named = len(devices) <= NAMED_LANES
+    column = {d: vocabulary.lane_name(d) if named else str(d) for d in devices}
+    columns = [column[d] for d in devices]
+    grid_px, bars_px = max(GRID_ROW_PX * len(steps), 120), BARS_PX
+    gap_px = 120  # the legend of kinds sits between the panels, level, where a narrow chart has room for it
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[grid_px, bars_px],
+                        vertical_spacing=gap_px / (grid_px + bars_px + gap_px))
 
-    def x_of(part: pd.DataFrame) -> list[list[str]]:
-        return [list(part["phase"]), [tick[d] for d in part["device"]]]
+    totals = slots.pivot(index="step", columns="device", values="total").loc[steps, devices]
+    hovers = {(s, d): _cell_hover(part, vocabulary.lane_name(d), s, kind) for (s, d), part in table.groupby(["step", "device"])}
+    fig.add_trace(go.Heatmap(
+        z=totals.to_numpy(dtype=float), x=columns, y=steps, colorscale=AMOUNT_SCALE, zmin=0,
+        zmax=float(totals.to_numpy().max()) or 1.0, showscale=False, xgap=2, ygap=2,
+        text=[[unit.number(n) if n else "0" for n in row] for row in totals.to_numpy()], texttemplate="%{text}",
+        textfont=dict(size=CELL_FONT if named else SMALL_CELL_FONT),  # plotly writes it dark or light to contrast with the cell
+        customdata=[[hovers[(s, d)] for d in devices] for s in steps],
+        hovertemplate="%{customdata}<extra></extra>", name="total",
+    ), row=1, col=1)
 
-    def bar(part: pd.DataFrame, **style) -> go.Bar:
-        # Only the top segment of a stack carries the total: plotly writes "outside" text on the outermost bar.
-        keys = list(zip(part["step_index"], part["device"]))
-        text = [label_of[k] if top_of.get(k) == c else "" for k, c in zip(keys, part["category"])]
-        return go.Bar(
-            x=x_of(part), y=part["bytes"].to_numpy(), text=text, textposition="outside", textangle=angle,
-            constraintext="none", cliponaxis=False, outsidetextfont=dict(size=ROTATED_FONT if angle else LEVEL_FONT),
-            customdata=np.column_stack([[vocabulary.lane_name(d) for d in part["device"]], part["phase"],
-                                        [unit.amount(b) for b in part["bytes"]], [unit.amount(b) for b in part["total"]]]),
-            hovertemplate=hover, **style,
-        )
-
-    fig = go.Figure()
-    hover = "%{customdata[0]} after %{customdata[1]}: %{customdata[2]} of %{customdata[3]}<extra>%{fullData.name}</extra>"
+    at = table[table["step"] == moment]
     if kind == "measured":
-        part = table[table["category"] == vocabulary.measured_memory]
-        fig.add_trace(bar(part, name="memory_allocated", showlegend=False,
-                          marker=dict(color=[device_color(d) for d in part["device"]], line=dict(color=OUTLINE, width=0.6))))
+        part = at[at["category"] == vocabulary.measured_memory]
+        fig.add_trace(go.Bar(
+            x=[column[d] for d in part["device"]], y=part["bytes"].to_numpy() / unit.size, name=vocabulary.measured_memory,
+            showlegend=False,
+            marker=dict(color=[device_color(d) for d in part["device"]], line=dict(color=OUTLINE, width=0.6),
+                        pattern=dict(shape=[device_pattern(d) for d in part["device"]], fgcolor="white")),
+            customdata=[unit.amount(b) for b in part["bytes"]],
+            hovertemplate=f"%{{x}} after {moment}: %{{customdata}}<extra></extra>"), row=2, col=1)
     else:
         for category in vocabulary.memory_names:
-            part = table[(table["category"] == category) & (table["bytes"] > 0)]
+            part = at[(at["category"] == category) & (at["bytes"] > 0)]
             if not part.empty:
-                fig.add_trace(bar(part, name=category,
-                                  marker=dict(color=vocabulary.memory_kind(category).color, line=dict(color=OUTLINE, width=0.6))))
-    # Every bar's total, empty bars' too, in a hover at the bar's top.
-    fig.add_trace(go.Scatter(
-        x=x_of(slots), y=slots["total"].to_numpy(), name="total", showlegend=False, mode="markers",
-        marker=dict(size=6, color="rgba(0,0,0,0)"),
-        customdata=np.column_stack([[vocabulary.lane_name(d) for d in slots["device"]], slots["phase"],
-                                    [unit.amount(b) + " in all" for b in slots["total"]]]),
-        hovertemplate="%{customdata[0]} after %{customdata[1]}: %{customdata[2]}<extra>total</extra>",
-    ))
-    top = float(slots["total"].max()) or 1.0
-    headroom = 1.28 if angle else 1.15  # an upright number needs more room above the tallest bar
-    tickvals, ticktext = _byte_ticks(top * (headroom - 0.03), unit)
-    fig.update_yaxes(title_text=f"memory on the {'device' if vocabulary.engine == 'dp' else vocabulary.lane_noun} ({unit.name})", range=[0, top * headroom], tickmode="array",
-                     tickvals=tickvals, ticktext=ticktext)
-    fig.update_xaxes(title_text=f"after each phase: one bar per {vocabulary.lane_noun}" + ("" if named else " (0, 1, 2, …)"),
-                     tickson="boundaries", showdividers=True, dividercolor="#BBBBBB", tickangle=0,
-                     tickfont=dict(size=13 if len(slots) <= 64 else 10))
-    fig.update_layout(barmode="stack", bargap=0.2, hovermode="closest")
-    if sum(map(bool, labels)) < int((slots["total"] > 0).sum()):
-        # On a line of its own: the subtitle is already as long as a narrow chart is wide.
-        notes = notes[:-1] + [f"{notes[-1]}<br>too many bars to write every total: "
-                              f"{vocabulary.lane_name(int(slots['device'].min()))}'s are written, every bar's is in its hover"]
-    if kind != "measured":  # the legend reads top to bottom like the stack
-        fig.update_layout(legend=dict(traceorder="reversed", title=dict(text="kind of tensor")))
-    styled(fig, title, notes, height=620 if why else 540)
-    if "<br>" in notes[-1]:  # room for the subtitle's second line, the plot keeping its height
-        fig.update_layout(height=fig.layout.height + 20, margin=dict(t=fig.layout.margin.t + 20))
+                fig.add_trace(go.Bar(
+                    x=[column[d] for d in part["device"]], y=part["bytes"].to_numpy() / unit.size, name=category,
+                    marker=dict(color=vocabulary.memory_kind(category).color, line=dict(color=OUTLINE, width=0.6)),
+                    customdata=[human_bytes(b) for b in part["bytes"]],
+                    hovertemplate=f"%{{x}} after {moment}: %{{customdata}} of {category}<extra></extra>"), row=2, col=1)
+        fig.update_layout(legend=dict(title=dict(text="kind of tensor:", side="left")))
+    peaks = at.drop_duplicates("device")
+    if len(peaks) > WRITTEN_TOTALS:  # sixteen numbers side by side would run together: the two that matter
+        rest = peaks[peaks["device"] != devices[0]]
+        peaks = peaks[(peaks["device"] == devices[0]) | (peaks.index == rest["total"].idxmax())]
+    fig.add_trace(go.Scatter(  # each bar's total over it, on the page's background
+        x=[column[d] for d in peaks["device"]], y=peaks["total"].to_numpy() / unit.size, mode="text", showlegend=False,
+        text=[unit.number(n) if n else "0" for n in peaks["total"]], textposition="top center", cliponaxis=False,
+        textfont=dict(size=CELL_FONT if named else SMALL_CELL_FONT + 2), hoverinfo="skip", name="totals"), row=2, col=1)
+
+    top = float(at["total"].max()) / unit.size or 1.0
+    fig.update_yaxes(type="category", autorange="reversed", title_text=f"after each phase ({unit.name})", row=1, col=1)
+    fig.update_yaxes(range=[0, top * 1.22], title_text=f"after {moment} ({unit.name})", row=2, col=1)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns, showgrid=False, tickangle=0, row=1, col=1)
+    fig.update_xaxes(title_text=None if named else vocabulary.lane_noun, tickangle=0, row=2, col=1)
+    bars_top = fig.layout.yaxis2.domain[1]
+    fig.update_layout(barmode="stack", bargap=0.25, hovermode="closest",
+                      legend=dict(orientation="h", traceorder="normal", x=0, y=bars_top + 0.01, yanchor="bottom"))
+    top_px = 40 + 26 * (title.count("<br>") + 1) + 20 * len(notes)
+    caption = _wrapped(why) if why else ""
+    bottom_px = 70 + (0 if named else 22) + (20 * (caption.count("<br>") + 1) + 20 if why else 0)
+    styled(fig, title, ["<br>".join(n for n in notes if n)], height=grid_px + bars_px + gap_px + top_px + bottom_px)
+    title_on_top(fig, top_px)
+    fig.update_layout(margin=dict(b=bottom_px))
     if why:  # a caption under the axis: over the bars it would hide one
-        fig.add_annotation(text=why, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
-                           yshift=-92, align="left", showarrow=False, font=dict(size=15))
-        fig.update_layout(margin=dict(b=170))
+        fig.add_annotation(text=caption, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
+                           yshift=-(45 if named else 67), align="left", showarrow=False, font=dict(size=15))
     return fig
+
+
+def _wrapped(text: str) -> str:
+    """`text`'s lines broken at spaces to CAPTION_CHARS, so a caption fits a narrow chart."""
+    return "<br>".join("<br>".join(textwrap.wrap(line, CAPTION_CHARS)) or line for line in text.split("<br>"))
 
 
 def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
@@ -221,7 +218,7 @@ def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
     others = moment[moment["device"] != first].groupby("device")["total"].first()
     most, who, mine = int(others.max()), int(others.idxmax()), int(at["total"])
     ratio = f"{mine / most:.1f}× the {unit.amount(most)} of {vocabulary.lane_name(who)}" if most else f"{vocabulary.lane_name(who)} holds nothing"
-    text = f"<b>After {at['phase']}, {vocabulary.lane_name(first)} holds {unit.amount(mine)}: {ratio}.</b>"
+    text = f"<b>After {at['step']}, {vocabulary.lane_name(first)} holds {unit.amount(mine)}: {ratio}.</b>"
     if trace.memory_kind == "measured":
         return text + "<br>Measured: one total per device, not broken down by kind of tensor."
     peak = table[table["category"] != ""].groupby(["category", "device"])["bytes"].max().unstack(fill_value=0)
@@ -248,7 +245,7 @@ def _balanced(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
     peaks = table.groupby("device")["total"].max()
     most, least = int(peaks.max()), int(peaks.min())
     at = table.loc[table["total"].idxmax()]
-    lead = (f"<b>Balanced: at its fullest (after {at['phase']}) every {vocabulary.lane_noun} holds {unit.amount(most)}.</b>"
+    lead = (f"<b>Balanced: at its fullest (after {at['step']}) every {vocabulary.lane_noun} holds {unit.amount(most)}.</b>"
             if most == least else
             f"<b>At their fullest the {vocabulary.lane_noun}s hold {unit.amount(least)} to {unit.amount(most)}"
             f" ({vocabulary.lane_name(int(peaks.idxmax()))} the most).</b>")
@@ -270,7 +267,7 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     first = trace.lanes[0].id
     mine = table.loc[table["device"] == first, "total"].max()
     if len(trace.lanes) > 1 and mine > table.loc[table["device"] != first, "total"].max():
-        title += ": " + trace.vocabulary.word("carries_most", lane=trace.vocabulary.lane_name(first))
+        title += ":<br>" + trace.vocabulary.word("carries_most", lane=trace.vocabulary.lane_name(first))
     label = KIND_LABELS.get(kind, kind)
     if trace.engine == "ddp" and kind == "computed":
         label = "computed from tensor sizes in each rank's process"
@@ -280,4 +277,10 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
         notes.append(f"sampled: {step}es {' and '.join(f'{b:,}' for b in sampled)}".replace("stepes", "steps"))
     unit = byte_unit(float(table["total"].max()))
     return plot_memory(table, vocabulary=trace.vocabulary, kind=kind, title=title, notes=notes,
-                       why=_why(trace, table, unit), unit=unit)
+                       why=_why(trace, table, unit), unit=unit, moment=fullest_step(trace, table))
+
+
+def fullest_step(trace: Trace, table: pd.DataFrame) -> str:
+    """The step after which device_ids[0] holds the most (the first such), or any device under DDP."""
+    mine = table if trace.engine == "ddp" else table[table["device"] == trace.lanes[0].id]
+    return str(mine.loc[mine["total"].idxmax(), "step"])
