@@ -75,7 +75,7 @@ def test_the_comparison_figure_draws_each_engines_traffic_by_what_moves():
     fig = comparison_figure(dp, ddp)
     left = {bar.name for bar in fig.data if bar.xaxis == "x"}
     right = {bar.name for bar in fig.data if bar.xaxis == "x2"}
-    assert left == {"input chunk", "parameter copy", "output gathered", "output gradient", "gradient sum"}
+    assert left == {"input chunk", "parameter copy", "output gathered", "output gradient", "sum of gradients"}  # the phase's own name
     assert right == {"all-reduce", "buffers"}  # BatchNorm's buffers, from rank 0
     gpu0 = sum(bar.y[list(bar.x).index("GPU 0")] for bar in fig.data if bar.xaxis == "x" and "GPU 0" in bar.x)
     assert gpu0 == pytest.approx(max(f.bytes_per_step for f in per_device(dp)), abs=1) and "GPU 0 moves" in fig.layout.annotations[0].text

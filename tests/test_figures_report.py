@@ -52,7 +52,7 @@ def test_single_flow_when_every_batch_splits_alike():
 
 def test_training_report_shows_the_way_back_and_memory():
     page = html_report(recorded(gpus=3, train=True))
-    assert "gradients summed back onto GPU 0" in page and "The way back" in page
+    assert "gradients summed on GPU 0" in page and "The way back" in page
     assert page.count('<section id="memory">') == 1 and "computed from tensor sizes (simulated devices)" in page
     assert "<td>peak memory</td>" in page
 
@@ -79,3 +79,12 @@ def test_largest_training_run_report_stays_openable():
     page = html_report(synthetic(LARGEST_TRAINING))
     assert len(page) < len(get_plotlyjs()) + 3 * 1024 * 1024
     assert "The way back" in page and 'id="fig-timeline"' in page
+
+
+def test_report_figures_are_drawn_light_whatever_the_page_theme():
+    """The views leave ink and background to the page's theme; a report has none, so it draws them light."""
+    page = html_report(recorded(gpus=2))
+    figures = page.count("Plotly.newPlot(")
+    assert figures >= 4
+    assert page.count('"paper_bgcolor":"#FFFFFF"') == page.count('"plot_bgcolor":"#FFFFFF"') == figures
+    assert page.count('sans-serif","size":16,"color":"#222222"') == figures  # the layout's ink, dark on white

@@ -10,8 +10,9 @@ from figure_traces import LARGEST, MAX_JSON_BYTES, recorded, synthetic
 
 
 def _points(fig):
-    return {t.name: t for t in fig.data
-            if t.type == "scatter" and t.mode == "markers" and t.x is not None and len(t.x) and t.x[0] is not None}
+    """The dataset rows' markers (not the strokes that hatch the cells of devices 8-15, which hover nothing)."""
+    return {t.name: t for t in fig.data if t.type == "scatter" and t.mode == "markers" and t.hoverinfo != "skip"
+            and t.x is not None and len(t.x) and t.x[0] is not None}
 
 
 def _ids(fig):

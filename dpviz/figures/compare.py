@@ -15,14 +15,20 @@ from plotly.subplots import make_subplots
 from ..compare import traffic
 from ..trace import Trace
 from ..wording import human_bytes
+from ..engines.ddp.vocabulary import VOCABULARY as DDP
+from ..engines.dp.vocabulary import SUM_LABEL, VOCABULARY as DP
 from .colors import OUTLINE
 from .style import styled
 
-# One colour per kind of traffic (Paul Tol's muted scheme, none a device colour): the same in both panels.
+# One colour per kind of traffic, the same in both panels: the colour of the phase that moves it where
+# there is one (the timelines'), 3:1 on the light and the dark page, apart under colour blindness.
 WHAT_COLORS = {
-    "input chunk": "#DDCC77", "parameter copy": "#CC6677", "output gathered": "#88CCEE",
-    "output gradient": "#44AA99", "gradient sum": "#882255", "all-reduce": "#332288", "buffers": "#999933",
+    "input chunk": DP.phase("scatter").color, "parameter copy": DP.phase("replicate").color,
+    "output gathered": DP.phase("gather").color, "output gradient": "#AA22EE", "gradient sum": "#EE5555",
+    "all-reduce": DDP.phase("allreduce").color, "buffers": DDP.phase("buffers").color,
 }
+# What the legend calls each kind: the phases' own names where dpviz.compare's differ.
+WHAT_NAMES = {"gradient sum": SUM_LABEL}
 
 
 def prepare_traffic(trace: Trace) -> pd.DataFrame:
@@ -46,13 +52,14 @@ def plot_traffic(tables: list[pd.DataFrame], titles: list[str], *, title: str, n
             if part.empty:
                 continue
             fig.add_trace(go.Bar(
-                x=part["device"], y=part["bytes"], name=what, legendgroup=what, showlegend=what not in shown,
+                x=part["device"], y=part["bytes"], name=WHAT_NAMES.get(what, what), legendgroup=what,
+                showlegend=what not in shown,
                 marker=dict(color=color, line=dict(color=OUTLINE, width=0.6)),
                 customdata=[human_bytes(b) for b in part["bytes"]],
-                hovertemplate=f"%{{x}}<br>{what}: %{{customdata}} per step<extra></extra>",
+                hovertemplate=f"%{{x}}<br>{WHAT_NAMES.get(what, what)}: %{{customdata}} per step<extra></extra>",
             ), row=1, col=col)
             shown.add(what)
-    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.18))
+    fig.update_layout(barmode="stack")  # styled() puts the legend over the panels' titles
     fig.update_yaxes(title_text="bytes per step (computed)", row=1, col=1)
     return styled(fig, title, notes, height=520)
 

@@ -12,11 +12,10 @@ import plotly.graph_objects as go
 
 from ..trace import Trace
 from ..wording import human_bytes
-from .colors import OUTLINE, TEXT, device_color, with_alpha
+from .colors import OUTLINE, device_color, with_alpha
 from .flow import BATCH_COLOR, FAILED_COLOR
 from .style import backend_note, check_batch, plural, styled
 
-ALLREDUCE_COLOR = "#222222"  # the all-reduce phase's own colour in DDP's vocabulary
 PREVIEW = 6  # dataset rows named in a hover before "…"
 
 
@@ -39,6 +38,7 @@ def prepare_flow_ddp(trace: Trace, step: int) -> list[dict]:
 def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     ranks = prepare_flow_ddp(trace, step)
     vocabulary = trace.vocabulary
+    allreduce_color = vocabulary.phase("allreduce").color  # the timeline's colour for it too
     reduces = any(r["reduces"] for r in ranks)
     failed = trace.failure is not None and trace.failure.batch == step
     n = len(ranks)
@@ -63,7 +63,7 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     if reduces:
         hub = len(labels)
         labels.append("all-reduce (mean)")
-        colors.append(FAILED_COLOR if failed else ALLREDUCE_COLOR)
+        colors.append(FAILED_COLOR if failed else allreduce_color)
         x.append(0.78)
         y.append(0.5)
         labels += [f"{vocabulary.lane_name(r['rank'])}: SGD step" for r in ranks]
@@ -75,7 +75,7 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
             source += [1 + n + i, hub]
             target += [hub, hub + 1 + i]
             value += [r["rows"], r["rows"]]
-            link_colors += [with_alpha(ALLREDUCE_COLOR, 0.35)] * 2
+            link_colors += [with_alpha(allreduce_color, 0.35)] * 2
             hover += [f"{vocabulary.lane_name(r['rank'])} sends its gradients ({sent}) into the all-reduce",
                       f"{vocabulary.lane_name(r['rank'])} gets the mean of every rank's gradients back"]
     sankey = go.Sankey(
@@ -84,7 +84,7 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
                   hovertemplate="%{label}<extra></extra>"),
         link=dict(source=source, target=target, value=value, color=link_colors, customdata=hover,
                   hovertemplate="%{customdata}<extra></extra>"),
-        textfont=dict(size=15, color=TEXT),
+        textfont=dict(size=15),  # beside the nodes, not on them: the page theme's ink
     )
     rows = sum(r["rows"] for r in ranks)
     title = (f"Step {step:,} of {len(trace.batches):,}: {plural(rows, 'row')} on {plural(n, vocabulary.lane_noun)}, "

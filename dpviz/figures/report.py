@@ -5,7 +5,8 @@ The memory view appears when the trace has memory samples (every recorded trace 
     from dpviz.figures import html_report
     open("report.html", "w").write(html_report(trace))
 
-One string; plotly.js is embedded once, so the file opens offline. The tutorial log is cut to
+One string; plotly.js is embedded once, so the file opens offline. Its figures are drawn light (white,
+dark ink: style.light), whatever the page's theme. The tutorial log is cut to
 MAX_LOG_LINES (its first and last lines) so a 10,000-batch run still gives a file a browser opens.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..explain import explain
 from ..summary import summary_table
 from ..trace import Trace
 from .log import MAX_LOG_LINES, bounded_log  # noqa: F401  the log's bound, named here too
-from .style import FONT_FAMILY, backend_note, plural
+from .style import FONT_FAMILY, backend_note, light, plural
 from .views import TEXT, VIEWS
 PLOT_CONFIG = {"displaylogo": False}
 CSS = f"""
@@ -75,6 +76,9 @@ def _bold(parts: list[str | None]) -> str:
 
 
 def _figure_html(fig: go.Figure, div_id: str) -> str:
+    # A copy in the light look: the views leave ink and background to the page's theme, and a report
+    # has none (the figure itself may be the page's, cached).
+    fig = light(go.Figure(fig))
     # "fig-" keeps plot ids apart from section ids: plotly draws into the first element with its id.
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{div_id}", config=PLOT_CONFIG,
                        auto_play=False)

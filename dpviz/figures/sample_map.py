@@ -17,7 +17,9 @@ from plotly.subplots import make_subplots
 
 from ..trace import Trace
 from .bounds import MAX_MARKS
-from .colors import TEXT, device_color, device_colorscale, device_symbol, text_color_on
+from .colors import (
+    IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, device_symbol, text_color_on, with_alpha,
+)
 from .style import backend_note, plural, styled
 
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
@@ -89,7 +91,8 @@ def _exact_top(fig: go.Figure, table: pd.DataFrame, devices: int, data_rows: int
         part = table[table["device"] == d]
         fig.add_trace(go.Scatter(
             x=part["sample"].to_numpy(), y=part["batch"].to_numpy(), mode="markers", name=words.name(d),
-            marker=dict(color=device_color(d), symbol=device_symbol(d), size=size, line=dict(width=0)),
+            # A thin outline: the light colours (GPU 6's yellow) have under 3:1 against a white page.
+            marker=dict(color=device_color(d), symbol=device_symbol(d), size=size, line=dict(width=0.5, color=OUTLINE)),
             customdata=part["position"].to_numpy(),
             hovertemplate=f"dataset row %{{x}} → {noun} %{{y}}, row %{{customdata}} of the {noun} → {words.name(d)}<extra></extra>",
         ), row=1, col=1)
@@ -100,16 +103,25 @@ def _exact_top(fig: go.Figure, table: pd.DataFrame, devices: int, data_rows: int
     return len(table)
 
 
+RING_LEGEND = "#808080"  # the legend's ring: a mid grey, 3.9:1 on white and 4.8:1 on the dark page
+
+
 def _repeat_rings(fig: go.Figure, table: pd.DataFrame, words: MapWords, size: float, *, row: int, x: str, y: str) -> None:
-    """A dark ring around every row loaded again, in one legend entry."""
+    """A ring around every row loaded again, in one legend entry; each ring dark or white for contrast
+    with the colour of the mark it circles (text_color_on), so it shows on any page and any device."""
     keys = set(words.repeats)
     part = table[[(b, p) in keys for b, p in zip(table["batch"], table["position"])]]
+    rings = [text_color_on(device_color(d) if d >= 0 else IDLE_GREY) for d in part["device"]]
     fig.add_trace(go.Scatter(
         x=part[x].to_numpy(), y=part[y].to_numpy(), mode="markers", name=REPEAT_NAME, legendgroup=REPEAT_NAME,
-        showlegend=row == 1, marker=dict(symbol="circle-open", size=max(8.0, size * 1.5), color="#222222", line=dict(width=2)),
+        showlegend=False, marker=dict(symbol="circle-open", size=max(8.0, size * 1.5), color=rings, line=dict(width=2)),
         customdata=part["sample"].to_numpy(),
         hovertemplate=f"dataset row %{{customdata}}, loaded again in this epoch (DistributedSampler's padding)<extra></extra>",
     ), row=row, col=1)
+    if row == 1:  # the legend's entry, in a grey that reads on either page
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=REPEAT_NAME, legendgroup=REPEAT_NAME,
+                                 marker=dict(symbol="circle-open", size=12, color=RING_LEGEND, line=dict(width=2))),
+                      row=row, col=1)
 
 
 def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapWords = DP_WORDS) -> None:
@@ -124,6 +136,8 @@ def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapW
         xgap=1, ygap=2, hoverongaps=False, customdata=ids,
         hovertemplate=f"{words.batch} %{{y}}, row %{{x}} of the {words.batch}: dataset row %{{customdata}} → {words.lane} %{{z}}<extra></extra>",
     ), row=2, col=1)
+    if devices > 8:
+        _hatch_cells(fig, table)
     if batches * width <= TEXT_CELLS:
         _cell_ids(fig, table)
     if words.repeats:
@@ -131,12 +145,25 @@ def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapW
     fig.update_xaxes(range=[-0.5, width - 0.5], row=2, col=1)  # the cells, without a text trace's padding
 
 
+def _hatch_cells(fig: go.Figure, table: pd.DataFrame) -> None:
+    """A diagonal stroke across each cell of devices 8-15: a heatmap has no hatch, and their colours
+    need the second cue their bars get from device_pattern."""
+    part = table[[bool(device_pattern(d)) if d >= 0 else False for d in table["device"]]]
+    if part.empty:
+        return
+    fig.add_trace(go.Scatter(
+        x=part["position"].to_numpy(), y=part["batch"].to_numpy(), mode="markers", hoverinfo="skip", showlegend=False,
+        name="devices 8-15 (hatched)",
+        marker=dict(symbol="line-ne", size=12, line=dict(width=1.5, color=with_alpha("#FFFFFF", 0.6))),
+    ), row=2, col=1)
+
+
 def _cell_ids(fig: go.Figure, table: pd.DataFrame) -> None:
     """The dataset row ids written into the cells, each dark or white for contrast with its GPU's
     colour (a heatmap's text has one colour for all cells; a text trace has one per cell)."""
     fig.add_trace(go.Scatter(
         x=table["position"].to_numpy(), y=table["batch"].to_numpy(), mode="text", text=table["sample"].astype(str),
-        textfont=dict(size=11, color=[text_color_on(device_color(d)) if d >= 0 else TEXT for d in table["device"]]),
+        textfont=dict(size=11, color=[text_color_on(device_color(d) if d >= 0 else IDLE_GREY) for d in table["device"]]),
         hoverinfo="skip", showlegend=False, name="dataset row ids",
     ), row=2, col=1)
 
@@ -244,8 +271,8 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
                              dtick=max(1, -(-batches // 12)), tickformat=",d", row=row, col=1)
         else:  # bin labels like "0-25" would otherwise be read as dates
             fig.update_yaxes(title_text=f"{words.batches} (binned)", autorange="reversed", type="category", row=row, col=1)
-    # The legend sits beside the bottom panel so the top panel's colour bar has room.
-    fig.update_layout(legend=dict(itemsizing="constant", y=0.45 if not top_exact else 1.0, yanchor="top"))
+    # The legend goes where styled() puts one, over the top panel's title; its colour bar (binned) keeps the right.
+    fig.update_layout(legend=dict(itemsizing="constant"))
     return styled(fig, title, notes, height=HEIGHT)
 
 

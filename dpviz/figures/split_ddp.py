@@ -17,7 +17,7 @@ from ..echo import plotly_text
 from ..tables_ddp import epochs_of, rank_rows, repeated_rows
 from ..trace import Trace
 from .bounds import MAX_MARKS, split_runs
-from .colors import OUTLINE, device_color, device_colorscale, device_pattern, text_color_on
+from .colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on
 from .style import ddp_note, plural, rows_text, styled
 
 COLUMNS = ["bar", "first_batch", "last_batch", "label", "device", "rows", "first_row", "repeated"]
@@ -102,19 +102,14 @@ def plot_split_ddp(table: pd.DataFrame, *, lane_names: list[str], title: str, no
         fig.add_trace(go.Scatter(
             x=[labels[x] for x, _ in cells], y=[lane_names[r] for _, r in cells], mode="text",
             text=[text[r, x] for x, r in cells], hoverinfo="skip", showlegend=False,
-            textfont=dict(size=12, color=[text_color_on(device_color(r)) if rows[r, x] else "#222222" for x, r in cells]),
+            textfont=dict(size=12, color=[text_color_on(device_color(r) if rows[r, x] else IDLE_GREY) for x, r in cells]),
         ), row=2, col=1)
     fig.update_layout(barmode="stack", bargap=0.25, uniformtext=dict(minsize=11, mode="hide"))
     fig.update_xaxes(type="category", row=1, col=1)
     fig.update_xaxes(type="category", title_text=x_title, row=2, col=1)
     fig.update_yaxes(title_text="rows the ranks loaded", row=1, col=1)
     fig.update_yaxes(autorange="reversed", tickmode="linear", row=2, col=1)
-    # Two lines at most: what the lanes are, then what else to know; a narrow page would cut one long line.
-    subtitle = " · ".join(notes[:2]) + ("<br>" + " · ".join(notes[2:]) if notes[2:] else "")
-    styled(fig, title, [subtitle], height=bars_px + grid_px + 200 + (20 if notes[2:] else 0))
-    if notes[2:]:
-        fig.update_layout(margin=dict(t=fig.layout.margin.t + 20))
-    return fig
+    return styled(fig, title, notes, height=bars_px + grid_px + 200)  # styled() wraps the notes to the chart
 
 
 def split_ddp_figure(trace: Trace) -> go.Figure:

@@ -1,16 +1,48 @@
-"""Names and looks shared by every view: "GPU 3", the simulated/real note, fonts for a projector."""
+"""Names and looks shared by every view: "GPU 3", the simulated/real note, fonts for a projector.
+
+The house look (`styled`) sets type sizes, the title block and margins, never a template, a
+background or an ink colour: on the page, st.plotly_chart's theme="streamlit" draws the background,
+the text and the grid in the page's light or dark theme, and colours set here would fight it (dark
+text on the dark theme). What is drawn on a mark sets its own colour (`colors.text_color_on`). The
+offline report has no theme to follow, so it puts the light look on (`light`). `presentation` makes
+a copy for a projector: larger type, the margins grown to match.
+"""
 from __future__ import annotations
+
+import html
+import math
+import re
 
 import plotly.graph_objects as go
 
 from ..echo import plotly_text
 from ..trace import Trace
 from ..wording import plural  # noqa: F401  re-exported: the views' wording lives in one place
-from .colors import TEXT
+from .colors import GUIDE, TEXT, WHITE
 
 FONT_SIZE = 16  # readable from the back of a classroom
+TITLE_SIZE, SUBTITLE_SIZE, LEGEND_SIZE = FONT_SIZE + 4, FONT_SIZE - 2, FONT_SIZE - 2
+# Set on the axes themselves: Streamlit's theme gives ticks and axis titles its own smaller sizes otherwise.
+TICK_SIZE, AXIS_TITLE_SIZE = FONT_SIZE - 2, FONT_SIZE - 1
 FONT_FAMILY = "Inter, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 NAME_LIMIT = 40  # characters of a name from a trace file (a device, an argument) in a label or a title
+
+# Wrapping: plotly never wraps a title, so styled() breaks it where the narrowest chart would cut it.
+# The page's chart is 468 px wide in an 800 px window (measured: the sidebar takes the rest); the house
+# font averages 0.45 em a character in Chromium (Arial's metrics) and Inter 0.5, so 0.5 is safe.
+NARROWEST_PX = 468
+CHAR_EM = 0.5
+TOP_PAD_PX = 12  # above the title
+LINE_EM = 1.3  # a line of the title block, in ems of its own font
+GAP_PX = 14  # between the title block and what is under it (the legend, or the plot)
+LEGEND_ROW_PX = 26  # a row of a horizontal legend at LEGEND_SIZE
+LEGEND_SYMBOL_PX = 48  # a legend entry's swatch and the gaps around it
+MARGIN = dict(l=80, r=30, b=60)
+BASE_TOP_PX = 100  # the top margin a one-line title and a one-line subtitle had, with no legend above the plot
+SLACK = 1.1  # the estimate is on the safe side (Arial's 0.45 em): a line up to 10% over it still fits
+SOFT_BREAK = "<br />"  # where styled() wrapped a line: presentation() can wrap again at a larger size
+SEPARATOR = " · "
+_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
 
 def device_name(i: int) -> str:
@@ -53,21 +85,255 @@ def check_batch(trace: Trace, batch: int) -> None:
         raise ValueError(f"batch must be between 0 and {count - 1}, got {batch!r}")
 
 
+def visible_length(text: str) -> int:
+    """Characters a reader sees in plotly's HTML: tags not counted, an entity (&lt;) one character."""
+    return len(html.unescape(re.sub(r"<[^>]*>", "", text)))
+
+
+def _chars_per_line(size: float, width_px: float = NARROWEST_PX) -> int:
+    return max(12, int((width_px - 10) / (CHAR_EM * size)))
+
+
+def _wrap_line(line: str, limit: int) -> list[str]:
+    """One line (no breaks in it) cut into lines of at most `limit` visible characters: between notes
+    first, then after a clause (': ', '; ', ', '), then at a space; a tag or an entity is never cut."""
+    out: list[str] = []
+    while visible_length(line) > limit * SLACK:  # a line a little over is left whole: no one-word last line
+        cut = _cut(line, limit)
+        if cut is None:
+            break
+        out.append(line[:cut[0]].rstrip())
+        line = line[cut[1]:].lstrip()
+    return out + [line]
+
+
+def _cut(line: str, limit: int) -> tuple[int, int] | None:
+    """(end of the first line, start of the rest) for the best break within `limit` visible characters."""
+    seen, inside, stops = 0, False, []  # stops: (index, visible characters before it)
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "<":
+            inside = True
+        elif ch == ">" and inside:
+            inside = False
+        elif not inside:
+            if ch == " ":
+                stops.append((i, seen))
+            if ch == "&" and (m := re.match(r"&#?\w+;", line[i:])):
+                i += len(m.group())
+                seen += 1
+                continue
+            seen += 1
+        i += 1
+    fitting = [(i, n) for i, n in stops if n <= limit and i > 0]
+    if not fitting:
+        return None
+    # A note's end first (its separator stays at the end of the line), then a clause's, then a list
+    # item's, if that leaves the line at least 60% full; else the last space that fits.
+    for marks in ((SEPARATOR.strip(),), (":", ";"), (",",)):
+        found = [i for i, n in fitting if line[:i].endswith(marks) and n >= 0.6 * limit]
+        if found:
+            return found[-1], found[-1] + 1
+    i = fitting[-1][0]
+    return i, i + 1
+
+
+def wrap(text: str, size: float, width_px: float = NARROWEST_PX) -> str:
+    """`text` with SOFT_BREAKs where a chart `width_px` wide would cut a line of `size` px type; the
+    breaks it already has are kept."""
+    limit = _chars_per_line(size, width_px)
+    lines = [_wrap_line(part, limit) for part in _BREAK.split(text)]
+    hard = _BREAK.findall(text)
+    return "".join(SOFT_BREAK.join(group) + (hard[k] if k < len(hard) else "") for k, group in enumerate(lines))
+
+
+def unwrap(text: str) -> str:
+    """`text` without the breaks wrap() added."""
+    return text.replace(SOFT_BREAK, " ")
+
+
+def line_count(text: str) -> int:
+    return 0 if not text else 1 + len(_BREAK.findall(text))
+
+
+def legend_entries(fig: go.Figure) -> list[str]:
+    """The names the legend shows: traces in it (plotly leaves out heatmaps, sankeys and tables unless told)."""
+    if fig.layout.showlegend is False:
+        return []
+    flags = [(t, t["showlegend"] if "showlegend" in t else False) for t in fig.data]  # a sankey has no legend
+    shown = [t.name or "" for t, flag in flags if flag is True
+             or (flag is None and t.type not in ("heatmap", "table", "pie", "histogram2d"))]
+    return shown if len(shown) > 1 or any(flag is True for _, flag in flags) else []
+
+
+def legend_rows(names: list[str], width_px: float = NARROWEST_PX, size: float = LEGEND_SIZE) -> int:
+    """Rows a horizontal legend of `names` takes on a chart `width_px` wide (plotly packs entries left to right)."""
+    room = width_px - MARGIN["l"] - MARGIN["r"]  # styled()'s legend spans the plot (xref="paper")
+    rows, used = 0, room
+    for name in names:
+        entry = LEGEND_SYMBOL_PX + visible_length(name) * CHAR_EM * size
+        if used + entry > room:
+            rows, used = rows + 1, 0
+        used += entry
+    return rows
+
+
+def _legend_placed(fig: go.Figure) -> bool:
+    legend = fig.layout.legend
+    return any(v is not None for v in (legend.x, legend.y, legend.orientation))
+
+
+def title_block_px(fig: go.Figure) -> int:
+    """Pixels from the figure's top to the end of its title and subtitle (both as wrapped)."""
+    title = fig.layout.title
+    size = (title.font.size or TITLE_SIZE)
+    sub_size = (title.subtitle.font.size or SUBTITLE_SIZE)
+    lines = line_count(title.text or "")
+    sub_lines = line_count(title.subtitle.text or "")
+    return TOP_PAD_PX + math.ceil(lines * size * LINE_EM + sub_lines * sub_size * LINE_EM)
+
+
+# A legend the view has not placed: in rows from the plot's left, between the subtitle and the plot.
+TOP_LEGEND = dict(orientation="h", x=0, xanchor="left", xref="paper", y=1, yanchor="bottom", yref="paper")
+
+
+def _subplot_titles(fig: go.Figure) -> list:
+    """The annotations make_subplots puts over each subplot: centred, just above its domain."""
+    return [a for a in fig.layout.annotations if a.xref == "paper" and a.yref == "paper" and a.showarrow is False
+            and a.xanchor == "center" and a.yanchor == "bottom" and a.text]
+
+
+def _wrap_subplot_titles(fig: go.Figure) -> None:
+    """Subplot titles cut to the width of their subplot at the narrowest chart."""
+    plot_px = NARROWEST_PX - MARGIN["l"] - MARGIN["r"]
+    for annotation in _subplot_titles(fig):
+        axis = next((fig.layout[k] for k in fig.layout if re.match(r"xaxis\d*$", k)
+                     and fig.layout[k].domain and fig.layout[k].domain[0] <= annotation.x <= fig.layout[k].domain[1]), None)
+        share = (axis.domain[1] - axis.domain[0]) if axis is not None else 1.0
+        annotation.text = wrap(unwrap(annotation.text), annotation.font.size or FONT_SIZE, plot_px * share + 10)
+
+
+def _over_plot_px(fig: go.Figure) -> int:
+    """Room the top subplot's title takes above the plot area (0 without subplot titles)."""
+    tops = [a for a in _subplot_titles(fig) if a.y >= 0.99]
+    return max((math.ceil(line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM) + 4 for a in tops), default=0)
+
+
+def _top_px(fig: go.Figure, scale: float = 1.0) -> int:
+    """The top margin `fig` needs: its title block, a subplot title over the top row, and the rows of a
+    legend in TOP_LEGEND's place."""
+    top = title_block_px(fig) + GAP_PX * scale + _over_plot_px(fig)
+    legend = fig.layout.legend
+    if legend.orientation == "h" and legend.y is not None and legend.y >= 1 and legend.yanchor == "bottom" and legend.yref == "paper":
+        size = legend.font.size or LEGEND_SIZE
+        top += legend_rows(legend_entries(fig), size=size) * LEGEND_ROW_PX * size / LEGEND_SIZE
+    return math.ceil(top)
+
+
 def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> go.Figure:
-    """Apply the house look; `notes` become the subtitle (the simulated note, what was aggregated)."""
+    """Apply the house look; `notes` become the subtitle (the simulated note, what was aggregated).
+
+    The title and the subtitle are wrapped to fit the narrowest chart, and the top margin (and the
+    height, so the plot keeps its size) grows by the lines that adds. A legend the view has not placed
+    goes in one or more rows between the subtitle and the plot, with room kept for its rows at the
+    narrowest width, so it meets neither the title nor what is above the chart."""
+    subtitle = wrap(SEPARATOR.join(n for n in notes if n), SUBTITLE_SIZE)
     fig.update_layout(
-        template="plotly_white",
-        height=height,
-        font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=TEXT),
+        font=dict(family=FONT_FAMILY, size=FONT_SIZE),
         title=dict(
-            text=title,
-            x=0.01,
-            xanchor="left",
-            font=dict(size=FONT_SIZE + 4),
-            subtitle=dict(text=" · ".join(n for n in notes if n), font=dict(size=FONT_SIZE - 2, color="#555555")),
+            text=wrap(title, TITLE_SIZE), x=0.01, xanchor="left", xref="container", y=1, yanchor="top",
+            yref="container", pad=dict(t=TOP_PAD_PX), font=dict(size=TITLE_SIZE),
+            subtitle=dict(text=subtitle, font=dict(size=SUBTITLE_SIZE)),
         ),
-        margin=dict(l=80, r=30, t=100, b=60),
         hoverlabel=dict(font_size=FONT_SIZE - 1),
-        legend=dict(font=dict(size=FONT_SIZE - 2)),
+        legend=dict(font=dict(size=LEGEND_SIZE)),
     )
+    fig.update_xaxes(tickfont_size=TICK_SIZE, title_font_size=AXIS_TITLE_SIZE)
+    fig.update_yaxes(tickfont_size=TICK_SIZE, title_font_size=AXIS_TITLE_SIZE)
+    _wrap_subplot_titles(fig)
+    names = legend_entries(fig)
+    if names and not _legend_placed(fig):
+        fig.update_layout(legend=TOP_LEGEND)
+    top = max(_top_px(fig), BASE_TOP_PX)
+    fig.update_layout(height=height + top - BASE_TOP_PX, margin=dict(MARGIN, t=top))
+    _lift_legend(fig)
     return fig
+
+
+def _lift_legend(fig: go.Figure) -> None:
+    """A top legend sits over the top subplot's title, not on it."""
+    legend, over = fig.layout.legend, _over_plot_px(fig)
+    if over and legend.orientation == "h" and legend.yanchor == "bottom" and legend.yref == "paper":
+        plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+        fig.update_layout(legend_y=1 + over / max(plot_px, 1))
+
+
+def light(fig: go.Figure) -> go.Figure:
+    """The light look on `fig` itself, for where no page theme applies (the offline HTML report): white
+    background, dark ink, grey guides; what styled() leaves to the page's theme."""
+    axis = dict(gridcolor="#E5E5E5", zerolinecolor="#D0D0D0", linecolor=GUIDE)
+    fig.update_layout(template="none", paper_bgcolor=WHITE, plot_bgcolor=WHITE, font_color=TEXT,
+                      hoverlabel=dict(bgcolor=WHITE, font_color=TEXT))
+    fig.update_xaxes(**axis)
+    fig.update_yaxes(**axis)
+    return fig
+
+
+_SIZED = ("textfont", "insidetextfont", "outsidetextfont")
+
+
+def _scaled(size, scale: float):
+    if isinstance(size, (int, float)) and not isinstance(size, bool):
+        return round(size * scale, 1)
+    if isinstance(size, (list, tuple)):
+        return [_scaled(s, scale) for s in size]
+    return size
+
+
+def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
+    """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
+    axis titles, legend, annotations, hovers, text on marks), the title wrapped again at the larger
+    size and the margins and the height grown to match, so the plot keeps its share of the chart."""
+    if scale <= 0:
+        raise ValueError(f"scale must be positive, got {scale!r}")
+    out = go.Figure(fig)
+    layout = out.layout
+    old_block = title_block_px(out)
+    font = layout.font.size or FONT_SIZE
+    layout.font.size = _scaled(font, scale)
+    title = layout.title
+    title.font.size = _scaled(title.font.size or TITLE_SIZE, scale)
+    title.subtitle.font.size = _scaled(title.subtitle.font.size or SUBTITLE_SIZE, scale)
+    if title.text:
+        title.text = wrap(unwrap(title.text), title.font.size)
+    if title.subtitle.text:
+        title.subtitle.text = wrap(unwrap(title.subtitle.text), title.subtitle.font.size)
+    layout.legend.font.size = _scaled(layout.legend.font.size or LEGEND_SIZE, scale)
+    if layout.legend.title.font.size:
+        layout.legend.title.font.size = _scaled(layout.legend.title.font.size, scale)
+    layout.hoverlabel.font.size = _scaled(layout.hoverlabel.font.size or FONT_SIZE - 1, scale)
+    for annotation in layout.annotations:
+        annotation.font.size = _scaled(annotation.font.size or font, scale)
+    _wrap_subplot_titles(out)
+    for axis in [getattr(layout, name) for name in layout if re.match(r"[xy]axis\d*$", name)]:
+        if axis.tickfont.size:
+            axis.tickfont.size = _scaled(axis.tickfont.size, scale)
+        if axis.title.font.size:
+            axis.title.font.size = _scaled(axis.title.font.size, scale)
+    for trace in out.data:
+        for key in _SIZED:
+            if key in trace and trace[key].size is not None:
+                trace[key].size = _scaled(trace[key].size, scale)
+        if trace.type == "sankey" and trace.textfont.size is None:
+            trace.textfont.size = _scaled(font, scale)
+    old = fig.layout.margin
+    old_top, old_bottom = old.t or BASE_TOP_PX, old.b or MARGIN["b"]
+    # What sits between the title block and the plot (a legend, step names) grows with its type.
+    top = max(_top_px(out, scale), title_block_px(out) + (old_top - old_block) * scale)
+    bottom = old_bottom * scale
+    layout.margin = dict(t=round(top), b=round(bottom), l=round((old.l or MARGIN["l"]) * scale),
+                         r=round((old.r or MARGIN["r"]) * scale))
+    layout.height = round((fig.layout.height or 520) + (top - old_top) + (bottom - old_bottom))
+    _lift_legend(out)
+    return out

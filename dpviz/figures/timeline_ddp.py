@@ -20,8 +20,8 @@ from ..trace import Trace
 from ..vocabulary import Vocabulary
 from ..wording import human_bytes
 from .bounds import MAX_MARKS
-from .colors import OUTLINE, device_color, device_pattern, with_alpha
-from .style import NAME_LIMIT, ddp_note, plural, styled
+from .colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
+from .style import GAP_PX, NAME_LIMIT, ddp_note, plural, styled, title_block_px
 
 COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "bucket", "detail"]
 BUCKET_ROWS = 4  # sub-rows for the buckets of one step; more buckets share them (bucket k on row k mod 4)
@@ -31,7 +31,7 @@ PARAMS_SHOWN = 6  # parameter names a hover lists before "and N more"
 MARKS_PX = 20  # room above the lanes for the steps' names
 MAX_STEP_MARKS = 24  # steps named above the lanes; a wider window would crowd them
 MIN_SHARE = 1 / 200  # the shortest drawn span, as a share of the window's time (as the DataParallel timeline)
-TITLE_PX, LINE_PX, LEGEND_ROW_PX, LANE_BASE_PX, LANE_PX, BOTTOM_PX = 60, 21, 28, 100, 64, 70
+LEGEND_ROW_PX, LANE_BASE_PX, LANE_PX, BOTTOM_PX = 28, 100, 64, 70
 LEGEND_COLUMNS = 5
 WAIT = "wait"  # not a recorded phase: the tail of a backward spent waiting for the all-reduces
 WAIT_LABEL = "waiting for all-reduce"
@@ -175,23 +175,21 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
                      tickvals=list(range(ranks)), ticktext=[vocabulary.lane_name(r) for r in range(ranks)],
                      showgrid=False, zeroline=False)
     for t, label in marks:  # where each step begins, named above the lanes
-        fig.add_vline(x=t, line=dict(color="#999999", width=1, dash="dot"))
+        fig.add_vline(x=t, line=dict(color=GUIDE, width=1, dash="dot"))
         fig.add_annotation(x=t, y=-0.5, yref="y", text=label, showarrow=False, xanchor="left", yanchor="bottom",
-                           font=dict(size=12, color="#555555"))
+                           font=dict(size=12))  # off the marks: the page theme's ink
     for r in range(1, ranks):  # a rule between lanes: which all-reduce row belongs to which rank
-        fig.add_hline(y=r - 0.5, line=dict(color="#DDDDDD", width=1))
+        fig.add_hline(y=r - 0.5, line=dict(color=GUIDE, width=1))
     fig.update_xaxes(title_text="time since the run began (ms, measured; drag to zoom, double-click to reset)")
     rows = max(1, -(-len(fig.data) // LEGEND_COLUMNS))
-    subtitle_lines = 1 + " · ".join(notes).count("<br>")
-    top = TITLE_PX + LINE_PX * subtitle_lines + rows * LEGEND_ROW_PX + (MARKS_PX if marks else 0)
     plot_px = LANE_BASE_PX + LANE_PX * ranks
-    styled(fig, title, notes, height=top + plot_px + BOTTOM_PX)
-    fig.update_layout(
-        margin=dict(t=top, b=BOTTOM_PX),
-        title=dict(y=1 - 38 / fig.layout.height, yanchor="middle"),
-        legend=dict(orientation="h", x=0, xanchor="left", y=1 + (6 + (MARKS_PX if marks else 0)) / plot_px, yanchor="bottom",
-                    entrywidth=1 / LEGEND_COLUMNS, entrywidthmode="fraction", traceorder="normal"),
-    )
+    marks_px = MARKS_PX if marks else 0
+    # The legend in columns over the lanes, the steps' names between it and the lanes.
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=1 + (6 + marks_px) / plot_px, yanchor="bottom",
+                                  entrywidth=1 / LEGEND_COLUMNS, entrywidthmode="fraction", traceorder="normal"))
+    styled(fig, title, notes)
+    top = title_block_px(fig) + GAP_PX + rows * LEGEND_ROW_PX + marks_px  # the title block as styled() wrapped it
+    fig.update_layout(height=top + plot_px + BOTTOM_PX, margin=dict(t=top, b=BOTTOM_PX))
     return fig
 
 
