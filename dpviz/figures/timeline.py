@@ -17,12 +17,13 @@ DistributedDataParallel traces have a layout of their own (timeline_ddp).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from ..vocabulary import EVERY_LANE, Vocabulary
+from ..vocabulary import EVERY_LANE, HOST, Vocabulary
 from .bounds import MAX_MARKS
 from .style import backend_note, check_batch, plural, styled
 from .timeline_ddp import timeline_ddp_figure
@@ -58,7 +59,7 @@ def window_size(trace: Trace) -> int:
     # forward, gather), and in training each later lane phase once per lane or once per batch.
     marks_per_batch = (1 + len(drawn_host(trace.vocabulary))) * lanes
     for phase in trace.vocabulary.phases if trace.config.train else ():
-        if phase.where != "host" and phase.name != "forward":
+        if phase.where != HOST and phase.name != "forward":
             marks_per_batch += lanes if phase.where == EVERY_LANE else 1
     return max(1, MAX_MARKS // marks_per_batch)
 
@@ -92,7 +93,7 @@ def _title_px(fig: go.Figure, subtitle_lines: int) -> int:
 
 
 def _lines(text: str) -> int:
-    return text.count("<br>") + 1 if text else 0
+    return len(re.findall(r"<br\s*/?>", text)) + 1 if text else 0
 
 
 def _lay_out(fig: go.Figure, panels: list[Panel], vocabulary: Vocabulary, devices: int, titles: dict[str, str],

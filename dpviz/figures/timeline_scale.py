@@ -87,7 +87,9 @@ def _nice_step(rough: float) -> float:
 
 def time_ticks(scale: TimeScale, count: int = 6) -> tuple[list[float], list[str]]:
     """About `count` ticks at round measured times, placed where they are drawn; none inside a cut,
-    none closer than a tenth of the axis to the one before (a cut brings far times close together)."""
+    none closer than a tenth of the axis to the one before (a cut brings far times close together).
+    When cuts leave fewer than three round times, the ends of the cuts (where measured time resumes)
+    are labelled too, to three significant digits."""
     if len(scale.real) < 2:
         return [], []
     lo, hi = float(scale.real[0]), float(scale.real[-1])
@@ -95,14 +97,16 @@ def time_ticks(scale: TimeScale, count: int = 6) -> tuple[list[float], list[str]
     if width <= 0:
         return [], []
     step = _nice_step(width / count)
+    times = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
+    labels = {t: f"{t:,.10g}" for t in times if not any(c.start < t < c.end for c in scale.cuts)}
+    if len(labels) < 3:
+        for t in [lo] + [c.end for c in scale.cuts]:
+            labels.setdefault(t, f"{t:,.3g}")
     values, texts, last = [], [], -math.inf
-    for k in range(math.ceil(lo / step), math.floor(hi / step) + 1):
-        t = k * step
-        if any(c.start < t < c.end for c in scale.cuts):
-            continue
+    for t in sorted(labels):
         at = float(scale(t))
         if at - last >= width / 10:
             values.append(at)
-            texts.append(f"{t:,.10g}")
+            texts.append(labels[t])
             last = at
     return values, texts

@@ -23,6 +23,9 @@ def wrapped(text: str, width: int = WRAP) -> str:
 
 def times_note(trace: Trace, training: bool) -> str:
     """What a measured time is on this trace's devices, and what real GPUs do differently."""
+    if trace.simulated and len(trace.lanes) == 1:
+        return ("Simulated times: one CPU thread stands in for the GPU. With one device DataParallel calls the "
+                "model itself: no replicate, no gather.")
     if trace.simulated:
         text = ("Simulated times: the GPUs are threads taking turns on one CPU (and on Python's interpreter "
                 "lock), so their forwards come out one after another, like a staircase. Real DataParallel's "
@@ -66,5 +69,5 @@ def steps_note(shown: list[int], first: int, last: int) -> str:
     skipped = (last - first + 1) - len(shown)
     text = "Steps panel: a forward's or backward's bar is as long as its share of rows."
     if skipped > 0:
-        text += f" The {plural(skipped, 'batch')} not drawn there repeat the same steps."
+        text += f" The {plural(skipped, 'batch')} not drawn there {'repeats' if skipped == 1 else 'repeat'} the same steps."
     return text
