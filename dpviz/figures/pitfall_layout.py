@@ -20,5 +20,7 @@ def panel_headings(fig: go.Figure, headings: list[str]) -> None:
 
 
 def title_on_top(fig: go.Figure, margin_top: int) -> None:
-    """Give the figure a top margin of `margin_top` px with the title and its subtitle at the very top."""
-    fig.update_layout(margin=dict(t=margin_top), title=dict(yref="container", y=1, yanchor="top", pad=dict(t=14)))
+    """Give the figure a top margin of at least `margin_top` px (more if styled() wrapped the title and
+    grew it), with the title and its subtitle at the very top."""
+    top = max(fig.layout.margin.t or 0, margin_top)
+    fig.update_layout(margin=dict(t=top), title=dict(yref="container", y=1, yanchor="top", pad=dict(t=16)))
