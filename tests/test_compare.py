@@ -8,6 +8,7 @@ import pytest
 from dpviz.compare import comparison, model_bytes, per_device, step_seconds, traffic
 from dpviz.config import RunConfig
 from dpviz.engines import engine
+from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 
 
 @functools.cache
@@ -78,7 +79,7 @@ def test_the_comparison_figure_draws_each_engines_traffic_by_what_moves():
     assert left == {"input chunk", "parameter copy", "output gathered", "output gradient", "sum of gradients"}  # the phase's own name
     assert right == {"all-reduce", "buffers"}  # BatchNorm's buffers, from rank 0
     gpu0 = sum(bar.y[list(bar.x).index("GPU 0")] for bar in fig.data if bar.xaxis == "x" and "GPU 0" in bar.x)
-    assert gpu0 == pytest.approx(max(f.bytes_per_step for f in per_device(dp)), abs=1) and "GPU 0 moves" in fig.layout.annotations[0].text
+    assert gpu0 == pytest.approx(max(f.bytes_per_step for f in per_device(dp)), abs=1) and "GPU 0 moves" in unwrap(fig.layout.annotations[0].text)
 
 
 def test_the_ddp_flow_shows_each_rank_reading_its_own_rows_into_one_all_reduce():

@@ -17,6 +17,7 @@ from dpviz.figures.views import VIEWS
 from dpviz.tables import memory_batches
 from dpviz.tables_ddp import bucket_layout
 from ddp_traces import CONFIGS, ddp_trace
+from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 
 NAMES = list(CONFIGS)
 
@@ -75,7 +76,7 @@ def test_split_bars_are_each_ranks_rows_and_the_padding_is_marked(name):
     hatched = [t for t in fig.data if t.type == "bar" and t.marker.pattern.shape == "x" and t.x[0] is not None]
     assert sum(sum(t.y) for t in hatched) == _padding(trace.config)
     if _padding(trace.config):
-        assert f"{_padding(trace.config)} row" in fig.layout.title.text and "loaded again" in fig.layout.title.text
+        assert f"{_padding(trace.config)} row" in unwrap(fig.layout.title.text) and "loaded again" in unwrap(fig.layout.title.text)
 
 
 def test_the_padding_rows_are_the_first_of_the_samplers_list_and_come_last():
@@ -127,9 +128,9 @@ def test_timeline_draws_allreduces_on_a_thin_row_under_the_rank_overlapping_its_
         assert all(p in hovers for p in bucket["params"][:6])
     assert f"rank 3: all-reduce of bucket" in hovers
     assert any(t.name == "waiting for all-reduce" for t in fig.data)
-    assert "one lane per rank" in fig.layout.title.text
+    assert "one lane per rank" in unwrap(fig.layout.title.text)
     assert fig.layout.yaxis.ticktext == tuple(f"rank {r}" for r in range(4))
-    assert "4 ranks on the CPU (gloo)" in fig.layout.title.subtitle.text
+    assert "4 ranks on the CPU (gloo)" in unwrap(fig.layout.title.subtitle.text)
 
 
 def test_timeline_of_accumulation_names_the_no_sync_steps_and_draws_no_allreduce_in_them():
@@ -145,7 +146,7 @@ def test_timeline_of_accumulation_names_the_no_sync_steps_and_draws_no_allreduce
 def test_timeline_of_a_forward_only_run_has_no_allreduce_row_and_says_why():
     fig = timeline_figure(ddp_trace("four_forward"))
     assert not any(t.name == "all-reduce" for t in fig.data)
-    assert "no all-reduce in these steps: forward only" in fig.layout.title.subtitle.text
+    assert "no all-reduce in these steps: forward only" in unwrap(fig.layout.title.subtitle.text)
     assert window_size(ddp_trace("four_forward")) >= len(ddp_trace("four_forward").batches)
 
 
@@ -159,8 +160,9 @@ def test_sample_map_lays_each_step_out_in_the_samplers_strided_order():
     assert step1["sample"].tolist() == list(range(12, 20)) + [0]  # padded with the list's first row
     assert repeats == [(1, 8)] and step1.iloc[-1]["device"] == 2
     fig = sample_map_figure(trace)
-    assert "dealt out in strides" in fig.layout.annotations[1].text
-    top, bottom = [t for t in fig.data if t.name == "loaded again (padding)"]
+    assert "dealt out in strides" in unwrap(fig.layout.annotations[1].text)
+    # The rings around the marks (each dark or white against its mark); the legend's grey ring has no points.
+    top, bottom = [t for t in fig.data if t.name == "loaded again (padding)" and t.x[0] is not None]
     assert (list(top.x), list(top.y)) == ([0], [1])  # dataset row 0, in step 1
     assert (list(bottom.x), list(bottom.y)) == ([8], [1])  # the step's place 8, rank 2's third row
     assert [t.name for t in fig.data if t.type == "scatter" and t.mode == "markers" and (t.name or "").startswith("rank")] == ["rank 0", "rank 1", "rank 2"]
@@ -170,7 +172,7 @@ def test_sample_map_of_dataparallel_still_shows_contiguous_slices():
     from figure_traces import recorded
 
     fig = sample_map_figure(recorded(gpus=3))
-    assert fig.layout.annotations[1].text.startswith("Inside each batch: one contiguous slice per GPU")
+    assert unwrap(fig.layout.annotations[1].text).startswith("Inside each batch: one contiguous slice per GPU")
     assert not any(t.name == "loaded again (padding)" for t in fig.data)
 
 
@@ -179,7 +181,7 @@ def test_memory_per_rank_is_balanced_and_says_so(name):
     trace = ddp_trace(name)
     for batch in memory_batches(trace):
         fig = memory_figure(trace, batch)
-        assert fig.layout.title.text.startswith(f"Memory per rank after each phase of step {batch}")
+        assert unwrap(fig.layout.title.text).startswith(f"Memory per rank after each phase of step {batch}")
         (caption,) = [a.text for a in fig.layout.annotations]
         assert caption.startswith("<b>Balanced:") and "no output is gathered onto one rank" in caption
         totals = {}
@@ -226,5 +228,5 @@ def test_a_files_parameter_names_and_errors_reach_the_figures_as_text():
     hovers = " ".join(str(d[0]) for t in timeline.data if t.name == "all-reduce" for d in t.customdata)
     assert "&lt;b&gt;x&lt;/b&gt;&lt;a href='http://e.example'&gt;y&lt;/a&gt;" in hovers and evil not in hovers
     for fig in (timeline, split):
-        subtitle = fig.layout.title.subtitle.text
+        subtitle = unwrap(fig.layout.title.subtitle.text)
         assert "step 2 failed: RuntimeError: &lt;b&gt;x&lt;/b&gt;" in subtitle and "<a href" not in subtitle

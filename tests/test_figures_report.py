@@ -87,4 +87,4 @@ def test_report_figures_are_drawn_light_whatever_the_page_theme():
     figures = page.count("Plotly.newPlot(")
     assert figures >= 4
     assert page.count('"paper_bgcolor":"#FFFFFF"') == page.count('"plot_bgcolor":"#FFFFFF"') == figures
-    assert page.count('sans-serif","size":16,"color":"#222222"') == figures  # the layout's ink, dark on white
+    assert page.count('sans-serif","size":16,"color":"#000000"') == figures  # the layout's ink, dark on white

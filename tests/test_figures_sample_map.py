@@ -7,6 +7,7 @@ from dpviz.figures import MAX_MARKS, count_marks, prepare_sample_map, sample_map
 from dpviz.figures.colors import TEXT, WHITE, device_color, text_color_on
 from dpviz.figures.sample_map import MIN_MARKER_PX, PLOT_PX, exact_marks, marker_size, top_is_exact
 from figure_traces import LARGEST, MAX_JSON_BYTES, recorded, synthetic
+from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 
 
 def _points(fig):
@@ -74,7 +75,7 @@ def test_row_ids_contrast_with_their_cell():
     for x, y, color in zip(np.asarray(written.x), np.asarray(written.y), written.textfont.color):
         assert color == text_color_on(device_color(int(z[y, x])))
     colors = dict(zip(zip(np.asarray(written.y).tolist(), np.asarray(written.x).tolist()), written.textfont.color))
-    assert colors[(0, 24)] == TEXT and colors[(0, 28)] == WHITE  # GPU 6's yellow, GPU 7's black
+    assert colors[(0, 24)] == TEXT and colors[(0, 28)] == WHITE  # GPU 6's yellow, GPU 7's violet
 
 
 @pytest.mark.parametrize("gpus,train", [(2, False), (8, False), (8, True), (16, True)])
@@ -103,8 +104,8 @@ def test_more_rows_than_fit_side_by_side_bin_the_top_panel_only():
     counts, cells = _heatmaps(fig)
     assert np.asarray(counts.z).sum() == 300 and counts.colorscale[0][1] != cells.colorscale[0][1]
     assert np.asarray(cells.z, dtype=float).shape == (10, 30)  # the bottom panel stays exact
-    assert "top panel binned (more rows than fit side by side)" in fig.layout.title.subtitle.text
-    assert "bottom panel binned" not in fig.layout.title.subtitle.text
+    assert "top panel binned (more rows than fit side by side)" in unwrap(fig.layout.title.subtitle.text)
+    assert "bottom panel binned" not in unwrap(fig.layout.title.subtitle.text)
     assert {t.name for t in fig.data if t.type == "scatter" and t.mode == "markers"} == {f"GPU {d}" for d in range(8)}
     assert top_is_exact(prepare_sample_map(synthetic(RunConfig(data_size=200, batch_size=30, gpus=8))), 200)
 
@@ -112,12 +113,12 @@ def test_more_rows_than_fit_side_by_side_bin_the_top_panel_only():
 def test_without_shuffle_rows_go_in_order():
     trace = recorded(gpus=3, shuffle=False)
     fig = sample_map_figure(trace)
-    assert "in order (shuffle=False)" in fig.layout.title.text
+    assert "in order (shuffle=False)" in unwrap(fig.layout.title.text)
     points = _points(fig)
     xs = np.concatenate([np.asarray(p.x) for p in points.values()])
     ys = np.concatenate([np.asarray(p.y) for p in points.values()])
     assert (ys == xs // 30).all()
-    assert "shuffled (shuffle=True)" in sample_map_figure(recorded(gpus=3)).layout.title.text
+    assert "shuffled (shuffle=True)" in unwrap(sample_map_figure(recorded(gpus=3)).layout.title.text)
 
 
 def test_axes_titled_and_simulated_said_once():
@@ -125,7 +126,7 @@ def test_axes_titled_and_simulated_said_once():
     assert fig.layout.xaxis.title.text.startswith("dataset row")
     assert fig.layout.xaxis2.title.text.startswith("row within the batch")
     assert fig.layout.yaxis.title.text == "batch"
-    assert fig.layout.title.subtitle.text.lower().count("simulated") == 1
+    assert unwrap(fig.layout.title.subtitle.text).lower().count("simulated") == 1
 
 
 def test_largest_run_is_binned_under_the_bound():
@@ -135,7 +136,7 @@ def test_largest_run_is_binned_under_the_bound():
     assert len(fig.to_json()) < MAX_JSON_BYTES
     counts, devices = _heatmaps(fig)
     assert np.asarray(counts.z).sum() == 300_000  # every dataset row counted once
-    assert "binned" in fig.layout.title.subtitle.text
+    assert "binned" in unwrap(fig.layout.title.subtitle.text)
     z = np.asarray(devices.z, dtype=float)
     assert set(np.unique(z[~np.isnan(z)]).tolist()) <= set(range(15))  # GPU 15 never gets a row
 
@@ -145,13 +146,13 @@ def test_the_bottom_panel_bins_exactly_where_the_map_would_pass_the_bound():
     # binned (100 x 40 cells and 2 legend entries); with the bottom panel's 2,999 x 2 cells that is
     # 10,000 marks, still exact.
     fig = sample_map_figure(synthetic(RunConfig(data_size=5_998, batch_size=2, gpus=2)))
-    assert "top panel binned" in fig.layout.title.subtitle.text
-    assert "bottom panel binned" not in fig.layout.title.subtitle.text
+    assert "top panel binned" in unwrap(fig.layout.title.subtitle.text)
+    assert "bottom panel binned" not in unwrap(fig.layout.title.subtitle.text)
     assert np.asarray(_heatmaps(fig)[1].z, dtype=float).shape == (2_999, 2)
     assert count_marks(fig) == 100 * 40 + 2 + 2_999 * 2 == MAX_MARKS
     # Two rows more make a 3,000th batch and 2 more cells: past the bound, so both panels are binned.
     binned = sample_map_figure(synthetic(RunConfig(data_size=6_000, batch_size=2, gpus=2, shuffle=False)))
-    assert "bottom panel binned too" in binned.layout.title.subtitle.text
+    assert "bottom panel binned too" in unwrap(binned.layout.title.subtitle.text)
     assert count_marks(binned) <= MAX_MARKS
 
 
