@@ -32,6 +32,11 @@ def _split_record(batch: int, batch_rows: int, device: int, span: Span | None) -
     )
 
 
+def called_without_rows(span: Span) -> bool:
+    """A replica scatter_kwargs padded with an empty tuple: called with the keywords alone, no tensor of the batch."""
+    return span.rows == 0 or span.input_shape is None
+
+
 def split_table(trace: Trace) -> pd.DataFrame:
     """One row per (batch, device): the slice of the batch the device got, or used=False when idle."""
     forwards = _forwards_by_slot(trace)

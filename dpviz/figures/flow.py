@@ -24,7 +24,8 @@ from ..tables import batch_spans, batch_split
 from ..trace import Trace
 from ..wording import device_list
 from .flow_draw import FAILED_COLOR, plot_flow_lanes  # noqa: F401  FAILED_COLOR: the DDP flow's too
-from .flow_links import _preview, called_without_rows, failed_replica, flow_steps, prepare_flow_links
+from ..tables import called_without_rows
+from .flow_links import _preview, failed_replica, flow_steps, prepare_flow_links
 from .style import NAME_LIMIT, backend_note, check_batch, device_name, plural, rows_text
 
 BATCH_COLOR = "#4D4D4D"  # the DDP flow's dataset node

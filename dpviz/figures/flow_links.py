@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..echo import plotly_text
-from ..tables import batch_spans
+from ..tables import batch_spans, called_without_rows
 from ..trace import Span, Trace
 from ..wording import human_bytes, plural
 from .style import check_batch, device_name, rows_text
@@ -48,11 +48,6 @@ def failed_replica(trace: Trace, batch: int) -> Span | None:
     if failure is None or failure.batch != batch or failure.replica is None:
         return None
     return next((s for s in trace.replicas(batch) if s.replica == failure.replica), None)
-
-
-def called_without_rows(span: Span) -> bool:
-    """A replica scatter_kwargs padded with an empty tuple: called with the keywords alone, no tensor of the batch."""
-    return span.rows == 0 or span.input_shape is None
 
 
 def parameter_bytes(trace: Trace) -> int | None:

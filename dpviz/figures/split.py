@@ -16,8 +16,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..tables import batch_split, chunks_per_batch
-from ..trace import Span, Trace
+from ..tables import batch_split, called_without_rows, chunks_per_batch
+from ..trace import Trace
 from .bounds import MAX_MARKS, batch_label, split_runs
 from .colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
 from .split_ddp import split_ddp_figure
@@ -32,11 +32,6 @@ RAISED = "✗ raised"
 
 def _marks_per_bar(devices: int) -> int:
     return 2 * devices  # at most one bar segment and one grid cell per device
-
-
-def called_without_rows(span: Span) -> bool:
-    """A replica scatter_kwargs padded with an empty tuple: called with the keywords alone, no tensor of the batch."""
-    return span.rows == 0 or span.input_shape is None
 
 
 def _runs(trace: Trace, chunks: list[tuple[int, ...]], per_bar: int) -> list[tuple[int, int]]:

@@ -10,7 +10,8 @@ from ..echo import plotly_text
 from ..tables import batch_spans
 from ..trace import Trace
 from ..wording import device_list, plural
-from .flow_links import called_without_rows, failed_replica
+from ..tables import called_without_rows
+from .flow_links import failed_replica
 from .style import NAME_LIMIT, device_name
 
 
