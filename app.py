@@ -18,6 +18,7 @@ from dpviz.figures import VIEWS, View, html_report
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW
 from dpviz.compare import comparison
 from dpviz.figures.compare import comparison_figure
+from dpviz.figures.style import presentation
 from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, preset_of
 from dpviz.engines.run import runnable
 from dpviz.session import Runs, Views
@@ -28,6 +29,7 @@ from dpviz.wording import describe_devices
 from dpviz.url_state import BOTH, from_query, settle, to_query, wants_both
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
+PRESENT = "presenting"  # the presentation toggle: larger type in every chart
 TAB = "tab"  # the views' tabs: the shown one's label, in the session's state
 ENGINE = "engine_choice"  # the engine control: dp, ddp or both (the config's engine is dp or ddp)
 ENGINE_LABELS = {"dp": "DataParallel", "ddp": "DistributedDataParallel", BOTH: "Both, side by side"}
@@ -73,6 +75,8 @@ def pitfall_buttons(choice: str) -> None:
 
 def controls() -> tuple[RunConfig, str]:
     """The sidebar's widgets, as a RunConfig that fits every limit, and the engine choice (dp, ddp or both)."""
+    st.sidebar.toggle("Presenting: larger text in the charts", key=PRESENT,
+                      help="For a projector or the back of a classroom: titles, labels, legends and hover text grow.")
     st.sidebar.header("Settings")
     choice = st.sidebar.radio(
         "Engine", list(ENGINE_LABELS), key=ENGINE, format_func=ENGINE_LABELS.get,
@@ -274,9 +278,17 @@ def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: s
 
 
 def chart(trace: Trace, build, *args, key: str) -> None:
-    """Draw `build(trace, *args)`, built once per trace and arguments in this session."""
+    """Draw `build(trace, *args)`, built once per trace and arguments in this session (and once more in
+    larger type, for presenting)."""
     views: Views = st.session_state.setdefault("views", Views())
-    st.plotly_chart(views.get(trace, build, *args), width="stretch", config=CHART_CONFIG, key=side_key(trace, key))
+    fig = views.get(trace, presented, build, *args) if st.session_state.get(PRESENT) else views.get(trace, build, *args)
+    st.plotly_chart(fig, width="stretch", config=CHART_CONFIG, key=side_key(trace, key))
+
+
+def presented(trace: Trace, build, *args):
+    """`build`'s figure in larger type, for a projector: a copy, the plain one stays as it is."""
+    views: Views = st.session_state.setdefault("views", Views())
+    return presentation(views.get(trace, build, *args))
 
 
 def side_key(trace: Trace, key: str) -> str:
@@ -416,7 +428,9 @@ def show_both(dp: Trace, ddp: Trace) -> None:
             if not tab.open:
                 continue
             if label == COMPARE:
-                st.plotly_chart(comparison_figure(dp, ddp), width="stretch", config=CHART_CONFIG, key="compare_chart")
+                figure = comparison_figure(dp, ddp)
+                st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
+                                config=CHART_CONFIG, key="compare_chart")
                 for sentence in comparison(dp, ddp):
                     st.markdown(markdown_text(sentence, 2_000))  # dpviz's own sentence, naming lanes: escaped, not cut
                 continue

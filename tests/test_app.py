@@ -212,7 +212,7 @@ def test_an_uploaded_ddp_trace_shows_ranks_and_says_which_views_are_dataparallel
         specs += [c.proto.spec for c in app.get("plotly_chart")]
     from dpviz.figures import VIEWS
 
-    dataparallel_only = [v.tab for v in VIEWS if "ddp" not in v.engines]
+    dataparallel_only = [v.tab for v in VIEWS if "ddp" not in v.engines and v.shown is None]  # Pitfall: no tab at all
     assert {"Step through", "Inputs"} <= set(dataparallel_only)
     for tab in dataparallel_only:
         assert f"{tab} draws nn.DataParallel runs only; this run is DistributedDataParallel." in infos
@@ -238,3 +238,16 @@ def test_the_pitfall_tab_is_there_only_for_a_run_that_has_one():
     app = page(preset="scalar-loss")
     app.slider(key="gpus").set_value(1).run()  # one device: DataParallel calls the model itself, no per-GPU losses
     assert not app.exception and [t.label for t in app.tabs] == TABS
+
+
+def test_presenting_draws_every_chart_in_larger_type():
+    app = page()
+    plain = app.get("plotly_chart")[0].proto.spec
+    app.toggle(key="presenting").set_value(True).run()
+    assert not app.exception
+    larger = app.get("plotly_chart")[0].proto.spec
+    import json
+
+    size = lambda spec: json.loads(spec)["layout"]["font"]["size"]
+    assert size(larger) > size(plain)
+    assert app.session_state["tab"] == "Flow" and len(every_tab(app)) == 7  # every view, presented, still draws
