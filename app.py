@@ -307,15 +307,20 @@ def batch_view(trace: Trace, view: View) -> None:
 
 
 def window_view(trace: Trace, view: View) -> None:
-    """A slider over windows of consecutive batches, when the trace has more than one window fits."""
-    window, first, key = view.window(trace), 0, side_key(trace, f"{view.key}_first")
+    """A slider over windows of consecutive batches, when the trace has more than one window fits; where the
+    view can, a switch to draw a few batches one by one instead of the window's summary."""
+    window, build, first, key = view.window(trace), view.build, 0, side_key(trace, f"{view.key}_first")
+    if view.detail is not None and trace.engine == "dp" and len(trace.batches) > view.detail_window:
+        if st.toggle(f"Batch by batch ({view.detail_window} at a time)", key=side_key(trace, f"{view.key}_detail"),
+                     help="Off: a window of many batches, drawn as one typical batch. On: a few batches, each drawn."):
+            window, build = view.detail_window, view.detail
     if len(trace.batches) > window:
         st.session_state.setdefault(key, 0)
         if st.session_state[key] > len(trace.batches) - 1:
             st.session_state[key] = 0
         first = st.slider(f"First batch of the window ({window:,} batches)", 0, len(trace.batches) - 1,
                           step=window, key=key)
-    chart(trace, view.build, first, key=view.key)
+    chart(trace, build, first, key=view.key)
 
 
 def text_view(trace: Trace, view: View) -> None:

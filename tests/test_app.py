@@ -251,3 +251,14 @@ def test_presenting_draws_every_chart_in_larger_type():
     size = lambda spec: json.loads(spec)["layout"]["font"]["size"]
     assert size(larger) > size(plain)
     assert app.session_state["tab"] == "Flow" and len(every_tab(app)) == 7  # every view, presented, still draws
+
+
+def test_a_long_timeline_can_be_drawn_batch_by_batch():
+    app = page(data_size="4500", gpus="8")  # 150 batches: the window is summarised as one typical batch
+    show_tab(app, "Timeline")
+    summary = app.get("plotly_chart")[0].proto.spec
+    app.toggle(key="timeline_detail").set_value(True).run()
+    assert not app.exception
+    detail = app.get("plotly_chart")[0].proto.spec
+    assert detail != summary and "batch 7" in detail and "batch 8" not in detail  # batches 0-7, each drawn
+    assert app.slider(key="timeline_first").max == 149

@@ -22,6 +22,7 @@ from .sample_map import sample_map_figure
 from .split import split_figure
 from .step import step_figure
 from .timeline import timeline_figure, window_size
+from .timeline_summary import DETAIL_BATCHES
 
 # How the page picks what a view draws: WHOLE the trace as it is; BATCH a slider over every batch;
 # WINDOW a slider over windows of batches; SAMPLED a choice among the batches the trace sampled; TEXT
@@ -44,6 +45,10 @@ class View:
     sampled: Callable[[Trace], list[int]] | None = None  # SAMPLED: the batches the trace sampled
     missing: str = ""  # SAMPLED: what the page says when the trace sampled none
     window: Callable[[Trace], int] | None = None  # WINDOW: how many batches one figure shows
+    # WINDOW, for a trace with more batches than `detail_window` draws one by one: the figure of that many,
+    # each batch drawn, for a class that wants to see them rather than the window's summary.
+    detail: Callable[..., Any] | None = None
+    detail_window: int = 0
     engines: tuple[str, ...] = ("dp",)  # the engines whose traces it draws
     shown: Callable[[Trace], bool] | None = None  # whether this run has anything for it (None: always)
 
@@ -83,6 +88,11 @@ def _memories(trace: Trace) -> list[tuple[str, Any]]:
             if b == sampled[0] or chunks[b] != chunks[sampled[0]]]
 
 
+def timeline_batches(trace: Trace, first: int) -> Any:
+    """DETAIL_BATCHES batches from `first`, each drawn as measured (not one typical batch)."""
+    return timeline_figure(trace, first, batches=min(DETAIL_BATCHES, window_size(trace)), detail=True)
+
+
 def _pitfall(trace: Trace) -> list[tuple[str, Any]]:
     fig = pitfall_figure(trace)
     return [] if fig is None else [("pitfall", fig)]
@@ -103,7 +113,8 @@ VIEWS: tuple[View, ...] = (
     View("pitfall", "Pitfall", "The pitfall, drawn", "pitfall", pitfall_figure, report=_pitfall, shown=has_pitfall),
     View("flow", "Flow", "Flow of a batch", "flow", flow_any, BATCH, report=_flows, engines=("dp", "ddp")),
     View("split", "Split per batch", "Split per batch", "split", split_figure, engines=BOTH),
-    View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size, engines=BOTH),
+    View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size, engines=BOTH,
+         detail=timeline_batches, detail_window=DETAIL_BATCHES),
     View("samples", "Sample map", "Sample map", "sample-map", sample_map_figure, engines=BOTH),
     View("step", "Step through", "Step through a batch", "step", step_figure, BATCH),
     View("inputs", "Inputs", "What each GPU received", "inputs", inputs_figure, SAMPLED, report=_inputs,
