@@ -32,7 +32,7 @@ NAME_LIMIT = 40  # characters of a name from a trace file (a device, an argument
 # font averages 0.45 em a character in Chromium (Arial's metrics) and Inter 0.5, so 0.5 is safe.
 NARROWEST_PX = 468
 CHAR_EM = 0.5
-TOP_PAD_PX = 12  # above the title
+TOP_PAD_PX = 18  # above the title: plotly sets a top-anchored title's first line a little high
 LINE_EM = 1.3  # a line of the title block, in ems of its own font
 GAP_PX = 14  # between the title block and what is under it (the legend, or the plot)
 LEGEND_ROW_PX = 26  # a row of a horizontal legend at LEGEND_SIZE
@@ -191,7 +191,7 @@ def title_block_px(fig: go.Figure) -> int:
     sub_size = (title.subtitle.font.size or SUBTITLE_SIZE)
     lines = line_count(title.text or "")
     sub_lines = line_count(title.subtitle.text or "")
-    return TOP_PAD_PX + math.ceil(lines * size * LINE_EM + sub_lines * sub_size * LINE_EM)
+    return (title.pad.t or TOP_PAD_PX) + math.ceil(lines * size * LINE_EM + sub_lines * sub_size * LINE_EM)
 
 
 # A legend the view has not placed: in rows from the plot's left, between the subtitle and the plot.
@@ -237,27 +237,32 @@ def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> g
     The title and the subtitle are wrapped to fit the narrowest chart, and the top margin (and the
     height, so the plot keeps its size) grows by the lines that adds. A legend the view has not placed
     goes in one or more rows between the subtitle and the plot, with room kept for its rows at the
-    narrowest width, so it meets neither the title nor what is above the chart."""
+    narrowest width, so it meets neither the title nor what is above the chart. One update_layout:
+    plotly's updates cost milliseconds each."""
+    text = wrap(title, TITLE_SIZE)
     subtitle = wrap(SEPARATOR.join(n for n in notes if n), SUBTITLE_SIZE)
+    if fig.layout.annotations:
+        _wrap_subplot_titles(fig)
+    over = _over_plot_px(fig) if fig.layout.annotations else 0
+    names = legend_entries(fig)
+    on_top = bool(names) and not _legend_placed(fig)
+    legend = dict(TOP_LEGEND, font=dict(size=LEGEND_SIZE)) if on_top else dict(font=dict(size=LEGEND_SIZE))
+    block = TOP_PAD_PX + math.ceil(line_count(text) * TITLE_SIZE * LINE_EM + line_count(subtitle) * SUBTITLE_SIZE * LINE_EM)
+    top = max(block + GAP_PX + over + (legend_rows(names) * LEGEND_ROW_PX if on_top else 0), BASE_TOP_PX)
+    total = height + top - BASE_TOP_PX
+    if on_top and over:  # over the top subplot's title, not on it
+        legend["y"] = 1 + over / max(total - top - MARGIN["b"], 1)
+    axis = dict(tickfont=dict(size=TICK_SIZE), title=dict(font=dict(size=AXIS_TITLE_SIZE)))
+    axes = {name: axis for name in ["xaxis", "yaxis"] + [k for k in fig.layout if re.match(r"[xy]axis\d+$", k)]}
     fig.update_layout(
         font=dict(family=FONT_FAMILY, size=FONT_SIZE),
         title=dict(
-            text=wrap(title, TITLE_SIZE), x=0.01, xanchor="left", xref="container", y=1, yanchor="top",
+            text=text, x=0.01, xanchor="left", xref="container", y=1, yanchor="top",
             yref="container", pad=dict(t=TOP_PAD_PX), font=dict(size=TITLE_SIZE),
             subtitle=dict(text=subtitle, font=dict(size=SUBTITLE_SIZE)),
         ),
-        hoverlabel=dict(font_size=FONT_SIZE - 1),
-        legend=dict(font=dict(size=LEGEND_SIZE)),
+        hoverlabel=dict(font_size=FONT_SIZE - 1), legend=legend, height=total, margin=dict(MARGIN, t=top), **axes,
     )
-    fig.update_xaxes(tickfont_size=TICK_SIZE, title_font_size=AXIS_TITLE_SIZE)
-    fig.update_yaxes(tickfont_size=TICK_SIZE, title_font_size=AXIS_TITLE_SIZE)
-    _wrap_subplot_titles(fig)
-    names = legend_entries(fig)
-    if names and not _legend_placed(fig):
-        fig.update_layout(legend=TOP_LEGEND)
-    top = max(_top_px(fig), BASE_TOP_PX)
-    fig.update_layout(height=height + top - BASE_TOP_PX, margin=dict(MARGIN, t=top))
-    _lift_legend(fig)
     return fig
 
 
@@ -304,6 +309,7 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
     layout.font.size = _scaled(font, scale)
     title = layout.title
     title.font.size = _scaled(title.font.size or TITLE_SIZE, scale)
+    title.pad.t = round((title.pad.t or TOP_PAD_PX) * scale)
     title.subtitle.font.size = _scaled(title.subtitle.font.size or SUBTITLE_SIZE, scale)
     if title.text:
         title.text = wrap(unwrap(title.text), title.font.size)
