@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from ..trace import Trace
 from .colors import IDLE_GREY, device_color, device_pattern, text_color_on, with_alpha
 from .flow_links import LANE_KINDS, MODEL_KINDS, TALL_KINDS
-from .style import FONT_SIZE, device_name, styled
+from .style import BASE_TOP_PX, FONT_SIZE, GAP_PX, device_name, styled, title_block_px
 
 LABEL_SIZE = FONT_SIZE - 2  # the lanes' labels and the steps' names
 LANE_PX = 44  # two lines of LABEL_SIZE text and a gap: lane labels never touch
@@ -32,9 +32,9 @@ CURVE = 16  # points along each edge of a band
 BAND_ALPHA = 0.45
 GUIDE = with_alpha("#808080", 0.5)  # node edges and lane guides: read on white and on near-black
 FAILED_COLOR = "#CC3311"
-# Pixels above the lanes: the title's lines, the subtitle's lines, then a gap. Below: the steps' names,
-# which turn upright (about 100 px) when a narrow chart has no room for them level.
-TITLE_TOP_PX, TITLE_LINE_PX, NOTE_LINE_PX, GAP_PX, MARGIN_B = 14, 27, 20, 28, 110
+# Pixels below the lanes: the steps' names, which turn upright (about 100 px) when a narrow chart has no
+# room for them level. Above them, the title block as styled() wrapped it.
+MARGIN_B = 110
 PARAMETERS_ROW = -1  # the replicate step's source: GPU 0's parameters, in a row of their own above the lanes
 
 
@@ -103,7 +103,7 @@ def _rectangle(x: float, top: float, bottom: float) -> tuple[list[float], list[f
     return [left, right, right, left, left], [top, top, bottom, bottom, top]
 
 
-def _node_trace(n, box: tuple[float, float, float], trace: Trace) -> go.Scatter:
+def _node_trace(n, box: tuple[float, float, float], trace: Trace) -> dict:
     xs, ys = _rectangle(*box)
     device = 0 if n.lane is None or pd.isna(n.lane) else int(n.lane)
     if n.kind == "batch":
@@ -117,8 +117,8 @@ def _node_trace(n, box: tuple[float, float, float], trace: Trace) -> go.Scatter:
         style = dict(fill="toself", fillcolor="rgba(0,0,0,0)", line=dict(color=GUIDE, width=2, dash="dot"))
     if n.kind == "failed":
         style["line"] = dict(color=FAILED_COLOR, width=3, dash=style["line"].get("dash"))
-    return go.Scatter(x=xs, y=ys, mode="lines", hoveron="fills", name=n.hover, hoverinfo="name", showlegend=False,
-                      meta=dict(step=n.step, kind="node", node=int(n.node)), **style)
+    return dict(type="scatter", x=xs, y=ys, mode="lines", hoveron="fills", name=n.hover, hoverinfo="name",
+                showlegend=False, meta=dict(step=n.step, kind="node", node=int(n.node)), **style)
 
 
 def plot_flow_lanes(trace: Trace, nodes: pd.DataFrame, links: pd.DataFrame, *, steps: list[str],
@@ -130,7 +130,9 @@ def plot_flow_lanes(trace: Trace, nodes: pd.DataFrame, links: pd.DataFrame, *, s
     geometry = Geometry(nodes, steps, lanes)
     first_row = {int(n.node): int(n.offset) for n in nodes.itertuples()}
     kinds = dict(zip(nodes["node"], nodes["kind"]))
-    fig = go.Figure()
+    # Every band and node as a plain dict, and the figure made from all of them at once: a flow has a
+    # hundred or more traces, and adding them one by one to a Figure costs twice as long.
+    traces = []
     for link in links.itertuples():
         source, target = int(link.source), int(link.target)
         rows, offset = int(link.rows), int(link.offset)
@@ -138,42 +140,41 @@ def plot_flow_lanes(trace: Trace, nodes: pd.DataFrame, links: pd.DataFrame, *, s
                 geometry.end(target, kinds[target], rows, offset, first_row[target]))
         xs, ys = geometry.band(source, target, ends)
         color = trace.vocabulary.phase("replicate").color if link.step == "replicate" else device_color(int(link.device))
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines", fill="toself", fillcolor=with_alpha(color, BAND_ALPHA), line=dict(width=0),
-            hoveron="fills", name=link.hover, hoverinfo="name", showlegend=False,
+        traces.append(dict(
+            type="scatter", x=xs, y=ys, mode="lines", fill="toself", fillcolor=with_alpha(color, BAND_ALPHA),
+            line=dict(width=0), hoveron="fills", name=link.hover, hoverinfo="name", showlegend=False,
             meta=dict(step=link.step, kind="link", source=source, target=target)))
-    for n in nodes.itertuples():
-        fig.add_trace(_node_trace(n, geometry.boxes[int(n.node)], trace))
-    forward_x = geometry.columns.get("forward", 0)
-    for lane in idle:
-        fig.add_annotation(x=forward_x, y=lane, text="idle", showarrow=False, bgcolor=IDLE_GREY, borderpad=3,
-                           font=dict(size=LABEL_SIZE, color=text_color_on(IDLE_GREY)),
-                           hovertext="no rows left for it: no replica ran there")
+    traces += [_node_trace(n, geometry.boxes[int(n.node)], trace) for n in nodes.itertuples()]
     failed = nodes[nodes["kind"] == "failed"]
     if failed_text and len(failed):
         x, top, bottom = geometry.boxes[int(failed["node"].iloc[0])]
-        fig.add_trace(go.Scatter(
-            x=[x + THICK], y=[(top + bottom) / 2], mode="markers+text", text=[failed_text], textposition="middle right",
-            marker=dict(symbol="x", size=16, color=FAILED_COLOR, line=dict(width=1, color=FAILED_COLOR)),
+        traces.append(dict(
+            type="scatter", x=[x + THICK], y=[(top + bottom) / 2], mode="markers+text", text=[failed_text],
+            textposition="middle right", marker=dict(symbol="x", size=16, color=FAILED_COLOR,
+                                                     line=dict(width=1, color=FAILED_COLOR)),
             textfont=dict(size=LABEL_SIZE), hoverinfo="skip", showlegend=False, meta=dict(step="forward", kind="failure")))
+    forward_x = geometry.columns.get("forward", 0)
+    idle_marks = [dict(x=forward_x, y=lane, text="idle", showarrow=False, bgcolor=IDLE_GREY, borderpad=3,
+                       font=dict(size=LABEL_SIZE, color=text_color_on(IDLE_GREY)),
+                       hovertext="no rows left for it: no replica ran there") for lane in idle]
     rows, pitch = lanes - geometry.top, geometry.pitch
-    title_lines = title.count("<br>") + 1
-    note_lines = sum(note.count("<br>") + 1 for note in notes if note)
-    top_px = TITLE_TOP_PX + TITLE_LINE_PX * title_lines + NOTE_LINE_PX * note_lines + GAP_PX
-    height = int(top_px + MARGIN_B + pitch * rows)
-    styled(fig, title, notes, height=height)
-    fig.update_layout(title=dict(yref="container", y=1 - TITLE_TOP_PX / height, yanchor="top"))
     ticks = list(range(geometry.top, lanes))
     zero = device_name(trace.lanes[0].id if trace.lanes else 0)
     texts = ([f"{zero}'s<br>parameters"] if geometry.top < 0 else []) + lane_labels
-    fig.update_layout(margin=dict(t=top_px, b=MARGIN_B, l=10, r=20), hoverlabel=dict(namelength=-1))
     room = 1.5 if failed_text and len(failed) else 0.5  # the error's name, right of the last column
-    fig.update_xaxes(range=[-0.5, max(len(steps) - 1, 1) + room], tickvals=list(range(len(steps))),
-                     ticktext=[step_name(trace, s) for s in steps], tickfont=dict(size=LABEL_SIZE),
-                     showgrid=False, zeroline=False, fixedrange=True, showline=False,
-                     # Tilted, a step's name ends under its column and runs left: the last stays in the chart.
-                     autotickangles=[0, -30, -90])
-    fig.update_yaxes(range=[lanes - 0.5, geometry.top - 0.5], tickvals=ticks, ticktext=texts,
-                     tickfont=dict(size=LABEL_SIZE), showgrid=True, gridcolor=with_alpha("#808080", 0.15),
-                     zeroline=False, fixedrange=True, automargin=True, ticks="")
+    fig = go.Figure(data=traces, layout=dict(
+        annotations=idle_marks, hoverlabel=dict(namelength=-1),
+        xaxis=dict(range=[-0.5, max(len(steps) - 1, 1) + room], tickvals=list(range(len(steps))),
+                   ticktext=[step_name(trace, s) for s in steps], tickfont=dict(size=LABEL_SIZE),
+                   showgrid=False, zeroline=False, fixedrange=True, showline=False,
+                   # Tilted, a step's name ends under its column and runs left: the last stays in the chart.
+                   autotickangles=[0, -30, -90]),
+        yaxis=dict(range=[lanes - 0.5, geometry.top - 0.5], tickvals=ticks, ticktext=texts,
+                   tickfont=dict(size=LABEL_SIZE), showgrid=True, gridcolor=with_alpha("#808080", 0.15),
+                   zeroline=False, fixedrange=True, automargin=True, ticks="")))
+    # The lanes keep their pixels whatever the title and the notes take above them (as wrapped by styled).
+    styled(fig, title, notes, height=int(MARGIN_B + pitch * rows) + BASE_TOP_PX)
+    top_px = title_block_px(fig) + GAP_PX
+    fig.update_layout(height=int(top_px + MARGIN_B + pitch * rows), margin=dict(t=top_px, b=MARGIN_B, l=10, r=20),
+                      xaxis_tickfont_size=LABEL_SIZE, yaxis_tickfont_size=LABEL_SIZE)
     return fig

@@ -17,10 +17,10 @@ import plotly.graph_objects as go
 
 from ..trace import Trace
 from .flow import flow_figure
-from .flow_draw import MARGIN_B, NOTE_LINE_PX, TITLE_LINE_PX, TITLE_TOP_PX, GAP_PX, step_name
+from .flow_draw import MARGIN_B, step_name
 from .flow_links import flow_steps
 from .step_words import step_story
-from .style import check_batch
+from .style import GAP_PX, check_batch, title_block_px
 
 FRAME_MS = 1600  # long enough to read each frame's title while playing
 TITLE_CHARS = 46  # a title line: fits a chart 500 px wide at the title's size
@@ -94,12 +94,12 @@ def _place(fig: go.Figure, titles: list[str]) -> go.Figure:
     the play/pause row, then the slider (its current value on top). Rows placed in pixels never meet."""
     layout = fig.layout
     plot_px = layout.height - layout.margin.t - layout.margin.b
-    subtitle = layout.title.subtitle.text or ""
-    lines = max(t.count("<br>") + 1 for t in titles)
-    top = TITLE_TOP_PX + TITLE_LINE_PX * lines + NOTE_LINE_PX * (subtitle.count("<br>") + 1) + GAP_PX
+    # The title block of the frame whose title takes the most lines: no frame's title meets the lanes.
+    longest = max(titles, key=lambda t: t.count("<br>"))
+    layout.title.text = longest
+    top = title_block_px(fig) + GAP_PX
     height = int(top + MARGIN_BOTTOM + plot_px)
-    fig.update_layout(height=height, margin=dict(t=top, b=MARGIN_BOTTOM),
-                      title=dict(text=titles[0], y=1 - TITLE_TOP_PX / height))
+    fig.update_layout(height=height, margin=dict(t=top, b=MARGIN_BOTTOM), title_text=titles[0])
 
     def below(px: float) -> float:  # paper y of a point `px` pixels under the plot's bottom edge
         return -px / plot_px
