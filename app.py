@@ -253,6 +253,11 @@ def show_outcome(trace: Trace) -> None:
                    f"first in {unit} {note.batch:,})")
 
 
+def unit_of(trace: Trace) -> str:
+    """What one entry of trace.batches is to a reader: a DataParallel batch, or a DDP step (every rank's batch)."""
+    return "step" if trace.engine == "ddp" else "batch"
+
+
 def sampled_batch(trace: Trace, sampled: list[int], key: str) -> int:
     """A radio over the sampled batches (first, last, failing), kept valid when a new run samples others."""
     if len(sampled) == 1:
@@ -264,9 +269,9 @@ def sampled_batch(trace: Trace, sampled: list[int], key: str) -> int:
 
     def name(b: int) -> str:
         what = "the first" if b == 0 else "failed" if b == failed else "the last" if b == last else ""
-        return f"batch {b:,}" + (f" ({what})" if what else "")
+        return f"{unit_of(trace)} {b:,}" + (f" ({what})" if what else "")
 
-    return st.radio("Batch", sampled, horizontal=True, key=key, format_func=name)
+    return st.radio(unit_of(trace).title(), sampled, horizontal=True, key=key, format_func=name)
 
 
 def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: str) -> None:
@@ -302,7 +307,7 @@ def batch_view(trace: Trace, view: View) -> None:
     if st.session_state.get(key, last) > last:  # a new run may have fewer batches
         st.session_state[key] = last
     st.session_state.setdefault(key, last)
-    batch = st.slider("Batch", 0, last, key=key) if last > 0 else 0
+    batch = st.slider(unit_of(trace).title(), 0, last, key=key) if last > 0 else 0
     chart(trace, view.build, batch, key=view.key)
 
 
@@ -318,7 +323,9 @@ def window_view(trace: Trace, view: View) -> None:
         st.session_state.setdefault(key, 0)
         if st.session_state[key] > len(trace.batches) - 1:
             st.session_state[key] = 0
-        first = st.slider(f"First batch of the window ({window:,} batches)", 0, len(trace.batches) - 1,
+        unit = unit_of(trace)
+        first = st.slider(f"First {unit} of the window ({window:,} {unit}{'es' if unit == 'batch' else 's'})", 0,
+                          len(trace.batches) - 1,
                           step=window, key=key)
     chart(trace, build, first, key=view.key)
 
@@ -405,7 +412,8 @@ def show(trace: Trace) -> None:
     # runs and figures): the others' figures are work the first screen does not need.
     # The views that draw this run's engine first: the first screen shows a chart, not a "DataParallel only".
     views = sorted(present(VIEWS, trace), key=lambda view: trace.engine not in view.engines)
-    for view, tab in zip(views, st.tabs([view.tab for view in views], key=TAB, on_change="rerun")):
+    labels = [view.tab.replace("per batch", f"per {unit_of(trace)}") for view in views]
+    for view, tab in zip(views, st.tabs(labels, key=TAB, on_change="rerun")):
         with tab:
             if tab.open:
                 view_of(trace, view)

@@ -22,10 +22,11 @@ def show_tab(app: AppTest, label: str) -> AppTest:
 
 def test_a_ddp_link_runs_ranks_and_its_first_tab_draws_them():
     app = page(engine="ddp", gpus="3", train="true")
-    assert not app.exception and app.title[0].value == "How DistributedDataParallel shares the work"
+    assert not app.exception and app.header[0].value == "How DistributedDataParallel shares the work"
     assert app.radio(key="engine_choice").value == "ddp" and app.slider(key="gpus").value == 3
     assert app.tabs[0].label != "Flow" or "ranks" in shown_text(app)  # a tab that draws DDP comes first
     assert app.get("plotly_chart"), "the first screen shows a chart"
+    assert "Split per step" in [t.label for t in app.tabs] and "Split per batch" not in [t.label for t in app.tabs]
     assert "3 ranks" in shown_text(app) and "GPU 0" not in shown_text(app)
     assert app.query_params["engine"] == "ddp"
 
@@ -46,7 +47,7 @@ def test_engine_both_compares_and_draws_every_view_for_each_engine():
 
 def test_switching_the_control_from_dp_to_ddp_reruns_on_ranks():
     app = page()
-    assert app.title[0].value == "How nn.DataParallel splits a batch"
+    assert app.header[0].value == "How nn.DataParallel splits a batch"
     app.radio(key="engine_choice").set_value("ddp").run()
     assert not app.exception and "ranks" in shown_text(app)
     app.toggle(key="train").set_value(True).run()
@@ -79,7 +80,7 @@ def test_a_ddp_preset_button_switches_the_engine_and_back():
     app.button(key="preset_ddp-padding").click().run()
     assert not app.exception and app.radio(key="engine_choice").value == "ddp"
     app.radio(key="engine_choice").set_value("dp").run()
-    assert not app.exception and app.title[0].value == "How nn.DataParallel splits a batch"
+    assert not app.exception and app.header[0].value == "How nn.DataParallel splits a batch"
 
 
 def test_a_failing_ddp_run_says_which_step_and_rank():
