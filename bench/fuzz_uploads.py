@@ -213,13 +213,16 @@ def draw_everything(trace: Trace, every: bool = True, verify: bool = True, repor
     as the same file. Without `report` the HTML report (which draws the views again) is left out, but
     not the parts only it has."""
     for view in views.VIEWS:
-        if trace.engine in view.engines:
+        if view.shows(trace):  # as the page: a view with nothing for this run (no pitfall) has no tab
             for args in _choices(trace, view, every):
                 drawn = view.build(trace, *args)
                 if view.control == views.TEXT:
                     _text_out(drawn)
                 else:
                     _figure(drawn)
+            if view.detail is not None and trace.engine == "dp" and len(trace.batches) > view.detail_window:
+                for first in sorted({0, len(trace.batches) - 1}):  # the page's batch by batch switch
+                    _figure(view.detail(trace, first))
     for label, value in summary.key_figures(trace).items():
         _text_out(label + value)
     for paragraph in explain.explain(trace):
