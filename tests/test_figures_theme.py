@@ -265,3 +265,41 @@ def test_presentation_enlarges_every_type_size_and_the_margins_to_match():
     assert plot(big) == plot(fig)  # the margins grow, the plot keeps its height
     with pytest.raises(ValueError, match="scale must be positive"):
         presentation(fig, scale=0)
+
+
+def _hatches_without_fill(fig) -> list[str]:
+    """Hatches that would draw lines alone on the page: a marker pattern or a scatter's fillpattern with a
+    shape but neither fillmode "overlay" nor a bgcolor. Plotly's own template sets overlay; the page's
+    theme replaces that template, and such a hatch draws white stripes on nothing (no device colour)."""
+    found = []
+    for trace in fig.data:
+        patterns = []
+        if "marker" in trace and trace.marker is not None and "pattern" in trace.marker:
+            patterns.append(("marker.pattern", trace.marker.pattern))
+        if "fillpattern" in trace:
+            patterns.append(("fillpattern", trace.fillpattern))
+        for where, pattern in patterns:
+            shapes = pattern.shape if isinstance(pattern.shape, (list, tuple)) else [pattern.shape]
+            if any(shapes) and pattern.fillmode != "overlay" and pattern.bgcolor is None:
+                found.append(f"{trace.type} {trace.name!r}: {where}")
+    return found
+
+
+@pytest.mark.parametrize("view,trace_name", list(_cases()))
+def test_every_hatch_keeps_its_fill_without_a_template(view, trace_name, no_default_template):
+    fig = _build(view, TRACES[trace_name]())
+    if fig is None:
+        pytest.skip(f"{view.key} draws nothing for {trace_name}")
+    assert _hatches_without_fill(fig) == []
+
+
+def test_the_hatch_check_catches_a_hatch_that_relies_on_the_template():
+    import plotly.graph_objects as go
+
+    bare = go.Figure([go.Bar(x=[0], y=[1], name="GPU 8", marker=dict(color="#00DD55", pattern=dict(shape="/"))),
+                      go.Scatter(x=[0, 1], y=[0, 1], fill="toself", name="band", fillpattern=dict(shape="/")),
+                      go.Bar(x=[0], y=[1], name="GPU 0", marker=dict(color="#0072B2", pattern=dict(shape="")))])
+    assert _hatches_without_fill(bare) == ["bar 'GPU 8': marker.pattern", "scatter 'band': fillpattern"]
+    bare.update_traces(marker_pattern_fillmode="overlay", selector=dict(type="bar"))
+    bare.update_traces(fillpattern_bgcolor="#00DD55", selector=dict(type="scatter"))
+    assert _hatches_without_fill(bare) == []

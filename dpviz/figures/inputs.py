@@ -125,7 +125,7 @@ def plot_inputs(table: pd.DataFrame, *, devices: int, title: str, notes: list[st
             x=[names[d] for d in part["device"]], y=[CELL] * len(part), base=[row_of[p] - CELL / 2 for p in part["argument"]],
             name=MODE_WORDS[mode], width=0.94,
             marker=dict(color=[c for c, _ in fills], line=dict(color=OUTLINE, width=0.6),
-                        pattern=dict(shape=[h for _, h in fills], fgcolor=[text_color_on(c) for c, _ in fills], fgopacity=0.45)),
+                        pattern=dict(fillmode="overlay", shape=[h for _, h in fills], fgcolor=[text_color_on(c) for c, _ in fills], fgopacity=0.45)),
             text=[_short(w) for w in words], textposition="inside", insidetextanchor="middle", textangle=0,
             insidetextfont=dict(color=[text_color_on(c) for c, _ in fills], size=14 if devices <= 8 else 11),
             customdata=[[labels[p], w, MODE_WORDS[mode]] for p, w in zip(part["argument"], words)],

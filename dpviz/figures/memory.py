@@ -157,7 +157,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
             x=[column[d] for d in part["device"]], y=part["bytes"].to_numpy() / unit.size, name=vocabulary.measured_memory,
             showlegend=False,
             marker=dict(color=[device_color(d) for d in part["device"]], line=dict(color=OUTLINE, width=0.6),
-                        pattern=dict(shape=[device_pattern(d) for d in part["device"]], fgcolor="white")),
+                        pattern=dict(fillmode="overlay", shape=[device_pattern(d) for d in part["device"]], fgcolor="white")),
             customdata=[unit.amount(b) for b in part["bytes"]],
             hovertemplate=f"%{{x}} after {moment}: %{{customdata}}<extra></extra>"), row=2, col=1)
     else:

@@ -95,7 +95,7 @@ def _bars(fig: go.Figure, part: pd.DataFrame, row: int) -> None:
         fig.add_trace(go.Bar(
             y=[plotly_text(r.tensor, NAME_LIMIT)], x=[r.stop - r.start], base=[r.start], orientation="h", showlegend=False,
             marker=dict(color=color, line=dict(color=OUTLINE, width=0.6),
-                        pattern=dict(shape=device_pattern(r.device) if r.device >= 0 else "", fgcolor=text_color_on(color))),
+                        pattern=dict(fillmode="overlay", shape=device_pattern(r.device) if r.device >= 0 else "", fgcolor=text_color_on(color))),
             text=[r.text], textposition="inside", insidetextanchor="middle", textangle=0,
             insidetextfont=dict(color=text_color_on(color)),
             hovertemplate=(f"{plotly_text(r.tensor, NAME_LIMIT)}: {r.text}"

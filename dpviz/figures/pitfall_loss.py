@@ -61,7 +61,7 @@ def plot_losses(table: pd.DataFrame, means: pd.DataFrame, *, title: str, notes: 
                 x=[r.first_row + r.rows / 2], y=[r.loss], width=[r.rows], name=device_name(r.device),
                 legendgroup=device_name(r.device), showlegend=device_name(r.device) not in shown,
                 marker=dict(color=color, line=dict(color=OUTLINE, width=0.6),
-                            pattern=dict(shape=device_pattern(r.device), fgcolor=text_color_on(color))),
+                            pattern=dict(fillmode="overlay", shape=device_pattern(r.device), fgcolor=text_color_on(color))),
                 text=[f"{r.loss:.3f}"], textposition="inside", insidetextanchor="end", textangle=0,
                 insidetextfont=dict(color=text_color_on(color)),
                 hovertemplate=(f"{device_name(r.device)} (replica {r.replica}): loss {r.loss:.4f} over "

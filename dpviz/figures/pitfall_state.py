@@ -58,7 +58,7 @@ def plot_state(table: pd.DataFrame, *, title: str, notes: list[str]) -> go.Figur
             fig.add_trace(go.Bar(
                 y=[r.label], x=[value], orientation="h", showlegend=False,
                 marker=dict(color=color, line=dict(color=OUTLINE, width=0.6),
-                            pattern=dict(shape=pattern, fgcolor=text_color_on(color))),
+                            pattern=dict(fillmode="overlay", shape=pattern, fgcolor=text_color_on(color))),
                 # Beside the bar, where a 0 shows too; on the page's background it takes the page's colour.
                 text=[f"{value:,}"], textposition="outside", textangle=0, cliponaxis=False,
                 hovertemplate=f"{r.label}: {column} = {value:,} ({KIND_WORDS[r.kind]})<extra></extra>",

@@ -91,7 +91,7 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
             go.Bar(
                 x=part["label"], y=part["rows"], name=device_name(device), legendgroup=device_name(device),
                 marker=dict(color=device_color(device), line=dict(color=OUTLINE, width=0.6),
-                            pattern=dict(shape=device_pattern(device), fgcolor="white")),
+                            pattern=dict(fillmode="overlay", shape=device_pattern(device), fgcolor="white")),
                 text=part["rows"] if show_text else None, textposition="inside", insidetextanchor="middle", textangle=0,
                 # Set per device: left to the renderer or a theme, white can land on GPU 6's yellow.
                 insidetextfont=dict(color=text_color_on(device_color(device))),

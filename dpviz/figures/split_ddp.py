@@ -60,7 +60,7 @@ def _segment(part: pd.DataFrame, rank: int, name: str, values: pd.Series, repeat
     return go.Bar(
         x=part["label"], y=values, name=name, legendgroup=name, showlegend=showlegend,
         marker=dict(color=color, line=dict(color=OUTLINE, width=0.6),
-                    pattern=dict(shape=REPEAT_PATTERN if repeat else device_pattern(rank), fgcolor="white", solidity=0.45)),
+                    pattern=dict(fillmode="overlay", shape=REPEAT_PATTERN if repeat else device_pattern(rank), fgcolor="white", solidity=0.45)),
         text=values if show_text else None, textposition="inside", insidetextanchor="middle", textangle=0,
         insidetextfont=dict(color=text_color_on(color)),
         customdata=np.column_stack([hover, where]) if len(part) else None,
@@ -85,7 +85,7 @@ def plot_split_ddp(table: pd.DataFrame, *, lane_names: list[str], title: str, no
     if table["repeated"].any():  # legend entry only: the hatch means "repeated", whatever the rank
         fig.add_trace(go.Bar(x=[None], y=[None], name="hatched: a row loaded again (padding)",
                              marker=dict(color="#8A8A8A", line=dict(color=OUTLINE, width=0.6),
-                                         pattern=dict(shape=REPEAT_PATTERN, fgcolor="white", solidity=0.45))), row=1, col=1)
+                                         pattern=dict(fillmode="overlay", shape=REPEAT_PATTERN, fgcolor="white", solidity=0.45))), row=1, col=1)
     grid = table.pivot(index="device", columns="bar", values="device").to_numpy(dtype=float, copy=True)
     rows = table.pivot(index="device", columns="bar", values="rows").to_numpy()
     repeated = table.pivot(index="device", columns="bar", values="repeated").to_numpy()

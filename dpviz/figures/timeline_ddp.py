@@ -124,7 +124,7 @@ def _bar(part: pd.DataFrame, *, name: str, color, pattern, min_ms: float, bucket
     return go.Bar(
         orientation="h", y=y, x=np.maximum(duration, min_ms), base=part["start_ms"].to_numpy(), width=width,
         name=name, legendgroup=name,
-        marker=dict(color=color, line=dict(color=OUTLINE, width=0.3), pattern=dict(shape=pattern, fgcolor="white")),
+        marker=dict(color=color, line=dict(color=OUTLINE, width=0.3), pattern=dict(fillmode="overlay", shape=pattern, fgcolor="white")),
         customdata=customdata,
         hovertemplate="%{customdata[0]}<br>step %{customdata[1]:,}<br>start %{customdata[2]:.3f} ms, "
                       "took %{customdata[3]:.3f} ms<extra></extra>",
@@ -162,7 +162,7 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
                                bucket_rows=bucket_rows).update(showlegend=False))
             fig.add_trace(go.Bar(x=[None], y=[None], name=phase.label, legendgroup=phase.label, orientation="h",
                                  marker=dict(color=LEGEND_GREY, line=dict(color=OUTLINE, width=0.3),
-                                             pattern=dict(shape=phase.hatch, fgcolor="white"))))
+                                             pattern=dict(fillmode="overlay", shape=phase.hatch, fgcolor="white"))))
         else:
             fig.add_trace(_bar(part, name=phase.label, color=phase.color, pattern=phase.hatch, min_ms=min_ms,
                                bucket_rows=bucket_rows))
