@@ -7,6 +7,7 @@ import pytest
 from dpviz import RunConfig, record
 from dpviz.figures import MAX_FRAMES, MAX_MARKS, count_marks, step_figure
 from dpviz.figures.flow_draw import step_name
+from dpviz.figures.style import title_block_px
 from dpviz.figures.step import prepare_steps
 from dpviz.presets import PRESETS
 from figure_traces import LARGEST_TRAINING, MAX_JSON_BYTES, recorded, synthetic
@@ -106,24 +107,25 @@ def test_largest_training_batch_stays_small():
     assert len(fig.to_json()) < MAX_JSON_BYTES
 
 
-def _below_plot_px(fig, paper_y):
-    """Pixels under the plot's bottom edge of a paper y (negative y is under the plot)."""
+def _above_plot_px(fig, paper_y):
+    """Pixels over the plot's top edge of a paper y (y over 1 is above the plot)."""
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-    return -paper_y * plot_px
+    return (paper_y - 1) * plot_px
 
 
 @pytest.mark.parametrize("gpus", [2, 8, 16])
 @pytest.mark.parametrize("train", [False, True])
-def test_play_buttons_and_slider_sit_in_rows_that_do_not_overlap(gpus, train):
-    # Both start at the left edge, so at any chart width only their rows can keep them apart. The
-    # steps' names turned upright under a narrow chart end about 100 px under the plot, a row of
-    # buttons is 33 px tall, the slider (current value, rail, labels) 74 px (measured in Chromium).
+def test_play_buttons_and_slider_sit_between_the_title_and_the_lanes_in_rows_that_do_not_overlap(gpus, train):
+    # Both start at the left edge, so at any chart width only their rows keep them apart: a row of buttons
+    # is 33 px tall, the slider (current value, rail, labels) 74 px (measured in Chromium). Over the lanes,
+    # they are on a projector's first screen however tall 16 GPUs make the flow.
     fig = step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30, train=train)), 0)
     (menu,) = fig.layout.updatemenus
     (slider,) = fig.layout.sliders
     assert menu.yanchor == slider.yanchor == "top" and menu.x == slider.x == 0
-    buttons_top = _below_plot_px(fig, menu.y)
-    slider_top = _below_plot_px(fig, slider.y)
-    assert buttons_top >= 100 + 4
-    assert slider_top >= buttons_top + 33 + 4
-    assert slider_top + 74 <= fig.layout.margin.b
+    buttons_top = _above_plot_px(fig, menu.y)
+    slider_top = _above_plot_px(fig, slider.y)
+    assert slider_top - 74 >= 4  # the slider ends over the lanes
+    assert buttons_top - 33 >= slider_top + 4  # the buttons end over the slider
+    title_px = title_block_px(fig)  # the longest frame's title is no longer than the room kept for it
+    assert fig.layout.margin.t - buttons_top >= title_px

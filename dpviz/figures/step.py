@@ -25,14 +25,14 @@ from .style import GAP_PX, check_batch, title_block_px
 FRAME_MS = 1600  # long enough to read each frame's title while playing
 TITLE_CHARS = 46  # a title line: fits a chart 500 px wide at the title's size
 EARLIER = 0.25  # the opacity of the steps already taken
-# Pixel rows under the lanes, top to bottom: the steps' names (upright on a narrow chart), play/pause,
-# the slider (its current value, the rail, the step numbers). The figure's height is fixed, so pixels are known.
+# Pixel rows: over the lanes, under the title, play/pause then the slider (its current value, the rail, the
+# step numbers); under the lanes, the steps' names (upright on a narrow chart). The height is fixed, so pixels are known.
 AXIS_PX = MARGIN_B
 BUTTONS_PX = 36  # a row of buttons at the house font size (33 px measured)
 GAP_PX_CONTROLS = 10
 CURRENT_OFFSET_PX = 8  # between the slider's current value and its rail
 SLIDER_PX = 80  # current value, rail, step numbers (74 px measured)
-MARGIN_BOTTOM = AXIS_PX + BUTTONS_PX + GAP_PX_CONTROLS + SLIDER_PX
+CONTROLS_PX = BUTTONS_PX + GAP_PX_CONTROLS + SLIDER_PX + GAP_PX_CONTROLS  # over the lanes, under the title
 
 
 def prepare_steps(trace: Trace, batch: int) -> pd.DataFrame:
@@ -90,22 +90,24 @@ def plot_steps(fig: go.Figure, table: pd.DataFrame, titles: list[str]) -> go.Fig
 
 
 def _place(fig: go.Figure, titles: list[str]) -> go.Figure:
-    """Room above the lanes for the longest frame's title, and the controls stacked under the steps' names:
-    the play/pause row, then the slider (its current value on top). Rows placed in pixels never meet."""
+    """Room above the lanes for the longest frame's title, then the controls: the play/pause row and
+    the slider (its current value on top), between the title and the lanes, so a projector's first screen
+    has them beside the chart's top rather than under a 16-GPU flow. Rows placed in pixels never meet."""
     layout = fig.layout
     plot_px = layout.height - layout.margin.t - layout.margin.b
-    # The title block of the frame whose title takes the most lines: no frame's title meets the lanes.
+    # The title block of the frame whose title takes the most lines: no frame's title meets the controls.
     longest = max(titles, key=lambda t: t.count("<br>"))
     layout.title.text = longest
-    top = title_block_px(fig) + GAP_PX
-    height = int(top + MARGIN_BOTTOM + plot_px)
-    fig.update_layout(height=height, margin=dict(t=top, b=MARGIN_BOTTOM), title_text=titles[0])
+    title_px = title_block_px(fig) + GAP_PX
+    top = title_px + CONTROLS_PX
+    height = int(top + AXIS_PX + plot_px)
+    fig.update_layout(height=height, margin=dict(t=top, b=AXIS_PX), title_text=titles[0])
 
-    def below(px: float) -> float:  # paper y of a point `px` pixels under the plot's bottom edge
-        return -px / plot_px
+    def above(px: float) -> float:  # paper y of a point `px` pixels over the plot's top edge
+        return 1 + px / plot_px
 
-    layout.updatemenus[0].y = below(AXIS_PX)
-    layout.sliders[0].y = below(AXIS_PX + BUTTONS_PX + GAP_PX_CONTROLS)
+    layout.updatemenus[0].y = above(CONTROLS_PX)
+    layout.sliders[0].y = above(CONTROLS_PX - BUTTONS_PX - GAP_PX_CONTROLS)
     return fig
 
 
