@@ -7,6 +7,7 @@ from dpviz.figures import MAX_MARKS, count_marks, prepare_split, split_figure
 from dpviz.figures.colors import IDLE_GREY, TEXT, WHITE, contrast_ratio, device_color
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.presets import PRESETS
+from dpviz.figures.style import unwrap
 from figure_traces import LARGEST, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
 
@@ -39,7 +40,8 @@ def test_ten_rows_on_eight_gpus_three_idle_in_grey():
     assert z.shape == (8, 4)
     assert [names[d] for d in np.flatnonzero(z[:, 3] == -1)] == ["GPU 5", "GPU 6", "GPU 7"]
     assert (z[:, :3] == np.arange(8)[:, None]).all()  # full batches: every device in its own colour
-    assert "3 idle device slots" in fig.layout.title.text.replace("<br />", " ")  # the title wraps to a narrow chart
+    # The key figures' words; the title wraps to a narrow chart.
+    assert "(GPU turns left idle: 3 of 32)" in unwrap(fig.layout.title.text)
     assert any(t.name == "idle: no replica" for t in fig.data)
     assert not any(t.name == "called, no rows" for t in fig.data)  # nobody was called without rows
 
@@ -75,7 +77,7 @@ def test_largest_run_groups_batches_with_the_same_split():
     per_device = [bars.get(f"GPU {d}", {}).get(label, 0) for d in range(16)]
     assert per_device == [2] * 15 + [0]  # ceil(30/16) = 2 rows per chunk: 15 chunks, GPU 15 idle
     assert "share one bar" in fig.layout.title.subtitle.text
-    assert "(10,000 idle device slots)" in fig.layout.title.text
+    assert "(GPU turns left idle: 10,000 of 160,000)" in unwrap(fig.layout.title.text)
 
 
 def test_grouping_keeps_the_short_last_batch_apart():
@@ -122,7 +124,7 @@ def test_keyword_pitfall_draws_replicas_called_without_rows_and_marks_the_one_th
     rings = [(s.y0 + s.y1) / 2 for s in fig.layout.shapes]
     assert rings == [5, 6, 7]
     assert any("GPU 5" in a.text and "raised" in a.text for a in fig.layout.annotations)
-    assert "(no GPU idle)" in fig.layout.title.text and "3 replicas called with no rows" in fig.layout.title.subtitle.text
+    assert "(no GPU turn left idle)" in unwrap(fig.layout.title.text) and "3 replicas called with no rows" in fig.layout.title.subtitle.text
     assert any(t.name == "called, no rows" for t in fig.data)
 
 
@@ -133,3 +135,10 @@ def test_a_failing_replica_with_rows_is_marked_on_its_colour():
     fig = split_figure(trace)
     (words,) = [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
     assert list(words.text) == ["✗ raised"] and list(words.textfont.color) == [WHITE]  # on GPU 0's blue
+
+
+def test_no_idle_entry_in_the_legend_when_no_gpu_was_idle():
+    fig = split_figure(recorded(gpus=2))  # 100 rows in batches of 30 and 10: both GPUs busy in every batch
+    assert (_grid(fig)[0] >= 0).all()
+    assert "(no GPU turn left idle)" in unwrap(fig.layout.title.text)
+    assert not any(t.name == "idle: no replica" for t in fig.data)

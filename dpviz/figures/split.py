@@ -101,10 +101,11 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
             ),
             row=1, col=1,
         )
-    fig.add_trace(  # legend entry only: idle has no bar segment, it shows in the grid below
-        go.Bar(x=[None], y=[None], name=IDLE_LABEL, marker=dict(color=IDLE_GREY, line=dict(color=OUTLINE, width=0.6))),
-        row=1, col=1,
-    )
+    if (table["state"] == "idle").any():  # legend entry only: idle has no bar segment, it shows in the grid below
+        fig.add_trace(
+            go.Bar(x=[None], y=[None], name=IDLE_LABEL, marker=dict(color=IDLE_GREY, line=dict(color=OUTLINE, width=0.6))),
+            row=1, col=1,
+        )
     pivot = lambda column: table.pivot(index="device", columns="bar", values=column).to_numpy()
     grid, state = pivot("device").astype(float), pivot("state")
     grid[state == "idle"] = -1
@@ -171,8 +172,10 @@ def split_figure(trace: Trace) -> go.Figure:
     forwards = [s for s in trace.spans if s.phase == "forward" and s.lane is not None]
     empty = sum(1 for s in forwards if called_without_rows(s))
     idle = devices * total - len(forwards)
-    title = f"Rows per GPU in each of {plural(total, 'batch')}"
-    title += f" ({plural(idle, 'idle device slot')})" if idle else " (no GPU idle)"
+    lane = trace.vocabulary.lane_noun
+    # In the key figures' words: a turn is one GPU in one batch.
+    title = f"Rows per {lane} in each of {plural(total, 'batch')}"
+    title += f" ({lane} turns left idle: {idle:,} of {devices * total:,})" if idle else f" (no {lane} turn left idle)"
     notes = [backend_note(trace)]
     if empty:
         notes.append(f"{plural(empty, 'replica')} called with no rows")
