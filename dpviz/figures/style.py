@@ -36,7 +36,6 @@ TOP_PAD_PX = 18  # above the title: plotly sets a top-anchored title's first lin
 LINE_EM = 1.3  # a line of the title block, in ems of its own font
 GAP_PX = 14  # between the title block and what is under it (the legend, or the plot)
 LEGEND_ROW_PX = 26  # a row of a horizontal legend at LEGEND_SIZE
-LEGEND_SYMBOL_PX = 48  # a legend entry's swatch and the gaps around it
 MARGIN = dict(l=80, r=30, b=60)
 BASE_TOP_PX = 100  # the top margin a one-line title and a one-line subtitle had, with no legend above the plot
 SLACK = 1.1  # the estimate is on the safe side (Arial's 0.45 em): a line up to 10% over it still fits
@@ -94,22 +93,13 @@ def _chars_per_line(size: float, width_px: float = NARROWEST_PX) -> int:
     return max(12, int((width_px - 10) / (CHAR_EM * size)))
 
 
-def _wrap_line(line: str, limit: int) -> list[str]:
-    """One line (no breaks in it) cut into lines of at most `limit` visible characters: between notes
-    first, then after a clause (': ', '; ', ', '), then at a space; a tag or an entity is never cut."""
-    out: list[str] = []
-    while visible_length(line) > limit * SLACK:  # a line a little over is left whole: no one-word last line
-        cut = _cut(line, limit)
-        if cut is None:
-            break
-        out.append(line[:cut[0]].rstrip())
-        line = line[cut[1]:].lstrip()
-    return out + [line]
+_NUMBER = re.compile(r"[\d][\d,.\-–]*$")
+_MARKS = ((SEPARATOR.strip(), 3), (":", 2), (";", 2), (",", 1))  # a note's end, a clause's, a list item's
 
 
-def _cut(line: str, limit: int) -> tuple[int, int] | None:
-    """(end of the first line, start of the rest) for the best break within `limit` visible characters."""
-    seen, inside, stops = 0, False, []  # stops: (index, visible characters before it)
+def _stops(line: str) -> list[tuple[int, int]]:
+    """(index, visible characters before it) of every space outside a tag; an entity counts as one."""
+    seen, inside, stops = 0, False, []
     i = 0
     while i < len(line):
         ch = line[i]
@@ -126,17 +116,51 @@ def _cut(line: str, limit: int) -> tuple[int, int] | None:
                 continue
             seen += 1
         i += 1
-    fitting = [(i, n) for i, n in stops if n <= limit and i > 0]
-    if not fitting:
-        return None
-    # A note's end first (its separator stays at the end of the line), then a clause's, then a list
-    # item's, if that leaves the line at least 60% full; else the last space that fits.
-    for marks in ((SEPARATOR.strip(),), (":", ";"), (",",)):
-        found = [i for i, n in fitting if line[:i].endswith(marks) and n >= 0.6 * limit]
-        if found:
-            return found[-1], found[-1] + 1
-    i = fitting[-1][0]
-    return i, i + 1
+    return stops
+
+
+def _bound(before: str, after: str) -> bool:
+    """A space inside a phrase with a number in it ("10 of 16 GPUs", "batch 0 of 150", "GPUs 0-9"):
+    the number stays with the words on either side of it."""
+    if before.endswith(tuple(m for m, _ in _MARKS)):  # a clause's end is a break, number or not
+        return False
+    last, following = before.rsplit(" ", 1)[-1], after.split(" ", 1)[0]
+    return bool(_NUMBER.match(last) or _NUMBER.match(following.rstrip(":;,")))
+
+
+def _short(text: str) -> bool:
+    """A line of one or two short words, which reads as left over."""
+    return len(text.split()) <= 2 and visible_length(text) <= 12
+
+
+def _wrap_line(line: str, limit: int) -> list[str]:
+    """One line (no breaks in it) cut into lines of at most `limit` visible characters, as few as can
+    be; among as many, the cut that leaves no line of one or two short words, breaks no phrase with a
+    number in it, ends lines at a note's or a clause's end (' · ', ': ', '; ', ', ') and fills the
+    lines most evenly. A tag or an entity is never cut; a line a little over (SLACK) is left whole."""
+    memo: dict[str, tuple[tuple, list[str]]] = {}
+
+    def best(rest: str) -> tuple[tuple, list[str]]:
+        if rest in memo:
+            return memo[rest]
+        if visible_length(rest) <= limit * SLACK:
+            memo[rest] = ((1, int(_short(rest)), 0, 0, 0), [rest])
+            return memo[rest]
+        options = []
+        for i, seen in _stops(rest):
+            if seen > limit or i == 0:
+                continue
+            first, tail = rest[:i].rstrip(), rest[i + 1:].lstrip()
+            if not first or not tail:
+                continue
+            cost, lines = best(tail)
+            mark = next((bonus for m, bonus in _MARKS if first.endswith(m)), 0)
+            own = (1, int(_short(first)), int(_bound(first, tail)), -mark, (limit - seen) ** 2)
+            options.append((tuple(a + b for a, b in zip(own, cost)), [first] + lines))
+        memo[rest] = min(options, key=lambda o: o[0]) if options else ((1, 0, 0, 0, 0), [rest])
+        return memo[rest]
+
+    return best(line)[1]
 
 
 def wrap(text: str, size: float, width_px: float = NARROWEST_PX) -> str:
@@ -167,16 +191,84 @@ def legend_entries(fig: go.Figure) -> list[str]:
     return shown if len(shown) > 1 or any(flag is True for _, flag in flags) else []
 
 
-def legend_rows(names: list[str], width_px: float = NARROWEST_PX, size: float = LEGEND_SIZE) -> int:
-    """Rows a horizontal legend of `names` takes on a chart `width_px` wide (plotly packs entries left to right)."""
-    room = width_px - MARGIN["l"] - MARGIN["r"]  # styled()'s legend spans the plot (xref="paper")
-    rows, used = 0, room
-    for name in names:
-        entry = LEGEND_SYMBOL_PX + visible_length(name) * CHAR_EM * size
-        if used + entry > room:
-            rows, used = rows + 1, 0
-        used += entry
-    return rows
+# Plotly's legend metrics (legend/draw.js): an entry is its swatch and gaps (40 px) and its text, 5 px
+# apart; a row is the text's line (1.3 em, at least 16 px) and 3 px; grouped entries' rows have a 10 px
+# gap more (tracegroupgap); the box adds about 10 px. Measured in Chromium at 14 and 18.9 px type.
+ENTRY_GAP_PX, ITEM_GAP_PX, GROUP_GAP_PX, BOX_PX = 40, 5, 10, 10
+# Arial's advance widths in ems, by kind of character (the house font falls back to it): capitals and
+# digits are wider than CHAR_EM, so a legend of "GPU 10"s would take more room than 0.5 em a character.
+_EM = {**dict.fromkeys("ijl.,:;'|!", 0.28), **dict.fromkeys("ft()[]/-r ", 0.34), **dict.fromkeys("mwMW%@", 0.86),
+       **dict.fromkeys("ABCDEFGHIJKLNOPQRSTUVXYZ", 0.72), **dict.fromkeys("0123456789", 0.56)}
+
+
+def text_px(text: str, size: float) -> float:
+    """Width in pixels of `text` (plotly's HTML) at `size` px, in Arial's widths, a little on the wide side."""
+    plain = html.unescape(re.sub(r"<[^>]*>", "", text))
+    return sum(_EM.get(ch, 0.56) for ch in plain) * size
+
+
+def _row_px(size: float) -> float:
+    return max(1.3 * size, 16) + 3 + 3  # plotly's row and 3 px to spare
+
+
+def legend_rows(names: list[str], width_px: float = NARROWEST_PX, size: float = LEGEND_SIZE, *,
+                room: float | None = None, entry_px: float | None = None) -> int:
+    """Rows plotly gives a horizontal legend of `names` over a plot `room` px wide (default: a chart
+    `width_px` wide less styled()'s margins). Plotly puts them in one row if they fit, else in columns
+    as wide as the widest entry (`entry_px`: the legend's entrywidth in pixels, when set)."""
+    if not names:
+        return 0
+    room = width_px - MARGIN["l"] - MARGIN["r"] if room is None else room
+    widths = [ENTRY_GAP_PX + (entry_px if entry_px else text_px(n, size)) for n in names]
+    if sum(widths) + ITEM_GAP_PX * (len(widths) - 1) < room:
+        return 1
+    columns = max(1, int((room + ITEM_GAP_PX - 1) // (max(widths) + ITEM_GAP_PX)))
+    return -(-len(names) // columns)
+
+
+def _legend_groups(fig: go.Figure) -> list[list[str]] | None:
+    """The legend's entries by legendgroup, in order, when plotly lays them out grouped; else None."""
+    order = fig.layout.legend.traceorder or ""
+    shown = set(legend_entries(fig))
+    traces = [t for t in fig.data if (t.name or "") in shown and t.showlegend is not False]
+    grouped = "grouped" in order or (not order and any(t.legendgroup for t in traces))
+    if not grouped:
+        return None
+    groups: dict[str, list[str]] = {}
+    for i, t in enumerate(traces):
+        groups.setdefault(t.legendgroup or f"\0{i}", []).append(t.name or "")
+    return list(groups.values())
+
+
+def legend_px(fig: go.Figure, width_px: float = NARROWEST_PX, *, size: float | None = None,
+              margins: tuple[float, float] | None = None) -> int:
+    """Height in pixels of `fig`'s horizontal legend (its title, its rows, its box) on a chart `width_px`
+    wide, laid out as plotly does: one row if it fits, else columns of the widest entry; a grouped
+    legend packs its groups greedily, each group's entries one under another."""
+    names = legend_entries(fig)
+    if not names:
+        return 0
+    legend, margin = fig.layout.legend, fig.layout.margin
+    size = size or legend.font.size or LEGEND_SIZE
+    left, right = margins or (margin.l if margin.l is not None else MARGIN["l"], margin.r if margin.r is not None else MARGIN["r"])
+    room = width_px - left - right
+    entry = legend.entrywidth if legend.entrywidth and legend.entrywidthmode != "fraction" else None
+    groups = _legend_groups(fig)
+    if groups:
+        gap = legend.tracegroupgap if legend.tracegroupgap is not None else GROUP_GAP_PX
+        rows_px, used, tallest = 0.0, 0.0, 0.0
+        for group in groups:
+            step = ENTRY_GAP_PX + max(entry or text_px(n, size) for n in group) + ITEM_GAP_PX
+            if used and used + step > room:
+                rows_px, used, tallest = rows_px + tallest + gap, 0.0, 0.0
+            used += step
+            tallest = max(tallest, len(group) * _row_px(size))
+        body = rows_px + tallest
+    else:
+        body = legend_rows(names, size=size, room=room, entry_px=entry) * _row_px(size)
+    title = legend.title.text
+    title_px = line_count(title) * 1.3 * (legend.title.font.size or size) + 16 if title else 0
+    return math.ceil(body + title_px + BOX_PX)
 
 
 def _legend_placed(fig: go.Figure) -> bool:
@@ -226,8 +318,7 @@ def _top_px(fig: go.Figure, scale: float = 1.0) -> int:
     top = title_block_px(fig) + GAP_PX * scale + _over_plot_px(fig)
     legend = fig.layout.legend
     if legend.orientation == "h" and legend.y is not None and legend.y >= 1 and legend.yanchor == "bottom" and legend.yref == "paper":
-        size = legend.font.size or LEGEND_SIZE
-        top += legend_rows(legend_entries(fig), size=size) * LEGEND_ROW_PX * size / LEGEND_SIZE
+        top += legend_px(fig)
     return math.ceil(top)
 
 
@@ -248,7 +339,8 @@ def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> g
     on_top = bool(names) and not _legend_placed(fig)
     legend = dict(TOP_LEGEND, font=dict(size=LEGEND_SIZE)) if on_top else dict(font=dict(size=LEGEND_SIZE))
     block = TOP_PAD_PX + math.ceil(line_count(text) * TITLE_SIZE * LINE_EM + line_count(subtitle) * SUBTITLE_SIZE * LINE_EM)
-    top = max(block + GAP_PX + over + (legend_rows(names) * LEGEND_ROW_PX if on_top else 0), BASE_TOP_PX)
+    legend_room = legend_px(fig, size=LEGEND_SIZE, margins=(MARGIN["l"], MARGIN["r"])) if on_top else 0
+    top = max(block + GAP_PX + over + legend_room, BASE_TOP_PX)
     total = height + top - BASE_TOP_PX
     if on_top and over:  # over the top subplot's title, not on it
         legend["y"] = 1 + over / max(total - top - MARGIN["b"], 1)
