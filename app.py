@@ -331,8 +331,11 @@ def window_view(trace: Trace, view: View) -> None:
 
 
 def text_view(trace: Trace, view: View) -> None:
+    """A block of text (the tutorial log), its lines wrapped so a narrow window still shows each line's end
+    (the output size), and scrolled within a screen's height so What happened stays near."""
     views: Views = st.session_state.setdefault("views", Views())
-    st.code(views.get(trace, view.build), language=None)
+    text = views.get(trace, view.build)
+    st.code(text, language=None, wrap_lines=True, height=520 if text.count("\n") > 24 else "content")
 
 
 CONTROLS = {
@@ -361,11 +364,19 @@ def view_of(trace: Trace, view: View) -> None:
         CONTROLS[view.control](trace, view)
 
 
-def headline(paragraph: str) -> str:
-    """A paragraph's bold opening sentence ("**Why GPU 0 carries more.**"), or its first words."""
-    if paragraph.startswith("**") and "**" in paragraph[2:]:
-        return paragraph[: paragraph.index("**", 2) + 2]
-    return paragraph[:80] + ("…" if len(paragraph) > 80 else "")
+def headline(paragraph: str, limit: int = 220) -> str:
+    """A paragraph's bold opening ("**Why GPU 0 carries more.**") and its first sentence, whole or not at all:
+    a line that says what was found, not only what it is about."""
+    if not (paragraph.startswith("**") and "**" in paragraph[2:]):
+        return paragraph.split(". ")[0][:limit]
+    end = paragraph.index("**", 2) + 2
+    bold, rest = paragraph[:end], paragraph[end:]
+    stop = rest.find(". ")
+    sentence = rest[: stop + 1] if stop >= 0 else rest
+    if len(sentence) > limit:  # its first clause, the rest in the details
+        cut = max(sentence.rfind(mark, 0, limit) for mark in (", ", "; ", ": "))
+        sentence = sentence[:cut] + " …" if cut > 0 else ""
+    return bold + ("" if sentence.count("`") % 2 else sentence)  # never a code span cut in two
 
 
 def what_happened(trace: Trace, columns: int = 2, heading: bool = True) -> None:
