@@ -43,6 +43,7 @@ def shoot(url: str, links: list[str], widths: list[int], themes: list[str], out:
                     context = browser.new_context(viewport={"width": width, "height": WIDTHS.get(width, 800)},
                                                   color_scheme=theme)
                     page = context.new_page()
+                    page.set_default_timeout(120_000)  # a tab's first view can take a while on a busy machine
                     page.goto(f"{url}/?{link}")
                     settle(page)
                     tabs = page.get_by_role("tab").all_inner_texts()
@@ -51,7 +52,13 @@ def shoot(url: str, links: list[str], widths: list[int], themes: list[str], out:
                         settle(page)
                         name = f"{link.replace('&', '_').replace('=', '-')}_{theme}_{width}_{tab.replace(' ', '-')}"
                         path = out / f"{name}.png"
-                        page.screenshot(path=str(path), full_page=whole)
+                        if whole:  # the page's main area scrolls itself: grow the window to its height instead
+                            tall = page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
+                            page.set_viewport_size({"width": width, "height": max(tall, WIDTHS.get(width, 800))})
+                            page.wait_for_timeout(500)
+                        page.screenshot(path=str(path))
+                        if whole:
+                            page.set_viewport_size({"width": width, "height": WIDTHS.get(width, 800)})
                         saved.append(path)
                     context.close()
         browser.close()
