@@ -187,8 +187,9 @@ def test_an_outlier_is_cut_marked_and_hovers_its_measured_time():
     assert bar.x[i] < 1.0 and "a cut (//) crosses it" in data[i, 5]  # drawn short, and says why
     assert sum("crosses it" in str(note) for note in data[:, 5]) == 1  # the other forwards: as measured
     cuts = [s for s in fig.layout.shapes if s.name == "cut"]
-    assert len(cuts) == len(scale.cuts)
-    assert any(bar.base[i] <= (c.x0 + c.x1) / 2 <= bar.base[i] + bar.x[i] for c in cuts)  # the mark on the bar
+    assert len(cuts) == 2 * len(scale.cuts)  # a dashed line on either side of each cut's strip
+    middles = [(a.x0 + b.x0) / 2 for a, b in zip(cuts[::2], cuts[1::2])]
+    assert any(bar.base[i] <= m <= bar.base[i] + bar.x[i] for m in middles)  # the mark on the bar
     assert sum(a.text == "//" for a in fig.layout.annotations) == len(scale.cuts)
     assert "so one slow moment does not set the scale" in _notes(fig)
     assert "cut stretch //" in [t.name for t in fig.data if t.showlegend]
@@ -281,7 +282,7 @@ def test_legend_entries_match_the_colours_drawn(gpus, train):
     for entry in entries:
         bars = [t for t in fig.data if t.showlegend is False and t.legendgroup == entry.legendgroup and t.type == "bar"]
         if entry.legendgroup == "cut":
-            assert any(s.name == "cut" and s.fillcolor == entry.marker.color for s in fig.layout.shapes)
+            assert any(s.name == "cut" and s.line.dash == entry.line.dash for s in fig.layout.shapes)
             continue
         assert bars, entry.name
         if entry.marker.color == "rgba(0,0,0,0)":  # an open swatch: each bar in its lane's GPU colour
@@ -440,3 +441,32 @@ def test_idle_band_covers_the_way_back():
     idle = table[table["phase"] == "idle"]
     step = [s for s in trace.spans if s.phase == "step" and s.batch == 3][0]
     assert idle["device"].tolist() == [5, 6, 7] and np.allclose(idle["end_ms"], step.end * 1e3)
+
+
+def test_idle_is_the_split_s_grey_and_a_cut_looks_nothing_like_it():
+    from dpviz.figures.colors import IDLE_GREY
+    from dpviz.figures.timeline_look import CUT_LABEL, IDLE_LABEL
+
+    plain = synthetic(RunConfig(data_size=100, gpus=8))  # the last batch of 10 rows leaves GPUs 5-7 idle
+    fig = timeline_figure(_with_outlier(plain, "forward", 1, 2, 10.0))
+    idle = [t for t in fig.data if t.type == "bar" and t.legendgroup == "idle"]
+    assert idle and all(t.marker.color == IDLE_GREY for t in idle)  # solid, as in Split and Flow
+    (cut_entry,) = [t for t in fig.data if t.showlegend and t.name == CUT_LABEL]
+    (idle_entry,) = [t for t in fig.data if t.showlegend and t.name == IDLE_LABEL]
+    assert idle_entry.marker.color == IDLE_GREY
+    # The cut: dashed lines with no fill, where idle is a filled grey bar.
+    assert cut_entry.type == "scatter" and cut_entry.mode == "lines" and cut_entry.line.dash == "dash"
+    cuts = [s for s in fig.layout.shapes if s.name == "cut"]
+    assert cuts and all(s.type == "line" and s.line.dash == "dash" and s.fillcolor is None for s in cuts)
+
+
+def test_open_swatches_show_on_both_pages():
+    from dpviz.figures.colors import DARK_BACKGROUND, LIGHT_BACKGROUND, contrast_ratio
+
+    fig = timeline_figure(recorded(gpus=8, train=True))
+    open_ = [t for t in fig.data if t.showlegend and t.type == "bar" and t.marker.color == "rgba(0,0,0,0)"]
+    assert {t.legendgroup for t in open_} >= {"forward", "backward"}
+    for entry in open_:  # its edge is all there is of it: 3:1 (WCAG 1.4.11) on white and on the dark page
+        assert entry.marker.line.color.startswith("#")  # opaque: no alpha thinning it on the dark page
+        assert contrast_ratio(entry.marker.line.color, LIGHT_BACKGROUND) >= 3
+        assert contrast_ratio(entry.marker.line.color, DARK_BACKGROUND) >= 3

@@ -18,11 +18,16 @@ from .timeline_scale import CUT_MARK
 
 IDLE = "idle"
 IDLE_LABEL = "idle (no rows)"
-IDLE_FILL = with_alpha(IDLE_GREY, 0.6)
+IDLE_FILL = IDLE_GREY  # solid, the grey idle is in every view
 GUIDE = with_alpha("#808080", 0.55)  # outlines, dividers and whiskers: readable on white and near-black
 BAND = with_alpha("#808080", 0.10)  # a batch's extent behind the lanes
-CUT_FILL = with_alpha("#808080", 0.35)
+# A cut is a break in the time axis, not a state of a lane: two dashed lines and no fill, so it never
+# reads as an idle band (solid IDLE_GREY) on either page.
+CUT_LINE = dict(color=with_alpha("#808080", 0.8), width=1.5, dash="dash")
 CUT_LABEL = f"cut stretch {CUT_MARK}"
+# The edge and hatch of an open swatch (no fill of its own): an opaque mid grey, 3.9:1 on white and
+# 4.8:1 on the dark page (WCAG 1.4.11 asks 3:1), where GUIDE's translucent grey all but vanished.
+SWATCH_EDGE = "#808080"
 LEGEND_TITLE = "open swatch: drawn in its lane's GPU colour"
 # Thickness of a bar on its lane: what runs on every lane thick, one lane's steps medium, host copies thin.
 WIDTH = {EVERY_LANE: 0.8, ONE_LANE: 0.55, HOST: 0.35, IDLE: 0.8}
@@ -70,13 +75,13 @@ def legend_swatches(vocabulary: Vocabulary, phases: list[str], cut: bool = False
             marker = dict(color=bar_look(vocabulary, phase, np.array([0]))["color"], line=dict(color=OUTLINE, width=0.3))
         else:  # open: the fill is the lane's colour, so the swatch shows only the hatch
             hatch = vocabulary.phase(phase).hatch
-            marker = dict(color="rgba(0,0,0,0)", line=dict(color=GUIDE, width=1.5),
-                          pattern=dict(shape=hatch, fgcolor=GUIDE, solidity=0.35, fillmode="overlay") if hatch else None)
+            marker = dict(color="rgba(0,0,0,0)", line=dict(color=SWATCH_EDGE, width=2),
+                          pattern=dict(shape=hatch, fgcolor=SWATCH_EDGE, solidity=0.35, fillmode="overlay") if hatch else None)
         entries.append(go.Bar(x=[None], y=[None], orientation="h", name=legend_label(vocabulary, phase),
                               legendgroup=phase, showlegend=True, marker=marker, hoverinfo="skip"))
     if cut:
-        entries.append(go.Bar(x=[None], y=[None], orientation="h", name=CUT_LABEL, legendgroup="cut", showlegend=True,
-                              marker=dict(color=CUT_FILL, line=dict(color=GUIDE, width=1)), hoverinfo="skip"))
+        entries.append(go.Scatter(x=[None], y=[None], mode="lines", name=CUT_LABEL, legendgroup="cut", showlegend=True,
+                                  line=CUT_LINE, hoverinfo="skip"))
     return entries
 
 

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from ..tables import batch_spans
 from ..trace import Trace
 from ..vocabulary import EVERY_LANE, HOST, Vocabulary
-from .timeline_look import BAND, CUT_FILL, GUIDE, IDLE, draw_order, phase_bars
+from .timeline_look import BAND, CUT_LINE, GUIDE, IDLE, draw_order, phase_bars
 from .timeline_scale import CUT_MARK, TimeScale, robust_cap, time_scale, time_ticks
 from .timeline_summary import HIGH, LOW, batch_extents
 
@@ -167,7 +167,8 @@ def _axis(ref: str) -> str:
 
 
 def _mark_cuts(fig: go.Figure, scale: TimeScale, axes: tuple[str, str]) -> None:
-    """Each cut: a grey band over the lanes, // on the time axis, and a hover that gives its real length."""
+    """Each cut: dashed lines across the lanes on either side of a strip in the stretch's middle, // on the
+    time axis, and a hover that gives its real length."""
     x, y = axes
     if not scale.cuts:
         return
@@ -175,14 +176,15 @@ def _mark_cuts(fig: go.Figure, scale: TimeScale, axes: tuple[str, str]) -> None:
     for cut in scale.cuts:
         a, b = float(scale(cut.start)), float(scale(cut.end))
         half = min(b - a, CUT_STRIP * scale.cap) / 2  # a strip in the middle: the stretch itself stays empty
-        fig.add_shape(type="rect", xref=x, yref=f"{y} domain", x0=(a + b) / 2 - half, x1=(a + b) / 2 + half, y0=0,
-                      y1=1, fillcolor=CUT_FILL, line=dict(width=0), layer="below", name="cut")
+        for edge in ((a + b) / 2 - half, (a + b) / 2 + half):
+            fig.add_shape(type="line", xref=x, yref=f"{y} domain", x0=edge, x1=edge, y0=0, y1=1, line=CUT_LINE,
+                          layer="below", name="cut")
         fig.add_annotation(text=CUT_MARK, x=(a + b) / 2, xref=x, y=0, yref=f"{y} domain", yanchor="middle",
                            showarrow=False, font=dict(size=15), name="cut")
         middles.append((a + b) / 2)
     lengths = np.array([[c.start, c.end - c.start, c.drawn] for c in scale.cuts])
     fig.add_trace(go.Scatter(
-        x=middles, y=[-0.45] * len(middles), mode="markers", marker=dict(size=10, color=CUT_FILL), xaxis=x, yaxis=y,
+        x=middles, y=[-0.45] * len(middles), mode="markers", marker=dict(size=10, color=CUT_LINE["color"]), xaxis=x, yaxis=y,
         legendgroup="cut", showlegend=False, name="cut", customdata=lengths,
         hovertemplate=(f"{CUT_MARK} cut: from %{{customdata[0]:.3f}} ms, nothing started or ended for "
                        "%{customdata[1]:.3f} ms;<br>drawn %{customdata[2]:.3f} ms long<extra></extra>"),
