@@ -31,7 +31,8 @@ class Summary:
     rows: int
     replicas_total: int
     replicas_per_batch: list[int]
-    idle_slots: int  # (batch, device) pairs that got no rows
+    idle_slots: int  # (batch, device) pairs where no replica ran
+    called_without_rows: int  # replicas called with the keywords alone, no rows of the batch (a failing batch's)
     batches_with_idle: int
     largest_chunk: int
     smallest_chunk: int
@@ -47,7 +48,13 @@ class Summary:
 def summarize(trace: Trace) -> Summary:
     """Count batches, replicas, idle slots and chunk sizes, and time each phase."""
     chunks = chunks_per_batch(trace)
-    per_batch = [len(c) for c in chunks]
+    # A replica handed no tensor at all (the keyword pitfall's) got no chunk of the batch, but was called:
+    # it counts as a replica call, not as an idle GPU.
+    empty = [0] * len(chunks)
+    for span in trace.spans:
+        if span.phase == "forward" and span.lane is not None and span.input_shape is None and trace.failure is not None:
+            empty[span.batch] += 1
+    per_batch = [len(c) + e for c, e in zip(chunks, empty)]
     devices = len(trace.lanes)
     sizes = [rows for c in chunks for rows in c]
     phases = phase_table(trace).set_index("phase")
@@ -61,6 +68,7 @@ def summarize(trace: Trace) -> Summary:
         replicas_total=sum(per_batch),
         replicas_per_batch=per_batch,
         idle_slots=sum(devices - n for n in per_batch),
+        called_without_rows=sum(empty),
         batches_with_idle=sum(1 for n in per_batch if n < devices),
         largest_chunk=max(sizes, default=0),
         smallest_chunk=min(sizes, default=0),
@@ -98,6 +106,7 @@ def key_figures(trace: Trace) -> dict[str, str]:
         "batches": f"{s.batches:,}",
         f"replica calls (one per busy {lane} per batch)": f"{s.replicas_total:,}",
         f"{lane} turns left idle ({lane}s × batches)": f"{s.idle_slots:,} of {s.device_slots:,}",
+        **({"replicas called with no rows": f"{s.called_without_rows:,}"} if s.called_without_rows else {}),
         f"most rows one {lane} got": plural(s.largest_chunk, "row"),
         f"fewest rows one {lane} got": plural(s.smallest_chunk, "row"),
         f"time inside {vocabulary.title}": _short_ms(inside),

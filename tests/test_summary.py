@@ -181,3 +181,15 @@ def test_memory_peaks_are_the_maxima_of_memory_totals(settings):
     for peak, part in zip(memory_peaks(trace), (totals[totals["device"] == first], totals[totals["device"] != first])):
         row = part.loc[part["bytes"].idxmax()]  # the first of equal maxima in the table's pipeline order
         assert peak == MemoryPeak(int(row["device"]), int(row["bytes"]), int(row["batch"]), str(row["phase"]))
+
+
+def test_replicas_called_with_no_rows_are_calls_not_idle_gpus():
+    from dpviz import record
+    from dpviz.presets import PRESETS
+
+    trace = record(PRESETS["kwargs-small-batch"].config)  # 8 GPUs, the last batch's x makes only 5 chunks
+    figures = key_figures(trace)
+    assert figures["replicas called with no rows"] == "3"  # replicas 5-7, called with scale alone
+    assert figures["replica calls (one per busy GPU per batch)"] == "32"  # every GPU's replica ran, in every batch
+    assert figures["GPU turns left idle (GPUs × batches)"] == "0 of 32"
+    assert "replicas called with no rows" not in key_figures(recorded(gpus=8))  # idle GPUs there are truly idle
