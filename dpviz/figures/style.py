@@ -296,9 +296,9 @@ def _subplot_titles(fig: go.Figure) -> list:
             and a.xanchor == "center" and a.yanchor == "bottom" and a.text]
 
 
-def _wrap_subplot_titles(fig: go.Figure) -> None:
+def _wrap_subplot_titles(fig: go.Figure, margins_px: float = MARGIN["l"] + MARGIN["r"]) -> None:
     """Subplot titles cut to the width of their subplot at the narrowest chart."""
-    plot_px = NARROWEST_PX - MARGIN["l"] - MARGIN["r"]
+    plot_px = NARROWEST_PX - margins_px
     for annotation in _subplot_titles(fig):
         axis = next((fig.layout[k] for k in fig.layout if re.match(r"xaxis\d*$", k)
                      and fig.layout[k].domain and fig.layout[k].domain[0] <= annotation.x <= fig.layout[k].domain[1]), None)
@@ -310,16 +310,6 @@ def _over_plot_px(fig: go.Figure) -> int:
     """Room the top subplot's title takes above the plot area (0 without subplot titles)."""
     tops = [a for a in _subplot_titles(fig) if a.y >= 0.99]
     return max((math.ceil(line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM) + 4 for a in tops), default=0)
-
-
-def _top_px(fig: go.Figure, scale: float = 1.0) -> int:
-    """The top margin `fig` needs: its title block, a subplot title over the top row, and the rows of a
-    legend in TOP_LEGEND's place."""
-    top = title_block_px(fig) + GAP_PX * scale + _over_plot_px(fig)
-    legend = fig.layout.legend
-    if legend.orientation == "h" and legend.y is not None and legend.y >= 1 and legend.yanchor == "bottom" and legend.yref == "paper":
-        top += legend_px(fig)
-    return math.ceil(top)
 
 
 def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> go.Figure:
@@ -358,14 +348,6 @@ def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> g
     return fig
 
 
-def _lift_legend(fig: go.Figure) -> None:
-    """A top legend sits over the top subplot's title, not on it."""
-    legend, over = fig.layout.legend, _over_plot_px(fig)
-    if over and legend.orientation == "h" and legend.yanchor == "bottom" and legend.yref == "paper":
-        plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-        fig.update_layout(legend_y=1 + over / max(plot_px, 1))
-
-
 def light(fig: go.Figure) -> go.Figure:
     """The light look on `fig` itself, for where no page theme applies (the offline HTML report): white
     background, dark ink, grey guides; what styled() leaves to the page's theme."""
@@ -388,15 +370,83 @@ def _scaled(size, scale: float):
     return size
 
 
+# A text trace sized to fit its cells (the sample map's row ids) says so in its meta: presentation()
+# leaves its size, since larger numbers would run together.
+CELL_TEXT = {"sized": "to its cells"}
+
+
+def _legend_above(fig: go.Figure) -> bool:
+    legend = fig.layout.legend
+    return (legend.orientation == "h" and legend.y is not None and legend.y >= 1 and legend.yref in (None, "paper")
+            and bool(legend_entries(fig)))
+
+
+def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
+    """Grow the room between stacked panels by `scale` (their axis labels and headings grow with the
+    type), each panel keeping its height in pixels; what is placed on the paper moves with its panel.
+    Returns the plot area's new height."""
+    names = [k for k in fig.layout if re.match(r"yaxis\d*$", k) and fig.layout[k].domain]
+    spans = sorted({tuple(fig.layout[k].domain) for k in names})
+    if len(spans) < 2:
+        return plot_px
+    merged: list[list[float]] = []
+    for a, b in spans:
+        if merged and a < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    new_px, starts, previous = 0.0, [], 0.0
+    for a, b in merged:
+        new_px += (a - previous) * plot_px * scale
+        starts.append(new_px)
+        new_px += (b - a) * plot_px
+        previous = b
+    new_px += (1 - previous) * plot_px * scale
+
+    def moved(y):
+        if not isinstance(y, (int, float)) or isinstance(y, bool):
+            return y
+        edge, at = 0.0, 0.0
+        for (a, b), start in zip(merged, starts):
+            if y < a:
+                return (at + (y - edge) * plot_px * scale) / new_px
+            if y <= b:
+                return (start + (y - a) * plot_px) / new_px
+            edge, at = b, start + (b - a) * plot_px
+        return (at + (y - edge) * plot_px * scale) / new_px
+
+    for k in names:
+        a, b = fig.layout[k].domain
+        fig.layout[k].domain = [max(0.0, moved(a)), min(1.0, moved(b))]
+    for item in list(fig.layout.annotations) + list(fig.layout.shapes):
+        if item.yref == "paper":
+            for key in ("y", "y0", "y1"):
+                if key in item and item[key] is not None:
+                    item[key] = moved(item[key])
+    return new_px
+
+
 def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
     """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
-    axis titles, legend, annotations, hovers, text on marks), the title wrapped again at the larger
-    size and the margins and the height grown to match, so the plot keeps its share of the chart."""
+    axis titles, legend, annotations, hovers, text on marks) and the room around it too: the title
+    wrapped again at the larger size, a legend above the plot laid out again in the rows it now takes,
+    the room between the title block, the legend and the plot and between stacked panels grown, the
+    margins and the height grown to match, so the plot keeps its share of the chart. Text on bars too
+    small to hold it is hidden rather than run into its neighbours."""
     if scale <= 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
     out = go.Figure(fig)
     layout = out.layout
-    old_block = title_block_px(out)
+    old = fig.layout.margin
+    old_top, old_bottom = old.t or BASE_TOP_PX, old.b or MARGIN["b"]
+    old_plot = (fig.layout.height or 520) - old_top - old_bottom
+    old_block = title_block_px(fig)
+    above = _legend_above(fig)
+    if above:  # the legend's place: from the title block to its top, and from its bottom to the plot
+        legend, old_legend = fig.layout.legend, legend_px(fig)
+        lifted = (legend.y - 1) * old_plot
+        legend_top = old_top - lifted - (old_legend if legend.yanchor != "top" else 0)
+        before, after = max(legend_top - old_block, 0), max(old_top - legend_top - old_legend, 0)
     font = layout.font.size or FONT_SIZE
     layout.font.size = _scaled(font, scale)
     title = layout.title
@@ -407,31 +457,52 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
         title.text = wrap(unwrap(title.text), title.font.size)
     if title.subtitle.text:
         title.subtitle.text = wrap(unwrap(title.subtitle.text), title.subtitle.font.size)
+    for frame in out.frames or ():  # an animation's frames carry titles of their own
+        if frame.layout and frame.layout.title and frame.layout.title.text:
+            frame.layout.title.text = wrap(unwrap(frame.layout.title.text), title.font.size)
     layout.legend.font.size = _scaled(layout.legend.font.size or LEGEND_SIZE, scale)
     if layout.legend.title.font.size:
         layout.legend.title.font.size = _scaled(layout.legend.title.font.size, scale)
+    if layout.legend.entrywidth and layout.legend.entrywidthmode != "fraction":
+        layout.legend.entrywidth = round(layout.legend.entrywidth * scale)
     layout.hoverlabel.font.size = _scaled(layout.hoverlabel.font.size or FONT_SIZE - 1, scale)
     for annotation in layout.annotations:
         annotation.font.size = _scaled(annotation.font.size or font, scale)
-    _wrap_subplot_titles(out)
+        for key in ("xshift", "yshift"):  # offsets in pixels from a panel: they hold text that grew
+            if annotation[key]:
+                annotation[key] = round(annotation[key] * scale)
     for axis in [getattr(layout, name) for name in layout if re.match(r"[xy]axis\d*$", name)]:
         if axis.tickfont.size:
             axis.tickfont.size = _scaled(axis.tickfont.size, scale)
         if axis.title.font.size:
             axis.title.font.size = _scaled(axis.title.font.size, scale)
+    bar_text = []
     for trace in out.data:
+        if trace.meta == CELL_TEXT:
+            continue
         for key in _SIZED:
             if key in trace and trace[key].size is not None:
                 trace[key].size = _scaled(trace[key].size, scale)
         if trace.type == "sankey" and trace.textfont.size is None:
             trace.textfont.size = _scaled(font, scale)
-    old = fig.layout.margin
-    old_top, old_bottom = old.t or BASE_TOP_PX, old.b or MARGIN["b"]
-    # What sits between the title block and the plot (a legend, step names) grows with its type.
-    top = max(_top_px(out, scale), title_block_px(out) + (old_top - old_block) * scale)
+        if trace.type == "bar" and (trace.text is not None or trace.texttemplate):
+            sizes = [trace[k].size for k in ("textfont", "insidetextfont") if isinstance(trace[k].size, (int, float))]
+            bar_text.append(min(sizes, default=_scaled(font, scale)))
+    if bar_text:  # a label that does not fit its bar at the larger size is hidden, not run into the next
+        layout.uniformtext = dict(mode="hide", minsize=min(bar_text))
+    left, right = round((old.l or MARGIN["l"]) * scale), round((old.r or MARGIN["r"]) * scale)
+    layout.margin = dict(l=left, r=right)
+    _wrap_subplot_titles(out, left + right)
+    plot_px = _stretch_gaps(out, old_plot, scale)
+    block = title_block_px(out)
+    if above:
+        new_legend = legend_px(out)
+        top = block + before * scale + new_legend + after * scale
+        lifted = (top - block - before * scale) if layout.legend.yanchor == "top" else after * scale
+        layout.legend.y = 1 + lifted / max(plot_px, 1)
+    else:  # what sits between the title block and the plot (a subplot's title, step names) grows with its type
+        top = block + max(old_top - old_block, GAP_PX) * scale
     bottom = old_bottom * scale
-    layout.margin = dict(t=round(top), b=round(bottom), l=round((old.l or MARGIN["l"]) * scale),
-                         r=round((old.r or MARGIN["r"]) * scale))
-    layout.height = round((fig.layout.height or 520) + (top - old_top) + (bottom - old_bottom))
-    _lift_legend(out)
+    layout.margin = dict(t=round(top), b=round(bottom), l=left, r=right)
+    layout.height = round(top + plot_px + bottom)
     return out
