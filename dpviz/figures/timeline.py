@@ -17,15 +17,16 @@ DistributedDataParallel traces have a layout of their own (timeline_ddp).
 """
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 
 from ..trace import Trace
 from ..vocabulary import EVERY_LANE, HOST, Vocabulary
 from .bounds import MAX_MARKS
-from .style import backend_note, check_batch, plural, styled
+from .style import TICK_SIZE, backend_note, check_batch, legend_px, plural, styled, text_px, title_block_px
 from .timeline_ddp import timeline_ddp_figure
 from .timeline_ddp import window_size as ddp_window_size
 from .timeline_look import LEGEND_TITLE, lane_label, legend_swatches
@@ -37,15 +38,15 @@ from .timeline_words import scale_note, steps_note, summary_note, times_note, wr
 
 PANELS = ("both", "steps", "measured")
 # Entries of a fixed width, as many to a row as the chart holds: room is kept for the rows they take on
-# the narrowest chart (~480 px: two entries of a swatch and "sum of gradients" beside the lane names).
-LEGEND_ENTRY_PX, LEGEND_COLUMNS = 130, 2
-# Vertical layout in pixels, top to bottom: title and subtitle lines, the legend's title and rows, then
-# each panel (its title and batch labels, its lanes, its axis labels), then the notes.
-TITLE_PX, SUBTITLE_LINE_PX = 46, 19
-LEGEND_TITLE_PX, LEGEND_ROW_PX, LEGEND_GAP_PX = 24, 26, 10
+# the narrowest chart (style.legend_px: two entries of a swatch and "sum of gradients" beside the lane names).
+LEGEND_ENTRY_PX = 130
+# Vertical layout in pixels, top to bottom: the title block, the legend's title and rows, then each
+# panel (its title and batch labels, its lanes, its axis labels), then the notes.
+LEGEND_GAP_PX = 10
 HEADER_PX = 46  # a panel's title, then its batch labels
 STEP_LANE_PX, LANE_PX, DENSE = 22, 32, 8  # per lane; past DENSE lanes a little less
-STEP_AXIS_PX, TIME_AXIS_PX = 84, 64  # slot names at -45°; time ticks and the axis title
+STEP_AXIS_PX, TIME_AXIS_PX = 84, 64  # slot names at -60° (at least; the longest sets it); time ticks and the axis title
+STEP_ANGLE = 60  # the slot names' tilt, in degrees below the horizontal
 NOTE_LINE_PX, NOTE_GAP_PX = 19, 16
 LEFT_PX, RIGHT_PX = 92, 24
 
@@ -82,14 +83,17 @@ def _panels(show: str, devices: int) -> list[Panel]:
                   STEP_AXIS_PX if name == "steps" else TIME_AXIS_PX) for i, name in enumerate(names)]
 
 
-def _title_px(fig: go.Figure, subtitle_lines: int) -> int:
-    """Pixels the styled title and subtitle take from the figure's top (as the house style measures
-    them where it can, else by this view's own line heights)."""
-    try:
-        from .style import title_block_px
-    except ImportError:  # a house style that does not measure its title block
-        return TITLE_PX + subtitle_lines * SUBTITLE_LINE_PX
+def _title_px(fig: go.Figure) -> int:
+    """Pixels the styled title and subtitle take from the figure's top, and the gap under them."""
     return title_block_px(fig) + LEGEND_GAP_PX
+
+
+def step_axis_px(labels: list[str], size: float = TICK_SIZE) -> int:
+    """Room under the steps panel for its slot names tilted STEP_ANGLE degrees: the longest one's
+    drop, its line's height across the tilt, and the tick's gap, so it ends above the next heading."""
+    angle = math.radians(STEP_ANGLE)
+    longest = max((text_px(label, size) for label in labels), default=0)
+    return max(STEP_AXIS_PX, math.ceil(longest * math.sin(angle) + 1.3 * size * math.cos(angle) + 12))
 
 
 def _lines(text: str) -> int:
@@ -97,15 +101,21 @@ def _lines(text: str) -> int:
 
 
 def _lay_out(fig: go.Figure, panels: list[Panel], vocabulary: Vocabulary, devices: int, titles: dict[str, str],
-             notes: str, subtitle_lines: int, entries: int) -> None:
+             notes: str) -> None:
     """Heights, panel domains, lane axes, panel titles, legend and notes, from the pixel layout above."""
-    legend_px = LEGEND_TITLE_PX + -(-entries // LEGEND_COLUMNS) * LEGEND_ROW_PX + LEGEND_GAP_PX  # rows when narrowest
-    top = _title_px(fig, subtitle_lines) + legend_px + HEADER_PX  # the legend's rows at their narrowest
+    # Entries in rows under the subtitle (on a wide chart they take fewer rows: the room left is
+    # above the first panel); the legend's title says what an open swatch means.
+    fig.update_layout(legend=dict(
+        orientation="h", x=0, xanchor="left", xref="paper", yref="paper", yanchor="top", entrywidth=LEGEND_ENTRY_PX,
+        entrywidthmode="pixels", traceorder="normal", groupclick="togglegroup", title=dict(text=LEGEND_TITLE, side="top")))
+    title_px = _title_px(fig)
+    # The legend's rows as plotly lays them out on the narrowest chart, and the gap under them.
+    top = title_px + legend_px(fig, margins=(LEFT_PX, RIGHT_PX)) + LEGEND_GAP_PX + HEADER_PX
     note_px = _lines(notes) * NOTE_LINE_PX + NOTE_GAP_PX if notes else 0
     bottom = panels[-1].axis_px + note_px
     plot_px = sum(p.lanes_px for p in panels) + sum(p.axis_px + HEADER_PX for p in panels[:-1])
-    title_px = _title_px(fig, subtitle_lines)
-    fig.update_layout(height=top + plot_px + bottom, margin=dict(t=top, b=bottom, l=LEFT_PX, r=RIGHT_PX))
+    fig.update_layout(height=top + plot_px + bottom, margin=dict(t=top, b=bottom, l=LEFT_PX, r=RIGHT_PX),
+                      legend_y=1 + (top - title_px) / plot_px)
     below = plot_px  # pixels from the plot area's bottom to the current panel's top
     for panel in panels:
         x, y = panel.axes
@@ -120,14 +130,7 @@ def _lay_out(fig: go.Figure, panels: list[Panel], vocabulary: Vocabulary, device
                            yref=f"{y} domain", y=1, yanchor="bottom", yshift=24, showarrow=False, align="left",
                            font=dict(size=15), name=f"{panel.name} panel")
         below -= panel.lanes_px + panel.axis_px + HEADER_PX
-    fig.update_layout(
-        barmode="overlay", bargap=0.1, dragmode="zoom", hovermode="closest",
-        # Entries in rows under the subtitle (on a wide chart they take fewer rows: the room left is
-        # above the first panel); the legend's title says what an open swatch means.
-        legend=dict(orientation="h", x=0, xanchor="left", xref="paper", yref="paper",
-                    y=1 + (top - title_px) / plot_px, yanchor="top", entrywidth=LEGEND_ENTRY_PX, entrywidthmode="pixels", traceorder="normal",
-                    groupclick="togglegroup", title=dict(text=LEGEND_TITLE, side="top")),
-    )
+    fig.update_layout(barmode="overlay", bargap=0.1, dragmode="zoom", hovermode="closest")
     if notes:
         fig.add_annotation(text=notes, xref="paper", x=0, xanchor="left", xshift=-LEFT_PX + 12, yref="paper", y=0,
                            yanchor="top", yshift=-panels[-1].axis_px, showarrow=False, align="left",
@@ -164,6 +167,8 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
             picked = step_batches(trace, first_batch, last_batch)
             bars, slots = prepare_steps(trace, picked)
             add_steps(fig, bars, slots, vocabulary, panel.axes)
+            labels = list(fig.layout[f"xaxis{panel.axes[0][1:]}"].ticktext or ())
+            panels[panels.index(panel)] = replace(panel, axis_px=step_axis_px(labels))
             drawn |= set(bars["phase"])
             titles["steps"] = "DataParallel's steps in order (not to scale)"
             notes.append(steps_note(picked, first_batch, last_batch))
@@ -196,6 +201,5 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
                     f"{MAX_MARKS:,} marks); first_batch moves it")
     styled(fig, title, [subtitle])
     text = "<br>".join(wrapped(n) for n in notes if n)
-    entries = len([t for t in fig.data if t.showlegend])
-    _lay_out(fig, panels, vocabulary, devices, titles, text, _lines(subtitle), entries)
+    _lay_out(fig, panels, vocabulary, devices, titles, text)
     return fig
