@@ -32,7 +32,7 @@ CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 PRESENT = "presenting"  # the presentation toggle: larger type in every chart
 TAB = "tab"  # the views' tabs: the shown one's label, in the session's state
 ENGINE = "engine_choice"  # the engine control: dp, ddp or both (the config's engine is dp or ddp)
-ENGINE_LABELS = {"dp": "DataParallel", "ddp": "DistributedDataParallel", BOTH: "Both, side by side"}
+ENGINE_LABELS = {"dp": "DataParallel", "ddp": "DistributedDataParallel", BOTH: "Both, compared"}
 # Ranks a page run may start. Every rank is a process: the server, the forkserver that starts them and the
 # ranks must stay within a small host's 690 MB (proportional set sizes, measured by bench/bench_ddp_page.py:
 # DDP alone peaks at 678 MB with 6 ranks and 705 MB with 8; beside DataParallel, 691 MB with 2 and 724 MB with 4).
@@ -235,16 +235,23 @@ def run(config: RunConfig) -> Trace | None:
 
 def show_outcome(trace: Trace) -> None:
     """The preset being shown, the error that ended the run and the warnings, above the views."""
+    # Few boxes above the tabs, so a projector's first screen still reaches the chart: the devices' sentence
+    # shares the pitfall's box, and the run's own error is said once.
+    devices = describe_devices(trace)
     preset = preset_of(trace.config)
     if preset is not None:
-        st.info(f"**Pitfall: {preset.title}.** {preset.look_for} [Link to this preset](?preset={preset.name})")
+        st.info(f"**Pitfall: {preset.title}.** {preset.look_for} [Link to this preset](?preset={preset.name})  \n"
+                f"{devices}")
+    else:
+        (st.success if trace.backend == "cuda" else st.info)(devices)
     failure = trace.failure
-    unit = "step" if trace.engine == "ddp" else "batch"
+    unit = unit_of(trace)
     if failure is not None:
         whose = "The rank's own error" if trace.engine == "ddp" else "The replica's own error"
+        own = "" if failure.original.strip() in failure.headline else \
+            f"  \n{whose}: {code_span(failure.original, MESSAGE_LIMIT)}"
         st.error(f"**{unit.title()} {failure.batch:,} failed**, as it would in your training loop: "
-                 f"{code_span(failure.headline, MESSAGE_LIMIT)}  \n"
-                 f"{whose}: {code_span(failure.original, MESSAGE_LIMIT)}")
+                 f"{code_span(failure.headline, MESSAGE_LIMIT)}{own}")
         with st.expander("The whole error, as Python prints it"):
             st.code(f"{failure.type}: {failure.message}", language=None)
     for note in trace.warnings:
@@ -262,10 +269,10 @@ def sampled_batch(trace: Trace, sampled: list[int], key: str) -> int:
     """A radio over the sampled batches (first, last, failing), kept valid when a new run samples others."""
     if len(sampled) == 1:
         return sampled[0]
-    if st.session_state.get(key) not in sampled:
-        st.session_state[key] = sampled[0]
     last = len(trace.batches) - 1
     failed = trace.failure.batch if trace.failure else None
+    if st.session_state.get(key) not in sampled:  # a failed run opens on the batch that failed
+        st.session_state[key] = failed if failed in sampled else sampled[0]
 
     def name(b: int) -> str:
         what = "the first" if b == 0 else "failed" if b == failed else "the last" if b == last else ""
@@ -417,7 +424,6 @@ def present(views, *traces: Trace) -> list[View]:
 
 
 def show(trace: Trace) -> None:
-    (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
     show_outcome(trace)
     # Only the shown tab's view is built and sent (a click on another reruns the page, from the session's
     # runs and figures): the others' figures are work the first screen does not need.
@@ -436,15 +442,16 @@ def show(trace: Trace) -> None:
 
 
 COMPARE = "Compare"  # the side-by-side page's first tab
+SIDE_BY_SIDE = "side_by_side"  # both engines' charts in two columns rather than one above the other
 
 
 def show_both(dp: Trace, ddp: Trace) -> None:
-    """The same settings under DataParallel (left) and DDP (right): what moves, then every view side by side."""
+    """The same settings under DataParallel and DDP: what moves, then every view for each, one above the other
+    (or side by side, on request)."""
     left, right = st.columns(2, gap="large")
     for column, trace in ((left, dp), (right, ddp)):
         with column:
             st.markdown(f"#### {ENGINES[trace.engine]}")
-            (st.success if trace.backend == "cuda" else st.info)(describe_devices(trace))
             show_outcome(trace)
     tabs = [COMPARE] + [view.tab for view in present(VIEWS, dp, ddp)]
     for label, tab in zip(tabs, st.tabs(tabs, key=TAB, on_change="rerun")):
@@ -459,8 +466,16 @@ def show_both(dp: Trace, ddp: Trace) -> None:
                     st.markdown(markdown_text(sentence, 2_000))  # dpviz's own sentence, naming lanes: escaped, not cut
                 continue
             view = next(v for v in VIEWS if v.tab == label)
-            for column, trace in zip(st.columns(2, gap="medium"), (dp, ddp)):
-                with column:
+            # Half a 1024-pixel window is too narrow for a chart's title, legend and lanes: one above the
+            # other unless the visitor has the room and asks for columns.
+            if st.toggle("Side by side (wide screens)", key=SIDE_BY_SIDE,
+                         help="DataParallel's chart beside DDP's, each half as wide; off, one above the other."):
+                for column, trace in zip(st.columns(2, gap="medium"), (dp, ddp)):
+                    with column:
+                        view_of(trace, view)
+            else:
+                for trace in (dp, ddp):
+                    st.markdown(f"##### {ENGINES[trace.engine]}")
                     view_of(trace, view)
     st.subheader("What happened")
     for column, trace in zip(st.columns(2, gap="large"), (dp, ddp)):
