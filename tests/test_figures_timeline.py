@@ -168,7 +168,8 @@ def test_batch_bands_span_each_batchs_real_start_and_end(gpus, train):
         assert previous is None or band.x0 >= previous - 1e-9
         previous = band.x1
     labels = [a.text for a in fig.layout.annotations if a.xref == MEASURED and a.name and a.name.startswith("batch")]
-    assert "batch 0" in labels and all(t.split()[-1].isdigit() for t in labels)
+    assert labels and all(t.split()[-1].isdigit() for t in labels)
+    assert len({t.startswith("batch ") for t in labels}) == 1  # one form: all "batch N" or all bare N
 
 
 def test_an_outlier_is_cut_marked_and_hovers_its_measured_time():
@@ -470,3 +471,31 @@ def test_open_swatches_show_on_both_pages():
         assert entry.marker.line.color.startswith("#")  # opaque: no alpha thinning it on the dark page
         assert contrast_ratio(entry.marker.line.color, LIGHT_BACKGROUND) >= 3
         assert contrast_ratio(entry.marker.line.color, DARK_BACKGROUND) >= 3
+
+
+def test_ticks_are_round_and_written_alike():
+    from dpviz.figures.timeline_scale import MIN_GAP_SHARE, time_scale, time_ticks
+
+    # Three busy stretches around two long quiet ones (ms): round times survive in each busy stretch.
+    starts = np.array([0.77, 1.0, 1.2, 41.9, 42.0, 42.3, 206.0, 206.2, 206.5])
+    scale = time_scale(starts, starts + 0.15, cap=0.75)
+    assert len(scale.cuts) == 2
+    values, texts = time_ticks(scale, count=8)
+    assert len(values) >= 3
+    decimals = {len(t.split(".")[1]) if "." in t else 0 for t in texts}
+    assert len(decimals) == 1  # "0.8 … 42.0 … 206.5", never "0.768 41.9 206"
+    width = scale.drawn[-1] - scale.drawn[0]
+    assert (np.diff(values) >= width * MIN_GAP_SHARE - 1e-9).all()
+    for at, text in zip(values, texts):
+        t = float(text.replace(",", ""))
+        assert abs(scale(t) - at) < 1e-9 and not any(c.start < t < c.end for c in scale.cuts)
+
+
+def test_batch_labels_take_one_form():
+    from dpviz.figures.timeline_measured import batch_labels
+
+    wide = batch_labels([(0, 0, 25), (1, 25, 50), (2, 50, 75), (3, 75, 100)], 100)
+    assert list(wide.values()) == ["batch 0", "batch 1", "batch 2", "batch 3"]
+    narrow = batch_labels([(0, 0, 40), (1, 40, 80), (2, 80, 92), (3, 92, 100)], 100)  # batch 3's band: 8 %
+    assert list(narrow.values()) == ["0", "1", "2", "3"]  # never "batch 0" beside a bare "3"
+    assert batch_labels([(0, 0, 99.5), (1, 99.5, 100)], 100)[1] == ""  # no room at all: the hover names it

@@ -93,26 +93,34 @@ class Measured:
     shortened: int  # bars a cut crosses
 
 
-def _batch_label(batch: int, share: float) -> str:
-    """'batch 3' where the band is wide enough on the narrowest chart, '3' where only that fits."""
-    for text in (f"batch {batch:,}", f"{batch:,}"):
-        if share * NARROW_PLOT_PX >= CHAR_PX * len(text) + 6:
-            return text
-    return ""
+def _fits(text: str, share: float) -> bool:
+    """Whether `text` fits over a band `share` of the drawn window wide, on the narrowest chart."""
+    return share * NARROW_PLOT_PX >= CHAR_PX * len(text) + 6
+
+
+def batch_labels(extents: list[tuple[int, float, float]], width: float) -> dict[int, str]:
+    """batch -> its band's label, in one form for all: 'batch 3' when every band has room for that,
+    else the bare '3' (the axis of batches is plain from the first band); a band too narrow for its
+    form goes unlabelled (its hover still names it)."""
+    shares = {b: (x1 - x0) / width if width > 0 else 1.0 for b, x0, x1 in extents}
+    long = {b: f"batch {b:,}" for b in shares}
+    if all(_fits(text, shares[b]) for b, text in long.items()):
+        return long
+    return {b: f"{b:,}" if _fits(f"{b:,}", share) else "" for b, share in shares.items()}
 
 
 def add_batch_bands(fig: go.Figure, extents: list[tuple[int, float, float]], axes: tuple[str, str], width: float) -> None:
     """Each batch's extent (drawn x0, x1) as a shaded band behind the lanes, a line where it starts and
     a label above it; `width` is the drawn window's, for choosing the labels that fit."""
     x, y = axes
+    labels = batch_labels(extents, width)
     for batch, x0, x1 in extents:
         fig.add_shape(type="rect", xref=x, yref=f"{y} domain", x0=x0, x1=x1, y0=0, y1=1, fillcolor=BAND,
                       line=dict(width=0), layer="below", name=f"batch {batch}")
         fig.add_shape(type="line", xref=x, yref=f"{y} domain", x0=x0, x1=x0, y0=0, y1=1,
                       line=dict(color=GUIDE, width=1), layer="below", name=f"batch {batch} starts")
-        label = _batch_label(batch, (x1 - x0) / width if width > 0 else 1)
-        if label:
-            fig.add_annotation(text=label, x=(x0 + x1) / 2, xref=x, y=1, yref=f"{y} domain", yanchor="bottom",
+        if labels[batch]:
+            fig.add_annotation(text=labels[batch], x=(x0 + x1) / 2, xref=x, y=1, yref=f"{y} domain", yanchor="bottom",
                                yshift=2, showarrow=False, font=dict(size=13), name=f"batch {batch}")
 
 

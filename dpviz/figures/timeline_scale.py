@@ -85,28 +85,72 @@ def _nice_step(rough: float) -> float:
     return next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
 
 
+# The fewest ticks worth an axis, and how close two may sit: a tick label is up to five characters
+# ("1,250"), so on the narrowest chart (about 390 px of plot) eight across leave room between them.
+MIN_TICKS, MIN_GAP_SHARE = 3, 1 / 8
+
+
+def _finer(step: float) -> float:
+    """The next smaller of the round steps: 5 -> 2 -> 1 -> 0.5."""
+    mantissa = round(step / 10 ** math.floor(math.log10(step) + 1e-9))
+    return step * (0.4 if mantissa == 5 else 0.5)
+
+
+def _decimals(step: float) -> int:
+    """Decimals that show a multiple of `step` exactly (0 for 5, 1 for 0.2, 2 for 0.05)."""
+    return max(0, -math.floor(math.log10(step) + 1e-9))
+
+
+def _spaced(scale: TimeScale, step: float, width: float) -> tuple[list[float], list[str]]:
+    """Multiples of `step` outside the cuts, placed where drawn, each at least MIN_GAP_SHARE of the
+    axis after the one before (a cut brings far times close together)."""
+    lo, hi = float(scale.real[0]), float(scale.real[-1])
+    first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+    if last - first > 100_000:  # far too fine for this axis: no tick would survive the spacing anyway
+        return [], []
+    decimals = _decimals(step)
+    values, texts, previous = [], [], -math.inf
+    for k in range(first, last + 1):
+        t = k * step
+        if any(c.start < t < c.end for c in scale.cuts):
+            continue
+        at = float(scale(t))
+        if at - previous >= width * MIN_GAP_SHARE - 1e-12:
+            values.append(at)
+            texts.append(f"{t:,.{decimals}f}")
+            previous = at
+    return values, texts
+
+
 def time_ticks(scale: TimeScale, count: int = 6) -> tuple[list[float], list[str]]:
-    """About `count` ticks at round measured times, placed where they are drawn; none inside a cut,
-    none closer than a tenth of the axis to the one before (a cut brings far times close together).
-    When cuts leave fewer than three round times, the ends of the cuts (where measured time resumes)
-    are labelled too, to three significant digits."""
+    """About `count` ticks at round measured times (1, 2 or 5 times a power of ten, all written with the
+    same decimals), placed where they are drawn; none inside a cut, none closer than MIN_GAP_SHARE of
+    the axis to the one before. When cuts leave fewer than MIN_TICKS round times, a finer round step
+    is tried (down to a hundredth of the axis) before the cuts' ends are labelled as they are."""
     if len(scale.real) < 2:
         return [], []
-    lo, hi = float(scale.real[0]), float(scale.real[-1])
     width = float(scale.drawn[-1] - scale.drawn[0])
     if width <= 0:
         return [], []
     step = _nice_step(width / count)
-    times = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
-    labels = {t: f"{t:,.10g}" for t in times if not any(c.start < t < c.end for c in scale.cuts)}
-    if len(labels) < 3:
-        for t in [lo] + [c.end for c in scale.cuts]:
-            labels.setdefault(t, f"{t:,.3g}")
-    values, texts, last = [], [], -math.inf
+    best: tuple[list[float], list[str]] = ([], [])
+    while step >= width / 100:
+        values, texts = _spaced(scale, step, width)
+        if len(values) > len(best[0]):
+            best = values, texts
+        if len(values) >= MIN_TICKS:
+            return values, texts
+        step = _finer(step)
+    if len(best[0]) >= MIN_TICKS:
+        return best
+    # Still too few: where measured time resumes after each cut, to three significant digits.
+    labels = dict(zip([float(scale.real[0])] + [c.end for c in scale.cuts],
+                      [f"{t:,.3g}" for t in [float(scale.real[0])] + [c.end for c in scale.cuts]]))
+    values, texts, previous = [], [], -math.inf
     for t in sorted(labels):
         at = float(scale(t))
-        if at - last >= width / 10:
+        if at - previous >= width * MIN_GAP_SHARE:
             values.append(at)
             texts.append(labels[t])
-            last = at
+            previous = at
     return values, texts
