@@ -265,3 +265,21 @@ def test_largest_run_stays_small(config):
         assert count_marks(fig) <= MAX_MARKS
         assert len(fig.to_json()) < MAX_JSON_BYTES
         json.loads(fig.to_json())
+
+
+def test_bands_of_gpus_8_to_15_are_hatched_like_their_boxes():
+    from dpviz.figures.colors import device_color, with_alpha
+    from dpviz.figures.flow_draw import BAND_ALPHA
+
+    fig = flow_figure(recorded(gpus=16), 0)
+    bands = _bands(fig, "scatter") + _bands(fig, "gather")
+    assert len(bands) == 2 * 15  # 30 rows on 15 GPUs, each scattered and gathered
+    hatched = 0
+    for band in bands:
+        device = next(d for d in range(16) if band.fillcolor == with_alpha(device_color(d), BAND_ALPHA))
+        if device >= 8:  # over the band's own colour, not stripes on nothing where the page's theme drops the template
+            assert band.fillpattern.shape == "/" and band.fillpattern.fillmode == "overlay"
+            hatched += 1
+        else:
+            assert not band.fillpattern.shape
+    assert hatched == 2 * 7  # GPUs 8-14 (GPU 15 idle)

@@ -112,7 +112,8 @@ def _node_trace(n, box: tuple[float, float, float], trace: Trace) -> dict:
         color = device_color(device)
     style = dict(fill="toself", fillcolor=color, line=dict(color=GUIDE, width=1))
     if n.kind in LANE_KINDS + MODEL_KINDS + ("output", "loss") and device_pattern(device):
-        style["fillpattern"] = dict(shape=device_pattern(device), fgcolor=text_color_on(color), bgcolor=color, solidity=0.25)
+        style["fillpattern"] = dict(shape=device_pattern(device), fgcolor=text_color_on(color), bgcolor=color, solidity=0.25,
+                                    fillmode="overlay")
     if n.kind == "no_rows" or n.kind == "failed" and int(n.rows) == 0:  # a replica called with no tensor of the batch
         style = dict(fill="toself", fillcolor="rgba(0,0,0,0)", line=dict(color=GUIDE, width=2, dash="dot"))
     if n.kind == "failed":
@@ -139,11 +140,17 @@ def plot_flow_lanes(trace: Trace, nodes: pd.DataFrame, links: pd.DataFrame, *, s
         ends = (geometry.end(source, kinds[source], rows, offset, first_row[source]),
                 geometry.end(target, kinds[target], rows, offset, first_row[target]))
         xs, ys = geometry.band(source, target, ends)
-        color = trace.vocabulary.phase("replicate").color if link.step == "replicate" else device_color(int(link.device))
-        traces.append(dict(
+        replicate = link.step == "replicate"
+        color = trace.vocabulary.phase("replicate").color if replicate else device_color(int(link.device))
+        band = dict(
             type="scatter", x=xs, y=ys, mode="lines", fill="toself", fillcolor=with_alpha(color, BAND_ALPHA),
             line=dict(width=0), hoveron="fills", name=link.hover, hoverinfo="name", showlegend=False,
-            meta=dict(step=link.step, kind="link", source=source, target=target)))
+            meta=dict(step=link.step, kind="link", source=source, target=target))
+        if not replicate and device_pattern(int(link.device)):  # GPUs 8-15: hatched, as their boxes are
+            band["fillpattern"] = dict(shape=device_pattern(int(link.device)), fillmode="overlay",
+                                       bgcolor=with_alpha(color, BAND_ALPHA), fgcolor=text_color_on(color),
+                                       fgopacity=0.6, solidity=0.2)
+        traces.append(band)
     traces += [_node_trace(n, geometry.boxes[int(n.node)], trace) for n in nodes.itertuples()]
     failed = nodes[nodes["kind"] == "failed"]
     if failed_text and len(failed):
