@@ -78,10 +78,17 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
             link_colors += [with_alpha(allreduce_color, 0.35)] * 2
             hover += [f"{vocabulary.lane_name(r['rank'])} sends its gradients ({sent}) into the all-reduce",
                       f"{vocabulary.lane_name(r['rank'])} gets the mean of every rank's gradients back"]
+    # Only the first column's nodes carry a label ("rank 0: 8 rows"); the others' columns are named once
+    # over the chart, so no label runs into the next column on a narrow chart. Hovers keep every node's words.
+    shown = [label if 0 < i <= n else "" for i, label in enumerate(labels)]
+    columns = [(0.01, "dataset"), (0.28, "its own<br>rows"),
+               (0.55, "forward,<br>loss,<br>backward" if trace.config.train else "forward")]
+    if reduces:
+        columns += [(0.78, "all-reduce<br>(mean)"), (0.99, "SGD<br>step")]
     sankey = go.Sankey(
         arrangement="fixed",
-        node=dict(label=labels, color=colors, x=x, y=y, pad=12, thickness=22, line=dict(color=OUTLINE, width=0.5),
-                  hovertemplate="%{label}<extra></extra>"),
+        node=dict(label=shown, color=colors, x=x, y=y, pad=12, thickness=22, line=dict(color=OUTLINE, width=0.5),
+                  customdata=labels, hovertemplate="%{customdata}<extra></extra>"),
         link=dict(source=source, target=target, value=value, color=link_colors, customdata=hover,
                   hovertemplate="%{customdata}<extra></extra>"),
         textfont=dict(size=15),  # beside the nodes, not on them: the page theme's ink
@@ -94,4 +101,9 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     if failed:
         notes.append(f"this step failed on {vocabulary.lane_name(trace.failure.replica)}"
                      if trace.failure.replica is not None else "this step failed")
-    return styled(go.Figure(sankey), title, notes, height=max(420, 70 * n + 160))
+    fig = go.Figure(sankey, layout=dict(annotations=[
+        dict(x=cx, y=1.0, xref="paper", yref="paper", xanchor="right" if cx > 0.9 else "left" if cx < 0.1 else "center",
+             yanchor="bottom",
+             text=words, showarrow=False, font=dict(size=14)) for cx, words in columns]))
+    styled(fig, title, notes, height=max(420, 70 * n + 160))
+    return fig.update_layout(margin_t=fig.layout.margin.t + 56)  # the columns' names (up to 3 lines), over the nodes
