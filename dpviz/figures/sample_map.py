@@ -20,7 +20,10 @@ from .bounds import MAX_MARKS
 from .colors import (
     IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, device_symbol, text_color_on, with_alpha,
 )
-from .style import backend_note, plural, styled
+from .style import (
+    AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE, backend_note,
+    line_count, plural, styled, text_px, wrap,
+)
 
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
 ROW_BINS, BATCH_BINS = 100, 40  # binned mode: 2 panels x 100 x 40 cells = 8,000 marks
@@ -30,6 +33,10 @@ HEIGHT = 820
 PLOT_PX, TOP_PANEL_PX = 760, 280
 MARKER_FILL = 0.85  # a marker's share of its row's width: the rest is the gap to its neighbours
 MIN_MARKER_PX, MAX_MARKER_PX = 3, 14  # smaller than MIN_MARKER_PX the colour is lost: bin instead
+ID_SIZE, MIN_ID_SIZE = 11, 8  # a row id's type: as large as its cell holds on the narrowest chart, or none
+# The binned top panel counts rows in grey, light for few and dark for many: no hue that reads as a GPU's.
+# Empty cells (rows of other batches) stay clear. Both ends show on the white and on the dark page.
+COUNT_LOW, COUNT_HIGH, CLEAR = "#CFCFCF", "#5E5E5E", "rgba(0,0,0,0)"
 
 
 @dataclass(frozen=True)
@@ -136,35 +143,53 @@ def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapW
         xgap=1, ygap=2, hoverongaps=False, customdata=ids,
         hovertemplate=f"{words.batch} %{{y}}, row %{{x}} of the {words.batch}: dataset row %{{customdata}} → {words.lane} %{{z}}<extra></extra>",
     ), row=2, col=1)
+    size = id_size(table) if batches * width <= TEXT_CELLS else None
     if devices > 8:
-        _hatch_cells(fig, table)
-    if batches * width <= TEXT_CELLS:
-        _cell_ids(fig, table)
+        _hatch_cells(fig, table, batches, with_ids=size is not None)
+    if size is not None:
+        _cell_ids(fig, table, size)
     if words.repeats:
         _repeat_rings(fig, table, words, 12.0, row=2, x="position", y="batch")
     fig.update_xaxes(range=[-0.5, width - 0.5], row=2, col=1)  # the cells, without a text trace's padding
 
 
-def _hatch_cells(fig: go.Figure, table: pd.DataFrame) -> None:
+def _hatch_cells(fig: go.Figure, table: pd.DataFrame, batches: int, *, with_ids: bool) -> None:
     """A diagonal stroke across each cell of devices 8-15: a heatmap has no hatch, and their colours
-    need the second cue their bars get from device_pattern."""
+    need the second cue their bars get from device_pattern. Over a written row id the stroke is a
+    short one in the cell's upper part, clear of the number."""
     part = table[[bool(device_pattern(d)) if d >= 0 else False for d in table["device"]]]
     if part.empty:
         return
+    y, size = part["batch"].to_numpy(), 12.0
+    if with_ids:  # a batch's row is about a panel's height over the batches; the id sits in its middle
+        row_px = (HEIGHT - BASE_TOP_PX - MARGIN["b"]) * (1 - SPACING) / 2 / max(batches, 1)
+        size = max(4.0, min(10.0, row_px * 0.3))
+        y = y - 0.3
     fig.add_trace(go.Scatter(
-        x=part["position"].to_numpy(), y=part["batch"].to_numpy(), mode="markers", hoverinfo="skip", showlegend=False,
+        x=part["position"].to_numpy(), y=y, mode="markers", hoverinfo="skip", showlegend=False,
         name="devices 8-15 (hatched)",
-        marker=dict(symbol="line-ne", size=12, line=dict(width=1.5, color=with_alpha("#FFFFFF", 0.6))),
+        marker=dict(symbol="line-ne", size=size, line=dict(width=1.5, color=with_alpha("#FFFFFF", 0.6))),
     ), row=2, col=1)
 
 
-def _cell_ids(fig: go.Figure, table: pd.DataFrame) -> None:
+def id_size(table: pd.DataFrame) -> float | None:
+    """The row ids' type size: the widest id fits its cell on the narrowest chart (the xgap and a
+    spare: 1 px a side), at most ID_SIZE; None when that is under MIN_ID_SIZE (the ids would run together)."""
+    width = int(table["position"].max()) + 1
+    cell_px = (NARROWEST_PX - MARGIN["l"] - MARGIN["r"]) / width - 2
+    widest = max(text_px(str(int(table["sample"].max())), 1), 0.01)
+    size = min(ID_SIZE, int(cell_px / widest * 2) / 2)
+    return size if size >= MIN_ID_SIZE else None
+
+
+def _cell_ids(fig: go.Figure, table: pd.DataFrame, size: float) -> None:
     """The dataset row ids written into the cells, each dark or white for contrast with its GPU's
-    colour (a heatmap's text has one colour for all cells; a text trace has one per cell)."""
+    colour (a heatmap's text has one colour for all cells; a text trace has one per cell). Sized to
+    its cells: presentation() leaves it so (CELL_TEXT)."""
     fig.add_trace(go.Scatter(
         x=table["position"].to_numpy(), y=table["batch"].to_numpy(), mode="text", text=table["sample"].astype(str),
-        textfont=dict(size=11, color=[text_color_on(device_color(d) if d >= 0 else IDLE_GREY) for d in table["device"]]),
-        hoverinfo="skip", showlegend=False, name="dataset row ids",
+        textfont=dict(size=size, color=[text_color_on(device_color(d) if d >= 0 else IDLE_GREY) for d in table["device"]]),
+        hoverinfo="skip", showlegend=False, name="dataset row ids", meta=CELL_TEXT,
     ), row=2, col=1)
 
 
@@ -186,9 +211,13 @@ def _binned_top(fig: go.Figure, table: pd.DataFrame, data_rows: int, batches: in
     batch_edges = _batch_edges(batches)
     counts, _, _ = np.histogram2d(table["batch"], table["sample"], bins=[batch_edges, row_edges])
     row_mid = (row_edges[:-1] + row_edges[1:]) / 2
+    top = max(float(counts.max()), 1.0)
+    some = 0.5 / top  # a count under a half is none: clear
     fig.add_trace(go.Heatmap(
-        z=counts, x=row_mid, y=_batch_labels(batch_edges), colorscale="Cividis",
-        colorbar=dict(title="rows", len=0.4, y=1.0, yanchor="top", x=1.01, thickness=14),
+        z=counts, x=row_mid, y=_batch_labels(batch_edges), zmin=0, zmax=top,
+        colorscale=[[0, CLEAR], [some, CLEAR], [some, COUNT_LOW], [1, COUNT_HIGH]],
+        colorbar=dict(title=dict(text="dataset<br>rows in<br>a cell", side="top"), len=0.4, y=1.0, yanchor="top",
+                      x=1.01, thickness=14),
         hovertemplate="dataset rows near %{x:,.0f}, batches %{y}: %{z:,} rows<extra></extra>",
     ), row=1, col=1)
     return len(row_edges) - 1, len(batch_edges) - 1
@@ -220,6 +249,17 @@ def _device_legend(fig: go.Figure, devices: int, words: MapWords = DP_WORDS) -> 
                                  marker=dict(color=device_color(d), symbol=device_symbol(d), size=12)), row=2, col=1)
 
 
+SPACING = 0.18  # about what spacing() gives: for the height of a batch's row of cells
+
+
+def spacing(bottom_title: str) -> float:
+    """Room between the panels, as a share of the plot's height: the top panel's ticks and axis title,
+    then the bottom panel's title as wrapped on the narrowest chart, and a gap between them."""
+    lines = line_count(wrap(bottom_title, FONT_SIZE, NARROWEST_PX - MARGIN["l"] - MARGIN["r"] + 10))
+    px = (TICK_SIZE + AXIS_TITLE_SIZE) * LINE_EM + 16 + lines * FONT_SIZE * LINE_EM + 24
+    return px / (HEIGHT - BASE_TOP_PX - MARGIN["b"])
+
+
 def exact_marks(table: pd.DataFrame) -> int:
     """Marks of the unbinned map: a point per dataset row plus a cell per (batch, row of the longest batch)."""
     if table.empty:
@@ -243,9 +283,11 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
     top_marks = len(table) if top_exact else min(ROW_BINS, data_rows) * min(BATCH_BINS, batches) + devices
     bottom_exact = top_marks + _cells(table) <= MAX_MARKS
     with_ids = bottom_exact and _cells(table) <= TEXT_CELLS
-    top = f"Where each dataset row went (colour: {words.lane})" if top_exact else "Where the dataset rows went (binned counts)"
+    with_ids = with_ids and id_size(table) is not None
+    top = (f"Where each dataset row went (colour: {words.lane})" if top_exact
+           else "Where the dataset rows went (grey: how many rows fall in each cell)")
     bottom = words.bottom + (" (numbers: dataset rows)" if with_ids else "")
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=0.14, subplot_titles=(top, bottom))
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=spacing(bottom), subplot_titles=(top, bottom))
     if top_exact:
         _exact_top(fig, table, devices, data_rows, words)
         fig.update_xaxes(title_text="dataset row (index into the dataset)", row=1, col=1)
