@@ -381,6 +381,20 @@ def _legend_above(fig: go.Figure) -> bool:
             and bool(legend_entries(fig)))
 
 
+def _gap_text_px(fig: go.Figure, lower: list[float], upper: list[float]) -> float:
+    """Pixels the text in the gap between two stacked panels takes: the upper panel's x ticks and
+    axis title (as wrapped), then the lower panel's subplot title (as wrapped), with gaps between."""
+    px = 24.0
+    for name in [k for k in fig.layout if re.match(r"xaxis\d*$", k)]:
+        axis = fig.layout[name]
+        anchor = fig.layout["yaxis" + (axis.anchor or "y")[1:]] if axis.anchor and axis.anchor != "free" else None
+        if anchor is not None and anchor.domain and anchor.domain[0] == upper[0] and axis.showticklabels is not False:
+            title = (axis.title.font.size or AXIS_TITLE_SIZE) * LINE_EM * line_count(axis.title.text or "")
+            px = max(px, (axis.tickfont.size or TICK_SIZE) * LINE_EM + title + 24)
+    titles = [a for a in _subplot_titles(fig) if abs(a.y - lower[1]) < 1e-6]
+    return px + max((line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM for a in titles), default=0) + 8
+
+
 def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
     """Grow the room between stacked panels by `scale` (their axis labels and headings grow with the
     type), each panel keeping its height in pixels; what is placed on the paper moves with its panel.
@@ -395,9 +409,11 @@ def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b])
+    grow = [scale] + [max(scale, _gap_text_px(fig, lower, upper) / max((upper[0] - lower[1]) * plot_px, 1))
+                      for lower, upper in zip(merged, merged[1:])] + [scale]
     new_px, starts, previous = 0.0, [], 0.0
-    for a, b in merged:
-        new_px += (a - previous) * plot_px * scale
+    for (a, b), factor in zip(merged, grow):
+        new_px += (a - previous) * plot_px * factor
         starts.append(new_px)
         new_px += (b - a) * plot_px
         previous = b
@@ -407,9 +423,9 @@ def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
         if not isinstance(y, (int, float)) or isinstance(y, bool):
             return y
         edge, at = 0.0, 0.0
-        for (a, b), start in zip(merged, starts):
+        for (a, b), start, factor in zip(merged, starts, grow):
             if y < a:
-                return (at + (y - edge) * plot_px * scale) / new_px
+                return (at + (y - edge) * plot_px * factor) / new_px
             if y <= b:
                 return (start + (y - a) * plot_px) / new_px
             edge, at = b, start + (b - a) * plot_px
@@ -492,13 +508,24 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
         layout.uniformtext = dict(mode="hide", minsize=min(bar_text))
     left, right = round((old.l or MARGIN["l"]) * scale), round((old.r or MARGIN["r"]) * scale)
     layout.margin = dict(l=left, r=right)
+    plot_width = NARROWEST_PX - left - right
+    if layout.legend.title.text:  # a legend's title spans the plot at most
+        layout.legend.title.text = wrap(unwrap(layout.legend.title.text), layout.legend.font.size, plot_width)
+    for axis in [getattr(layout, name) for name in layout if re.match(r"xaxis\d*$", name)]:
+        if axis.title.text:
+            axis.title.text = wrap(unwrap(axis.title.text), axis.title.font.size or _scaled(AXIS_TITLE_SIZE, scale), plot_width)
+    for annotation in layout.annotations:  # a note wrapped by wrap() is wrapped again at its larger size
+        if annotation.text and SOFT_BREAK in annotation.text:
+            room = plot_width - (annotation.xshift or 0) if annotation.xref == "paper" else plot_width
+            annotation.text = wrap(unwrap(annotation.text), annotation.font.size, room)
     _wrap_subplot_titles(out, left + right)
     plot_px = _stretch_gaps(out, old_plot, scale)
     block = title_block_px(out)
     if above:
         new_legend = legend_px(out)
-        top = block + before * scale + new_legend + after * scale
-        lifted = (top - block - before * scale) if layout.legend.yanchor == "top" else after * scale
+        after = max(after * scale, _over_plot_px(out))  # the top subplot's title, as wrapped again
+        top = block + before * scale + new_legend + after
+        lifted = (top - block - before * scale) if layout.legend.yanchor == "top" else after
         layout.legend.y = 1 + lifted / max(plot_px, 1)
     else:  # what sits between the title block and the plot (a subplot's title, step names) grows with its type
         top = block + max(old_top - old_block, GAP_PX) * scale
