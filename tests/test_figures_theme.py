@@ -303,3 +303,91 @@ def test_the_hatch_check_catches_a_hatch_that_relies_on_the_template():
     bare.update_traces(marker_pattern_fillmode="overlay", selector=dict(type="bar"))
     bare.update_traces(fillpattern_bgcolor="#00DD55", selector=dict(type="scatter"))
     assert _hatches_without_fill(bare) == []
+
+
+def test_wrap_keeps_numbered_phrases_whole_and_breaks_at_clauses():
+    """The titles that broke badly: a number stays with its words, a clause's end is the break, and
+    no line is one or two short words left over."""
+    from dpviz.figures.style import SOFT_BREAK, TITLE_SIZE, wrap
+
+    examples = {
+        "Batch 0 of 4: 30 rows scattered over 10 of 16 GPUs<br>gathered on GPU 0": ["10 of 16 GPUs"],
+        "Batch 0 of 150: 30 rows scattered over 8 of 8 GPUs<br>gathered on GPU 0": ["8 of 8 GPUs", "Batch 0 of 150:"],
+        "Memory per GPU after each phase of batch 0 of 150: GPU 0 holds the most": ["batch 0 of 150:"],
+        "Step 1 of 4: the batch's 30 rows are cut into 10 chunks in order, one copied to each of GPUs 0-9; "
+        "GPUs 10-15 get none": ["10 chunks", "GPUs 0-9;"],
+    }
+    for title, phrases in examples.items():
+        for size in (TITLE_SIZE, TITLE_SIZE * 1.35):
+            lines = [line for part in wrap(title, size).split("<br>") for line in part.split(SOFT_BREAK)]
+            for phrase in phrases:
+                assert any(phrase in line for line in lines), (phrase, lines)
+            assert all(len(line.split()) > 2 or len(line) > 12 for line in lines), lines
+    assert wrap("Batch 0 of 4: 30 rows scattered over 10 of 16 GPUs", TITLE_SIZE).split(SOFT_BREAK)[0] == "Batch 0 of 4:"
+
+
+def test_legend_rows_count_entries_as_plotly_lays_them_out():
+    """Plotly puts a legend that overflows one row in columns as wide as its widest entry, and a
+    grouped legend's rows 10 px apart: styled() keeps room for all of them (16 GPUs: 4 rows, not 3)."""
+    import plotly.graph_objects as go
+
+    from dpviz.figures.style import legend_px, legend_rows, styled, title_block_px
+
+    names = [f"GPU {d}" for d in range(16)]
+    assert legend_rows(["GPU 0", "GPU 1"]) == 1
+    assert legend_rows(names) == 6  # three columns of "GPU 10" in 358 px, measured in Chromium
+    grouped = go.Figure([go.Bar(x=[0], y=[1], name=n, legendgroup=n) for n in names])
+    plain = go.Figure([go.Bar(x=[0], y=[1], name=n) for n in names])
+    assert legend_px(grouped) > legend_px(plain) >= 6 * 21  # each row 21 px at 14 px type, the groups 10 more
+    fig = styled(grouped, "Rows per GPU", ["simulated GPUs: CPU threads stand in for 16 devices"])
+    assert fig.layout.margin.t >= title_block_px(fig) + legend_px(fig)
+
+
+def _room_above(fig):
+    """(top of the legend, bottom of the title block, top of the plot) in px from the figure's top, for
+    a horizontal legend above the plot, from the layout's numbers as styled() and presentation() set them."""
+    from dpviz.figures.style import legend_px, title_block_px
+
+    layout = fig.layout
+    plot = layout.height - layout.margin.t - layout.margin.b
+    lifted = (layout.legend.y - 1) * plot
+    height = legend_px(fig)
+    top = layout.margin.t - lifted - (0 if layout.legend.yanchor == "top" else height)
+    return top, title_block_px(fig), layout.margin.t, height
+
+
+@pytest.mark.parametrize("view", [v for v in VIEWS if v.control != TEXT], ids=lambda v: v.key)
+def test_presentation_keeps_the_legend_between_the_subtitle_and_the_plot(view, no_default_template):
+    """At 16 GPUs, with every type 1.35 times larger: a legend above the plot starts under the
+    re-wrapped subtitle and ends, all its rows counted at the narrowest chart, above the plot."""
+    from dpviz.figures.style import presentation
+
+    fig = _build(view, TRACES["16 GPUs"]())
+    if fig is None:
+        pytest.skip(f"{view.key} draws nothing for 16 GPUs")
+    for shown in (fig, presentation(fig)):
+        layout = shown.layout
+        if not (layout.legend.orientation == "h" and layout.legend.y is not None and layout.legend.y >= 1):
+            continue
+        top, block, plot_top, height = _room_above(shown)
+        assert top >= block, f"{view.key}: the legend's top {top:.0f} px is over the subtitle's end {block} px"
+        assert top + height <= plot_top + 1, f"{view.key}: the legend's rows reach into the plot"
+
+
+def test_presentation_grows_the_room_between_stacked_panels():
+    """The sample map's panels: the gap between them grows with the type (more where its axis title and
+    the lower panel's title take more lines at the larger size), each panel keeping its pixels."""
+    from dpviz.figures.sample_map import sample_map_figure
+    from dpviz.figures.style import presentation
+
+    fig = sample_map_figure(TRACES["8 GPUs"]())
+    big = presentation(fig)
+    plot = lambda f: f.layout.height - f.layout.margin.t - f.layout.margin.b
+    gap = lambda f: (f.layout.yaxis.domain[0] - f.layout.yaxis2.domain[1]) * plot(f)
+    panel = lambda f: (f.layout.yaxis2.domain[1] - f.layout.yaxis2.domain[0]) * plot(f)
+    assert gap(big) >= gap(fig) * 1.35 - 1
+    lines = lambda text: text.count("<br")  + 1
+    words = (big.layout.xaxis.tickfont.size + big.layout.xaxis.title.font.size * lines(big.layout.xaxis.title.text)
+             + big.layout.annotations[1].font.size * lines(big.layout.annotations[1].text)) * 1.3
+    assert gap(big) >= words  # the top panel's ticks and axis title, then the bottom panel's title
+    assert panel(big) == pytest.approx(panel(fig), abs=1)
