@@ -38,9 +38,14 @@ MARGIN_B = 110
 PARAMETERS_ROW = -1  # the replicate step's source: GPU 0's parameters, in a row of their own above the lanes
 
 
+def plain_label(label: str) -> str:
+    """A phase's label without the timeline's hatch hint: 'backward (×)' -> 'backward'."""
+    return re.sub(r"\s*\([^\w\s]\)$", "", label)
+
+
 def step_name(trace: Trace, phase: str) -> str:
     """The vocabulary's label for `phase`, without the timeline's hatch hint ('backward (×)' -> 'backward')."""
-    return re.sub(r"\s*\([^\w\s]\)$", "", trace.vocabulary.phase(phase).label)
+    return plain_label(trace.vocabulary.phase(phase).label)
 
 
 def lane_px(rows: int) -> float:

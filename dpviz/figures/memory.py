@@ -27,6 +27,7 @@ from plotly.subplots import make_subplots
 
 from ..wording import human_bytes
 from .colors import OUTLINE, device_color, device_pattern
+from .flow_draw import plain_label
 from .pitfall_layout import title_on_top
 from .style import backend_note, styled
 
@@ -37,7 +38,8 @@ KIND_LABELS = {
 NAMED_LANES = 4  # up to this many columns say "GPU 3"; past it, "3" under an axis that says "GPU"
 CAPTION_CHARS = 44  # a caption line: it starts at the plot's left edge, ~380 px from a 500 px chart's right one
 GRID_ROW_PX, BARS_PX = 34, 260
-CELL_FONT, SMALL_CELL_FONT = 13, 9  # a number in a cell: sixteen columns in a 500 px chart leave ~22 px each
+# A number in a cell: 13 px, 11 px past NAMED_LANES columns; past WRITTEN_TOTALS columns none (_cell_texts).
+CELL_FONT, SMALL_CELL_FONT, TICK_FONT = 13, 11, 11
 WRITTEN_TOTALS = 8  # past this many bars only device 0's total and the largest other's are written over them
 # More memory, a darker cell: one neutral ramp, so no amount reads as a device's colour or a kind's.
 AMOUNT_SCALE = [[0.0, "#F2F2F2"], [1.0, "#3A3A3A"]]
@@ -76,11 +78,17 @@ def prepare_memory(trace: Trace, batch: int | None = None) -> pd.DataFrame:
 
 
 def step_label(vocabulary: Vocabulary, phase: str) -> str:
-    """The phase's name as every view writes it (the vocabulary's label); a phase it lacks, as recorded."""
+    """The phase's name as the flow and the timeline write it (the vocabulary's label without the
+    timeline's hatch hint); a phase it lacks, as recorded. An envelope the other views do not draw
+    (DataParallel's "apply", parallel_apply running the replicas) is named for what it runs, the
+    forward: "after apply" is the moment the flow and the timeline call the forward's end."""
     try:
-        return vocabulary.phase(phase).label
+        p = vocabulary.phase(phase)
     except KeyError:
         return phase
+    if not p.drawn and any(q.name == "forward" for q in vocabulary.phases):
+        p = vocabulary.phase("forward")
+    return plain_label(p.label)
 
 
 @dataclass(frozen=True)
@@ -141,11 +149,13 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
 
     totals = slots.pivot(index="step", columns="device", values="total").loc[steps, devices]
     hovers = {(s, d): _cell_hover(part, vocabulary.lane_name(d), s, kind) for (s, d), part in table.groupby(["step", "device"])}
+    texts = _cell_texts(totals, unit)
     fig.add_trace(go.Heatmap(
         z=totals.to_numpy(dtype=float), x=columns, y=steps, colorscale=AMOUNT_SCALE, zmin=0,
         zmax=float(totals.to_numpy().max()) or 1.0, showscale=False, xgap=2, ygap=2,
-        text=[[unit.number(n) if n else "0" for n in row] for row in totals.to_numpy()], texttemplate="%{text}",
-        textfont=dict(size=CELL_FONT if named else SMALL_CELL_FONT),  # plotly writes it dark or light to contrast with the cell
+        text=texts, texttemplate="%{text}" if texts else None,
+        # plotly writes it dark or light to contrast with the cell
+        textfont=dict(size=CELL_FONT if named else SMALL_CELL_FONT),
         customdata=[[hovers[(s, d)] for d in devices] for s in steps],
         hovertemplate="%{customdata}<extra></extra>", name="total",
     ), row=1, col=1)
@@ -177,13 +187,18 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     fig.add_trace(go.Scatter(  # each bar's total over it, on the page's background
         x=[column[d] for d in peaks["device"]], y=peaks["total"].to_numpy() / unit.size, mode="text", showlegend=False,
         text=[unit.number(n) if n else "0" for n in peaks["total"]], textposition="top center", cliponaxis=False,
-        textfont=dict(size=CELL_FONT if named else SMALL_CELL_FONT + 2), hoverinfo="skip", name="totals"), row=2, col=1)
+        textfont=dict(size=CELL_FONT), hoverinfo="skip", name="totals"), row=2, col=1)
 
     top = float(at["total"].max()) / unit.size or 1.0
     fig.update_yaxes(type="category", autorange="reversed", title_text=f"after each phase ({unit.name})", row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.22], title_text=f"after {moment} ({unit.name})", row=2, col=1)
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns, showgrid=False, tickangle=0, row=1, col=1)
-    fig.update_xaxes(title_text=None if named else vocabulary.lane_noun, tickangle=0, row=2, col=1)
+    # Every column named under both panels (plotly would skip every other one of sixteen, and a shared
+    # axis hides the grid's): "GPU 3", or past NAMED_LANES "3" under an axis titled "GPU".
+    every = dict(tickmode="array", tickvals=columns, ticktext=columns, tickangle=0, tickfont=dict(size=TICK_FONT))
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns, showgrid=False, showticklabels=True,
+                     **every, row=1, col=1)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns,
+                     title_text=None if named else vocabulary.lane_noun, **every, row=2, col=1)
     bars_top = fig.layout.yaxis2.domain[1]
     fig.update_layout(barmode="stack", bargap=0.25, hovermode="closest",
                       legend=dict(orientation="h", traceorder="normal", x=0, y=bars_top + 0.01, yanchor="bottom"))
@@ -197,6 +212,16 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
         fig.add_annotation(text=caption, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
                            yshift=-(45 if named else 67), align="left", showarrow=False, font=dict(size=15))
     return fig
+
+
+def _cell_texts(totals: pd.DataFrame, unit: ByteUnit) -> list[list[str]] | None:
+    """Each cell's total as written in the grid; None past WRITTEN_TOTALS columns, where a cell is ~22 px
+    wide and even two numbers side by side (device 0's and device 1's) run together: the shade, the
+    bars' totals below and the hover carry the amounts there."""
+    values = totals.to_numpy()
+    if values.shape[1] > WRITTEN_TOTALS:
+        return None
+    return [[unit.number(n) if n else "0" for n in row] for row in values]
 
 
 def _wrapped(text: str) -> str:
