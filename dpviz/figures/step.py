@@ -10,8 +10,6 @@ changes only the traces' opacity, so a 16-GPU training batch stays a few kilobyt
 """
 from __future__ import annotations
 
-import textwrap
-
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -20,10 +18,9 @@ from .flow import flow_figure
 from .flow_draw import MARGIN_B, step_name
 from .flow_links import flow_steps
 from .step_words import step_story
-from .style import GAP_PX, check_batch, title_block_px
+from .style import GAP_PX, TITLE_SIZE, check_batch, line_count, title_block_px, wrap
 
 FRAME_MS = 1600  # long enough to read each frame's title while playing
-TITLE_CHARS = 46  # a title line: fits a chart 500 px wide at the title's size
 EARLIER = 0.25  # the opacity of the steps already taken
 # Pixel rows: over the lanes, under the title, play/pause then the slider (its current value, the rail, the
 # step numbers); under the lanes, the steps' names (upright on a narrow chart). The height is fixed, so pixels are known.
@@ -48,7 +45,8 @@ def prepare_steps(trace: Trace, batch: int) -> pd.DataFrame:
 
 def _title(trace: Trace, batch: int, row, frames: int) -> str:
     head = f"Batch {batch:,} · step {row.frame} of {frames}: {row.name}"
-    return "<br>".join([head] + textwrap.wrap(row.words[0].upper() + row.words[1:], TITLE_CHARS))
+    # Soft breaks (style.wrap), so presentation() can wrap the words again at its larger size.
+    return f"{head}<br>{wrap(row.words[0].upper() + row.words[1:], TITLE_SIZE)}"
 
 
 def _first_seen(fig: go.Figure, order: dict[str, int]) -> list[int]:
@@ -96,7 +94,7 @@ def _place(fig: go.Figure, titles: list[str]) -> go.Figure:
     layout = fig.layout
     plot_px = layout.height - layout.margin.t - layout.margin.b
     # The title block of the frame whose title takes the most lines: no frame's title meets the controls.
-    longest = max(titles, key=lambda t: t.count("<br>"))
+    longest = max(titles, key=line_count)
     layout.title.text = longest
     title_px = title_block_px(fig) + GAP_PX
     top = title_px + CONTROLS_PX
