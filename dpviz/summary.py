@@ -135,8 +135,8 @@ def summary_table(trace: Trace) -> pd.DataFrame:
         ("devices", f"{plural(s.devices, 'GPU')}, {kind}"),
         ("output device", f"GPU {s.output_device}"),
         ("batches", f"{s.batches:,} ({s.rows:,} rows)"),
-        ("replicas used", f"{s.replicas_total:,} in total; per batch: {per_batch}"),
-        ("idle device slots", f"{s.idle_slots:,} of {s.device_slots:,} ({plural(s.batches_with_idle, 'batch')} with an idle GPU)"),
+        ("replica calls", f"{s.replicas_total:,} in total; per batch: {per_batch}"),
+        ("GPU turns left idle", f"{s.idle_slots:,} of {s.device_slots:,} ({plural(s.batches_with_idle, 'batch')} with an idle GPU)"),
         ("largest chunk", plural(s.largest_chunk, "row")),
         ("smallest chunk", plural(s.smallest_chunk, "row")),
     ]

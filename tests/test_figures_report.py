@@ -41,7 +41,7 @@ def test_report_holds_the_log_the_figures_and_the_explanation():
         assert html.escape(line) in page
     for paragraph in explain(trace):
         assert markdown_to_html(paragraph) in page
-    assert "<td>idle device slots</td>" in page and "splits 4, 4, 2" in page
+    assert "<td>GPU turns left idle</td>" in page and "splits 4, 4, 2" in page
 
 
 def test_single_flow_when_every_batch_splits_alike():

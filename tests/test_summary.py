@@ -80,8 +80,8 @@ def test_single_device_has_no_replicate_or_gather():
 def test_summary_table_states_the_key_figures():
     table = summary_table(recorded(gpus=8)).set_index("key figure")["value"]
     assert table["batches"] == "4 (100 rows)"
-    assert table["replicas used"] == "29 in total; per batch: 8 in 3 batches, 5 in 1 batch"
-    assert table["idle device slots"] == "3 of 32 (1 batch with an idle GPU)"
+    assert table["replica calls"] == "29 in total; per batch: 8 in 3 batches, 5 in 1 batch"
+    assert table["GPU turns left idle"] == "3 of 32 (1 batch with an idle GPU)"
     assert table["largest chunk"] == "4 rows" and table["smallest chunk"] == "2 rows"
     assert "simulated" in table["devices"]
     assert {"time in scatter", "time in replicate", "time in forward", "time in gather", "run time"} <= set(table.index)
@@ -169,7 +169,7 @@ def test_ddp_summary_table_says_what_ran_and_times_every_phase():
     assert "time-sharing the CPU's cores" in table["all-reduce beside backward"]
     for phase in {s.phase for s in trace.spans}:
         assert f"time in {phase}" in table
-    assert "output device" not in table and "replicas used" not in table
+    assert "output device" not in table and "replica calls" not in table
 
 
 @pytest.mark.parametrize("settings", [dict(gpus=2), dict(gpus=8, train=True), dict(gpus=5, model="mlp", train=True),
