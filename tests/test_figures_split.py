@@ -142,3 +142,11 @@ def test_no_idle_entry_in_the_legend_when_no_gpu_was_idle():
     assert (_grid(fig)[0] >= 0).all()
     assert "(no GPU turn left idle)" in unwrap(fig.layout.title.text)
     assert not any(t.name == "idle: no replica" for t in fig.data)
+
+
+def test_many_batches_drop_the_outlines_and_gaps_that_would_outweigh_thin_bars():
+    few, many = split_figure(recorded(gpus=8)), split_figure(recorded(gpus=8, data_size=4500))  # 4 and 150 batches
+    bars = lambda fig: [t for t in fig.data if t.type == "bar" and t.x is not None and len(t.x) and t.x[0] is not None]
+    grid = lambda fig: next(t for t in fig.data if t.type == "heatmap")
+    assert all(t.marker.line.width == 0.6 for t in bars(few)) and grid(few).xgap == 2
+    assert all(t.marker.line.width == 0 for t in bars(many)) and grid(many).xgap == 0

@@ -1,9 +1,13 @@
 """Timeline: DataParallel's steps in order above, the measured times below, one lane per device in each;
 batch bands at each batch's real extent, outliers cut and marked, a typical batch past the detail bound."""
 import dataclasses
+import re
 
 import numpy as np
+
 import pytest
+
+from dpviz.figures.style import NARROWEST_PX, text_px, unwrap
 
 from dpviz import RunConfig
 from dpviz.figures import MAX_MARKS, count_marks, prepare_timeline, timeline_figure, timeline_window
@@ -26,7 +30,7 @@ def _panel(fig, axis, legendgroup):
 
 
 def _notes(fig):
-    return " ".join(a.text for a in fig.layout.annotations if a.name == "notes").replace("<br>", " ")
+    return " ".join(unwrap(a.text) for a in fig.layout.annotations if a.name == "notes").replace("<br>", " ")
 
 
 def _forwards(fig, device):
@@ -328,7 +332,8 @@ def test_notes_and_legend_sit_outside_the_title_and_the_panels():
     assert top - (top - legend_bottom_px) > 46 + 19 * subtitle_lines  # legend rows below the subtitle
     notes = [a for a in fig.layout.annotations if a.name == "notes"]
     assert len(notes) == 1 and notes[0].yanchor == "top" and notes[0].yshift < 0
-    assert max(len(line) for line in notes[0].text.split("<br>")) <= 66
+    # every line fits the narrowest chart at the notes' size (style.wrap's own measure)
+    assert max(text_px(line, 14) for line in re.split(r"<br\s*/?>", notes[0].text)) <= NARROWEST_PX
     for a in fig.layout.annotations:  # text off the marks inherits the page's colour (dark theme)
         assert a.font.color is None
 

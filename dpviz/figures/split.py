@@ -21,9 +21,10 @@ from ..trace import Trace
 from .bounds import MAX_MARKS, batch_label, split_runs
 from .colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
 from .split_ddp import split_ddp_figure
-from .style import backend_note, device_name, plural, rows_text, styled
+from .style import NARROWEST_PX, backend_note, device_name, plural, rows_text, styled
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
+THIN_BAR_PX = 8  # a bar narrower than this on the narrowest chart is drawn without outline or gap
 EMPTY_FILL = with_alpha("#808080", 0.12)  # a called-with-no-rows cell: there, but holding nothing, on either page
 IDLE_LABEL = "idle: no replica"
 EMPTY_LABEL = "called, no rows"
@@ -81,6 +82,9 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
     labels = table.drop_duplicates("bar")["label"].tolist()
     bars = len(labels)
     show_text = bars * devices <= TEXT_CELLS
+    # Past about 8 px a bar on the narrowest chart, outlines and gaps would outweigh the bars themselves.
+    thin = (NARROWEST_PX - 110) / max(bars, 1) < THIN_BAR_PX
+    outline = dict(color=OUTLINE, width=0 if thin else 0.6)
     for device in range(devices):
         part = table[(table["device"] == device) & (table["state"] == "rows")]
         hover = [
@@ -90,7 +94,7 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
         fig.add_trace(
             go.Bar(
                 x=part["label"], y=part["rows"], name=device_name(device), legendgroup=device_name(device),
-                marker=dict(color=device_color(device), line=dict(color=OUTLINE, width=0.6),
+                marker=dict(color=device_color(device), line=outline,
                             pattern=dict(fillmode="overlay", shape=device_pattern(device), fgcolor="white")),
                 text=part["rows"] if show_text else None, textposition="inside", insidetextanchor="middle", textangle=0,
                 # Set per device: left to the renderer or a theme, white can land on GPU 6's yellow.
@@ -114,7 +118,7 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
         go.Heatmap(
             z=grid, x=labels, y=[device_name(d) for d in range(devices)],
             colorscale=device_colorscale(devices), zmin=-1.5, zmax=devices - 0.5, showscale=False,
-            xgap=2, ygap=2,
+            xgap=0 if thin else 2, ygap=2,
             text=np.where(state == "idle", "idle", "") if show_text else None, texttemplate="%{text}" if show_text else None,
             textfont=dict(size=13, color=text_color_on(IDLE_GREY)),  # only idle cells have text
             customdata=np.select([state == "rows", state == "idle"], ["got rows", "idle: no replica ran there"],

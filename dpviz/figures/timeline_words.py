@@ -1,24 +1,23 @@
 """What the timeline says under its panels: what the times mean and what was done to draw them.
 
-Plotly does not wrap text, so every note is wrapped here at WRAP characters: about the widest line an
-~500 px chart (an 800 px window less the sidebar) shows at the notes' font size.
+Plotly does not wrap text, so every note is wrapped here (style.wrap, with soft breaks presentation() can
+wrap again) to the narrowest chart, a 468 px one (an 800 px window less the sidebar), at the notes' font size.
 """
 from __future__ import annotations
 
-import textwrap
-
 from ..trace import Trace
 from ..wording import plural
+from .style import NARROWEST_PX, wrap
 from .timeline_measured import Measured
 from .timeline_scale import CAP_FACTOR, CUT_MARK
 from .timeline_summary import DETAIL_BATCHES, HIGH, LOW
 
-WRAP = 66
+NOTE_SIZE = 14  # the notes' font size (timeline.py draws them)
 
 
-def wrapped(text: str, width: int = WRAP) -> str:
-    """`text` as lines of at most `width` characters joined by <br> (plotly's line break)."""
-    return "<br>".join(textwrap.wrap(text, width, break_on_hyphens=False))
+def wrapped(text: str) -> str:
+    """`text` in lines that fit the narrowest chart, joined by plotly's soft line breaks."""
+    return wrap(text, NOTE_SIZE, NARROWEST_PX - 60)  # the notes start at the plot's left edge
 
 
 def times_note(trace: Trace, training: bool) -> str:
