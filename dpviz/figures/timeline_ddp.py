@@ -21,7 +21,7 @@ from ..vocabulary import Vocabulary
 from ..wording import human_bytes
 from .bounds import MAX_MARKS
 from .colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
-from .style import GAP_PX, NAME_LIMIT, ddp_note, plural, styled, title_block_px
+from .style import GAP_PX, NAME_LIMIT, ddp_note, legend_entries, plural, styled, title_block_px
 
 COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "bucket", "detail"]
 BUCKET_ROWS = 4  # sub-rows for the buckets of one step; more buckets share them (bucket k on row k mod 4)
@@ -32,7 +32,7 @@ MARKS_PX = 20  # room above the lanes for the steps' names
 MAX_STEP_MARKS = 24  # steps named above the lanes; a wider window would crowd them
 MIN_SHARE = 1 / 200  # the shortest drawn span, as a share of the window's time (as the DataParallel timeline)
 LEGEND_ROW_PX, LANE_BASE_PX, LANE_PX, BOTTOM_PX = 28, 100, 64, 70
-LEGEND_COLUMNS = 5
+LEGEND_COLUMNS = 2  # on the narrowest chart (468 px) a half holds "waiting for all-reduce" and its swatch
 WAIT = "wait"  # not a recorded phase: the tail of a backward spent waiting for the all-reduces
 WAIT_LABEL = "waiting for all-reduce"
 LEGEND_GREY = "#8A8A8A"  # legend swatch of a phase drawn in each rank's own colour
@@ -180,8 +180,8 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
                            font=dict(size=12))  # off the marks: the page theme's ink
     for r in range(1, ranks):  # a rule between lanes: which all-reduce row belongs to which rank
         fig.add_hline(y=r - 0.5, line=dict(color=GUIDE, width=1))
-    fig.update_xaxes(title_text="time since the run began (ms, measured; drag to zoom, double-click to reset)")
-    rows = max(1, -(-len(fig.data) // LEGEND_COLUMNS))
+    fig.update_xaxes(title_text="time since the run began (ms; drag to zoom)")
+    rows = max(1, -(-len(legend_entries(fig)) // LEGEND_COLUMNS))  # the entries the legend shows, not every trace
     plot_px = LANE_BASE_PX + LANE_PX * ranks
     marks_px = MARKS_PX if marks else 0
     # The legend in columns over the lanes, the steps' names between it and the lanes.
