@@ -190,7 +190,8 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
         textfont=dict(size=CELL_FONT), hoverinfo="skip", name="totals"), row=2, col=1)
 
     top = float(at["total"].max()) / unit.size or 1.0
-    fig.update_yaxes(type="category", autorange="reversed", title_text=f"after each phase ({unit.name})", row=1, col=1)
+    # The rows name their phases: a long axis title would print over the longest ones ("sum of gradients").
+    fig.update_yaxes(type="category", autorange="reversed", title_text=unit.name, automargin=True, row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.22], title_text=f"after {moment} ({unit.name})", row=2, col=1)
     # Every column named under both panels (plotly would skip every other one of sixteen, and a shared
     # axis hides the grid's): "GPU 3", or past NAMED_LANES "3" under an axis titled "GPU".
