@@ -8,6 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from dpviz import RunConfig
 from dpviz.figures import MAX_MARKS, count_marks, html_report, memory_figure, sample_map_figure, split_figure, timeline_figure
 from dpviz.figures.colors import device_color
 from dpviz.figures.sample_map_ddp import prepare_sample_map_ddp
@@ -16,7 +17,7 @@ from dpviz.figures.timeline_ddp import REDUCE_TOP, WAIT, prepare_timeline_ddp, w
 from dpviz.figures.views import VIEWS
 from dpviz.tables import memory_batches
 from dpviz.tables_ddp import bucket_layout
-from ddp_traces import CONFIGS, ddp_trace
+from ddp_traces import CONFIGS, ddp_trace, record_config
 from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 
 NAMES = list(CONFIGS)
@@ -230,3 +231,12 @@ def test_a_files_parameter_names_and_errors_reach_the_figures_as_text():
     for fig in (timeline, split):
         subtitle = unwrap(fig.layout.title.subtitle.text)
         assert "step 2 failed: RuntimeError: &lt;b&gt;x&lt;/b&gt;" in subtitle and "<a href" not in subtitle
+
+
+def test_the_split_says_where_a_rank_gets_its_rows():
+    sampled = split_figure(ddp_trace("three_ordered"))
+    assert "its DistributedSampler shard" in unwrap(sampled.layout.title.subtitle.text)
+    by_hand = split_figure(record_config(RunConfig(engine="ddp", gpus=3, data_size=10, batch_size=3, shuffle=False,
+                                                   uneven=True, join=True)))
+    text = unwrap(by_hand.layout.title.subtitle.text)
+    assert "split by hand (no DistributedSampler)" in text and "DistributedSampler shard" not in text

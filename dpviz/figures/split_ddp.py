@@ -124,7 +124,9 @@ def split_ddp_figure(trace: Trace) -> go.Figure:
     epochs = epochs_of(trace)
     title += (f" ({plural(repeats, 'row')} loaded again{' within an epoch' if epochs > 1 else ''}: the sampler's padding)"
               if repeats else f" (no row loaded twice{' within an epoch' if epochs > 1 else ''})")
-    notes = [ddp_note(trace), f"each {noun} loads its own rows: its DataLoader, its DistributedSampler shard"]
+    shard = ("a contiguous shard split by hand (no DistributedSampler)" if trace.config.uneven
+             else "its DistributedSampler shard")
+    notes = [ddp_note(trace), f"each {noun} loads its own rows: its DataLoader, {shard}"]
     if bars < shown:
         notes.append(f"{plural(shown, 'step')} in {plural(bars, 'bar')}: consecutive steps with the same rows share one")
     if shown < total:
