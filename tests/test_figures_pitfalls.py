@@ -97,3 +97,12 @@ def test_state_counters_per_replica_against_the_models(runs):
     fig = pitfall_figure(trace)
     drawn = {(t.y[0], t.xaxis): t.x[0] for t in fig.data}
     assert drawn[("the model, after", "x")] == 0 and drawn[("the model, after", "x2")] == state["rows_seen"][0]
+
+
+@pytest.mark.parametrize("name", list(PRESETS) + ["plain", "one-device-loss"])
+def test_the_page_asks_whether_a_run_has_a_pitfall_without_drawing_it_and_gets_the_same_answer(name):
+    from dpviz.figures.views import has_pitfall
+
+    config = {"plain": RunConfig(gpus=3), "one-device-loss": RunConfig(model="loss", gpus=1)}.get(name)
+    trace = record(config or PRESETS[name].config)
+    assert has_pitfall(trace) == (pitfall_figure(trace) is not None)

@@ -121,10 +121,15 @@ def plot_hidden(table: pd.DataFrame, *, title: str, notes: list[str], headings: 
     return fig
 
 
+def shows_hidden_cut(trace: Trace) -> bool:
+    """Whether a split tensor's pieces fail to add up to the batch's rows (h0 cut along its layers)."""
+    return trace.engine == "dp" and len(trace.lanes) >= 2 and misplaced(trace) is not None
+
+
 def hidden_dim_figure(trace: Trace) -> go.Figure | None:
     """h0's shape and DataParallel's cut on dim `dim` against the cut on its batch dim; None when every
     split tensor's pieces add up to the batch's rows."""
-    if trace.engine != "dp" or len(trace.lanes) < 2:
+    if not shows_hidden_cut(trace):
         return None
     table = prepare_hidden(trace)
     if table is None:

@@ -91,10 +91,15 @@ def plot_losses(table: pd.DataFrame, means: pd.DataFrame, *, title: str, notes: 
     return fig
 
 
+def shows_loss_bias(trace: Trace) -> bool:
+    """Whether forward returned a 0-dim loss on more than one device (facts["losses"] holds what gather made of it)."""
+    return trace.engine == "dp" and len(trace.lanes) >= 2 and bool(trace.facts.get("losses"))
+
+
 def loss_bias_figure(trace: Trace) -> go.Figure | None:
     """The losses gather returned per GPU, their mean and the loss over all rows; None when forward
     returned no 0-dim loss (no facts["losses"])."""
-    if trace.engine != "dp" or len(trace.lanes) < 2 or not trace.facts.get("losses"):
+    if not shows_loss_bias(trace):
         return None
     table, means = prepare_losses(trace)
     title = "Each GPU returned its own loss:<br>their mean is not the batch's loss"

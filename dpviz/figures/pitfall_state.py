@@ -73,10 +73,15 @@ def plot_state(table: pd.DataFrame, *, title: str, notes: list[str]) -> go.Figur
     return fig
 
 
+def shows_state_lost(trace: Trace) -> bool:
+    """Whether the model counted in forward on more than one device (facts["state"]: its counters after the run)."""
+    return trace.engine == "dp" and len(trace.lanes) >= 2 and bool(trace.facts.get("state"))
+
+
 def state_figure(trace: Trace) -> go.Figure | None:
     """Counters per GPU against the model's and one device's; None without facts["state"] or on one
     device (DataParallel then calls the model itself, and its state keeps)."""
-    if trace.engine != "dp" or len(trace.lanes) < 2 or not trace.facts.get("state"):
+    if not shows_state_lost(trace):
         return None
     table = prepare_state(trace)
     kept = table[table["kind"] == "kept"].iloc[0]

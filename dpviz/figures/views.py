@@ -16,7 +16,7 @@ from .flow import flow_figure
 from .flow_ddp import flow_ddp_figure
 from .inputs import argument_batches, inputs_figure
 from .memory import memory_figure
-from .pitfalls import pitfall_figure
+from .pitfalls import PITFALL_APPLIES, pitfall_figure
 from .log import bounded_log
 from .sample_map import sample_map_figure
 from .split import split_figure
@@ -100,8 +100,9 @@ def _pitfall(trace: Trace) -> list[tuple[str, Any]]:
 
 def has_pitfall(trace: Trace) -> bool:
     """Whether the run ran into a pitfall the Pitfall view draws (h0 cut on its layers, a loss per GPU,
-    state lost in forward); the keyword pitfall is drawn in Split and Inputs, where it happens."""
-    return pitfall_figure(trace) is not None
+    state lost in forward); the keyword pitfall is drawn in Split and Inputs, where it happens. Asked on
+    every new run, so it asks each pitfall whether it applies rather than drawing its figure."""
+    return any(applies(trace) for applies in PITFALL_APPLIES)
 
 
 def _inputs(trace: Trace) -> list[tuple[str, Any]]:
