@@ -30,6 +30,7 @@ from dpviz.url_state import BOTH, from_query, settle, to_query, wants_both
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 PRESENT = "presenting"  # the presentation toggle: larger type in every chart
+SHOWN_TAB = "shown_tab"  # the label of the tab shown last, kept apart from the tabs' own state
 TAB = "tab"  # the views' tabs: the shown one's label, in the session's state
 ENGINE = "engine_choice"  # the engine control: dp, ddp or both (the config's engine is dp or ddp)
 ENGINE_LABELS = {"dp": "DataParallel", "ddp": "DistributedDataParallel", BOTH: "Both, compared"}
@@ -417,6 +418,20 @@ def downloads(trace: Trace) -> None:
                                on_click="ignore", key=f"{key}_html")
 
 
+def view_tabs(labels: list[str]):
+    """The views' tabs, the one shown before selected again when a run adds a tab (Pitfall) or renames one.
+
+    Streamlit makes tabs with other labels, or another default, a new widget, which opens on its default:
+    so the default is chosen when the labels change (the tab shown last) and kept while they stay, and
+    a click decides in between."""
+    state = st.session_state.setdefault(SHOWN_TAB, {"labels": None, "default": None, "shown": None})
+    if state["labels"] != labels:
+        state["labels"], state["default"] = labels, state["shown"] if state["shown"] in labels else None
+    tabs = st.tabs(labels, key=TAB, on_change="rerun", default=state["default"])
+    state["shown"] = st.session_state.get(TAB)
+    return tabs
+
+
 def present(views, *traces: Trace) -> list[View]:
     """The views with something to draw for one of `traces` (the Pitfall view only for a run that has one)."""
     cache: Views = st.session_state.setdefault("views", Views())
@@ -430,7 +445,7 @@ def show(trace: Trace) -> None:
     # The views that draw this run's engine first: the first screen shows a chart, not a "DataParallel only".
     views = sorted(present(VIEWS, trace), key=lambda view: trace.engine not in view.engines)
     labels = [view.tab.replace("per batch", f"per {unit_of(trace)}") for view in views]
-    for view, tab in zip(views, st.tabs(labels, key=TAB, on_change="rerun")):
+    for view, tab in zip(views, view_tabs(labels)):
         with tab:
             if tab.open:
                 view_of(trace, view)
@@ -454,7 +469,7 @@ def show_both(dp: Trace, ddp: Trace) -> None:
             st.markdown(f"#### {ENGINES[trace.engine]}")
             show_outcome(trace)
     tabs = [COMPARE] + [view.tab for view in present(VIEWS, dp, ddp)]
-    for label, tab in zip(tabs, st.tabs(tabs, key=TAB, on_change="rerun")):
+    for label, tab in zip(tabs, view_tabs(tabs)):
         with tab:
             if not tab.open:
                 continue

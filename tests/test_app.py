@@ -263,3 +263,15 @@ def test_a_long_timeline_can_be_drawn_batch_by_batch():
     detail = app.get("plotly_chart")[0].proto.spec
     assert detail != summary and "batch 7" in detail and "batch 8" not in detail  # batches 0-7, each drawn
     assert app.slider(key="timeline_first").max == 149
+
+
+def test_the_shown_tab_is_kept_when_a_run_adds_the_pitfall_tab():
+    app = page()
+    show_tab(app, "Memory")
+    app.selectbox(key="model").set_value("loss").run()  # forward returns a loss: the Pitfall tab appears, first
+    assert not app.exception and [t.label for t in app.tabs][0] == "Pitfall"
+    assert app.session_state["tab"] == "Memory"
+    show_tab(app, "Inputs")  # a click still chooses
+    assert app.session_state["tab"] == "Inputs"
+    app.selectbox(key="model").set_value("linear").run()  # the Pitfall tab goes
+    assert app.session_state["tab"] == "Inputs"
