@@ -227,12 +227,14 @@ def test_a_pitfall_button_runs_the_preset_and_shows_the_error_as_python_raises_i
     page.wait_for_selector(IDLE)
     page.wait_for_function(
         "() => [...document.querySelectorAll('.st-key-inputs_chart .js-plotly-plot')]"
-        ".some(el => el.data?.[0] && JSON.stringify(el.data[0].text).includes('missing'))")
-    # The failing batch's chart (while the page swaps charts, the one it replaces may still be there).
-    heat = page.locator(".st-key-inputs_chart .js-plotly-plot").evaluate_all(
-        "els => els.map(e => e.data?.[0]).filter(d => d && JSON.stringify(d.text).includes('missing'))"
-        ".map(d => ({type: d.type ?? 'scatter', y: d.y}))[0]")
-    assert heat["type"] == "heatmap" and heat["y"] == ["x", "scale="]
+        ".some(el => (el.data || []).some(d => JSON.stringify(d.text).includes('missing')))")
+    # The failing batch's chart (while the page swaps charts, the one it replaces may still be there): x is
+    # missing on GPUs 5-7 (5 marked as the replica that raised), on the argument rows x and scale=.
+    chart = page.locator(".st-key-inputs_chart .js-plotly-plot").evaluate_all(
+        "els => els.filter(e => (e.data || []).some(d => JSON.stringify(d.text).includes('missing')))"
+        ".map(e => ({missing: e.data.find(d => JSON.stringify(d.text).includes('missing')).x,"
+        " rows: e.layout.yaxis.ticktext}))[0]")
+    assert chart["missing"] == ["5 ✗", "6", "7"] and chart["rows"] == ["x", "scale="]
     screenshot_full_page(page, artifacts / "preset-kwargs-small-batch.png")
 
 
