@@ -92,6 +92,17 @@ def lane_label(vocabulary: Vocabulary, lane: int) -> str:
     return f'<span style="color:{device_color(lane)}">{glyph}</span> {vocabulary.lane_name(lane)}'
 
 
+def phase_hover(vocabulary: Vocabulary, phase: str, idle: str) -> str:
+    """A bar's hover in both panels: "GPU 3: forward: rows 12 + 4" (the lane's rows when it runs on every
+    lane), or `idle` for an idle band; customdata holds batch, rows and first row, in that order."""
+    noun = vocabulary.lane_noun
+    if phase == IDLE:
+        return f"{noun} %{{y}}: {idle}"
+    p = vocabulary.phase(phase)
+    rows = " %{customdata[2]} + %{customdata[1]}" if p.where == EVERY_LANE else ""
+    return f"{noun} %{{y}}: {p.hover}{rows}"
+
+
 def draw_order(vocabulary: Vocabulary, phases: set[str]) -> list[str]:
     """Idle bands first, then what runs on every lane, one lane's steps, and host copies last: a thin
     bar is never hidden under a thick one."""

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from ..tables import batch_spans
 from ..trace import Trace
 from ..vocabulary import EVERY_LANE, HOST, Vocabulary
-from .timeline_look import BAND, CUT_LINE, GUIDE, IDLE, draw_order, phase_bars
+from .timeline_look import BAND, CUT_LINE, GUIDE, IDLE, draw_order, phase_bars, phase_hover
 from .timeline_scale import CUT_MARK, TimeScale, robust_cap, time_scale, time_ticks
 from .timeline_summary import HIGH, LOW, batch_extents
 
@@ -132,19 +132,13 @@ def add_measured(fig: go.Figure, table: pd.DataFrame, vocabulary: Vocabulary, ax
     min_ms = MIN_SHARE * window
     took = (table["end_ms"] - table["start_ms"]).to_numpy()
     shortened = scale.shortened(table["start_ms"], table["end_ms"]) & (table["phase"] != IDLE).to_numpy()
-    noun = vocabulary.lane_noun
     for phase in draw_order(vocabulary, set(table["phase"])):
         on = (table["phase"] == phase).to_numpy()
         part = table[on]
         note = np.where(shortened[on], SHORTENED, "")
         customdata = np.column_stack([part["batch"], part["rows"], part["first_row"], part["start_ms"], took[on]])
         customdata = np.column_stack([customdata.astype(object), note])
-        if phase == IDLE:
-            hover = f"{noun} %{{y}}: idle, no rows of this batch"
-        else:
-            p = vocabulary.phase(phase)
-            rows = " %{customdata[2]} + %{customdata[1]}" if p.where == EVERY_LANE else ""
-            hover = f"{noun} %{{y}}: {p.hover}{rows}"
+        hover = phase_hover(vocabulary, phase, "idle, no rows of this batch")
         fig.add_trace(phase_bars(vocabulary, phase, part["device"].to_numpy(), x0[on],
                                  np.maximum(x1[on] - x0[on], min_ms), customdata=customdata, hover=hover + WHEN, axes=axes))
     extents = batch_extents(table)

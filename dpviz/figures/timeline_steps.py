@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 
 from ..trace import Trace
 from ..vocabulary import EVERY_LANE, HOST, Vocabulary
-from .timeline_look import GUIDE, IDLE, draw_order, drawn_phases, phase_bars
+from .timeline_look import GUIDE, IDLE, draw_order, drawn_phases, phase_bars, phase_hover
 
 STEPS_COLUMNS = ["device", "phase", "batch", "slot", "x0", "x1", "rows", "first_row"]
 SLOT_COLUMNS = ["batch", "phase", "slot", "x0", "x1"]
@@ -91,16 +91,12 @@ def add_steps(fig: go.Figure, bars: pd.DataFrame, slots: pd.DataFrame, vocabular
               axes: tuple[str, str]) -> None:
     """The step panel's bars, slot names under it, batch labels above it and a divider between batches."""
     x, y = axes
-    noun = vocabulary.lane_noun
     for phase in draw_order(vocabulary, set(bars["phase"])):
         part = bars[bars["phase"] == phase]
         customdata = np.column_stack([part["batch"], part["rows"], part["first_row"], part["slot"] + 1])
-        if phase == IDLE:
-            hover = f"{noun} %{{y}}: idle, no rows of batch %{{customdata[0]:,}}"
-        else:
-            p = vocabulary.phase(phase)
-            rows = " %{customdata[2]} + %{customdata[1]}" if p.where == EVERY_LANE else ""
-            hover = f"batch %{{customdata[0]:,}}, step %{{customdata[3]}}<br>{noun} %{{y}}: {p.hover}{rows}"
+        hover = phase_hover(vocabulary, phase, "idle, no rows of batch %{customdata[0]:,}")
+        if phase != IDLE:
+            hover = f"batch %{{customdata[0]:,}}, step %{{customdata[3]}}<br>{hover}"
         fig.add_trace(phase_bars(vocabulary, phase, part["device"].to_numpy(), part["x0"].to_numpy(),
                                  (part["x1"] - part["x0"]).to_numpy(), customdata=customdata, hover=hover, axes=(x, y)))
     batches = slots.groupby("batch", sort=False).agg(x0=("x0", "min"), x1=("x1", "max")).reset_index()
