@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .summary_ddp import key_figures_ddp, summary_rows_ddp
-from .tables import chunks_per_batch, memory_peaks, phase_table
+from .tables import calls_without_chunk, chunks_per_batch, memory_peaks, phase_table
 from .trace import Trace
 from .vocabulary import HOST
 from .wording import human_bytes, plural
@@ -48,12 +48,8 @@ class Summary:
 def summarize(trace: Trace) -> Summary:
     """Count batches, replicas, idle slots and chunk sizes, and time each phase."""
     chunks = chunks_per_batch(trace)
-    # A replica handed no tensor at all (the keyword pitfall's) got no chunk of the batch, but was called:
-    # it counts as a replica call, not as an idle GPU.
-    empty = [0] * len(chunks)
-    for span in trace.spans:
-        if span.phase == "forward" and span.lane is not None and span.input_shape is None and trace.failure is not None:
-            empty[span.batch] += 1
+    # A replica called with no chunk (the keyword pitfall's) counts as a replica call, not as an idle GPU.
+    empty = calls_without_chunk(trace)
     per_batch = [len(c) + e for c, e in zip(chunks, empty)]
     devices = len(trace.lanes)
     sizes = [rows for c in chunks for rows in c]

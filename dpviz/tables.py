@@ -62,14 +62,27 @@ def batch_spans(trace: Trace, batch: int, phase: str) -> list[Span]:
     return sorted(spans, key=lambda s: (-1 if s.replica is None else s.replica, -1 if s.lane is None else s.lane))
 
 
+def _without_chunk(trace: Trace, span: Span) -> bool:
+    """A replica handed no tensor at all (a failing batch's padding): called, but with no chunk of the batch."""
+    return span.input_shape is None and trace.failure is not None
+
+
 def chunks_per_batch(trace: Trace) -> list[tuple[int, ...]]:
     """Rows per replica for every batch, in replica order: the split DataParallel made."""
     chunks: list[list[tuple[int, int]]] = [[] for _ in trace.batches]
     for span in trace.spans:
-        # A replica handed no tensor at all (a failing batch's padding) got no chunk of the batch.
-        if span.phase == "forward" and not (span.input_shape is None and trace.failure is not None):
+        if span.phase == "forward" and not _without_chunk(trace, span):
             chunks[span.batch].append((span.replica if span.replica is not None else 0, span.rows))
     return [tuple(rows for _, rows in sorted(c)) for c in chunks]
+
+
+def calls_without_chunk(trace: Trace) -> list[int]:
+    """Per batch, the replicas called with no chunk of it (the keyword pitfall's), which chunks_per_batch leaves out."""
+    counts = [0] * len(trace.batches)
+    for span in trace.spans:
+        if span.phase == "forward" and span.lane is not None and _without_chunk(trace, span):
+            counts[span.batch] += 1
+    return counts
 
 
 def phase_table(trace: Trace) -> pd.DataFrame:
