@@ -16,7 +16,8 @@ from .echo import markdown_text
 from .explain_ddp import explain_ddp
 from .explain_pitfalls import pitfalls
 from .engines.dp.chunking import chunk_sizes
-from .tables import batch_spans, chunks_per_batch, memory_peaks, phase_table
+from .batch_facts import batch_spans, chunks_per_batch
+from .tables import memory_peaks, phase_table
 from .trace import Trace
 from .wording import device_list, human_bytes, plural, sizes_text
 

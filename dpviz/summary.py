@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .summary_ddp import key_figures_ddp, summary_rows_ddp
-from .tables import calls_without_chunk, chunks_per_batch, memory_peaks, phase_table
+from .batch_facts import calls_without_chunk, chunks_per_batch
+from .tables import memory_peaks, phase_table
 from .trace import Trace
 from .vocabulary import HOST
 from .wording import human_bytes, plural

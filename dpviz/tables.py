@@ -32,10 +32,6 @@ def _split_record(batch: int, batch_rows: int, device: int, span: Span | None) -
     )
 
 
-def called_without_rows(span: Span) -> bool:
-    """A replica scatter_kwargs padded with an empty tuple: called with the keywords alone, no tensor of the batch."""
-    return span.rows == 0 or span.input_shape is None
-
 
 def split_table(trace: Trace) -> pd.DataFrame:
     """One row per (batch, device): the slice of the batch the device got, or used=False when idle."""
@@ -56,33 +52,8 @@ def batch_split(trace: Trace, batch: int) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=SPLIT_COLUMNS)
 
 
-def batch_spans(trace: Trace, batch: int, phase: str) -> list[Span]:
-    """The spans of one phase of one batch, in replica order (lane order for spans without a replica)."""
-    spans = trace.spans_of(batch, phase)
-    return sorted(spans, key=lambda s: (-1 if s.replica is None else s.replica, -1 if s.lane is None else s.lane))
 
 
-def _without_chunk(trace: Trace, span: Span) -> bool:
-    """A replica handed no tensor at all (a failing batch's padding): called, but with no chunk of the batch."""
-    return span.input_shape is None and trace.failure is not None
-
-
-def chunks_per_batch(trace: Trace) -> list[tuple[int, ...]]:
-    """Rows per replica for every batch, in replica order: the split DataParallel made."""
-    chunks: list[list[tuple[int, int]]] = [[] for _ in trace.batches]
-    for span in trace.spans:
-        if span.phase == "forward" and not _without_chunk(trace, span):
-            chunks[span.batch].append((span.replica if span.replica is not None else 0, span.rows))
-    return [tuple(rows for _, rows in sorted(c)) for c in chunks]
-
-
-def calls_without_chunk(trace: Trace) -> list[int]:
-    """Per batch, the replicas called with no chunk of it (the keyword pitfall's), which chunks_per_batch leaves out."""
-    counts = [0] * len(trace.batches)
-    for span in trace.spans:
-        if span.phase == "forward" and span.lane is not None and _without_chunk(trace, span):
-            counts[span.batch] += 1
-    return counts
 
 
 def phase_table(trace: Trace) -> pd.DataFrame:
@@ -103,10 +74,6 @@ def phase_table(trace: Trace) -> pd.DataFrame:
         }
     )
 
-
-def memory_batches(trace: Trace) -> list[int]:
-    """The batches memory was sampled for (the first and the last), in order."""
-    return sorted({m.batch for m in trace.memory})
 
 
 def memory_table(trace: Trace) -> pd.DataFrame:

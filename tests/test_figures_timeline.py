@@ -15,7 +15,8 @@ from dpviz.figures.colors import device_color, device_pattern
 from dpviz.figures.timeline_look import LEGEND_TITLE
 from dpviz.figures.timeline_measured import MIN_SHARE, measured_scale
 from dpviz.figures.timeline_steps import STEP_SLOTS, prepare_steps, step_batches
-from dpviz.figures.timeline_summary import DETAIL_BATCHES, prepare_typical_batch
+from dpviz.figures.bounds import DETAIL_BATCHES
+from dpviz.figures.timeline_summary import prepare_typical_batch
 from figure_traces import LARGEST, LARGEST_TRAINING, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
 STEPS, MEASURED = "x", "x2"  # each panel's x axis in a figure with both

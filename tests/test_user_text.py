@@ -10,7 +10,7 @@ from dpviz.figures import (
     step_figure, timeline_figure,
 )
 from dpviz.wording import describe_devices
-from dpviz.tables import memory_batches
+from dpviz.batch_facts import memory_batches
 from user_text_traces import ANCHOR, MARKUP, outside_code, payload_trace
 
 

@@ -20,24 +20,39 @@ bucket all-reduces) and the flow (flow_ddp); step-through and inputs are DataPar
 Each view has a `prepare_*` function (trace -> pandas DataFrame) used by its figure function, so the
 data can be tested or tabulated without plotting. No figure draws more than MAX_MARKS marks.
 """
-from .bounds import MAX_FRAMES, MAX_MARKS, count_marks
-from .colors import IDLE_GREY, device_color, device_colors
-from .flow import flow_figure, prepare_backward_flow, prepare_flow
-from .inputs import argument_batches, inputs_figure, prepare_inputs
-from .memory import memory_figure, prepare_memory
-from .log import bounded_log
-from .report import html_report
-from .views import VIEWS, View
-from .sample_map import prepare_sample_map, sample_map_figure
-from .split import prepare_split, split_figure
-from .step import prepare_steps, step_figure
-from .style import device_name
-from .timeline import prepare_timeline, timeline_figure
-from .timeline import window_size as timeline_window
+from importlib import import_module
 
-__all__ = [
-    "IDLE_GREY", "MAX_FRAMES", "argument_batches", "inputs_figure", "prepare_inputs", "MAX_MARKS", "bounded_log", "count_marks", "device_color", "device_colors", "device_name",
-    "flow_figure", "html_report", "memory_figure", "prepare_backward_flow", "prepare_flow", "prepare_memory",
-    "prepare_sample_map", "prepare_split", "prepare_steps",
-    "prepare_timeline", "sample_map_figure", "split_figure", "step_figure", "timeline_figure", "timeline_window",
-]
+# name -> the module that defines it, imported when the name is first used: the page's first chart
+# (a run's Flow) then loads only the modules it draws with, not every view's (nor pandas, which
+# most tables use and the flow does not).
+_NAMES = {
+    "MAX_FRAMES": "bounds", "MAX_MARKS": "bounds", "count_marks": "bounds",
+    "IDLE_GREY": "colors", "device_color": "colors", "device_colors": "colors",
+    "flow_figure": "flow", "prepare_backward_flow": "flow", "prepare_flow": "flow",
+    "argument_batches": "inputs", "inputs_figure": "inputs", "prepare_inputs": "inputs",
+    "memory_figure": "memory", "prepare_memory": "memory",
+    "bounded_log": "log",
+    "html_report": "report",
+    "VIEWS": "views", "View": "views",
+    "prepare_sample_map": "sample_map", "sample_map_figure": "sample_map",
+    "prepare_split": "split", "split_figure": "split",
+    "prepare_steps": "step", "step_figure": "step",
+    "device_name": "style",
+    "prepare_timeline": "timeline", "timeline_figure": "timeline",
+}
+_RENAMED = {"timeline_window": ("timeline", "window_size")}
+
+__all__ = sorted([*_NAMES, *_RENAMED])
+
+
+def __getattr__(name: str):
+    if name in _NAMES:
+        return getattr(import_module(f"{__name__}.{_NAMES[name]}"), name)
+    if name in _RENAMED:
+        module, attribute = _RENAMED[name]
+        return getattr(import_module(f"{__name__}.{module}"), attribute)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -15,6 +15,9 @@ import plotly.graph_objects as go
 MAX_MARKS = 10_000
 # Animation frames of the step-through view: beyond this a slider step is narrower than a pixel.
 MAX_FRAMES = 50
+# Batches the timeline's measured panel draws one by one; past it, one typical batch: 8 batches of 16
+# staircased forwards are about the most an ~380 px plot (an 800 px window's chart) shows one by one.
+DETAIL_BATCHES = 8
 
 
 def _trace_marks(trace: go.BaseTraceType) -> int:

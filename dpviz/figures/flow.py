@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import textwrap
 
-import pandas as pd
 import plotly.graph_objects as go
 
 from ..echo import plotly_text
-from ..tables import batch_spans, batch_split
+from ..batch_facts import batch_spans, called_without_rows
 from ..trace import Trace
 from ..wording import device_list
 from .flow_draw import FAILED_COLOR, plot_flow_lanes  # noqa: F401  FAILED_COLOR: the DDP flow's too
-from ..tables import called_without_rows
-from .flow_links import _preview, failed_replica, flow_steps, prepare_flow_links
+from .flow_links import _preview, failed_replica, flow_links, flow_steps
 from .style import NAME_LIMIT, backend_note, check_batch, device_name, plural, rows_text
 
 BATCH_COLOR = "#4D4D4D"  # the DDP flow's dataset node
@@ -33,9 +31,11 @@ BACK_COLUMNS = ["device", "used", "rows", "first_row", "gradient_shape", "label"
 NOTE_CHARS = 64  # a subtitle line: fits a chart 500 px wide at the subtitle's size
 
 
-def prepare_flow(trace: Trace, batch: int) -> pd.DataFrame:
-    """One row per device for `batch`: its slice of the batch, label and dataset rows (idle: used=False;
-    a replica called with no tensor of the batch: used with 0 rows)."""
+def prepare_flow(trace: Trace, batch: int):
+    """One row per device for `batch` (a DataFrame): its slice of the batch, label and dataset rows (idle:
+    used=False; a replica called with no tensor of the batch: used with 0 rows)."""
+    from ..tables import batch_split  # pandas: for tables and tests, not needed to draw the flow
+
     check_batch(trace, batch)
     table = batch_split(trace, batch)
     ids = trace.batches[batch].sample_ids
@@ -51,9 +51,11 @@ def prepare_flow(trace: Trace, batch: int) -> pd.DataFrame:
     return table
 
 
-def prepare_backward_flow(trace: Trace, batch: int) -> pd.DataFrame:
-    """One row per device for `batch` of a training run: the slice of the output gradient the gather's
-    backward sent it (rows, first row, shape), or used=False. Empty for a forward-only trace."""
+def prepare_backward_flow(trace: Trace, batch: int):
+    """One row per device for `batch` of a training run (a DataFrame): the slice of the output gradient
+    the gather's backward sent it (rows, first row, shape), or used=False. Empty for a forward-only trace."""
+    import pandas as pd  # for tables and tests, not needed to draw the flow
+
     check_batch(trace, batch)
     backwards = {s.lane: s for s in batch_spans(trace, batch, "backward")}
     records = []
@@ -86,7 +88,7 @@ def _wrapped(text: str) -> str:
 def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
     """Every step of `batch`: scatter, replicate, forwards, gather and, training, loss, the output
     gradient split back, the gradients' sum and the step, one row per GPU."""
-    nodes, links = prepare_flow_links(trace, batch)
+    nodes, links = flow_links(trace, batch)
     steps = flow_steps(trace, batch)
     facts, words = trace.batches[batch], trace.vocabulary
     forwards = [s for s in trace.replicas(batch) if s.lane is not None]

@@ -1,4 +1,4 @@
-"""Draw a flow (flow_links.prepare_flow_links) as lanes: one row per GPU, one column per step.
+"""Draw a flow (flow_links.flow_links) as lanes: one row per GPU, one column per step.
 
 A GPU's nodes all sit in its own row, named once on the y axis with the rows it got, so labels never
 crowd each other however many GPUs there are: a row is LANE_PX tall and its label two lines. Columns
@@ -12,12 +12,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from ..trace import Trace
 from .colors import IDLE_GREY, device_color, device_pattern, text_color_on, with_alpha
-from .flow_links import LANE_KINDS, MODEL_KINDS, TALL_KINDS
+from .flow_links import LANE_KINDS, MODEL_KINDS, TALL_KINDS, Link, Node
 from .style import BASE_TOP_PX, FONT_SIZE, GAP_PX, device_name, styled, title_block_px
 
 LABEL_SIZE = FONT_SIZE - 2  # the lanes' labels and the steps' names
@@ -56,29 +55,29 @@ def lane_px(rows: int) -> float:
 class Geometry:
     """Where every node and band goes, in axis units: x is the step's column, y the lane (0 at the top)."""
 
-    def __init__(self, nodes: pd.DataFrame, steps: list[str], lanes: int):
+    def __init__(self, nodes: list[Node], steps: list[str], lanes: int):
         self.columns = {step: i for i, step in enumerate(steps)}
         self.lanes = lanes
-        self.top = PARAMETERS_ROW if (nodes["kind"] == "parameters").any() else 0
+        self.top = PARAMETERS_ROW if any(n.kind == "parameters" for n in nodes) else 0
         self.pitch = lane_px(lanes - self.top)
         self.model_band, self.model_node, self.no_rows = (px / self.pitch for px in (MODEL_BAND_PX, MODEL_NODE_PX, NO_ROWS_PX))
-        lane_rows = nodes.loc[nodes["kind"].isin(LANE_KINDS), "rows"]
-        self.scale = FILL / max(int(lane_rows.max()) if len(lane_rows) else 1, 1)  # lanes per row of the batch
-        self.boxes = {int(n.node): self._box(n) for n in nodes.itertuples()}
+        lane_rows = [n.rows for n in nodes if n.kind in LANE_KINDS]
+        self.scale = FILL / max(max(lane_rows, default=1), 1)  # lanes per row of the batch
+        self.boxes = {n.node: self._box(n) for n in nodes}
 
-    def _box(self, n) -> tuple[float, float, float]:
+    def _box(self, n: Node) -> tuple[float, float, float]:
         """(x, y top, y bottom) of node `n`."""
         x = self.columns[n.step]
-        lane = 0 if n.lane is None or pd.isna(n.lane) else int(n.lane)
+        lane = 0 if n.lane is None else n.lane
         if n.kind in TALL_KINDS:
-            height = max(int(n.rows), 1) * self.scale
+            height = max(n.rows, 1) * self.scale
             top = min(lane - FILL / 2, self.lanes - 0.5 - height)  # on its device's lane, inside the chart
             return x, max(top, -0.5), max(top, -0.5) + height
         if n.kind == "parameters":
             return x, PARAMETERS_ROW - self.model_node / 2, PARAMETERS_ROW + self.model_node / 2
         if n.kind in MODEL_KINDS:
             return x, lane - self.model_node / 2, lane + self.model_node / 2
-        half = (self.no_rows if int(n.rows) == 0 else max(int(n.rows) * self.scale, 0.04)) / 2
+        half = (self.no_rows if n.rows == 0 else max(n.rows * self.scale, 0.04)) / 2
         return x, lane - half, lane + half
 
     def end(self, node: int, kind: str, rows: int, offset: int, first_row: int) -> tuple[float, float]:
@@ -108,9 +107,9 @@ def _rectangle(x: float, top: float, bottom: float) -> tuple[list[float], list[f
     return [left, right, right, left, left], [top, top, bottom, bottom, top]
 
 
-def _node_trace(n, box: tuple[float, float, float], trace: Trace) -> dict:
+def _node_trace(n: Node, box: tuple[float, float, float], trace: Trace) -> dict:
     xs, ys = _rectangle(*box)
-    device = 0 if n.lane is None or pd.isna(n.lane) else int(n.lane)
+    device = 0 if n.lane is None else n.lane
     if n.kind == "batch":
         color = trace.vocabulary.phase("scatter").color
     else:
@@ -119,47 +118,46 @@ def _node_trace(n, box: tuple[float, float, float], trace: Trace) -> dict:
     if n.kind in LANE_KINDS + MODEL_KINDS + ("output", "loss") and device_pattern(device):
         style["fillpattern"] = dict(shape=device_pattern(device), fgcolor=text_color_on(color), bgcolor=color, solidity=0.25,
                                     fillmode="overlay")
-    if n.kind == "no_rows" or n.kind == "failed" and int(n.rows) == 0:  # a replica called with no tensor of the batch
+    if n.kind == "no_rows" or n.kind == "failed" and n.rows == 0:  # a replica called with no tensor of the batch
         style = dict(fill="toself", fillcolor="rgba(0,0,0,0)", line=dict(color=GUIDE, width=2, dash="dot"))
     if n.kind == "failed":
         style["line"] = dict(color=FAILED_COLOR, width=3, dash=style["line"].get("dash"))
     return dict(type="scatter", x=xs, y=ys, mode="lines", hoveron="fills", name=n.hover, hoverinfo="name",
-                showlegend=False, meta=dict(step=n.step, kind="node", node=int(n.node)), **style)
+                showlegend=False, meta=dict(step=n.step, kind="node", node=n.node), **style)
 
 
-def plot_flow_lanes(trace: Trace, nodes: pd.DataFrame, links: pd.DataFrame, *, steps: list[str],
+def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps: list[str],
                     lane_labels: list[str], idle: list[int], failed_text: str | None, title: str,
                     notes: list[str]) -> go.Figure:
     """Draw nodes and links as lanes (one per GPU, labelled `lane_labels`) and columns (`steps`).
     `idle` lanes get an idle mark in the forward column; the failed node gets `failed_text` beside it."""
     lanes = len(lane_labels)
     geometry = Geometry(nodes, steps, lanes)
-    first_row = {int(n.node): int(n.offset) for n in nodes.itertuples()}
-    kinds = dict(zip(nodes["node"], nodes["kind"]))
+    first_row = {n.node: n.offset for n in nodes}
+    kinds = {n.node: n.kind for n in nodes}
     # Every band and node as a plain dict, and the figure made from all of them at once: a flow has a
     # hundred or more traces, and adding them one by one to a Figure costs twice as long.
     traces = []
-    for link in links.itertuples():
-        source, target = int(link.source), int(link.target)
-        rows, offset = int(link.rows), int(link.offset)
+    for link in links:
+        source, target, rows, offset = link.source, link.target, link.rows, link.offset
         ends = (geometry.end(source, kinds[source], rows, offset, first_row[source]),
                 geometry.end(target, kinds[target], rows, offset, first_row[target]))
         xs, ys = geometry.band(source, target, ends)
         replicate = link.step == "replicate"
-        color = trace.vocabulary.phase("replicate").color if replicate else device_color(int(link.device))
+        color = trace.vocabulary.phase("replicate").color if replicate else device_color(link.device)
         band = dict(
             type="scatter", x=xs, y=ys, mode="lines", fill="toself", fillcolor=with_alpha(color, BAND_ALPHA),
             line=dict(width=0), hoveron="fills", name=link.hover, hoverinfo="name", showlegend=False,
             meta=dict(step=link.step, kind="link", source=source, target=target))
-        if not replicate and device_pattern(int(link.device)):  # GPUs 8-15: hatched, as their boxes are
-            band["fillpattern"] = dict(shape=device_pattern(int(link.device)), fillmode="overlay",
+        if not replicate and device_pattern(link.device):  # GPUs 8-15: hatched, as their boxes are
+            band["fillpattern"] = dict(shape=device_pattern(link.device), fillmode="overlay",
                                        bgcolor=with_alpha(color, BAND_ALPHA), fgcolor=text_color_on(color),
                                        fgopacity=0.6, solidity=0.2)
         traces.append(band)
-    traces += [_node_trace(n, geometry.boxes[int(n.node)], trace) for n in nodes.itertuples()]
-    failed = nodes[nodes["kind"] == "failed"]
-    if failed_text and len(failed):
-        x, top, bottom = geometry.boxes[int(failed["node"].iloc[0])]
+    traces += [_node_trace(n, geometry.boxes[n.node], trace) for n in nodes]
+    failed = [n for n in nodes if n.kind == "failed"]
+    if failed_text and failed:
+        x, top, bottom = geometry.boxes[failed[0].node]
         traces.append(dict(
             type="scatter", x=[x + THICK], y=[(top + bottom) / 2], mode="markers+text", text=[failed_text],
             textposition="middle right", marker=dict(symbol="x", size=16, color=FAILED_COLOR,
@@ -173,7 +171,7 @@ def plot_flow_lanes(trace: Trace, nodes: pd.DataFrame, links: pd.DataFrame, *, s
     ticks = list(range(geometry.top, lanes))
     zero = device_name(trace.lanes[0].id if trace.lanes else 0)
     texts = ([f"{zero}'s<br>parameters"] if geometry.top < 0 else []) + lane_labels
-    room = 1.5 if failed_text and len(failed) else 0.5  # the error's name, right of the last column
+    room = 1.5 if failed_text and failed else 0.5  # the error's name, right of the last column
     fig = go.Figure(data=traces, layout=dict(
         annotations=idle_marks, hoverlabel=dict(namelength=-1),
         xaxis=dict(range=[-0.5, max(len(steps) - 1, 1) + room], tickvals=list(range(len(steps))),

@@ -1,6 +1,7 @@
 """What one DataParallel batch moved, as nodes and links in the order DataParallel ran its steps.
 
-    nodes, links = prepare_flow_links(trace, batch)
+    nodes, links = flow_links(trace, batch)          # lists of Node and Link, what the figure draws from
+    nodes, links = prepare_flow_links(trace, batch)  # the same as two DataFrames, for tables and tests
 
 Steps are the trace's own phases, in the vocabulary's pipeline order: scatter (the batch cut into
 one chunk per device), replicate (GPU 0's parameters copied to every replica, on every batch), the
@@ -9,20 +10,42 @@ output gradient split back with the forward's chunk sizes), the gradients' sum o
 and the step. A link carries rows of the batch (`rows`) or, for replicate and the sum, a whole
 model's worth of parameters or gradients (`rows` is 0: one copy each, whatever its chunk).
 
-Data only: flow_draw.py draws it, flow.py words it.
+Data only: flow_draw.py draws it, flow.py words it. Plain tuples, not DataFrames: a run's first chart
+is its flow, and pandas takes longer to import than the flow takes to draw.
 """
 from __future__ import annotations
 
-import pandas as pd
+from typing import NamedTuple
 
 from ..echo import plotly_text
-from ..tables import batch_spans, called_without_rows
+from ..batch_facts import batch_spans, called_without_rows
 from ..trace import Span, Trace
 from ..wording import human_bytes, plural
 from .style import check_batch, device_name, rows_text
 
-NODE_COLUMNS = ["node", "step", "kind", "lane", "rows", "offset", "hover"]
-LINK_COLUMNS = ["step", "source", "target", "device", "rows", "offset", "hover"]
+
+
+class Node(NamedTuple):
+    node: int  # its index in the list
+    step: str
+    kind: str  # one of LANE_KINDS, TALL_KINDS or MODEL_KINDS
+    lane: int | None  # the GPU whose row it sits in (None: the input batch, before any GPU has it)
+    rows: int
+    offset: int  # its first row in the batch
+    hover: str
+
+
+class Link(NamedTuple):
+    step: str
+    source: int  # nodes' indices
+    target: int
+    device: int  # whose colour it is drawn in
+    rows: int  # 0: a whole model's parameters or gradients
+    offset: int
+    hover: str
+
+
+NODE_COLUMNS, LINK_COLUMNS = list(Node._fields), list(Link._fields)
 # Node kinds. A lane node sits in its GPU's row; TALL ones (the batch, the gathered output and its
 # gradient) hold one slice per chunk; MODEL ones (parameters, their sum, the step) are model-sized.
 LANE_KINDS = ("forward", "no_rows", "failed", "backward")
@@ -62,23 +85,31 @@ def flow_steps(trace: Trace, batch: int) -> list[str]:
     return [p.name for p in trace.vocabulary.phases if p.drawn and p.name in present]
 
 
-def prepare_flow_links(trace: Trace, batch: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def prepare_flow_links(trace: Trace, batch: int):
+    """flow_links as two DataFrames (nodes, links), columns NODE_COLUMNS and LINK_COLUMNS."""
+    import pandas as pd  # only here: the figure draws from the lists
+
+    nodes, links = flow_links(trace, batch)
+    return pd.DataFrame.from_records(nodes, columns=NODE_COLUMNS), pd.DataFrame.from_records(links, columns=LINK_COLUMNS)
+
+
+def flow_links(trace: Trace, batch: int) -> tuple[list[Node], list[Link]]:
     """(nodes, links) of `batch`, in the order DataParallel took its steps."""
     check_batch(trace, batch)
     words, facts = trace.vocabulary, trace.batches[batch]
     steps = flow_steps(trace, batch)
-    nodes: list[tuple] = []
-    links: list[tuple] = []
+    nodes: list[Node] = []
+    links: list[Link] = []
     size = parameter_bytes(trace)
     size_text = f" ({human_bytes(size)})" if size else ""
     zero = device_name(trace.lanes[0].id if trace.lanes else 0)
 
     def node(step: str, kind: str, lane: int | None, rows: int, hover: str, offset: int = 0) -> int:
-        nodes.append((len(nodes), step, kind, lane, rows, offset, hover))
+        nodes.append(Node(len(nodes), step, kind, lane, rows, offset, hover))
         return len(nodes) - 1
 
     def link(step: str, source: int, target: int, device: int, rows: int, hover: str, offset: int = 0) -> None:
-        links.append((step, source, target, device, rows, offset, hover))
+        links.append(Link(step, source, target, device, rows, offset, hover))
 
     forwards = [s for s in trace.replicas(batch) if s.lane is not None]
     failed = failed_replica(trace, batch)
@@ -122,7 +153,7 @@ def prepare_flow_links(trace: Trace, batch: int) -> tuple[pd.DataFrame, pd.DataF
     elif len(gathered) == 1:
         source = chunk_nodes[gathered[0].lane]  # one device: its output is the output
     if "loss" not in steps or source is None:
-        return pd.DataFrame.from_records(nodes, columns=NODE_COLUMNS), pd.DataFrame.from_records(links, columns=LINK_COLUMNS)
+        return nodes, links
     (loss,) = batch_spans(trace, batch, "loss")[:1] or [None]
     loss_lane = loss.lane if loss is not None and loss.lane is not None else out
     rows = sum(s.rows for s in gathered)
@@ -155,4 +186,4 @@ def prepare_flow_links(trace: Trace, batch: int) -> tuple[pd.DataFrame, pd.DataF
         step = node("step", "step", lane, 0, f"{words.phase('step').label} on {device_name(lane)}: updates the model's own parameters")
         for back in ([total] if total is not None else list(backs.values())[:1]):
             link("step", back, step, lane, 0, f"the gradients, in the model's own .grad on {device_name(lane)}, used by the step")
-    return pd.DataFrame.from_records(nodes, columns=NODE_COLUMNS), pd.DataFrame.from_records(links, columns=LINK_COLUMNS)
+    return nodes, links

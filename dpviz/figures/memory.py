@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..tables import memory_batches, memory_table, memory_totals
+from ..batch_facts import memory_batches
+from ..tables import memory_table, memory_totals
 from ..trace import Trace
 from ..vocabulary import Vocabulary
 from plotly.subplots import make_subplots

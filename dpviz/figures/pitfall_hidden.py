@@ -9,16 +9,15 @@ replica got in grey), the bottom one the cut on h0's batch dim. All from the rec
 """
 from __future__ import annotations
 
-from collections import defaultdict
-
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..echo import plotly_text
 from ..engines.dp.chunking import chunk_sizes
-from ..trace import ArgumentSample, Trace
+from ..trace import Trace
 from ..wording import plural
+from .pitfall_checks import misplaced, shows_hidden_cut
 from .pitfall_layout import panel_headings, title_on_top
 from .colors import IDLE_GREY, OUTLINE, device_color, device_pattern, text_color_on
 from .style import NAME_LIMIT, backend_note, device_name, styled
@@ -27,18 +26,6 @@ DIM_NAMES = {"h0": ("layers", "batch", "hidden")}  # the hidden input form's h0,
 COLUMNS = ["panel", "tensor", "device", "start", "stop", "shape", "text"]
 DID, MEANT = "what DataParallel did", "what was meant"
 
-
-def misplaced(trace: Trace) -> tuple[int, str, list[ArgumentSample]] | None:
-    """The first (batch, argument, pieces) whose split pieces do not add up to the batch's rows on
-    DataParallel's dim: a tensor whose batch sits on another dim."""
-    pieces: dict[tuple[int, str], list[ArgumentSample]] = defaultdict(list)
-    for a in trace.arguments:
-        if a.mode == "split" and a.kind == "tensor" and len(a.shape) > trace.dim:
-            pieces[(a.batch, a.path)].append(a)
-    for (batch, path), got in sorted(pieces.items()):
-        if sum(a.shape[trace.dim] for a in got) != trace.batches[batch].rows:
-            return batch, path, sorted(got, key=lambda a: a.replica)
-    return None
 
 
 def _dim_name(path: str, dim: int) -> str:
@@ -120,10 +107,6 @@ def plot_hidden(table: pd.DataFrame, *, title: str, notes: list[str], headings: 
     title_on_top(fig, 200)
     return fig
 
-
-def shows_hidden_cut(trace: Trace) -> bool:
-    """Whether a split tensor's pieces fail to add up to the batch's rows (h0 cut along its layers)."""
-    return trace.engine == "dp" and len(trace.lanes) >= 2 and misplaced(trace) is not None
 
 
 def hidden_dim_figure(trace: Trace) -> go.Figure | None:

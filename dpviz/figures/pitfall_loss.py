@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from ..trace import Trace
 from ..wording import plural, sizes_text
+from .pitfall_checks import shows_loss_bias
 from .pitfall_layout import panel_headings, title_on_top
 from .colors import OUTLINE, device_color, device_pattern, text_color_on, with_alpha
 from .style import backend_note, device_name, styled
@@ -90,10 +91,6 @@ def plot_losses(table: pd.DataFrame, means: pd.DataFrame, *, title: str, notes: 
     title_on_top(fig, 190)
     return fig
 
-
-def shows_loss_bias(trace: Trace) -> bool:
-    """Whether forward returned a 0-dim loss on more than one device (facts["losses"] holds what gather made of it)."""
-    return trace.engine == "dp" and len(trace.lanes) >= 2 and bool(trace.facts.get("losses"))
 
 
 def loss_bias_figure(trace: Trace) -> go.Figure | None:

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from ..trace import Trace
 from ..wording import plural
+from .pitfall_checks import shows_state_lost
 from .pitfall_layout import panel_headings, title_on_top
 from .colors import OUTLINE, device_color, device_pattern, text_color_on
 from .style import backend_note, device_name, styled
@@ -72,10 +73,6 @@ def plot_state(table: pd.DataFrame, *, title: str, notes: list[str]) -> go.Figur
     title_on_top(fig, 180)
     return fig
 
-
-def shows_state_lost(trace: Trace) -> bool:
-    """Whether the model counted in forward on more than one device (facts["state"]: its counters after the run)."""
-    return trace.engine == "dp" and len(trace.lanes) >= 2 and bool(trace.facts.get("state"))
 
 
 def state_figure(trace: Trace) -> go.Figure | None:

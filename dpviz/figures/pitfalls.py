@@ -11,12 +11,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from .pitfall_hidden import hidden_dim_figure, shows_hidden_cut
-from .pitfall_loss import loss_bias_figure, shows_loss_bias
-from .pitfall_state import shows_state_lost, state_figure
+from .pitfall_checks import PITFALL_APPLIES  # noqa: F401  cheap: whether each would draw
+from .pitfall_hidden import hidden_dim_figure
+from .pitfall_loss import loss_bias_figure
+from .pitfall_state import state_figure
 
 PITFALL_FIGURES = (hidden_dim_figure, loss_bias_figure, state_figure)
-PITFALL_APPLIES = (shows_hidden_cut, shows_loss_bias, shows_state_lost)  # cheap: whether each would draw
 
 
 def pitfall_figure(trace: Trace) -> go.Figure | None:

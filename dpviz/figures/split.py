@@ -16,7 +16,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..tables import batch_split, called_without_rows, chunks_per_batch
+from ..batch_facts import called_without_rows, chunks_per_batch
+from ..tables import batch_split
 from ..trace import Trace
 from .bounds import MAX_MARKS, batch_label, split_runs
 from .colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha

@@ -7,10 +7,9 @@ Every number and device comes from the trace: the forwards' rows, the spans' lan
 from __future__ import annotations
 
 from ..echo import plotly_text
-from ..tables import batch_spans
+from ..batch_facts import batch_spans, called_without_rows
 from ..trace import Trace
 from ..wording import device_list, plural
-from ..tables import called_without_rows
 from .flow_links import failed_replica
 from .style import NAME_LIMIT, device_name
 

@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 
 from ..trace import Trace
 from ..vocabulary import EVERY_LANE, HOST, Vocabulary
-from .bounds import MAX_MARKS
+from .bounds import DETAIL_BATCHES, MAX_MARKS
 from .style import TICK_SIZE, backend_note, check_batch, legend_px, plural, styled, text_px, title_block_px
 from .timeline_ddp import timeline_ddp_figure
 from .timeline_ddp import window_size as ddp_window_size
@@ -33,7 +33,7 @@ from .timeline_look import LEGEND_TITLE, lane_label, legend_swatches
 from .timeline_scale import CUT_MARK
 from .timeline_measured import MIN_SHARE, add_measured, add_typical, drawn_host, prepare_timeline  # noqa: F401
 from .timeline_steps import add_steps, prepare_steps, step_batches
-from .timeline_summary import DETAIL_BATCHES, batch_extents, prepare_typical_batch
+from .timeline_summary import batch_extents, prepare_typical_batch
 from .timeline_words import scale_note, steps_note, summary_note, times_note, wrapped
 
 PANELS = ("both", "steps", "measured")

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..tables import batch_spans
+from ..batch_facts import batch_spans
 from ..trace import Trace
 from ..vocabulary import EVERY_LANE, HOST, Vocabulary
 from .timeline_look import BAND, CUT_LINE, GUIDE, IDLE, draw_order, phase_bars, phase_hover

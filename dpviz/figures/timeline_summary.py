@@ -11,9 +11,6 @@ import pandas as pd
 
 from .timeline_look import IDLE
 
-# Past this many batches a window is summarised: 8 batches of 16 staircased forwards are about the
-# most an ~380 px plot (an 800 px window's chart) shows one by one.
-DETAIL_BATCHES = 8
 LOW, HIGH = 25, 75  # the whisker's percentiles: the middle half of the batches
 TYPICAL_COLUMNS = ["device", "phase", "start_ms", "end_ms", "low_end_ms", "high_end_ms", "batches", "rows"]
 

@@ -10,7 +10,8 @@ from ..wording import plural
 from .style import NARROWEST_PX, wrap
 from .timeline_measured import Measured
 from .timeline_scale import CAP_FACTOR, CUT_MARK
-from .timeline_summary import DETAIL_BATCHES, HIGH, LOW
+from .bounds import DETAIL_BATCHES
+from .timeline_summary import HIGH, LOW
 
 NOTE_SIZE = 14  # the notes' font size (timeline.py draws them)
 

@@ -8,21 +8,40 @@ shows of it, and the engines whose traces it can draw. Adding a view is one entr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any, Callable
 
-from ..tables import chunks_per_batch, memory_batches
+from ..batch_facts import chunks_per_batch, memory_batches
 from ..trace import Trace
-from .flow import flow_figure
-from .flow_ddp import flow_ddp_figure
-from .inputs import argument_batches, inputs_figure
-from .memory import memory_figure
-from .pitfalls import PITFALL_APPLIES, pitfall_figure
-from .log import bounded_log
-from .sample_map import sample_map_figure
-from .split import split_figure
-from .step import step_figure
-from .timeline import timeline_figure, window_size
-from .timeline_summary import DETAIL_BATCHES
+from .bounds import DETAIL_BATCHES
+from .pitfall_checks import PITFALL_APPLIES
+
+
+def _on_first_call(module: str, name: str) -> Callable[..., Any]:
+    """`figures.<module>.<name>`, imported when first called: registering the views (which the page does
+    on every start) loads none of their drawing code, so its first chart waits only for the view it
+    shows. The function keeps the name (the page caches figures by it)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(import_module(f"{__package__}.{module}"), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"dpviz.figures.{module}.{name}, imported when first called."
+    return call
+
+
+flow_figure = _on_first_call("flow", "flow_figure")
+flow_ddp_figure = _on_first_call("flow_ddp", "flow_ddp_figure")
+split_figure = _on_first_call("split", "split_figure")
+timeline_figure = _on_first_call("timeline", "timeline_figure")
+window_size = _on_first_call("timeline", "window_size")
+sample_map_figure = _on_first_call("sample_map", "sample_map_figure")
+step_figure = _on_first_call("step", "step_figure")
+inputs_figure = _on_first_call("inputs", "inputs_figure")
+argument_batches = _on_first_call("inputs", "argument_batches")
+memory_figure = _on_first_call("memory", "memory_figure")
+pitfall_figure = _on_first_call("pitfalls", "pitfall_figure")
+bounded_log = _on_first_call("log", "bounded_log")
 
 # How the page picks what a view draws: WHOLE the trace as it is; BATCH a slider over every batch;
 # WINDOW a slider over windows of batches; SAMPLED a choice among the batches the trace sampled; TEXT
