@@ -194,6 +194,41 @@ def test_autocast_flag_is_carried_into_replica_threads():
     assert seen == [True] * 3 + [False] * 3
 
 
+def _autocast_states(context) -> list[tuple]:
+    """Autocast's thread-local state inside `context` and after it, on a new thread, when the body
+    changes it all (as a replica's own code may)."""
+    states: list[tuple] = []
+
+    def state() -> tuple:
+        nesting = torch.autocast_increment_nesting()
+        torch.autocast_decrement_nesting()
+        return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), torch.is_autocast_cache_enabled(),
+                nesting)
+
+    def run() -> None:
+        torch.set_autocast_dtype("cpu", torch.float16)  # a thread's state as a model's code left it
+        states.append(state())
+        with context():
+            states.append(state())
+            torch.set_autocast_enabled("cpu", True)
+            torch.set_autocast_dtype("cpu", torch.bfloat16)
+            torch.set_autocast_cache_enabled(False)
+        states.append(state())
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return states
+
+
+def test_replica_autocast_context_is_torchs():
+    """The context a replica runs in when autocast is off sets and restores what torch.autocast does."""
+    from dpviz.engines.dp.simulated import _autocast
+
+    assert _autocast_states(lambda: _autocast(False)) == _autocast_states(lambda: torch.autocast("cpu", enabled=False))
+    assert isinstance(_autocast(True), torch.autocast)
+
+
 def test_replica_parameters_are_plain_non_leaf_tensors():
     """Replicas hold parameter copies as non-leaf plain tensors and own no Parameters (facts §5)."""
     seen: list[tuple] = []

@@ -33,6 +33,38 @@ def current_device() -> int | None:
     return getattr(_local, "device", None)
 
 
+class _autocast_off:
+    """torch.autocast("cpu", enabled=False), entered in a replica's thread as parallel_apply enters it,
+    without the constructor's checks for an enabled autocast (a tenth of a small replica's cost).
+
+    The same calls as autocast's __enter__ and __exit__ for enabled=False: the dtype and the cache flag
+    it sets are the thread's own (what the constructor reads), so entering only disables autocast and
+    counts the nesting; leaving restores all three, and clears the cast cache at the outermost level.
+    tests/test_simulated.py compares what a replica sees inside with torch.autocast's.
+    """
+
+    def __enter__(self) -> None:
+        self.cache, self.enabled = torch.is_autocast_cache_enabled(), torch.is_autocast_enabled("cpu")
+        self.dtype = torch.get_autocast_dtype("cpu")
+        torch.set_autocast_enabled("cpu", False)
+        torch.autocast_increment_nesting()
+
+    def __exit__(self, *exc: object) -> None:
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+        torch.set_autocast_enabled("cpu", self.enabled)
+        torch.set_autocast_dtype("cpu", self.dtype)
+        torch.set_autocast_cache_enabled(self.cache)
+
+
+def _autocast(enabled: bool) -> Any:
+    """The autocast context parallel_apply enters in each replica's thread."""
+    # A torch function mode (torch.export's) is told of autocast by torch's own context: take that path then.
+    if enabled or torch._C._is_torch_function_mode_enabled():
+        return torch.autocast("cpu", enabled=enabled)
+    return _autocast_off()
+
+
 class _on_device:
     """Context that marks the calling thread as running on a simulated device (like torch.cuda.device)."""
 
@@ -289,9 +321,9 @@ def parallel_apply(
     lock = threading.Lock()
 
     def worker(i: int, module: nn.Module, input: Any, kwargs: dict[str, Any], device: int) -> None:
-        torch.set_grad_enabled(grad_enabled)  # grad mode is thread-local: carry the caller's over
+        torch._C._set_grad_enabled(grad_enabled)  # grad mode is thread-local: carry the caller's over
         try:
-            with _on_device(device), torch.autocast("cpu", enabled=autocast_enabled):
+            with _on_device(device), _autocast(autocast_enabled):
                 if not isinstance(input, (list, tuple)):
                     input = (input,)
                 output = module(*input, **kwargs)
