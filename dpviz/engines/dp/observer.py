@@ -57,8 +57,9 @@ class Observer:
         self.handles = [
             model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
             model.register_forward_hook(self._after_forward, with_kwargs=True),
-            *(m.register_forward_hook(self._activation) for m in model.modules() if not list(m.children())),
         ]
+        self.activation_handles: list = []  # hooks on the model's leaves, while a sampled batch runs
+        self._watch_activations(self.sampled)
         self.accumulated: list[float] = []  # when each parameter's summed gradient landed in .grad
         self.direct_backward: tuple | None = None
         if train:
@@ -121,6 +122,18 @@ class Observer:
                 torch.cuda.synchronize()
             self.memory_samples += self.memory.snapshot(self.batch, phase)
 
+    def _watch_activations(self, on: bool) -> None:
+        """Hook the model's leaf modules for the sampled batches only: the hook sums activation sizes,
+        which only those batches keep, and any hook sends every call of its module, in every replica,
+        down nn.Module's slower path."""
+        if on and not self.activation_handles:
+            self.activation_handles = [m.register_forward_hook(self._activation)
+                                       for m in self.model.modules() if not list(m.children())]
+        elif not on:
+            for handle in self.activation_handles:
+                handle.remove()
+            self.activation_handles = []
+
     def _activation(self, module: nn.Module, inputs: tuple, output: Any) -> None:
         if self.paused or not self.sampled:
             return
@@ -147,13 +160,14 @@ class Observer:
     def _after_forward(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         if self.paused:
             return
-        x = first_tensor((args, kwargs))
-        device = self._device_of(x)
+        # The replica's thread marks its device (a CUDA device, or the simulated one): the chunk the
+        # pre-hook found need not be looked for again.
+        device = self._device_of(first_tensor((args, kwargs)) if self.cuda else None)
         end = self.now(device)
         replica = self.device_ids.index(device)
         with self.lock:
             order, self.finished = self.finished, self.finished + 1
-            start, _, _ = self.started.pop(replica)
+            start, _, x = self.started.pop(replica)
         if self.train and isinstance(output, torch.Tensor) and output.requires_grad:
             self._watch_backward(module, replica, device, output, self._rows(x))
         if len(self.device_ids) == 1:  # a direct call: no apply phase to take the snapshot after
@@ -281,12 +295,14 @@ class Observer:
         # Transient memory (a batch's chunks, copies, activations, buffers) is dropped when its batch ends,
         # so only the sampled batches' is ever seen: the others' is not added up at all.
         self.sampled = self.batch in self.memory_batches
+        self._watch_activations(self.sampled)
         self.finished = 0
         self.accumulated, self.direct_backward = [], None
 
     def close(self) -> None:
         for handle in self.handles:
             handle.remove()
+        self._watch_activations(False)
 
 
 def _with_row_offsets(pending: list[Span | tuple]) -> list[Span]:
