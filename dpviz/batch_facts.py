@@ -3,12 +3,17 @@
     batch_spans(trace, 3, "forward")   # one phase's spans of one batch, in replica order
     chunks_per_batch(trace)            # rows per replica for every batch: the split DataParallel made
     memory_batches(trace)              # the batches whose memory the trace sampled
+    phase_times(trace)                 # spans and seconds per phase, in pipeline order
+    memory_peaks(trace)                # how much device_ids[0] held at most, and any other device
 
-No pandas here: the page's first chart (a run's Flow) and its tabs need only these, and pandas takes
-longer to import than the chart takes to draw. The DataFrames the other views are drawn from are
-built in dpviz.tables.
+No pandas here: a DataParallel run's first chart (its Flow), its tabs, key figures and explanations
+need only these, and pandas takes longer to import than the chart takes to draw. The DataFrames the
+other views are drawn from are built in dpviz.tables.
 """
 from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
 
 from .trace import Span, Trace
 
@@ -50,3 +55,69 @@ def calls_without_chunk(trace: Trace) -> list[int]:
 def memory_batches(trace: Trace) -> list[int]:
     """The batches memory was sampled for (the first and the last), in order."""
     return sorted({m.batch for m in trace.memory})
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """One phase over a run: how many spans, and their seconds added up (overlapping forwards too)."""
+
+    spans: int
+    total_s: float
+
+    @property
+    def mean_s(self) -> float:
+        return self.total_s / self.spans
+
+
+def phase_times(trace: Trace) -> dict[str, PhaseTime]:
+    """Spans and seconds per phase, in the vocabulary's pipeline order (a host phase before the lane
+    phase it launches). Forward adds up all replicas, which overlap."""
+    totals: dict[str, float] = {}
+    counts: Counter[str] = Counter()
+    for span in trace.spans:
+        totals[span.phase] = totals.get(span.phase, 0.0) + span.duration
+        counts[span.phase] += 1
+    order = trace.vocabulary.order
+    return {p: PhaseTime(counts[p], totals[p]) for p in sorted(counts, key=lambda p: (order.get(p, len(order)), p))}
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    """The most one device held: how many bytes, after which phase of which batch."""
+
+    device: int
+    bytes: int
+    batch: int
+    phase: str
+
+
+def memory_peaks(trace: Trace) -> tuple[MemoryPeak, MemoryPeak | None] | None:
+    """device_ids[0]'s peak and the largest peak of any other device (None with one device),
+    over the sampled batches; None when the trace has no memory samples.
+
+    Plain Python over the samples rather than memory_totals' table: the key figures and the explanation
+    both ask on every new run, and a few hundred samples add up faster than a pandas merge starts.
+    """
+    if not trace.memory or not trace.lanes:
+        return None
+    order = trace.vocabulary.order
+    held: dict[tuple[int, int, str], int] = {}
+    for m in trace.memory:
+        slot = (m.batch, order.get(m.phase, len(order)), m.phase)
+        held.setdefault(slot, 0)
+        held[(*slot, m.lane)] = held.get((*slot, m.lane), 0) + m.bytes
+    slots = sorted(key for key in held if len(key) == 3)  # (batch, step index, phase): pipeline order
+    first = trace.lanes[0].id
+
+    def peak(lanes: list[int]) -> MemoryPeak | None:
+        # The first of equal maxima: the earliest batch and phase, then the lowest device (a device that
+        # held nothing at a sampled moment counts as 0 there, as in memory_totals).
+        best = None
+        for batch, _, phase in slots:
+            for lane in lanes:
+                total = held.get((batch, _, phase, lane), 0)
+                if best is None or total > best.bytes:
+                    best = MemoryPeak(lane, total, batch, phase)
+        return best
+
+    return peak([first]), peak(sorted(lane.id for lane in trace.lanes if lane.id != first))

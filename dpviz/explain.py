@@ -13,11 +13,9 @@ from __future__ import annotations
 from collections import Counter
 
 from .echo import markdown_text
-from .explain_ddp import explain_ddp
 from .explain_pitfalls import pitfalls
 from .engines.dp.chunking import chunk_sizes
-from .batch_facts import batch_spans, chunks_per_batch
-from .tables import memory_peaks, phase_table
+from .batch_facts import batch_spans, chunks_per_batch, memory_peaks, phase_times
 from .trace import Trace
 from .wording import device_list, human_bytes, plural, sizes_text
 
@@ -275,7 +273,7 @@ def _slices(trace: Trace) -> str | None:
 
 
 def _time(trace: Trace) -> str | None:
-    phases = phase_table(trace).set_index("phase")["total_s"] * 1e3
+    phases = {p: t.total_s * 1e3 for p, t in phase_times(trace).items()}
     copies = [p for p in ("scatter", "replicate", "gather") if p in phases]
     if not copies or "forward" not in phases:
         return None
@@ -331,6 +329,8 @@ def _single_rows(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
 def explain(trace: Trace) -> list[str]:
     """Short markdown paragraphs explaining what this run did and why, with its own numbers."""
     if trace.engine == "ddp":  # ranks, strided shards, buckets and all-reduce: DataParallel's words do not apply
+        from .explain_ddp import explain_ddp  # its tables are pandas', which a DataParallel run never needs
+
         return explain_ddp(trace)
     chunks = chunks_per_batch(trace)
     paragraphs = [

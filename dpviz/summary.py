@@ -4,18 +4,15 @@
     summary_table(trace)     # all key figures as a two-column DataFrame for a page table
     summarize(trace)         # the numbers behind them
 
-The tables they are computed from are dpviz.tables'.
+A DataParallel run's figures come from dpviz.batch_facts in plain Python (the page shows them under
+its first chart on every new run); a DDP run's from dpviz.summary_ddp's tables.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
 
-import pandas as pd
-
-from .summary_ddp import key_figures_ddp, summary_rows_ddp
-from .batch_facts import calls_without_chunk, chunks_per_batch
-from .tables import memory_peaks, phase_table
+from .batch_facts import calls_without_chunk, chunks_per_batch, memory_peaks, phase_times
 from .trace import Trace
 from .vocabulary import HOST
 from .wording import human_bytes, plural
@@ -54,7 +51,7 @@ def summarize(trace: Trace) -> Summary:
     per_batch = [len(c) + e for c, e in zip(chunks, empty)]
     devices = len(trace.lanes)
     sizes = [rows for c in chunks for rows in c]
-    phases = phase_table(trace).set_index("phase")
+    phases = phase_times(trace)
     return Summary(
         backend=trace.backend,
         simulated=trace.simulated,
@@ -69,8 +66,8 @@ def summarize(trace: Trace) -> Summary:
         batches_with_idle=sum(1 for n in per_batch if n < devices),
         largest_chunk=max(sizes, default=0),
         smallest_chunk=min(sizes, default=0),
-        phase_total_s={p: float(v) for p, v in phases["total_s"].items()},
-        phase_mean_s={p: float(v) for p, v in phases["mean_s"].items()},
+        phase_total_s={p: t.total_s for p, t in phases.items()},
+        phase_mean_s={p: t.mean_s for p, t in phases.items()},
         duration_s=trace.duration,
     )
 
@@ -89,6 +86,8 @@ def key_figures(trace: Trace) -> dict[str, str]:
     """Six headline figures, label -> short value, for a row of metrics beside the views; a seventh,
     device 0's memory peak against any other device's, when the trace has memory samples."""
     if trace.engine == "ddp":  # ranks, rows per rank, buckets: no chunks, no replicas, no output device
+        from .summary_ddp import key_figures_ddp  # its tables are pandas', which a DataParallel run never needs
+
         return key_figures_ddp(trace)
     s = summarize(trace)
     vocabulary = trace.vocabulary
@@ -118,8 +117,12 @@ def key_figures(trace: Trace) -> dict[str, str]:
     return figures
 
 
-def summary_table(trace: Trace) -> pd.DataFrame:
-    """The key figures as rows of (key figure, value) text, ready for a table."""
+def summary_table(trace: Trace):
+    """The key figures as rows of (key figure, value) text, ready for a table (a DataFrame)."""
+    import pandas as pd
+
+    from .summary_ddp import summary_rows_ddp
+
     if trace.engine == "ddp":
         return pd.DataFrame(summary_rows_ddp(trace), columns=["key figure", "value"])
     s = summarize(trace)

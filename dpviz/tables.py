@@ -2,17 +2,15 @@
 
     split_table(trace)       # one row per batch and lane, idle ones included: who got which rows
     phase_table(trace)       # time per phase, in the vocabulary's pipeline order
-    memory_totals(trace)     # bytes per batch, phase and lane; memory_peaks: how much more lane 0 holds
+    memory_totals(trace)     # bytes per batch, phase and lane
 
 Data only: wording lives in dpviz.summary and dpviz.wording, drawing in dpviz.figures.
 """
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass
-
 import pandas as pd
 
+from .batch_facts import phase_times
 from .trace import Span, Trace
 
 SPLIT_COLUMNS = ["batch", "batch_rows", "device", "replica", "used", "rows", "first_row", "last_row", "forward_ms"]
@@ -58,22 +56,15 @@ def batch_split(trace: Trace, batch: int) -> pd.DataFrame:
 
 def phase_table(trace: Trace) -> pd.DataFrame:
     """Time per phase: how many spans, total and mean seconds. Forward sums all replicas, which overlap."""
-    totals: dict[str, float] = {}
-    counts: Counter[str] = Counter()
-    for span in trace.spans:
-        totals[span.phase] = totals.get(span.phase, 0.0) + span.duration
-        counts[span.phase] += 1
-    order = trace.vocabulary.order  # pipeline order: a host phase before the lane phase it launches
-    phases = sorted(counts, key=lambda p: (order.get(p, len(order)), p))
+    times = phase_times(trace)
     return pd.DataFrame(
         {
-            "phase": phases,
-            "spans": [counts[p] for p in phases],
-            "total_s": [totals[p] for p in phases],
-            "mean_s": [totals[p] / counts[p] for p in phases],
+            "phase": list(times),
+            "spans": [t.spans for t in times.values()],
+            "total_s": [t.total_s for t in times.values()],
+            "mean_s": [t.mean_s for t in times.values()],
         }
     )
-
 
 
 def memory_table(trace: Trace) -> pd.DataFrame:
@@ -96,45 +87,3 @@ def memory_totals(trace: Trace) -> pd.DataFrame:
     full = full.merge(sums, on=["batch", "phase", "device"], how="left").fillna({"bytes": 0})
     full["bytes"] = full["bytes"].astype("int64")
     return full.sort_values(["batch", "step_index", "device"], kind="stable").reset_index(drop=True)
-
-
-@dataclass(frozen=True)
-class MemoryPeak:
-    """The most one device held: how many bytes, after which phase of which batch."""
-
-    device: int
-    bytes: int
-    batch: int
-    phase: str
-
-
-def memory_peaks(trace: Trace) -> tuple[MemoryPeak, MemoryPeak | None] | None:
-    """device_ids[0]'s peak and the largest peak of any other device (None with one device),
-    over the sampled batches; None when the trace has no memory samples.
-
-    Plain Python over the samples rather than memory_totals' table: the key figures and the explanation
-    both ask on every new run, and a few hundred samples add up faster than a pandas merge starts.
-    """
-    if not trace.memory or not trace.lanes:
-        return None
-    order = trace.vocabulary.order
-    held: dict[tuple[int, int, str], int] = {}
-    for m in trace.memory:
-        slot = (m.batch, order.get(m.phase, len(order)), m.phase)
-        held.setdefault(slot, 0)
-        held[(*slot, m.lane)] = held.get((*slot, m.lane), 0) + m.bytes
-    slots = sorted(key for key in held if len(key) == 3)  # (batch, step index, phase): pipeline order
-    first = trace.lanes[0].id
-
-    def peak(lanes: list[int]) -> MemoryPeak | None:
-        # The first of equal maxima: the earliest batch and phase, then the lowest device (a device that
-        # held nothing at a sampled moment counts as 0 there, as in memory_totals).
-        best = None
-        for batch, _, phase in slots:
-            for lane in lanes:
-                total = held.get((batch, _, phase, lane), 0)
-                if best is None or total > best.bytes:
-                    best = MemoryPeak(lane, total, batch, phase)
-        return best
-
-    return peak([first]), peak(sorted(lane.id for lane in trace.lanes if lane.id != first))

@@ -7,8 +7,8 @@ import pytest
 
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.summary import key_figures, summarize, summary_table
-from dpviz.batch_facts import batch_spans, chunks_per_batch
-from dpviz.tables import MemoryPeak, batch_split, memory_peaks, memory_totals, phase_table, split_table
+from dpviz.batch_facts import MemoryPeak, batch_spans, chunks_per_batch, memory_peaks
+from dpviz.tables import batch_split, memory_totals, phase_table, split_table
 from figure_traces import recorded
 
 
