@@ -8,6 +8,7 @@ memory ledger (dpviz.engines.dp.memory) follows what each device holds after eac
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 from typing import Any, Callable
@@ -39,9 +40,11 @@ class Observer:
         # Span's fields but the row offset (a tuple: building a Span once, not twice, is a run's largest cost).
         self.pending: list[Span | tuple] = []
         self.shapes: dict[tuple, list[int]] = {}  # one list per distinct shape: a run repeats a few
-        self.lock = threading.Lock()
-        self.finished = 0
-        self.started: dict[int, tuple[float, int, torch.Tensor | None]] = {}  # replicas whose forward has not ended
+        self.lock = threading.Lock()  # for the memory ledger, which replicas' threads add to at once
+        # The replica hooks take no lock: each replica writes its own key of `started`, and a dict's
+        # item assignment and pop, a set's add, a list's append and next() on a count are each atomic.
+        self.finished = itertools.count()  # the order in which this batch's replicas end
+        self.started: dict[int, tuple] = {}  # replicas whose forward has not ended: (start, device, x, thread)
         self.call_failed = False  # this batch's DataParallel call raised
         self.paused = False  # set while dpviz itself calls the model (not a DataParallel call)
         self.argument_names = argument_names
@@ -149,31 +152,28 @@ class Observer:
     def _before_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         if self.paused:
             return
-        self.threads.add(threading.current_thread())  # a replica thread of this call: its warnings are ours
+        thread = threading.current_thread()
+        self.threads.add(thread)  # a replica thread of this call: its warnings are ours
         # The replica's rows: its first tensor (the batch's chunk) along DataParallel's dim.
-        x = first_tensor((args, kwargs))
+        x = args[0] if args and isinstance(args[0], torch.Tensor) else first_tensor((args, kwargs))
         device = self._device_of(x)
-        start = self.now(device)
-        with self.lock:
-            self.started[self.device_ids.index(device)] = (start, device, x)
+        self.started[self.device_ids.index(device)] = (self.now(device), device, x, thread)
 
     def _after_forward(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         if self.paused:
             return
         # The replica's thread marks its device (a CUDA device, or the simulated one): the chunk the
         # pre-hook found need not be looked for again.
-        device = self._device_of(first_tensor((args, kwargs)) if self.cuda else None)
+        device = self._device_of(first_tensor((args, kwargs))) if self.cuda else current_device()
         end = self.now(device)
         replica = self.device_ids.index(device)
-        with self.lock:
-            order, self.finished = self.finished, self.finished + 1
-            start, _, x = self.started.pop(replica)
+        order = next(self.finished)
+        start, _, x, thread = self.started.pop(replica)
         if self.train and isinstance(output, torch.Tensor) and output.requires_grad:
             self._watch_backward(module, replica, device, output, self._rows(x))
         if len(self.device_ids) == 1:  # a direct call: no apply phase to take the snapshot after
             self._snapshot("forward")
-        self.pending.append(self._forward_span(replica, device, start, end, x, output, order,
-                                               threading.current_thread().name))
+        self.pending.append(self._forward_span(replica, device, start, end, x, output, order, thread.name))
 
     def _rows(self, x: torch.Tensor | None) -> int:
         return x.shape[self.dim] if x is not None and x.dim() > self.dim else 0
@@ -193,7 +193,7 @@ class Observer:
         """The DataParallel call of this batch raised: the replicas that started and never ended get
         a forward span with no output, ending now."""
         end = self.now()
-        for replica, (start, device, x) in sorted(self.started.items()):
+        for replica, (start, device, x, _) in sorted(self.started.items()):
             self.pending.append(self._forward_span(replica, device, start, end, x, None, None, None))
         self.started = {}
         self.call_failed = True
@@ -209,7 +209,7 @@ class Observer:
         state["left"] = len(copies)
 
         def output_grad(grad: torch.Tensor) -> None:
-            state["start"], state["shape"] = self.now(device), list(grad.shape)
+            state["start"], state["shape"] = self.now(device), grad.shape
             if replica > 0 and sampled:  # the gather's backward copies each replica its slice of the gradient
                 with self.lock:
                     self.memory.hold(device, "backward buffers", nbytes(grad))
@@ -229,8 +229,8 @@ class Observer:
             self.direct_backward = (batch, replica, device, state)
 
     def _shape(self, shape: torch.Size) -> list[int]:
-        key = tuple(shape)
-        return self.shapes.setdefault(key, list(key))
+        found = self.shapes.get(shape)  # a torch.Size hashes and compares as the tuple it is
+        return found if found is not None else self.shapes.setdefault(tuple(shape), list(shape))
 
     def _backward_span(self, batch: int, replica: int, device: int, state: dict, end: float) -> None:
         shape = state.get("shape")
@@ -296,7 +296,7 @@ class Observer:
         # so only the sampled batches' is ever seen: the others' is not added up at all.
         self.sampled = self.batch in self.memory_batches
         self._watch_activations(self.sampled)
-        self.finished = 0
+        self.finished = itertools.count()
         self.accumulated, self.direct_backward = [], None
 
     def close(self) -> None:
