@@ -191,11 +191,13 @@ def replicate(network: nn.Module, devices: Sequence[int], detach: bool = False) 
     plain = [not hooked and _plain(m) for m in modules]
     copies = [[_plain_shell(m) if p else m._replicate_for_data_parallel() for m, p in zip(modules, plain)]
               for _ in range(count)]
+    # What a plain module's replicas get is worked out once per module, then written into each replica.
+    plans = [_plain_plan(m, module_index, param_index, buffer_copies) if p else None for m, p in zip(modules, plain)]
     for i, module in enumerate(modules):
         for j in range(count):
             replica = copies[j][i]
             if plain[i]:
-                _wire_plain(replica, module, copies[j], module_index, param_copies, param_index, buffer_copies, j)
+                _wire_plain(replica, plans[i], copies[j], param_copies[j] if param_copies else (), j)
                 continue
             replica._former_parameters = OrderedDict()
             for key, child in module._modules.items():
@@ -253,29 +255,42 @@ def _plain(module: nn.Module) -> bool:
             and not any(name in non_persistent for name in children))
 
 
-def _wire_plain(replica: nn.Module, module: nn.Module, copies: list[nn.Module], module_index: dict[int, int],
-                param_copies: list[list[torch.Tensor]], param_index: dict[int, int], buffer_copies: dict,
-                j: int) -> None:
+def _plain_plan(module: nn.Module, module_index: dict[int, int], param_index: dict[int, int],
+                buffer_copies: dict) -> tuple[list, list, list]:
+    """Where each child, parameter and buffer of a plain module's replicas comes from: an index into
+    the replica's modules, the device's parameter copies, or a buffer table (None for None)."""
+    return ([(key, None if child is None else module_index[id(child)]) for key, child in module._modules.items()],
+            [(key, None if p is None else param_index[id(p)]) for key, p in module._parameters.items()],
+            [(key, None if b is None else buffer_copies[id(b)]) for key, b in module._buffers.items()])
+
+
+def _wire_plain(replica: nn.Module, plan: tuple[list, list, list], copies: list[nn.Module],
+                param_copies: Sequence[torch.Tensor], j: int) -> None:
     """replicate's setattr calls for one replica of a plain module, as the dict writes they end in."""
+    children, params, buffers = plan
     state = replica.__dict__
-    for key, child in module._modules.items():
-        state["_modules"][key] = None if child is None else copies[module_index[id(child)]]
-    for key, param in module._parameters.items():
-        if param is None:
-            state["_parameters"][key] = None
+    modules, parameters, former, own_buffers = (state["_modules"], state["_parameters"], state["_former_parameters"],
+                                                state["_buffers"])
+    for key, index in children:
+        modules[key] = None if index is None else copies[index]
+    for key, index in params:
+        if index is None:
+            parameters[key] = None
             continue
-        copy = param_copies[j][param_index[id(param)]]
-        if isinstance(copy, nn.Parameter):  # device 0's under detach: setattr registers it as a parameter
+        copy = param_copies[index]
+        # Device 0's copy under detach is the Parameter itself, which setattr registers as a parameter;
+        # any other copy is a plain non-leaf tensor, which setattr makes a plain attribute.
+        if type(copy) is not torch.Tensor and isinstance(copy, nn.Parameter):
             setattr(replica, key, copy)
-        else:  # a non-leaf copy: setattr makes it a plain attribute
-            state[key] = copy
-        state["_former_parameters"][key] = copy
-    for key, buf in module._buffers.items():
-        if buf is None:
-            state["_buffers"][key] = None
         else:
-            table, index = buffer_copies[id(buf)]
-            state["_buffers"][key] = table[j][index]
+            state[key] = copy
+        former[key] = copy
+    for key, source in buffers:
+        if source is None:
+            own_buffers[key] = None
+        else:
+            table, index = source
+            own_buffers[key] = table[j][index]
 
 
 def _plain_shell(module: nn.Module) -> nn.Module:
