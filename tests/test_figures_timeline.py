@@ -316,6 +316,11 @@ def test_times_note_says_what_simulated_and_real_times_mean():
     assert "threads taking turns on one CPU" in simulated and "the forwards overlap" in simulated
     assert "one after another on the CPU autograd thread" in simulated
     assert "autograd thread" not in _notes(timeline_figure(recorded(gpus=3)))
+    # Threads reused from call to call (the trace says so): the cost of starting them is named as left out.
+    assert recorded(gpus=3).facts["threads"] == "reused"
+    assert "starts and joins a new thread per replica on every call" in simulated
+    unsaid = dataclasses.replace(recorded(gpus=3, train=True), facts={})
+    assert "starts and joins" not in _notes(timeline_figure(unsaid))
     real = _notes(timeline_figure(as_cuda(recorded(gpus=3, train=True))))
     assert "torch.cuda.synchronize" in real and "taking turns" not in real and "autograd" not in real
     alone = _notes(timeline_figure(recorded(gpus=1, train=True)))
