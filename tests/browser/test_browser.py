@@ -28,8 +28,10 @@ IN_MODEL = re.compile(r"In Model: input size torch\.Size\(\[(\d+), \d+\]\)")
 def open_page(page, query: str = "") -> None:
     """Open the app (optionally with a query string) and wait until its script has run and drawn."""
     page.goto(f"/{query}")
-    page.wait_for_selector(IDLE)
     page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}, [data-testid=stException]")
+    # Then the end of the run: the page is idle before its script starts too, and the key figures and
+    # findings come after the chart.
+    page.wait_for_selector(IDLE)
 
 
 def show_tab(page, name: str):
