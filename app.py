@@ -13,11 +13,13 @@ from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
 from dpviz.config import DDP_ONLY, FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
 from dpviz.echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
 from dpviz.engines import ENGINES
+from dpviz.explain import explain
 from dpviz.figures.style import presentation
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, VIEWS, View
 from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, preset_of
 from dpviz.engines.run import runnable
 from dpviz.session import Runs, Views
+from dpviz.summary import key_figures
 from dpviz.trace import Trace
 from dpviz.trace_json import MAX_TRACE_BYTES, TraceError
 from dpviz.wording import describe_devices
@@ -353,8 +355,6 @@ CONTROLS = {
 def key_metrics(trace: Trace) -> None:
     """The key figures as metrics in a row that wraps: each as wide as its words, so none is cut off on a
     narrow window or a projector's 1024 pixels."""
-    from dpviz.summary import key_figures  # here, not above: pandas, which the first chart does not need
-
     views: Views = st.session_state.setdefault("views", Views())
     with st.container(horizontal=True, gap="medium"):
         for label, value in views.get(trace, key_figures).items():
@@ -388,8 +388,6 @@ def what_happened(trace: Trace, columns: int = 2, heading: bool = True) -> None:
     """The key figures and one line per finding first; the explanations themselves on request."""
     if heading:
         st.subheader("What happened")
-    from dpviz.explain import explain  # here, not above: pandas, which the first chart does not need
-
     key_metrics(trace)
     views: Views = st.session_state.setdefault("views", Views())
     paragraphs = views.get(trace, explain)
@@ -469,7 +467,7 @@ SIDE_BY_SIDE = "side_by_side"  # both engines' charts in two columns rather than
 def show_both(dp: Trace, ddp: Trace) -> None:
     """The same settings under DataParallel and DDP: what moves, then every view for each, one above the other
     (or side by side, on request)."""
-    from dpviz.compare import comparison
+    from dpviz.compare import comparison  # here: pandas, which a page of one engine never needs
     from dpviz.figures.compare import comparison_figure
 
     left, right = st.columns(2, gap="large")

@@ -2,6 +2,8 @@
 
     batch_spans(trace, 3, "forward")   # one phase's spans of one batch, in replica order
     chunks_per_batch(trace)            # rows per replica for every batch: the split DataParallel made
+    calls_without_chunk(trace)         # per batch, the replicas called with no chunk of it (the keyword pitfall)
+    called_without_rows(span)          # whether one replica was called with no tensor of the batch
     memory_batches(trace)              # the batches whose memory the trace sampled
     phase_times(trace)                 # spans and seconds per phase, in pipeline order
     memory_peaks(trace)                # how much device_ids[0] held at most, and any other device

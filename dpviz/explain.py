@@ -277,8 +277,8 @@ def _time(trace: Trace) -> str | None:
     copies = [p for p in ("scatter", "replicate", "gather") if p in phases]
     if not copies or "forward" not in phases:
         return None
-    copy_ms = float(sum(phases[p] for p in copies))
-    forward_ms = float(phases["forward"])
+    copy_ms = sum(phases[p] for p in copies)
+    forward_ms = phases["forward"]
     share = ", ".join(f"{p} {phases[p]:,.2f} ms" for p in copies)
     busiest = max(copies, key=lambda p: phases[p])
     if len(trace.lanes) == 1:

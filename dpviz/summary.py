@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .batch_facts import calls_without_chunk, chunks_per_batch, memory_peaks, phase_times
 from .trace import Trace
 from .vocabulary import HOST
 from .wording import human_bytes, plural
+
+if TYPE_CHECKING:  # for the annotations only: a DataParallel run's figures never import pandas
+    import pandas as pd
 
 @dataclass(frozen=True)
 class Summary:
@@ -117,13 +121,13 @@ def key_figures(trace: Trace) -> dict[str, str]:
     return figures
 
 
-def summary_table(trace: Trace):
+def summary_table(trace: Trace) -> pd.DataFrame:
     """The key figures as rows of (key figure, value) text, ready for a table (a DataFrame)."""
     import pandas as pd
 
-    from .summary_ddp import summary_rows_ddp
-
     if trace.engine == "ddp":
+        from .summary_ddp import summary_rows_ddp
+
         return pd.DataFrame(summary_rows_ddp(trace), columns=["key figure", "value"])
     s = summarize(trace)
     used = Counter(s.replicas_per_batch)

@@ -30,7 +30,6 @@ def _split_record(batch: int, batch_rows: int, device: int, span: Span | None) -
     )
 
 
-
 def split_table(trace: Trace) -> pd.DataFrame:
     """One row per (batch, device): the slice of the batch the device got, or used=False when idle."""
     forwards = _forwards_by_slot(trace)
@@ -48,10 +47,6 @@ def batch_split(trace: Trace, batch: int) -> pd.DataFrame:
     rows = trace.batches[batch].rows
     records = [_split_record(batch, rows, lane.id, forwards.get(lane.id)) for lane in trace.lanes]
     return pd.DataFrame.from_records(records, columns=SPLIT_COLUMNS)
-
-
-
-
 
 
 def phase_table(trace: Trace) -> pd.DataFrame:

@@ -24,6 +24,9 @@ print(tabs[0], figure.layout.title.text.split("<br>")[0], "pandas" in sys.module
 from dpviz.explain import explain
 from dpviz.summary import key_figures
 print(len(key_figures(trace)), len(explain(trace)) > 3, "pandas" in sys.modules)
+# Nor the other views' code, nor DDP's summary and explanations.
+print(sorted(m for m in ("dpviz.figures.split", "dpviz.figures.timeline", "dpviz.figures.memory", "dpviz.figures.report",
+                         "dpviz.summary_ddp", "dpviz.explain_ddp", "dpviz.tables") if m in sys.modules))
 next(view for view in VIEWS if view.tab == "Split per batch").build(trace)
 print("pandas" in sys.modules)
 """
@@ -33,7 +36,8 @@ def test_a_dataparallel_runs_first_screen_is_drawn_without_pandas():
     done = subprocess.run([sys.executable, "-c", FIRST_SCREEN], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
-    chart, below, split = done.stdout.strip().splitlines()[-3:]
+    chart, below, loaded, split = done.stdout.strip().splitlines()[-4:]
     assert chart == "Flow Batch 3 of 4: 10 rows scattered over 2 of 2 GPUs False"
     assert below == "7 True False"  # seven key figures (memory too), the explanations
+    assert loaded == "[]"
     assert split == "True"  # the Split view's table is a DataFrame: the checks above can fail

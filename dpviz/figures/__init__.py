@@ -17,8 +17,10 @@ A DistributedDataParallel trace (trace.engine == "ddp") draws in the split, time
 memory views with its own layouts (split_ddp, timeline_ddp, sample_map_ddp: ranks, steps, padding rows,
 bucket all-reduces) and the flow (flow_ddp); step-through and inputs are DataParallel's only (VIEWS says which engines).
 
-Each view has a `prepare_*` function (trace -> pandas DataFrame) used by its figure function, so the
-data can be tested or tabulated without plotting. No figure draws more than MAX_MARKS marks.
+Each view has a `prepare_*` function (trace -> pandas DataFrame), so its data can be tested or tabulated
+without plotting; the figure functions draw from them, except DataParallel's flow, which draws from
+flow_links' plain rows (a run's first chart, drawn without importing pandas). No figure draws more than
+MAX_MARKS marks.
 """
 from importlib import import_module
 

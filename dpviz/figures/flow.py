@@ -15,6 +15,7 @@ a device that got nothing is idle. Data: flow_links.py; drawing: flow_draw.py.
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
@@ -26,12 +27,15 @@ from .flow_draw import FAILED_COLOR, plot_flow_lanes  # noqa: F401  FAILED_COLOR
 from .flow_links import _preview, failed_replica, flow_links, flow_steps
 from .style import NAME_LIMIT, backend_note, check_batch, device_name, plural, rows_text
 
+if TYPE_CHECKING:  # for the annotations only: the flow itself is drawn without pandas
+    import pandas as pd
+
 BATCH_COLOR = "#4D4D4D"  # the DDP flow's dataset node
 BACK_COLUMNS = ["device", "used", "rows", "first_row", "gradient_shape", "label"]
 NOTE_CHARS = 64  # a subtitle line: fits a chart 500 px wide at the subtitle's size
 
 
-def prepare_flow(trace: Trace, batch: int):
+def prepare_flow(trace: Trace, batch: int) -> pd.DataFrame:
     """One row per device for `batch` (a DataFrame): its slice of the batch, label and dataset rows (idle:
     used=False; a replica called with no tensor of the batch: used with 0 rows)."""
     from ..tables import batch_split  # pandas: for tables and tests, not needed to draw the flow
@@ -51,7 +55,7 @@ def prepare_flow(trace: Trace, batch: int):
     return table
 
 
-def prepare_backward_flow(trace: Trace, batch: int):
+def prepare_backward_flow(trace: Trace, batch: int) -> pd.DataFrame:
     """One row per device for `batch` of a training run (a DataFrame): the slice of the output gradient
     the gather's backward sent it (rows, first row, shape), or used=False. Empty for a forward-only trace."""
     import pandas as pd  # for tables and tests, not needed to draw the flow

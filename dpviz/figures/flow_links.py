@@ -15,7 +15,7 @@ is its flow, and pandas takes longer to import than the flow takes to draw.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..echo import plotly_text
 from ..batch_facts import batch_spans, called_without_rows
@@ -23,6 +23,8 @@ from ..trace import Span, Trace
 from ..wording import human_bytes, plural
 from .style import check_batch, device_name, rows_text
 
+if TYPE_CHECKING:  # for the annotations only: the flow itself is drawn without pandas
+    import pandas as pd
 
 
 class Node(NamedTuple):
@@ -85,7 +87,7 @@ def flow_steps(trace: Trace, batch: int) -> list[str]:
     return [p.name for p in trace.vocabulary.phases if p.drawn and p.name in present]
 
 
-def prepare_flow_links(trace: Trace, batch: int):
+def prepare_flow_links(trace: Trace, batch: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """flow_links as two DataFrames (nodes, links), columns NODE_COLUMNS and LINK_COLUMNS."""
     import pandas as pd  # only here: the figure draws from the lists
 

@@ -27,7 +27,6 @@ COLUMNS = ["panel", "tensor", "device", "start", "stop", "shape", "text"]
 DID, MEANT = "what DataParallel did", "what was meant"
 
 
-
 def _dim_name(path: str, dim: int) -> str:
     names = DIM_NAMES.get(path)
     return f"dim {dim} ({names[dim]})" if names and dim < len(names) else f"dim {dim}"
@@ -106,7 +105,6 @@ def plot_hidden(table: pd.DataFrame, *, title: str, notes: list[str], headings: 
     panel_headings(fig, headings)
     title_on_top(fig, 200)
     return fig
-
 
 
 def hidden_dim_figure(trace: Trace) -> go.Figure | None:

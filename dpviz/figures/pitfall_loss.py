@@ -92,7 +92,6 @@ def plot_losses(table: pd.DataFrame, means: pd.DataFrame, *, title: str, notes: 
     return fig
 
 
-
 def loss_bias_figure(trace: Trace) -> go.Figure | None:
     """The losses gather returned per GPU, their mean and the loss over all rows; None when forward
     returned no 0-dim loss (no facts["losses"])."""

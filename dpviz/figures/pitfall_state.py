@@ -74,7 +74,6 @@ def plot_state(table: pd.DataFrame, *, title: str, notes: list[str]) -> go.Figur
     return fig
 
 
-
 def state_figure(trace: Trace) -> go.Figure | None:
     """Counters per GPU against the model's and one device's; None without facts["state"] or on one
     device (DataParallel then calls the model itself, and its state keeps)."""

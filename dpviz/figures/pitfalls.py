@@ -11,7 +11,6 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..trace import Trace
-from .pitfall_checks import PITFALL_APPLIES  # noqa: F401  cheap: whether each would draw
 from .pitfall_hidden import hidden_dim_figure
 from .pitfall_loss import loss_bias_figure
 from .pitfall_state import state_figure

@@ -35,10 +35,9 @@ def times_note(trace: Trace, training: bool) -> str:
             text += (" The backwards run one after another on the CPU autograd thread; real GPUs run each "
                      "device's backward on that device's own thread.")
         if trace.facts.get("threads") == "reused":
-            # bench/bench_engine.py times both ways: about 0.15 ms a thread started and joined on a 2-core CPU.
+            # bench/bench_engine.py times both ways of running a call's replicas on threads.
             text += (" Each replica ran on a thread of its own, borrowed from a pool: torch's parallel_apply "
-                     "starts and joins a new thread per replica on every call, about 0.1 ms each on a CPU, "
-                     "which apply leaves out here.")
+                     "starts and joins a new thread per replica on every call, which apply leaves out here.")
         return text
     return ("Real GPUs: each time is the host's clock, read after waiting for the GPU to finish its work "
             "(torch.cuda.synchronize), so it includes launching the work and the wait; the replicas' "

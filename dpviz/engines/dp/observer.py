@@ -42,7 +42,8 @@ class Observer:
         self.shapes: dict[tuple, list[int]] = {}  # one list per distinct shape: a run repeats a few
         self.lock = threading.Lock()  # for the memory ledger, which replicas' threads add to at once
         # The replica hooks take no lock: each replica writes its own key of `started`, and a dict's
-        # item assignment and pop, a set's add, a list's append and next() on a count are each atomic.
+        # item assignment and pop, a set's add, a list's append and next() on a count are each atomic
+        # under CPython's interpreter lock (a free-threaded build would need the lock back).
         self.finished = itertools.count()  # the order in which this batch's replicas end
         self.started: dict[int, tuple] = {}  # replicas whose forward has not ended: (start, device, x, thread)
         self.call_failed = False  # this batch's DataParallel call raised
