@@ -1,7 +1,16 @@
 """`python -m dpviz`: see dpviz/cli.py."""
 import sys
 
-from .cli import main
+from .stopping import Stopped, ignore_signals, stop_on_signals
 
 if __name__ == "__main__":  # a rank process started by multiprocessing imports this too
-    sys.exit(main())
+    # Once the run is over (its files renamed into place, its last line printed), a stop changes nothing:
+    # the process is ending anyway, and a handler left to Python's teardown would print a traceback.
+    ignore_signals()
+    with stop_on_signals():  # from the first moment: a signal while the modules load is one line too
+        try:
+            from .cli import main
+        except Stopped as stop:
+            print(f"dpviz: stopped by {stop.words} while starting; nothing was run or written.", file=sys.stderr)
+            sys.exit(stop.exit_status)
+    sys.exit(main())  # a signal during the run is answered inside, with what it stopped

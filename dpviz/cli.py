@@ -14,8 +14,9 @@ Under torchrun this process is one rank: rank 0 prints the log and writes the fi
 from __future__ import annotations
 
 import argparse
-import contextlib
+import os
 import re
+import secrets
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
@@ -33,6 +34,7 @@ from .engines.ddp import torchrun as _torchrun
 from .engines.ddp.torchrun import under_torchrun
 from .engines.run import record, resolve
 from .trace import Trace
+from .stopping import Stopped, stop_on_signals
 from .tutorial_log import tutorial_log
 from .wording import plural
 
@@ -125,6 +127,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status. SIGTERM, SIGINT and SIGHUP end the run (its processes,
+    its half-written files) and return 128 + the signal's number, after one line saying so."""
+    written: list[Path] = []
+    with stop_on_signals():
+        try:
+            return _main(argv, written)
+        except Stopped as stop:
+            return stopped(stop, written)
+
+
+def stopped(stop: Stopped, written: Sequence[Path] = ()) -> int:
+    """The one line a stopped run prints, and its exit status."""
+    files = (f"{' and '.join(_shown(path) for path in written)} had been written whole, nothing else was written"
+             if written else "no file was written or changed")
+    print(f"dpviz: stopped by {stop.words}; every process the run started has ended, and {files}.", file=sys.stderr)
+    return stop.exit_status
+
+
+def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     for path in (args.trace, args.chrome_trace):
@@ -161,37 +182,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         parser.error(str(error))
     writes = not ranked or _torchrun.global_rank() == 0  # under torchrun, rank 0 alone prints and writes
-    # The output files are opened before the run, so a place that takes no file is one line before any log.
-    files = {}
-    for path in (args.trace, args.chrome_trace) if writes else ():
-        if path is not None:
-            try:
-                files[path] = path.open("w")
-            except OSError as error:
-                parser.error(f"cannot write {_shown(path)}: {error.strerror or error}.")
-            except ValueError:  # a NUL byte: no file name may hold one
-                parser.error(f"cannot write {_shown(path)}: a file name cannot hold a NUL byte.")
-    with contextlib.ExitStack() as stack:
-        for file in files.values():
-            stack.enter_context(file)
-        if ranked:
-            try:
-                trace = _torchrun.record_rank(config)
-            except Exception as error:  # the process group could not form, or broke before the gather
-                stack.close()
-                for path in files:  # opened for a trace that never came: leave no empty file behind
-                    path.unlink(missing_ok=True)
-                print(f"dpviz: rank {_torchrun.global_rank()} of {config.gpus} under torchrun failed: "
-                      f"{_one_line(f'{type(error).__name__}: {error}')}", file=sys.stderr)
-                return 1
-            if trace is None:  # not rank 0: its report went to rank 0, which writes the trace
-                return 0
-        else:
-            trace = record(config)
-        sys.stdout.write(tutorial_log(trace))
-        for path, dump in ((args.trace, trace_json.dumps), (args.chrome_trace, chrome_trace.dumps)):
-            if path is not None:
-                files[path].write(dump(trace))
+    # Each output file is tried before the run, so a place that takes no file is one line before any log;
+    # a file that is there already is left whole until a complete new one replaces it.
+    outputs = {path: dump for path, dump in ((args.trace, trace_json.dumps), (args.chrome_trace, chrome_trace.dumps))
+               if path is not None and writes}
+    for path in outputs:
+        problem = _cannot_create(path)
+        if problem:
+            parser.error(f"cannot write {_shown(path)}: {problem}.")
+    if ranked:
+        try:
+            trace = _torchrun.record_rank(config)
+        except Exception as error:  # the process group could not form, or broke before the gather
+            print(f"dpviz: rank {_torchrun.global_rank()} of {config.gpus} under torchrun failed: "
+                  f"{_one_line(f'{type(error).__name__}: {error}')}", file=sys.stderr)
+            return 1
+        if trace is None:  # not rank 0: its report went to rank 0, which writes the trace
+            return 0
+    else:
+        trace = record(config)
+    sys.stdout.write(tutorial_log(trace))
+    sys.stdout.flush()
+    for path, dump in outputs.items():
+        atomic_write(path, dump(trace))
+        written.append(path)
     if trace.engine == "ddp":
         return _ddp_outcome(trace, config, ranked)
     kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
@@ -250,6 +264,37 @@ def _unwritable(path: Path) -> str | None:
     except ValueError:  # a NUL byte, which no file name may hold
         return "a file name cannot hold a NUL byte"
     return None
+
+
+def _cannot_create(path: Path) -> str | None:
+    """Why no file can be created beside `path` (where its complete version will be renamed to); None if one can."""
+    probe = _temporary(path)
+    try:
+        probe.open("x").close()
+    except OSError as error:
+        return (error.strerror or str(error)).lower()
+    except ValueError:  # a NUL byte, which no file name may hold
+        return "a file name cannot hold a NUL byte"
+    probe.unlink(missing_ok=True)
+    return None
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all: to a temporary name beside it, then renamed over it. A run
+    stopped while writing leaves the file that was there before (or none), never half a trace."""
+    temporary = _temporary(path)
+    try:
+        with temporary.open("x") as file:  # "x": a new file, with the permissions open() gives any file
+            file.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _temporary(path: Path) -> Path:
+    """A hidden name beside `path` that no other file has: `.run.json.1f3a9c2e.tmp`."""
+    return path.with_name(f".{path.name[:40]}.{secrets.token_hex(4)}.tmp")
 
 
 def _shown(path: Path, limit: int = 80) -> str:

@@ -8,14 +8,24 @@ fork + exec, so starting ranks is safe from any thread of a server, and each ran
 single-threaded process. The parent hosts the rendezvous store on a port the kernel picks (no race for
 a free port); every rank's process group times out after `timeout_s`, far below gloo's 30 minutes.
 A rank that fails reports its error; the others are then ended. A rank that stops answering ends the
-run after `timeout_s`. Whatever happens, every process is joined or killed before `launch` returns.
+run after `timeout_s`. Whatever happens, every process is joined or killed before `launch` returns; when
+it returns by an exception (a signal, a page session that ended) they are killed at once. A rank also
+ends by itself when the process that launched it ends, however that happens (even `kill -9`), and it
+ignores the terminal's Ctrl-C, which its launcher answers for it. What a rank writes to its stdout and
+stderr (gloo's and c10d's C++ messages) goes to a log of its own: a rank that dies without reporting is
+quoted from it, and nothing of it reaches the user's terminal.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
 import queue as queues
+import shutil
+import signal
+import tempfile
+import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from ...config import RunConfig
@@ -23,6 +33,7 @@ from ...config import RunConfig
 TIMEOUT_S = 30.0  # a collective that waits longer than this ends a torchrun rank (RunConfig.timeout_s for dpviz's own)
 GRACE_S = 5.0  # after the timeout, how long the others get to report before they are killed
 STARTUP_S = 120.0  # more time for every rank's first report: process start, joining the group, DDP()
+END_GRACE_S = 2.0  # how long ranks that have reported get to leave by themselves before they are killed
 # What every rank needs, imported once by the forkserver; the last readies it to fork (see preloaded.py:
 # the ranks skip the parent's main script, so a script that starts a DDP run needs no __main__ guard).
 PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "dpviz.engines.ddp.rank", "dpviz.engines.ddp.preloaded"]
@@ -56,24 +67,28 @@ def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None
                           timeout=_delta(timeout_s))
     reports = context.Queue()
     launched = time.perf_counter()
+    logs = Path(tempfile.mkdtemp(prefix="dpviz-ranks-"))
     processes = [
         context.Process(target=_rank_main, name=f"dpviz rank {rank}", daemon=True,
                         args=(rank, world, store.port, config.to_dict(), reports, launched, timeout_s, fault,
-                              keep_parameters, cuda))
+                              keep_parameters, cuda, os.getpid(), str(logs / f"rank{rank}.log")))
         for rank in range(world)
     ]
     results: dict[int, dict[str, Any]] = {}
     loaded: dict[int, list[list[int]]] = {rank: [] for rank in range(world)}
     stopped: list[int] = []
+    interrupted = True  # until the ranks have been heard out: an exception on the way kills them at once
     try:
         for process in processes:
             process.start()
-        stopped = _collect(processes, reports, results, loaded, config.num_batches, progress, timeout_s)
+        stopped = _collect(processes, reports, results, loaded, config.num_batches, progress, timeout_s, logs)
+        interrupted = False
     finally:
-        exit_codes = _end(processes)
+        exit_codes = _end(processes, grace_s=0.0 if interrupted else END_GRACE_S)
         reports.close()
         reports.join_thread()
         del store  # the rendezvous ends with the run
+        shutil.rmtree(logs, ignore_errors=True)
     for rank in range(world):
         results.setdefault(rank, {"rank": rank, "spans": [], "steps": []})
     return {"ranks": [results[r] for r in range(world)], "loaded": [loaded[r] for r in range(world)],
@@ -82,7 +97,7 @@ def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None
 
 
 def _collect(processes, reports, results: dict[int, dict], loaded: dict[int, list], steps: int, progress,
-             timeout_s: float) -> list[int]:
+             timeout_s: float, logs: Path) -> list[int]:
     """Read the ranks' reports until all have reported, one has failed, or they stop answering.
     Returns the ranks that stopped answering (none when the run ended by itself)."""
     world = len(processes)
@@ -98,7 +113,8 @@ def _collect(processes, reports, results: dict[int, dict], loaded: dict[int, lis
                 if rank not in results and process.exitcode is not None:  # died without a word
                     results[rank] = {"rank": rank, "spans": [], "steps": [], "failure": {
                         "type": "ProcessExited", "step": None,
-                        "message": f"the process of rank {rank} ended with exit code {process.exitcode} without reporting"}}
+                        "message": f"the process of rank {rank} ended with exit code {process.exitcode} without "
+                                   f"reporting{_last_words(logs / f'rank{rank}.log')}"}}
                     failed_at = failed_at or now
             if failed_at is not None and now - failed_at > 1.0:
                 # The failing rank has spoken; the others are stuck in a collective it never joins, or
@@ -124,11 +140,11 @@ def _collect(processes, reports, results: dict[int, dict], loaded: dict[int, lis
     return []
 
 
-def _end(processes) -> list[int | None]:
-    """Join every rank, ending those that are still running; their exit codes in rank order."""
-    deadline = time.monotonic() + 2.0
+def _end(processes, grace_s: float) -> list[int | None]:
+    """Join every rank, killing those still running after `grace_s`; their exit codes in rank order."""
+    deadline = time.monotonic() + grace_s
     for process in processes:
-        if process.pid is not None:
+        if process.pid is not None and grace_s > 0:
             process.join(timeout=max(0.0, deadline - time.monotonic()))
     for process in processes:
         if process.pid is not None and process.exitcode is None:
@@ -145,9 +161,60 @@ def _delta(seconds: float):
     return datetime.timedelta(seconds=seconds)
 
 
+def _last_words(log: Path, limit: int = 300) -> str:
+    """The last line a rank wrote before it died, as a clause for its failure message ("" if none)."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f"; its last words: {lines[-1][:limit]}" if lines else ""
+
+
+def _end_with(launcher: int) -> None:
+    """End this rank as soon as the process that launched it ends, whatever ended it (kill -9 included):
+    its parent is the forkserver, which lives on while any rank does, so nothing else would."""
+    try:
+        handle = os.pidfd_open(launcher)  # that process itself, never a later one given its number
+    except (AttributeError, OSError):  # no pidfd (Linux < 5.3, other systems), or the launcher has gone
+        handle = None
+
+    def watch() -> None:
+        if handle is not None:
+            import select
+
+            select.select([handle], [], [])  # readable once the launcher has ended
+        else:
+            while _exists(launcher):
+                time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="dpviz launcher watch", daemon=True).start()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # there, but another user's
+        return True
+    return True
+
+
+def _quiet(log: str) -> None:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, where C++ writes too) to `log`."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def _rank_main(rank: int, world: int, port: int, config_values: dict, reports, launched: float, timeout_s: float,
-               fault: tuple | None, keep_parameters: bool, cuda: bool) -> None:
+               fault: tuple | None, keep_parameters: bool, cuda: bool, launcher: int, log: str) -> None:
     """A rank process: join the group through the parent's store, run, report, leave cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the launcher answers it
+    _quiet(log)
+    _end_with(launcher)
     import torch
     import torch.distributed as dist
 

@@ -10,9 +10,15 @@ Every rank is a fork of the forkserver and shares its memory until it writes to 
   nothing from the main script, which on a hosted page is Streamlit's page: importing it again cost
   each rank about 70 MB and the time of importing Streamlit, pandas and plotly. This forkserver, which
   starts nothing but ranks, skips that step for its children.
+- The forkserver writes to the terminal of whoever started it. A rank's output goes to a log of its own
+  once its code runs (launch.py); before that, a rank whose launcher was stopped while starting it fails
+  to unpickle what the launcher sent (its queue's semaphore is gone) and multiprocessing prints that
+  traceback. Neither the forkserver nor a rank has anything to say to the user: the launcher reports a
+  rank that ends without a word by its exit code.
 """
 import gc
 import multiprocessing.spawn as spawn
+import os
 
 
 def _main_not_needed(main: str) -> None:
@@ -21,4 +27,8 @@ def _main_not_needed(main: str) -> None:
 
 spawn._fixup_main_from_path = _main_not_needed
 spawn._fixup_main_from_name = _main_not_needed
+_quiet = os.open(os.devnull, os.O_WRONLY)
+os.dup2(_quiet, 1)
+os.dup2(_quiet, 2)
+os.close(_quiet)
 gc.freeze()
