@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,16 @@ from dpviz import trace_json
 from dpviz.config import ConfigError, RunConfig
 from dpviz.engines.ddp import torchrun
 
+from budget import limit, torch_start_s
+
 ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT_S = 120  # torchrun starts an agent and a rank per node: seconds of imports each on a small machine
+RENDEZVOUS_S = 5  # the README's --rdzv-conf timeout=60, shortened for the test of a node that never comes
+
+
+def node_limit_s() -> float:
+    """How long a node may take: torchrun's agent, then the rank it starts, each a Python importing torch,
+    then the run, whose collectives wait at most RunConfig's timeout_s."""
+    return limit(starts=2, then_s=RunConfig().timeout_s)
 
 
 def free_port() -> int:
@@ -25,10 +34,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun_node(node: int, port: int, *args: str) -> subprocess.Popen:
+def torchrun_node(node: int, port: int, *args: str, rendezvous_s: int = 60) -> subprocess.Popen:
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
                "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
-               "-m", "dpviz", "--engine", "ddp", *args]
+               "--rdzv-conf", f"timeout={rendezvous_s}", "-m", "dpviz", "--engine", "ddp", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -37,7 +46,7 @@ def finish(processes: list[subprocess.Popen]) -> list[tuple[int, str, str]]:
     results = []
     try:
         for process in processes:
-            out, err = process.communicate(timeout=TIMEOUT_S)
+            out, err = process.communicate(timeout=node_limit_s())
             results.append((process.returncode, out, err))
     finally:
         for process in processes:  # whatever happened, no node outlives the test
@@ -57,6 +66,27 @@ def two_nodes(tmp_path_factory):
     args = ("--train", "--trace", str(trace), "--chrome-trace", str(chrome))
     results = finish([torchrun_node(node, port, *args) for node in (0, 1)])
     return results, trace, chrome
+
+
+@pytest.mark.parametrize("node, words", [
+    (0, "DistStoreError: Timed out after {s} seconds waiting for clients. 1/2 clients joined."),
+    (1, "DistNetworkError: The client socket has timed out after {ms}ms while trying to connect to (127.0.0.1, {port})."),
+])
+def test_a_node_whose_peer_never_comes_ends_with_torchruns_rendezvous_message(node, words, tmp_path):
+    # The README's command bounds torchrun's rendezvous (--rdzv-conf timeout=60; torchrun's default waits
+    # 900 s): node 0 alone, or node 1 without node 0, ends after that time with one clear last line.
+    torch_start_s()  # measured before the clock starts
+    port = free_port()
+    began = time.monotonic()
+    process = torchrun_node(node, port, "--trace", str(tmp_path / "run.json"), rendezvous_s=RENDEZVOUS_S)
+    [(code, out, err)] = finish([process])
+    took = time.monotonic() - began
+    assert code != 0 and out == ""
+    last = err.strip().splitlines()[-1]
+    # node 0's store counts whole seconds and adds one; node 1's client times out in milliseconds
+    assert any(words.format(s=s, ms=RENDEZVOUS_S * 1000, port=port) in last for s in (RENDEZVOUS_S, RENDEZVOUS_S + 1)), last
+    assert RENDEZVOUS_S <= took <= limit(starts=1, then_s=RENDEZVOUS_S), took
+    assert "dpviz" not in err and not (tmp_path / "run.json").exists()  # no rank ever started
 
 
 def test_both_nodes_exit_0_and_rank_0_alone_prints_the_log(two_nodes):

@@ -7,6 +7,7 @@ Screenshots and the server's log go to test-artifacts/ at the repository root (g
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -82,16 +84,16 @@ def browser():
             chromium.close()
 
 
-@pytest.fixture(scope="session")
-def app_url(browser, artifacts) -> str:
-    """The URL of a real `streamlit run app.py`, started from the repository root and stopped at the end."""
+@contextlib.contextmanager
+def streamlit_server(log_path: Path) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A real `streamlit run app.py` from the repository root, once it answers: (its process, its URL).
+    Stopped at the end (SIGTERM, as a host stops it) unless the caller stopped it already."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [
         sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
     ]
-    log_path = artifacts / "streamlit-server.log"
     with open(log_path, "wb") as log:
         server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
@@ -102,14 +104,22 @@ def app_url(browser, artifacts) -> str:
                 if time.monotonic() > deadline:
                     pytest.fail(f"streamlit did not answer {url}/_stcore/health in {SERVER_START_TIMEOUT} s; see {log_path}")
                 time.sleep(0.2)
-            yield url
+            yield server, url
         finally:
-            server.terminate()
+            if server.poll() is None:
+                server.terminate()
             try:
                 server.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
+
+
+@pytest.fixture(scope="session")
+def app_url(browser, artifacts) -> str:
+    """The URL of a real `streamlit run app.py`, started from the repository root and stopped at the end."""
+    with streamlit_server(artifacts / "streamlit-server.log") as (_, url):
+        yield url
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

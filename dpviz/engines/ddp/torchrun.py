@@ -10,9 +10,13 @@ global rank order, named by node and local rank) and returns the trace; the othe
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import sys
+import tempfile
 import time
+from typing import Iterator
 
 from ...config import LIMITS, ConfigError, RunConfig
 from ...trace import Trace
@@ -76,6 +80,23 @@ def resolve(config: RunConfig, available: int | None = None) -> RunConfig:
     return dataclasses.replace(config, backend="cuda" if cuda else "cpu")
 
 
+@contextlib.contextmanager
+def _stderr_aside() -> Iterator[None]:
+    """While the rank runs, what gloo, c10d and NCCL write from C++ to stderr (a peer's closed connection
+    dumps a stack) goes to a file that is thrown away: the rank's error reaches the user as the command
+    line's one line, and the trace holds what each rank saw."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as aside:
+        os.dup2(aside.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def record_rank(config: RunConfig, timeout_s: float | None = None) -> Trace | None:
     """Run this process as its rank of `config` (backend settled by `resolve`); rank 0 returns the
     merged trace, the others None. A collective that waits longer than `timeout_s` (the config's
@@ -100,15 +121,16 @@ def record_rank(config: RunConfig, timeout_s: float | None = None) -> Trace | No
         dist.init_process_group("nccl" if cuda else "gloo", init_method="env://", rank=rank, world_size=world,
                                 timeout=_delta(timeout_s))
 
-    try:
-        report = run_rank(config, rank, world, init, cuda=cuda, local_rank=local_rank)
-        report["startup"]["start"] = None  # torchrun started the process: its start is not ours to time
-        report["lane"] = f"node {node} rank {local_rank}"
-        reports = [None] * world if rank == 0 else None
-        dist.gather_object(report, reports, dst=0)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    with _stderr_aside():
+        try:
+            report = run_rank(config, rank, world, init, cuda=cuda, local_rank=local_rank)
+            report["startup"]["start"] = None  # torchrun started the process: its start is not ours to time
+            report["lane"] = f"node {node} rank {local_rank}"
+            reports = [None] * world if rank == 0 else None
+            dist.gather_object(report, reports, dst=0)
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
     if rank != 0:
         return None
     gathered = {"ranks": reports, "exit_codes": [], "stopped": [], "timeout_s": timeout_s, "launched": launched}
