@@ -15,6 +15,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from .step_times import LINKS, measured, modelled, step_seconds, verdict  # noqa: F401  step_seconds named here too
 from .trace import Trace
 from .wording import human_bytes
 
@@ -32,7 +33,7 @@ class Move:
     received: int
 
 
-def _row_bytes(shape: list[int], rows: int) -> int:
+def row_bytes(shape: list[int], rows: int) -> int:
     return math.prod(shape) // rows * FLOAT_BYTES if rows and shape else 0
 
 
@@ -61,7 +62,7 @@ def _dp_traffic(trace: Trace) -> list[Move]:
     out = trace.output_device
     moves = []
     for batch in trace.batches:
-        in_row, out_row = _row_bytes(batch.input_shape, batch.rows), _row_bytes(batch.output_shape, batch.rows)
+        in_row, out_row = row_bytes(batch.input_shape, batch.rows), row_bytes(batch.output_shape, batch.rows)
         for replica in trace.replicas(batch.index):
             lane = replica.lane
             if lane == trace.lanes[0].id:
@@ -105,15 +106,6 @@ def _ddp_traffic(trace: Trace) -> list[Move]:
 def _bucket_bytes(trace: Trace, step: int) -> list[int]:
     layouts = [lay for lay in trace.facts.get("ddp", {}).get("buckets", []) if lay["step"] <= step]
     return [b["bytes"] for b in layouts[-1]["buckets"]] if layouts else [model_bytes(trace)[1] or 0]
-
-
-def step_seconds(trace: Trace) -> list[float]:
-    """Measured: per step, from its first span's start to its last span's end (the slowest lane's)."""
-    times = []
-    for batch in trace.batches:
-        spans = [s for s in trace.spans_of(batch.index) if s.phase not in ("broadcast", "rebuild", "join")]
-        times.append(max(s.end for s in spans) - min(s.start for s in spans) if spans else 0.0)
-    return times
 
 
 @dataclass(frozen=True)
@@ -169,14 +161,7 @@ def comparison(dp: Trace, ddp: Trace) -> list[str]:
             f"{human_bytes(max(others)) if others else 'nothing'} each. DDP moves at most {human_bytes(most_ddp)} "
             f"per rank, {'the same on every rank' if even else 'about the same on every rank (rank 0 also sends its buffers)'}: "
             f"no scatter, no replicate, no gather{', only the gradients all-reduced' if ddp.config.train else ''}.")
-    times_dp, times_ddp = step_seconds(dp), step_seconds(ddp)
-    if times_dp and times_ddp:
-        median = lambda xs: sorted(xs)[len(xs) // 2]
-        sentences.append(
-            f"Measured time per step: DataParallel {median(times_dp) * 1e3:.1f} ms "
-            f"({'CPU threads standing in for GPUs' if dp.simulated else 'real GPUs'}), DDP {median(times_ddp) * 1e3:.1f} ms "
-            f"({'processes sharing this machine’s CPU cores' if ddp.backend == 'cpu' else 'real GPUs'}): on a CPU both "
-            "mostly measure the host, not a device.")
+    sentences += times_sentences(dp, ddp)
     if a and b:
         sentences.append(
             f"Rows: DataParallel's devices handled {_rows_seen(dp)} in contiguous slices of each batch; DDP's ranks "
@@ -188,4 +173,52 @@ def comparison(dp: Trace, ddp: Trace) -> list[str]:
             f"Memory ({dp.memory_kind} for DataParallel, {ddp.memory_kind} for DDP): DataParallel's {a[0].name} peaks "
             f"at {human_bytes(peaks_dp[0])} against {human_bytes(min(peaks_dp))} on its least loaded device; DDP's "
             f"ranks peak between {human_bytes(min(peaks_ddp))} and {human_bytes(max(peaks_ddp))}.")
+    return sentences
+
+
+def moves_per_step(trace: Trace) -> list[tuple[int, int]]:
+    """(sent, received) bytes per lane in an average step of the run (computed, as traffic())."""
+    sent: dict[int, int] = defaultdict(int)
+    received: dict[int, int] = defaultdict(int)
+    for move in traffic(trace):
+        sent[move.lane] += move.sent
+        received[move.lane] += move.received
+    steps = max(1, len(trace.batches))
+    return [(sent[lane.id] // steps, received[lane.id] // steps) for lane in trace.lanes]
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds < 0.01 else f"{seconds * 1e3:.1f} ms"
+
+
+def times_sentences(dp: Trace, ddp: Trace) -> list[str]:
+    """The measured time per step with its spread, what this machine can tell from it, and the time the
+    bytes would take on named links (modelled, the same on every reload)."""
+    sentences = []
+    a, b = measured(dp), measured(ddp)
+    if a is not None and b is not None:
+        where = lambda t, m: (f"{_ms(m.median)} (middle half {_ms(m.low)} to {_ms(m.high)}, "
+                              f"{m.count} step{'s' if m.count != 1 else ''} after the first)")
+        hosts = (f"{'threads standing in for GPUs' if dp.simulated else 'real GPUs'} against "
+                 f"{'processes sharing the CPU' if ddp.backend == 'cpu' else 'one process per GPU'}")
+        faster = verdict(a, b)
+        if faster is None:
+            tell = ("The two spreads overlap, so on this machine no difference between them is measurable: a "
+                    "reload may put either ahead.")
+        else:
+            name = "DataParallel" if faster == "dp" else "DDP"
+            tell = (f"{name}'s slowest quarter of steps was faster than the other's fastest quarter: measurably "
+                    "faster on this machine.")
+        sentences.append(f"Measured time per step ({hosts}): DataParallel {where(dp, a)}, DDP {where(ddp, b)}. {tell}")
+    dp_moves, ddp_moves = moves_per_step(dp), moves_per_step(ddp)
+    if any(sum(m) for m in dp_moves + ddp_moves):
+        parts = []
+        for link in LINKS:
+            t_dp, t_ddp = modelled(dp_moves, link), modelled(ddp_moves, link)
+            parts.append(f"over {link.name}, DataParallel {_ms(t_dp)} and DDP {_ms(t_ddp)}")
+        lanes = len(dp.lanes)
+        sentences.append(
+            f"Modelled for {lanes} GPUs, each with its own link (the bytes above at the link's peak bandwidth each "
+            f"way; compute and latency left out): one step's transfers take {'; '.join(parts)}. The busiest "
+            f"device decides: DataParallel's GPU 0, where every chunk, copy and output passes.")
     return sentences

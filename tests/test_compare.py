@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import functools
+import statistics
 
 import pytest
 
-from dpviz.compare import comparison, model_bytes, per_device, step_seconds, traffic
+from dpviz.compare import _ms, comparison, model_bytes, moves_per_step, per_device, step_seconds, traffic
+from dpviz.step_times import LINKS, Measured, measured, modelled, verdict
+from dpviz.traffic_model import StepSizes, dataparallel, distributed, growth
 from dpviz.config import RunConfig
+from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.engines import engine
 from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 
@@ -62,7 +66,9 @@ def test_the_sentences_quote_the_runs_numbers():
     dp, ddp = runs(gpus=4, train=True, model="mlp", data_size=96, batch_size=32)
     text = " ".join(comparison(dp, ddp))
     assert "GPU 0" in text and "no scatter, no replicate, no gather" in text and "(computed)" in text
-    assert f"{sorted(step_seconds(dp))[len(dp.batches) // 2] * 1e3:.1f} ms" in text
+    summary = measured(dp)
+    assert f"DataParallel {_ms(summary.median)} (middle half {_ms(summary.low)} to {_ms(summary.high)}, 2 steps after the first)" in text
+    assert summary.median == statistics.median(step_seconds(dp)[1:])  # the first step, a warm-up, left out
     assert "handled 96 rows (96 distinct)" in text and "loaded 96 rows (96 distinct)" in text
     _, padded = runs(gpus=3, data_size=10, batch_size=6, shuffle=False)
     assert "loaded 12 rows (10 distinct: 2 loaded again)" in " ".join(comparison(runs(gpus=3, data_size=10, batch_size=6,
@@ -80,6 +86,10 @@ def test_the_comparison_figure_draws_each_engines_traffic_by_what_moves():
     assert right == {"all-reduce", "buffers"}  # BatchNorm's buffers, from rank 0
     gpu0 = sum(bar.y[list(bar.x).index("GPU 0")] for bar in fig.data if bar.xaxis == "x" and "GPU 0" in bar.x)
     assert gpu0 == pytest.approx(max(f.bytes_per_step for f in per_device(dp)), abs=1) and "GPU 0 moves" in unwrap(fig.layout.annotations[0].text)
+    rank = max(f.bytes_per_step for f in per_device(ddp))
+    assert f"GPU 0 moves {gpu0 / rank:.1f}× what a DDP rank moves" in unwrap(fig.layout.title.text)
+    # both top panels on one scale, so GPU 0's bar and a rank's are compared by height
+    assert fig.layout.yaxis.range == fig.layout.yaxis2.range and fig.layout.yaxis.range[1] >= gpu0
 
 
 def test_the_ddp_flow_shows_each_rank_reading_its_own_rows_into_one_all_reduce():
@@ -97,3 +107,69 @@ def test_the_ddp_flow_shows_each_rank_reading_its_own_rows_into_one_all_reduce()
         assert list(sankey.link.value[:2]) == [forwards[0].rows] * 2  # rows read, then computed on rank 0
     _, forward_only = runs(gpus=2)
     assert "all-reduce (mean)" not in flow_any(forward_only, 0).data[0].node.customdata
+
+
+SIZES = dict(train=True, model="mlp", data_size=96, batch_size=32)  # full batches at 2, 4 and 8; BatchNorm's buffers
+
+
+@pytest.mark.parametrize("devices", [2, 4, 8])
+def test_the_formulas_give_the_bytes_the_two_runs_moved(devices):
+    dp, ddp = runs(gpus=devices, **SIZES)
+    sizes = StepSizes.of(dp, ddp)
+    assert sizes.buffers > 0 and sizes.gradients > 0
+    assert dataparallel(sizes, devices) == moves_per_step(dp)
+    assert distributed(sizes, devices) == moves_per_step(ddp)
+    [row] = growth(sizes, [devices])
+    assert row.gpu0 == per_device(dp)[0].bytes_per_step and row.rank == max(f.bytes_per_step for f in per_device(ddp))
+
+
+def test_gpu0_grows_with_every_device_while_a_ranks_all_reduce_stays_under_twice_the_gradients_each_way():
+    dp, ddp = runs(gpus=4, **SIZES)
+    sizes = StepSizes.of(dp, ddp)
+    rows = growth(sizes, range(2, 17))
+    used = lambda count: len(chunk_sizes(sizes.rows, count))  # torch.chunk may leave the last devices idle
+    assert all(b.gpu0 > a.gpu0 if used(b.devices) > used(a.devices) else b.gpu0 == a.gpu0 for a, b in zip(rows, rows[1:]))
+    assert all(r.rank < 2 * (2 * sizes.gradients) + sizes.buffers * (r.devices - 1) for r in rows)  # sent + received
+    for count in range(3, 17):  # GPU 0 stands out: it carries what every other GPU moves, together
+        moves = [sent + received for sent, received in dataparallel(sizes, count)]
+        assert moves[0] == sum(moves[1:]) and moves[0] >= (used(count) - 1) * max(moves[1:]) * 0.9
+
+
+def test_the_growth_panel_draws_the_formulas_and_marks_this_run():
+    from dpviz.figures.compare import comparison_figure
+
+    dp, ddp = runs(gpus=4, **SIZES)
+    fig = comparison_figure(dp, ddp)
+    lines = {trace.name: trace for trace in fig.data if trace.type == "scatter"}
+    rows = growth(StepSizes.of(dp, ddp), range(2, 17))
+    assert list(lines["DataParallel: GPU 0"].y) == [r.gpu0 for r in rows]
+    assert list(lines["DDP: any rank"].y) == [r.rank for r in rows]
+    assert [shape.x0 for shape in fig.layout.shapes] == [4]
+
+
+def test_a_winner_is_named_only_when_the_spreads_do_not_overlap():
+    quick, slow = Measured(1.0, 0.9, 1.1, 10), Measured(2.0, 1.8, 2.2, 10)
+    assert verdict(quick, slow) == "dp" and verdict(slow, quick) == "ddp"
+    assert verdict(quick, Measured(1.05, 1.0, 1.5, 10)) is None  # overlapping middle halves
+    assert verdict(quick, Measured(2.0, 1.8, 2.2, 2)) is None  # too few steps after the warm-up
+    assert verdict(None, quick) is None
+
+
+def test_the_modelled_time_is_the_busiest_links_bytes_over_its_bandwidth():
+    dp, ddp = runs(gpus=4, **SIZES)
+    moves = moves_per_step(dp)
+    pcie = LINKS[0]
+    assert modelled(moves, pcie) == max(max(m) for m in moves) / pcie.bytes_per_second
+    assert modelled(moves, pcie) > modelled(moves_per_step(ddp), pcie)  # GPU 0's link is the bottleneck
+
+
+def test_five_reloads_of_the_same_link_never_reverse_which_engine_is_called_faster():
+    said = []
+    for _ in range(5):  # what five reloads of engine=both&gpus=4&train=true record, each run anew
+        dp = engine("dp").record(RunConfig(gpus=4, train=True))
+        ddp = engine("ddp").record(RunConfig(engine="ddp", gpus=4, train=True))
+        text = " ".join(comparison(dp, ddp))
+        said.append(("DataParallel's slowest quarter" in text, "DDP's slowest quarter" in text,
+                     text[text.index("Modelled"):]))
+    assert not any(dp_faster for dp_faster, _, _ in said) or not any(ddp_faster for _, ddp_faster, _ in said)
+    assert len({modelled_sentence for _, _, modelled_sentence in said}) == 1  # the same every time

@@ -1,23 +1,25 @@
-"""DataParallel beside DDP: what each device moves per step, by what moves, on the same settings.
+"""DataParallel beside DDP: what each device moves per step, and how that grows with the device count.
 
-Left, DataParallel's devices; right, DDP's ranks; one stacked bar per device, bytes per step on average
-(computed from the traces: see dpviz.compare). DataParallel's device 0 sends every chunk and model copy
-and takes back every output and gradient; DDP's ranks each all-reduce a share of the gradients.
+Top: one stacked bar per device, bytes per step on average by what moves (computed from the two runs, see
+dpviz.compare): DataParallel's GPU 0 sends every chunk and model copy and takes back every output and
+gradient, while DDP's ranks each all-reduce the same share. Below: the same formulas at 2 to 16 devices
+(dpviz.traffic_model): GPU 0's load grows with every device added, a rank's stays under twice the gradients.
+Drawn from plain lists: the Compare tab needs no pandas.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..compare import traffic
-from ..trace import Trace
-from ..wording import human_bytes
 from ..engines.ddp.vocabulary import VOCABULARY as DDP
 from ..engines.dp.vocabulary import SUM_LABEL, VOCABULARY as DP
-from .colors import OUTLINE
+from ..trace import Trace
+from ..traffic_model import StepSizes, growth
+from ..wording import human_bytes
+from .colors import GUIDE, OUTLINE, device_color
 from .style import styled
 
 # One colour per kind of traffic, the same in both panels: the colour of the phase that moves it where
@@ -29,47 +31,87 @@ WHAT_COLORS = {
 }
 # What the legend calls each kind: the phases' own names where dpviz.compare's differ.
 WHAT_NAMES = {"gradient sum": SUM_LABEL}
+COUNTS = range(2, 17)  # the device counts the growth panel draws
+# The growth panel's lines: DataParallel's GPU 0 in GPU 0's colour, its busiest other GPU, a DDP rank.
+LINES = (("gpu0", "DataParallel: GPU 0", "solid"), ("other_gpu", "DataParallel: any other GPU", "dot"),
+         ("rank", "DDP: any rank", "dash"))
 
 
-def prepare_traffic(trace: Trace) -> pd.DataFrame:
-    """Per device and kind of traffic: bytes sent plus received, per step on average."""
+def prepare_traffic(trace: Trace) -> dict[str, list[tuple[str, float]]]:
+    """Per kind of traffic, (device, bytes sent plus received per step on average), devices in order."""
     totals: dict[tuple[int, str], int] = defaultdict(int)
     for move in traffic(trace):
         totals[(move.lane, move.what)] += move.sent + move.received
     steps = max(1, len(trace.batches))
-    rows = [{"lane": lane.id, "device": trace.vocabulary.lane_name(lane.id), "what": what,
-             "bytes": totals.get((lane.id, what), 0) / steps}
-            for lane in trace.lanes for what in WHAT_COLORS]
-    return pd.DataFrame(rows, columns=["lane", "device", "what", "bytes"])
+    return {what: [(trace.vocabulary.lane_name(lane.id), totals.get((lane.id, what), 0) / steps) for lane in trace.lanes]
+            for what in WHAT_COLORS}
 
 
-def plot_traffic(tables: list[pd.DataFrame], titles: list[str], *, title: str, notes: list[str]) -> go.Figure:
-    fig = make_subplots(rows=1, cols=len(tables), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.06)
+def device_totals(table: dict[str, list[tuple[str, float]]]) -> dict[str, float]:
+    totals: dict[str, float] = defaultdict(float)
+    for rows in table.values():
+        for device, moved in rows:
+            totals[device] += moved
+    return dict(totals)
+
+
+def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices: int, *, title: str,
+                    notes: list[str]) -> go.Figure:
+    fig = make_subplots(rows=2, cols=2, shared_yaxes=False, specs=[[{}, {}], [{"colspan": 2}, None]],
+                        subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.2, row_heights=[0.55, 0.45])
     shown: set[str] = set()
     for col, table in enumerate(tables, start=1):
         for what, color in WHAT_COLORS.items():
-            part = table[(table["what"] == what) & (table["bytes"] > 0)]
-            if part.empty:
+            part = [(device, moved) for device, moved in table[what] if moved > 0]
+            if not part:
                 continue
+            name = WHAT_NAMES.get(what, what)
             fig.add_trace(go.Bar(
-                x=part["device"], y=part["bytes"], name=WHAT_NAMES.get(what, what), legendgroup=what,
-                showlegend=what not in shown,
-                marker=dict(color=color, line=dict(color=OUTLINE, width=0.6)),
-                customdata=[human_bytes(b) for b in part["bytes"]],
-                hovertemplate=f"%{{x}}<br>{WHAT_NAMES.get(what, what)}: %{{customdata}} per step<extra></extra>",
+                x=[d for d, _ in part], y=[m for _, m in part], name=name, legendgroup=what,
+                showlegend=what not in shown, marker=dict(color=color, line=dict(color=OUTLINE, width=0.6)),
+                customdata=[human_bytes(m) for _, m in part],
+                hovertemplate=f"%{{x}}<br>{name}: %{{customdata}} per step (computed)<extra></extra>",
             ), row=1, col=col)
             shown.add(what)
+    top = max((sum(m for _, m in rows) for table in tables for rows in [_stack(table)]), default=0)
+    for col in (1, 2):  # one scale for both engines: GPU 0's bar against a rank's, side by side
+        fig.update_yaxes(range=[0, top * 1.08 or 1], row=1, col=col)
+    fig.update_yaxes(title_text="bytes per step", row=1, col=1)
+    for key, name, dash in LINES:
+        ys = [getattr(g, key) for g in grown]
+        color = device_color(0) if key == "gpu0" else DDP.phase("allreduce").color if key == "rank" else device_color(1)
+        fig.add_trace(go.Scatter(
+            x=[g.devices for g in grown], y=[max(y, 1) for y in ys], name=name, mode="lines+markers",
+            line=dict(color=color, dash=dash, width=3), marker=dict(size=7), customdata=[human_bytes(y) for y in ys],
+            hovertemplate=f"%{{x}} devices<br>{name}: %{{customdata}} per step (computed)<extra></extra>",
+        ), row=2, col=1)
+    fig.add_vline(x=devices, line=dict(color=GUIDE, dash="dot", width=2), row=2, col=1)
+    fig.update_xaxes(title_text="devices (GPUs for DataParallel, ranks for DDP)", dtick=2, row=2, col=1)
+    fig.update_yaxes(title_text="bytes per step", type="log", row=2, col=1)
     fig.update_layout(barmode="stack")  # styled() puts the legend over the panels' titles
-    fig.update_yaxes(title_text="bytes per step (computed)", row=1, col=1)
-    return styled(fig, title, notes, height=520)
+    return styled(fig, title, notes, height=760)
+
+
+def _stack(table: dict[str, list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    return list(device_totals(table).items())
 
 
 def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:
     tables = [prepare_traffic(dp), prepare_traffic(ddp)]
-    most = [t.groupby("device", sort=False)["bytes"].sum() for t in tables]
-    titles = [f"DataParallel: {most[0].idxmax()} moves {human_bytes(most[0].max())}" if most[0].max() else "DataParallel",
-              f"DDP: at most {human_bytes(most[1].max())} a rank" if most[1].max() else "DDP: nothing moves"]
+    totals = [device_totals(t) for t in tables]
+    first = dp.vocabulary.lane_name(dp.lanes[0].id)
+    gpu0, rank = totals[0].get(first, 0), max(totals[1].values(), default=0)
+    titles = [f"DataParallel: {first} moves {human_bytes(gpu0)}" if gpu0 else "DataParallel",
+              f"DDP: at most {human_bytes(rank)} a rank" if rank else "DDP: nothing moves",
+              "The same formulas at 2 to 16 devices (the dotted line: this run)"]
+    if gpu0 and rank:
+        title = f"Every step, {first} moves {gpu0 / rank:.1f}× what a DDP rank moves"
+    elif gpu0:
+        title = f"Every step, {first} moves {human_bytes(gpu0)}; DDP's ranks move nothing"
+    else:
+        title = "What moves between devices in one step"
     notes = [f"{len(dp.lanes)} {'simulated devices' if dp.simulated else 'GPUs'} against {len(ddp.lanes)} ranks "
              f"({'processes on the CPU' if ddp.backend == 'cpu' else 'one process per GPU'})",
              "bytes computed from the rows, outputs, parameters and gradients each run recorded"]
-    return plot_traffic(tables, titles, title="What moves between devices in one step", notes=notes)
+    grown = growth(StepSizes.of(dp, ddp), COUNTS)
+    return plot_comparison(tables, titles, grown, len(dp.lanes), title=title, notes=notes)

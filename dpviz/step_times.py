@@ -1,0 +1,86 @@
+"""Time per step, said honestly: measured with its spread, and modelled for named hardware.
+
+    summary = measured(trace)                  # median, quartiles and count over the steps after the first
+    verdict(dp_summary, ddp_summary)           # which is faster, only where the spreads do not overlap
+    modelled(moves, LINKS[0])                  # seconds the busiest link needs for one step's bytes
+
+Measured times on a CPU are the host's: threads standing in for GPUs, processes sharing the cores, a
+machine that may be busy. A single median flips between two runs of the same link, so a winner is named
+only when one engine's slowest quarter of steps is faster than the other's fastest quarter; otherwise
+the page says no difference is measurable here. The modelled time is what the bytes each device moves
+would take over a named link at its peak bandwidth per direction, latency and compute left out: the same
+every time for the same settings, and labelled as modelled.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from .trace import Trace
+
+SKIPPED = ("broadcast", "rebuild", "join")  # DDP's construction and wind-down are not part of a step
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Seconds per step over `count` steps after the first (which warms up: allocations, buckets built)."""
+
+    median: float
+    low: float  # first quartile
+    high: float  # third quartile
+    count: int
+
+
+def step_seconds(trace: Trace) -> list[float]:
+    """Measured: per step, from its first span's start to its last span's end (the slowest lane's)."""
+    times = []
+    for batch in trace.batches:
+        spans = [s for s in trace.spans_of(batch.index) if s.phase not in SKIPPED]
+        times.append(max(s.end for s in spans) - min(s.start for s in spans) if spans else 0.0)
+    return times
+
+
+def measured(trace: Trace) -> Measured | None:
+    """The steps after the first; None when there are none (a one-step run has only its warm-up)."""
+    times = step_seconds(trace)[1:]
+    if not times:
+        return None
+    if len(times) == 1:
+        return Measured(times[0], times[0], times[0], 1)
+    low, _, high = statistics.quantiles(times, n=4, method="inclusive")
+    return Measured(statistics.median(times), low, high, len(times))
+
+
+MIN_STEPS = 3  # fewer steps after the warm-up than this say nothing about a difference
+
+
+def verdict(dp: Measured | None, ddp: Measured | None) -> str | None:
+    """"dp" or "ddp" for the measurably faster engine, None when this machine cannot tell them apart."""
+    if dp is None or ddp is None or min(dp.count, ddp.count) < MIN_STEPS:
+        return None
+    if dp.high < ddp.low:
+        return "dp"
+    if ddp.high < dp.low:
+        return "ddp"
+    return None
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link between GPUs: its name as a reader knows it, bytes per second per direction at peak, and where that figure is from."""
+
+    name: str
+    bytes_per_second: float
+    source: str
+
+
+LINKS = (
+    Link("PCIe 4.0 x16", 31.5e9, "PCI-SIG: 16 GT/s a lane, 16 lanes, 128b/130b encoding: 31.5 GB/s each way"),
+    Link("NVLink (A100)", 300e9, "NVIDIA A100 datasheet: 600 GB/s of NVLink bandwidth a GPU, 300 GB/s each way"),
+)
+
+
+def modelled(moves: list[tuple[int, int]], link: Link) -> float:
+    """Seconds for one step's transfers when every device has one such link, full duplex: the busiest
+    device's larger direction decides (compute, latency and overlap left out)."""
+    return max((max(sent, received) for sent, received in moves), default=0) / link.bytes_per_second
