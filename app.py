@@ -6,6 +6,8 @@ Layout and widgets only; running, checking and drawing live in the dpviz package
 """
 from __future__ import annotations
 
+import contextlib
+
 import streamlit as st
 
 from dpviz import chrome_trace, trace_json
@@ -16,13 +18,14 @@ from dpviz.engines import ENGINES
 from dpviz.explain import explain
 from dpviz.figures.style import presentation
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, VIEWS, View
+from dpviz.rank_budget import BUDGET, PAGE_MOST
 from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, preset_of
 from dpviz.engines.run import runnable
 from dpviz.session import Runs, Views
 from dpviz.summary import key_figures
 from dpviz.trace import Trace
 from dpviz.trace_json import MAX_TRACE_BYTES, TraceError
-from dpviz.wording import describe_devices
+from dpviz.wording import describe_devices, plural
 from dpviz.url_state import BOTH, from_query, settle, to_query, wants_both
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
@@ -31,10 +34,7 @@ SHOWN_TAB = "shown_tab"  # the label of the tab shown last, kept apart from the 
 TAB = "tab"  # the views' tabs: the shown one's label, in the session's state
 ENGINE = "engine_choice"  # the engine control: dp, ddp or both (the config's engine is dp or ddp)
 ENGINE_LABELS = {"dp": "DataParallel", "ddp": "DistributedDataParallel", BOTH: "Both, compared"}
-# Ranks a page run may start. Every rank is a process: the server, the forkserver that starts them and the
-# ranks must stay within a small host's 690 MB (proportional set sizes, measured by bench/bench_ddp_page.py:
-# DDP alone peaks at 678 MB with 6 ranks and 705 MB with 8; beside DataParallel, 691 MB with 2 and 724 MB with 4).
-PAGE_MAX_RANKS = {"ddp": 6, BOTH: 2}
+LEFT_QUEUE = "left_queue"  # the settings whose wait for room the visitor gave up
 
 
 def apply_link_once() -> None:
@@ -120,13 +120,8 @@ def controls() -> tuple[RunConfig, str]:
     }
     if choice != "dp":
         values.update(engine="ddp", **ddp_controls())
-        most = PAGE_MAX_RANKS[choice]
-        if values["gpus"] > most and not showing_upload():  # an uploaded trace's settings are not run
-            beside = " beside DataParallel" if choice == BOTH else ""
-            say(f"The page starts at most {most} DDP ranks{beside}: each is a process, and with the server they "
-                f"must fit a small host's 690 MB; using {most} instead of {values['gpus']}. "
-                "python -m dpviz --engine ddp runs up to 16.")
-            values["gpus"] = most
+        if not showing_upload():  # an uploaded trace's settings are not run
+            values["gpus"] = ranks_that_fit(values["gpus"], choice)
     config, warnings = settle(values)
     for warning in warnings:
         say(warning)
@@ -161,6 +156,59 @@ def ddp_controls() -> dict:
         "join": flag("ddp.join() around the loop", "join", "Ranks that run out of batches keep answering the others."),
         "timeout_s": whole("Collective timeout (s)", "timeout_s", "How long a rank waits in a collective before the run ends."),
     }
+
+
+def ranks_that_fit(asked: int, choice: str) -> int:
+    """The ranks a page run starts: what was asked, unless more than a chart shows well or than this
+    server has memory for (each rank is a process); the page then says so, in a visitor's words."""
+    room = BUDGET.room()
+    most = min(PAGE_MOST, max(1, room))
+    if asked <= most:
+        return asked
+    both = " for both engines" if choice == BOTH else ""
+    if most == PAGE_MOST and room >= asked:
+        why = f"the page shows at most {PAGE_MOST} ranks, each one a process of its own"
+    else:
+        why = f"this server has memory for {plural(most, 'rank')} at a time, each one a process of its own"
+    say(f"Showing {most} devices{both}, not {asked}: {why}.")
+    return most
+
+
+def waiting_for_room(config: RunConfig):
+    """Hold the server-wide budget's ranks for a DDP run, saying while it waits how many runs are ahead;
+    the visitor can leave the queue, and one who closes the tab leaves it too."""
+    box = st.empty()
+    shown = []
+
+    def waiting(ahead: int, held: int) -> None:
+        still_here()
+        if not shown:  # once: a widget made again at every look would clash with itself
+            shown.append(st.button("Leave the queue", key="leave_queue"))
+        box.info(f"Waiting for room: {plural(ahead, 'run')} ahead of this one {'is' if ahead == 1 else 'are'} "
+                 f"using this server's processes ({held} in use). This run of {plural(config.gpus, 'rank')} starts "
+                 "as soon as there is room.")
+
+    @contextlib.contextmanager
+    def held():
+        with BUDGET.ranks(config.gpus, waiting):
+            box.empty()
+            yield
+
+    return held()
+
+
+class Left(Exception):
+    """The visitor's tab has closed: the run stops and gives back its processes and its place."""
+
+
+def still_here() -> None:
+    """Raise Left when this session's browser has gone (a closed tab): its script would run on otherwise."""
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    context = get_script_run_ctx()
+    if Runtime.exists() and context is not None and not Runtime.instance().is_active_session(context.session_id):
+        raise Left
 
 
 def say(sentence: str) -> None:
@@ -218,17 +266,40 @@ def run(config: RunConfig) -> Trace | None:
     runs: Runs = st.session_state.setdefault("runs", Runs())
     if config in runs:
         return runs.get(config)
-    unit = "step" if config.engine == "ddp" else "batch"
-    where = f" on {config.gpus} processes" if config.engine == "ddp" else ""
-    bar = st.progress(0.0, text=f"Running {config.num_batches:,} {unit}{'s' if unit == 'step' else 'es'}{where} ...")
+    processes = config.engine == "ddp"
+    if processes and left_queue(config):
+        return None
+    unit = "step" if processes else "batch"
+    where = f" on {config.gpus} processes" if processes else ""
+
+    def progress(done: int, total: int) -> None:
+        still_here()  # a closed tab ends the run here, and its processes with it
+        bar.progress(done / total, text=f"{unit.title()} {done:,} of {total:,}")
+
+    bar = st.empty()
     try:
-        trace = runs.get(config, lambda done, total: bar.progress(done / total, text=f"{unit.title()} {done:,} of {total:,}"))
+        with waiting_for_room(config) if processes else contextlib.nullcontext():
+            bar.progress(0.0, text=f"Running {config.num_batches:,} {unit}{'s' if unit == 'step' else 'es'}{where} ...")
+            trace = runs.get(config, progress)
+    except Left:  # nobody is there to read what happened
+        return None
     except Exception as error:  # e.g. CUDA out of memory on a real GPU: say so, keep the page alive
         bar.empty()
         st.error(f"The run failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
         return None
     bar.empty()
     return trace
+
+
+def left_queue(config: RunConfig) -> bool:
+    """Whether the visitor left the queue for these settings (the button's rerun), offering to join again."""
+    if st.session_state.get("leave_queue"):  # the rerun the button asked for
+        st.session_state[LEFT_QUEUE] = config
+    if st.session_state.get(LEFT_QUEUE) != config:
+        return False
+    st.info("You left the queue: this run has not started. Change a setting, or join the queue again.")
+    st.button("Join the queue again", key="join_queue", on_click=lambda: st.session_state.pop(LEFT_QUEUE, None))
+    return True
 
 
 def show_outcome(trace: Trace) -> None:

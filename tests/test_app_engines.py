@@ -55,12 +55,27 @@ def test_switching_the_control_from_dp_to_ddp_reruns_on_ranks():
     assert not app.exception and app.query_params["accumulate"] == "2"
 
 
-def test_more_ranks_than_the_page_allows_are_said_and_capped():
+def test_more_ranks_than_the_page_shows_are_said_and_capped():
     app = page(engine="ddp", gpus="16")
-    assert not app.exception and "at most 6 DDP ranks" in shown_text(app)
-    assert "6 ranks" in shown_text(app)
-    app = page(engine="both", gpus="3")
-    assert not app.exception and "at most 2 DDP ranks beside DataParallel" in shown_text(app)
+    assert not app.exception and "Showing 8 devices, not 16: the page shows at most 8 ranks" in shown_text(app)
+    assert app.query_params["gpus"] == "8"
+
+
+def test_both_engines_run_at_the_count_asked_for():
+    app = page(engine="both", gpus="4", train="true")
+    assert not app.exception and "Showing" not in shown_text(app)
+    assert app.query_params["gpus"] == "4"
+    assert "4 simulated devices against 4 ranks" in " ".join(str(c.proto.spec) for c in app.get("plotly_chart")[:1])
+
+
+def test_a_server_with_room_for_fewer_ranks_says_so_in_a_visitors_words(monkeypatch):
+    from dpviz import rank_budget
+
+    monkeypatch.setattr(rank_budget.BUDGET, "_room", lambda: 3)
+    app = page(engine="both", gpus="6")
+    text = shown_text(app)
+    assert not app.exception and "Showing 3 devices for both engines, not 6: this server has memory for 3 ranks at a time" in text
+    assert "python -m" not in text and app.query_params["gpus"] == "3"
 
 
 @pytest.mark.parametrize("name", list(DDP_PRESETS))
