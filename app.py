@@ -7,6 +7,7 @@ Layout and widgets only; running, checking and drawing live in the dpviz package
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import streamlit as st
 
@@ -19,7 +20,7 @@ from dpviz.explain import explain
 from dpviz.figures.style import presentation
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, VIEWS, View
 from dpviz.rank_budget import BUDGET, PAGE_MOST
-from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, preset_of
+from dpviz.presets import COMPARE_PRESETS, DDP_PRESETS, LINK_PRESETS, PRESETS, preset_of
 from dpviz.engines.run import runnable
 from dpviz.session import Runs, Views
 from dpviz.summary import key_figures
@@ -52,16 +53,17 @@ def apply_link_once() -> None:
 
 
 def use_preset(name: str) -> None:
-    """A pitfall button's callback: the preset's settings (its engine too) become the widgets' values."""
-    config = ALL_PRESETS[name].config
+    """A preset button's callback: the preset's settings (its engine too) become the widgets' values."""
+    config = LINK_PRESETS[name].config
     for setting, value in config.to_dict().items():
         st.session_state[setting] = value
-    st.session_state[ENGINE] = config.engine
+    st.session_state[ENGINE] = BOTH if name in COMPARE_PRESETS else config.engine
 
 
 def pitfall_buttons(choice: str) -> None:
     st.sidebar.header("Pitfalls")
-    groups = [("a way DataParallel surprises people", PRESETS, ("dp", BOTH)),
+    groups = [("the two engines side by side where the difference shows", COMPARE_PRESETS, (BOTH,)),
+              ("a way DataParallel surprises people", PRESETS, ("dp", BOTH)),
               ("a way DistributedDataParallel surprises people, on real processes", DDP_PRESETS, ("ddp", BOTH))]
     for words, presets, shown in groups:
         if choice in shown:
@@ -541,6 +543,9 @@ def show_both(dp: Trace, ddp: Trace) -> None:
     from dpviz.compare import comparison  # here: pandas, which a page of one engine never needs
     from dpviz.figures.compare import comparison_figure
 
+    shown = next((p for p in COMPARE_PRESETS.values() if p.config == dataclasses.replace(ddp.config, backend="auto")), None)
+    if shown is not None:  # dpviz's own words: what the comparison's preset is there to show
+        st.info(f"**{shown.title}.** {shown.look_for}")
     left, right = st.columns(2, gap="large")
     for column, trace in ((left, dp), (right, ddp)):
         with column:

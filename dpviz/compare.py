@@ -188,6 +188,8 @@ def moves_per_step(trace: Trace) -> list[tuple[int, int]]:
 
 
 def _ms(seconds: float) -> str:
+    if seconds < 1e-4:
+        return f"{seconds * 1e6:.1f} µs"
     return f"{seconds * 1e3:.2f} ms" if seconds < 0.01 else f"{seconds * 1e3:.1f} ms"
 
 
@@ -212,13 +214,10 @@ def times_sentences(dp: Trace, ddp: Trace) -> list[str]:
         sentences.append(f"Measured time per step ({hosts}): DataParallel {where(dp, a)}, DDP {where(ddp, b)}. {tell}")
     dp_moves, ddp_moves = moves_per_step(dp), moves_per_step(ddp)
     if any(sum(m) for m in dp_moves + ddp_moves):
-        parts = []
-        for link in LINKS:
-            t_dp, t_ddp = modelled(dp_moves, link), modelled(ddp_moves, link)
-            parts.append(f"over {link.name}, DataParallel {_ms(t_dp)} and DDP {_ms(t_ddp)}")
-        lanes = len(dp.lanes)
+        parts = [f"over {link.name}, {_ms(modelled(dp_moves, link))} with DataParallel and "
+                 f"{_ms(modelled(ddp_moves, link))} with DDP" for link in LINKS]
         sentences.append(
-            f"Modelled for {lanes} GPUs, each with its own link (the bytes above at the link's peak bandwidth each "
-            f"way; compute and latency left out): one step's transfers take {'; '.join(parts)}. The busiest "
-            f"device decides: DataParallel's GPU 0, where every chunk, copy and output passes.")
+            f"Modelled for {len(dp.lanes)} GPUs, each with a link of its own (the bytes above at the link's peak "
+            f"bandwidth each way; compute and latency left out), one step's transfers take {'; '.join(parts)}. The "
+            "busiest device decides: DataParallel's GPU 0, through which every chunk, copy and output passes.")
     return sentences

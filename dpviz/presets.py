@@ -89,6 +89,17 @@ DDP_PRESETS: dict[str, Preset] = {p.name: p for p in (
 
 ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS}  # what a link or --preset may name
 
+# Comparisons: the same settings under both engines at once (the page's "Both, compared"; links only).
+COMPARE_PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("compare-gpu0", "GPU 0 as the bottleneck, 8 devices",
+           "A Linear(512, 512) trained on 8 devices: its parameters (1 MiB) outweigh a batch's rows, so every "
+           "step DataParallel's GPU 0 sends a copy of them to 7 others and takes back 7 sets of gradients, "
+           "while each DDP rank all-reduces its share. See Compare: GPU 0's bar, and how it grows with the count.",
+           {"engine": "ddp", "gpus": 8, "train": True, "input_size": 512, "output_size": 512, "data_size": 640,
+            "batch_size": 64}),  # 10 steps: enough after the first for a measured spread
+)}
+LINK_PRESETS: dict[str, Preset] = {**ALL_PRESETS, **COMPARE_PRESETS}  # what a page link may name
+
 
 def preset_of(config: RunConfig) -> Preset | None:
     """The preset whose configuration `config` is (any backend), or None."""

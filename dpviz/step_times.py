@@ -51,7 +51,7 @@ def measured(trace: Trace) -> Measured | None:
     return Measured(statistics.median(times), low, high, len(times))
 
 
-MIN_STEPS = 3  # fewer steps after the warm-up than this say nothing about a difference
+MIN_STEPS = 5  # fewer steps after the warm-up than this say nothing about a difference
 
 
 def verdict(dp: Measured | None, ddp: Measured | None) -> str | None:

@@ -14,7 +14,7 @@ from .config import (
 )
 from .catalogue import INPUT_SPECS
 from .echo import echo
-from .presets import ALL_PRESETS
+from .presets import COMPARE_PRESETS, LINK_PRESETS
 
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
@@ -38,9 +38,11 @@ def to_query(config: RunConfig, both: bool = False) -> dict[str, str]:
 
 
 def wants_both(params: Mapping[str, Any]) -> bool:
-    """Whether the link asks for both engines side by side (engine=both)."""
-    raw = params.get("engine")
-    return str(raw[-1] if isinstance(raw, list) else raw).strip().lower() == BOTH if raw is not None else False
+    """Whether the link asks for both engines side by side (engine=both, or a comparison's preset)."""
+    last = lambda raw: str(raw[-1] if isinstance(raw, list) else raw).strip().lower()
+    if "engine" in params:
+        return last(params["engine"]) == BOTH
+    return "preset" in params and last(params["preset"]) in COMPARE_PRESETS
 
 
 def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
@@ -53,10 +55,10 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
     last = lambda raw: raw[-1] if isinstance(raw, list) else raw  # a repeated parameter: the last one wins
     if "preset" in params:
         name = str(last(params["preset"])).strip().lower()
-        if name in ALL_PRESETS:
-            values.update(ALL_PRESETS[name].config.to_dict())
+        if name in LINK_PRESETS:
+            values.update(LINK_PRESETS[name].config.to_dict())
         else:
-            warnings.append(f"The link's preset {echo(name)} is not one of dpviz's {len(ALL_PRESETS)} presets "
+            warnings.append(f"The link's preset {echo(name)} is not one of dpviz's {len(LINK_PRESETS)} presets "
                             "(the page's Pitfalls); it was ignored.")
     for name, raw in params.items():
         text = last(raw)

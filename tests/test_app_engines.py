@@ -102,3 +102,16 @@ def test_a_failing_ddp_run_says_which_step_and_rank():
     app = page(preset="ddp-unused-parameter")
     errors = " ".join(e.value for e in app.error)
     assert "Step 1 failed" in errors and "rank 0" in errors and "Expected to have finished reduction" in errors
+
+
+def test_the_compare_preset_opens_both_engines_at_8_devices_with_gpu0_first():
+    app = page(preset="compare-gpu0")
+    assert not app.exception and app.radio(key="engine_choice").value == "both"
+    assert app.query_params["engine"] == "both" and app.query_params["gpus"] == "8" and app.query_params["train"] == "true"
+    assert "GPU 0 as the bottleneck, 8 devices." in shown_text(app)
+    import json
+
+    from dpviz.figures.style import unwrap
+
+    title = unwrap(json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"])
+    assert "GPU 0 moves" in title and "what a DDP rank moves" in title  # the Compare tab's chart comes first

@@ -73,7 +73,7 @@ def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices:
                 hovertemplate=f"%{{x}}<br>{name}: %{{customdata}} per step (computed)<extra></extra>",
             ), row=1, col=col)
             shown.add(what)
-    top = max((sum(m for _, m in rows) for table in tables for rows in [_stack(table)]), default=0)
+    top = max((max(device_totals(table).values(), default=0) for table in tables), default=0)
     for col in (1, 2):  # one scale for both engines: GPU 0's bar against a rank's, side by side
         fig.update_yaxes(range=[0, top * 1.08 or 1], row=1, col=col)
     fig.update_yaxes(title_text="bytes per step", row=1, col=1)
@@ -81,19 +81,18 @@ def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices:
         ys = [getattr(g, key) for g in grown]
         color = device_color(0) if key == "gpu0" else DDP.phase("allreduce").color if key == "rank" else device_color(1)
         fig.add_trace(go.Scatter(
-            x=[g.devices for g in grown], y=[max(y, 1) for y in ys], name=name, mode="lines+markers",
+            x=[g.devices for g in grown], y=ys, name=name, mode="lines+markers", showlegend=False,
             line=dict(color=color, dash=dash, width=3), marker=dict(size=7), customdata=[human_bytes(y) for y in ys],
             hovertemplate=f"%{{x}} devices<br>{name}: %{{customdata}} per step (computed)<extra></extra>",
         ), row=2, col=1)
+        # named at the line's end rather than in the legend: the legend keeps to what the bars stack
+        fig.add_annotation(x=grown[-1].devices, y=ys[-1], text=name, showarrow=False, xanchor="right",
+                           yanchor="top" if key == "other_gpu" else "bottom", font=dict(color=color), row=2, col=1)
     fig.add_vline(x=devices, line=dict(color=GUIDE, dash="dot", width=2), row=2, col=1)
     fig.update_xaxes(title_text="devices (GPUs for DataParallel, ranks for DDP)", dtick=2, row=2, col=1)
-    fig.update_yaxes(title_text="bytes per step", type="log", row=2, col=1)
+    fig.update_yaxes(title_text="bytes per step", rangemode="tozero", row=2, col=1)
     fig.update_layout(barmode="stack")  # styled() puts the legend over the panels' titles
     return styled(fig, title, notes, height=760)
-
-
-def _stack(table: dict[str, list[tuple[str, float]]]) -> list[tuple[str, float]]:
-    return list(device_totals(table).items())
 
 
 def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:
