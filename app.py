@@ -22,7 +22,7 @@ from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, VIEWS, View
 from dpviz.rank_budget import BUDGET, PAGE_MOST
 from dpviz.presets import COMPARE_PRESETS, DDP_PRESETS, LINK_PRESETS, PRESETS, preset_of
 from dpviz.engines.run import runnable
-from dpviz.session import Runs, Views
+from dpviz.session import DRAWING, Runs, Views
 from dpviz.summary import key_figures
 from dpviz.trace import Trace
 from dpviz.trace_json import MAX_TRACE_BYTES, TraceError
@@ -177,22 +177,25 @@ def ranks_that_fit(asked: int, choice: str) -> int:
 
 
 def waiting_for_room(config: RunConfig):
-    """Hold the server-wide budget's ranks for a DDP run, saying while it waits how many runs are ahead;
-    the visitor can leave the queue, and one who closes the tab leaves it too."""
+    """Hold the server-wide budget for a run, saying while it waits how many runs are ahead; the visitor can
+    leave the queue, and one who closes the tab leaves it too. A DDP run holds its ranks (each a process); a
+    DataParallel run holds one share, as it runs in the server itself: ten visitors arriving at once would
+    otherwise grow the server by ten runs at the moment a forkserver starts beside it."""
     box = st.empty()
     shown = []
+    processes = config.engine == "ddp"
+    what = f"This run of {plural(config.gpus, 'rank')}" if processes else "This run"
 
     def waiting(ahead: int, held: int) -> None:
         still_here()
         if not shown:  # once: a widget made again at every look would clash with itself
             shown.append(st.button("Leave the queue", key="leave_queue"))
         box.info(f"Waiting for room: {plural(ahead, 'run')} ahead of this one {'is' if ahead == 1 else 'are'} "
-                 f"using this server's processes ({held} in use). This run of {plural(config.gpus, 'rank')} starts "
-                 "as soon as there is room.")
+                 f"using this server's memory. {what} starts as soon as there is room.")
 
     @contextlib.contextmanager
     def held():
-        with BUDGET.ranks(config.gpus, waiting):
+        with BUDGET.ranks(config.gpus if processes else 1, waiting):
             box.empty()
             yield
 
@@ -269,7 +272,7 @@ def run(config: RunConfig) -> Trace | None:
     if config in runs:
         return runs.get(config)
     processes = config.engine == "ddp"
-    if processes and left_queue(config):
+    if left_queue(config):
         return None
     unit = "step" if processes else "batch"
     where = f" on {config.gpus} processes" if processes else ""
@@ -280,7 +283,7 @@ def run(config: RunConfig) -> Trace | None:
 
     bar = st.empty()
     try:
-        with waiting_for_room(config) if processes else contextlib.nullcontext():
+        with waiting_for_room(config):
             bar.progress(0.0, text=f"Running {config.num_batches:,} {unit}{'s' if unit == 'step' else 'es'}{where} ...")
             trace = runs.get(config, progress)
     except Left:  # nobody is there to read what happened
@@ -617,15 +620,18 @@ def main() -> None:
         st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; the "
                    "settings in the sidebar are the ones it was recorded with, and do not run while it is shown: "
                    "remove the file to run live.")
-        show(trace)
+        with DRAWING:
+            show(trace)
     elif choice == BOTH:
         dp, ddp = run(dataparallel_side(config)), run(config)
         if dp is not None and ddp is not None:
-            show_both(dp, ddp)
+            with DRAWING:
+                show_both(dp, ddp)
     else:
         trace = run(config)
         if trace is not None:
-            show(trace)
+            with DRAWING:
+                show(trace)
 
 
 if __name__ == "__main__":

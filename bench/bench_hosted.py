@@ -151,18 +151,21 @@ class RssSampler:
 class Server:
     """A fresh `streamlit run app.py` on a free loopback port, stopped (terminate, then kill) on exit."""
 
-    def __init__(self, log: Path):
+    def __init__(self, log: Path, cgroup: Path | None = None):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
+        self.cgroup = cgroup  # a cgroup folder the server (and so every process it starts) runs in
 
     def __enter__(self) -> "Server":
         command = [
             sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
             "--server.port", str(self.port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
         ]
+        if self.cgroup is not None:  # join the cgroup, then become the server: the same process, limited
+            command = ["sh", "-c", f'echo $$ > "{self.cgroup}/cgroup.procs" && exec "$@"', "sh", *command]
         self._log = open(self.log, "wb")
         self.started = time.perf_counter()
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .echo import MESSAGE_LIMIT, code_span
 from .summary_ddp import summarize_ddp
-from .tables_ddp import (allreduce_table, bucket_layouts, epoch_of, epochs_of, rank_rows, repeated_rows, sampler_order,
+from .tables_ddp import (allreduces, bucket_layouts, epoch_of, epochs_of, rank_rows, repeated_rows, sampler_order,
                          steps_per_epoch, unreduced_steps)
 from .trace import Trace
 from .wording import human_bytes, plural, sizes_text
@@ -217,30 +217,32 @@ def _buckets(trace: Trace) -> str | None:
 
 
 def _allreduce(trace: Trace) -> str | None:
-    table = allreduce_table(trace)
-    if table.empty:
+    reduces = allreduces(trace)
+    if not reduces:
         return None
     s = summarize_ddp(trace)
     k = len(trace.lanes)
     text = ("**All-reduce beside backward, and a mean.** A bucket's all-reduce starts as soon as all its gradients "
             "are ready, while backward still computes the rest; backward returns once every bucket's all-reduce has "
             "finished.")
-    several = table.groupby(["step", "rank"])["bucket"].nunique()
-    several = several[several > 1]
-    if len(several):
-        step, rank = several.index[0]
-        part = table[(table["step"] == step) & (table["rank"] == rank)].sort_values("start")
-        began = (part["start"] - part["backward_start"]).to_numpy() * 1e3
+    buckets: dict[tuple[int, int], set] = {}
+    for r in reduces:
+        buckets.setdefault((r.step, r.rank), set()).add(r.bucket)
+    several = [key for key, found in sorted(buckets.items()) if len(found) > 1]
+    if several:
+        step, rank = several[0]
+        part = sorted((r for r in reduces if (r.step, r.rank) == (step, rank)), key=lambda r: r.start)
+        began = [(r.start - r.backward_start) * 1e3 for r in part]
         text += (f" In step {step:,} on rank {rank}, the {len(part)} buckets' all-reduces began "
                  f"{', '.join(f'{t:,.1f}' for t in began)} ms into a backward of "
-                 f"{(part['backward_end'].iloc[0] - part['backward_start'].iloc[0]) * 1e3:,.1f} ms.")
+                 f"{(part[0].backward_end - part[0].backward_start) * 1e3:,.1f} ms.")
     if s.allreduce_s:
         text += (f" Over the run, {s.overlap_s * 1e3:,.1f} ms of the {s.allreduce_s * 1e3:,.1f} ms of all-reduce "
                  f"({s.overlap_s / s.allreduce_s:.0%}) ran while backward was still making gradients; the rest the "
                  "ranks spent waiting for it.")
-    single = table[table["step"] == table["step"].min()].groupby("rank")["bucket"].nunique()
-    if len(single) and single.max() == 1 and len(several):
-        text += f" In step {int(table['step'].min()):,}, with one bucket, nothing overlapped."
+    first = min(r.step for r in reduces)
+    if several and max(len(found) for (step, _), found in buckets.items() if step == first) == 1:
+        text += f" In step {first:,}, with one bucket, nothing overlapped."
     text += (f" Each rank divides its gradients by {k} before the sum, so every rank ends the step with the mean of the "
              f"{plural(k, 'rank')}' gradients: the gradient one process would get for the union of their rows.")
     return text

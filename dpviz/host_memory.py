@@ -81,6 +81,28 @@ def cgroup_limit_bytes() -> int | None:
     return min(limits) if limits else None
 
 
+def cgroup_usage_bytes() -> int | None:
+    """What this process's own cgroup is charged now (page cache included), or None outside a limited cgroup."""
+    try:
+        paths, mounts = _cgroup_paths(), _mounts()
+    except OSError:
+        return None
+    for root, mount, kind, options in mounts:
+        if kind == "cgroup2" and "" in paths:
+            name, path = "memory.current", paths[""]
+        elif kind == "cgroup" and "memory" in options.split(",") and "memory" in paths:
+            name, path = "memory.usage_in_bytes", paths["memory"]
+        else:
+            continue
+        relative = path[len(root):] if path.startswith(root) else path
+        folder = Path(mount + relative) if Path(mount + relative).is_dir() else Path(mount)
+        try:
+            return int((folder / name).read_text())
+        except (OSError, ValueError):
+            return None
+    return None
+
+
 def host_limit_bytes() -> int:
     """What this server's processes may hold together: its cgroup's limit, else the machine's memory."""
     total = _meminfo_total()

@@ -19,13 +19,13 @@ import os
 import threading
 from typing import Callable, Iterator
 
-from .host_memory import host_limit_bytes, pss_bytes
+from .host_memory import cgroup_limit_bytes, cgroup_usage_bytes, host_limit_bytes, pss_bytes
 
 MB = 10**6
 # Measured by bench/bench_ddp_page.py (README, "Speed and memory"): the forkserver with torch, torch.distributed
 # and torch._dynamo imported, alone; what each further rank adds to the whole tree at the peak of a training run.
-FORKSERVER_BYTES = 245 * MB
-RANK_BYTES = 20 * MB
+FORKSERVER_BYTES = 235 * MB
+RANK_BYTES = 15 * MB  # 12 MB measured, and a quarter more: a rank of a larger model holds more
 TRACKER_BYTES = 7 * MB  # multiprocessing's resource tracker
 HEADROOM_BYTES = 40 * MB  # the sessions' traces and figures grow between two looks
 PAGE_MOST = 8  # ranks one page run may ask for: more lanes than a chart can show side by side
@@ -44,11 +44,17 @@ def _forkserver() -> int | None:
 
 
 def measured_room() -> int:
-    """Ranks this server has room for now, counting its own size and its forkserver's as they are."""
+    """Ranks this server has room for now, counting its own size and its forkserver's as they are. In a
+    memory cgroup, what the cgroup is charged (page cache of torch's libraries included, which a host's
+    limit counts too) less the ranks' own share, where that is more than the processes' sizes say."""
     forkserver = _forkserver()
     server = pss_bytes(os.getpid())
     if forkserver is not None:  # counted as when alone: its pages are shared with the ranks, whose cost is RANK_BYTES
         server += max(pss_bytes(forkserver), FORKSERVER_BYTES)
+    charged = cgroup_usage_bytes()
+    if charged is not None and cgroup_limit_bytes() is not None:
+        ranks = BUDGET.held if "BUDGET" in globals() else 0
+        server = max(server, charged - ranks * RANK_BYTES - TRACKER_BYTES)
     return host_room(host_limit_bytes(), server, forkserver is not None)
 
 

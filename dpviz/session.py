@@ -5,12 +5,21 @@ sees another's runs or uploads, and memory is bounded per session.
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 from .config import RunConfig
 from .engines.base import Progress
 from .engines.run import record, resolve
 from .trace import Trace
+
+
+# Drawing a page, for every session of the server, one at a time. plotly, turning a figure into JSON, asks
+# sys.modules whether pandas is loaded and uses it if so; while one session's thread imports pandas (the
+# first Split or Timeline the server draws), another's would find it half-loaded and fail ("partially
+# initialized module 'pandas' has no attribute 'Series"), as ten visitors at once did. Drawing is Python
+# under the interpreter lock, so taking turns costs next to nothing; runs themselves do not wait for it.
+DRAWING = threading.RLock()
 
 
 class Runs:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tables import memory_totals, phase_table
-from .tables_ddp import (allreduce_table, bucket_layouts, per_rank_batch, rank_rows, repeats_per_step, synced_steps)
+from .batch_facts import phase_times
+from .tables_ddp import AllReduce, allreduces, bucket_layouts, per_rank_batch, rank_rows, repeats_per_step, synced_steps
 from .trace import Trace
 from .wording import human_bytes, plural
 
@@ -36,24 +36,39 @@ class DdpSummary:
     peak_bytes: tuple[int, int] | None  # the least and the most any rank held at its fullest
 
 
-def _computing_overlap(trace: Trace) -> float:
+def _computing_overlap(reduces: list[AllReduce]) -> float:
     """Seconds of all-reduce while its rank's backward still computed: up to the step's last bucket launch
     on that rank (a bucket launches once its gradients are ready; after the last one backward only waits)."""
-    table = allreduce_table(trace)
-    if table.empty:
-        return 0.0
-    last = table.groupby(["step", "rank"])["start"].transform("max")
-    computing_end = last.clip(upper=table["backward_end"])
-    return float((computing_end.clip(lower=table["start"]) - table["start"]).clip(upper=table["end"] - table["start"]).sum())
+    last: dict[tuple[int, int], float] = {}
+    for r in reduces:
+        last[(r.step, r.rank)] = max(last.get((r.step, r.rank), r.start), r.start)
+    total = 0.0
+    for r in reduces:
+        computing_end = min(last[(r.step, r.rank)], r.backward_end)  # a NaN backward end (none) counts nothing
+        if computing_end == computing_end:
+            total += min(max(computing_end - r.start, 0.0), r.end - r.start)
+    return total
+
+
+def _peaks(trace: Trace) -> tuple[int, int] | None:
+    """The least and the most any rank held at its fullest (a rank that held nothing at a sampled moment
+    counts 0 there), or None without memory samples."""
+    if not trace.memory:
+        return None
+    held: dict[tuple[int, str, int], int] = {}
+    for m in trace.memory:
+        held[(m.batch, m.phase, m.lane)] = held.get((m.batch, m.phase, m.lane), 0) + m.bytes
+    fullest = {lane.id: 0 for lane in trace.lanes}
+    for (_, _, lane), total in held.items():
+        fullest[lane] = max(fullest.get(lane, 0), total)
+    return min(fullest.values()), max(fullest.values())
 
 
 def summarize_ddp(trace: Trace) -> DdpSummary:
     per_rank = [s.rows for b in trace.batches for s in rank_rows(trace, b.index).values()]
     per_step = [sum(s.rows for s in rank_rows(trace, b.index).values()) for b in trace.batches]
-    reduces = allreduce_table(trace)
+    reduces = allreduces(trace)
     synced, no_sync = synced_steps(trace)
-    totals = memory_totals(trace) if trace.memory else None
-    peaks = totals.groupby("device")["bytes"].max() if totals is not None and len(totals) else None
     return DdpSummary(
         ranks=len(trace.lanes),
         steps=len(trace.batches),
@@ -65,11 +80,11 @@ def summarize_ddp(trace: Trace) -> DdpSummary:
         loader_batch=per_rank_batch(trace),
         bucket_counts=[(lay["step"], len(lay.get("buckets") or [])) for lay in bucket_layouts(trace)],
         allreduces=len(reduces),
-        allreduce_s=float((reduces["end"] - reduces["start"]).sum()) if len(reduces) else 0.0,
-        overlap_s=_computing_overlap(trace),
+        allreduce_s=sum(r.end - r.start for r in reduces),
+        overlap_s=_computing_overlap(reduces),
         synced=synced,
         no_sync=no_sync,
-        peak_bytes=(int(peaks.min()), int(peaks.max())) if peaks is not None else None,
+        peak_bytes=_peaks(trace),
     )
 
 
@@ -144,11 +159,10 @@ def summary_rows_ddp(trace: Trace) -> list[tuple[str, str]]:
             ("all-reduce beside backward", f"{_ms(s.overlap_s)} of the all-reduces' time ran while backward still "
              "computed gradients" + (" (processes time-sharing the CPU's cores)" if trace.backend == "cpu" else "")),
         ]
-    phases = phase_table(trace).set_index("phase")
-    for phase, row in phases.iterrows():
+    for phase, time in phase_times(trace).items():
         known = phase in trace.vocabulary.order
         where = trace.vocabulary.phase(phase).place if known else ""
-        rows.append((f"time in {phase}", f"{_ms(row['total_s'])} total, {_ms(row['mean_s'])} mean"
+        rows.append((f"time in {phase}", f"{_ms(time.total_s)} total, {_ms(time.mean_s)} mean"
                      + (f" ({where})" if where else "")))
     rows.append(("run time", _ms(trace.duration)))
     peak = _peak(s)

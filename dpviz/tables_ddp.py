@@ -11,11 +11,12 @@ tables, never an error. Data only: wording lives in dpviz.summary_ddp and dpviz.
 """
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .trace import Span, Trace
+
+if TYPE_CHECKING:  # the annotation only: a DDP run's key figures and explanations never import pandas
+    import pandas as pd
 
 ALLREDUCE_COLUMNS = ["step", "rank", "bucket", "start", "end", "backward_start", "backward_end", "overlap"]
 
@@ -107,9 +108,22 @@ def per_rank_batch(trace: Trace) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def allreduce_table(trace: Trace) -> pd.DataFrame:
-    """One row per bucket all-reduce: step, rank, bucket, its start and end (seconds), its rank's backward
-    in that step, and how long the two ran at the same time (seconds)."""
+class AllReduce(NamedTuple):
+    """One bucket all-reduce: its step, rank and bucket, its start and end (seconds), its rank's backward in
+    that step (NaN when there was none), and how long the two ran at the same time (seconds)."""
+
+    step: int
+    rank: int
+    bucket: int | None
+    start: float
+    end: float
+    backward_start: float
+    backward_end: float
+    overlap: float
+
+
+def allreduces(trace: Trace) -> list[AllReduce]:
+    """Every bucket all-reduce of the run, in the trace's order."""
     backwards = {(s.batch, s.lane): s for s in trace.spans if s.phase == "backward"}
     records = []
     for span in trace.spans:
@@ -118,8 +132,15 @@ def allreduce_table(trace: Trace) -> pd.DataFrame:
         back = backwards.get((span.batch, span.lane))
         b_start, b_end = (back.start, back.end) if back else (float("nan"), float("nan"))
         overlap = max(0.0, min(span.end, b_end) - max(span.start, b_start)) if back else 0.0
-        records.append((span.batch, span.lane, span.bucket, span.start, span.end, b_start, b_end, overlap))
-    return pd.DataFrame.from_records(records, columns=ALLREDUCE_COLUMNS)
+        records.append(AllReduce(span.batch, span.lane, span.bucket, span.start, span.end, b_start, b_end, overlap))
+    return records
+
+
+def allreduce_table(trace: Trace) -> "pd.DataFrame":
+    """allreduces() as a table, one row per bucket all-reduce."""
+    import pandas as pd
+
+    return pd.DataFrame.from_records(allreduces(trace), columns=ALLREDUCE_COLUMNS)
 
 
 def under_no_sync(trace: Trace, step: int) -> bool:
