@@ -168,7 +168,7 @@ def ranks_that_fit(asked: int, choice: str) -> int:
     if asked <= most:
         return asked
     both = " for both engines" if choice == BOTH else ""
-    if most == PAGE_MOST and room >= asked:
+    if room >= PAGE_MOST:  # the page's own limit, not the server's memory
         why = f"the page shows at most {PAGE_MOST} ranks, each one a process of its own"
     else:
         why = f"this server has memory for {plural(most, 'rank')} at a time, each one a process of its own"
