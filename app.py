@@ -176,30 +176,37 @@ def ranks_that_fit(asked: int, choice: str) -> int:
     return most
 
 
-def waiting_for_room(config: RunConfig):
+def waiting_for_room(config: RunConfig, page: RunConfig):
     """Hold the server-wide budget for a run, saying while it waits how many runs are ahead; the visitor can
-    leave the queue, and one who closes the tab leaves it too. A DDP run holds its ranks (each a process); a
-    DataParallel run holds one share, as it runs in the server itself: ten visitors arriving at once would
-    otherwise grow the server by ten runs at the moment a forkserver starts beside it."""
+    leave the queue (for the page's settings `page`: both engines' runs, on the Both page), and one who
+    closes the tab leaves it too. A DDP run holds its ranks (each a process); a DataParallel run holds one
+    share, as it runs in the server itself: ten visitors arriving at once would otherwise grow the server by
+    ten runs at the moment a forkserver starts beside it."""
     box = st.empty()
-    shown = []
+    message = []
     processes = config.engine == "ddp"
     what = f"This run of {plural(config.gpus, 'rank')}" if processes else "This run"
 
     def waiting(ahead: int, held: int) -> None:
         still_here()
-        if not shown:  # once: a widget made again at every look would clash with itself
-            shown.append(st.button("Leave the queue", key="leave_queue"))
-        box.info(f"Waiting for room: {plural(ahead, 'run')} ahead of this one {'is' if ahead == 1 else 'are'} "
-                 f"using this server's memory. {what} starts as soon as there is room.")
+        if not message:  # once: a widget made again at every look would clash with itself
+            with box.container():
+                message.append(st.empty())
+                st.button("Leave the queue", key=f"leave_queue_{config.engine}", on_click=leave_queue, args=(page,))
+        message[0].info(f"Waiting for room: {plural(ahead, 'run')} {'is' if ahead == 1 else 'are'} ahead of this one, "
+                        f"running or waiting. {what} starts as soon as this server has the memory for it.")
 
     @contextlib.contextmanager
     def held():
         with BUDGET.ranks(config.gpus if processes else 1, waiting):
-            box.empty()
+            box.empty()  # the message and its button go: the run has started
             yield
 
     return held()
+
+
+def leave_queue(page: RunConfig) -> None:
+    st.session_state[LEFT_QUEUE] = page
 
 
 class Left(Exception):
@@ -264,7 +271,9 @@ def uploaded_trace() -> Trace | None:
     return st.session_state.get("upload")
 
 
-def run(config: RunConfig) -> Trace | None:
+def run(config: RunConfig, page: RunConfig | None = None) -> Trace | None:
+    """The trace of `config`, from this session's recent runs or recorded now (waiting for room first);
+    `page` is the page's own settings, which leaving the queue applies to (both runs on the Both page)."""
     config, reason = runnable(config)
     if reason:
         say(reason)
@@ -272,8 +281,6 @@ def run(config: RunConfig) -> Trace | None:
     if config in runs:
         return runs.get(config)
     processes = config.engine == "ddp"
-    if left_queue(config):
-        return None
     unit = "step" if processes else "batch"
     where = f" on {config.gpus} processes" if processes else ""
 
@@ -283,7 +290,7 @@ def run(config: RunConfig) -> Trace | None:
 
     bar = st.empty()
     try:
-        with waiting_for_room(config):
+        with waiting_for_room(config, page or config):
             bar.progress(0.0, text=f"Running {config.num_batches:,} {unit}{'s' if unit == 'step' else 'es'}{where} ...")
             trace = runs.get(config, progress)
     except Left:  # nobody is there to read what happened
@@ -296,11 +303,9 @@ def run(config: RunConfig) -> Trace | None:
     return trace
 
 
-def left_queue(config: RunConfig) -> bool:
-    """Whether the visitor left the queue for these settings (the button's rerun), offering to join again."""
-    if st.session_state.get("leave_queue"):  # the rerun the button asked for
-        st.session_state[LEFT_QUEUE] = config
-    if st.session_state.get(LEFT_QUEUE) != config:
+def left_queue(page: RunConfig) -> bool:
+    """Whether the visitor left the queue for the page's settings, offering to join again (once a page)."""
+    if st.session_state.get(LEFT_QUEUE) != page:
         return False
     st.info("You left the queue: this run has not started. Change a setting, or join the queue again.")
     st.button("Join the queue again", key="join_queue", on_click=lambda: st.session_state.pop(LEFT_QUEUE, None))
@@ -622,8 +627,10 @@ def main() -> None:
                    "remove the file to run live.")
         with DRAWING:
             show(trace)
+    elif left_queue(config):
+        return
     elif choice == BOTH:
-        dp, ddp = run(dataparallel_side(config)), run(config)
+        dp, ddp = run(dataparallel_side(config), page=config), run(config)
         if dp is not None and ddp is not None:
             with DRAWING:
                 show_both(dp, ddp)

@@ -209,8 +209,8 @@ def times_sentences(dp: Trace, ddp: Trace) -> list[str]:
                     "reload may put either ahead.")
         else:
             name = "DataParallel" if faster == "dp" else "DDP"
-            tell = (f"{name}'s slowest quarter of steps was faster than the other's fastest quarter: measurably "
-                    "faster on this machine.")
+            tell = (f"{name}'s middle half of steps lies wholly below the other's: measurably faster on this "
+                    "machine.")
         sentences.append(f"Measured time per step ({hosts}): DataParallel {where(dp, a)}, DDP {where(ddp, b)}. {tell}")
     dp_moves, ddp_moves = moves_per_step(dp), moves_per_step(ddp)
     if any(sum(m) for m in dp_moves + ddp_moves):

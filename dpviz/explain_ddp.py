@@ -227,7 +227,9 @@ def _allreduce(trace: Trace) -> str | None:
             "finished.")
     buckets: dict[tuple[int, int], set] = {}
     for r in reduces:
-        buckets.setdefault((r.step, r.rank), set()).add(r.bucket)
+        buckets.setdefault((r.step, r.rank), set())
+        if r.bucket is not None:  # as pandas' nunique, an unnamed bucket is not counted
+            buckets[(r.step, r.rank)].add(r.bucket)
     several = [key for key, found in sorted(buckets.items()) if len(found) > 1]
     if several:
         step, rank = several[0]

@@ -48,10 +48,17 @@ def _cgroup_paths() -> dict[str, str]:
     return paths
 
 
+def _folder(mount: str, root: str, path: str) -> Path:
+    """The cgroup at `path` as seen under the hierarchy mounted at `mount` (whose root is `root`); the mount
+    itself where that folder is not visible (a container's namespace shows its own cgroup as the root)."""
+    relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+    folder = Path(mount) / relative
+    return folder if relative not in (".", "") and folder.is_dir() else Path(mount)
+
+
 def _limits_along(mount: str, root: str, path: str, name: str) -> list[int]:
     """The limits in file `name` of the cgroup at `path` and its parents, as seen under `mount`."""
-    relative = path[len(root):] if path.startswith(root) else path
-    folder = Path(mount + relative) if Path(mount + relative).is_dir() else Path(mount)
+    folder = _folder(mount, root, path)
     limits = []
     while True:
         try:
@@ -94,8 +101,7 @@ def cgroup_usage_bytes() -> int | None:
             name, path = "memory.usage_in_bytes", paths["memory"]
         else:
             continue
-        relative = path[len(root):] if path.startswith(root) else path
-        folder = Path(mount + relative) if Path(mount + relative).is_dir() else Path(mount)
+        folder = _folder(mount, root, path)
         try:
             return int((folder / name).read_text())
         except (OSError, ValueError):

@@ -6,7 +6,7 @@
 
 Measured times on a CPU are the host's: threads standing in for GPUs, processes sharing the cores, a
 machine that may be busy. A single median flips between two runs of the same link, so a winner is named
-only when one engine's slowest quarter of steps is faster than the other's fastest quarter; otherwise
+only when the middle halves of the two engines' steps (first to third quartile) do not overlap; otherwise
 the page says no difference is measurable here. The modelled time is what the bytes each device moves
 would take over a named link at its peak bandwidth per direction, latency and compute left out: the same
 every time for the same settings, and labelled as modelled.

@@ -44,9 +44,9 @@ def _computing_overlap(reduces: list[AllReduce]) -> float:
         last[(r.step, r.rank)] = max(last.get((r.step, r.rank), r.start), r.start)
     total = 0.0
     for r in reduces:
-        computing_end = min(last[(r.step, r.rank)], r.backward_end)  # a NaN backward end (none) counts nothing
-        if computing_end == computing_end:
-            total += min(max(computing_end - r.start, 0.0), r.end - r.start)
+        # min() with a NaN backward end (no backward span) keeps the last launch, as pandas' clip did
+        computing_end = min(last[(r.step, r.rank)], r.backward_end)
+        total += min(max(computing_end - r.start, 0.0), r.end - r.start)
     return total
 
 

@@ -3,7 +3,8 @@
 Top: one stacked bar per device, bytes per step on average by what moves (computed from the two runs, see
 dpviz.compare): DataParallel's GPU 0 sends every chunk and model copy and takes back every output and
 gradient, while DDP's ranks each all-reduce the same share. Below: the same formulas at 2 to 16 devices
-(dpviz.traffic_model): GPU 0's load grows with every device added, a rank's stays under twice the gradients.
+(dpviz.traffic_model): GPU 0's load grows with every device added, a rank's all-reduce stays under twice the
+gradients each way.
 Drawn from plain lists: the Compare tab needs no pandas.
 """
 from __future__ import annotations

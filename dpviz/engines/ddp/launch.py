@@ -84,11 +84,14 @@ def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None
         stopped = _collect(processes, reports, results, loaded, config.num_batches, progress, timeout_s, logs)
         interrupted = False
     finally:
-        exit_codes = _end(processes, grace_s=0.0 if interrupted else END_GRACE_S)
-        reports.close()
-        reports.join_thread()
-        del store  # the rendezvous ends with the run
-        shutil.rmtree(logs, ignore_errors=True)
+        try:
+            _end(processes, grace_s=0.0 if interrupted else END_GRACE_S)
+        finally:  # whatever cut the grace short (a signal), the rest are killed and the clean-up still happens
+            exit_codes = _end(processes, grace_s=0.0)
+            reports.close()
+            reports.join_thread()
+            del store  # the rendezvous ends with the run
+            shutil.rmtree(logs, ignore_errors=True)
     for rank in range(world):
         results.setdefault(rank, {"rank": rank, "spans": [], "steps": []})
     return {"ranks": [results[r] for r in range(world)], "loaded": [loaded[r] for r in range(world)],
