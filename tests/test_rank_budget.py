@@ -119,3 +119,28 @@ def test_the_hosts_limit_is_its_cgroups_where_it_has_one_else_its_memory():
     assert host_limit_bytes() == (min(total, cgroup) if cgroup is not None else total)
     assert pss_bytes(os.getpid()) > 10**6 and pss_bytes(2**22 + 12345) == 0  # a pid no process has
     assert tree(os.getpid())[0] == os.getpid()
+
+
+def test_a_server_in_a_limited_cgroup_reads_that_limit_and_its_charge(tmp_path):
+    # The page's budget is sized from the cgroup a hosted server runs in: a child cgroup of 690 MB here,
+    # the process moved into it before Python starts (as bench/bench_budget.py --limit-mb starts the server).
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    hierarchy = Path("/sys/fs/cgroup/memory")
+    if not os.access(hierarchy, os.W_OK):
+        pytest.skip("no writable cgroup v1 memory hierarchy here to make a limited cgroup in")
+    group = hierarchy / f"dpviz-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(690 * 10**6))
+        code = ("from dpviz.host_memory import cgroup_limit_bytes, cgroup_usage_bytes, host_limit_bytes; "
+                "print(cgroup_limit_bytes(), host_limit_bytes(), cgroup_usage_bytes())")
+        out = subprocess.run(["sh", "-c", f'echo $$ > "{group}/cgroup.procs" && exec "$@"', "sh", sys.executable, "-c", code],
+                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=limit(starts=1))
+        limit_bytes, host, charged = map(int, out.stdout.split())
+        assert limit_bytes == host == int((group / "memory.limit_in_bytes").read_text())  # 690 MB, page-aligned
+        assert 0 < charged < limit_bytes
+    finally:
+        group.rmdir()
