@@ -115,3 +115,39 @@ def test_the_compare_preset_opens_both_engines_at_8_devices_with_gpu0_first():
 
     title = unwrap(json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"])
     assert "GPU 0 moves" in title and "what a DDP rank moves" in title  # the Compare tab's chart comes first
+
+
+def test_a_run_waits_for_room_held_by_another_session_then_runs(monkeypatch):
+    import threading
+    import time
+
+    from dpviz import rank_budget
+
+    monkeypatch.setattr(rank_budget.BUDGET, "_room", lambda: 4)
+    held, release = threading.Event(), threading.Event()
+
+    def other_session() -> None:  # another visitor's 4-rank run holds all the room for a while
+        with rank_budget.BUDGET.ranks(4):
+            held.set()
+            release.wait(timeout=60)
+
+    other = threading.Thread(target=other_session)
+    other.start()
+    held.wait(timeout=10)
+    threading.Timer(2.0, release.set).start()
+    began = time.monotonic()
+    app = page(engine="ddp", gpus="2", train="true")
+    other.join(timeout=10)
+    assert not app.exception and time.monotonic() - began >= 2.0  # it waited for the other run's room
+    assert len(app.get("plotly_chart")) >= 1 and "Waiting for room" not in shown_text(app)  # then ran, message gone
+    assert rank_budget.BUDGET.held == 0
+
+
+def test_leaving_the_queue_runs_nothing_until_the_visitor_joins_again():
+    app = page(engine="ddp", gpus="2")
+    config = app.session_state["link_config"]
+    app.session_state["left_queue"] = config
+    app.run()
+    assert not app.exception and "You left the queue" in shown_text(app) and not app.get("plotly_chart")
+    app.button(key="join_queue").click().run()
+    assert not app.exception and "You left the queue" not in shown_text(app) and app.get("plotly_chart")
