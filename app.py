@@ -22,7 +22,7 @@ from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, VIEWS, View
 from dpviz.rank_budget import BUDGET, PAGE_MOST
 from dpviz.presets import COMPARE_PRESETS, DDP_PRESETS, LINK_PRESETS, PRESETS, preset_of
 from dpviz.engines.run import runnable
-from dpviz.session import DRAWING, Runs, Views
+from dpviz.session import Runs, Views, drawing
 from dpviz.summary import key_figures
 from dpviz.trace import Trace
 from dpviz.trace_json import MAX_TRACE_BYTES, TraceError
@@ -625,19 +625,19 @@ def main() -> None:
         st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; the "
                    "settings in the sidebar are the ones it was recorded with, and do not run while it is shown: "
                    "remove the file to run live.")
-        with DRAWING:
+        with drawing():
             show(trace)
     elif left_queue(config):
         return
     elif choice == BOTH:
         dp, ddp = run(dataparallel_side(config), page=config), run(config)
         if dp is not None and ddp is not None:
-            with DRAWING:
+            with drawing():
                 show_both(dp, ddp)
     else:
         trace = run(config)
         if trace is not None:
-            with DRAWING:
+            with drawing():
                 show(trace)
 
 

@@ -5,8 +5,11 @@ sees another's runs or uploads, and memory is bounded per session.
 """
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 from collections import OrderedDict
+from typing import Iterator
 
 from .config import RunConfig
 from .engines.base import Progress
@@ -14,12 +17,27 @@ from .engines.run import record, resolve
 from .trace import Trace
 
 
-# Drawing a page, for every session of the server, one at a time. plotly, turning a figure into JSON, asks
-# sys.modules whether pandas is loaded and uses it if so; while one session's thread imports pandas (the
-# first Split or Timeline the server draws), another's would find it half-loaded and fail ("partially
-# initialized module 'pandas' has no attribute 'Series"), as ten visitors at once did. Drawing is Python
-# under the interpreter lock, so taking turns costs next to nothing; runs themselves do not wait for it.
+# plotly, turning a figure into JSON, asks sys.modules whether pandas is loaded and uses it if so; while one
+# session's thread imports pandas (the first Split or Timeline the server draws), another's would find it
+# half-loaded and fail ("partially initialized module 'pandas' has no attribute 'Series'"), as ten visitors
+# at once did. Until pandas is whole, pages draw one at a time; after that (nothing imports it again) they
+# draw side by side as before. Runs never wait for it.
 DRAWING = threading.RLock()
+
+
+def _whole(name: str) -> bool:
+    module = sys.modules.get(name)
+    return module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False)
+
+
+@contextlib.contextmanager
+def drawing() -> Iterator[None]:
+    """Draw a page: alone while pandas may still be half-imported by another session, freely after."""
+    if _whole("pandas"):
+        yield
+        return
+    with DRAWING:
+        yield
 
 
 class Runs:

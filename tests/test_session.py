@@ -70,3 +70,33 @@ def test_heavy_runs_are_not_kept_side_by_side(monkeypatch):
     assert RunConfig(gpus=2) in runs and RunConfig(gpus=3) in runs
     runs.get(RunConfig(gpus=16, data_size=300, batch_size=30))  # 10 batches x 22 spans: heavy
     assert RunConfig(gpus=2) not in runs and RunConfig(gpus=3) not in runs
+
+
+def test_pages_draw_one_at_a_time_only_while_pandas_may_be_half_imported(monkeypatch):
+    import sys
+    import threading
+    import types
+
+    from dpviz import session
+
+    def others_can_draw() -> bool:  # whether another session's thread gets the lock while this one draws
+        got = []
+
+        def other() -> None:
+            got.append(session.DRAWING.acquire(timeout=0.2))
+            if got[0]:
+                session.DRAWING.release()
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        return got[0]
+
+    half = types.ModuleType("pandas")
+    half.__spec__ = types.SimpleNamespace(_initializing=True)  # what importlib shows while it runs pandas
+    monkeypatch.setitem(sys.modules, "pandas", half)
+    with session.drawing():
+        assert not others_can_draw()
+    half.__spec__._initializing = False  # pandas whole: no one imports it again
+    with session.drawing():
+        assert others_can_draw()
