@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 from dpviz import config as config_module  # noqa: E402
+from dpviz.host_memory import tree as _tree  # noqa: E402  root and every process below it
 from dpviz.config import MAX_BATCHES, MAX_DATASET_ELEMENTS, RunConfig  # noqa: E402
 
 CHROMIUM = os.environ.get("DPVIZ_CHROMIUM", "/usr/bin/chromium")
@@ -88,26 +89,6 @@ if "train" in {f.name for f in dataclasses.fields(RunConfig)}:
 def page_has_control(name: str) -> bool:
     """Whether app.py has a widget keyed `name` (a setting the page can't set is no configuration of it)."""
     return f'key="{name}"' in (ROOT / "app.py").read_text()
-
-
-def _tree(root: int) -> list[int]:
-    """`root` and all its descendants, from the parent ids in /proc/<pid>/stat."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # the process ended while we looked
-        children.setdefault(ppid, []).append(int(entry))
-    pids, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        pids.append(pid)
-        todo.extend(children.get(pid, []))
-    return pids
 
 
 def tree_rss(root: int) -> int:

@@ -1,9 +1,10 @@
 """The process table, read from /proc: what a test needs to check that every process a run started has ended."""
 from __future__ import annotations
 
-import os
 import signal
 import time
+
+from dpviz.host_memory import tree
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -29,20 +30,7 @@ def running(process: tuple[int, int]) -> bool:
 
 def descendants(pid: int) -> set[tuple[int, int]]:
     """Every process below `pid` in the process tree now, as identities."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _stat(int(entry))
-            if fields is not None:
-                children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            process = identity(child)
-            if process is not None:
-                found.add(process)
-            todo.append(child)
-    return found
+    return {process for process in map(identity, tree(pid)[1:]) if process is not None}
 
 
 def command_line(pid: int) -> str:
