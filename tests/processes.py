@@ -65,6 +65,8 @@ def wait_for(condition, deadline: float, every: float = 0.01, seen: set | None =
         if seen is not None and root is not None:
             seen |= descendants(root)
         if condition():
+            if seen is not None and root is not None:  # what the condition saw may have started after the look above
+                seen |= descendants(root)
             return True
         time.sleep(every)
     return False
