@@ -13,16 +13,15 @@ import math
 
 from .catalogue import INPUT_SPECS, MODEL_SPECS, row_elements, row_text
 from .echo import cut, echo
-from .engines import ENGINES as ENGINE_NAMES
-from .engines.ddp.sharding import plan as ddp_plan
+from .engines import ENGINES as ENGINE_SPECS, options as engine_options
 
 BACKENDS = ("auto", "cuda", "simulated", "cpu")  # the kind of device: resolved once; cpu is simulated for dp, gloo for ddp
-ENGINES = tuple(ENGINE_NAMES)  # what runs the model over the lanes: dpviz.engines
+ENGINE_NAMES = tuple(ENGINE_SPECS)  # what runs the model over the lanes: dpviz.engines
 # The model each replica runs and how a batch is handed to it: dpviz.catalogue's registries.
 MODELS = tuple(MODEL_SPECS)
 INPUTS = tuple(INPUT_SPECS)
 RNN_MODELS = tuple(name for name, spec in MODEL_SPECS.items() if spec.recurrent)
-CHOICES = {"engine": ENGINES, "backend": BACKENDS, "model": MODELS, "inputs": INPUTS}
+CHOICES = {"engine": ENGINE_NAMES, "backend": BACKENDS, "model": MODELS, "inputs": INPUTS}
 
 # (minimum, maximum) for every integer setting. The bounds keep a run small enough for a hosted
 # page with 690 MB of memory while covering real use: a million rows, sixteen devices.
@@ -40,9 +39,9 @@ LIMITS: dict[str, tuple[int, int]] = {
 # Settings that take a fraction, or None for the engine's own default: DDP's bucket size cap in MiB
 # (torch converts it with int(mb * 2**20), so 0.0001 is 104 bytes: small enough to split a tiny model).
 FLOAT_LIMITS: dict[str, tuple[float, float]] = {"bucket_cap_mb": (0.0001, 1024.0)}
-# Settings only DistributedDataParallel reads, with the value that means "not set".
-DDP_ONLY = {"bucket_cap_mb": None, "accumulate": 1, "batch_per_process": False, "drop_last": False, "epochs": 1,
-            "set_epoch": True, "find_unused": False, "uneven": False, "join": False, "timeout_s": 30}
+# Settings only one engine reads (DistributedDataParallel's), with the value that means "not set": each engine
+# declares its own (dpviz.engines.spec.Option).
+ENGINE_OPTIONS = engine_options()
 FLAGS = ("shuffle", "train", "batch_per_process", "drop_last", "set_epoch", "find_unused", "uneven", "join")
 # One DataParallel call (a thread per replica) per batch: beyond this a run takes minutes and its
 # trace outgrows a small hosted machine, so ask for a bigger batch. Training adds a backward pass and
@@ -108,22 +107,15 @@ class RunConfig:
             )
 
     def _check_engine_options(self) -> None:
-        if self.engine != "ddp":
-            for name, unset in DDP_ONLY.items():
-                if getattr(self, name) != unset:
-                    raise ConfigError(f"{name} is a DistributedDataParallel option, so it needs engine ddp, "
-                                      f"got engine {self.engine!r}.")
-            return
-        spec = INPUT_SPECS[self.inputs]
-        if spec.dataparallel_only:
-            raise ConfigError(f"inputs {self.inputs} shows a DataParallel pitfall ({spec.dataparallel_only}); "
-                              "DistributedDataParallel hands each rank its own batch, so use it with engine dp.")
-        if self.uneven and (self.shuffle or self.drop_last):
-            raise ConfigError("uneven splits the rows by hand into contiguous shards, in order, so it needs "
-                              "shuffle and drop_last off.")
-        if self.accumulate > 1 and not self.train:
-            raise ConfigError(f"accumulate {self.accumulate} sums gradients over {self.accumulate} steps "
-                              "before one all-reduce, so it needs train.")
+        engine = ENGINE_SPECS[self.engine]
+        for name, unset in ENGINE_OPTIONS.items():  # another engine's options stay unset
+            if name not in engine.unset and getattr(self, name) != unset:
+                owner = next(e for e in ENGINE_SPECS.values() if name in e.unset)
+                raise ConfigError(f"{name} is a {owner.label} option, so it needs engine {owner.name}, "
+                                  f"got engine {self.engine!r}.")
+        problem = engine.part("config_problem")(self) if engine.has("config_problem") else None
+        if problem:
+            raise ConfigError(problem)
 
     @property
     def dim(self) -> int:
@@ -145,10 +137,7 @@ class RunConfig:
     @property
     def num_batches(self) -> int:
         """Batches of the run: DataParallel's DataLoader batches, or DDP's steps (every rank has as many)."""
-        if self.engine == "ddp":
-            return len(ddp_plan(self.data_size, self.batch_size, self.gpus, batch_per_process=self.batch_per_process,
-                                drop_last=self.drop_last, uneven=self.uneven, epochs=self.epochs))
-        return -(-self.data_size // self.batch_size)
+        return ENGINE_SPECS[self.engine].part("batches")(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

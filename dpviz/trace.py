@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import Any
 
 from .config import RunConfig
-from .engines import vocabulary as vocabulary_of
+from .engines import ENGINES, EngineSpec, vocabulary as vocabulary_of
 from .vocabulary import Vocabulary
 
 SCHEMA_VERSION = 3  # 2 added the model, input form, arguments, failure, warnings and facts; 3 the engine
@@ -158,6 +158,11 @@ class Trace:
     def vocabulary(self) -> Vocabulary:
         """The recording engine's words: phases, memory kinds, lane names. Every reader takes them from here."""
         return vocabulary_of(self.engine)
+
+    @property
+    def spec(self) -> EngineSpec:
+        """What the recording engine declares: its labels, its unit of work and the parts that read its traces."""
+        return ENGINES[self.engine]
 
     @property
     def simulated(self) -> bool:

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from .config import MAX_BATCHES, ConfigError, RunConfig
-from .engines import ENGINES, vocabulary as vocabulary_of
+from .engines import ENGINES, FIRST, vocabulary as vocabulary_of
 from .trace import SCHEMA_VERSION, ArgumentSample, Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
 from .trace_check import check
 from .vocabulary import Vocabulary
@@ -34,7 +34,6 @@ ARGUMENT_FIELDS = [f.name for f in dataclasses.fields(ArgumentSample)]
 ARGUMENT_MODES = ("split", "shared", "copied")
 # Version 1 predates models, input forms and failures; version 2 names no engine (it is DataParallel's).
 READABLE_VERSIONS = (1, 2, SCHEMA_VERSION)
-LOSS_KEYS = ["batch", "chunk_rows", "gathered", "whole"]
 
 
 def to_dict(trace: Trace) -> dict[str, Any]:
@@ -133,7 +132,7 @@ def _config(values: Any) -> RunConfig:
 def _engine(data: dict[str, Any]) -> str:
     """The engine that recorded the file (DataParallel before version 3), whose vocabulary this dpviz knows."""
     if data["version"] < 3:
-        return "dp"
+        return FIRST
     name = choice_of(data["engine"], "engine", tuple(ENGINES))
     vocabulary = vocabulary_of(name)
     for key, known in (("phases", vocabulary.names), ("memory_kinds", vocabulary.memory_names)):
@@ -218,45 +217,18 @@ def _arguments(data: dict[str, Any]) -> list[ArgumentSample]:
 
 
 def _facts(facts: Any) -> dict[str, Any]:
-    """Model-specific findings, rebuilt from the checked values only."""
+    """The engines' own findings, rebuilt from the checked values only: each engine reads the keys it declares."""
     mapping(facts, "facts")
-    unknown = sorted(str(key) for key in set(facts) - {"state", "losses", "ddp", "threads"})
+    known = [key for spec in ENGINES.values() for key in spec.facts]
+    unknown = sorted(str(key) for key in set(facts) - set(known))
     if unknown:
-        raise TraceError(f"facts holds {shown(unknown[0])}; only 'state', 'losses', 'ddp' and 'threads' are known.")
+        listed = ", ".join(repr(key) for key in known[:-1]) + f" and {known[-1]!r}"
+        raise TraceError(f"facts holds {shown(unknown[0])}; only {listed} are known.")
     out: dict[str, Any] = {}
-    if "threads" in facts:  # simulated DataParallel: replica threads reused from call to call
-        out["threads"] = choice_of(facts["threads"], "facts threads", ("reused",))
-    if "ddp" in facts:  # what DistributedDataParallel's reducer and the launcher reported
-        from .engines.ddp.facts import read_facts
-
-        out["ddp"] = read_facts(facts["ddp"])
-    if "state" in facts:
-        state = mapping(facts["state"], "facts state")
-        if state and sorted(state) != ["calls", "rows_seen"]:
-            raise TraceError(f"facts state should hold 'calls' and 'rows_seen', got {shown(sorted(map(str, state))[0])}.")
-        out["state"] = {}
-        for name, pair in state.items():
-            if len(wholes(pair, f"facts state {name!r}", 0, MAX_ROWS)) != 2:
-                raise TraceError(f"facts state {name!r} should be [after the run, one device], got {shown(pair)}.")
-            out["state"][name] = list(pair)
-    if "losses" in facts:
-        out["losses"] = [_loss(loss) for loss in sequence(facts["losses"], "facts losses", MAX_LOSS_SAMPLES)]
+    for spec in ENGINES.values():
+        if any(key in facts for key in spec.facts):
+            out.update(spec.part("facts")(facts))
     return out
-
-
-def _loss(loss: Any) -> dict[str, Any]:
-    """One loss sample: the gathered per-replica losses, their chunks' rows and the whole batch's loss."""
-    mapping(loss, "a loss sample")
-    if sorted(map(str, loss)) != LOSS_KEYS:
-        raise TraceError(f"a loss sample should hold {', '.join(LOSS_KEYS)}, got {shown(sorted(map(str, loss)))}.")
-    gathered = sequence(loss["gathered"], "gathered losses", MAX_DEVICES)
-    for value in gathered:
-        number(value, "a gathered loss", -MAX_LOSS, MAX_LOSS)
-    rows = wholes(loss["chunk_rows"], "loss chunk_rows", 0, MAX_ROWS)
-    if not gathered or len(rows) != len(gathered):
-        raise TraceError("a loss sample needs one gathered loss per chunk, and at least one.")
-    return {"batch": whole(loss["batch"], "loss batch", 0, MAX_BATCHES - 1), "gathered": list(gathered),
-            "chunk_rows": list(rows), "whole": number(loss["whole"], "the whole-batch loss", -MAX_LOSS, MAX_LOSS)}
 
 
 def _rows(data: dict[str, Any], key: str, fields_key: str, fields: list[str], what: str, most: int) -> list[list]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .config import (
-    DDP_ONLY, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, RNN_MODELS, ConfigError, RunConfig, check_setting, parse_setting,
+    ENGINE_OPTIONS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, RNN_MODELS, ConfigError, RunConfig, check_setting, parse_setting,
     row_elements,
 )
-from .catalogue import INPUT_SPECS
 from .echo import echo
+from .engines import ENGINES
 from .presets import COMPARE_PRESETS, LINK_PRESETS
 
 DEFAULTS = RunConfig()
@@ -29,8 +29,9 @@ BOTH = "both"  # engine=both: the same settings run under DataParallel and DDP, 
 def to_query(config: RunConfig, both: bool = False) -> dict[str, str]:
     """The query parameters for `config` (booleans as true/false); engine=both when both engines run it."""
     values = config.to_dict()
-    # DistributedDataParallel's settings only in a DDP run's link: a DataParallel link stays as short as before.
-    names = [name for name in PARAMS if config.engine == "ddp" or name not in DDP_ONLY]
+    # An engine's own settings only in its runs' links: a DataParallel link stays as short as before.
+    own = ENGINES[config.engine].unset
+    names = [name for name in PARAMS if name in own or name not in ENGINE_OPTIONS]
     query = {name: str(values[name]).lower() if isinstance(values[name], bool) else str(values[name]) for name in names}
     if both:
         query["engine"] = BOTH
@@ -122,16 +123,12 @@ def settle(values: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
 
 
 def _fallback(merged: dict[str, Any]) -> dict[str, Any]:
-    """The smallest change that makes DDP's settings fit the rest."""
-    if merged["engine"] != "ddp":
-        return dict(DDP_ONLY)
-    changes: dict[str, Any] = {}
-    if INPUT_SPECS[merged["inputs"]].dataparallel_only:
-        changes["inputs"] = "tensor"
-    if merged["uneven"]:
-        changes.update(shuffle=False, drop_last=False)
-    if merged["accumulate"] > 1 and not merged["train"]:
-        changes["accumulate"] = 1
+    """The smallest change that makes an engine's settings fit the rest: other engines' options unset, and its
+    own rules' change."""
+    engine = ENGINES[merged["engine"]]
+    changes = {name: unset for name, unset in ENGINE_OPTIONS.items() if name not in engine.unset}
+    if engine.has("fit"):
+        changes.update(engine.part("fit")(merged))
     return changes
 
 

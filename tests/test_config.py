@@ -1,7 +1,7 @@
 """RunConfig validates every setting once, with one sentence naming the value and the range."""
 import pytest
 
-from dpviz.config import DDP_ONLY, LIMITS, MAX_BATCHES, ConfigError, RunConfig, parse_setting
+from dpviz.config import ENGINE_OPTIONS as DDP_ONLY, LIMITS, MAX_BATCHES, ConfigError, RunConfig, parse_setting
 
 
 def test_defaults_are_the_tutorials():

@@ -1,7 +1,7 @@
 """Links reproduce settings; bad links give a sentence each and fall back to valid values."""
 import pytest
 
-from dpviz.config import DDP_ONLY, MAX_BATCHES, RunConfig
+from dpviz.config import ENGINE_OPTIONS as DDP_ONLY, MAX_BATCHES, RunConfig
 from dpviz.url_state import from_query, settle, to_query
 
 

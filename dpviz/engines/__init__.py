@@ -1,33 +1,52 @@
-"""The engines dpviz can run, by the name a config, a link and the command line use.
+"""The engines dpviz can run, by the name a config, a link and the command line use: the one table that
+everything outside an engine's package looks an engine up in.
 
-    vocabulary("dp")           # DataParallel's phases and memory kinds: no torch, for readers
-    engine("dp").record(cfg)   # the recording side, imported only when a run is asked for
+    ENGINES["ddp"].label               # 'DistributedDataParallel': what differs is declared in its spec
+    ENGINES["ddp"].part("summary")     # one of its parts (a reader, its check, its options' rules)
+    vocabulary("dp")                   # DataParallel's phases and memory kinds: no torch, for readers
+    engine("dp").record(cfg)           # the recording side, imported only when a run is asked for
 
-Adding an engine is one entry here and its package beside dp/ (vocabulary.py and engine.py).
+Adding an engine is one entry here and its package beside dp/: a spec.py (dpviz.engines.spec.EngineSpec),
+a vocabulary.py, an engine.py with `resolve`, `record` and `check`, and the readers its spec names.
 """
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from .ddp.spec import SPEC as _DDP
+from .dp.spec import SPEC as _DP
+from .spec import EngineSpec, Option
 
 if TYPE_CHECKING:
     from ..vocabulary import Vocabulary
     from .base import Engine
 
-ENGINES = {"dp": "nn.DataParallel", "ddp": "DistributedDataParallel"}  # name -> what it runs
+ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (_DP, _DDP)}  # the first: traces before schema 3
+FIRST = next(iter(ENGINES))  # what recorded a trace that names no engine (schema 1 and 2)
+
+
+def spec(name: str) -> EngineSpec:
+    """Engine `name`'s spec; ValueError (one sentence) for a name no engine has."""
+    if name not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}")
+    return ENGINES[name]
 
 
 def vocabulary(name: str) -> "Vocabulary":
     """The vocabulary of engine `name`: what its traces are drawn and explained with."""
-    return import_module(f"{__name__}.{_known(name)}.vocabulary").VOCABULARY
+    return spec(name).part("vocabulary")
 
 
 def engine(name: str) -> "Engine":
     """Engine `name` itself, importing its recording side (torch) now."""
-    return import_module(f"{__name__}.{_known(name)}.engine").ENGINE
+    return spec(name).part("engine")
 
 
-def _known(name: str) -> str:
-    if name not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}")
-    return name
+def options() -> dict[str, object]:
+    """Every engine's own options at their unset values: what a config of another engine holds for them."""
+    return {name: value for each in ENGINES.values() for name, value in each.unset.items()}
+
+
+def option_owner(name: str) -> EngineSpec | None:
+    """The engine whose option setting `name` is; None for a setting every engine reads."""
+    return next((each for each in ENGINES.values() if name in each.unset), None)

@@ -19,6 +19,11 @@ STARTUP = ("ddp", "init", "start")  # seconds: process start, joining the group,
 MAX_PARAMETERS = 256  # parameter tensors in one bucket: dpviz's models have a few dozen
 
 
+def read_trace_facts(facts: Any) -> dict[str, Any]:
+    """DDP's key of a loaded trace's facts, checked."""
+    return {"ddp": read_facts(facts["ddp"])}
+
+
 def read_facts(value: Any) -> dict[str, Any]:
     facts = mapping(value, "facts ddp")
     if sorted(map(str, facts)) != sorted(KEYS):
