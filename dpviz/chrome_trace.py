@@ -26,9 +26,11 @@ def _tid(lane: int | None) -> int:
 
 def _events(trace: Trace) -> Iterator[dict[str, Any]]:
     """The trace's events one at a time: metadata naming the tracks, then one complete event per span."""
-    if trace.engine == "ddp":
-        yield from _ddp_events(trace)
-        return
+    yield from trace.spec.part("chrome_events")(trace)
+
+
+def dp_events(trace: Trace) -> Iterator[dict[str, Any]]:
+    """DataParallel: one process, a track for the host thread and one per device."""
     kind = "simulated devices" if trace.simulated else "CUDA"
     yield {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": f"{trace.vocabulary.title} ({kind})"}}
     yield {"ph": "M", "name": "thread_name", "pid": 0, "tid": HOST_TID,
@@ -51,7 +53,7 @@ def _events(trace: Trace) -> Iterator[dict[str, Any]]:
         }
 
 
-def _ddp_events(trace: Trace) -> Iterator[dict[str, Any]]:
+def ddp_events(trace: Trace) -> Iterator[dict[str, Any]]:
     """A DDP trace's events: per rank a process, its compute track and its all-reduce tracks."""
     from .tables_ddp import bucket_layouts  # here: it imports pandas, which a DataParallel export never needs
 

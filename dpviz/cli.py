@@ -24,12 +24,12 @@ from typing import Callable, NoReturn, Sequence
 from . import chrome_trace, trace_json
 from .catalogue import INPUT_SPECS, MODEL_SPECS
 from .config import (
-    BACKENDS, ENGINES, FLOAT_LIMITS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS,
-    ConfigError, RunConfig, parse_setting,
+    BACKENDS, ENGINE_NAMES, FLOAT_LIMITS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS,
+    ConfigError, ENGINE_OPTIONS, RunConfig, parse_setting,
 )
 from .echo import MESSAGE_LIMIT, cut
 from .presets import ALL_PRESETS, DDP_PRESETS, PRESETS
-from .engines import ENGINES as ENGINE_NAMES
+from .engines import ENGINES, Option, option_owner
 from .engines.ddp import torchrun as _torchrun
 from .engines.ddp.torchrun import under_torchrun
 from .engines.run import record, resolve
@@ -63,9 +63,9 @@ def _setting(name: str) -> Callable[[str], object]:
     return parse
 
 
-def _limits(name: str) -> str:
+def _limits(name: str, default: object = None) -> str:
     low, high = LIMITS[name]
-    return f"{low:,} to {high:,}; default {getattr(DEFAULTS, name)}"
+    return f"{low:,} to {high:,}; default {getattr(DEFAULTS, name) if default is None else default}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,14 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at "
         "least --gpus GPUs and --gpus >= 2. With --engine ddp: cuda runs NCCL with one process per GPU, cpu (or "
         "simulated) runs gloo on processes on the CPU, auto takes cuda when there is a GPU per rank")
-    add("--engine", type=_setting("engine"), choices=ENGINES, default=DEFAULTS.engine,
-        help="what spreads the batch over the devices: " + "; ".join(f"{name}, {what}" for name, what in ENGINE_NAMES.items()))
-    add("--bucket-cap-mb", type=_setting("bucket_cap_mb"), default=DEFAULTS.bucket_cap_mb, metavar="MIB",
-        help=f"--engine ddp only: DDP's gradient bucket cap in MiB ({_float_limits('bucket_cap_mb')}, or none for "
-        "DDP's default of 25); a small cap splits the gradients into several all-reduced buckets")
-    add("--accumulate", type=_setting("accumulate"), default=DEFAULTS.accumulate, metavar="N",
-        help=f"--engine ddp with --train only: all-reduce every N steps; the steps between run under no_sync and "
-        f"add up their gradients ({_limits('accumulate')})")
+    add("--engine", type=_setting("engine"), choices=ENGINE_NAMES, default=DEFAULTS.engine,
+        help="what spreads the batch over the devices: " + "; ".join(f"{name}, {spec.runs}" for name, spec in ENGINES.items()))
+    for spec in ENGINES.values():  # each engine's own options, as it declares them
+        for option in spec.options:
+            _add_option(add, spec.name, option)
     add("--model", type=_setting("model"), choices=MODELS, default=DEFAULTS.model,
         help="what each replica runs (default linear, the tutorial's)")
     add("--inputs", type=_setting("inputs"), choices=INPUTS, default=DEFAULTS.inputs,
@@ -124,6 +121,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a Chrome Trace Event file for Perfetto / chrome://tracing (under DDP: one process per rank, "
         "its bucket all-reduces on a track beside its compute)")
     return parser
+
+
+def _add_option(add: Callable[..., object], engine: str, option: Option) -> None:
+    """An engine's option as a flag: a toggle that is on unless given (--no-set-epoch) or off unless given
+    (--join), or a value with its limits."""
+    words = f"--engine {engine} only: {option.help[:1].lower()}{option.help[1:].rstrip('.')}"
+    if option.kind == "flag":
+        add(_flag(option.name), dest=option.name, action="store_false" if option.unset else "store_true", help=words)
+    elif option.kind == "mib":
+        add(_flag(option.name), type=_setting(option.name), default=option.unset, metavar="MIB",
+            help=f"{words} ({_float_limits(option.name)} MiB, or none for the default)")
+    else:
+        add(_flag(option.name), type=_setting(option.name), default=option.unset, metavar="N",
+            help=f"{words} ({_limits(option.name, option.unset)})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -156,26 +167,31 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
         input_size=args.input_size, output_size=args.output_size, batch_size=args.batch_size,
         data_size=args.data_size, gpus=args.gpus, shuffle=not args.no_shuffle, seed=args.seed, backend=args.backend,
         train=args.train, model=args.model, inputs=args.inputs, engine=args.engine,
-        bucket_cap_mb=args.bucket_cap_mb, accumulate=args.accumulate,
+        **{name: getattr(args, name) for name in ENGINE_OPTIONS},
     )
     if args.preset:  # the preset's settings, except where an option was given on the command line
         preset = ALL_PRESETS[args.preset]
         values = {**values, **{k: v for k, v in preset.config.to_dict().items() if not _given(argv, k)}}
-        if args.preset in PRESETS and values["engine"] == "ddp":
-            parser.error(f"--preset {args.preset} shows a DataParallel pitfall, so it runs with engine dp, not ddp; "
-                         f"DistributedDataParallel's are {', '.join(DDP_PRESETS)}.")
-    if values["engine"] != "ddp":
-        for name in ("bucket_cap_mb", "accumulate"):
-            if _given(argv, name):
-                parser.error(f"{_flag(name)} is a DistributedDataParallel option, so it needs --engine ddp, "
-                             f"got engine {values['engine']!r}.")
+        own = ENGINES[preset.config.engine]
+        if values["engine"] != own.name:
+            others = [name for name, p in ALL_PRESETS.items() if p.config.engine == values["engine"]]
+            parser.error(f"--preset {args.preset} shows a {own.label} pitfall, so it runs with engine {own.name}, "
+                         f"not {values['engine']}; {ENGINES[values['engine']].label}'s are {', '.join(others)}.")
+    engine = ENGINES[values["engine"]]
+    for name in ENGINE_OPTIONS:
+        owner = option_owner(name)
+        if name not in engine.unset and _given(argv, name):
+            parser.error(f"{_flag(name)} is a {owner.label} option, so it needs --engine {owner.name}, "
+                         f"got engine {values['engine']!r}.")
     ranked = under_torchrun()
     try:
         config = RunConfig(**values)
         if ranked:  # this process is one rank of torchrun's world; the world says how many
-            if config.engine != "ddp":
+            if not ENGINES[config.engine].processes:
+                ranked_engines = " or ".join(f"--engine {name}" for name, spec in ENGINES.items() if spec.processes)
                 raise ConfigError(f"torchrun started this process as one of {_torchrun.world_size()} ranks, but "
-                                  "DataParallel runs in one process; use --engine ddp, or run without torchrun.")
+                                  f"{ENGINES[config.engine].label} runs in one process; use {ranked_engines}, or run "
+                                  "without torchrun.")
             config = _torchrun.resolve(_torchrun.check_world(config, _given(argv, "gpus")))
         else:
             resolve(config)  # a device kind this machine lacks is a bad option too, said before the run
@@ -206,8 +222,11 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
     for path, dump in outputs.items():
         atomic_write(path, dump(trace))
         written.append(path)
-    if trace.engine == "ddp":
-        return _ddp_outcome(trace, config, ranked)
+    return trace.spec.part("outcome")(trace, config, ranked)
+
+
+def dp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
+    """The DataParallel run's last line on stderr, and the exit status."""
     kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
     batches = len(trace.batches)
     if trace.failure is not None:
@@ -219,7 +238,7 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
     return 0
 
 
-def _ddp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
+def ddp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
     """The DDP run's last line on stderr, and the exit status: ranks are processes, never called GPUs
     unless each has one."""
     ranks = len(trace.lanes)
@@ -244,7 +263,9 @@ def _one_line(message: str) -> str:
 
 
 def _flag(name: str) -> str:
-    return "--no-shuffle" if name == "shuffle" else "--" + name.replace("_", "-")
+    """The flag of setting `name`: --no-NAME for a toggle that is on unless given (shuffle, set_epoch)."""
+    on = name == "shuffle" or (option_owner(name) is not None and option_owner(name).unset[name] is True)
+    return ("--no-" if on else "--") + name.replace("_", "-")
 
 
 def _float_limits(name: str) -> str:

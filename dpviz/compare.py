@@ -15,6 +15,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from .engines import ENGINES
 from .step_times import LINKS, measured, modelled, step_seconds, verdict  # noqa: F401  step_seconds named here too
 from .trace import Trace
 from .wording import human_bytes
@@ -45,19 +46,26 @@ def _ledger(trace: Trace, lane: int, *categories: str) -> int | None:
 
 def model_bytes(trace: Trace) -> tuple[int | None, int | None]:
     """(parameters and buffers, gradients) of the model, from the trace's computed memory ledger."""
-    if trace.engine == "ddp":
-        buckets = trace.facts.get("ddp", {}).get("buckets", [])
-        grads = sum(b["bytes"] for b in buckets[0]["buckets"]) if buckets else _ledger(trace, 0, "gradient buckets")
-        return _ledger(trace, 0, "parameters"), grads
+    return trace.spec.part("model_bytes")(trace)
+
+
+def dp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
     return _ledger(trace, 0, "parameters"), _ledger(trace, 0, "gradients")
 
 
+def ddp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
+    """DDP's gradients are what its buckets hold (the ledger's buckets when the reducer reported none)."""
+    buckets = trace.facts.get("ddp", {}).get("buckets", [])
+    grads = sum(b["bytes"] for b in buckets[0]["buckets"]) if buckets else _ledger(trace, 0, "gradient buckets")
+    return _ledger(trace, 0, "parameters"), grads
+
+
 def traffic(trace: Trace) -> list[Move]:
-    """Every device's traffic, step by step (DataParallel's batches are its steps)."""
-    return _ddp_traffic(trace) if trace.engine == "ddp" else _dp_traffic(trace)
+    """Every device's traffic, step by step (DataParallel's batches are its steps), as its engine moves it."""
+    return trace.spec.part("traffic")(trace)
 
 
-def _dp_traffic(trace: Trace) -> list[Move]:
+def dp_traffic(trace: Trace) -> list[Move]:
     params, grads = model_bytes(trace)
     out = trace.output_device
     moves = []
@@ -83,7 +91,7 @@ def _dp_traffic(trace: Trace) -> list[Move]:
     return moves
 
 
-def _ddp_traffic(trace: Trace) -> list[Move]:
+def ddp_traffic(trace: Trace) -> list[Move]:
     """A ring all-reduce sends and receives 2(K-1)/K of the gradient bytes on every rank; rank 0's
     buffers go to every other rank before each forward that broadcasts them."""
     params, grads = model_bytes(trace)
@@ -208,7 +216,7 @@ def times_sentences(dp: Trace, ddp: Trace) -> list[str]:
             tell = ("The two spreads overlap, so on this machine no difference between them is measurable: a "
                     "reload may put either ahead.")
         else:
-            name = "DataParallel" if faster == "dp" else "DDP"
+            name = ENGINES[faster].short
             tell = (f"{name}'s middle half of steps lies wholly below the other's: measurably faster on this "
                     "machine.")
         sentences.append(f"Measured time per step ({hosts}): DataParallel {where(dp, a)}, DDP {where(ddp, b)}. {tell}")

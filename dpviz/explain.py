@@ -327,11 +327,13 @@ def _single_rows(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
 
 
 def explain(trace: Trace) -> list[str]:
-    """Short markdown paragraphs explaining what this run did and why, with its own numbers."""
-    if trace.engine == "ddp":  # ranks, strided shards, buckets and all-reduce: DataParallel's words do not apply
-        from .explain_ddp import explain_ddp  # its tables are pandas', which a DataParallel run never needs
+    """Short markdown paragraphs explaining what this run did and why, with its own numbers, in its engine's
+    words (DDP's ranks, strided shards, buckets and all-reduce are not DataParallel's)."""
+    return trace.spec.part("explain")(trace)
 
-        return explain_ddp(trace)
+
+def explain_dp(trace: Trace) -> list[str]:
+    """A DataParallel run, finding by finding."""
     chunks = chunks_per_batch(trace)
     paragraphs = [
         _devices(trace),

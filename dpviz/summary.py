@@ -87,12 +87,21 @@ def _short_ms(seconds: float) -> str:
 
 
 def key_figures(trace: Trace) -> dict[str, str]:
-    """Six headline figures, label -> short value, for a row of metrics beside the views; a seventh,
-    device 0's memory peak against any other device's, when the trace has memory samples."""
-    if trace.engine == "ddp":  # ranks, rows per rank, buckets: no chunks, no replicas, no output device
-        from .summary_ddp import key_figures_ddp  # its tables are pandas', which a DataParallel run never needs
+    """The headline figures of a run, label -> short value, for a row of metrics beside the views: each
+    engine's own (DDP's ranks, rows per rank and buckets have no chunks, replicas or output device)."""
+    return trace.spec.part("summary")(trace)
 
-        return key_figures_ddp(trace)
+
+def summary_table(trace: Trace) -> pd.DataFrame:
+    """The key figures as rows of (key figure, value) text, ready for a table (a DataFrame)."""
+    import pandas as pd
+
+    return pd.DataFrame(trace.spec.part("summary_rows")(trace), columns=["key figure", "value"])
+
+
+def key_figures_dp(trace: Trace) -> dict[str, str]:
+    """Six headline figures of a DataParallel run; a seventh, device 0's memory peak against any other
+    device's, when the trace has memory samples."""
     s = summarize(trace)
     vocabulary = trace.vocabulary
     # The engine's own time: its host phases (DataParallel's scatter, replicate, apply and gather).
@@ -121,14 +130,8 @@ def key_figures(trace: Trace) -> dict[str, str]:
     return figures
 
 
-def summary_table(trace: Trace) -> pd.DataFrame:
-    """The key figures as rows of (key figure, value) text, ready for a table (a DataFrame)."""
-    import pandas as pd
-
-    if trace.engine == "ddp":
-        from .summary_ddp import summary_rows_ddp
-
-        return pd.DataFrame(summary_rows_ddp(trace), columns=["key figure", "value"])
+def summary_rows_dp(trace: Trace) -> list[tuple[str, str]]:
+    """A DataParallel run's key figures in full, as (key figure, value) rows."""
     s = summarize(trace)
     used = Counter(s.replicas_per_batch)
     per_batch = ", ".join(
@@ -156,4 +159,4 @@ def summary_table(trace: Trace) -> pd.DataFrame:
         if other is not None:
             text += f"; other GPUs at most {human_bytes(other.bytes)} (GPU {other.device}, after {other.phase})"
         rows.append(("peak memory", f"{text} ({how})"))
-    return pd.DataFrame(rows, columns=["key figure", "value"])
+    return rows

@@ -17,9 +17,12 @@ def _size(shape: list[int] | None) -> str:
 
 
 def header(trace: Trace) -> str | None:
+    """The log's first line, in its engine's words; None when it prints none."""
+    return trace.spec.part("log_header")(trace)
+
+
+def header_dp(trace: Trace) -> str | None:
     """The tutorial's "Let's use N GPUs!" line; it prints none for a single device."""
-    if trace.engine == "ddp":
-        return ddp_header(trace)
     if trace.config.gpus < 2:
         return None
     line = f"Let's use {trace.config.gpus} GPUs!"
@@ -29,8 +32,6 @@ def header(trace: Trace) -> str | None:
 def batch_lines(trace: Trace, batch: int) -> list[str]:
     """One batch: each replica's line in the order the replicas finished, the warnings it raised
     first (as Python shows a warning once), then the outside line, or the error that ended the run."""
-    if trace.engine == "ddp":
-        return step_lines(trace, batch)
     # A replica that failed printed nothing: its forward never got to the print.
     finished = [s for s in trace.replicas(batch) if s.order is not None]
     replicas = sorted(finished, key=lambda s: s.order)
@@ -119,16 +120,25 @@ def _rank_name(name: str | None, lane: int) -> str:
 
 
 def tutorial_log(trace: Trace) -> str:
-    """The whole printed output of the run, ending with a newline."""
-    first = header(trace)
-    lines = [first] if first else []
-    if trace.engine == "ddp":
-        from . import tables_ddp
+    """The whole printed output of the run, ending with a newline, as its engine prints it."""
+    return trace.spec.part("log")(trace)
 
-        repeats = tables_ddp.repeats_per_step(trace)  # once for the run, not once a step
-        for batch in trace.batches:
-            lines.extend(step_lines(trace, batch.index, repeats[batch.index] if batch.index < len(repeats) else 0))
-        return "\n".join(lines) + "\n"
+
+def tutorial_log_dp(trace: Trace) -> str:
+    """What the tutorial prints: a line per replica and one outside, batch by batch."""
+    first = header_dp(trace)
+    lines = [first] if first else []
     for batch in trace.batches:
         lines.extend(batch_lines(trace, batch.index))
+    return "\n".join(lines) + "\n"
+
+
+def tutorial_log_ddp(trace: Trace) -> str:
+    """Each rank's line and each step's, step by step."""
+    from . import tables_ddp
+
+    lines = [ddp_header(trace)]
+    repeats = tables_ddp.repeats_per_step(trace)  # once for the run, not once a step
+    for batch in trace.batches:
+        lines.extend(step_lines(trace, batch.index, repeats[batch.index] if batch.index < len(repeats) else 0))
     return "\n".join(lines) + "\n"

@@ -57,6 +57,7 @@ class Vocabulary:
     memory_kinds: tuple[MemoryKind, ...]  # bottom to top in a stacked bar
     measured_memory: str = "allocated"  # the one kind of a real device's own figure
     rows_once: bool = True  # every dataset row is in one batch at most (DDP's sampler repeats rows to pad)
+    lead_lane: bool = True  # the first lane holds what the others do not (DataParallel's output device); False: all alike
     words: dict[str, str] = field(default_factory=dict)  # sentences the views share ("gathered": ...)
 
     def __post_init__(self) -> None:

@@ -62,9 +62,12 @@ def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
         machine_gpus = cuda_device_count()
     here = machine_gpus
     here_text = f"this machine has {here} CUDA GPU{'s' if here != 1 else ''}"
+    return trace.spec.part("devices")(trace, here_text)
+
+
+def describe_gpus(trace: Trace, here_text: str) -> str:
+    """DataParallel's lanes: real GPUs, or CPU threads standing in for them."""
     n = len(trace.lanes)
-    if trace.engine == "ddp":
-        return _describe_ranks(trace, here_text)
     if trace.backend == "cuda":
         # A trace's device names come from whoever wrote the file: shown as text, each cut short.
         names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
@@ -75,7 +78,7 @@ def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
     )
 
 
-def _describe_ranks(trace: Trace, here_text: str) -> str:
+def describe_ranks(trace: Trace, here_text: str) -> str:
     """DDP's lanes: real processes, one per rank; on the CPU they are never called GPUs."""
     ranks = plural(len(trace.lanes), trace.vocabulary.lane_noun)
     if trace.backend == "cuda":
@@ -89,4 +92,4 @@ def _describe_ranks(trace: Trace, here_text: str) -> str:
 def batch_noun(trace: Trace) -> str:
     """What one entry of trace.batches is called: a DataLoader 'batch', or under DDP a 'step' (every rank's
     loader gives one batch per step)."""
-    return "step" if trace.engine == "ddp" else "batch"
+    return trace.spec.unit

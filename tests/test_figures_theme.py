@@ -377,7 +377,7 @@ def test_presentation_keeps_the_legend_between_the_subtitle_and_the_plot(view, n
 def test_presentation_grows_the_room_between_stacked_panels():
     """The sample map's panels: the gap between them grows with the type (more where its axis title and
     the lower panel's title take more lines at the larger size), each panel keeping its pixels."""
-    from dpviz.figures.sample_map import sample_map_figure
+    from dpviz.figures import sample_map_figure
     from dpviz.figures.style import presentation
 
     fig = sample_map_figure(TRACES["8 GPUs"]())

@@ -60,6 +60,7 @@ class EngineSpec:
     short: str  # "DDP": where two engines share a sentence
     runs: str  # "nn.DataParallel": what it runs, in --engine's help and the page's notes
     title: str  # the page's heading when it runs alone
+    unit: str  # what one entry of trace.batches is called: a DataLoader "batch", or DDP's "step" (a batch per rank)
     lanes_label: str  # the lane count's control: "Number of GPUs"
     lane_files: str  # "gpus": file names say how many ("dpviz-dp-simulated-4gpus.json")
     processes: bool  # each lane a process of its own: the page's budget holds one share per lane, torchrun runs it

@@ -13,9 +13,10 @@
     figures.html_report(trace)                 # one offline HTML string with all of the above
     figures.bounded_log(trace)                 # the tutorial log, cut to its first and last lines past 2,000
 
-A DistributedDataParallel trace (trace.engine == "ddp") draws in the split, timeline, sample map and
-memory views with its own layouts (split_ddp, timeline_ddp, sample_map_ddp: ranks, steps, padding rows,
-bucket all-reduces) and the flow (flow_ddp); step-through and inputs are DataParallel's only (VIEWS says which engines).
+Each engine names the function that draws each view of its traces (its spec's "view.*" parts, see
+dpviz.engines.spec): a DistributedDataParallel trace draws the split, timeline, sample map and flow with
+its own layouts (split_ddp, timeline_ddp, sample_map_ddp, flow_ddp: ranks, steps, padding rows, bucket
+all-reduces) and has no step-through or inputs view. The names here draw any engine's trace.
 
 Each view has a `prepare_*` function (trace -> pandas DataFrame), so its data can be tested or tabulated
 without plotting; the figure functions draw from them, except DataParallel's flow, which draws from
@@ -36,13 +37,13 @@ _NAMES = {
     "bounded_log": "log",
     "html_report": "report",
     "VIEWS": "views", "View": "views",
-    "prepare_sample_map": "sample_map", "sample_map_figure": "sample_map",
-    "prepare_split": "split", "split_figure": "split",
+    "prepare_sample_map": "sample_map", "sample_map_figure": "views",
+    "prepare_split": "split", "split_figure": "views",
     "prepare_steps": "step", "step_figure": "step",
     "device_name": "style",
-    "prepare_timeline": "timeline", "timeline_figure": "timeline",
+    "prepare_timeline": "timeline", "timeline_figure": "views", "flow_any": "views",
 }
-_RENAMED = {"timeline_window": ("timeline", "window_size")}
+_RENAMED = {"timeline_window": ("views", "window_size")}
 
 __all__ = sorted([*_NAMES, *_RENAMED])
 

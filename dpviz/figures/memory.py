@@ -232,14 +232,17 @@ def _wrapped(text: str) -> str:
 
 
 def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
+    """The chart's note, in its engine's terms; none for one lane or an empty chart."""
+    if len(trace.lanes) < 2 or table["total"].max() == 0:
+        return None
+    return trace.spec.part("memory_why")(trace, table, unit)
+
+
+def device_zero_why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
     """Device 0's fullest moment of this batch against the largest other device then, and what it
     holds that the others don't (or holds more of) over the batch."""
     vocabulary = trace.vocabulary
     first = trace.lanes[0].id
-    if len(trace.lanes) < 2 or table["total"].max() == 0:
-        return None
-    if trace.engine == "ddp":
-        return _balanced(trace, table, unit)
     at = table.loc[table.loc[table["device"] == first, "total"].idxmax()]
     moment = table[table["phase"] == at["phase"]]
     others = moment[moment["device"] != first].groupby("device")["total"].first()
@@ -266,7 +269,7 @@ def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
     return text
 
 
-def _balanced(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
+def balanced_why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
     """DDP: every rank holds its own full copy of everything; say how even the ranks are at their fullest."""
     vocabulary = trace.vocabulary
     peaks = table.groupby("device")["total"].max()
@@ -289,15 +292,13 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     batch = _check_memory_batch(trace, batch)
     table = prepare_memory(trace, batch)
     kind = trace.memory_kind
-    step = "step" if trace.engine == "ddp" else "batch"
+    step = trace.spec.unit
     title = f"Memory per {trace.vocabulary.lane_noun} after each phase of {step} {batch:,} of {len(trace.batches):,}"
     first = trace.lanes[0].id
     mine = table.loc[table["device"] == first, "total"].max()
     if len(trace.lanes) > 1 and mine > table.loc[table["device"] != first, "total"].max():
         title += ":<br>" + trace.vocabulary.word("carries_most", lane=trace.vocabulary.lane_name(first))
-    label = KIND_LABELS.get(kind, kind)
-    if trace.engine == "ddp" and kind == "computed":
-        label = "computed from tensor sizes in each rank's process"
+    label = trace.vocabulary.words.get("computed_memory", KIND_LABELS[kind]) if kind == "computed" else KIND_LABELS.get(kind, kind)
     notes = [label, backend_note(trace)]
     sampled = memory_batches(trace)
     if len(sampled) > 1:
@@ -308,6 +309,6 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
 
 
 def fullest_step(trace: Trace, table: pd.DataFrame) -> str:
-    """The step after which device_ids[0] holds the most (the first such), or any device under DDP."""
-    mine = table if trace.engine == "ddp" else table[table["device"] == trace.lanes[0].id]
+    """The step after which device_ids[0] holds the most (the first such), or any lane where no lane leads."""
+    mine = table[table["device"] == trace.lanes[0].id] if trace.vocabulary.lead_lane else table
     return str(mine.loc[mine["total"].idxmax(), "step"])

@@ -25,19 +25,25 @@ def misplaced(trace: Trace) -> tuple[int, str, list[ArgumentSample]] | None:
     return None
 
 
+def _drawn(trace: Trace) -> bool:
+    """Whether the trace's engine draws these pitfalls (DataParallel's: one process scattering and gathering),
+    on more than one device, where they happen."""
+    return trace.spec.has("view.pitfall") and len(trace.lanes) >= 2
+
+
 def shows_hidden_cut(trace: Trace) -> bool:
     """Whether a split tensor's pieces fail to add up to the batch's rows (h0 cut along its layers)."""
-    return trace.engine == "dp" and len(trace.lanes) >= 2 and misplaced(trace) is not None
+    return _drawn(trace) and misplaced(trace) is not None
 
 
 def shows_loss_bias(trace: Trace) -> bool:
     """Whether forward returned a 0-dim loss on more than one device (facts["losses"] holds what gather made of it)."""
-    return trace.engine == "dp" and len(trace.lanes) >= 2 and bool(trace.facts.get("losses"))
+    return _drawn(trace) and bool(trace.facts.get("losses"))
 
 
 def shows_state_lost(trace: Trace) -> bool:
     """Whether the model counted in forward on more than one device (facts["state"]: its counters after the run)."""
-    return trace.engine == "dp" and len(trace.lanes) >= 2 and bool(trace.facts.get("state"))
+    return _drawn(trace) and bool(trace.facts.get("state"))
 
 
 PITFALL_APPLIES = (shows_hidden_cut, shows_loss_bias, shows_state_lost)  # in PITFALL_FIGURES' order

@@ -88,18 +88,25 @@ def _section(anchor: str, title: str, body: str) -> str:
     return f'<section id="{anchor}">\n<h2>{html.escape(title)}</h2>\n{body}\n</section>'
 
 
+def dp_heading(trace: Trace) -> str:
+    config = trace.config
+    return (f"DataParallel run: {config.data_size:,} rows in batches of {config.batch_size:,} "
+            f"on {plural(config.gpus, 'GPU')}, {MODEL_SPECS[config.model].label}, {INPUT_SPECS[config.inputs].label}")
+
+
+def ddp_heading(trace: Trace) -> str:
+    """Ranks are processes; batch_size is the global batch (or each process's, as DDP code means it)."""
+    config, vocabulary = trace.config, trace.vocabulary
+    batch = (f"a batch of {config.batch_size:,} per process" if config.batch_per_process
+             else f"a global batch of {config.batch_size:,}")
+    return (f"{vocabulary.title} run: {config.data_size:,} rows, {batch}, "
+            f"on {plural(config.gpus, vocabulary.lane_noun)} (one process each), {MODEL_SPECS[config.model].label}")
+
+
 def html_report(trace: Trace) -> str:
     """Every view of `trace`, its key figures, explanation and tutorial log, as one offline HTML page."""
     config = trace.config
-    vocabulary = trace.vocabulary
-    if trace.engine == "ddp":  # ranks are processes; batch_size is the global batch, per_rank_batch each one's
-        batch = (f"a batch of {config.batch_size:,} per process" if getattr(config, "batch_per_process", False)
-                 else f"a global batch of {config.batch_size:,}")
-        heading = (f"{vocabulary.title} run: {config.data_size:,} rows, {batch}, "
-                   f"on {plural(config.gpus, vocabulary.lane_noun)} (one process each), {MODEL_SPECS[config.model].label}")
-    else:
-        heading = (f"DataParallel run: {config.data_size:,} rows in batches of {config.batch_size:,} "
-                   f"on {plural(config.gpus, 'GPU')}, {MODEL_SPECS[config.model].label}, {INPUT_SPECS[config.inputs].label}")
+    heading = trace.spec.part("report_heading")(trace)
     table = summary_table(trace).to_html(index=False, border=0, escape=True)
     paragraphs = "\n".join(f"<p>{markdown_to_html(p)}</p>" for p in explain(trace))
     sections = [
@@ -107,7 +114,7 @@ def html_report(trace: Trace) -> str:
         _section("explanation", "What happened and why", paragraphs),
     ]
     for view in VIEWS:  # every view the registry has that draws this trace's engine, in the page's order
-        if trace.engine not in view.engines:
+        if not view.draws(trace):
             continue
         shown = view.figures_for_report(trace)
         if view.control == TEXT:

@@ -318,13 +318,8 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
     return styled(fig, title, notes, height=HEIGHT)
 
 
-def sample_map_figure(trace: Trace) -> go.Figure:
-    """Which dataset row went to which batch and which GPU: the shuffle and the contiguous slices (under
-    DDP: which step and which rank, each step in the strided order DistributedSampler dealt its rows)."""
-    if trace.engine == "ddp":
-        from .sample_map_ddp import sample_map_ddp_figure  # it draws with this module's panels
-
-        return sample_map_ddp_figure(trace)
+def sample_map_dp_figure(trace: Trace) -> go.Figure:
+    """Which dataset row went to which batch and which GPU: the shuffle and the contiguous slices."""
     table = prepare_sample_map(trace)
     config = trace.config
     order = "shuffled (shuffle=True)" if config.shuffle else "in order (shuffle=False)"

@@ -21,7 +21,6 @@ from ..tables import batch_split
 from ..trace import Trace
 from .bounds import MAX_MARKS, batch_label, split_runs
 from .colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
-from .split_ddp import split_ddp_figure
 from .style import NARROWEST_PX, backend_note, device_name, plural, rows_text, styled
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
@@ -162,11 +161,8 @@ def _mark_empty_and_raised(fig: go.Figure, table: pd.DataFrame, labels: list[str
                            text=f"{RAISED}<br>{device_name(r.device)}", font=dict(size=13))
 
 
-def split_figure(trace: Trace) -> go.Figure:
-    """Rows per device for every batch (stacked bars) and which devices sat idle (grey grid); under DDP,
-    rows per rank for every step, the sampler's repeated rows hatched."""
-    if trace.engine == "ddp":
-        return split_ddp_figure(trace)
+def split_dp_figure(trace: Trace) -> go.Figure:
+    """Rows per device for every batch (stacked bars) and which devices sat idle (grey grid)."""
     table = prepare_split(trace)
     total = len(trace.batches)
     bars = int(table["bar"].nunique())

@@ -60,9 +60,12 @@ def rows_text(first: int, rows: int) -> str:
 def backend_note(trace: Trace) -> str:
     """Says once per figure whether the GPUs were real or simulated, or that the lanes are DDP's processes
     (HTML-escaped: plotly and the report read HTML)."""
+    return trace.spec.part("note")(trace)
+
+
+def gpu_note(trace: Trace) -> str:
+    """'simulated GPUs: CPU threads stand in for 4 devices', or the real GPUs' model."""
     count = len(trace.lanes)
-    if trace.engine == "ddp":
-        return ddp_note(trace)
     if trace.simulated:
         return f"simulated GPUs: CPU threads stand in for {plural(count, 'device')}"
     model = trace.lanes[0].name.split(" ", 1)[-1] if trace.lanes else "CUDA"

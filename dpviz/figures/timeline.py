@@ -27,8 +27,6 @@ from ..trace import Trace
 from ..vocabulary import EVERY_LANE, HOST, Vocabulary
 from .bounds import DETAIL_BATCHES, MAX_MARKS
 from .style import TICK_SIZE, backend_note, check_batch, legend_px, plural, styled, text_px, title_block_px
-from .timeline_ddp import timeline_ddp_figure
-from .timeline_ddp import window_size as ddp_window_size
 from .timeline_look import LEGEND_TITLE, lane_label, legend_swatches
 from .timeline_scale import CUT_MARK
 from .timeline_measured import MIN_SHARE, add_measured, add_typical, drawn_host, prepare_timeline  # noqa: F401
@@ -52,9 +50,12 @@ LEFT_PX, RIGHT_PX = 92, 24
 
 
 def window_size(trace: Trace) -> int:
-    """How many consecutive batches one timeline shows: as many as fit in MAX_MARKS."""
-    if trace.engine == "ddp":
-        return ddp_window_size(trace)
+    """How many consecutive batches one timeline shows, by the trace's engine's rule."""
+    return trace.spec.part("timeline_window")(trace)
+
+
+def dp_window_size(trace: Trace) -> int:
+    """How many consecutive batches one DataParallel timeline shows: as many as fit in MAX_MARKS."""
     lanes = max(1, len(trace.lanes))
     # At most the forward and every drawn host phase on each lane (DataParallel: scatter, replicate,
     # forward, gather), and in training each later lane phase once per lane or once per batch.
@@ -152,8 +153,13 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
     if show not in PANELS:
         raise ValueError(f"show must be one of {', '.join(PANELS)}, got {show!r}")
     last_batch = min(len(trace.batches), first_batch + count) - 1
-    if trace.engine == "ddp":  # ranks are processes with an all-reduce row each: a layout of their own
-        return timeline_ddp_figure(trace, first_batch, last_batch)
+    # Each engine's own layout (DDP: ranks are processes with an all-reduce row each).
+    return trace.spec.part("timeline_range")(trace, first_batch, last_batch, show=show, detail=detail)
+
+
+def timeline_dp_figure(trace: Trace, first_batch: int, last_batch: int, *, show: str, detail: bool | None) -> go.Figure:
+    """DataParallel's timeline of batches first_batch..last_batch: its steps in order and as measured."""
+    limit = dp_window_size(trace)
     vocabulary, devices = trace.vocabulary, len(trace.lanes)
     total, shown = len(trace.batches), last_batch - first_batch + 1
     detailed = shown <= DETAIL_BATCHES if detail is None else detail

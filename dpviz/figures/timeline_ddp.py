@@ -193,8 +193,10 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
     return fig
 
 
-def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int) -> go.Figure:
-    """The timeline of steps first_batch..last_batch of a DDP trace, with its words."""
+def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show: str = "both",
+                        detail: bool | None = None) -> go.Figure:
+    """The timeline of steps first_batch..last_batch of a DDP trace, with its words: one panel, every step as
+    measured (`show` and `detail` choose among DataParallel's panels; DDP has the one)."""
     table = prepare_timeline_ddp(trace, first_batch, last_batch)
     total, shown = len(trace.batches), last_batch - first_batch + 1
     noun = trace.vocabulary.lane_noun

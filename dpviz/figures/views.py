@@ -12,6 +12,7 @@ from importlib import import_module
 from typing import Any, Callable
 
 from ..batch_facts import chunks_per_batch, memory_batches
+from ..engines import ENGINES
 from ..trace import Trace
 from .bounds import DETAIL_BATCHES
 from .pitfall_checks import PITFALL_APPLIES
@@ -30,24 +31,45 @@ def _on_first_call(module: str, name: str) -> Callable[..., Any]:
     return call
 
 
-flow_figure = _on_first_call("flow", "flow_figure")
-flow_ddp_figure = _on_first_call("flow_ddp", "flow_ddp_figure")
-split_figure = _on_first_call("split", "split_figure")
-timeline_figure = _on_first_call("timeline", "timeline_figure")
-window_size = _on_first_call("timeline", "window_size")
-sample_map_figure = _on_first_call("sample_map", "sample_map_figure")
-step_figure = _on_first_call("step", "step_figure")
-inputs_figure = _on_first_call("inputs", "inputs_figure")
+def _drawn(view: str, name: str) -> Callable[..., Any]:
+    """View `view` of a trace, drawn by the function the trace's engine names for it (its spec's
+    "view.<view>" part, imported when first called): one name for every engine's traces."""
+
+    def draw(trace: Trace, *args: Any, **kwargs: Any) -> Any:
+        return trace.spec.part(f"view.{view}")(trace, *args, **kwargs)
+
+    draw.__name__ = draw.__qualname__ = name
+    draw.__doc__ = f"The {view} view of a trace, drawn by its engine's own function."
+    return draw
+
+
+def _part(part: str, name: str) -> Callable[..., Any]:
+    """The trace's engine's `part`, called with the trace."""
+
+    def call(trace: Trace, *args: Any, **kwargs: Any) -> Any:
+        return trace.spec.part(part)(trace, *args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+flow_figure = _on_first_call("flow", "flow_figure")  # DataParallel's flow (the views' Flow is flow_any)
+flow_any = _drawn("flow", "flow_any")
+split_figure = _drawn("split", "split_figure")
+timeline_figure = _drawn("timeline", "timeline_figure")
+window_size = _part("timeline_window", "window_size")
+sample_map_figure = _drawn("samples", "sample_map_figure")
+step_figure = _drawn("step", "step_figure")
+inputs_figure = _drawn("inputs", "inputs_figure")
 argument_batches = _on_first_call("inputs", "argument_batches")
-memory_figure = _on_first_call("memory", "memory_figure")
-pitfall_figure = _on_first_call("pitfalls", "pitfall_figure")
-bounded_log = _on_first_call("log", "bounded_log")
+memory_figure = _drawn("memory", "memory_figure")
+pitfall_figure = _drawn("pitfall", "pitfall_figure")
+bounded_log = _drawn("log", "bounded_log")
 
 # How the page picks what a view draws: WHOLE the trace as it is; BATCH a slider over every batch;
 # WINDOW a slider over windows of batches; SAMPLED a choice among the batches the trace sampled; TEXT
 # a block of text, not a chart.
 WHOLE, BATCH, WINDOW, SAMPLED, TEXT = "whole", "batch", "window", "sampled", "text"
-BOTH = ("dp", "ddp")  # views that draw DataParallel's and DistributedDataParallel's traces alike
 
 
 @dataclass(frozen=True)
@@ -68,29 +90,33 @@ class View:
     # each batch drawn, for a class that wants to see them rather than the window's summary.
     detail: Callable[..., Any] | None = None
     detail_window: int = 0
-    engines: tuple[str, ...] = ("dp",)  # the engines whose traces it draws
     shown: Callable[[Trace], bool] | None = None  # whether this run has anything for it (None: always)
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """The engines whose traces it draws: those that name a part for it (dpviz.engines.spec)."""
+        return tuple(name for name, spec in ENGINES.items() if spec.has(f"view.{self.key}"))
+
+    def draws(self, trace: Trace) -> bool:
+        return trace.spec.has(f"view.{self.key}")
+
+    def detail_for(self, trace: Trace) -> Callable[..., Any] | None:
+        """The figure of a few batches each drawn, when the view and the trace's engine have one."""
+        return self.detail if self.detail is not None and trace.spec.has(f"{self.key}_detail") else None
 
     def heading_for(self, trace: Trace) -> str:
         """The report's heading in the trace's own words: 'Memory per rank', 'Split per step' under DDP."""
-        if trace.engine == "dp":
-            return self.heading
-        return self.heading.replace("per GPU", f"per {trace.vocabulary.lane_noun}").replace("per batch", "per step")
+        return self.heading.replace("per GPU", f"per {trace.vocabulary.lane_noun}").replace("per batch", f"per {trace.spec.unit}")
 
     def shows(self, trace: Trace) -> bool:
         """Whether the page gives this view a tab for `trace`: its engine draws it, and it has something."""
-        return trace.engine in self.engines and (self.shown is None or self.shown(trace))
+        return self.draws(trace) and (self.shown is None or self.shown(trace))
 
     def figures_for_report(self, trace: Trace) -> list[tuple[str, Any]]:
         """What the report shows of this view: (figure id, figure or text) pairs, none when it has nothing."""
         if self.report is not None:
             return self.report(trace)
         return [(self.anchor, self.build(trace))]
-
-
-def flow_any(trace: Trace, batch: int) -> Any:
-    """DataParallel's scatter, replicate and gather, or DDP's ranks each reading their own rows."""
-    return (flow_ddp_figure if trace.engine == "ddp" else flow_figure)(trace, batch)
 
 
 def _flows(trace: Trace) -> list[tuple[str, Any]]:
@@ -121,7 +147,7 @@ def has_pitfall(trace: Trace) -> bool:
     """Whether the run ran into a pitfall the Pitfall view draws (h0 cut on its layers, a loss per GPU,
     state lost in forward); the keyword pitfall is drawn in Split and Inputs, where it happens. Asked on
     every new run, so it asks each pitfall whether it applies rather than drawing its figure."""
-    return any(applies(trace) for applies in PITFALL_APPLIES)
+    return trace.spec.has("view.pitfall") and any(applies(trace) for applies in PITFALL_APPLIES)
 
 
 def _inputs(trace: Trace) -> list[tuple[str, Any]]:
@@ -131,17 +157,16 @@ def _inputs(trace: Trace) -> list[tuple[str, Any]]:
 VIEWS: tuple[View, ...] = (
     # First when a run has one: a pitfall preset's chart is the one a class came to see.
     View("pitfall", "Pitfall", "The pitfall, drawn", "pitfall", pitfall_figure, report=_pitfall, shown=has_pitfall),
-    View("flow", "Flow", "Flow of a batch", "flow", flow_any, BATCH, report=_flows, engines=("dp", "ddp")),
-    View("split", "Split per batch", "Split per batch", "split", split_figure, engines=BOTH),
-    View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size, engines=BOTH,
+    View("flow", "Flow", "Flow of a batch", "flow", flow_any, BATCH, report=_flows),
+    View("split", "Split per batch", "Split per batch", "split", split_figure),
+    View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size,
          detail=timeline_batches, detail_window=DETAIL_BATCHES),
-    View("samples", "Sample map", "Sample map", "sample-map", sample_map_figure, engines=BOTH),
+    View("samples", "Sample map", "Sample map", "sample-map", sample_map_figure),
     View("step", "Step through", "Step through a batch", "step", step_figure, BATCH),
     View("inputs", "Inputs", "What each GPU received", "inputs", inputs_figure, SAMPLED, report=_inputs,
          sampled=argument_batches,
          missing="This trace does not record what each replica received (it predates dpviz's trace version 2)."),
     View("memory", "Memory", "Memory per GPU", "memory", memory_figure, SAMPLED, report=_memories,
-         sampled=memory_batches, missing="This trace holds no memory figures.", engines=BOTH),
-    View("log", "Tutorial log", "Tutorial log", "log", bounded_log, TEXT, report=lambda trace: [("log", bounded_log(trace))],
-         engines=BOTH),
+         sampled=memory_batches, missing="This trace holds no memory figures."),
+    View("log", "Tutorial log", "Tutorial log", "log", bounded_log, TEXT, report=lambda trace: [("log", bounded_log(trace))]),
 )

@@ -66,6 +66,7 @@ SPEC = EngineSpec(
     short="DDP",
     runs="DistributedDataParallel",
     title="How DistributedDataParallel shares the work",
+    unit="step",
     lanes_label="Number of ranks (processes)",
     lane_files="ranks",
     processes=True,

@@ -19,6 +19,7 @@ VOCABULARY = Vocabulary(
     title="DistributedDataParallel",
     lane_noun="rank",
     rows_once=False,
+    lead_lane=False,
     phases=(
         Phase("broadcast", EVERY_LANE, "DDP() broadcast", "DDP(): rank 0's parameters and buffers broadcast to every rank",
               color="#885511", place="every rank, once"),
@@ -52,5 +53,6 @@ VOCABULARY = Vocabulary(
         "gathered": "no gather: each rank keeps its own output",
         "not_gathered": "one rank, nothing to all-reduce",
         "carries_most": "{lane} holds the most",
+        "computed_memory": "computed from tensor sizes in each rank's process",
     },
 )

@@ -15,6 +15,7 @@ SPEC = EngineSpec(
     short="DataParallel",
     runs="nn.DataParallel",
     title="How nn.DataParallel splits a batch",
+    unit="batch",
     lanes_label="Number of GPUs",
     lane_files="gpus",
     processes=False,
