@@ -53,6 +53,7 @@ VOCABULARY = Vocabulary(
         "gathered": "no gather: each rank keeps its own output",
         "not_gathered": "one rank, nothing to all-reduce",
         "carries_most": "{lane} holds the most",
+        "own_error": "The rank's own error",
         "computed_memory": "computed from tensor sizes in each rank's process",
     },
 )

@@ -48,5 +48,6 @@ VOCABULARY = Vocabulary(
         "gathered": "gathered on {lane}",
         "not_gathered": "one device, no gather",
         "carries_most": "{lane} carries the most",
+        "own_error": "The replica's own error",
     },
 )

@@ -1,0 +1,56 @@
+"""The page from top to bottom: the heading, the sidebar, then an uploaded trace, one engine's run, or two
+engines' runs of the same settings side by side."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ..echo import markdown_text
+from ..engines import ENGINES
+from ..session import drawing
+from ..url_state import BOTH, to_query
+from .running import left_queue, run, same_settings
+from .sidebar import apply_link_once, controls, pitfall_buttons
+from .state import ENGINE, PAIR, say
+from .tabs import show, show_both
+from .upload import uploaded_trace
+
+ABOUT = ("PyTorch's DataParallel tutorial, live: nn.Linear (or another model) wrapped in nn.DataParallel, or run by "
+         "DistributedDataParallel on real processes, random data, and every row followed from the DataLoader to a device "
+         "and back. Settings and pitfalls in the sidebar.")
+COMPACT_TOP = ".stMainBlockContainer { padding-top: 3rem; }"  # Streamlit's default is 6rem
+TITLES = {**{name: spec.title for name, spec in ENGINES.items()},
+          BOTH: f"{ENGINES[PAIR[0]].label} and {ENGINES[PAIR[1]].label}, side by side"}
+
+
+def main() -> None:
+    st.set_page_config(page_title="dpviz: DataParallel, visualised", layout="wide")
+    apply_link_once()
+    # A projector's 1024 × 768 must show a chart on the first screen: less room above the page's own
+    # heading than Streamlit leaves by default (its toolbar keeps its place), a heading that fits one line.
+    st.html(f"<style>{COMPACT_TOP}</style>")
+    st.header(TITLES[st.session_state.get(ENGINE, PAIR[0])], anchor=False, help=ABOUT)
+    config, choice = controls()
+    pitfall_buttons(choice)
+    if config == st.session_state.link_config:
+        for warning in st.session_state.link_warnings:
+            say(warning)
+    st.query_params.from_dict(to_query(config, both=choice == BOTH))
+    trace = uploaded_trace()
+    if trace is not None:
+        st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; the "
+                   "settings in the sidebar are the ones it was recorded with, and do not run while it is shown: "
+                   "remove the file to run live.")
+        with drawing():
+            show(trace)
+    elif left_queue(config):
+        return
+    elif choice == BOTH:
+        first, second = run(same_settings(config, PAIR[0]), page=config), run(config)
+        if first is not None and second is not None:
+            with drawing():
+                show_both(first, second)
+    else:
+        trace = run(config)
+        if trace is not None:
+            with drawing():
+                show(trace)

@@ -1,0 +1,148 @@
+"""The sidebar: the link applied once, the settings' widgets (each engine's own options as it declares them),
+the pitfall presets, and how many ranks a page run may start."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ..catalogue import INPUT_SPECS, MODEL_SPECS
+from ..config import FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
+from ..engines import ENGINES, EngineSpec
+from ..presets import ALL_PRESETS, COMPARE_PRESETS, LINK_PRESETS
+from ..rank_budget import BUDGET, PAGE_MOST
+from ..url_state import BOTH, from_query, settle, wants_both
+from ..wording import plural
+from .state import CHOICES, ENGINE, PAIR, PRESENT, engine_of, say
+from .upload import showing_upload
+
+
+def apply_link_once() -> None:
+    """On a session's first run, the URL's settings become the widgets' values."""
+    if "link_applied" in st.session_state:
+        return
+    params = st.query_params.to_dict()
+    config, warnings = from_query(params)
+    for name, value in config.to_dict().items():
+        st.session_state[name] = value
+    st.session_state[ENGINE] = BOTH if wants_both(params) else config.engine
+    st.session_state.link_applied = True
+    st.session_state.link_config = config
+    st.session_state.link_warnings = warnings
+
+
+def use_preset(name: str) -> None:
+    """A preset button's callback: the preset's settings (its engine too) become the widgets' values."""
+    config = LINK_PRESETS[name].config
+    for setting, value in config.to_dict().items():
+        st.session_state[setting] = value
+    st.session_state[ENGINE] = BOTH if name in COMPARE_PRESETS else config.engine
+
+
+def pitfall_buttons(choice: str) -> None:
+    """One button per preset: the comparisons' on the Both page, each engine's on its own page and on Both."""
+    st.sidebar.header("Pitfalls")
+    groups = [("the two engines side by side where the difference shows", COMPARE_PRESETS, (BOTH,))]
+    for name, spec in ENGINES.items():
+        own = {key: preset for key, preset in ALL_PRESETS.items() if preset.config.engine == name}
+        where = ", on real processes" if spec.processes else ""
+        groups.append((f"a way {spec.label} surprises people{where}", own, (name, BOTH) if name in PAIR else (name,)))
+    for words, presets, shown in groups:
+        if choice in shown and presets:
+            st.sidebar.caption(f"One click each: a run that shows {words}.")
+            for name, preset in presets.items():
+                st.sidebar.button(preset.title, key=f"preset_{name}", on_click=use_preset, args=(name,),
+                                  help=preset.look_for, width="stretch")
+
+
+def controls() -> tuple[RunConfig, str]:
+    """The sidebar's widgets, as a RunConfig that fits every limit, and the engine choice (dp, ddp or both)."""
+    st.sidebar.toggle("Presenting: larger text in the charts", key=PRESENT,
+                      help="For a projector or the back of a classroom: titles, labels, legends and hover text grow.")
+    st.sidebar.header("Settings")
+    choice = st.sidebar.radio(
+        "Engine", list(CHOICES), key=ENGINE, format_func=CHOICES.get,
+        help="DataParallel: one process, a thread per replica, the batch scattered and the outputs gathered every "
+        "step. DistributedDataParallel: one real process per rank (gloo on the CPU, NCCL on GPUs), each loading "
+        "its own rows, only the gradients all-reduced. Both: the same settings under each, side by side.",
+    )
+    number = lambda label, name, help: st.sidebar.number_input(
+        label, min_value=LIMITS[name][0], max_value=LIMITS[name][1], step=1, key=name, help=help
+    )
+    lanes = "Number of GPUs and of ranks" if choice == BOTH else ENGINES[choice].lanes_label
+    values = {
+        "model": st.sidebar.selectbox(
+            "Model", MODELS, key="model", format_func=lambda name: MODEL_SPECS[name].label,
+            help="What each replica runs. The tutorial's is one nn.Linear; the others show BatchNorm, images, "
+            "a GRU with its batch on dim 0 or dim 1, a loss returned from forward, and state changed in forward.",
+        ),
+        "inputs": st.sidebar.selectbox(
+            "Inputs", INPUTS, key="inputs", format_func=lambda name: INPUT_SPECS[name].label,
+            help="How each batch is passed to the model: tensors in tuples and dicts are split, everything else "
+            f"is handed whole to every replica. model(x, h0) needs a GRU ({', '.join(RNN_MODELS)}).",
+        ),
+        "batch_size": number("Batch size", "batch_size", "Rows per batch from the DataLoader (tutorial: 30)."),
+        "data_size": number("Data size", "data_size", "Rows of random data (tutorial: 100)."),
+        "gpus": st.sidebar.slider(lanes, *LIMITS["gpus"], key="gpus",
+                                  help="Devices DataParallel spreads each batch over; processes DDP runs, one per rank."),
+        "input_size": number("Input size", "input_size", "Features per row: nn.Linear's in_features (tutorial: 5); "
+                             "the CNN's image side, the GRU's features per step."),
+        "output_size": number("Output size", "output_size", "nn.Linear's out_features (tutorial: 2)."),
+        "shuffle": st.sidebar.toggle("Shuffle", key="shuffle", help="DataLoader(shuffle=...) (tutorial: on)."),
+        "train": st.sidebar.toggle(
+            "Train: loss, backward, step", key="train",
+            help="The tutorial runs forward only. On: an MSE loss on GPU 0, backward through DataParallel "
+            "(gradients split back to the replicas and summed onto GPU 0) and an SGD step.",
+        ),
+        "seed": number("Seed", "seed", "Seeds the data, the weights and the shuffle: same seed, same run."),
+        "backend": st.sidebar.radio(
+            "Backend", ["auto", "cuda", "simulated"], key="backend", horizontal=True,
+            help="cuda: the real nn.DataParallel (and DDP with NCCL) on this machine's GPUs. simulated: CPU threads "
+            "that follow DataParallel's rules; DDP then runs its real processes on the CPU with gloo. auto: cuda when "
+            "there are enough GPUs.",
+        ),
+    }
+    engine = ENGINES[engine_of(choice)]
+    values.update(engine=engine.name, **engine_options(engine))
+    if engine.processes and not showing_upload():  # an uploaded trace's settings are not run
+        values["gpus"] = ranks_that_fit(values["gpus"], choice)
+    config, warnings = settle(values)
+    for warning in warnings:
+        say(warning)
+    return config, choice
+
+
+def engine_options(engine: EngineSpec) -> dict:
+    """An engine's own settings, in an expander, as it declares them (dpviz.engines.spec.Option): what its
+    users tune and where they trip. Settings a run of another engine left out start at their unset values."""
+    if not engine.options:
+        return {}
+    box = st.sidebar.expander(engine.options_title)
+    values = {}
+    for option in engine.options:
+        st.session_state.setdefault(option.name, option.unset)
+        if option.kind == "flag":
+            values[option.name] = box.toggle(option.label, key=option.name, help=option.help)
+        elif option.kind == "mib":
+            low, high = FLOAT_LIMITS[option.name]
+            values[option.name] = box.number_input(option.label, min_value=low, max_value=high, value=None,
+                                                   key=option.name, format="%.4f", help=option.help)
+        else:
+            low, high = LIMITS[option.name]
+            values[option.name] = box.number_input(option.label, min_value=low, max_value=high, step=1,
+                                                   key=option.name, help=option.help)
+    return values
+
+
+def ranks_that_fit(asked: int, choice: str) -> int:
+    """The ranks a page run starts: what was asked, unless more than a chart shows well or than this
+    server has memory for (each rank is a process); the page then says so, in a visitor's words."""
+    room = BUDGET.room()
+    most = min(PAGE_MOST, max(1, room))
+    if asked <= most:
+        return asked
+    both = " for both engines" if choice == BOTH else ""
+    if room >= PAGE_MOST:  # the page's own limit, not the server's memory
+        why = f"the page shows at most {PAGE_MOST} ranks, each one a process of its own"
+    else:
+        why = f"this server has memory for {plural(most, 'rank')} at a time, each one a process of its own"
+    say(f"Showing {most} devices{both}, not {asked}: {why}.")
+    return most

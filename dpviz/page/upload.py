@@ -1,0 +1,49 @@
+"""A trace file the visitor uploads: checked once, its settings shown in the sidebar, drawn instead of a run."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ..echo import LIMIT, MESSAGE_LIMIT, markdown_text
+from ..trace import Trace
+from ..trace_json import MAX_TRACE_BYTES, TraceError, loads
+from .state import ENGINE, UPLOAD
+
+
+def take_upload() -> None:
+    """The uploader's callback: check a new file once (the same Trace object then keeps its figures
+    cached), and set the controls to the settings it was recorded with, so the sidebar describes it."""
+    upload = st.session_state.get(UPLOAD)
+    if upload is None:
+        st.session_state.upload, st.session_state.upload_error = None, None
+        return
+    try:
+        st.session_state.upload, st.session_state.upload_error = loads(upload.getvalue()), None
+    except TraceError as error:
+        st.session_state.upload, st.session_state.upload_error = None, str(error)
+        return
+    config = st.session_state.upload.config
+    for name, value in config.to_dict().items():
+        st.session_state[name] = value  # a loaded trace's settings passed the same checks as the widgets'
+    st.session_state[ENGINE] = config.engine
+
+
+def showing_upload() -> bool:
+    """Whether the page shows an uploaded trace (set by the uploader's callback, before this run)."""
+    return st.session_state.get(UPLOAD) is not None and st.session_state.get("upload") is not None
+
+
+def uploaded_trace() -> Trace | None:
+    """A trace file the visitor uploaded, checked; None (with a sentence shown) if there is none or it is bad."""
+    upload = st.sidebar.file_uploader(
+        "Explore a recorded trace (JSON)", type=["json"], max_upload_size=MAX_TRACE_BYTES // 2**20, key=UPLOAD,
+        on_change=take_upload,
+        help="For example one written by `python -m dpviz --trace run.json` on a multi-GPU machine. The settings "
+        "above change to the ones it was recorded with.",
+    )
+    if upload is None:
+        return None
+    if st.session_state.get("upload_error"):
+        # The file's name and the loader's sentence (which quotes the file) are the visitor's text.
+        st.warning(f"{markdown_text(upload.name, LIMIT)} could not be used: "
+                   f"{markdown_text(st.session_state.upload_error, MESSAGE_LIMIT)} Showing the live run instead.")
+    return st.session_state.get("upload")
