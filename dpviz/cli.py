@@ -29,7 +29,7 @@ from .config import (
 )
 from .echo import MESSAGE_LIMIT, cut
 from .presets import ALL_PRESETS, DDP_PRESETS, PRESETS
-from .engines import ENGINES, Option, option_owner
+from .engines import ENGINES, Option, needs, owners
 from .engines.ddp import torchrun as _torchrun
 from .engines.ddp.torchrun import under_torchrun
 from .engines.run import record, resolve
@@ -106,9 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         "simulated) runs gloo on processes on the CPU, auto takes cuda when there is a GPU per rank")
     add("--engine", type=_setting("engine"), choices=ENGINE_NAMES, default=DEFAULTS.engine,
         help="what spreads the batch over the devices: " + "; ".join(f"{name}, {spec.runs}" for name, spec in ENGINES.items()))
-    for spec in ENGINES.values():  # each engine's own options, as it declares them
+    added = set()
+    for spec in ENGINES.values():  # each engine's own options, as it declares them (once, when engines share one)
         for option in spec.options:
-            _add_option(add, spec.name, option)
+            if option.name not in added:
+                _add_option(add, option)
+                added.add(option.name)
     add("--model", type=_setting("model"), choices=MODELS, default=DEFAULTS.model,
         help="what each replica runs (default linear, the tutorial's)")
     add("--inputs", type=_setting("inputs"), choices=INPUTS, default=DEFAULTS.inputs,
@@ -123,10 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_option(add: Callable[..., object], engine: str, option: Option) -> None:
+def _add_option(add: Callable[..., object], option: Option) -> None:
     """An engine's option as a flag: a toggle that is on unless given (--no-set-epoch) or off unless given
     (--join), or a value with its limits."""
-    words = f"--engine {engine} only: {option.help[:1].lower()}{option.help[1:].rstrip('.')}"
+    engines = " or ".join(f"--engine {e.name}" for e in owners(option.name))
+    words = f"{engines} only: {option.help[:1].lower()}{option.help[1:].rstrip('.')}"
     if option.kind == "flag":
         add(_flag(option.name), dest=option.name, action="store_false" if option.unset else "store_true", help=words)
     elif option.kind == "mib":
@@ -179,10 +183,8 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
                          f"not {values['engine']}; {ENGINES[values['engine']].label}'s are {', '.join(others)}.")
     engine = ENGINES[values["engine"]]
     for name in ENGINE_OPTIONS:
-        owner = option_owner(name)
         if name not in engine.unset and _given(argv, name):
-            parser.error(f"{_flag(name)} is a {owner.label} option, so it needs --engine {owner.name}, "
-                         f"got engine {values['engine']!r}.")
+            parser.error(f"{needs(name, _flag(name))}, got engine {values['engine']!r}.")
     ranked = under_torchrun()
     try:
         config = RunConfig(**values)
@@ -264,7 +266,7 @@ def _one_line(message: str) -> str:
 
 def _flag(name: str) -> str:
     """The flag of setting `name`: --no-NAME for a toggle that is on unless given (shuffle, set_epoch)."""
-    on = name == "shuffle" or (option_owner(name) is not None and option_owner(name).unset[name] is True)
+    on = name == "shuffle" or ENGINE_OPTIONS.get(name) is True
     return ("--no-" if on else "--") + name.replace("_", "-")
 
 

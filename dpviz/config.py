@@ -13,7 +13,7 @@ import math
 
 from .catalogue import INPUT_SPECS, MODEL_SPECS, row_elements, row_text
 from .echo import cut, echo
-from .engines import ENGINES as ENGINE_SPECS, options as engine_options
+from .engines import ENGINES as ENGINE_SPECS, needs, options as engine_options
 
 BACKENDS = ("auto", "cuda", "simulated", "cpu")  # the kind of device: resolved once; cpu is simulated for dp, gloo for ddp
 ENGINE_NAMES = tuple(ENGINE_SPECS)  # what runs the model over the lanes: dpviz.engines
@@ -110,9 +110,7 @@ class RunConfig:
         engine = ENGINE_SPECS[self.engine]
         for name, unset in ENGINE_OPTIONS.items():  # another engine's options stay unset
             if name not in engine.unset and getattr(self, name) != unset:
-                owner = next(e for e in ENGINE_SPECS.values() if name in e.unset)
-                raise ConfigError(f"{name} is a {owner.label} option, so it needs engine {owner.name}, "
-                                  f"got engine {self.engine!r}.")
+                raise ConfigError(f"{needs(name)}, got engine {self.engine!r}.")
         problem = engine.part("config_problem")(self) if engine.has("config_problem") else None
         if problem:
             raise ConfigError(problem)

@@ -5,7 +5,7 @@
     summary_rows_ddp(trace)    # (key figure, value) rows for the report's table
 
 Every number comes from the trace: the ranks' forwards (rows), the steps' sample ids (repeats), the
-all-reduce spans and facts["ddp"] (the reducer's buckets). dpviz.summary dispatches here for engine "ddp".
+all-reduce spans and facts["ddp"] (the reducer's buckets). Its spec names these as its summary (dpviz.engines.ddp.spec).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from .config import (
     row_elements,
 )
 from .echo import echo
-from .engines import ENGINES
+from .engines import ENGINES, FIRST
 from .presets import COMPARE_PRESETS, LINK_PRESETS
 
 DEFAULTS = RunConfig()
@@ -23,7 +23,9 @@ PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuff
           "set_epoch", "find_unused", "uneven", "join", "timeout_s")
 
 
-BOTH = "both"  # engine=both: the same settings run under DataParallel and DDP, side by side
+BOTH = "both"  # engine=both: the same settings run under two engines, side by side
+# The two: the one-process engine, and the first engine that runs a process per rank (the link's settings are its).
+PAIR = (FIRST, next(name for name, spec in ENGINES.items() if spec.processes))
 
 
 def to_query(config: RunConfig, both: bool = False) -> dict[str, str]:
@@ -66,7 +68,7 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
         if name == "preset":
             continue
         if name == "engine" and str(text).strip().lower() == BOTH:
-            text = "ddp"  # the settings are DDP's too; the page runs DataParallel beside it (wants_both)
+            text = PAIR[1]  # the settings are the second engine's; the page runs the first beside it (wants_both)
         if name not in PARAMS:
             warnings.append(f"The link's parameter {echo(name)} is not a dpviz setting and was ignored.")
             continue

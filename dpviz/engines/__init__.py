@@ -47,6 +47,16 @@ def options() -> dict[str, object]:
     return {name: value for each in ENGINES.values() for name, value in each.unset.items()}
 
 
-def option_owner(name: str) -> EngineSpec | None:
-    """The engine whose option setting `name` is; None for a setting every engine reads."""
-    return next((each for each in ENGINES.values() if name in each.unset), None)
+def owners(name: str) -> list[EngineSpec]:
+    """The engines that read option `name` (several may share one: DDP's bucket cap); none for a common setting."""
+    return [each for each in ENGINES.values() if name in each.unset]
+
+
+def needs(name: str, flag: str | None = None) -> str:
+    """Why option `name` was refused for another engine: "bucket_cap_mb is a DistributedDataParallel option,
+    so it needs engine ddp" (`flag`: the command line's word for it, and --engine)."""
+    readers = owners(name)
+    what = f"a {readers[0].label} option" if len(readers) == 1 else \
+        f"an option of {', '.join(e.label for e in readers[:-1])} and {readers[-1].label}"
+    engine = "--engine" if flag else "engine"
+    return f"{flag or name} is {what}, so it needs {' or '.join(f'{engine} {e.name}' for e in readers)}"

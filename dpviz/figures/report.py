@@ -99,7 +99,7 @@ def ddp_heading(trace: Trace) -> str:
     config, vocabulary = trace.config, trace.vocabulary
     batch = (f"a batch of {config.batch_size:,} per process" if config.batch_per_process
              else f"a global batch of {config.batch_size:,}")
-    return (f"{vocabulary.title} run: {config.data_size:,} rows, {batch}, "
+    return (f"{trace.spec.label} run: {config.data_size:,} rows, {batch}, "
             f"on {plural(config.gpus, vocabulary.lane_noun)} (one process each), {MODEL_SPECS[config.model].label}")
 
 

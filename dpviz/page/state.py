@@ -7,10 +7,10 @@ from __future__ import annotations
 import streamlit as st
 
 from ..echo import markdown_text
-from ..engines import ENGINES, FIRST
+from ..engines import ENGINES
 from ..session import Views
 from ..trace import Trace
-from ..url_state import BOTH
+from ..url_state import BOTH, PAIR
 
 PRESENT = "presenting"  # the presentation toggle: larger type in every chart
 SHOWN_TAB = "shown_tab"  # the label of the tab shown last, kept apart from the tabs' own state
@@ -19,8 +19,6 @@ ENGINE = "engine_choice"  # the engine control: an engine's name, or BOTH (the c
 LEFT_QUEUE = "left_queue"  # the settings whose wait for room the visitor gave up
 UPLOAD = "upload_file"  # the trace uploader's key
 SIDE_BY_SIDE = "side_by_side"  # both engines' charts in two columns rather than one above the other
-# BOTH compares the one-process engine with the first engine that runs a process per rank, on the same settings.
-PAIR = (FIRST, next(name for name, spec in ENGINES.items() if spec.processes))
 CHOICES = {**{name: spec.label for name, spec in ENGINES.items()}, BOTH: "Both, compared"}
 
 

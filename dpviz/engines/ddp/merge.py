@@ -48,7 +48,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
         lanes=[Lane(r, (lane_names or [])[r] if lane_names else _lane_name(r, backend)) for r in range(world)],
         batches=batches, spans=spans, memory=memory, memory_kind="measured" if backend == "cuda" else "computed",
         failure=failure, warnings=_warnings(ranks, launched, count), facts=_facts(config, ranks, launched, offsets, applied),
-        engine="ddp",
+        engine=config.engine,
     )
 
 
