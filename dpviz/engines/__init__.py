@@ -11,15 +11,11 @@ a vocabulary.py, an engine.py with `resolve`, `record` and `check`, and the read
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .ddp.spec import SPEC as _DDP
 from .dp.spec import SPEC as _DP
 from .spec import EngineSpec, Option
-
-if TYPE_CHECKING:
-    from ..vocabulary import Vocabulary
-    from .base import Engine
 
 ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (_DP, _DDP)}  # the first: traces before schema 3
 FIRST = next(iter(ENGINES))  # what recorded a trace that names no engine (schema 1 and 2)
@@ -32,13 +28,13 @@ def spec(name: str) -> EngineSpec:
     return ENGINES[name]
 
 
-def vocabulary(name: str) -> "Vocabulary":
-    """The vocabulary of engine `name`: what its traces are drawn and explained with."""
+def vocabulary(name: str) -> Any:
+    """The vocabulary of engine `name` (dpviz.vocabulary.Vocabulary): what its traces are drawn and explained with."""
     return spec(name).part("vocabulary")
 
 
-def engine(name: str) -> "Engine":
-    """Engine `name` itself, importing its recording side (torch) now."""
+def engine(name: str) -> Any:
+    """Engine `name` itself (dpviz.engines.base.Engine), importing its recording side (torch) now."""
     return spec(name).part("engine")
 
 
