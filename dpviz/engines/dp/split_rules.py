@@ -30,7 +30,7 @@ from .chunking import chunk_sizes
 # for an object scatter hands every device whole (rule 2).
 Leaf = Optional[int]
 WHOLE: Leaf = None
-H0_LAYERS = 1  # a GRU's h0 is (layers, rows, hidden): dpviz's GRUs have one layer
+H0_LAYERS = 1  # dpviz.inputs builds a GRU's h0 as (1, rows, hidden): its GRUs have one layer
 
 
 def replica_rows(config: RunConfig, rows: int) -> list[int]:
@@ -38,12 +38,13 @@ def replica_rows(config: RunConfig, rows: int) -> list[int]:
     gpus = config.gpus
     positional, keywords = call_leaves(config.inputs, rows, config.dim)
     chunks = chunk_sizes(rows, gpus)  # the batch's own chunks: rule 5
-    # Rules 1-3: zip() nests, so the count is the fewest pieces of any leaf, however deep it sits.
-    with_batch = min(pieces(leaf, gpus) for leaf in positional)
-    replicas = with_batch
+    # Rules 1-3: zip() nests, so the count is the fewest pieces of any leaf, however deep it sits. Each of
+    # these replicas gets a piece of the positional arguments, the batch's chunk among them.
+    with_input = min(pieces(leaf, gpus) for leaf in positional)
+    replicas = with_input
     if keywords:  # scatter_kwargs scatters keywords only when there are some
         replicas = max(replicas, min(pieces(leaf, gpus) for leaf in keywords))  # rule 4
-    return [chunks[i] if i < with_batch else 0 for i in range(replicas)]
+    return [chunks[i] if i < with_input else 0 for i in range(replicas)]
 
 
 def pieces(leaf: Leaf, gpus: int) -> int:
