@@ -5,8 +5,8 @@ device-moving Scatter/Gather Functions swapped for the CPU stand-ins of tests/te
 batch 0 and the last batch of a recorded run (the batches rebuilt from the same seed), every tensor
 the oracle hands a replica must be recorded with its shape as "split", every other leaf as "shared"
 when it is the caller's very object and "copied" when scatter rebuilt it, and the replicas recorded
-must be the oracle's. dpviz.engines.dp.check.replica_rows must give the oracle's rows per replica for every
-form, rows 0..20 and 1..8 devices.
+must be the oracle's. dpviz.engines.dp.split_rules.replica_rows (plain integers) must give the oracle's
+rows per replica for every form, rows 0..20 and 1..8 devices.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import torch
 import torch.nn.parallel.scatter_gather as torch_sg
 
 from dpviz import record, tutorial
-from dpviz.engines.dp import check
+from dpviz.engines.dp.split_rules import replica_rows
 from dpviz.config import RunConfig
 from dpviz.inputs import LABELS, POSITIONAL
 from dpviz.models import HIDDEN, row_shape
@@ -186,19 +186,19 @@ def test_replica_rows_is_torchs_split_for_every_form(oracle, form, model):
     for gpus in range(1, 9):
         config = dataclasses.replace(config_for(form, model), gpus=gpus)
         for rows in range(21):
-            assert check.replica_rows(config, rows) == oracle_rows(oracle, config, rows), (gpus, rows)
+            assert replica_rows(config, rows) == oracle_rows(oracle, config, rows), (gpus, rows)
 
 
 def test_replica_rows_shows_the_forms_quirks(oracle):
     """The quirks come from torch: padded keyword replicas get no rows; h0 cut on dim 0 keeps one replica."""
     kwargs_config = config_for("kwargs", "linear", gpus=8)
     chunks = [c.shape[0] for c in torch.empty(10).chunk(8)]
-    rows = check.replica_rows(kwargs_config, 10)
+    rows = replica_rows(kwargs_config, 10)
     assert rows == oracle_rows(oracle, kwargs_config, 10)
     assert len(rows) == 8 > len(chunks) and rows[: len(chunks)] == chunks and not any(rows[len(chunks):])
 
     hidden_config = config_for("hidden", "gru", gpus=4)
     h0_pieces = torch.empty(1, 10, HIDDEN).chunk(4, 0)
-    rows = check.replica_rows(hidden_config, 10)
+    rows = replica_rows(hidden_config, 10)
     assert rows == oracle_rows(oracle, hidden_config, 10)
     assert len(rows) == len(h0_pieces) == 1 and rows[0] == torch.empty(10).chunk(4)[0].shape[0]

@@ -1,11 +1,38 @@
-"""Readers of a trace depend only on the trace: drawing, summarising, explaining and exporting import no
-torch and nothing of the recording side (checked in a fresh interpreter, where nothing is imported yet)."""
+"""Readers of a trace depend only on the trace: loading, checking, drawing, summarising, explaining and
+exporting import no torch and nothing of the recording side (checked in a fresh interpreter, where nothing
+is imported yet, and in one where torch cannot be imported at all)."""
+import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+from dpviz import trace_json
+from dpviz.figures.views import VIEWS
+from dpviz.presets import DDP_PRESETS, PRESETS
+from ddp_traces import ddp_document, record_config
+from figure_traces import recorded, synthetic
+
 ROOT = Path(__file__).resolve().parents[1]
-RECORDING_SIDE = ("recorder", "observer", "simulated", "scatter", "memory", "check", "engine")
+# What runs a model, starts its processes or builds its tensors: every module here imports torch, or is
+# reached only from one that does. Reading a trace needs none of them.
+RECORDING_SIDE = sorted({
+    "dpviz.tutorial", "dpviz.inputs", "dpviz.models", "dpviz.seeding",
+    *(f"dpviz.engines.dp.{name}" for name in
+      ("engine", "devices", "recorder", "observer", "simulated", "scatter", "memory", "workers")),
+    *(f"dpviz.engines.ddp.{name}" for name in
+      ("engine", "launch", "rank", "observer", "merge", "torchrun", "preloaded")),
+})
+# What a reader may import of an engine's package: its words, its arithmetic and its check of a loaded trace.
+READING_SIDE = sorted({
+    *(f"dpviz.engines.dp.{name}" for name in ("vocabulary", "chunking", "split_rules", "check")),
+    *(f"dpviz.engines.ddp.{name}" for name in ("vocabulary", "sharding", "facts", "check")),
+})
+LOADED = f"""
+def loaded():
+    return sorted(m for m in sys.modules
+                  if (sys.modules[m] is not None and (m == "torch" or m.startswith("torch."))) or m in {RECORDING_SIDE!r})
+"""
 
 SCRIPT = f"""
 import sys
@@ -15,11 +42,7 @@ from dpviz import RunConfig, chrome_trace, figures, tutorial_log
 from dpviz.explain import explain
 from dpviz.summary import key_figures, summary_table
 from figure_traces import synthetic
-
-def loaded():
-    return sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")
-                  or m.startswith("dpviz.engines.dp.") and m.rsplit(".", 1)[1] in {RECORDING_SIDE!r})
-
+{LOADED}
 print("after import:", loaded())
 trace = synthetic(RunConfig(gpus=4, data_size=100, batch_size=30, train=True))
 for batch in range(len(trace.batches)):
@@ -35,3 +58,96 @@ def test_drawing_a_trace_imports_no_torch_and_nothing_of_the_recording_side():
     result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["after import: []", "after drawing: []"]
+
+
+# A fresh interpreter in which `import torch` raises ImportError: it loads every trace file in a folder
+# (each checked as an upload is), draws every view of the trace's engine in every way the page asks for
+# it, builds every export, and prints, per file, the views it drew and whether the file reads back as
+# written; then what it imported of torch and the recording side.
+WITHOUT_TORCH = f"""
+import sys
+sys.modules["torch"] = None  # any import of torch, however deep, now raises ImportError
+sys.path[:0] = [{str(ROOT)!r}]
+import json
+from pathlib import Path
+from dpviz import chrome_trace, trace_json, tutorial_log
+from dpviz.explain import explain
+from dpviz.figures import html_report
+from dpviz.figures.views import BATCH, SAMPLED, TEXT, VIEWS, WHOLE, WINDOW
+from dpviz.summary import key_figures, summary_table
+{LOADED}
+
+def draw(view, trace):
+    batches = len(trace.batches)
+    if view.control in (WHOLE, TEXT):
+        view.build(trace)
+    elif view.control == BATCH:
+        for batch in range(batches):
+            view.build(trace, batch)
+    elif view.control == SAMPLED:
+        for batch in view.sampled(trace):
+            view.build(trace, batch)
+    elif view.control == WINDOW:
+        for first in range(0, batches, view.window(trace)):
+            view.build(trace, first)
+        if view.detail is not None:
+            for first in range(0, batches, view.detail_window):
+                view.detail(trace, first)
+    else:
+        raise AssertionError(view.control)
+    view.figures_for_report(trace)
+
+for path in sorted(Path(sys.argv[1]).glob("*.json")):
+    text = path.read_text()
+    trace = trace_json.loads(text)
+    drawn = []
+    for view in VIEWS:
+        if trace.engine in view.engines:
+            draw(view, trace)
+            drawn.append(view.key)
+    key_figures(trace); summary_table(trace); explain(trace); html_report(trace)
+    chrome_trace.dumps(trace); tutorial_log.tutorial_log(trace)
+    print(json.dumps([path.stem, trace.engine, drawn, trace_json.dumps(trace) == text]))
+print(json.dumps(["loaded", loaded()]))
+print(json.dumps(["engines", sorted(m for m in sys.modules if m.startswith("dpviz.engines.") and m.count(".") == 3)]))
+"""
+
+
+def trace_files(folder: Path) -> dict[str, str]:
+    """Trace files of both engines in `folder`, recorded here (with torch): name -> engine."""
+    traces = {"dp-synthetic": synthetic(dataclasses.replace(PRESETS["idle-gpus"].config, backend="simulated",
+                                                            train=True))}
+    for name, preset in PRESETS.items():  # DataParallel's pitfalls: failures, arguments, memory, losses, state
+        traces[f"dp-{name}"] = recorded(**{**preset.config.to_dict(), "backend": "simulated"})
+    for name, preset in DDP_PRESETS.items():
+        if name != "ddp-uneven":  # it waits out a 3-second timeout; ddp-unused-parameter fails too
+            traces[f"ddp-{name}"] = record_config(dataclasses.replace(preset.config, backend="cpu"))
+    documents = {name: trace_json.dumps(trace) for name, trace in traces.items()}
+    documents["ddp-four_train"] = ddp_document("four_train")  # several buckets
+    documents["ddp-two_accumulate"] = ddp_document("two_accumulate")  # no_sync steps
+    for name, text in documents.items():
+        (folder / f"{name}.json").write_text(text)
+    return {name: json.loads(text)["engine"] for name, text in documents.items()}
+
+
+def test_loading_and_reading_every_engines_trace_needs_no_torch(tmp_path):
+    engines = trace_files(tmp_path)
+    assert set(engines.values()) == {"dp", "ddp"}
+    result = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, str(tmp_path)], capture_output=True, text=True,
+                            cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    *per_file, (_, imported), (_, engine_modules) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert imported == []
+    assert engine_modules and set(engine_modules) <= set(READING_SIDE)
+    assert "dpviz.engines.dp.check" in engine_modules and "dpviz.engines.ddp.check" in engine_modules
+    assert {name: engine for name, engine, _, _ in per_file} == engines
+    for name, engine, drawn, same in per_file:
+        assert drawn == [view.key for view in VIEWS if engine in view.engines], name
+        assert same, f"{name} does not read back as written"
+
+
+def test_every_engine_module_is_on_one_side():
+    """A new module of an engine is either recording (torch) or reading (no torch): the lists above say which."""
+    modules = {f"dpviz.engines.{path.parent.name}.{path.stem}" for engine in ("dp", "ddp")
+               for path in (ROOT / "dpviz" / "engines" / engine).glob("*.py") if path.stem != "__init__"}
+    assert modules == {m for m in RECORDING_SIDE + READING_SIDE if m.startswith("dpviz.engines.")}

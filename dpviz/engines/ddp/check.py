@@ -1,10 +1,18 @@
 """The rules of a DDP trace: every rank loaded what its sampler (or its hand-split shard) gives it,
-step by step, and all-reduced only in the steps that synchronise. Plain Python: loading a trace needs no torch."""
+step by step, and all-reduced only in the steps that synchronise. Plain Python: loading a trace needs no torch.
+
+    check_trace(trace)      # TraceError (one sentence) unless the trace is what a DDP run records
+"""
 from __future__ import annotations
 
 from ...trace import Trace
 from ...trace_values import TraceError
 from .sharding import padded_order, padding, per_rank_batch, plan, rank_shares, shard_start
+
+
+def check_trace(trace: Trace) -> None:
+    """Raise TraceError unless `trace` is what a DistributedDataParallel run could have recorded."""
+    check_steps(trace)
 
 
 def check_steps(trace: Trace) -> None:

@@ -47,9 +47,9 @@ class DistributedEngine:
                         machine_gpus=cuda_device_count())
 
     def check(self, trace: Trace) -> None:
-        from .check import check_steps
+        from .check import check_trace
 
-        check_steps(trace)
+        check_trace(trace)
 
 
 ENGINE = DistributedEngine()

@@ -76,7 +76,7 @@ SPEC = EngineSpec(
     parts={
         "vocabulary": "dpviz.engines.ddp.vocabulary:VOCABULARY",
         "engine": "dpviz.engines.ddp.engine:ENGINE",
-        "check": "dpviz.engines.ddp.check:check_steps",
+        "check": "dpviz.engines.ddp.check:check_trace",
         "batches": "dpviz.engines.ddp.spec:batches",
         "config_problem": "dpviz.engines.ddp.spec:problem",
         "fit": "dpviz.engines.ddp.spec:fit",

@@ -2,6 +2,7 @@
 
     vocabulary.py   its phases and memory kinds (no torch: readers of a trace use it)
     chunking.py     torch.chunk's split in plain integers (no torch)
+    split_rules.py  the rows each replica gets, by scatter_kwargs's rules in plain integers (no torch)
     engine.py       the engine: resolve the device kind, record a run, check a loaded trace
     devices.py      which kind of device a run uses: real CUDA GPUs or simulated ones
     recorder.py     the recording loop: forward, loss, backward, step, batch by batch
@@ -10,7 +11,7 @@
     scatter.py      DataParallel's scatter and gather rules on CPU tensors
     simulated.py    SimulatedDataParallel, replicate, parallel_apply (a thread per replica)
     workers.py      the threads replicas run on, borrowed from a bounded pool instead of started per call
-    check.py        the split a loaded trace must show, by DataParallel's own rules
+    check.py        the split a loaded trace must show, by DataParallel's own rules (no torch)
 
 Importing this package imports no torch; the modules that need it import it themselves.
 """

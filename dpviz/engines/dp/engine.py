@@ -25,9 +25,9 @@ class DataParallelEngine:
         return record(config, progress)
 
     def check(self, trace: Trace) -> None:
-        from .check import check_split
+        from .check import check_trace
 
-        check_split(trace)
+        check_trace(trace)
 
 
 ENGINE = DataParallelEngine()

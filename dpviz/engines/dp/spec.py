@@ -24,7 +24,7 @@ SPEC = EngineSpec(
     parts={
         "vocabulary": "dpviz.engines.dp.vocabulary:VOCABULARY",
         "engine": "dpviz.engines.dp.engine:ENGINE",
-        "check": "dpviz.engines.dp.check:check_split",
+        "check": "dpviz.engines.dp.check:check_trace",
         "batches": "dpviz.engines.dp.spec:batches",
         "facts": "dpviz.engines.dp.facts:read_facts",
         "summary": "dpviz.summary:key_figures_dp",
