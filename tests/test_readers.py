@@ -23,10 +23,11 @@ RECORDING_SIDE = sorted({
     *(f"dpviz.engines.ddp.{name}" for name in
       ("engine", "launch", "rank", "observer", "merge", "torchrun", "preloaded")),
 })
-# What a reader may import of an engine's package: its words, its arithmetic and its check of a loaded trace.
+# What a reader may import of an engine's package: its spec, its words, its arithmetic, the facts of a
+# loaded trace and its check.
 READING_SIDE = sorted({
-    *(f"dpviz.engines.dp.{name}" for name in ("vocabulary", "chunking", "split_rules", "check")),
-    *(f"dpviz.engines.ddp.{name}" for name in ("vocabulary", "sharding", "facts", "check")),
+    *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "chunking", "split_rules", "facts", "check")),
+    *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "sharding", "facts", "check")),
 })
 LOADED = f"""
 def loaded():
