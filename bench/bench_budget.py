@@ -10,7 +10,7 @@ writable cgroup v1 memory hierarchy at /sys/fs/cgroup/memory (root in a containe
 (a) --costs: a fresh server per measurement, the link engine=ddp&gpus=W&train=true, and the peak of the
     proportional set size (PSS) summed over the server and every process under it, sampled every 50 ms:
     at W = 2 and W = 6 the difference over 4 is what each further rank costs; the forkserver's own PSS
-    once the ranks have gone is what it costs alone. These are dpviz/rank_budget.py's RANK_BYTES and
+    once the ranks have gone is what it costs alone. These are dpviz/page/rank_budget.py's RANK_BYTES and
     FORKSERVER_BYTES.
 (b) sessions: one server, N browser pages opening the same link at once. Sampled every 50 ms until every
     page has drawn its Compare chart and gone idle: the tree's PSS and the rank processes alive. Then every
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hosted import CHROMIUM, CHROMIUM_ARGS, IDLE, SVG, Server  # noqa: E402
 from dpviz.host_memory import pss_bytes, tree  # noqa: E402
-from dpviz.rank_budget import FORKSERVER_BYTES, HEADROOM_BYTES, RANK_BYTES, TRACKER_BYTES  # noqa: E402
+from dpviz.page.rank_budget import FORKSERVER_BYTES, HEADROOM_BYTES, RANK_BYTES, TRACKER_BYTES  # noqa: E402
 
 OUT = Path(__file__).with_name("out")
 LINK = "/?engine=both&gpus={gpus}&train=true"

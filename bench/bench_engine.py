@@ -33,7 +33,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
-from dpviz import RunConfig, SimulatedDataParallel, record, tutorial
+from dpviz import RunConfig, SimulatedDataParallel, record
+from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.config import MODELS
 from dpviz.engines.dp.workers import Pool
 

@@ -77,7 +77,8 @@ def bare_chunks(query: dict[str, str]) -> float:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from dpviz import RunConfig, tutorial
+    from dpviz import RunConfig
+    from dpviz.engines.workload import tutorial_data as tutorial
 
     config = RunConfig(**{name: int(value) for name, value in query.items()})
     model, loader = tutorial.build(config)

@@ -70,7 +70,7 @@ from bench_hosted import (  # noqa: E402
 )
 from dpviz.config import LIMITS, RunConfig  # noqa: E402
 from dpviz.presets import PRESETS  # noqa: E402
-from dpviz.url_state import PARAMS, from_query, to_query  # noqa: E402
+from dpviz.page.link import PARAMS, from_query, to_query  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 # Files written while the bench runs (tests, editors) must not keep the servers' file watchers busy: the

@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 def largest_trace() -> bytes:
     """The largest trace the limits allow, recorded once: 10,000 batches of 100 rows on 16 devices."""
     if not LARGEST.exists():
-        from dpviz import RunConfig, record, trace_json
+        from dpviz import RunConfig, record
+        from dpviz.trace import json_io as trace_json
 
         print("recording the largest trace (a minute or two) ...", file=sys.stderr, flush=True)
         trace = record(RunConfig(data_size=1_000_000, batch_size=100, gpus=16, input_size=16, backend="simulated"))
@@ -47,7 +48,8 @@ def largest_trace() -> bytes:
 
 def small_trace() -> dict:
     """The tutorial's run as plain JSON values, to pad or corrupt."""
-    from dpviz import RunConfig, record, trace_json
+    from dpviz import RunConfig, record
+    from dpviz.trace import json_io as trace_json
 
     return json.loads(trace_json.dumps(record(RunConfig(backend="simulated"))))
 
@@ -101,7 +103,8 @@ def _status(key: str) -> float:
 
 def child(path: str) -> None:
     """Measure one file in this fresh process; print the result as JSON."""
-    from dpviz import TraceError, trace_json
+    from dpviz import TraceError
+    from dpviz.trace import json_io as trace_json
     from fuzz_uploads import draw_everything  # imports every view
 
     # A server has drawn a trace before: first calls' one-off costs (torch's, plotly's) are not the upload's.

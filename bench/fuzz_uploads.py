@@ -31,7 +31,12 @@ from typing import Any, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
-from dpviz import RunConfig, TraceError, chrome_trace, explain, figures, record, summary, trace_json, tutorial_log
+from dpviz import RunConfig, TraceError, figures, record
+from dpviz.exports import chrome_trace
+from dpviz.analysis import explain
+from dpviz.analysis import summary
+from dpviz.trace import json_io as trace_json
+from dpviz.exports import tutorial_log
 from dpviz.figures import views
 from dpviz.figures.report import markdown_to_html
 from dpviz.presets import PRESETS

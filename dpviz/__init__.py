@@ -4,13 +4,13 @@
     trace = record(RunConfig(batch_size=30, data_size=100, gpus=8))
 
 The recording side (torch) is imported on first use of `record` or `SimulatedDataParallel`, so reading
-and drawing a trace (dpviz.trace_json, dpviz.figures) never pays for it.
+and drawing a trace (dpviz.trace.json_io, dpviz.figures) never pays for it.
 """
 from importlib import import_module
 
-from .config import ConfigError, RunConfig
-from .trace import Batch, Lane, Span, Trace
-from .trace_json import TraceError
+from dpviz.config import ConfigError, RunConfig
+from dpviz.trace import Batch, Lane, Span, Trace
+from dpviz.trace.json_io import TraceError
 
 _RECORDING = {  # name -> the module that defines it, imported when the name is first used
     "record": "dpviz.engines.run",

@@ -1,7 +1,7 @@
 """`python -m dpviz`: see dpviz/cli.py."""
 import sys
 
-from .stopping import Stopped, ignore_signals, stop_on_signals
+from dpviz.stopping import Stopped, ignore_signals, stop_on_signals
 
 if __name__ == "__main__":  # a rank process started by multiprocessing imports this too
     # Once the run is over (its files renamed into place, its last line printed), a stop changes nothing:
@@ -9,7 +9,7 @@ if __name__ == "__main__":  # a rank process started by multiprocessing imports 
     ignore_signals()
     with stop_on_signals():  # from the first moment: a signal while the modules load is one line too
         try:
-            from .cli import main
+            from dpviz.cli import main
         except Stopped as stop:
             print(f"dpviz: stopped by {stop.words} while starting; nothing was run or written.", file=sys.stderr)
             sys.exit(stop.exit_status)

@@ -5,9 +5,9 @@
     INPUT_SPECS["list"].positional       # ("x", "row_ids"): how its positional arguments are named
 
 The one registry both sides read: the config takes its choices and size limit from it, the page and the
-command line their labels, the recorder the class that builds each model (dpviz.models) and the facts
+command line their labels, the recorder the class that builds each model (dpviz.engines.workload.models) and the facts
 to record, and every reader of a trace its labels. Adding a model or an input form is one entry here
-and its class in dpviz.models or dpviz.inputs.
+and its class in dpviz.engines.workload.models or dpviz.engines.workload.input_forms.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class ModelSpec:
     """A model: what the page calls it, how one row of its data is laid out, and what it shows."""
 
     label: str
-    builder: str  # the class in dpviz.models, called as builder(input_size, output_size, **options)
+    builder: str  # the class in dpviz.engines.workload.models, called as builder(input_size, output_size, **options)
     layout: str = "features"  # "features" (input_size), "image" (1 x s x s) or "sequence" (steps x input_size)
     dim: int = 0  # the dim of its input that holds the batch: DataParallel's `dim`
     options: dict[str, Any] = field(default_factory=dict)

@@ -21,22 +21,23 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
-from . import chrome_trace, trace_json
-from .catalogue import INPUT_SPECS, MODEL_SPECS
-from .config import (
+from dpviz.exports import chrome_trace
+from dpviz.trace import json_io as trace_json
+from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
+from dpviz.config import (
     BACKENDS, ENGINE_NAMES, FLOAT_LIMITS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS,
     ConfigError, ENGINE_OPTIONS, RunConfig, parse_setting,
 )
-from .echo import MESSAGE_LIMIT, cut
-from .presets import ALL_PRESETS, DDP_PRESETS, PRESETS
-from .engines import ENGINES, Option, needs, owners
-from .engines.ddp import torchrun as _torchrun
-from .engines.ddp.torchrun import under_torchrun
-from .engines.run import record, resolve
-from .trace import Trace
-from .stopping import Stopped, stop_on_signals
-from .tutorial_log import tutorial_log
-from .wording import plural
+from dpviz.echo import MESSAGE_LIMIT, cut
+from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS
+from dpviz.engines import ENGINES, Option, needs, owners
+from dpviz.engines.ddp import torchrun as _torchrun
+from dpviz.engines.ddp.torchrun import under_torchrun
+from dpviz.engines.run import record, resolve
+from dpviz.trace import Trace
+from dpviz.stopping import Stopped, stop_on_signals
+from dpviz.exports.tutorial_log import tutorial_log
+from dpviz.analysis.wording import plural
 
 DEFAULTS = RunConfig()
 SHOWN_VALUE = 80  # characters of a refused value an error message quotes

@@ -11,9 +11,9 @@ from typing import Any, Mapping
 
 import math
 
-from .catalogue import INPUT_SPECS, MODEL_SPECS, row_elements, row_text
-from .echo import cut, echo
-from .engines import ENGINES as ENGINE_SPECS, needs, options as engine_options
+from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, row_elements, row_text
+from dpviz.echo import cut, echo
+from dpviz.engines import ENGINES as ENGINE_SPECS, needs, options as engine_options
 
 BACKENDS = ("auto", "cuda", "simulated", "cpu")  # the kind of device: resolved once; cpu is simulated for dp, gloo for ddp
 ENGINE_NAMES = tuple(ENGINE_SPECS)  # what runs the model over the lanes: dpviz.engines
@@ -69,8 +69,8 @@ class RunConfig:
     seed: int = 0
     backend: str = "auto"
     train: bool = False  # forward only, as the tutorial; True adds loss, backward and an SGD step
-    model: str = "linear"  # the tutorial's nn.Linear; see dpviz.models for the others
-    inputs: str = "tensor"  # model(x) as in the tutorial; see dpviz.inputs for tuple, dict, kwargs, ...
+    model: str = "linear"  # the tutorial's nn.Linear; see dpviz.engines.workload.models for the others
+    inputs: str = "tensor"  # model(x) as in the tutorial; see dpviz.engines.workload.input_forms for tuple, dict, kwargs, ...
     engine: str = "dp"  # nn.DataParallel; see dpviz.engines
     bucket_cap_mb: float | None = None  # DDP's gradient bucket cap; None: DDP's default (25 MiB, 1 MiB first)
     accumulate: int = 1  # DDP: all-reduce every N steps, the others under no_sync (gradient accumulation)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from dpviz import RunConfig, trace_json
+from dpviz import RunConfig
+from dpviz.trace import json_io as trace_json
 from dpviz.engines import engine
 from dpviz.trace import Trace
 

@@ -2,7 +2,8 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dpviz import RunConfig, record, trace_json
+from dpviz import RunConfig, record
+from dpviz.trace import json_io as trace_json
 from dpviz.echo import markdown_text
 from user_text_traces import EVIL, LINK, MARKUP, outside_code, payload_json, unescape_markdown
 

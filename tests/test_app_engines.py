@@ -69,7 +69,7 @@ def test_both_engines_run_at_the_count_asked_for():
 
 
 def test_a_server_with_room_for_fewer_ranks_says_so_in_a_visitors_words(monkeypatch):
-    from dpviz import rank_budget
+    from dpviz.page import rank_budget
 
     monkeypatch.setattr(rank_budget.BUDGET, "_room", lambda: 3)
     app = page(engine="both", gpus="6")
@@ -121,7 +121,7 @@ def test_a_run_waits_for_room_held_by_another_session_then_runs(monkeypatch):
     import threading
     import time
 
-    from dpviz import rank_budget
+    from dpviz.page import rank_budget
 
     monkeypatch.setattr(rank_budget.BUDGET, "_room", lambda: 4)
     held, release = threading.Event(), threading.Event()

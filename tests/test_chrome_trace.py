@@ -2,7 +2,8 @@
 import json
 from collections import defaultdict
 
-from dpviz import RunConfig, chrome_trace, record
+from dpviz import RunConfig, record
+from dpviz.exports import chrome_trace
 
 
 def test_events_are_valid_and_never_overlap_on_a_track():
@@ -41,7 +42,8 @@ def test_the_text_written_event_by_event_is_the_document_byte_for_byte():
 
 import pytest
 
-from dpviz import trace_json, tutorial
+from dpviz.trace import json_io as trace_json
+from dpviz.engines.workload import tutorial_data as tutorial
 
 
 @pytest.fixture(scope="module")

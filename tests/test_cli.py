@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dpviz import RunConfig, record, trace_json
+from dpviz import RunConfig, record
+from dpviz.trace import json_io as trace_json
 from dpviz.cli import build_parser, main
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dpviz import trace_json
+from dpviz.trace import json_io as trace_json
 from dpviz.cli import atomic_write
 from dpviz.stopping import Stopped
 

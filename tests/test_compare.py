@@ -6,9 +6,9 @@ import statistics
 
 import pytest
 
-from dpviz.compare import _ms, comparison, model_bytes, moves_per_step, per_device, step_seconds, traffic
-from dpviz.step_times import LINKS, Measured, measured, modelled, verdict
-from dpviz.traffic_model import StepSizes, dataparallel, distributed, growth
+from dpviz.analysis.compare import _ms, comparison, model_bytes, moves_per_step, per_device, step_seconds, traffic
+from dpviz.analysis.step_times import LINKS, Measured, measured, modelled, verdict
+from dpviz.analysis.traffic_model import StepSizes, dataparallel, distributed, growth
 from dpviz.config import RunConfig
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.engines import engine

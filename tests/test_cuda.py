@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from dpviz import RunConfig, SimulatedDataParallel, record
-from dpviz.tutorial_log import tutorial_log
+from dpviz.exports.tutorial_log import tutorial_log
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(GPUS < 2, reason=f"needs two CUDA devices, this machine has {GPUS}")]

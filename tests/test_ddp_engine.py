@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DistributedSampler
 
-from dpviz import trace_json, tutorial
+from dpviz.trace import json_io as trace_json
+from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.config import MODELS, RNN_MODELS, ConfigError, RunConfig
 from dpviz.engines import engine
 from dpviz.engines.ddp.launch import launch

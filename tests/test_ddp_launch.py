@@ -10,7 +10,7 @@ import torch
 from dpviz.config import RunConfig
 from dpviz.engines.ddp.launch import forkserver_pid, launch
 from dpviz.engines.ddp.merge import to_trace
-from dpviz.trace_check import check
+from dpviz.trace.check import check
 
 CONFIG = RunConfig(engine="ddp", gpus=3, train=True, data_size=60, batch_size=6)  # 10 steps
 

@@ -77,7 +77,7 @@ def _scan(path: Path) -> list[str]:
 # labels and title of its own: what the next engine adds before it has views of its own.
 TOY_SPEC = '''
 import dataclasses
-from ..ddp.spec import SPEC as DDP
+from dpviz.engines.ddp.spec import SPEC as DDP
 
 SPEC = dataclasses.replace(DDP, name="toy", label="Toy Parallel", short="Toy", runs="toy.Parallel",
                            title="How Toy Parallel shares the work")
@@ -85,15 +85,15 @@ SPEC = dataclasses.replace(DDP, name="toy", label="Toy Parallel", short="Toy", r
 
 SCRIPT = r'''
 import json, sys
-from dpviz import trace_json
+from dpviz.trace import json_io as trace_json
 from dpviz.cli import build_parser
 from dpviz.config import ENGINE_NAMES, RunConfig
-from dpviz.url_state import from_query, to_query
+from dpviz.page.link import from_query, to_query
 from dpviz.figures.views import VIEWS
-from dpviz.explain import explain
-from dpviz.summary import key_figures, summary_table
-from dpviz.tutorial_log import tutorial_log
-from dpviz import chrome_trace
+from dpviz.analysis.explain import explain
+from dpviz.analysis.summary import key_figures, summary_table
+from dpviz.exports.tutorial_log import tutorial_log
+from dpviz.exports import chrome_trace
 from dpviz.figures.report import html_report
 
 assert ENGINE_NAMES[-1] == "toy", ENGINE_NAMES
@@ -134,7 +134,8 @@ def test_a_new_engine_is_one_package_and_one_registry_entry(tmp_path):
     text = registry.read_text()
     entry = "for spec in (_DP, _DDP)}"
     assert text.count(entry) == 1
-    registry.write_text(text.replace("from .spec import", "from .toy.spec import SPEC as _TOY\nfrom .spec import")
+    registry.write_text(text.replace("from dpviz.engines.spec import",
+                                     "from dpviz.engines.toy.spec import SPEC as _TOY\nfrom dpviz.engines.spec import")
                         .replace(entry, "for spec in (_DP, _DDP, _TOY)}"))
     shutil.copy(ROOT / "app.py", tmp_path / "app.py")
     (tmp_path / "run.json").write_text(ddp_document("two_train"))

@@ -2,7 +2,7 @@
 import pytest
 
 from dpviz import RunConfig, record
-from dpviz.explain import explain
+from dpviz.analysis.explain import explain
 from figure_traces import as_cuda, recorded
 
 
@@ -161,7 +161,7 @@ def test_ddp_explanation_names_the_rows_loaded_twice():
 def test_ddp_explanation_tells_the_buckets_their_rebuild_and_the_overlap():
     from ddp_traces import ddp_trace
     from dpviz.echo import code_span
-    from dpviz.tables_ddp import bucket_layouts
+    from dpviz.analysis.tables_ddp import bucket_layouts
 
     trace = ddp_trace("four_train")
     first, later = bucket_layouts(trace)[:2]

@@ -15,8 +15,8 @@ from dpviz.figures.sample_map_ddp import prepare_sample_map_ddp
 from dpviz.figures.split_ddp import prepare_split_ddp
 from dpviz.figures.timeline_ddp import REDUCE_TOP, WAIT, prepare_timeline_ddp, window_size
 from dpviz.figures.views import VIEWS
-from dpviz.batch_facts import memory_batches
-from dpviz.tables_ddp import bucket_layout
+from dpviz.analysis.batch_facts import memory_batches
+from dpviz.analysis.tables_ddp import bucket_layout
 from ddp_traces import CONFIGS, ddp_trace, record_config
 from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 

@@ -11,7 +11,7 @@ from dpviz.engines.dp.vocabulary import VOCABULARY
 from dpviz.figures.colors import device_color
 from dpviz.figures.memory import byte_unit
 from dpviz.engines.dp.memory import CATEGORIES
-from dpviz.wording import human_bytes
+from dpviz.analysis.wording import human_bytes
 from dpviz.trace import MemorySample
 from figure_traces import MAX_JSON_BYTES, as_cuda, recorded
 

@@ -9,7 +9,7 @@ from dpviz.figures.pitfall_loss import prepare_losses
 from dpviz.figures.pitfall_state import prepare_state
 from dpviz.figures.pitfalls import pitfall_figure
 from dpviz.presets import PRESETS
-from dpviz.tutorial import build, call
+from dpviz.engines.workload.tutorial_data import build, call
 from figure_traces import recorded
 
 

@@ -5,10 +5,10 @@ import re
 
 from plotly.offline import get_plotlyjs
 
-from dpviz.explain import explain
+from dpviz.analysis.explain import explain
 from dpviz.figures import html_report
 from dpviz.figures.report import MAX_LOG_LINES, bounded_log, markdown_to_html
-from dpviz.tutorial_log import tutorial_log
+from dpviz.exports.tutorial_log import tutorial_log
 from figure_traces import LARGEST, LARGEST_TRAINING, recorded, synthetic
 
 VIEWS = ["fig-flow-batch-0", "fig-flow-batch-3", "fig-split", "fig-timeline", "fig-sample-map", "fig-step",

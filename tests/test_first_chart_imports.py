@@ -21,12 +21,12 @@ tabs = [view.tab for view in VIEWS if view.shows(trace)]
 flow = next(view for view in VIEWS if view.tab == tabs[0])
 figure = flow.build(trace, len(trace.batches) - 1)
 print(tabs[0], figure.layout.title.text.split("<br>")[0], "pandas" in sys.modules)
-from dpviz.explain import explain
-from dpviz.summary import key_figures
+from dpviz.analysis.explain import explain
+from dpviz.analysis.summary import key_figures
 print(len(key_figures(trace)), len(explain(trace)) > 3, "pandas" in sys.modules)
 # Nor the other views' code, nor DDP's summary and explanations.
 print(sorted(m for m in ("dpviz.figures.split", "dpviz.figures.timeline", "dpviz.figures.memory", "dpviz.figures.report",
-                         "dpviz.summary_ddp", "dpviz.explain_ddp", "dpviz.tables") if m in sys.modules))
+                         "dpviz.analysis.summary_ddp", "dpviz.analysis.explain_ddp", "dpviz.analysis.tables") if m in sys.modules))
 next(view for view in VIEWS if view.tab == "Split per batch").build(trace)
 print("pandas" in sys.modules)
 """

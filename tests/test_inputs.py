@@ -1,4 +1,4 @@
-"""The input forms of dpviz.inputs: what the trace says each replica received, against PyTorch.
+"""The input forms of dpviz.engines.workload.input_forms: what the trace says each replica received, against PyTorch.
 
 The oracle is torch's own torch.nn.parallel.scatter_gather.scatter_kwargs, with only its
 device-moving Scatter/Gather Functions swapped for the CPU stand-ins of tests/test_scatter.py. For
@@ -17,11 +17,12 @@ import pytest
 import torch
 import torch.nn.parallel.scatter_gather as torch_sg
 
-from dpviz import record, tutorial
+from dpviz import record
+from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.engines.dp.split_rules import replica_rows
 from dpviz.config import RunConfig
-from dpviz.inputs import LABELS, POSITIONAL
-from dpviz.models import HIDDEN, row_shape
+from dpviz.engines.workload.input_forms import LABELS, POSITIONAL
+from dpviz.engines.workload.models import HIDDEN, row_shape
 from test_scatter import _CpuGather, _CpuScatter
 
 # A model each form suits: the hidden state needs a GRU; the time-first GRU splits every form on dim 1.

@@ -4,7 +4,8 @@ from collections import defaultdict
 import pytest
 import torch
 
-from dpviz import RunConfig, record, tutorial
+from dpviz import RunConfig, record
+from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.engines.dp.memory import ComputedMemory, module_bytes, nbytes
 
 

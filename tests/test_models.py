@@ -1,4 +1,4 @@
-"""The models of dpviz.models under SimulatedDataParallel, against the same module run plainly.
+"""The models of dpviz.engines.workload.models under SimulatedDataParallel, against the same module run plainly.
 
 The oracle is PyTorch itself: the plain module's forward on the whole batch (or, where DataParallel
 computes per chunk by design, on each torch.chunk chunk), a plain forward/backward/SGD step for
@@ -17,9 +17,10 @@ import pytest
 import torch
 from torch import nn
 
-from dpviz import record, tutorial
+from dpviz import record
+from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.config import MAX_DATASET_ELEMENTS, MODELS, RNN_MODELS, ConfigError, RunConfig
-from dpviz.models import SEQUENCE_LENGTH, build_model, row_shape
+from dpviz.engines.workload.models import SEQUENCE_LENGTH, build_model, row_shape
 from dpviz.engines.dp.simulated import SimulatedDataParallel, current_device
 from test_scatter import torch_scalar_warning
 

@@ -1,7 +1,7 @@
 """The pitfall presets (dpviz.presets) recorded on simulated devices, against PyTorch itself.
 
 Each preset is run once with dpviz.record. Its batches are then rebuilt from the same seed
-(dpviz.tutorial.build and call) and handed to the oracle, torch's own
+(dpviz.engines.workload.tutorial_data.build and call) and handed to the oracle, torch's own
 torch.nn.parallel.scatter_gather with only its device-moving Scatter/Gather Functions swapped for
 the CPU stand-ins of tests/test_scatter.py, and to the module itself, called directly on the pieces
 torch gives each replica. What the trace says (the failure, its replica and message, warnings, the
@@ -17,11 +17,13 @@ import pytest
 import torch
 import torch.nn.parallel.scatter_gather as torch_sg
 
-from dpviz import record, trace_json, tutorial
-from dpviz.explain_pitfalls import pitfalls
-from dpviz.inputs import POSITIONAL
+from dpviz import record
+from dpviz.trace import json_io as trace_json
+from dpviz.engines.workload import tutorial_data as tutorial
+from dpviz.analysis.explain_pitfalls import pitfalls
+from dpviz.engines.workload.input_forms import POSITIONAL
 from dpviz.presets import PRESETS, preset_of
-from dpviz.url_state import from_query
+from dpviz.page.link import from_query
 from test_scatter import _CpuGather, _CpuScatter, torch_scalar_warning
 
 

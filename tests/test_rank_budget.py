@@ -12,7 +12,7 @@ import pytest
 from dpviz.config import RunConfig
 from dpviz.engines.ddp.launch import forkserver_pid, launch
 from dpviz.host_memory import cgroup_limit_bytes, host_limit_bytes, pss_bytes, tree
-from dpviz.rank_budget import FORKSERVER_BYTES, RANK_BYTES, TRACKER_BYTES, HEADROOM_BYTES, RankBudget, host_room
+from dpviz.page.rank_budget import FORKSERVER_BYTES, RANK_BYTES, TRACKER_BYTES, HEADROOM_BYTES, RankBudget, host_room
 
 from budget import limit
 

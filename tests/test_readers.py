@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dpviz import trace_json
+from dpviz.trace import json_io as trace_json
 from dpviz.figures.views import VIEWS
 from dpviz.presets import DDP_PRESETS, PRESETS
 from ddp_traces import ddp_document, record_config
@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # What runs a model, starts its processes or builds its tensors: every module here imports torch, or is
 # reached only from one that does. Reading a trace needs none of them.
 RECORDING_SIDE = sorted({
-    "dpviz.tutorial", "dpviz.inputs", "dpviz.models", "dpviz.seeding",
+    *(f"dpviz.engines.workload.{name}" for name in
+      ("tutorial_data", "input_forms", "models", "seeding", "warning_capture")),
     *(f"dpviz.engines.dp.{name}" for name in
       ("engine", "devices", "recorder", "observer", "simulated", "scatter", "memory", "workers")),
     *(f"dpviz.engines.ddp.{name}" for name in
@@ -38,10 +39,12 @@ def loaded():
 SCRIPT = f"""
 import sys
 sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]
-import dpviz.figures, dpviz.summary, dpviz.explain, dpviz.chrome_trace, dpviz.tutorial_log, dpviz.trace_json
-from dpviz import RunConfig, chrome_trace, figures, tutorial_log
-from dpviz.explain import explain
-from dpviz.summary import key_figures, summary_table
+import dpviz.figures, dpviz.analysis.summary, dpviz.analysis.explain, dpviz.exports.chrome_trace, dpviz.exports.tutorial_log, dpviz.trace.json_io
+from dpviz import RunConfig, figures
+from dpviz.exports import chrome_trace
+from dpviz.exports import tutorial_log
+from dpviz.analysis.explain import explain
+from dpviz.analysis.summary import key_figures, summary_table
 from figure_traces import synthetic
 {LOADED}
 print("after import:", loaded())
@@ -71,11 +74,13 @@ sys.modules["torch"] = None  # any import of torch, however deep, now raises Imp
 sys.path[:0] = [{str(ROOT)!r}]
 import json
 from pathlib import Path
-from dpviz import chrome_trace, trace_json, tutorial_log
-from dpviz.explain import explain
+from dpviz.exports import chrome_trace
+from dpviz.trace import json_io as trace_json
+from dpviz.exports import tutorial_log
+from dpviz.analysis.explain import explain
 from dpviz.figures import html_report
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, VIEWS, WHOLE, WINDOW
-from dpviz.summary import key_figures, summary_table
+from dpviz.analysis.summary import key_figures, summary_table
 {LOADED}
 
 def draw(view, trace):
@@ -149,6 +154,6 @@ def test_loading_and_reading_every_engines_trace_needs_no_torch(tmp_path):
 
 def test_every_engine_module_is_on_one_side():
     """A new module of an engine is either recording (torch) or reading (no torch): the lists above say which."""
-    modules = {f"dpviz.engines.{path.parent.name}.{path.stem}" for engine in ("dp", "ddp")
+    modules = {f"dpviz.engines.{path.parent.name}.{path.stem}" for engine in ("dp", "ddp", "workload")
                for path in (ROOT / "dpviz" / "engines" / engine).glob("*.py") if path.stem != "__init__"}
     assert modules == {m for m in RECORDING_SIDE + READING_SIDE if m.startswith("dpviz.engines.")}

@@ -4,7 +4,8 @@ import json
 import pytest
 import torch
 
-from dpviz import ConfigError, RunConfig, record, resolve_backend, trace_json
+from dpviz import ConfigError, RunConfig, record, resolve_backend
+from dpviz.trace import json_io as trace_json
 from dpviz.engines.dp.vocabulary import VOCABULARY
 
 HOST_PHASES = VOCABULARY.where("host")

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from dpviz.config import MODELS
-from dpviz.models import build_model
-from dpviz.seeding import seeded
+from dpviz.engines.workload.models import build_model
+from dpviz.engines.workload.seeding import seeded
 
 
 def _params(module: nn.Module) -> list[torch.Tensor]:

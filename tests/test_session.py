@@ -1,8 +1,8 @@
 """Per-session runs: reruns come from memory, the store stays bounded, impossible backends fall back."""
 from dpviz import RunConfig, record
 from dpviz.engines.run import runnable
-from dpviz.session import Runs
-from dpviz.wording import describe_devices
+from dpviz.page.session import Runs
+from dpviz.analysis.wording import describe_devices
 
 
 def test_same_settings_rerun_from_memory_and_the_store_is_bounded():
@@ -34,7 +34,7 @@ def test_device_sentence_says_simulated_and_counts():
 
 
 def test_views_are_built_once_per_trace_and_argument_and_old_traces_are_let_go():
-    from dpviz.session import Views
+    from dpviz.page.session import Views
 
     calls = []
 
@@ -61,7 +61,7 @@ def test_auto_and_the_backend_it_picks_are_one_run():
 
 
 def test_heavy_runs_are_not_kept_side_by_side(monkeypatch):
-    import dpviz.session as session
+    import dpviz.page.session as session
 
     monkeypatch.setattr(session, "MAX_KEPT_SPANS", 200)
     runs = Runs(capacity=3)
@@ -77,7 +77,7 @@ def test_pages_draw_one_at_a_time_only_while_pandas_may_be_half_imported(monkeyp
     import threading
     import types
 
-    from dpviz import session
+    from dpviz.page import session
 
     def others_can_draw() -> bool:  # whether another session's thread gets the lock while this one draws
         got = []

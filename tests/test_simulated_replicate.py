@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from dpviz import RunConfig, tutorial
+from dpviz import RunConfig
+from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.config import MODELS
 from dpviz.engines.dp import simulated
 

@@ -1,6 +1,6 @@
 """dpviz.engines.dp.split_rules (plain integers) against the real scatter path as the oracle.
 
-The oracle is what a simulated run does with a batch: dpviz.tutorial.call lays it out in the run's input
+The oracle is what a simulated run does with a batch: dpviz.engines.workload.tutorial_data.call lays it out in the run's input
 form, and dpviz.engines.dp.scatter.scatter_kwargs (the port of torch's, checked against torch's own in
 test_scatter.py) splits it; here on shape-only (meta) tensors, so even the largest batch costs no memory.
 A replica's rows are those of its first tensor, 0 for a replica that got none. The integer rule must
@@ -15,13 +15,13 @@ import dataclasses
 import pytest
 import torch
 
-from dpviz import inputs
+from dpviz.engines.workload import input_forms as inputs
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, row_shape
 from dpviz.config import LIMITS, ConfigError, RunConfig
 from dpviz.engines.dp import scatter
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.engines.dp.split_rules import replica_rows
-from dpviz.tutorial import call
+from dpviz.engines.workload.tutorial_data import call
 
 GPUS = range(1, LIMITS["gpus"][1] + 1)
 # Every size up to 40 (0: torch.chunk's special case; below, at and above every device count), then

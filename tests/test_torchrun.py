@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from torch.utils.data import DistributedSampler
 
-from dpviz import trace_json
+from dpviz.trace import json_io as trace_json
 from dpviz.config import ConfigError, RunConfig
 from dpviz.engines.ddp import torchrun
 

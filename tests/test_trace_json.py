@@ -5,7 +5,9 @@ import re
 
 import pytest
 
-from dpviz import RunConfig, TraceError, record, trace_cost, trace_json
+from dpviz import RunConfig, TraceError, record
+from dpviz.trace import cost as trace_cost
+from dpviz.trace import json_io as trace_json
 
 
 @pytest.fixture(scope="module")

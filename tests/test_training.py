@@ -5,7 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dpviz import RunConfig, SimulatedDataParallel, record, tutorial
+from dpviz import RunConfig, SimulatedDataParallel, record
+from dpviz.engines.workload import tutorial_data as tutorial
 
 
 @pytest.mark.parametrize("rows,gpus", [(30, 3), (10, 8), (5, 4), (7, 1)])

@@ -4,7 +4,7 @@ from collections import Counter
 import pytest
 
 from dpviz import RunConfig, record
-from dpviz.tutorial_log import tutorial_log
+from dpviz.exports.tutorial_log import tutorial_log
 
 
 def _in(rows):

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dpviz import RunConfig, TraceError, record, trace_json
+from dpviz import RunConfig, TraceError, record
+from dpviz.trace import json_io as trace_json
 from figure_traces import synthetic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

@@ -2,7 +2,7 @@
 import pytest
 
 from dpviz.config import ENGINE_OPTIONS as DDP_ONLY, MAX_BATCHES, RunConfig
-from dpviz.url_state import from_query, settle, to_query
+from dpviz.page.link import from_query, settle, to_query
 
 
 def test_a_link_round_trips_every_setting():
@@ -106,7 +106,7 @@ def test_the_engine_is_a_setting_of_the_link():
 
 
 def test_engine_both_keeps_ddps_settings_and_says_both():
-    from dpviz.url_state import wants_both
+    from dpviz.page.link import wants_both
 
     params = {"engine": "both", "gpus": "4", "train": "true", "bucket_cap_mb": "0.5"}
     config, warnings = from_query(params)

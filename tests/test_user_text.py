@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from dpviz.explain import explain
+from dpviz.analysis.explain import explain
 from dpviz.figures import (
     argument_batches, flow_figure, html_report, inputs_figure, memory_figure, sample_map_figure, split_figure,
     step_figure, timeline_figure,
 )
-from dpviz.wording import describe_devices
-from dpviz.batch_facts import memory_batches
+from dpviz.analysis.wording import describe_devices
+from dpviz.analysis.batch_facts import memory_batches
 from user_text_traces import ANCHOR, MARKUP, outside_code, payload_trace
 
 

@@ -2,7 +2,7 @@
 import pytest
 
 from dpviz.engines.dp.vocabulary import VOCABULARY
-from dpviz.vocabulary import HOST, Phase, Vocabulary
+from dpviz.trace.vocabulary import HOST, Phase, Vocabulary
 
 
 def test_a_host_phase_without_a_colour_of_its_own_is_refused_when_declared():

@@ -2,7 +2,7 @@
 import threading
 import warnings
 
-from dpviz.warning_capture import collecting
+from dpviz.engines.workload.warning_capture import collecting
 
 
 def _state():

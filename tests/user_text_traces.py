@@ -12,7 +12,8 @@ import string
 from collections import defaultdict
 from functools import lru_cache
 
-from dpviz import record, trace_json
+from dpviz import record
+from dpviz.trace import json_io as trace_json
 from dpviz.engines.dp.memory import MEASURED
 from dpviz.presets import PRESETS
 from dpviz.trace import Trace

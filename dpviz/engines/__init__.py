@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ddp.spec import SPEC as _DDP
-from .dp.spec import SPEC as _DP
-from .spec import EngineSpec, Option
+from dpviz.engines.ddp.spec import SPEC as _DDP
+from dpviz.engines.dp.spec import SPEC as _DP
+from dpviz.engines.spec import EngineSpec, Option
 
 ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (_DP, _DDP)}  # the first: traces before schema 3
 FIRST = next(iter(ENGINES))  # what recorded a trace that names no engine (schema 1 and 2)
@@ -29,7 +29,7 @@ def spec(name: str) -> EngineSpec:
 
 
 def vocabulary(name: str) -> Any:
-    """The vocabulary of engine `name` (dpviz.vocabulary.Vocabulary): what its traces are drawn and explained with."""
+    """The vocabulary of engine `name` (dpviz.trace.vocabulary.Vocabulary): what its traces are drawn and explained with."""
     return spec(name).part("vocabulary")
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from ..config import RunConfig
-from ..trace import Trace
-from ..vocabulary import Vocabulary
+from dpviz.config import RunConfig
+from dpviz.trace import Trace
+from dpviz.trace.vocabulary import Vocabulary
 
 Progress = Callable[[int, int], None]  # (batches done, batches in all)
 

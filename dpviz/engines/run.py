@@ -5,10 +5,10 @@
 """
 from __future__ import annotations
 
-from ..config import ConfigError, RunConfig
-from ..trace import Trace
-from . import engine
-from .base import Progress
+from dpviz.config import ConfigError, RunConfig
+from dpviz.trace import Trace
+from dpviz.engines import engine
+from dpviz.engines.base import Progress
 
 
 def record(config: RunConfig, progress: Progress | None = None) -> Trace:

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 # The parts an engine may name (`parts`), each a "module:attribute". The views' parts draw a view of a
 # trace of this engine; a view an engine names no part for is not shown for its traces.
 PARTS = {
-    "vocabulary": "its phases, lanes and memory kinds (dpviz.vocabulary.Vocabulary)",
+    "vocabulary": "its phases, lanes and memory kinds (dpviz.trace.vocabulary.Vocabulary)",
     "engine": "the recording side (dpviz.engines.base.Engine): torch, imported when a run is asked for",
     "check": "check_trace(trace): ValueError unless a loaded trace is what it could have recorded (no torch)",
     "batches": "batches(config) -> int: a run's batches (DataParallel) or steps (DDP) for a config",

@@ -1,9 +1,9 @@
 """DataParallel beside DDP: what each device moves per step, and how that grows with the device count.
 
 Top: one stacked bar per device, bytes per step on average by what moves (computed from the two runs, see
-dpviz.compare): DataParallel's GPU 0 sends every chunk and model copy and takes back every output and
+dpviz.analysis.compare): DataParallel's GPU 0 sends every chunk and model copy and takes back every output and
 gradient, while DDP's ranks each all-reduce the same share. Below: the same formulas at 2 to 16 devices
-(dpviz.traffic_model): GPU 0's load grows with every device added, a rank's all-reduce stays under twice the
+(dpviz.analysis.traffic_model): GPU 0's load grows with every device added, a rank's all-reduce stays under twice the
 gradients each way.
 Drawn from plain lists: the Compare tab needs no pandas.
 """
@@ -14,14 +14,14 @@ from collections import defaultdict
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..compare import traffic
-from ..engines.ddp.vocabulary import VOCABULARY as DDP
-from ..engines.dp.vocabulary import SUM_LABEL, VOCABULARY as DP
-from ..trace import Trace
-from ..traffic_model import StepSizes, growth
-from ..wording import human_bytes
-from .colors import GUIDE, OUTLINE, device_color
-from .style import styled
+from dpviz.analysis.compare import traffic
+from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
+from dpviz.engines.dp.vocabulary import SUM_LABEL, VOCABULARY as DP
+from dpviz.trace import Trace
+from dpviz.analysis.traffic_model import StepSizes, growth
+from dpviz.analysis.wording import human_bytes
+from dpviz.figures.colors import GUIDE, OUTLINE, device_color
+from dpviz.figures.style import styled
 
 # One colour per kind of traffic, the same in both panels: the colour of the phase that moves it where
 # there is one (the timelines'), 3:1 on the light and the dark page, apart under colour blindness.
@@ -30,7 +30,7 @@ WHAT_COLORS = {
     "output gathered": DP.phase("gather").color, "output gradient": "#AA22EE", "gradient sum": "#EE5555",
     "all-reduce": DDP.phase("allreduce").color, "buffers": DDP.phase("buffers").color,
 }
-# What the legend calls each kind: the phases' own names where dpviz.compare's differ.
+# What the legend calls each kind: the phases' own names where dpviz.analysis.compare's differ.
 WHAT_NAMES = {"gradient sum": SUM_LABEL}
 COUNTS = range(2, 17)  # the device counts the growth panel draws
 # The growth panel's lines: DataParallel's GPU 0 in GPU 0's colour, its busiest other GPU, a DDP rank.

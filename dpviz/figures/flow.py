@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from ..echo import plotly_text
-from ..batch_facts import batch_spans, called_without_rows
-from ..trace import Trace
-from ..wording import device_list
-from .flow_draw import FAILED_COLOR, plot_flow_lanes  # noqa: F401  FAILED_COLOR: the DDP flow's too
-from .flow_links import _preview, failed_replica, flow_links, flow_steps
-from .style import NAME_LIMIT, backend_note, check_batch, device_name, plural, rows_text
+from dpviz.echo import plotly_text
+from dpviz.analysis.batch_facts import batch_spans, called_without_rows
+from dpviz.trace import Trace
+from dpviz.analysis.wording import device_list
+from dpviz.figures.flow_draw import FAILED_COLOR, plot_flow_lanes  # noqa: F401  FAILED_COLOR: the DDP flow's too
+from dpviz.figures.flow_links import _preview, failed_replica, flow_links, flow_steps
+from dpviz.figures.style import NAME_LIMIT, backend_note, check_batch, device_name, plural, rows_text
 
 if TYPE_CHECKING:  # for the annotations only: the flow itself is drawn without pandas
     import pandas as pd
@@ -38,7 +38,7 @@ NOTE_CHARS = 64  # a subtitle line: fits a chart 500 px wide at the subtitle's s
 def prepare_flow(trace: Trace, batch: int) -> pd.DataFrame:
     """One row per device for `batch` (a DataFrame): its slice of the batch, label and dataset rows (idle:
     used=False; a replica called with no tensor of the batch: used with 0 rows)."""
-    from ..tables import batch_split  # pandas: for tables and tests, not needed to draw the flow
+    from dpviz.analysis.tables import batch_split  # pandas: for tables and tests, not needed to draw the flow
 
     check_batch(trace, batch)
     table = batch_split(trace, batch)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..trace import Trace
-from ..wording import human_bytes
-from .colors import OUTLINE, device_color, with_alpha
-from .flow import BATCH_COLOR, FAILED_COLOR
-from .style import backend_note, check_batch, plural, styled
+from dpviz.trace import Trace
+from dpviz.analysis.wording import human_bytes
+from dpviz.figures.colors import OUTLINE, device_color, with_alpha
+from dpviz.figures.flow import BATCH_COLOR, FAILED_COLOR
+from dpviz.figures.style import backend_note, check_batch, plural, styled
 
 PREVIEW = 6  # dataset rows named in a hover before "…"
 

@@ -14,10 +14,10 @@ import re
 import numpy as np
 import plotly.graph_objects as go
 
-from ..trace import Trace
-from .colors import IDLE_GREY, device_color, device_pattern, text_color_on, with_alpha
-from .flow_links import LANE_KINDS, MODEL_KINDS, TALL_KINDS, Link, Node
-from .style import BASE_TOP_PX, FONT_SIZE, GAP_PX, device_name, styled, title_block_px
+from dpviz.trace import Trace
+from dpviz.figures.colors import IDLE_GREY, device_color, device_pattern, text_color_on, with_alpha
+from dpviz.figures.flow_links import LANE_KINDS, MODEL_KINDS, TALL_KINDS, Link, Node
+from dpviz.figures.style import BASE_TOP_PX, FONT_SIZE, GAP_PX, device_name, styled, title_block_px
 
 LABEL_SIZE = FONT_SIZE - 2  # the lanes' labels and the steps' names
 LANE_PX = 44  # two lines of LABEL_SIZE text and a gap: lane labels never touch

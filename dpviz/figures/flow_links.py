@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..echo import plotly_text
-from ..batch_facts import batch_spans, called_without_rows
-from ..trace import Span, Trace
-from ..wording import human_bytes, plural
-from .style import check_batch, device_name, rows_text
+from dpviz.echo import plotly_text
+from dpviz.analysis.batch_facts import batch_spans, called_without_rows
+from dpviz.trace import Span, Trace
+from dpviz.analysis.wording import human_bytes, plural
+from dpviz.figures.style import check_batch, device_name, rows_text
 
 if TYPE_CHECKING:  # for the annotations only: the flow itself is drawn without pandas
     import pandas as pd

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..echo import plotly_text
-from ..wording import device_list
-from ..trace import Trace
-from .colors import IDLE_GREY, MISSING, MISSING_PATTERN, OUTLINE, device_color, device_pattern, text_color_on
-from .pitfall_layout import title_on_top
-from .style import NAME_LIMIT, backend_note, device_name, styled
+from dpviz.echo import plotly_text
+from dpviz.analysis.wording import device_list
+from dpviz.trace import Trace
+from dpviz.figures.colors import IDLE_GREY, MISSING, MISSING_PATTERN, OUTLINE, device_color, device_pattern, text_color_on
+from dpviz.figures.pitfall_layout import title_on_top
+from dpviz.figures.style import NAME_LIMIT, backend_note, device_name, styled
 
 SHARED, COPIED = "#E2CFA4", "#F2B8C6"  # light neutrals: whole objects, apart from every device's own colour
 CELL = 0.9  # a cell's height, in rows

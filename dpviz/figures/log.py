@@ -2,9 +2,9 @@
 so a 10,000-batch run still gives a block a browser shows."""
 from __future__ import annotations
 
-from ..trace import Trace
-from ..tutorial_log import tutorial_log
-from ..wording import plural
+from dpviz.trace import Trace
+from dpviz.exports.tutorial_log import tutorial_log
+from dpviz.analysis.wording import plural
 
 MAX_LOG_LINES = 2_000
 

@@ -20,17 +20,17 @@ from dataclasses import dataclass
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..batch_facts import memory_batches
-from ..tables import memory_table, memory_totals
-from ..trace import Trace
-from ..vocabulary import Vocabulary
+from dpviz.analysis.batch_facts import memory_batches
+from dpviz.analysis.tables import memory_table, memory_totals
+from dpviz.trace import Trace
+from dpviz.trace.vocabulary import Vocabulary
 from plotly.subplots import make_subplots
 
-from ..wording import human_bytes
-from .colors import OUTLINE, device_color, device_pattern
-from .flow_draw import plain_label
-from .pitfall_layout import title_on_top
-from .style import backend_note, styled
+from dpviz.analysis.wording import human_bytes
+from dpviz.figures.colors import OUTLINE, device_color, device_pattern
+from dpviz.figures.flow_draw import plain_label
+from dpviz.figures.pitfall_layout import title_on_top
+from dpviz.figures.style import backend_note, styled
 
 KIND_LABELS = {
     "computed": "computed from tensor sizes (simulated devices)",

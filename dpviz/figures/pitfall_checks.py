@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..trace import ArgumentSample, Trace
+from dpviz.trace import ArgumentSample, Trace
 
 
 def misplaced(trace: Trace) -> tuple[int, str, list[ArgumentSample]] | None:

@@ -13,14 +13,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..echo import plotly_text
-from ..engines.dp.chunking import chunk_sizes
-from ..trace import Trace
-from ..wording import plural
-from .pitfall_checks import misplaced, shows_hidden_cut
-from .pitfall_layout import panel_headings, title_on_top
-from .colors import IDLE_GREY, OUTLINE, device_color, device_pattern, text_color_on
-from .style import NAME_LIMIT, backend_note, device_name, styled
+from dpviz.echo import plotly_text
+from dpviz.engines.dp.chunking import chunk_sizes
+from dpviz.trace import Trace
+from dpviz.analysis.wording import plural
+from dpviz.figures.pitfall_checks import misplaced, shows_hidden_cut
+from dpviz.figures.pitfall_layout import panel_headings, title_on_top
+from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, device_pattern, text_color_on
+from dpviz.figures.style import NAME_LIMIT, backend_note, device_name, styled
 
 DIM_NAMES = {"h0": ("layers", "batch", "hidden")}  # the hidden input form's h0, as nn.GRU takes it
 COLUMNS = ["panel", "tensor", "device", "start", "stop", "shape", "text"]

@@ -11,12 +11,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..trace import Trace
-from ..wording import plural, sizes_text
-from .pitfall_checks import shows_loss_bias
-from .pitfall_layout import panel_headings, title_on_top
-from .colors import OUTLINE, device_color, device_pattern, text_color_on, with_alpha
-from .style import backend_note, device_name, styled
+from dpviz.trace import Trace
+from dpviz.analysis.wording import plural, sizes_text
+from dpviz.figures.pitfall_checks import shows_loss_bias
+from dpviz.figures.pitfall_layout import panel_headings, title_on_top
+from dpviz.figures.colors import OUTLINE, device_color, device_pattern, text_color_on, with_alpha
+from dpviz.figures.style import backend_note, device_name, styled
 
 COLUMNS = ["batch", "replica", "device", "first_row", "rows", "loss"]
 MEANS = ["batch", "rows", "mean_of_gathered", "row_weighted", "whole"]

@@ -13,12 +13,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..trace import Trace
-from ..wording import plural
-from .pitfall_checks import shows_state_lost
-from .pitfall_layout import panel_headings, title_on_top
-from .colors import OUTLINE, device_color, device_pattern, text_color_on
-from .style import backend_note, device_name, styled
+from dpviz.trace import Trace
+from dpviz.analysis.wording import plural
+from dpviz.figures.pitfall_checks import shows_state_lost
+from dpviz.figures.pitfall_layout import panel_headings, title_on_top
+from dpviz.figures.colors import OUTLINE, device_color, device_pattern, text_color_on
+from dpviz.figures.style import backend_note, device_name, styled
 
 COLUMNS = ["label", "kind", "device", "calls", "rows_seen"]
 KEPT, ONE = "#6B6B6B", "#9A9A9A"  # neutral greys, apart from idle grey, for the model and one device

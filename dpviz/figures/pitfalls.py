@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..trace import Trace
-from .pitfall_hidden import hidden_dim_figure
-from .pitfall_loss import loss_bias_figure
-from .pitfall_state import state_figure
+from dpviz.trace import Trace
+from dpviz.figures.pitfall_hidden import hidden_dim_figure
+from dpviz.figures.pitfall_loss import loss_bias_figure
+from dpviz.figures.pitfall_state import state_figure
 
 PITFALL_FIGURES = (hidden_dim_figure, loss_bias_figure, state_figure)
 

@@ -17,14 +17,14 @@ import re
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from ..catalogue import INPUT_SPECS, MODEL_SPECS
-from ..echo import plotly_text
-from ..explain import explain
-from ..summary import summary_table
-from ..trace import Trace
-from .log import MAX_LOG_LINES, bounded_log  # noqa: F401  the log's bound, named here too
-from .style import FONT_FAMILY, backend_note, light, plural
-from .views import TEXT, VIEWS
+from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
+from dpviz.echo import plotly_text
+from dpviz.analysis.explain import explain
+from dpviz.analysis.summary import summary_table
+from dpviz.trace import Trace
+from dpviz.figures.log import MAX_LOG_LINES, bounded_log  # noqa: F401  the log's bound, named here too
+from dpviz.figures.style import FONT_FAMILY, backend_note, light, plural
+from dpviz.figures.views import TEXT, VIEWS
 PLOT_CONFIG = {"displaylogo": False}
 CSS = f"""
 body {{ font-family: {FONT_FAMILY}; font-size: 17px; color: #222; max-width: 1400px; margin: 2em auto; padding: 0 1em; }}

@@ -15,12 +15,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..trace import Trace
-from .bounds import MAX_MARKS
-from .colors import (
+from dpviz.trace import Trace
+from dpviz.figures.bounds import MAX_MARKS
+from dpviz.figures.colors import (
     IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, device_symbol, text_color_on, with_alpha,
 )
-from .style import (
+from dpviz.figures.style import (
     AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE, backend_note,
     line_count, plural, styled, text_px, wrap,
 )

@@ -4,7 +4,7 @@ DistributedSampler deals its (shuffled, padded) list out in strides: rank r take
 L[r + 2W], ... So one step's rows, read in the list's order, go rank 0, rank 1, ..., rank W-1, rank 0,
 ... The bottom panel lays every step out in that order, so the stride shows as repeating colours where
 DataParallel's map shows one contiguous slice per GPU. (A trace keeps each step's rows rank after rank;
-the order is rebuilt from the ranks' forwards, see dpviz.tables_ddp.sampler_order.) Rows the sampler
+the order is rebuilt from the ranks' forwards, see dpviz.analysis.tables_ddp.sampler_order.) Rows the sampler
 loaded a second time in an epoch, its padding, are ringed in both panels.
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..tables_ddp import rank_rows, repeated_rows, sampler_order
-from ..trace import Trace
-from .sample_map import MapWords, plot_sample_map
-from .style import ddp_note, plural
+from dpviz.analysis.tables_ddp import rank_rows, repeated_rows, sampler_order
+from dpviz.trace import Trace
+from dpviz.figures.sample_map import MapWords, plot_sample_map
+from dpviz.figures.style import ddp_note, plural
 
 
 def prepare_sample_map_ddp(trace: Trace) -> tuple[pd.DataFrame, list[tuple[int, int]]]:

@@ -16,12 +16,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..batch_facts import called_without_rows, chunks_per_batch
-from ..tables import batch_split
-from ..trace import Trace
-from .bounds import MAX_MARKS, batch_label, split_runs
-from .colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
-from .style import NARROWEST_PX, backend_note, device_name, plural, rows_text, styled
+from dpviz.analysis.batch_facts import called_without_rows, chunks_per_batch
+from dpviz.analysis.tables import batch_split
+from dpviz.trace import Trace
+from dpviz.figures.bounds import MAX_MARKS, batch_label, split_runs
+from dpviz.figures.colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
+from dpviz.figures.style import NARROWEST_PX, backend_note, device_name, plural, rows_text, styled
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
 THIN_BAR_PX = 8  # a bar narrower than this on the narrowest chart is drawn without outline or gap

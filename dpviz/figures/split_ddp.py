@@ -13,12 +13,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..echo import plotly_text
-from ..tables_ddp import epochs_of, rank_rows, repeated_rows
-from ..trace import Trace
-from .bounds import MAX_MARKS, split_runs
-from .colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on
-from .style import ddp_note, plural, rows_text, styled
+from dpviz.echo import plotly_text
+from dpviz.analysis.tables_ddp import epochs_of, rank_rows, repeated_rows
+from dpviz.trace import Trace
+from dpviz.figures.bounds import MAX_MARKS, split_runs
+from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on
+from dpviz.figures.style import ddp_note, plural, rows_text, styled
 
 COLUMNS = ["bar", "first_batch", "last_batch", "label", "device", "rows", "first_row", "repeated"]
 REPEAT_PATTERN = "x"

@@ -13,12 +13,12 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..trace import Trace
-from .flow import flow_figure
-from .flow_draw import MARGIN_B, step_name
-from .flow_links import flow_steps
-from .step_words import step_story
-from .style import GAP_PX, TITLE_SIZE, check_batch, line_count, title_block_px, wrap
+from dpviz.trace import Trace
+from dpviz.figures.flow import flow_figure
+from dpviz.figures.flow_draw import MARGIN_B, step_name
+from dpviz.figures.flow_links import flow_steps
+from dpviz.figures.step_words import step_story
+from dpviz.figures.style import GAP_PX, TITLE_SIZE, check_batch, line_count, title_block_px, wrap
 
 FRAME_MS = 1600  # long enough to read each frame's title while playing
 EARLIER = 0.25  # the opacity of the steps already taken

@@ -6,12 +6,12 @@ Every number and device comes from the trace: the forwards' rows, the spans' lan
 """
 from __future__ import annotations
 
-from ..echo import plotly_text
-from ..batch_facts import batch_spans, called_without_rows
-from ..trace import Trace
-from ..wording import device_list, plural
-from .flow_links import failed_replica
-from .style import NAME_LIMIT, device_name
+from dpviz.echo import plotly_text
+from dpviz.analysis.batch_facts import batch_spans, called_without_rows
+from dpviz.trace import Trace
+from dpviz.analysis.wording import device_list, plural
+from dpviz.figures.flow_links import failed_replica
+from dpviz.figures.style import NAME_LIMIT, device_name
 
 
 def _shape(shape: list[int] | None) -> str:

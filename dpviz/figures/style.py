@@ -15,10 +15,10 @@ import re
 
 import plotly.graph_objects as go
 
-from ..echo import plotly_text
-from ..trace import Trace
-from ..wording import plural  # noqa: F401  re-exported: the views' wording lives in one place
-from .colors import GUIDE, TEXT, WHITE
+from dpviz.echo import plotly_text
+from dpviz.trace import Trace
+from dpviz.analysis.wording import plural  # noqa: F401  re-exported: the views' wording lives in one place
+from dpviz.figures.colors import GUIDE, TEXT, WHITE
 
 FONT_SIZE = 16  # readable from the back of a classroom
 TITLE_SIZE, SUBTITLE_SIZE, LEGEND_SIZE = FONT_SIZE + 4, FONT_SIZE - 2, FONT_SIZE - 2

@@ -23,16 +23,16 @@ from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 
-from ..trace import Trace
-from ..vocabulary import EVERY_LANE, HOST, Vocabulary
-from .bounds import DETAIL_BATCHES, MAX_MARKS
-from .style import TICK_SIZE, backend_note, check_batch, legend_px, plural, styled, text_px, title_block_px
-from .timeline_look import LEGEND_TITLE, lane_label, legend_swatches
-from .timeline_scale import CUT_MARK
-from .timeline_measured import MIN_SHARE, add_measured, add_typical, drawn_host, prepare_timeline  # noqa: F401
-from .timeline_steps import add_steps, prepare_steps, step_batches
-from .timeline_summary import batch_extents, prepare_typical_batch
-from .timeline_words import scale_note, steps_note, summary_note, times_note, wrapped
+from dpviz.trace import Trace
+from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
+from dpviz.figures.bounds import DETAIL_BATCHES, MAX_MARKS
+from dpviz.figures.style import TICK_SIZE, backend_note, check_batch, legend_px, plural, styled, text_px, title_block_px
+from dpviz.figures.timeline_look import LEGEND_TITLE, lane_label, legend_swatches
+from dpviz.figures.timeline_scale import CUT_MARK
+from dpviz.figures.timeline_measured import MIN_SHARE, add_measured, add_typical, drawn_host, prepare_timeline  # noqa: F401
+from dpviz.figures.timeline_steps import add_steps, prepare_steps, step_batches
+from dpviz.figures.timeline_summary import batch_extents, prepare_typical_batch
+from dpviz.figures.timeline_words import scale_note, steps_note, summary_note, times_note, wrapped
 
 PANELS = ("both", "steps", "measured")
 # Entries of a fixed width, as many to a row as the chart holds: room is kept for the rows they take on

@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..echo import plotly_text
-from ..tables_ddp import bucket_layout, epochs_of, under_no_sync
-from ..trace import Trace
-from ..vocabulary import Vocabulary
-from ..wording import human_bytes
-from .bounds import MAX_MARKS
-from .colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
-from .style import GAP_PX, NAME_LIMIT, ddp_note, legend_entries, plural, styled, title_block_px
+from dpviz.echo import plotly_text
+from dpviz.analysis.tables_ddp import bucket_layout, epochs_of, under_no_sync
+from dpviz.trace import Trace
+from dpviz.trace.vocabulary import Vocabulary
+from dpviz.analysis.wording import human_bytes
+from dpviz.figures.bounds import MAX_MARKS
+from dpviz.figures.colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
+from dpviz.figures.style import GAP_PX, NAME_LIMIT, ddp_note, legend_entries, plural, styled, title_block_px
 
 COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "bucket", "detail"]
 BUCKET_ROWS = 4  # sub-rows for the buckets of one step; more buckets share them (bucket k on row k mod 4)

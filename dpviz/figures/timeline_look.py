@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..vocabulary import EVERY_LANE, HOST, ONE_LANE, Vocabulary
-from .colors import IDLE_GREY, OUTLINE, device_color, device_pattern, device_symbol, with_alpha
-from .timeline_scale import CUT_MARK
+from dpviz.trace.vocabulary import EVERY_LANE, HOST, ONE_LANE, Vocabulary
+from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, device_pattern, device_symbol, with_alpha
+from dpviz.figures.timeline_scale import CUT_MARK
 
 IDLE = "idle"
 IDLE_LABEL = "idle (no rows)"

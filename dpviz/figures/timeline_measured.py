@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..batch_facts import batch_spans
-from ..trace import Trace
-from ..vocabulary import EVERY_LANE, HOST, Vocabulary
-from .timeline_look import BAND, CUT_LINE, GUIDE, IDLE, draw_order, phase_bars, phase_hover
-from .timeline_scale import CUT_MARK, TimeScale, robust_cap, time_scale, time_ticks
-from .timeline_summary import HIGH, LOW, batch_extents
+from dpviz.analysis.batch_facts import batch_spans
+from dpviz.trace import Trace
+from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
+from dpviz.figures.timeline_look import BAND, CUT_LINE, GUIDE, IDLE, draw_order, phase_bars, phase_hover
+from dpviz.figures.timeline_scale import CUT_MARK, TimeScale, robust_cap, time_scale, time_ticks
+from dpviz.figures.timeline_summary import HIGH, LOW, batch_extents
 
 TIMELINE_COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row"]
 MIN_SHARE = 1 / 200

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..trace import Trace
-from ..vocabulary import EVERY_LANE, HOST, Vocabulary
-from .timeline_look import GUIDE, IDLE, draw_order, drawn_phases, phase_bars, phase_hover
+from dpviz.trace import Trace
+from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
+from dpviz.figures.timeline_look import GUIDE, IDLE, draw_order, drawn_phases, phase_bars, phase_hover
 
 STEPS_COLUMNS = ["device", "phase", "batch", "slot", "x0", "x1", "rows", "first_row"]
 SLOT_COLUMNS = ["batch", "phase", "slot", "x0", "x1"]

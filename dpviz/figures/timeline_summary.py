@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .timeline_look import IDLE
+from dpviz.figures.timeline_look import IDLE
 
 LOW, HIGH = 25, 75  # the whisker's percentiles: the middle half of the batches
 TYPICAL_COLUMNS = ["device", "phase", "start_ms", "end_ms", "low_end_ms", "high_end_ms", "batches", "rows"]

@@ -5,13 +5,13 @@ wrap again) to the narrowest chart, a 468 px one (an 800 px window less the side
 """
 from __future__ import annotations
 
-from ..trace import Trace
-from ..wording import plural
-from .style import NARROWEST_PX, wrap
-from .timeline_measured import Measured
-from .timeline_scale import CAP_FACTOR, CUT_MARK
-from .bounds import DETAIL_BATCHES
-from .timeline_summary import HIGH, LOW
+from dpviz.trace import Trace
+from dpviz.analysis.wording import plural
+from dpviz.figures.style import NARROWEST_PX, wrap
+from dpviz.figures.timeline_measured import Measured
+from dpviz.figures.timeline_scale import CAP_FACTOR, CUT_MARK
+from dpviz.figures.bounds import DETAIL_BATCHES
+from dpviz.figures.timeline_summary import HIGH, LOW
 
 NOTE_SIZE = 14  # the notes' font size (timeline.py draws them)
 

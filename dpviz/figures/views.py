@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, Callable
 
-from ..batch_facts import chunks_per_batch, memory_batches
-from ..engines import ENGINES
-from ..trace import Trace
-from .bounds import DETAIL_BATCHES
-from .pitfall_checks import PITFALL_APPLIES
+from dpviz.analysis.batch_facts import chunks_per_batch, memory_batches
+from dpviz.engines import ENGINES
+from dpviz.trace import Trace
+from dpviz.figures.bounds import DETAIL_BATCHES
+from dpviz.figures.pitfall_checks import PITFALL_APPLIES
 
 
 def _on_first_call(module: str, name: str) -> Callable[..., Any]:

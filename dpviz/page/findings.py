@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import chrome_trace, trace_json
-from ..explain import explain
-from ..summary import key_figures
-from ..trace import Trace
-from ..url_state import BOTH
-from .state import ENGINE, side_key, views
+from dpviz.exports import chrome_trace
+from dpviz.trace import json_io as trace_json
+from dpviz.analysis.explain import explain
+from dpviz.analysis.summary import key_figures
+from dpviz.trace import Trace
+from dpviz.page.link import BOTH
+from dpviz.page.state import ENGINE, side_key, views
 
 
 def key_metrics(trace: Trace) -> None:

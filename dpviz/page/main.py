@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..echo import markdown_text
-from ..engines import ENGINES
-from ..session import drawing
-from ..url_state import BOTH, to_query
-from .running import left_queue, run, same_settings
-from .sidebar import apply_link_once, controls, pitfall_buttons
-from .state import ENGINE, PAIR, say
-from .tabs import show, show_both
-from .upload import uploaded_trace
+from dpviz.echo import markdown_text
+from dpviz.engines import ENGINES
+from dpviz.page.session import drawing
+from dpviz.page.link import BOTH, to_query
+from dpviz.page.running import left_queue, run, same_settings
+from dpviz.page.sidebar import apply_link_once, controls, pitfall_buttons
+from dpviz.page.state import ENGINE, PAIR, say
+from dpviz.page.tabs import show, show_both
+from dpviz.page.upload import uploaded_trace
 
 ABOUT = ("PyTorch's DataParallel tutorial, live: nn.Linear (or another model) wrapped in nn.DataParallel, or run by "
          "DistributedDataParallel on real processes, random data, and every row followed from the DataLoader to a device "

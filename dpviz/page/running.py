@@ -6,14 +6,14 @@ import contextlib
 
 import streamlit as st
 
-from ..config import ENGINE_OPTIONS, RunConfig
-from ..engines import ENGINES
-from ..engines.run import runnable
-from ..rank_budget import BUDGET
-from ..session import Runs
-from ..trace import Trace
-from ..wording import plural
-from .state import LEFT_QUEUE, say
+from dpviz.config import ENGINE_OPTIONS, RunConfig
+from dpviz.engines import ENGINES
+from dpviz.engines.run import runnable
+from dpviz.page.rank_budget import BUDGET
+from dpviz.page.session import Runs
+from dpviz.trace import Trace
+from dpviz.analysis.wording import plural
+from dpviz.page.state import LEFT_QUEUE, say
 
 
 def waiting_for_room(config: RunConfig, page: RunConfig):

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..catalogue import INPUT_SPECS, MODEL_SPECS
-from ..config import FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
-from ..engines import ENGINES, EngineSpec
-from ..presets import ALL_PRESETS, COMPARE_PRESETS, LINK_PRESETS
-from ..rank_budget import BUDGET, PAGE_MOST
-from ..url_state import BOTH, from_query, settle, wants_both
-from ..wording import plural
-from .state import CHOICES, ENGINE, PAIR, PRESENT, engine_of, say
-from .upload import showing_upload
+from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
+from dpviz.config import FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
+from dpviz.engines import ENGINES, EngineSpec
+from dpviz.presets import ALL_PRESETS, COMPARE_PRESETS, LINK_PRESETS
+from dpviz.page.rank_budget import BUDGET, PAGE_MOST
+from dpviz.page.link import BOTH, from_query, settle, wants_both
+from dpviz.analysis.wording import plural
+from dpviz.page.state import CHOICES, ENGINE, PAIR, PRESENT, engine_of, say
+from dpviz.page.upload import showing_upload
 
 
 def apply_link_once() -> None:

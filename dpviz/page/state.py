@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..echo import markdown_text
-from ..engines import ENGINES
-from ..session import Views
-from ..trace import Trace
-from ..url_state import BOTH, PAIR
+from dpviz.echo import markdown_text
+from dpviz.engines import ENGINES
+from dpviz.page.session import Views
+from dpviz.trace import Trace
+from dpviz.page.link import BOTH, PAIR
 
 PRESENT = "presenting"  # the presentation toggle: larger type in every chart
 SHOWN_TAB = "shown_tab"  # the label of the tab shown last, kept apart from the tabs' own state

@@ -6,15 +6,15 @@ import dataclasses
 
 import streamlit as st
 
-from ..echo import MESSAGE_LIMIT, code_span, markdown_text
-from ..engines import ENGINES
-from ..figures.style import presentation
-from ..figures.views import BATCH, SAMPLED, TEXT, VIEWS, WHOLE, WINDOW, View
-from ..presets import COMPARE_PRESETS, preset_of
-from ..trace import Trace
-from ..wording import describe_devices, plural
-from .findings import downloads, what_happened
-from .state import PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
+from dpviz.echo import MESSAGE_LIMIT, code_span, markdown_text
+from dpviz.engines import ENGINES
+from dpviz.figures.style import presentation
+from dpviz.figures.views import BATCH, SAMPLED, TEXT, VIEWS, WHOLE, WINDOW, View
+from dpviz.presets import COMPARE_PRESETS, preset_of
+from dpviz.trace import Trace
+from dpviz.analysis.wording import describe_devices, plural
+from dpviz.page.findings import downloads, what_happened
+from dpviz.page.state import PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 COMPARE = "Compare"  # the side-by-side page's first tab
@@ -177,7 +177,7 @@ def show(trace: Trace) -> None:
 def show_both(dp: Trace, ddp: Trace) -> None:
     """The same settings under DataParallel and DDP: what moves, then every view for each, one above the other
     (or side by side, on request)."""
-    from dpviz.compare import comparison  # here: pandas, which a page of one engine never needs
+    from dpviz.analysis.compare import comparison  # here: pandas, which a page of one engine never needs
     from dpviz.figures.compare import comparison_figure
 
     shown = next((p for p in COMPARE_PRESETS.values() if p.config == dataclasses.replace(ddp.config, backend="auto")), None)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..echo import LIMIT, MESSAGE_LIMIT, markdown_text
-from ..trace import Trace
-from ..trace_json import MAX_TRACE_BYTES, TraceError, loads
-from .state import ENGINE, UPLOAD
+from dpviz.echo import LIMIT, MESSAGE_LIMIT, markdown_text
+from dpviz.trace import Trace
+from dpviz.trace.json_io import MAX_TRACE_BYTES, TraceError, loads
+from dpviz.page.state import ENGINE, UPLOAD
 
 
 def take_upload() -> None:

@@ -5,9 +5,9 @@ step by step, and all-reduced only in the steps that synchronise. Plain Python: 
 """
 from __future__ import annotations
 
-from ...trace import Trace
-from ...trace_values import TraceError
-from .sharding import padded_order, padding, per_rank_batch, plan, rank_shares, shard_start
+from dpviz.trace import Trace
+from dpviz.trace.values import TraceError
+from dpviz.engines.ddp.sharding import padded_order, padding, per_rank_batch, plan, rank_shares, shard_start
 
 
 def check_trace(trace: Trace) -> None:

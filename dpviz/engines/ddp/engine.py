@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...config import ConfigError, RunConfig
-from ...trace import Trace
-from ..base import Progress
-from .vocabulary import VOCABULARY
+from dpviz.config import ConfigError, RunConfig
+from dpviz.trace import Trace
+from dpviz.engines.base import Progress
+from dpviz.engines.ddp.vocabulary import VOCABULARY
 
 
 class DistributedEngine:
@@ -19,7 +19,7 @@ class DistributedEngine:
         """"cuda" (NCCL, one process per GPU) when asked for or when `auto` finds a GPU per rank, else
         "cpu" (gloo): the ranks are real processes either way, nothing is simulated."""
         if available is None:
-            from ..run import cuda_device_count
+            from dpviz.engines.run import cuda_device_count
 
             available = cuda_device_count()
         if config.backend == "cuda":
@@ -37,9 +37,9 @@ class DistributedEngine:
     def record(self, config: RunConfig, progress: Progress | None = None) -> Trace:
         import torch
 
-        from ..run import cuda_device_count
-        from .launch import launch
-        from .merge import to_trace
+        from dpviz.engines.run import cuda_device_count
+        from dpviz.engines.ddp.launch import launch
+        from dpviz.engines.ddp.merge import to_trace
 
         backend = self.resolve(config).backend
         launched = launch(config, progress, cuda=backend == "cuda")
@@ -47,7 +47,7 @@ class DistributedEngine:
                         machine_gpus=cuda_device_count())
 
     def check(self, trace: Trace) -> None:
-        from .check import check_trace
+        from dpviz.engines.ddp.check import check_trace
 
         check_trace(trace)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import MAX_BATCHES
-from ...trace_values import (
+from dpviz.config import MAX_BATCHES
+from dpviz.trace.values import (
     MAX_BUCKETS, MAX_DEVICES, MAX_MEMORY_BYTES, MAX_NAME, MAX_ROWS, MAX_SECONDS, TraceError, mapping, number, sequence,
     shown, text_of, whole, wholes,
 )

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ...config import RunConfig
+from dpviz.config import RunConfig
 
 TIMEOUT_S = 30.0  # a collective that waits longer than this ends a torchrun rank (RunConfig.timeout_s for dpviz's own)
 GRACE_S = 5.0  # after the timeout, how long the others get to report before they are killed
@@ -221,7 +221,7 @@ def _rank_main(rank: int, world: int, port: int, config_values: dict, reports, l
     import torch
     import torch.distributed as dist
 
-    from .rank import run_rank
+    from dpviz.engines.ddp.rank import run_rank
 
     torch.set_num_threads(1)  # a process of its own; W ranks with torch's default threads oversubscribe the cores
     status = 0

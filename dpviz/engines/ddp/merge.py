@@ -11,10 +11,10 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from ...config import RunConfig
-from ...trace import Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
-from .launch import consequence
-from .sharding import per_rank_batch, plan, shard_start
+from dpviz.config import RunConfig
+from dpviz.trace import Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
+from dpviz.engines.ddp.launch import consequence
+from dpviz.engines.ddp.sharding import per_rank_batch, plan, shard_start
 
 
 def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch_version: str, machine_gpus: int,
@@ -131,7 +131,7 @@ def _global_shape(config: RunConfig, ranks: list[dict], step: int, rows: int, ke
             return shape
     if key == "output_shape":
         return []
-    from ...catalogue import row_shape
+    from dpviz.catalogue import row_shape
     return [rows, *row_shape(config.model, config.input_size)] if config.dim == 0 else \
         [row_shape(config.model, config.input_size)[0], rows, *row_shape(config.model, config.input_size)[1:]]
 

@@ -23,13 +23,13 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from ... import tutorial
-from ...catalogue import MODEL_SPECS
-from ...inputs import first_tensor
-from ...config import RunConfig
-from ..dp.memory import nbytes
-from .observer import RankObserver
-from .sharding import per_rank_batch, plan, rank_shares, shard_start
+from dpviz.engines.workload import tutorial_data as tutorial
+from dpviz.catalogue import MODEL_SPECS
+from dpviz.engines.workload.input_forms import first_tensor
+from dpviz.config import RunConfig
+from dpviz.engines.dp.memory import nbytes
+from dpviz.engines.ddp.observer import RankObserver
+from dpviz.engines.ddp.sharding import per_rank_batch, plan, rank_shares, shard_start
 
 CLOCK_ROUNDS = 5  # barriers whose exit times give each rank's clock offset from rank 0
 

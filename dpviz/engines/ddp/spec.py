@@ -2,9 +2,9 @@
 config (no torch)."""
 from __future__ import annotations
 
-from ...catalogue import INPUT_SPECS
-from ..spec import EngineSpec, Option
-from .sharding import plan
+from dpviz.catalogue import INPUT_SPECS
+from dpviz.engines.spec import EngineSpec, Option
+from dpviz.engines.ddp.sharding import plan
 
 
 def batches(config) -> int:
@@ -81,18 +81,18 @@ SPEC = EngineSpec(
         "config_problem": "dpviz.engines.ddp.spec:problem",
         "fit": "dpviz.engines.ddp.spec:fit",
         "facts": "dpviz.engines.ddp.facts:read_trace_facts",
-        "summary": "dpviz.summary_ddp:key_figures_ddp",
-        "summary_rows": "dpviz.summary_ddp:summary_rows_ddp",
-        "explain": "dpviz.explain_ddp:explain_ddp",
-        "log": "dpviz.tutorial_log:tutorial_log_ddp",
-        "log_header": "dpviz.tutorial_log:ddp_header",
-        "chrome_events": "dpviz.chrome_trace:ddp_events",
-        "devices": "dpviz.wording:describe_ranks",
+        "summary": "dpviz.analysis.summary_ddp:key_figures_ddp",
+        "summary_rows": "dpviz.analysis.summary_ddp:summary_rows_ddp",
+        "explain": "dpviz.analysis.explain_ddp:explain_ddp",
+        "log": "dpviz.exports.tutorial_log:tutorial_log_ddp",
+        "log_header": "dpviz.exports.tutorial_log:ddp_header",
+        "chrome_events": "dpviz.exports.chrome_trace:ddp_events",
+        "devices": "dpviz.analysis.wording:describe_ranks",
         "note": "dpviz.figures.style:ddp_note",
         "report_heading": "dpviz.figures.report:ddp_heading",
         "outcome": "dpviz.cli:ddp_outcome",
-        "model_bytes": "dpviz.compare:ddp_model_bytes",
-        "traffic": "dpviz.compare:ddp_traffic",
+        "model_bytes": "dpviz.analysis.compare:ddp_model_bytes",
+        "traffic": "dpviz.analysis.compare:ddp_traffic",
         "memory_why": "dpviz.figures.memory:balanced_why",
         "view.flow": "dpviz.figures.flow_ddp:flow_ddp_figure",
         "view.split": "dpviz.figures.split_ddp:split_ddp_figure",

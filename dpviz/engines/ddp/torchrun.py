@@ -18,9 +18,9 @@ import tempfile
 import time
 from typing import Iterator
 
-from ...config import LIMITS, ConfigError, RunConfig
-from ...trace import Trace
-from .launch import _delta
+from dpviz.config import LIMITS, ConfigError, RunConfig
+from dpviz.trace import Trace
+from dpviz.engines.ddp.launch import _delta
 
 ENVIRONMENT = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -68,7 +68,7 @@ def resolve(config: RunConfig, available: int | None = None) -> RunConfig:
     """`config` with its backend settled for this node: "cuda" (NCCL) needs a GPU for each of torchrun's
     ranks on this machine (LOCAL_WORLD_SIZE); "auto" takes NCCL when there are as many, else gloo."""
     if available is None:
-        from ..run import cuda_device_count
+        from dpviz.engines.run import cuda_device_count
 
         available = cuda_device_count()
     local = _number("LOCAL_WORLD_SIZE", 1)
@@ -105,9 +105,9 @@ def record_rank(config: RunConfig, timeout_s: float | None = None) -> Trace | No
     import torch._dynamo  # noqa: F401  DDP's constructor imports it (seconds), which would be timed as its broadcast
     import torch.distributed as dist
 
-    from ..run import cuda_device_count
-    from .merge import to_trace
-    from .rank import run_rank
+    from dpviz.engines.run import cuda_device_count
+    from dpviz.engines.ddp.merge import to_trace
+    from dpviz.engines.ddp.rank import run_rank
 
     timeout_s = config.timeout_s if timeout_s is None else timeout_s
     rank, world, local_rank = global_rank(), world_size(), _number("LOCAL_RANK")

@@ -9,7 +9,7 @@ gather. Every phase runs on every rank: a lane is a rank (a process), never a GP
 """
 from __future__ import annotations
 
-from ...vocabulary import EVERY_LANE, MemoryKind, Phase, Vocabulary
+from dpviz.trace.vocabulary import EVERY_LANE, MemoryKind, Phase, Vocabulary
 
 # Communication between ranks gets colours of its own (as DataParallel's host copies do; the model's copy
 # takes replicate's brown), none a device's and 3:1 on the light and the dark page, so that what moves

@@ -8,8 +8,8 @@ its model and input form, zip truncation and keyword padding included. The rule 
 """
 from __future__ import annotations
 
-from ...trace import Batch, Trace
-from .split_rules import replica_rows
+from dpviz.trace import Batch, Trace
+from dpviz.engines.dp.split_rules import replica_rows
 
 
 def check_trace(trace: Trace) -> None:

@@ -1,13 +1,13 @@
 """Which kind of device a DataParallel run uses: real CUDA GPUs, or simulated devices on CPU threads."""
 from __future__ import annotations
 
-from ...config import ConfigError, RunConfig
+from dpviz.config import ConfigError, RunConfig
 
 
 def resolve_backend(config: RunConfig, available: int | None = None) -> str:
     """The kind of device a run of `config` uses: real GPUs when asked for, or when `auto` finds enough."""
     if available is None:
-        from ..run import cuda_device_count
+        from dpviz.engines.run import cuda_device_count
 
         available = cuda_device_count()
     if config.backend == "cuda":

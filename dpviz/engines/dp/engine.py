@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...config import RunConfig
-from ...trace import Trace
-from ..base import Progress
-from .devices import resolve_backend
-from .vocabulary import VOCABULARY
+from dpviz.config import RunConfig
+from dpviz.trace import Trace
+from dpviz.engines.base import Progress
+from dpviz.engines.dp.devices import resolve_backend
+from dpviz.engines.dp.vocabulary import VOCABULARY
 
 
 class DataParallelEngine:
@@ -20,12 +20,12 @@ class DataParallelEngine:
         return dataclasses.replace(config, backend=resolve_backend(config, available))
 
     def record(self, config: RunConfig, progress: Progress | None = None) -> Trace:
-        from .recorder import record  # torch, only when a run is asked for
+        from dpviz.engines.dp.recorder import record  # torch, only when a run is asked for
 
         return record(config, progress)
 
     def check(self, trace: Trace) -> None:
-        from .check import check_trace
+        from dpviz.engines.dp.check import check_trace
 
         check_trace(trace)
 

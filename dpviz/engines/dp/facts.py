@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...config import MAX_BATCHES
-from ...trace_values import (
+from dpviz.config import MAX_BATCHES
+from dpviz.trace.values import (
     MAX_DEVICES, MAX_LOSS, MAX_LOSS_SAMPLES, MAX_ROWS, TraceError, choice_of, mapping, number, sequence, shown,
     whole, wholes,
 )

@@ -12,8 +12,8 @@ from typing import Any, Iterable
 
 import torch
 
-from ...trace import MemorySample
-from .vocabulary import VOCABULARY
+from dpviz.trace import MemorySample
+from dpviz.engines.dp.vocabulary import VOCABULARY
 
 CATEGORIES = VOCABULARY.memory_names  # the kinds of tensor the ledger keeps, as the vocabulary declares them
 MEASURED = VOCABULARY.measured_memory  # the one category of a real GPU's figure: torch.cuda.memory_allocated

@@ -16,11 +16,11 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ...inputs import describe, first_tensor
-from .memory import ComputedMemory, MeasuredMemory, module_bytes, nbytes
-from .simulated import current_device
-from .vocabulary import VOCABULARY
-from ...trace import ArgumentSample, Span
+from dpviz.engines.workload.input_forms import describe, first_tensor
+from dpviz.engines.dp.memory import ComputedMemory, MeasuredMemory, module_bytes, nbytes
+from dpviz.engines.dp.simulated import current_device
+from dpviz.engines.dp.vocabulary import VOCABULARY
+from dpviz.trace import ArgumentSample, Span
 
 TRANSIENT = tuple(k.name for k in VOCABULARY.memory_kinds if k.transient)  # freed when a batch ends
 

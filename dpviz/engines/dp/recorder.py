@@ -13,16 +13,17 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ... import inputs, tutorial
-from ...catalogue import MODEL_SPECS
-from ...config import RunConfig
-from ..run import cuda_device_count
-from ..base import Progress
-from .devices import resolve_backend
-from .observer import Observer
-from .simulated import SimulatedDataParallel
-from ...trace import Batch, Failure, Lane, Trace, WarningNote
-from ...warning_capture import collecting
+from dpviz.engines.workload import input_forms as inputs
+from dpviz.engines.workload import tutorial_data as tutorial
+from dpviz.catalogue import MODEL_SPECS
+from dpviz.config import RunConfig
+from dpviz.engines.run import cuda_device_count
+from dpviz.engines.base import Progress
+from dpviz.engines.dp.devices import resolve_backend
+from dpviz.engines.dp.observer import Observer
+from dpviz.engines.dp.simulated import SimulatedDataParallel
+from dpviz.trace import Batch, Failure, Lane, Trace, WarningNote
+from dpviz.engines.workload.warning_capture import collecting
 
 
 REPLICA_IN_MESSAGE = re.compile(r"in replica (\d+)")

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .chunking import chunk_sizes  # noqa: F401  the split rule, named here with the others
+from dpviz.engines.dp.chunking import chunk_sizes  # noqa: F401  the split rule, named here with the others
 
 SCALAR_GATHER_WARNING = (
     "Was asked to gather along dimension 0, but all input tensors were scalars; "

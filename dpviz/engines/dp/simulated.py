@@ -22,8 +22,8 @@ import torch
 from torch import nn
 from torch._utils import ExceptionWrapper
 
-from . import scatter as rules
-from .workers import POOL
+from dpviz.engines.dp import scatter as rules
+from dpviz.engines.dp.workers import POOL
 
 _local = threading.local()
 

@@ -1,7 +1,7 @@
 """DataParallel, as the rest of dpviz sees it: its words, its parts, its rules for a config (no torch)."""
 from __future__ import annotations
 
-from ..spec import EngineSpec
+from dpviz.engines.spec import EngineSpec
 
 
 def batches(config) -> int:
@@ -27,18 +27,18 @@ SPEC = EngineSpec(
         "check": "dpviz.engines.dp.check:check_trace",
         "batches": "dpviz.engines.dp.spec:batches",
         "facts": "dpviz.engines.dp.facts:read_facts",
-        "summary": "dpviz.summary:key_figures_dp",
-        "summary_rows": "dpviz.summary:summary_rows_dp",
-        "explain": "dpviz.explain:explain_dp",
-        "log": "dpviz.tutorial_log:tutorial_log_dp",
-        "log_header": "dpviz.tutorial_log:header_dp",
-        "chrome_events": "dpviz.chrome_trace:dp_events",
-        "devices": "dpviz.wording:describe_gpus",
+        "summary": "dpviz.analysis.summary:key_figures_dp",
+        "summary_rows": "dpviz.analysis.summary:summary_rows_dp",
+        "explain": "dpviz.analysis.explain:explain_dp",
+        "log": "dpviz.exports.tutorial_log:tutorial_log_dp",
+        "log_header": "dpviz.exports.tutorial_log:header_dp",
+        "chrome_events": "dpviz.exports.chrome_trace:dp_events",
+        "devices": "dpviz.analysis.wording:describe_gpus",
         "note": "dpviz.figures.style:gpu_note",
         "report_heading": "dpviz.figures.report:dp_heading",
         "outcome": "dpviz.cli:dp_outcome",
-        "model_bytes": "dpviz.compare:dp_model_bytes",
-        "traffic": "dpviz.compare:dp_traffic",
+        "model_bytes": "dpviz.analysis.compare:dp_model_bytes",
+        "traffic": "dpviz.analysis.compare:dp_traffic",
         "memory_why": "dpviz.figures.memory:device_zero_why",
         # The views it draws, in no particular order (dpviz.figures.views orders the tabs).
         "view.pitfall": "dpviz.figures.pitfalls:pitfall_figure",

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...config import RunConfig
-from .chunking import chunk_sizes
+from dpviz.config import RunConfig
+from dpviz.engines.dp.chunking import chunk_sizes
 
 # A leaf of a call's arguments as scatter meets it: a tensor's length along the scatter dim, or WHOLE
 # for an object scatter hands every device whole (rule 2).
 Leaf = Optional[int]
 WHOLE: Leaf = None
-H0_LAYERS = 1  # dpviz.inputs builds a GRU's h0 as (1, rows, hidden): its GRUs have one layer
+H0_LAYERS = 1  # dpviz.engines.workload.input_forms builds a GRU's h0 as (1, rows, hidden): its GRUs have one layer
 
 
 def replica_rows(config: RunConfig, rows: int) -> list[int]:
@@ -53,9 +53,9 @@ def pieces(leaf: Leaf, gpus: int) -> int:
 
 
 def call_leaves(form: str, rows: int, dim: int) -> tuple[tuple[Leaf, ...], tuple[Leaf, ...]]:
-    """The leaves of one call in input form `form` (dpviz.inputs.call_args), positional then keyword, for a
+    """The leaves of one call in input form `form` (dpviz.engines.workload.input_forms.call_args), positional then keyword, for a
     batch of `rows` rows on `dim`; the batch x comes first and holds `rows` along `dim` in every form
-    (dpviz.tutorial.model_input puts time first for a dim-1 model)."""
+    (dpviz.engines.workload.tutorial_data.model_input puts time first for a dim-1 model)."""
     if form == "tensor":
         return (rows,), ()
     if form == "tuple":

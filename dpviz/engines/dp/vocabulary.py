@@ -6,7 +6,7 @@ computed on the output device, and the gradients summed and stepped on device_id
 """
 from __future__ import annotations
 
-from ...vocabulary import EVERY_LANE, HOST, ONE_LANE, MemoryKind, Phase, Vocabulary
+from dpviz.trace.vocabulary import EVERY_LANE, HOST, ONE_LANE, MemoryKind, Phase, Vocabulary
 
 SUM_LABEL = "sum of gradients"  # the "reduce" phase: DataParallel sums the replicas' gradients onto device 0
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from .trace import Trace
+from dpviz.trace import Trace
 
 SKIPPED = ("broadcast", "rebuild", "join")  # DDP's construction and wind-down are not part of a step
 

@@ -1,6 +1,6 @@
 """Plain-language paragraphs for the pitfalls a run ran into, derived from its trace.
 
-    from dpviz.explain_pitfalls import pitfalls
+    from dpviz.analysis.explain_pitfalls import pitfalls
     pitfalls(trace)   # markdown paragraphs: the failure and why, the warnings, lost state, the inputs
 
 Every number and name comes from the run: which replica failed and with what rows and arguments,
@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from .echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
-from .catalogue import INPUT_SPECS
-from .wording import device_list, plural, sizes_text
-from .trace import ArgumentSample, Trace
+from dpviz.echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
+from dpviz.catalogue import INPUT_SPECS
+from dpviz.analysis.wording import device_list, plural, sizes_text
+from dpviz.trace import ArgumentSample, Trace
 
 
 SHOWN = 4  # names listed in a sentence before "and N more": a file may hold thousands

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from .trace_values import TraceError, first_line
+from dpviz.trace.values import TraceError, first_line
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from .trace import Span, Trace
-from .vocabulary import HOST
+from dpviz.trace import Span, Trace
+from dpviz.trace.vocabulary import HOST
 
 HOST_TID = 0
 COMPUTE_TID = 0  # a DDP rank's own thread: load, forward, loss, backward, step
@@ -55,7 +55,7 @@ def dp_events(trace: Trace) -> Iterator[dict[str, Any]]:
 
 def ddp_events(trace: Trace) -> Iterator[dict[str, Any]]:
     """A DDP trace's events: per rank a process, its compute track and its all-reduce tracks."""
-    from .tables_ddp import bucket_layouts  # here: it imports pandas, which a DataParallel export never needs
+    from dpviz.analysis.tables_ddp import bucket_layouts  # here: it imports pandas, which a DataParallel export never needs
 
     tracks = _allreduce_tracks(trace)
     lanes = {lane.id for lane in trace.lanes}

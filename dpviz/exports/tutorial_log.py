@@ -6,10 +6,10 @@ the ranks finished, and each step closes with what it held and what crossed betw
 """
 from __future__ import annotations
 
-from .catalogue import MODEL_SPECS
-from .echo import cut
-from .trace import Trace
-from .wording import plural
+from dpviz.catalogue import MODEL_SPECS
+from dpviz.echo import cut
+from dpviz.trace import Trace
+from dpviz.analysis.wording import plural
 
 
 def _size(shape: list[int] | None) -> str:
@@ -56,7 +56,7 @@ def _warnings_and_failure(trace: Trace, batch: int) -> list[str]:
 
 def ddp_header(trace: Trace) -> str:
     """How many ranks, that they are processes (and on what), and how many rows each loads a step."""
-    from . import tables_ddp  # here: it imports pandas, which a DataParallel log never needs
+    from dpviz.analysis import tables_ddp  # here: it imports pandas, which a DataParallel log never needs
 
     config, ranks = trace.config, len(trace.lanes)
     where = "one process per GPU, NCCL" if trace.backend == "cuda" else \
@@ -91,7 +91,7 @@ def step_lines(trace: Trace, step: int, repeated: int | None = None) -> list[str
     batch = trace.batches[step]
     ranks = len({s.lane for s in forwards}) or len(trace.lanes)
     if repeated is None:
-        from . import tables_ddp
+        from dpviz.analysis import tables_ddp
 
         repeats = tables_ddp.repeats_per_step(trace)
         repeated = repeats[step] if step < len(repeats) else 0
@@ -135,7 +135,7 @@ def tutorial_log_dp(trace: Trace) -> str:
 
 def tutorial_log_ddp(trace: Trace) -> str:
     """Each rank's line and each step's, step by step."""
-    from . import tables_ddp
+    from dpviz.analysis import tables_ddp
 
     lines = [ddp_header(trace)]
     repeats = tables_ddp.repeats_per_step(trace)  # once for the run, not once a step

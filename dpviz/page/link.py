@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .config import (
+from dpviz.config import (
     ENGINE_OPTIONS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, RNN_MODELS, ConfigError, RunConfig, check_setting, parse_setting,
     row_elements,
 )
-from .echo import echo
-from .engines import ENGINES, FIRST
-from .presets import COMPARE_PRESETS, LINK_PRESETS
+from dpviz.echo import echo
+from dpviz.engines import ENGINES, FIRST
+from dpviz.presets import COMPARE_PRESETS, LINK_PRESETS
 
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .config import RunConfig
-from .engines import ENGINES, EngineSpec, vocabulary as vocabulary_of
-from .vocabulary import Vocabulary
+from dpviz.config import RunConfig
+from dpviz.engines import ENGINES, EngineSpec, vocabulary as vocabulary_of
+from dpviz.trace.vocabulary import Vocabulary
 
 SCHEMA_VERSION = 3  # 2 added the model, input form, arguments, failure, warnings and facts; 3 the engine
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .batch_facts import phase_times
-from .tables_ddp import AllReduce, allreduces, bucket_layouts, per_rank_batch, rank_rows, repeats_per_step, synced_steps
-from .trace import Trace
-from .wording import human_bytes, plural
+from dpviz.analysis.batch_facts import phase_times
+from dpviz.analysis.tables_ddp import AllReduce, allreduces, bucket_layouts, per_rank_batch, rank_rows, repeats_per_step, synced_steps
+from dpviz.trace import Trace
+from dpviz.analysis.wording import human_bytes, plural
 
 
 @dataclass(frozen=True)

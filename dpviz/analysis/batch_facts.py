@@ -10,14 +10,14 @@
 
 No pandas here: a DataParallel run's first chart (its Flow), its tabs, key figures and explanations
 need only these, and pandas takes longer to import than the chart takes to draw. The DataFrames the
-other views are drawn from are built in dpviz.tables.
+other views are drawn from are built in dpviz.analysis.tables.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
 
-from .trace import Span, Trace
+from dpviz.trace import Span, Trace
 
 
 def called_without_rows(span: Span) -> bool:

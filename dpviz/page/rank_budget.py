@@ -19,7 +19,7 @@ import os
 import threading
 from typing import Callable, Iterator
 
-from .host_memory import cgroup_limit_bytes, cgroup_usage_bytes, host_limit_bytes, pss_bytes
+from dpviz.host_memory import cgroup_limit_bytes, cgroup_usage_bytes, host_limit_bytes, pss_bytes
 
 MB = 10**6
 # Measured by bench/bench_ddp_page.py (README, "Speed and memory"): the forkserver with torch, torch.distributed

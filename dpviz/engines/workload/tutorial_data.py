@@ -1,5 +1,5 @@
 """The model and data of PyTorch's DataParallel tutorial (beginner_source/blitz/data_parallel_tutorial.py),
-generalised to the models of dpviz.models and the input forms of dpviz.inputs.
+generalised to the models of dpviz.engines.workload.models and the input forms of dpviz.engines.workload.input_forms.
 
     model, loader = build(config)          # what DataParallel wraps, and the tutorial's DataLoader
     args, kwargs = call(config, data, ids)  # one batch as the model takes it
@@ -13,12 +13,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from . import inputs
-from .catalogue import MODEL_SPECS, row_shape
-from .config import RunConfig, batch_dim
+from dpviz.engines.workload import input_forms as inputs
+from dpviz.catalogue import MODEL_SPECS, row_shape
+from dpviz.config import RunConfig, batch_dim
 
-from .models import build_model
-from .seeding import seeded
+from dpviz.engines.workload.models import build_model
+from dpviz.engines.workload.seeding import seeded
 
 
 class RandomDataset(Dataset):

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .catalogue import MODEL_SPECS, SEQUENCE_LENGTH, row_shape  # noqa: F401  a model's data, named here too
-from .seeding import seeded
+from dpviz.catalogue import MODEL_SPECS, SEQUENCE_LENGTH, row_shape  # noqa: F401  a model's data, named here too
+from dpviz.engines.workload.seeding import seeded
 
 HIDDEN = 16  # hidden width of the MLP and the GRU
 CHANNELS = 8  # the CNN's feature maps

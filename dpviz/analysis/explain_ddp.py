@@ -1,6 +1,6 @@
 """Plain-language explanation of a DistributedDataParallel run, derived from its trace.
 
-    from dpviz.explain_ddp import explain_ddp
+    from dpviz.analysis.explain_ddp import explain_ddp
     for paragraph in explain_ddp(trace): print(paragraph)   # short markdown paragraphs
 
 It answers what a DataParallel user asks next (ddp-facts.md sections 11 and 12): what a rank is, what
@@ -11,12 +11,12 @@ a trace file's own words (parameter names, error messages) go in as text, cut sh
 """
 from __future__ import annotations
 
-from .echo import MESSAGE_LIMIT, code_span
-from .summary_ddp import summarize_ddp
-from .tables_ddp import (allreduces, bucket_layouts, epoch_of, epochs_of, rank_rows, repeated_rows, sampler_order,
+from dpviz.echo import MESSAGE_LIMIT, code_span
+from dpviz.analysis.summary_ddp import summarize_ddp
+from dpviz.analysis.tables_ddp import (allreduces, bucket_layouts, epoch_of, epochs_of, rank_rows, repeated_rows, sampler_order,
                          steps_per_epoch, unreduced_steps)
-from .trace import Trace
-from .wording import human_bytes, plural, sizes_text
+from dpviz.trace import Trace
+from dpviz.analysis.wording import human_bytes, plural, sizes_text
 
 NAME_LIMIT = 40  # characters of a parameter name from a trace file
 SHOWN = 4  # names or rows listed before "and N more"

@@ -15,10 +15,10 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .engines import ENGINES
-from .step_times import LINKS, measured, modelled, step_seconds, verdict  # noqa: F401  step_seconds named here too
-from .trace import Trace
-from .wording import human_bytes
+from dpviz.engines import ENGINES
+from dpviz.analysis.step_times import LINKS, measured, modelled, step_seconds, verdict  # noqa: F401  step_seconds named here too
+from dpviz.trace import Trace
+from dpviz.analysis.wording import human_bytes
 
 FLOAT_BYTES = 4  # dpviz's models run in float32
 

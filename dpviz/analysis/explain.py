@@ -1,6 +1,6 @@
 """Plain-language explanation of a run, derived from its trace: every number comes from what happened.
 
-    from dpviz.explain import explain
+    from dpviz.analysis.explain import explain
     for paragraph in explain(trace): print(paragraph)   # short markdown paragraphs
 
 It answers the questions users bring to DataParallel (dataparallel-facts.md section 13): why a batch
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .echo import markdown_text
-from .explain_pitfalls import pitfalls
-from .engines.dp.chunking import chunk_sizes
-from .batch_facts import batch_spans, chunks_per_batch, memory_peaks, phase_times
-from .trace import Trace
-from .wording import device_list, human_bytes, plural, sizes_text
+from dpviz.echo import markdown_text
+from dpviz.analysis.explain_pitfalls import pitfalls
+from dpviz.engines.dp.chunking import chunk_sizes
+from dpviz.analysis.batch_facts import batch_spans, chunks_per_batch, memory_peaks, phase_times
+from dpviz.trace import Trace
+from dpviz.analysis.wording import device_list, human_bytes, plural, sizes_text
 
 DEVICE_NAME_LIMIT = 40  # characters of a device's name from a trace file
 

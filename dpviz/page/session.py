@@ -11,10 +11,10 @@ import threading
 from collections import OrderedDict
 from typing import Iterator
 
-from .config import RunConfig
-from .engines.base import Progress
-from .engines.run import record, resolve
-from .trace import Trace
+from dpviz.config import RunConfig
+from dpviz.engines.base import Progress
+from dpviz.engines.run import record, resolve
+from dpviz.trace import Trace
 
 
 # plotly, turning a figure into JSON, asks sys.modules whether pandas is loaded and uses it if so; while one

@@ -4,8 +4,8 @@
     summary_table(trace)     # all key figures as a two-column DataFrame for a page table
     summarize(trace)         # the numbers behind them
 
-A DataParallel run's figures come from dpviz.batch_facts in plain Python (the page shows them under
-its first chart on every new run); a DDP run's from dpviz.summary_ddp's tables.
+A DataParallel run's figures come from dpviz.analysis.batch_facts in plain Python (the page shows them under
+its first chart on every new run); a DDP run's from dpviz.analysis.summary_ddp's tables.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .batch_facts import calls_without_chunk, chunks_per_batch, memory_peaks, phase_times
-from .trace import Trace
-from .vocabulary import HOST
-from .wording import human_bytes, plural
+from dpviz.analysis.batch_facts import calls_without_chunk, chunks_per_batch, memory_peaks, phase_times
+from dpviz.trace import Trace
+from dpviz.trace.vocabulary import HOST
+from dpviz.analysis.wording import human_bytes, plural
 
 if TYPE_CHECKING:  # for the annotations only: a DataParallel run's figures never import pandas
     import pandas as pd

@@ -6,8 +6,8 @@
 """
 from __future__ import annotations
 
-from .echo import markdown_text
-from .trace import Trace
+from dpviz.echo import markdown_text
+from dpviz.trace import Trace
 
 
 def plural(n: int, word: str) -> str:
@@ -57,7 +57,7 @@ DEVICE_NAME_LIMIT = 40  # characters of one device's name: "cuda:0 NVIDIA H200" 
 def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
     """One markdown sentence: real or simulated devices, which ones, and what the viewing machine has."""
     if machine_gpus is None:
-        from .engines.run import cuda_device_count  # torch, only to ask this machine
+        from dpviz.engines.run import cuda_device_count  # torch, only to ask this machine
 
         machine_gpus = cuda_device_count()
     here = machine_gpus

@@ -5,7 +5,7 @@
     distributed(sizes, ranks=8)                   # [(sent, received)] per rank
     growth(sizes, range(2, 17))                   # how GPU 0's load and a rank's grow with the count
 
-The same rules dpviz.compare applies to a recorded run, written as formulas of the device count, so the
+The same rules dpviz.analysis.compare applies to a recorded run, written as formulas of the device count, so the
 page can say how both engines scale without running 16 of each. DataParallel, every step: GPU 0 sends
 each other used device its chunk of the batch (torch.chunk's sizes) and a copy of the parameters and
 buffers, and takes back every output; training, it sends each output's gradient back and receives each
@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .compare import model_bytes, row_bytes
-from .engines.dp.chunking import chunk_sizes
-from .trace import Trace
+from dpviz.analysis.compare import model_bytes, row_bytes
+from dpviz.engines.dp.chunking import chunk_sizes
+from dpviz.trace import Trace
 
 
 @dataclass(frozen=True)

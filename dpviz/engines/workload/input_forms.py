@@ -18,8 +18,8 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from .catalogue import INPUT_SPECS
-from .models import HIDDEN
+from dpviz.catalogue import INPUT_SPECS
+from dpviz.engines.workload.models import HIDDEN
 
 LABELS = {name: spec.label for name, spec in INPUT_SPECS.items()}
 # Names of the positional arguments of each form's forward, for naming what a replica received.

@@ -12,13 +12,13 @@ import dataclasses
 import json
 from typing import Any
 
-from .config import MAX_BATCHES, ConfigError, RunConfig
-from .engines import ENGINES, FIRST, vocabulary as vocabulary_of
-from .trace import SCHEMA_VERSION, ArgumentSample, Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
-from .trace_check import check
-from .vocabulary import Vocabulary
-from .trace_cost import MAX_TRACE_BYTES, parse_bounded  # noqa: F401  the upload limit, named here too
-from .trace_values import (  # noqa: F401  TraceError: what loading raises, named here too
+from dpviz.config import MAX_BATCHES, ConfigError, RunConfig
+from dpviz.engines import ENGINES, FIRST, vocabulary as vocabulary_of
+from dpviz.trace import SCHEMA_VERSION, ArgumentSample, Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
+from dpviz.trace.check import check
+from dpviz.trace.vocabulary import Vocabulary
+from dpviz.trace.cost import MAX_TRACE_BYTES, parse_bounded  # noqa: F401  the upload limit, named here too
+from dpviz.trace.values import (  # noqa: F401  TraceError: what loading raises, named here too
     BACKEND_NAMES, MAX_BUCKETS, MAX_ARGUMENT_PARTS, MAX_ARGUMENT_TEXT, MAX_DEVICES, MAX_LANE_NAME,
     MAX_LOSS, MAX_LOSS_SAMPLES, MAX_MACHINE_GPUS, MAX_MEMORY_BYTES, MAX_NAME, MAX_ROWS, MAX_SECONDS,
     MAX_SETTING_TEXT, MAX_TEXT, MAX_THREAD_NAME, MAX_TORCH_VERSION, MAX_WARNINGS, MEMORY_KINDS, TraceError,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import LIMITS
+from dpviz.config import LIMITS
 
 class TraceError(ValueError):
     """A trace file is unreadable or inconsistent; the message says what and where."""

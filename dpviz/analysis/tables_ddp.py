@@ -7,13 +7,13 @@
 
 Everything comes from the trace: the spans, the steps' rows and facts["ddp"] (what the reducer
 reported). A file's facts may lack what a run records (an older file); readers then get empty
-tables, never an error. Data only: wording lives in dpviz.summary_ddp and dpviz.explain_ddp.
+tables, never an error. Data only: wording lives in dpviz.analysis.summary_ddp and dpviz.analysis.explain_ddp.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .trace import Span, Trace
+from dpviz.trace import Span, Trace
 
 if TYPE_CHECKING:  # the annotation only: a DDP run's key figures and explanations never import pandas
     import pandas as pd

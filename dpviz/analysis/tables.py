@@ -4,14 +4,14 @@
     phase_table(trace)       # time per phase, in the vocabulary's pipeline order
     memory_totals(trace)     # bytes per batch, phase and lane
 
-Data only: wording lives in dpviz.summary and dpviz.wording, drawing in dpviz.figures.
+Data only: wording lives in dpviz.analysis.summary and dpviz.analysis.wording, drawing in dpviz.figures.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from .batch_facts import phase_times
-from .trace import Span, Trace
+from dpviz.analysis.batch_facts import phase_times
+from dpviz.trace import Span, Trace
 
 SPLIT_COLUMNS = ["batch", "batch_rows", "device", "replica", "used", "rows", "first_row", "last_row", "forward_ms"]
 MEMORY_COLUMNS = ["batch", "phase", "device", "category", "bytes"]

@@ -7,11 +7,11 @@ training); the rules of the engine that recorded it (DataParallel's split) are i
 """
 from __future__ import annotations
 
-from .trace import Span, Trace
-from .trace_values import (
+from dpviz.trace import Span, Trace
+from dpviz.trace.values import (
     BACKEND_NAMES, MAX_ARGUMENT_PARTS, MAX_DEVICES, MAX_MACHINE_GPUS, MEMORY_KINDS, TraceError, shown,
 )
-from .vocabulary import EVERY_LANE, HOST
+from dpviz.trace.vocabulary import EVERY_LANE, HOST
 
 def check(trace: Trace) -> None:
     """Raise TraceError unless the trace is internally consistent."""
