@@ -14,6 +14,8 @@ import pytest
 from dpviz import RunConfig, record
 from dpviz.trace import json_io as trace_json
 from dpviz.cli import build_parser, main
+from dpviz.engines import ENGINES
+from dpviz.presets import DDP_PRESETS
 
 
 def run(*args, cwd=None):
@@ -50,6 +52,11 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--bucket-cap-mb", "1"], "--bucket-cap-mb is a DistributedDataParallel option, so it needs --engine ddp"),
     (["--bucket-cap-mb", "none"], "--bucket-cap-mb is a DistributedDataParallel option"),  # even DDP's default
     (["--accumulate", "1", "--train"], "--accumulate is a DistributedDataParallel option"),
+    (["--drop-last"], "--drop-last is a DistributedDataParallel option, so it needs --engine ddp"),
+    (["--no-set-epoch"], "--no-set-epoch is a DistributedDataParallel option"),  # on unless given: --no-
+    (["--timeout-s", "30"], "--timeout-s is a DistributedDataParallel option"),
+    (["--engine", "ddp", "--uneven"], "uneven splits the rows by hand into contiguous shards, in order, so it needs shuffle"),
+    (["--engine", "ddp", "--epochs", "5"], "epochs must be between 1 and 4"),
     (["--engine", "ddp", "--bucket-cap-mb", "0"], "bucket_cap_mb must be a number of MiB from 0.0001 to 1024"),
     (["--engine", "ddp", "--bucket-cap-mb", "nan"], "got nan"),
     (["--engine", "ddp", "--bucket-cap-mb", "big"], "bucket_cap_mb must be a number of MiB from 0.0001 to 1024 (or none), got 'big'"),
@@ -192,6 +199,17 @@ def test_a_failing_rank_prints_the_log_to_its_error_and_exits_1(tmp_path, capsys
     lines = out.splitlines()
     assert lines[-len(trace.failure.message.splitlines()):][0] == f"RuntimeError: {trace.failure.message.splitlines()[0]}"
     assert "Traceback (most recent call last):" in lines and not any(line.startswith("Step 1") for line in lines)
+
+
+def test_every_ddp_option_the_page_has_is_a_flag_too(tmp_path, capsys):
+    # The flags come from the engine's own declaration of its options: the ddp-drop-last preset, by hand.
+    preset = DDP_PRESETS["ddp-drop-last"].config
+    assert main(["--engine", "ddp", "--gpus", "3", "--data-size", "10", "--batch-size", "6", "--no-shuffle",
+                 "--drop-last", "--trace", str(tmp_path / "run.json")]) == 0
+    assert trace_json.loads((tmp_path / "run.json").read_text()).config == preset
+    flags = build_parser()._option_string_actions
+    for option in ENGINES["ddp"].options:
+        assert any(option.name.replace("_", "-") in flag for flag in flags), option.name
 
 
 def test_a_ddp_preset_runs_on_ranks(capsys):

@@ -3,7 +3,7 @@
     from dpviz.analysis.explain_ddp import explain_ddp
     for paragraph in explain_ddp(trace): print(paragraph)   # short markdown paragraphs
 
-It answers what a DataParallel user asks next (ddp-facts.md sections 11 and 12): what a rank is, what
+It answers what a DataParallel user asks next: what a rank is, what
 batch_size means now, which rows each rank loads and why some twice, what crosses between the
 processes (a broadcast at construction, gradients all-reduced bucket by bucket while backward runs,
 averaged), and what does not (no scatter, no replicate, no gather). Every number comes from the trace;
