@@ -116,6 +116,27 @@ def test_ctrl_c_in_a_terminal_reaches_every_process_and_still_ends_in_one_line(t
             process.wait()
 
 
+def test_kill_9_of_the_command_line_still_ends_every_rank_and_leaves_no_log_behind(tmp_path):
+    # SIGKILL runs no handler and no finally: each rank watches its launcher and ends itself, its log with it.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    process = start(tmp_path, env={**os.environ, "TMPDIR": str(scratch)})
+    seen: set = set()
+    try:
+        reach("stepping", process, seen)
+        assert any(p.name.startswith("dpviz-ranks-") for p in scratch.iterdir())  # where the ranks log
+        process.kill()
+        process.wait(timeout=limit(starts=1, then_s=ENDED_S))
+        assert wait_for(lambda: not any(running(p) for p in seen), time.monotonic() + ENDED_S), \
+            [command_line(p)[:120] for p, _ in seen if running((p, _))]  # ranks, their forkserver, its tracker
+        logs = lambda: [p.name for p in scratch.iterdir() if p.name.startswith("dpviz-ranks-")]
+        assert wait_for(lambda: not logs(), time.monotonic() + ENDED_S), logs()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def test_a_stop_while_writing_leaves_the_earlier_file_whole(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(OLD)

@@ -17,6 +17,7 @@ quoted from it, and nothing of it reaches the user's terminal.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import queue as queues
@@ -173,9 +174,11 @@ def _last_words(log: Path, limit: int = 300) -> str:
     return f"; its last words: {lines[-1][:limit]}" if lines else ""
 
 
-def _end_with(launcher: int) -> None:
+def _end_with(launcher: int, log: str) -> None:
     """End this rank as soon as the process that launched it ends, whatever ended it (kill -9 included):
-    its parent is the forkserver, which lives on while any rank does, so nothing else would."""
+    its parent is the forkserver, which lives on while any rank does, so nothing else would. The launcher
+    removes the ranks' logs when it ends a run; one that was killed cannot, so each rank takes its own log
+    with it and the last one out the folder."""
     try:
         handle = os.pidfd_open(launcher)  # that process itself, never a later one given its number
     except (AttributeError, OSError):  # no pidfd (Linux < 5.3, other systems), or the launcher has gone
@@ -189,6 +192,9 @@ def _end_with(launcher: int) -> None:
         else:
             while _exists(launcher):
                 time.sleep(1.0)
+        with contextlib.suppress(OSError):
+            os.unlink(log)
+            os.rmdir(os.path.dirname(log))  # refused while another rank's log is still there
         os._exit(1)
 
     threading.Thread(target=watch, name="dpviz launcher watch", daemon=True).start()
@@ -217,7 +223,7 @@ def _rank_main(rank: int, world: int, port: int, config_values: dict, reports, l
     """A rank process: join the group through the parent's store, run, report, leave cleanly."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the launcher answers it
     _quiet(log)
-    _end_with(launcher)
+    _end_with(launcher, log)
     import torch
     import torch.distributed as dist
 
