@@ -29,7 +29,7 @@ from dpviz.config import (
     ConfigError, ENGINE_OPTIONS, RunConfig, parse_setting,
 )
 from dpviz.echo import MESSAGE_LIMIT, cut
-from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS
+from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, presets_of
 from dpviz.engines import ENGINES, Option, needs, owners
 from dpviz.engines.ddp import torchrun as _torchrun
 from dpviz.engines.ddp.torchrun import under_torchrun
@@ -179,7 +179,7 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
         values = {**values, **{k: v for k, v in preset.config.to_dict().items() if not _given(argv, k)}}
         own = ENGINES[preset.config.engine]
         if values["engine"] != own.name:
-            others = [name for name, p in ALL_PRESETS.items() if p.config.engine == values["engine"]]
+            others = list(presets_of(values["engine"]))
             parser.error(f"--preset {args.preset} shows a {own.label} pitfall, so it runs with engine {own.name}, "
                          f"not {values['engine']}; {ENGINES[values['engine']].label}'s are {', '.join(others)}.")
     engine = ENGINES[values["engine"]]

@@ -101,6 +101,14 @@ COMPARE_PRESETS: dict[str, Preset] = {p.name: p for p in (
 LINK_PRESETS: dict[str, Preset] = {**ALL_PRESETS, **COMPARE_PRESETS}  # what a page link may name
 
 
+def presets_of(engine: str) -> dict[str, Preset]:
+    """The pitfall presets that run on `engine`, by name."""
+    by_engine: dict[str, dict[str, Preset]] = {}
+    for name, preset in ALL_PRESETS.items():
+        by_engine.setdefault(preset.config.engine, {})[name] = preset
+    return by_engine.get(engine, {})
+
+
 def preset_of(config: RunConfig) -> Preset | None:
     """The preset whose configuration `config` is (any backend), or None."""
     for preset in ALL_PRESETS.values():

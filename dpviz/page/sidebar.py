@@ -7,7 +7,7 @@ import streamlit as st
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
 from dpviz.config import FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
 from dpviz.engines import ENGINES, EngineSpec
-from dpviz.presets import ALL_PRESETS, COMPARE_PRESETS, LINK_PRESETS
+from dpviz.presets import COMPARE_PRESETS, LINK_PRESETS, presets_of
 from dpviz.page.rank_budget import BUDGET, PAGE_MOST
 from dpviz.page.link import BOTH, from_query, settle, wants_both
 from dpviz.analysis.wording import plural
@@ -42,7 +42,7 @@ def pitfall_buttons(choice: str) -> None:
     st.sidebar.header("Pitfalls")
     groups = [("the two engines side by side where the difference shows", COMPARE_PRESETS, (BOTH,))]
     for name, spec in ENGINES.items():
-        own = {key: preset for key, preset in ALL_PRESETS.items() if preset.config.engine == name}
+        own = presets_of(name)
         where = ", on real processes" if spec.processes else ""
         groups.append((f"a way {spec.label} surprises people{where}", own, (name, BOTH) if name in PAIR else (name,)))
     for words, presets, shown in groups:
