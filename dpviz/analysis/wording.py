@@ -3,6 +3,7 @@
     plural(4, "row")           # '4 rows'
     human_bytes(1536)          # '1.50 KiB'
     device_list([3, 4, 5, 6])  # 'GPUs 3-6'
+    numbered(3, 4, "batch")    # 'batch 4 of 4': batches and steps are counted from 1 wherever they are read
 """
 from __future__ import annotations
 
@@ -31,6 +32,18 @@ def human_bytes(n: float) -> str:
         return f"{int(round(value)):,} B"
     digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
     return f"{value:,.{digits}f} {unit}"
+
+
+def numbered(index: int, total: int, noun: str) -> str:
+    """'batch 4 of 4' for index 3: traces count batches and steps from 0, readers from 1, everywhere."""
+    return f"{noun} {index + 1:,} of {total:,}"
+
+
+def numbered_range(first: int, last: int, total: int, noun: str) -> str:
+    """'batches 1-8 of 20' for indices 0..7 ('batch 3 of 20' when first == last); noun is the plural."""
+    if first == last:
+        return numbered(first, total, noun[:-2] if noun.endswith("ches") else noun.rstrip("s"))
+    return f"{noun} {first + 1:,}-{last + 1:,} of {total:,}"
 
 
 def device_list(devices: list[int]) -> str:
