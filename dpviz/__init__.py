@@ -9,6 +9,7 @@ and drawing a trace (dpviz.trace.json_io, dpviz.figures) never pays for it.
 from importlib import import_module
 
 from dpviz.config import ConfigError, RunConfig
+from dpviz.own_model import Args
 from dpviz.trace import Batch, Lane, Span, Trace
 from dpviz.trace.json_io import TraceError
 
@@ -18,7 +19,7 @@ _RECORDING = {  # name -> the module that defines it, imported when the name is 
     "SimulatedDataParallel": "dpviz.engines.dp.simulated",
 }
 
-__all__ = ["Batch", "ConfigError", "Lane", "RunConfig", "Span", "Trace", "TraceError", *_RECORDING]
+__all__ = ["Args", "Batch", "ConfigError", "Lane", "RunConfig", "Span", "Trace", "TraceError", *_RECORDING]
 
 
 def __getattr__(name: str):

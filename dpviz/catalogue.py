@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SEQUENCE_LENGTH = 6  # steps per row of the sequence models
+OWN = "own"  # the model and input form of a run of the user's own module, with its own example batch
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class ModelSpec:
     dim: int = 0  # the dim of its input that holds the batch: DataParallel's `dim`
     options: dict[str, Any] = field(default_factory=dict)
     facts: str | None = None  # what a run records about it: "state" (counters) or "losses" (its own loss)
+    listed: bool = True  # offered by the page, links and --model's names; False: recorded from the user's module only
 
     @property
     def returns_loss(self) -> bool:
@@ -49,6 +51,9 @@ MODEL_SPECS: dict[str, ModelSpec] = {
     "loss": ModelSpec("Linear that returns its loss", "LossModel", facts="losses"),
     "counter": ModelSpec("Linear that counts in forward", "Counter", facts="state"),
     "unused": ModelSpec("Linear with a layer forward never uses", "Unused"),
+    # A module of the user's own (python -m dpviz --model file.py:build, or dpviz.record(module, batch)): its
+    # trace names its class and parameter counts in facts["model"] (dpviz.own_model), never its code.
+    OWN: ModelSpec("your own model", "", layout="own", listed=False),
 }
 
 
@@ -60,6 +65,7 @@ class InputSpec:
     positional: tuple[str, ...]
     recurrent_only: bool = False  # passes a hidden state, so only models that take one
     dataparallel_only: str = ""  # the DataParallel pitfall it exists to show; DDP refuses it
+    listed: bool = True  # offered by the page, links and --inputs; False: the user's own example batch only
 
 
 INPUT_SPECS: dict[str, InputSpec] = {
@@ -71,6 +77,7 @@ INPUT_SPECS: dict[str, InputSpec] = {
     "list": InputSpec("model(x, row_ids): a Python list", ("x", "row_ids"),
                       dataparallel_only="scatter hands every replica the whole list"),
     "hidden": InputSpec("model(x, h0): a GRU's hidden state", ("x", "h0"), recurrent_only=True),
+    OWN: InputSpec("your own example batch", ("batch",), listed=False),
 }
 
 
@@ -78,6 +85,8 @@ def row_shape(model: str, input_size: int) -> tuple[int, ...]:
     """The shape of one row of data for `model`: input_size features, a 1 x input_size x input_size
     image or SEQUENCE_LENGTH steps of input_size features."""
     layout = MODEL_SPECS[model].layout
+    if layout == "own":  # the example's rows, indexed: the dataset holds one row number per row
+        return ()
     if layout == "image":
         return (1, input_size, input_size)
     if layout == "sequence":
@@ -93,6 +102,8 @@ def row_elements(model: str, input_size: int) -> int:
 def row_text(model: str, input_size: int) -> str:
     """One row of `model`'s data in words: '5 features', 'a 1 x 5 x 5 image', '6 steps of 5 features'."""
     layout = MODEL_SPECS[model].layout
+    if layout == "own":
+        return "a row of your example batch"
     if layout == "image":
         return f"a 1 x {input_size} x {input_size} image"
     if layout == "sequence":

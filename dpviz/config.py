@@ -11,15 +11,16 @@ from typing import Any, Mapping
 
 import math
 
-from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, row_elements, row_text
+from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, OWN, row_elements, row_text
 from dpviz.echo import cut, echo
 from dpviz.engines import ENGINES as ENGINE_SPECS, needs, options as engine_options
 
 BACKENDS = ("auto", "cuda", "simulated", "cpu")  # the kind of device: resolved once; cpu is simulated for dp, gloo for ddp
 ENGINE_NAMES = tuple(ENGINE_SPECS)  # what runs the model over the lanes: dpviz.engines
 # The model each replica runs and how a batch is handed to it: dpviz.catalogue's registries.
-MODELS = tuple(MODEL_SPECS)
-INPUTS = tuple(INPUT_SPECS)
+# A run of the user's own module (model and inputs OWN) is not one of them: a link or a widget cannot ask for it.
+MODELS = tuple(name for name, spec in MODEL_SPECS.items() if spec.listed)
+INPUTS = tuple(name for name, spec in INPUT_SPECS.items() if spec.listed)
 RNN_MODELS = tuple(name for name, spec in MODEL_SPECS.items() if spec.recurrent)
 CHOICES = {"engine": ENGINE_NAMES, "backend": BACKENDS, "model": MODELS, "inputs": INPUTS}
 
@@ -88,7 +89,11 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            check_setting(f.name, getattr(self, f.name))
+            if not (f.name in ("model", "inputs") and getattr(self, f.name) == OWN):  # recorded from a module
+                check_setting(f.name, getattr(self, f.name))
+        if (self.model == OWN) != (self.inputs == OWN):
+            raise ConfigError(f"model {OWN} and inputs {OWN} go together (a module of your own and its example "
+                              f"batch), got model {echo(self.model)} with inputs {echo(self.inputs)}.")
         if self.num_batches > self.max_batches:
             raise ConfigError(
                 f"data_size {self.data_size:,} with batch_size {self.batch_size:,} makes "

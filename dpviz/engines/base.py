@@ -6,7 +6,7 @@ consistent. Everything that shows a trace reads only the trace, so a new engine 
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from dpviz.config import RunConfig
 from dpviz.trace import Trace
@@ -24,8 +24,9 @@ class Engine(Protocol):
     def resolve(self, config: RunConfig, available: int | None = None) -> RunConfig:
         """`config` with its device kind settled ("cuda" or "simulated"); ConfigError if it can't run here."""
 
-    def record(self, config: RunConfig, progress: Progress | None = None) -> Trace:
-        """Run `config` and return what happened."""
+    def record(self, config: RunConfig, progress: Progress | None = None, workload: Any = None) -> Trace:
+        """Run `config` and return what happened; `workload` (dpviz.engines.workload.own.OwnWorkload): the
+        user's own built module and batch, run instead of the catalogue's model."""
 
     def check(self, trace: Trace) -> None:
         """Raise ValueError (one sentence) unless a loaded trace is what this engine could have recorded."""

@@ -5,15 +5,34 @@
 """
 from __future__ import annotations
 
+from typing import Any
+
 from dpviz.config import ConfigError, RunConfig
 from dpviz.trace import Trace
 from dpviz.engines import engine
 from dpviz.engines.base import Progress
 
 
-def record(config: RunConfig, progress: Progress | None = None) -> Trace:
-    """Run `config` on its engine and return what happened, batch by batch. The trace keeps `config` as
-    given ("auto" stays "auto") and says which kind of device ran it."""
+def record(config: Any, second: Any = None, *, progress: Progress | None = None, workload: Any = None,
+           loss: Any = None, **settings: Any) -> Trace:
+    """Run `config` on its engine and return what happened, batch by batch: `record(config, progress)`. The
+    trace keeps `config` as given ("auto" stays "auto") and says which kind of device ran it.
+
+    Or a module of your own on one batch: `record(model, batch, engine="ddp", gpus=2, train=True, loss=fn)`
+    (any RunConfig setting by name; the batch size is the batch's rows unless given, the data one batch unless
+    given). A DataParallel run trains `model` itself; a DDP run loads rank 0's trained weights back into it."""
+    if not isinstance(config, RunConfig):  # a module of the user's own, and its batch
+        from dpviz.engines.workload.own import from_objects
+
+        built = from_objects(config, second, RunConfig(**settings), loss,
+                             batch_size_given="batch_size" in settings, data_size_given="data_size" in settings)
+        return engine(built.config.engine).record(built.config, progress, built)
+    if settings or loss is not None:
+        raise TypeError("record(config, progress) takes a RunConfig; record(model, batch, **settings) runs a module "
+                        "of your own.")
+    progress = second if second is not None else progress
+    if workload is not None:
+        return engine(workload.config.engine).record(workload.config, progress, workload)
     return engine(config.engine).record(config, progress)
 
 

@@ -37,6 +37,7 @@ PARTS = {
     "timeline_range": "draw(trace, first, last, show=, detail=) -> Figure: the Timeline of those batches",
     "timeline_window": "window(trace) -> int: the batches one Timeline shows",
     "timeline_detail": "draw(trace, first) -> Figure: a few batches, each drawn as measured",
+    "own_batch": "problem(workload, first_scattered_tensor) -> str | None: why it cannot run a user's batch",
 }
 
 

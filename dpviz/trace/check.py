@@ -7,6 +7,7 @@ training); the rules of the engine that recorded it (DataParallel's split) are i
 """
 from __future__ import annotations
 
+from dpviz.own_model import check_own
 from dpviz.trace import Span, Trace
 from dpviz.trace.values import (
     BACKEND_NAMES, MAX_ARGUMENT_PARTS, MAX_DEVICES, MAX_MACHINE_GPUS, MEMORY_KINDS, TraceError, shown,
@@ -185,6 +186,7 @@ def _check_facts(trace: Trace) -> None:
     """A counter's state counts at most every batch and row; losses are of sampled batches and their chunks."""
     state = trace.facts.get("state", {})
     config = trace.config
+    check_own(config.model, trace.facts)
     for name, most in (("calls", config.num_batches), ("rows_seen", config.data_size)):
         if name in state and max(state[name]) > most:
             raise TraceError(f"facts state {name!r} must be between 0 and {most:,}, got {max(state[name]):,}.")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from dpviz.config import ConfigError, RunConfig
 from dpviz.trace import Trace
@@ -34,7 +35,9 @@ class DistributedEngine:
             return dataclasses.replace(config, backend="cuda")
         return dataclasses.replace(config, backend="cpu")
 
-    def record(self, config: RunConfig, progress: Progress | None = None) -> Trace:
+    def record(self, config: RunConfig, progress: Progress | None = None, workload: Any = None) -> Trace:
+        """Run `config` (or `workload`, the user's own module: its ranks rebuild it, and rank 0's weights
+        after a training run are loaded back into it)."""
         import torch
 
         from dpviz.engines.run import cuda_device_count
@@ -42,9 +45,19 @@ class DistributedEngine:
         from dpviz.engines.ddp.merge import to_trace
 
         backend = self.resolve(config).backend
-        launched = launch(config, progress, cuda=backend == "cuda")
-        return to_trace(config, launched, backend=backend, torch_version=torch.__version__,
-                        machine_gpus=cuda_device_count())
+        packed = workload.pack() if workload is not None else None
+        launched = launch(config, progress, cuda=backend == "cuda", workload=packed,
+                          keep_parameters=workload is not None and config.train)
+        trace = to_trace(config, launched, backend=backend, torch_version=torch.__version__,
+                         machine_gpus=cuda_device_count())
+        if workload is not None:
+            trained = launched["ranks"][0].get("parameters") if trace.failure is None else None
+            if trained:
+                with torch.no_grad():
+                    for name, parameter in workload.model.named_parameters():
+                        parameter.copy_(torch.from_numpy(trained[name]))
+            trace = dataclasses.replace(trace, facts={**trace.facts, **workload.facts()})
+        return trace
 
     def check(self, trace: Trace) -> None:
         from dpviz.engines.ddp.check import check_trace

@@ -16,12 +16,17 @@ from dpviz.trace.values import (
 
 KEYS = ("buckets", "clock_offsets_applied", "clock_offsets_s", "exit_codes", "per_rank_batch", "reducer", "startup_s")
 STARTUP = ("ddp", "init", "start")  # seconds: process start, joining the group, DDP's constructor
-MAX_PARAMETERS = 256  # parameter tensors in one bucket: dpviz's models have a few dozen
+MAX_PARAMETERS = 4096  # parameter tensors in one bucket: dpviz's models have a few dozen, a user's a few hundred
 
 
 def read_trace_facts(facts: Any) -> dict[str, Any]:
-    """DDP's key of a loaded trace's facts, checked."""
-    return {"ddp": read_facts(facts["ddp"])}
+    """DDP's keys of a loaded trace's facts, checked: its own, and the user's module when it ran one."""
+    from dpviz.own_model import read_model
+
+    out = {"ddp": read_facts(facts["ddp"])} if "ddp" in facts else {}
+    if "model" in facts:
+        out["model"] = read_model(facts["model"])
+    return out
 
 
 def read_facts(value: Any) -> dict[str, Any]:

@@ -56,9 +56,11 @@ def _context() -> multiprocessing.context.BaseContext:
 
 
 def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None, *, cuda: bool = False,
-           timeout_s: float | None = None, fault: tuple | None = None, keep_parameters: bool = False) -> dict[str, Any]:
+           timeout_s: float | None = None, fault: tuple | None = None, keep_parameters: bool = False,
+           workload: bytes | None = None) -> dict[str, Any]:
     """Run `config` on `config.gpus` ranks; return {"ranks": [result per rank], "exit_codes": [...], ...}.
-    A collective that waits longer than `timeout_s` (the config's timeout_s unless given) ends the run."""
+    A collective that waits longer than `timeout_s` (the config's timeout_s unless given) ends the run.
+    `workload`: the user's own module and batch, packed (dpviz.engines.workload.own.OwnWorkload.pack)."""
     import torch.distributed as dist  # the store; torch is imported by then anyway
 
     timeout_s = config.timeout_s if timeout_s is None else timeout_s
@@ -72,7 +74,7 @@ def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None
     processes = [
         context.Process(target=_rank_main, name=f"dpviz rank {rank}", daemon=True,
                         args=(rank, world, store.port, config.to_dict(), reports, launched, timeout_s, fault,
-                              keep_parameters, cuda, os.getpid(), str(logs / f"rank{rank}.log")))
+                              keep_parameters, cuda, os.getpid(), str(logs / f"rank{rank}.log"), workload))
         for rank in range(world)
     ]
     results: dict[int, dict[str, Any]] = {}
@@ -219,7 +221,8 @@ def _quiet(log: str) -> None:
 
 
 def _rank_main(rank: int, world: int, port: int, config_values: dict, reports, launched: float, timeout_s: float,
-               fault: tuple | None, keep_parameters: bool, cuda: bool, launcher: int, log: str) -> None:
+               fault: tuple | None, keep_parameters: bool, cuda: bool, launcher: int, log: str,
+               workload: bytes | None = None) -> None:
     """A rank process: join the group through the parent's store, run, report, leave cleanly."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the launcher answers it
     _quiet(log)
@@ -233,6 +236,10 @@ def _rank_main(rank: int, world: int, port: int, config_values: dict, reports, l
     status = 0
     try:
         config = RunConfig(**config_values)
+        if workload is not None:  # the user's module: its files imported here, as the command line imported them
+            from dpviz.engines.workload.own import unpack
+
+            workload = unpack(workload)
 
         def init() -> None:
             store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=_delta(timeout_s))
@@ -241,7 +248,7 @@ def _rank_main(rank: int, world: int, port: int, config_values: dict, reports, l
 
         result = run_rank(config, rank, world, init, cuda=cuda, local_rank=rank, launched=launched, fault=fault,
                           keep_parameters=keep_parameters, on_step=lambda step: reports.put(("step", rank, step)),
-                          on_load=lambda step, ids: reports.put(("loaded", rank, (step, ids))))
+                          on_load=lambda step, ids: reports.put(("loaded", rank, (step, ids))), workload=workload)
     except BaseException as error:  # could not even join the group
         result = {"rank": rank, "spans": [], "steps": [],
                   "failure": {"type": type(error).__name__, "message": str(error).strip(), "step": None}}

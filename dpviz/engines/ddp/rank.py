@@ -24,7 +24,6 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 from dpviz.engines.workload import tutorial_data as tutorial
-from dpviz.catalogue import MODEL_SPECS
 from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.config import RunConfig
 from dpviz.engines.dp.memory import nbytes
@@ -41,10 +40,11 @@ def timeout(seconds: float) -> datetime.timedelta:
 def run_rank(config: RunConfig, rank: int, world: int, init: Callable[[], None], *, cuda: bool = False,
              local_rank: int = 0, launched: float | None = None, fault: tuple | None = None,
              keep_parameters: bool = False, on_step: Callable[[int], None] | None = None,
-             on_load: Callable[[int, list[int]], None] | None = None) -> dict[str, Any]:
+             on_load: Callable[[int, list[int]], None] | None = None, workload: Any = None) -> dict[str, Any]:
     """Run `config` as rank `rank` of `world`; return what this rank saw. `init` joins the process group.
 
-    `fault` = (rank, step, "raise" | "hang") makes that rank fail on purpose (to test the launcher)."""
+    `fault` = (rank, step, "raise" | "hang") makes that rank fail on purpose (to test the launcher). `workload`:
+    the user's own module and batch (dpviz.engines.workload.own), run instead of the catalogue's model."""
     entered = time.perf_counter()
     result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "spans": [], "steps": []}
     result["startup"] = {"start": None if launched is None else entered - launched}
@@ -52,7 +52,8 @@ def run_rank(config: RunConfig, rank: int, world: int, init: Callable[[], None],
     init()
     result["startup"]["init"] = time.perf_counter() - begin
     try:
-        _run(config, rank, world, cuda, local_rank, fault, keep_parameters, on_step, on_load, result)
+        work = tutorial.workload(config, workload)
+        _run(config, work, rank, world, cuda, local_rank, fault, keep_parameters, on_step, on_load, result)
     except Exception as error:  # this rank's failure, as its user would read it
         result["failure"] = {"type": type(error).__name__, "message": plain_message(error),
                              "step": max(0, len(result["steps"]) - 1)}
@@ -67,13 +68,13 @@ def run_rank(config: RunConfig, rank: int, world: int, init: Callable[[], None],
     return result
 
 
-def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, fault: tuple | None,
+def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_rank: int, fault: tuple | None,
          keep_parameters: bool, on_step, on_load, result: dict[str, Any]) -> None:
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
     result["clock"] = _barrier_times()
-    model, loader, sampler = _build(config, rank, world)
+    model, loader, sampler = _build(config, work, rank, world)
     model = model.to(device)
     begin = time.perf_counter()
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None,
@@ -87,8 +88,8 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
     observer.hold("gradient buckets", sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
     observer.snapshot("broadcast")
     if config.train:
-        teacher, optimizer = tutorial.training_parts(config, model)
-        teacher = teacher.to(device)
+        teacher, optimizer = work.training_parts(model)
+        teacher = teacher.to(device) if teacher is not None else None
     logged = ddp._get_ddp_logging_data()
     result["reducer"] = {"bucket_sizes": _sizes(logged.get("bucket_sizes"))}
     caught: list[tuple[str, str, int]] = []
@@ -105,8 +106,9 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
                 start = observer.now()
                 data, indices = next(iterator)
                 data = data.to(device)
+                args, kwargs = work.call(data, indices.tolist())  # the rows as the model takes them
                 observer.add("load", start, observer.now())
-                observer.hold("rows loaded", data.numel() * data.element_size())
+                observer.hold("rows loaded", work.loaded_bytes(data, args, kwargs))
                 observer.snapshot("load")
                 ids = indices.tolist()
                 entry = {"ids": ids, "input_shape": [], "output_shape": []}
@@ -117,20 +119,21 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
                     if fault[2] == "hang":
                         threading.Event().wait()  # never answers: the others wait in their next collective
                     raise RuntimeError(f"rank {rank} was told to fail in step {step}")
-                args, kwargs = tutorial.call(config, data, ids)
                 x = first_tensor((args, kwargs))  # the rows themselves, whatever form the model takes them in
                 syncs = not config.train or (step + 1) % config.accumulate == 0 or step == last
                 context = contextlib.nullcontext() if syncs else ddp.no_sync()
                 with context:
                     output = ddp(*args, **kwargs)  # the observer times the module's forward inside
                     rows = len(ids)
-                    out_shape = list(output.shape) if isinstance(output, torch.Tensor) else []
+                    out = first_tensor(output)  # a tuple or dict output: its first tensor, as DataParallel shows
+                    out_shape = list(out.shape) if out is not None else []
                     in_shape = list(x.shape) if isinstance(x, torch.Tensor) else []
                     entry.update(input_shape=in_shape, output_shape=out_shape)
                     observer.hold("output and loss", nbytes(output))
                     observer.snapshot("forward")
                     if config.train:
-                        _train(config, observer, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer)
+                        _train(config, work, observer, ddp, output, teacher, x, (args, kwargs), out_shape, rows, syncs,
+                               optimizer)
                 caught += [(w.category.__name__, str(w.message), step) for w in seen]
                 seen.clear()
                 observer.step_ended()
@@ -147,11 +150,11 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
         result["parameters"] = {name: p.detach().cpu().numpy().copy() for name, p in model.named_parameters()}
 
 
-def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer) -> None:
+def _train(config, work, observer: RankObserver, ddp, output, teacher, x, call, out_shape, rows, syncs,
+           optimizer) -> None:
     start = observer.now()
-    with torch.no_grad():
-        target = None if MODEL_SPECS[config.model].returns_loss else teacher(x)
-    loss = tutorial.loss_of(config, output, target) / config.accumulate  # accumulated grads are a sum
+    target = work.target(teacher, x, *call)
+    loss = work.loss(output, target) / config.accumulate  # accumulated grads are a sum
     observer.add("loss", start, observer.now())
     observer.hold("output and loss", nbytes(loss))
     observer.snapshot("loss")
@@ -171,10 +174,10 @@ def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, r
         observer.snapshot("step")
 
 
-def _build(config: RunConfig, rank: int, world: int):
+def _build(config: RunConfig, work: Any, rank: int, world: int):
     """The same model on every rank, and this rank's DataLoader: over its DistributedSampler shard, or
     over the contiguous shard of rows it was handed when the data is split by hand (`uneven`)."""
-    model, plain = tutorial.build(config)  # the DataParallel engine's model and dataset, from the same seed
+    model, plain = work.build()  # the DataParallel engine's model and dataset, from the same seed
     batch = config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, world)
     if config.uneven:
         start = shard_start(config.data_size, world, rank)

@@ -72,7 +72,8 @@ SPEC = EngineSpec(
     processes=True,
     options_title="DistributedDataParallel options",
     options=OPTIONS,
-    facts=("ddp",),  # what its reducer and the launcher reported: buckets, the world, the ranks' own figures
+    # What its reducer and the launcher reported (buckets, the world, the ranks' own figures); the user's own module.
+    facts=("ddp", "model"),
     parts={
         "vocabulary": "dpviz.engines.ddp.vocabulary:VOCABULARY",
         "engine": "dpviz.engines.ddp.engine:ENGINE",

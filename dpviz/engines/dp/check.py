@@ -34,7 +34,7 @@ def _check_replicas(trace: Trace, batch: Batch, rows_of: dict[int, list[int]], s
                 or len(replicas) > trace.config.gpus:
             raise ValueError(f"batch {batch.index:,}'s replicas are not one per device in device order.")
     if split and batch.rows not in rows_of:
-        rows_of[batch.rows] = replica_rows(trace.config, batch.rows)
+        rows_of[batch.rows] = replica_rows(trace.config, batch.rows, trace.facts.get("model"))
     expected = rows_of[batch.rows] if split else [s.rows for s in replicas]
     if [(s.replica, s.lane, s.rows) for s in replicas] != [(i, i, n) for i, n in enumerate(expected)]:
         raise ValueError(

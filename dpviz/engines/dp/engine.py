@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from dpviz.config import RunConfig
 from dpviz.trace import Trace
@@ -19,10 +20,10 @@ class DataParallelEngine:
     def resolve(self, config: RunConfig, available: int | None = None) -> RunConfig:
         return dataclasses.replace(config, backend=resolve_backend(config, available))
 
-    def record(self, config: RunConfig, progress: Progress | None = None) -> Trace:
+    def record(self, config: RunConfig, progress: Progress | None = None, workload: Any = None) -> Trace:
         from dpviz.engines.dp.recorder import record  # torch, only when a run is asked for
 
-        return record(config, progress)
+        return record(config, progress, workload)
 
     def check(self, trace: Trace) -> None:
         from dpviz.engines.dp.check import check_trace

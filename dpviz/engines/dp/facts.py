@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dpviz.config import MAX_BATCHES
+from dpviz.own_model import read_model
 from dpviz.trace.values import (
     MAX_DEVICES, MAX_LOSS, MAX_LOSS_SAMPLES, MAX_ROWS, TraceError, choice_of, mapping, number, sequence, shown,
     whole, wholes,
@@ -33,6 +34,8 @@ def read_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
             out["state"][name] = list(pair)
     if "losses" in facts:  # a loss returned by forward: one per GPU, gathered
         out["losses"] = [_loss(loss) for loss in sequence(facts["losses"], "facts losses", MAX_LOSS_SAMPLES)]
+    if "model" in facts:  # the user's own module: its class, parameter counts and batch layout
+        out["model"] = read_model(facts["model"])
     return out
 
 

@@ -71,10 +71,12 @@ def _shape(output: Any) -> list[int]:
     return list(tensor.shape) if tensor is not None else []
 
 
-def record(config: RunConfig, progress: Progress | None = None) -> Trace:
-    """Run the tutorial for `config` and return what happened, batch by batch."""
+def record(config: RunConfig, progress: Progress | None = None, workload: Any = None) -> Trace:
+    """Run the tutorial for `config` (or `workload`, the user's own module and batch: dpviz.engines.workload.own)
+    and return what happened, batch by batch."""
     backend = resolve_backend(config)
-    model, loader = tutorial.build(config)
+    work = tutorial.workload(config, workload)
+    model, loader = work.build()
     device_ids = list(range(config.gpus))
     device = "cuda:0" if backend == "cuda" else "cpu"
     if backend == "cuda":
@@ -83,12 +85,12 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
     else:
         parallel = SimulatedDataParallel(model, device_ids=device_ids, dim=config.dim)
     if config.train:
-        teacher, optimizer = tutorial.training_parts(config, model)
-        teacher = teacher.to(device)
+        teacher, optimizer = work.training_parts(model)
+        teacher = teacher.to(device) if teacher is not None else None
     sampled = {0, config.num_batches - 1}
-    facts = MODEL_SPECS[config.model].facts  # what this model shows beyond its outputs
+    facts = work.facts_kind  # what this model shows beyond its outputs
     observer = Observer(parallel, model, cuda=backend == "cuda", t0=time.perf_counter(), train=config.train,
-                        memory_batches=sampled, argument_names=inputs.POSITIONAL[config.inputs])
+                        memory_batches=sampled, argument_names=work.argument_names)
     batches: list[Batch] = []
     caught, failure, losses = _Warnings(), None, []
     total = config.num_batches
@@ -97,7 +99,7 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
         for data, indices in loader:
             data = data.to(device)  # as the tutorial does: the batch starts on device 0
             ids = indices.tolist()
-            args, kwargs = tutorial.call(config, data, ids)
+            args, kwargs = work.call(data, ids)
             x = inputs.first_tensor((args, kwargs))  # the batch itself, as the model takes it
             batch = lambda output_shape: Batch(len(batches), ids, list(x.shape), output_shape)
             index = len(batches)
@@ -114,9 +116,14 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
             if facts == "losses" and index in sampled:
                 losses.append(_losses(observer, model, args, kwargs, output, index))
             if config.train:
-                with torch.no_grad():
-                    target = None if MODEL_SPECS[config.model].returns_loss else teacher(x)
-                _train_step(observer, output, lambda out: tutorial.loss_of(config, out, target), optimizer)
+                try:
+                    target = work.target(teacher, x, args, kwargs)
+                    _train_step(observer, output, lambda out: work.loss(out, target), optimizer)
+                except Exception as error:  # a user's loss or backward that fails: what their loop would die of
+                    failure = _failure(error, index)
+                    batches.append(batch(_shape(output)))
+                    observer.next_batch()
+                    break
             batches.append(batch(_shape(output)))
             observer.next_batch()
             if progress is not None and (len(batches) % every == 0 or len(batches) == total):
@@ -137,7 +144,7 @@ def record(config: RunConfig, progress: Progress | None = None) -> Trace:
         arguments=observer.arguments,
         failure=failure,
         warnings=list(caught.notes.values()),
-        facts=_facts(config, model, batches, losses, simulated=backend != "cuda"),
+        facts={**_facts(config, model, batches, losses, simulated=backend != "cuda"), **work.facts()},
     )
 
 

@@ -20,7 +20,8 @@ SPEC = EngineSpec(
     lane_files="gpus",
     processes=False,
     # Simulated DataParallel's replica threads, the loss per GPU and the state a forward changed.
-    facts=("state", "losses", "threads"),
+    # The user's own module: its class and parameter counts (dpviz.own_model).
+    facts=("state", "losses", "threads", "model"),
     parts={
         "vocabulary": "dpviz.engines.dp.vocabulary:VOCABULARY",
         "engine": "dpviz.engines.dp.engine:ENGINE",
@@ -37,6 +38,7 @@ SPEC = EngineSpec(
         "note": "dpviz.figures.style:gpu_note",
         "report_heading": "dpviz.figures.report:dp_heading",
         "outcome": "dpviz.cli:dp_outcome",
+        "own_batch": "dpviz.engines.workload.own:scatter_problem",
         "model_bytes": "dpviz.analysis.compare:dp_model_bytes",
         "traffic": "dpviz.analysis.compare:dp_traffic",
         "memory_why": "dpviz.figures.memory:device_zero_why",

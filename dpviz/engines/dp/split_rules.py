@@ -25,6 +25,7 @@ from typing import Optional
 
 from dpviz.config import RunConfig
 from dpviz.engines.dp.chunking import chunk_sizes
+from dpviz.own_model import leaves_of
 
 # A leaf of a call's arguments as scatter meets it: a tensor's length along the scatter dim, or WHOLE
 # for an object scatter hands every device whole (rule 2).
@@ -33,10 +34,11 @@ WHOLE: Leaf = None
 H0_LAYERS = 1  # dpviz.engines.workload.input_forms builds a GRU's h0 as (1, rows, hidden): its GRUs have one layer
 
 
-def replica_rows(config: RunConfig, rows: int) -> list[int]:
-    """Rows each replica gets of a `rows`-row batch under `config`'s model, input form and device count."""
+def replica_rows(config: RunConfig, rows: int, own: dict | None = None) -> list[int]:
+    """Rows each replica gets of a `rows`-row batch under `config`'s model, input form and device count; `own`:
+    the user's module's facts["model"] (dpviz.own_model), whose batch layout replaces the input form's."""
     gpus = config.gpus
-    positional, keywords = call_leaves(config.inputs, rows, config.dim)
+    positional, keywords = leaves_of(own, rows) if own is not None else call_leaves(config.inputs, rows, config.dim)
     chunks = chunk_sizes(rows, gpus)  # the batch's own chunks: rule 5
     # Rules 1-3: zip() nests, so the count is the fewest pieces of any leaf, however deep it sits. Each of
     # these replicas gets a piece of the positional arguments, the batch's chunk among them.

@@ -100,3 +100,41 @@ def loss_of(config: RunConfig, output: torch.Tensor, target: torch.Tensor | None
     if MODEL_SPECS[config.model].returns_loss:
         return output.mean()
     return F.mse_loss(output, target.to(output.device))
+
+
+class Tutorial:
+    """The catalogue's model and input form as a run's workload: what every engine asks of one (the user's own
+    module answers the same questions: dpviz.engines.workload.own.OwnWorkload)."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self.facts_kind = MODEL_SPECS[config.model].facts  # what this model shows beyond its outputs
+        self.returns_loss = MODEL_SPECS[config.model].returns_loss
+        self.argument_names = inputs.POSITIONAL[config.inputs]
+
+    def build(self) -> tuple[nn.Module, DataLoader]:
+        return build(self.config)
+
+    def call(self, data: torch.Tensor, ids: list[int]) -> tuple[tuple, dict[str, Any]]:
+        return call(self.config, data, ids)
+
+    def loaded_bytes(self, data: torch.Tensor, args: tuple, kwargs: dict) -> int:
+        return data.numel() * data.element_size()
+
+    def training_parts(self, model: nn.Module) -> tuple[nn.Module, torch.optim.Optimizer]:
+        return training_parts(self.config, model)
+
+    def target(self, teacher: nn.Module, x: torch.Tensor, args: tuple, kwargs: dict) -> torch.Tensor | None:
+        with torch.no_grad():
+            return None if self.returns_loss else teacher(x)
+
+    def loss(self, output: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
+        return loss_of(self.config, output, target)
+
+    def facts(self) -> dict[str, Any]:
+        return {}
+
+
+def workload(config: RunConfig, own: Any = None) -> Any:
+    """The run's workload: the user's own (already built) when given, else the catalogue's for `config`."""
+    return own if own is not None else Tutorial(config)
