@@ -113,8 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
             if option.name not in added:
                 _add_option(add, option)
                 added.add(option.name)
-    add("--model", type=_setting("model"), choices=MODELS, default=DEFAULTS.model,
-        help="what each replica runs (default linear, the tutorial's)")
+    add("--model", type=_model, default=DEFAULTS.model, metavar="{" + ",".join(MODELS) + "} or FILE.py:FUNCTION",
+        help="what each replica runs (default linear, the tutorial's), or your own: FILE.py:FUNCTION or "
+        "package.module:FUNCTION, a function that returns an nn.Module (docs/cli.md, Your own model)")
+    add("--example", metavar="FILE.py:FUNCTION",
+        help="with --model FILE.py:FUNCTION, a function that returns one batch of inputs: a tensor, a tuple, list, "
+        "dict, namedtuple or dataclass of them (model(batch)), or dpviz.Args(*args, **kwargs). Its rows set the "
+        "batch size unless --batch-size is given; default: --batch-size rows of --input-size random features")
+    add("--loss", metavar="FILE.py:FUNCTION",
+        help="with your own --model and --train, loss(output, batch) -> a 0-dim tensor; default: the mean of the "
+        "output (every floating-point tensor in it, summed)")
+    add("--debug", action="store_true", help="print the traceback of an error in your own model, batch or loss")
     add("--inputs", type=_setting("inputs"), choices=INPUTS, default=DEFAULTS.inputs,
         help="how each batch is passed to the model (default tensor: model(x))")
     add("--preset", choices=list(ALL_PRESETS),
@@ -164,6 +173,11 @@ def stopped(stop: Stopped, written: Sequence[Path] = ()) -> int:
 def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    own = args.model if ":" in args.model else None  # a module of the user's own, built below
+    if own is None and (args.example or args.loss):
+        parser.error(f"{'--example' if args.example else '--loss'} needs --model FILE.py:FUNCTION, a model of your own.")
+    if own is not None:
+        args.model = DEFAULTS.model  # until the module is built: the settings are checked first, as for any model
     for path in (args.trace, args.chrome_trace):
         problem = _unwritable(path) if path is not None else None
         if problem:
@@ -200,7 +214,14 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
             resolve(config)  # a device kind this machine lacks is a bad option too, said before the run
     except ConfigError as error:
         parser.error(str(error))
+    workload = None
+    if own is not None:
+        workload = _own_workload(parser, args, argv, own, config)
+        config = workload.config
     writes = not ranked or _torchrun.global_rank() == 0  # under torchrun, rank 0 alone prints and writes
+    if workload is not None and writes:
+        print(f"dpviz: your model {workload.described()}; {plural(config.num_batches, ENGINES[config.engine].unit)} of "
+              f"{config.batch_size:,} rows drawn from your batch's {workload.rows:,}.", file=sys.stderr)
     # Each output file is tried before the run, so a place that takes no file is one line before any log;
     # a file that is there already is left whole until a complete new one replaces it.
     outputs = {path: dump for path, dump in ((args.trace, trace_json.dumps), (args.chrome_trace, chrome_trace.dumps))
@@ -211,7 +232,7 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
             parser.error(f"cannot write {_shown(path)}: {problem}.")
     if ranked:
         try:
-            trace = _torchrun.record_rank(config)
+            trace = _torchrun.record_rank(config, workload=workload)
         except Exception as error:  # the process group could not form, or broke before the gather
             print(f"dpviz: rank {_torchrun.global_rank()} of {config.gpus} under torchrun failed: "
                   f"{_one_line(f'{type(error).__name__}: {error}')}", file=sys.stderr)
@@ -219,13 +240,43 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
         if trace is None:  # not rank 0: its report went to rank 0, which writes the trace
             return 0
     else:
-        trace = record(config)
+        trace = record(config, workload=workload)
     sys.stdout.write(tutorial_log(trace))
     sys.stdout.flush()
     for path, dump in outputs.items():
         atomic_write(path, dump(trace))
         written.append(path)
     return trace.spec.part("outcome")(trace, config, ranked)
+
+
+def _model(text: str) -> str:
+    """--model's value: one of the catalogue's models, or FILE.py:FUNCTION / package.module:FUNCTION."""
+    if ":" in text:
+        return text
+    name = _setting("model")(text)
+    if name not in MODELS:
+        raise argparse.ArgumentTypeError(f"model must be one of {', '.join(MODELS)}, or your own as FILE.py:FUNCTION "
+                                         f"or package.module:FUNCTION, got {text!r}.")
+    return name
+
+
+def _own_workload(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str] | None, own: str,
+                  config: RunConfig):
+    """The user's module, batch and loss, built and checked before the run; one line and status 2 if they
+    cannot run (the traceback too with --debug)."""
+    from dpviz.engines.workload.own import OwnModelError, from_specs
+
+    try:
+        return from_specs(own, args.example, args.loss, config, batch_size_given=_given(argv, "batch_size"),
+                          data_size_given=_given(argv, "data_size"))
+    except OwnModelError as error:
+        if args.debug:
+            import traceback
+
+            traceback.print_exception(error.__cause__ or error, file=sys.stderr)
+        # Not parser.error: its cut of long argparse values would cut a quoted error of the user's own.
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(error).strip().splitlines()[0])
+        parser.exit(2, f"{parser.prog}: {text}\n")
 
 
 def dp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:

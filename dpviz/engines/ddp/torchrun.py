@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 from dpviz.config import LIMITS, ConfigError, RunConfig
 from dpviz.trace import Trace
@@ -97,7 +97,7 @@ def _stderr_aside() -> Iterator[None]:
             os.close(saved)
 
 
-def record_rank(config: RunConfig, timeout_s: float | None = None) -> Trace | None:
+def record_rank(config: RunConfig, timeout_s: float | None = None, workload: Any = None) -> Trace | None:
     """Run this process as its rank of `config` (backend settled by `resolve`); rank 0 returns the
     merged trace, the others None. A collective that waits longer than `timeout_s` (the config's
     timeout_s unless given) ends the run."""
@@ -123,7 +123,7 @@ def record_rank(config: RunConfig, timeout_s: float | None = None) -> Trace | No
 
     with _stderr_aside():
         try:
-            report = run_rank(config, rank, world, init, cuda=cuda, local_rank=local_rank)
+            report = run_rank(config, rank, world, init, cuda=cuda, local_rank=local_rank, workload=workload)
             report["startup"]["start"] = None  # torchrun started the process: its start is not ours to time
             report["lane"] = f"node {node} rank {local_rank}"
             reports = [None] * world if rank == 0 else None
@@ -134,5 +134,7 @@ def record_rank(config: RunConfig, timeout_s: float | None = None) -> Trace | No
     if rank != 0:
         return None
     gathered = {"ranks": reports, "exit_codes": [], "stopped": [], "timeout_s": timeout_s, "launched": launched}
-    return to_trace(config, gathered, backend="cuda" if cuda else "cpu", torch_version=torch.__version__,
-                    machine_gpus=cuda_device_count(), lane_names=[r["lane"] for r in reports])
+    trace = to_trace(config, gathered, backend="cuda" if cuda else "cpu", torch_version=torch.__version__,
+                     machine_gpus=cuda_device_count(), lane_names=[r["lane"] for r in reports])
+    # The user's own module (each process built it from the same --model): its class and parameter counts.
+    return trace if workload is None else dataclasses.replace(trace, facts={**trace.facts, **workload.facts()})

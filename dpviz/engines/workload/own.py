@@ -284,6 +284,8 @@ def from_specs(model: str, example: str | None, loss: str | None, config: RunCon
     loss_fn = load(loss, "a loss", "--loss") if loss else default_loss
     with seeded(config.seed):  # the same weights and example on every rank, and run after run
         module = _called(build, "--model", model)
+        if not isinstance(module, nn.Module):
+            raise OwnModelError(f"--model {model} returned {_kind(module)}, not a torch.nn.Module.")
         if make_batch is not None:
             batch = _called(make_batch, "--example", example)
         else:  # the tutorial's rows: --batch-size rows of --input-size random features
@@ -420,11 +422,16 @@ def _check_forward(work: OwnWorkload) -> None:
     saved = {name: buffer.detach().clone() for name, buffer in model.named_buffers()}
     try:
         with torch.no_grad():
-            output = model(*work.args, **work.kwargs)
+            try:
+                output = model(*work.args, **work.kwargs)
+            except Exception as error:
+                raise OwnModelError(f"the model's forward on the example batch raised {_said(error)}") from error
             if work.config.train:
-                loss = work.loss(output, work.target(None, None, work.args, work.kwargs))
-    except Exception as error:
-        raise OwnModelError(f"the model's forward on the example batch raised {_said(error)}") from error
+                try:
+                    loss = work.loss(output, work.target(None, None, work.args, work.kwargs))
+                except Exception as error:
+                    raise OwnModelError(f"the loss, called as loss(output, batch) on the example batch, raised "
+                                        f"{_said(error)}") from error
     finally:
         with torch.no_grad():
             for name, buffer in model.named_buffers():
