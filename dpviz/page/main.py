@@ -12,6 +12,7 @@ from dpviz.page.running import left_queue, run, same_settings
 from dpviz.page.sidebar import apply_link_once, controls, pitfall_buttons
 from dpviz.page.state import ENGINE, PAIR, say
 from dpviz.page.tabs import show, show_both
+from dpviz.page.opened import opened_trace
 from dpviz.page.upload import uploaded_trace
 
 ABOUT = ("PyTorch's DataParallel tutorial, live: nn.Linear (or another model) wrapped in nn.DataParallel, or run by "
@@ -35,7 +36,7 @@ def main() -> None:
         for warning in st.session_state.link_warnings:
             say(warning)
     st.query_params.from_dict(to_query(config, both=choice == BOTH))
-    trace = uploaded_trace()
+    trace = uploaded_trace() or opened_trace()
     if trace is not None:
         st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; the "
                    "settings in the sidebar are the ones it was recorded with, and do not run while it is shown: "

@@ -6,6 +6,7 @@ import streamlit as st
 from dpviz.echo import LIMIT, MESSAGE_LIMIT, markdown_text
 from dpviz.trace import Trace
 from dpviz.trace.json_io import MAX_TRACE_BYTES, TraceError, loads
+from dpviz.page.opened import OWN_MODEL_HINT
 from dpviz.page.state import ENGINE, UPLOAD
 
 
@@ -40,6 +41,7 @@ def uploaded_trace() -> Trace | None:
         help="For example one written by `python -m dpviz --trace run.json` on a multi-GPU machine. The settings "
         "above change to the ones it was recorded with.",
     )
+    st.sidebar.caption(OWN_MODEL_HINT)
     if upload is None:
         return None
     if st.session_state.get("upload_error"):
