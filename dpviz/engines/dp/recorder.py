@@ -60,10 +60,23 @@ def _short_path(match: re.Match) -> str:
     return f'File "{"/".join(parts[parts.index("dpviz"):]) if "dpviz" in parts else parts[-1]}"'
 
 
-def _failure(error: Exception, batch: int) -> Failure:
+def _failure(error: Exception, batch: int, source: bool = True) -> Failure:
     message = re.sub(r'File "([^"]+)"', _short_path, str(error)).rstrip()
+    if not source:  # the user's own module: its traceback names files and lines, never quotes their code
+        message = _without_source(message)
     found = REPLICA_IN_MESSAGE.search(message.splitlines()[0] if message else "")
     return Failure(batch, type(error).__name__, message, int(found.group(1)) if found else None)
+
+
+def _without_source(message: str) -> str:
+    """A traceback without the source lines under each `File "...", line N, in f` (and their ^^^ markers)."""
+    kept, under_file = [], False
+    for line in message.splitlines():
+        if under_file and line.startswith("    "):
+            continue
+        under_file = line.lstrip().startswith('File "')
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def _shape(output: Any) -> list[int]:
@@ -109,7 +122,7 @@ def record(config: RunConfig, progress: Progress | None = None, workload: Any = 
                     output = parallel(*args, **kwargs)
             except Exception as error:  # what the user's loop would die of: record it and stop
                 observer.failed()
-                failure = _failure(error, index)
+                failure = _failure(error, index, source=not work.facts())
                 batches.append(batch([]))
                 observer.next_batch()
                 break
@@ -120,7 +133,7 @@ def record(config: RunConfig, progress: Progress | None = None, workload: Any = 
                     target = work.target(teacher, x, args, kwargs)
                     _train_step(observer, output, lambda out: work.loss(out, target), optimizer)
                 except Exception as error:  # a user's loss or backward that fails: what their loop would die of
-                    failure = _failure(error, index)
+                    failure = _failure(error, index, source=not work.facts())
                     batches.append(batch(_shape(output)))
                     observer.next_batch()
                     break
