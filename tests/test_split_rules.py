@@ -17,6 +17,10 @@ import torch
 
 from dpviz.engines.workload import input_forms as inputs
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, row_shape
+
+# The page's models and forms; a module of the user's own splits by its batch's recorded layout (tests/test_own_model.py).
+MODEL_SPECS = {name: spec for name, spec in MODEL_SPECS.items() if spec.listed}
+INPUT_SPECS = {name: spec for name, spec in INPUT_SPECS.items() if spec.listed}
 from dpviz.config import LIMITS, ConfigError, RunConfig
 from dpviz.engines.dp import scatter
 from dpviz.engines.dp.chunking import chunk_sizes
