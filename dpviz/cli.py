@@ -173,10 +173,10 @@ def stopped(stop: Stopped, written: Sequence[Path] = ()) -> int:
 def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    own = args.model if ":" in args.model else None  # a module of the user's own, built below
-    if own is None and (args.example or args.loss):
+    own_model = args.model if ":" in args.model else None  # a module of the user's own, built below
+    if own_model is None and (args.example or args.loss):
         parser.error(f"{'--example' if args.example else '--loss'} needs --model FILE.py:FUNCTION, a model of your own.")
-    if own is not None:
+    if own_model is not None:
         args.model = DEFAULTS.model  # until the module is built: the settings are checked first, as for any model
     for path in (args.trace, args.chrome_trace):
         problem = _unwritable(path) if path is not None else None
@@ -215,8 +215,8 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
     except ConfigError as error:
         parser.error(str(error))
     workload = None
-    if own is not None:
-        workload = _own_workload(parser, args, argv, own, config)
+    if own_model is not None:
+        workload = _own_workload(parser, args, argv, own_model, config)
         config = workload.config
     writes = not ranked or _torchrun.global_rank() == 0  # under torchrun, rank 0 alone prints and writes
     if workload is not None and writes:
