@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.join import Join, Joinable
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
@@ -27,6 +28,7 @@ from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.config import RunConfig
+from dpviz.engines import ENGINES
 from dpviz.engines.dp.memory import nbytes
 from dpviz.engines.ddp.observer import RankObserver
 from dpviz.engines.ddp.sharding import per_rank_batch, plan, rank_shares, shard_start
@@ -86,14 +88,14 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
     observer.add("broadcast", begin, constructed)
     observer.hold("gradient buckets", sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
     observer.snapshot("broadcast")
+    optimizer = holder = None  # forward only: no optimizer
     if config.train:
-        teacher, optimizer = tutorial.training_parts(config, model)
-        teacher = teacher.to(device)
+        teacher, (optimizer, holder) = tutorial.teacher_of(config).to(device), _optimizer(config, model)
     logged = ddp._get_ddp_logging_data()
     result["reducer"] = {"bucket_sizes": _sizes(logged.get("bucket_sizes"))}
     caught: list[tuple[str, str, int]] = []
     try:
-        with warnings.catch_warnings(record=True) as seen, _joined(ddp, observer, config.join):
+        with warnings.catch_warnings(record=True) as seen, _joined(ddp, observer, config.join, optimizer):
             warnings.simplefilter("always")  # a process of its own: its filters are its own
             opened = -1  # the epoch whose loader iterator is open
             for step, epoch in _steps(config, world, rank):
@@ -130,7 +132,8 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
                     observer.hold("output and loss", nbytes(output))
                     observer.snapshot("forward")
                     if config.train:
-                        _train(config, observer, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer)
+                        _train(config, observer, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer,
+                               holder)
                 caught += [(w.category.__name__, str(w.message), step) for w in seen]
                 seen.clear()
                 observer.step_ended()
@@ -147,7 +150,8 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
         result["parameters"] = {name: p.detach().cpu().numpy().copy() for name, p in model.named_parameters()}
 
 
-def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer) -> None:
+def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer,
+           holder) -> None:
     start = observer.now()
     with torch.no_grad():
         target = None if MODEL_SPECS[config.model].returns_loss else teacher(x)
@@ -167,8 +171,19 @@ def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, r
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         observer.add("step", start, observer.now())
-        observer.set("optimizer state", nbytes(list(optimizer.state.values())))
+        observer.set("optimizer state", nbytes(list(holder.state.values())))  # this rank's own, a shard under ZeRO
         observer.snapshot("step")
+
+
+def _optimizer(config: RunConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:
+    """The optimizer this rank steps, and the one whose state it holds: the engine's own when it names one
+    (ZeRO-1 hands each rank a shard of the parameters to step), else one whole optimizer over every parameter."""
+    kind, settings = tutorial.optimizer_of(config)
+    spec = ENGINES[config.engine]
+    if spec.has("optimizer"):
+        return spec.part("optimizer")(model.parameters(), kind, settings)
+    optimizer = kind(model.parameters(), **settings)
+    return optimizer, optimizer
 
 
 def _build(config: RunConfig, rank: int, world: int):
@@ -198,13 +213,15 @@ def _steps(config: RunConfig, world: int, rank: int):
 
 
 @contextlib.contextmanager
-def _joined(ddp: DistributedDataParallel, observer: RankObserver, join: bool):
+def _joined(ddp: DistributedDataParallel, observer: RankObserver, join: bool, optimizer=None):
     """ddp.join() around the loop when asked: a rank that runs out of batches keeps answering the
-    others' collectives (with zeros) until they finish too; timed as this rank's `join` span."""
+    others' collectives (with zeros) until they finish too; timed as this rank's `join` span. An optimizer
+    that has collectives of its own (ZeRO-1 broadcasts each shard after its step) joins beside DDP."""
     if not join:
         yield
         return
-    with ddp.join():
+    others = [optimizer] if isinstance(optimizer, Joinable) else []
+    with Join([ddp, *others]) if others else ddp.join():
         yield
         joining, observer.step = observer.now(), observer.last_step
     observer.add("join", joining, observer.now())

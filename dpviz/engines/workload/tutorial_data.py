@@ -90,8 +90,18 @@ def training_parts(config: RunConfig, model: nn.Module) -> tuple[nn.Module, torc
     the step. The teacher computes targets batch by batch: a table of targets would be
     data_size x output_size numbers, 4 GB for a million rows of 1,024 outputs.
     """
-    teacher = _core(config, config.seed + 2).requires_grad_(False).eval()
-    return teacher, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+    kind, settings = optimizer_of(config)
+    return teacher_of(config), kind(model.parameters(), **settings)
+
+
+def teacher_of(config: RunConfig) -> nn.Module:
+    """The fixed random teacher whose outputs are the training targets."""
+    return _core(config, config.seed + 2).requires_grad_(False).eval()
+
+
+def optimizer_of(config: RunConfig) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+    """The optimiser's class and settings: what each rank builds, or hands to an engine that shards it."""
+    return torch.optim.SGD, {"lr": LEARNING_RATE, "momentum": MOMENTUM}
 
 
 def loss_of(config: RunConfig, output: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
