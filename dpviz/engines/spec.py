@@ -49,7 +49,8 @@ class Option:
     unset: Any  # the value that means "not set" (the one every other engine's config holds)
     label: str  # the page's widget label
     help: str  # the widget's help and the flag's help
-    kind: str = "flag"  # "flag" (a toggle), "whole" (a whole number within config.LIMITS), "mib" (a fraction or none)
+    kind: str = "flag"  # "flag" (a toggle), "whole" (a whole number within config.LIMITS), "mib" (a fraction or none),
+    # "choice" (one of config.CHOICES)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,9 @@ OPTIONS = (
     Option("join", False, "ddp.join() around the loop", "Ranks that run out of batches keep answering the others."),
     Option("timeout_s", 30, "Collective timeout (s)", "How long a rank waits in a collective before the run ends.",
            kind="whole"),
+    Option("optimizer", "sgd", "Optimizer",
+           "What each rank steps when training: SGD with momentum keeps one buffer per parameter, Adam two "
+           "(its optimizer state is twice the parameters).", kind="choice"),
 )
 
 SPEC = EngineSpec(

@@ -80,6 +80,7 @@ def call(config: RunConfig, data: torch.Tensor, ids: list[int]) -> tuple[tuple, 
 
 LEARNING_RATE = 0.1
 MOMENTUM = 0.9  # momentum keeps one buffer per parameter: optimiser state that lives on device 0
+ADAM_LEARNING_RATE = 0.01  # Adam's steps are about lr in size whatever the gradient's scale
 
 
 def training_parts(config: RunConfig, model: nn.Module) -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -100,7 +101,10 @@ def teacher_of(config: RunConfig) -> nn.Module:
 
 
 def optimizer_of(config: RunConfig) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
-    """The optimiser's class and settings: what each rank builds, or hands to an engine that shards it."""
+    """The optimiser's class and settings: what each rank builds, or hands to an engine that shards it.
+    SGD with momentum keeps one buffer per parameter; Adam keeps two (its moments), twice the parameters."""
+    if config.optimizer == "adam":
+        return torch.optim.Adam, {"lr": ADAM_LEARNING_RATE}
     return torch.optim.SGD, {"lr": LEARNING_RATE, "momentum": MOMENTUM}
 
 
