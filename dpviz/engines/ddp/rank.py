@@ -142,12 +142,17 @@ def _run(config: RunConfig, rank: int, world: int, cuda: bool, local_rank: int, 
     finally:  # what this rank saw up to where it stopped, a failure included
         caught += [(w.category.__name__, str(w.message), len(result["steps"]) - 1) for w in seen]
         observer.close()
-        result.update(spans=observer.spans, layouts=observer.layouts, memory=observer.memory_samples, warnings=caught)
+        result.update(spans=observer.spans, layouts=observer.layouts, memory=observer.memory_samples, warnings=caught,
+                      held=held(ddp.module, holder))
         logged = ddp._get_ddp_logging_data()
         result["reducer"]["rebuilt_bucket_sizes"] = _sizes(logged.get("rebuilt_bucket_sizes"))
     if keep_parameters:
         # As numpy arrays: a tensor would cross the queue as shared memory the exited process no longer serves.
         result["parameters"] = {name: p.detach().cpu().numpy().copy() for name, p in model.named_parameters()}
+        if holder is not None:  # what torch's optimizer on this rank says it holds (its state_dict)
+            result["optimizer_state"] = [{key: value.detach().cpu().numpy().copy() for key, value in kept.items()
+                                          if isinstance(value, torch.Tensor)}
+                                         for kept in holder.state_dict()["state"].values()]
 
 
 def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, rank, rows, syncs, optimizer,
@@ -173,6 +178,24 @@ def _train(config, observer: RankObserver, ddp, output, teacher, x, out_shape, r
         observer.add("step", start, observer.now())
         observer.set("optimizer state", nbytes(list(holder.state.values())))  # this rank's own, a shard under ZeRO
         observer.snapshot("step")
+
+
+def held(model: torch.nn.Module, holder: torch.optim.Optimizer | None) -> dict[str, Any]:
+    """What this rank holds at the end of its run, by kind, counted from the tensors themselves: its parameters,
+    their gradients, and the state of the optimizer that steps on this rank (`holder`: under ZeRO-1 the local
+    optimizer of its own shard), with the parameters whose state that is (`owns`, [name, elements] each).
+    The state counts the tensors kept per element of a parameter (SGD's momentum buffer, Adam's two moments);
+    Adam's step counters, one number per parameter tensor, are left out."""
+    names = {id(p): name for name, p in model.named_parameters()}
+    parameters = list(model.parameters())
+    gradients = [p.grad for p in parameters if p.grad is not None]
+    state = [] if holder is None else [value for kept in holder.state.values() for value in kept.values()
+                                       if isinstance(value, torch.Tensor) and value.dim() > 0]
+    owns = [] if holder is None else [[names[id(p)], p.numel()] for group in holder.param_groups for p in group["params"]]
+    count = lambda tensors: {"elements": sum(t.numel() for t in tensors),
+                             "bytes": sum(t.numel() * t.element_size() for t in tensors)}
+    return {"parameters": count(parameters), "gradients": count(gradients), "optimizer state": count(state),
+            "owns": owns}
 
 
 def _optimizer(config: RunConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:

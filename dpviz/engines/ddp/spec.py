@@ -75,7 +75,8 @@ SPEC = EngineSpec(
     processes=True,
     options_title="DistributedDataParallel options",
     options=OPTIONS,
-    facts=("ddp",),  # what its reducer and the launcher reported: buckets, the world, the ranks' own figures
+    facts=("ddp", "held"),  # what its reducer and the launcher reported: buckets, the world, the ranks' own figures;
+    # what each rank held at the end: its parameters, gradients and optimizer state (dpviz.engines.ddp.facts.read_held)
     parts={
         "vocabulary": "dpviz.engines.ddp.vocabulary:VOCABULARY",
         "engine": "dpviz.engines.ddp.engine:ENGINE",
