@@ -25,7 +25,7 @@ from dpviz.exports import chrome_trace
 from dpviz.trace import json_io as trace_json
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
 from dpviz.config import (
-    BACKENDS, ENGINE_NAMES, FLOAT_LIMITS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS,
+    BACKENDS, CHOICES, ENGINE_NAMES, FLOAT_LIMITS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS,
     ConfigError, ENGINE_OPTIONS, RunConfig, parse_setting,
 )
 from dpviz.echo import MESSAGE_LIMIT, cut
@@ -146,6 +146,9 @@ def _add_option(add: Callable[..., object], option: Option) -> None:
     elif option.kind == "mib":
         add(_flag(option.name), type=_setting(option.name), default=option.unset, metavar="MIB",
             help=f"{words} ({_float_limits(option.name)} MiB, or none for the default)")
+    elif option.kind == "choice":
+        add(_flag(option.name), type=_setting(option.name), choices=CHOICES[option.name], default=option.unset,
+            help=f"{words} (default {option.unset})")
     else:
         add(_flag(option.name), type=_setting(option.name), default=option.unset, metavar="N",
             help=f"{words} ({_limits(option.name, option.unset)})")

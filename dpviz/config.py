@@ -22,7 +22,8 @@ ENGINE_NAMES = tuple(ENGINE_SPECS)  # what runs the model over the lanes: dpviz.
 MODELS = tuple(name for name, spec in MODEL_SPECS.items() if spec.listed)
 INPUTS = tuple(name for name, spec in INPUT_SPECS.items() if spec.listed)
 RNN_MODELS = tuple(name for name, spec in MODEL_SPECS.items() if spec.recurrent)
-CHOICES = {"engine": ENGINE_NAMES, "backend": BACKENDS, "model": MODELS, "inputs": INPUTS}
+OPTIMIZERS = ("sgd", "adam")  # what each rank steps: SGD with momentum (state = parameters) or Adam (twice them)
+CHOICES = {"engine": ENGINE_NAMES, "backend": BACKENDS, "model": MODELS, "inputs": INPUTS, "optimizer": OPTIMIZERS}
 
 # (minimum, maximum) for every integer setting. The bounds keep a run small enough for a hosted
 # page with 690 MB of memory while covering real use: a million rows, sixteen devices.
@@ -86,6 +87,7 @@ class RunConfig:
     uneven: bool = False
     join: bool = False
     timeout_s: int = 30
+    optimizer: str = "sgd"  # DDP and ZeRO-1: SGD with momentum, or Adam
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

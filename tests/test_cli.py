@@ -49,12 +49,12 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--engine", "ddp", "--backend", "cuda", "--gpus", "16"], "16 ranks need 16 CUDA devices"),
     (["--engine", "ddp", "--inputs", "kwargs"], "inputs kwargs shows a DataParallel pitfall"),
     (["--engine", "ddp", "--inputs", "list"], "inputs list shows a DataParallel pitfall"),
-    (["--bucket-cap-mb", "1"], "--bucket-cap-mb is a DistributedDataParallel option, so it needs --engine ddp"),
-    (["--bucket-cap-mb", "none"], "--bucket-cap-mb is a DistributedDataParallel option"),  # even DDP's default
-    (["--accumulate", "1", "--train"], "--accumulate is a DistributedDataParallel option"),
-    (["--drop-last"], "--drop-last is a DistributedDataParallel option, so it needs --engine ddp"),
-    (["--no-set-epoch"], "--no-set-epoch is a DistributedDataParallel option"),  # on unless given: --no-
-    (["--timeout-s", "30"], "--timeout-s is a DistributedDataParallel option"),
+    (["--bucket-cap-mb", "1"], "--bucket-cap-mb is an option of DistributedDataParallel and ZeRO-1, so it needs --engine ddp or --engine zero1"),
+    (["--bucket-cap-mb", "none"], "--bucket-cap-mb is an option of DistributedDataParallel and ZeRO-1"),  # even DDP's default
+    (["--accumulate", "1", "--train"], "--accumulate is an option of DistributedDataParallel and ZeRO-1"),
+    (["--drop-last"], "--drop-last is an option of DistributedDataParallel and ZeRO-1, so it needs --engine ddp or --engine zero1"),
+    (["--no-set-epoch"], "--no-set-epoch is an option of DistributedDataParallel and ZeRO-1"),  # on unless given: --no-
+    (["--timeout-s", "30"], "--timeout-s is an option of DistributedDataParallel and ZeRO-1"),
     (["--engine", "ddp", "--uneven"], "uneven splits the rows by hand into contiguous shards, in order, so it needs shuffle"),
     (["--engine", "ddp", "--epochs", "5"], "epochs must be between 1 and 4"),
     (["--engine", "ddp", "--bucket-cap-mb", "0"], "bucket_cap_mb must be a number of MiB from 0.0001 to 1024"),

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from dpviz.trace import json_io as trace_json
+from dpviz.config import RunConfig
+from dpviz.engines import ENGINES, engine
 from dpviz.figures.views import VIEWS
 from dpviz.presets import DDP_PRESETS, PRESETS
 from ddp_traces import ddp_document, record_config
@@ -23,12 +25,14 @@ RECORDING_SIDE = sorted({
       ("engine", "devices", "recorder", "observer", "simulated", "scatter", "memory", "workers")),
     *(f"dpviz.engines.ddp.{name}" for name in
       ("engine", "launch", "rank", "observer", "merge", "torchrun", "preloaded")),
+    *(f"dpviz.engines.zero1.{name}" for name in ("engine", "sharded")),
 })
 # What a reader may import of an engine's package: its spec, its words, its arithmetic, the facts of a
 # loaded trace and its check.
 READING_SIDE = sorted({
     *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "chunking", "split_rules", "facts", "check")),
     *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "sharding", "facts", "check")),
+    *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check")),
 })
 LOADED = f"""
 def loaded():
@@ -128,6 +132,9 @@ def trace_files(folder: Path) -> dict[str, str]:
     for name, preset in DDP_PRESETS.items():
         if name != "ddp-uneven":  # it waits out a 3-second timeout; ddp-unused-parameter fails too
             traces[f"ddp-{name}"] = record_config(dataclasses.replace(preset.config, backend="cpu"))
+    # ZeRO-1 with Adam over the MLP in several buckets: its shards of the optimizer's state, DDP's views.
+    traces["zero1-adam"] = engine("zero1").record(RunConfig(engine="zero1", gpus=2, train=True, optimizer="adam",
+                                                            model="mlp", bucket_cap_mb=0.0002, data_size=60))
     documents = {name: trace_json.dumps(trace) for name, trace in traces.items()}
     documents["ddp-four_train"] = ddp_document("four_train")  # several buckets
     documents["ddp-two_accumulate"] = ddp_document("two_accumulate")  # no_sync steps
@@ -138,14 +145,14 @@ def trace_files(folder: Path) -> dict[str, str]:
 
 def test_loading_and_reading_every_engines_trace_needs_no_torch(tmp_path):
     engines = trace_files(tmp_path)
-    assert set(engines.values()) == {"dp", "ddp"}
+    assert set(engines.values()) == set(ENGINES)
     result = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, str(tmp_path)], capture_output=True, text=True,
                             cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     *per_file, (_, imported), (_, engine_modules) = [json.loads(line) for line in result.stdout.splitlines()]
     assert imported == []
     assert engine_modules and set(engine_modules) <= set(READING_SIDE)
-    assert "dpviz.engines.dp.check" in engine_modules and "dpviz.engines.ddp.check" in engine_modules
+    assert {f"dpviz.engines.{name}.check" for name in ENGINES} <= set(engine_modules)
     assert {name: engine for name, engine, _, _ in per_file} == engines
     for name, engine, drawn, same in per_file:
         assert drawn == [view.key for view in VIEWS if engine in view.engines], name
@@ -154,6 +161,6 @@ def test_loading_and_reading_every_engines_trace_needs_no_torch(tmp_path):
 
 def test_every_engine_module_is_on_one_side():
     """A new module of an engine is either recording (torch) or reading (no torch): the lists above say which."""
-    modules = {f"dpviz.engines.{path.parent.name}.{path.stem}" for engine in ("dp", "ddp", "workload")
+    modules = {f"dpviz.engines.{path.parent.name}.{path.stem}" for engine in (*ENGINES, "workload")
                for path in (ROOT / "dpviz" / "engines" / engine).glob("*.py") if path.stem != "__init__"}
     assert modules == {m for m in RECORDING_SIDE + READING_SIDE if m.startswith("dpviz.engines.")}

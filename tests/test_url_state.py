@@ -12,16 +12,17 @@ def test_a_link_round_trips_every_setting():
     other = RunConfig(model="gru_dim1", inputs="hidden", gpus=3)
     assert from_query(to_query(other)) == (other, [])
     ddp = RunConfig(engine="ddp", gpus=5, train=True, bucket_cap_mb=0.25, accumulate=3, epochs=2, set_epoch=False,
-                    batch_per_process=True, drop_last=True, find_unused=True, join=True, timeout_s=9)
+                    batch_per_process=True, drop_last=True, find_unused=True, join=True, timeout_s=9, optimizer="adam")
     assert from_query(to_query(ddp)) == (ddp, [])
     assert set(to_query(ddp)) == set(ddp.to_dict())  # every setting of a DDP run
 
 
 @pytest.mark.parametrize("query, words", [
-    ({"engine": "dp", "bucket_cap_mb": "1"}, "bucket_cap_mb is a DistributedDataParallel option"),
+    ({"engine": "dp", "bucket_cap_mb": "1"}, "bucket_cap_mb is an option of DistributedDataParallel and ZeRO-1"),
     ({"engine": "ddp", "inputs": "kwargs"}, "DataParallel pitfall"),
     ({"engine": "ddp", "uneven": "true"}, "needs shuffle and drop_last off"),
     ({"engine": "ddp", "accumulate": "4"}, "needs train"),
+    ({"engine": "dp", "optimizer": "adam"}, "optimizer is an option of DistributedDataParallel and ZeRO-1"),
 ])
 def test_settings_that_do_not_go_together_are_said_and_dropped(query, words):
     config, warnings = from_query(query)
@@ -113,3 +114,11 @@ def test_engine_both_keeps_ddps_settings_and_says_both():
     assert warnings == [] and wants_both(params) and config.engine == "ddp" and config.bucket_cap_mb == 0.5
     assert to_query(config, both=True)["engine"] == "both" and wants_both(to_query(config, both=True))
     assert not wants_both({"engine": "ddp"}) and not wants_both({})
+
+
+def test_a_zero1_link_keeps_its_engine_and_the_options_it_shares_with_ddp():
+    config = RunConfig(engine="zero1", gpus=3, train=True, optimizer="adam", bucket_cap_mb=0.5)
+    assert from_query(to_query(config)) == (config, [])
+    assert to_query(config)["engine"] == "zero1" and to_query(config)["optimizer"] == "adam"
+    config, warnings = from_query({"engine": "zero1", "optimizer": "lamb"})
+    assert config == RunConfig(engine="zero1") and "optimizer must be one of sgd, adam" in warnings[0]

@@ -25,6 +25,7 @@ PARTS = {
     "batches": "batches(config) -> int: a run's batches (DataParallel) or steps (DDP) for a config",
     "config_problem": "problem(config) -> str | None: the sentence that refuses settings that do not go together",
     "fit": "fit(values) -> dict: the smallest change that makes a link's settings go together",
+    "optimizer": "build(parameters, kind, settings) -> (the optimizer a rank steps, the one whose state it holds)",
     "facts": "read(facts) -> dict: the engine's own facts of a loaded trace, checked (for the keys in `facts`)",
     "summary": "key_figures(trace) -> dict", "summary_rows": "rows(trace) -> [(key figure, value)]",
     "explain": "explain(trace) -> [markdown paragraphs]",
@@ -49,7 +50,8 @@ class Option:
     unset: Any  # the value that means "not set" (the one every other engine's config holds)
     label: str  # the page's widget label
     help: str  # the widget's help and the flag's help
-    kind: str = "flag"  # "flag" (a toggle), "whole" (a whole number within config.LIMITS), "mib" (a fraction or none)
+    kind: str = "flag"  # "flag" (a toggle), "whole" (a whole number within config.LIMITS), "mib" (a fraction or none),
+    # "choice" (one of config.CHOICES)
 
 
 @dataclass(frozen=True)

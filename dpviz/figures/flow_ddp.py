@@ -66,7 +66,7 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
         colors.append(FAILED_COLOR if failed else allreduce_color)
         x.append(0.78)
         y.append(0.5)
-        labels += [f"{vocabulary.lane_name(r['rank'])}: SGD step" for r in ranks]
+        labels += [f"{vocabulary.lane_name(r['rank'])}: {vocabulary.phase('step').label}" for r in ranks]
         colors += [device_color(r["rank"]) for r in ranks]
         x += [0.99] * n
         y += spread
@@ -84,7 +84,7 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     columns = [(0.01, "dataset"), (0.28, "its own<br>rows"),
                (0.55, "forward,<br>loss,<br>backward" if trace.config.train else "forward")]
     if reduces:
-        columns += [(0.78, "all-reduce<br>(mean)"), (0.99, "SGD<br>step")]
+        columns += [(0.78, "all-reduce<br>(mean)"), (0.99, vocabulary.phase("step").label.replace(" ", "<br>"))]
     sankey = go.Sankey(
         arrangement="fixed",
         node=dict(label=shown, color=colors, x=x, y=y, pad=12, thickness=22, line=dict(color=OUTLINE, width=0.5),

@@ -20,7 +20,7 @@ DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
 PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train",
           "model", "inputs", "engine", "bucket_cap_mb", "accumulate", "batch_per_process", "drop_last", "epochs",
-          "set_epoch", "find_unused", "uneven", "join", "timeout_s")
+          "set_epoch", "find_unused", "uneven", "join", "timeout_s", "optimizer")
 
 
 BOTH = "both"  # engine=both: the same settings run under two engines, side by side

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
-from dpviz.config import FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
+from dpviz.config import CHOICES as SETTINGS_CHOICES, FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
 from dpviz.engines import ENGINES, EngineSpec
 from dpviz.presets import COMPARE_PRESETS, LINK_PRESETS, presets_of
 from dpviz.page.rank_budget import BUDGET, PAGE_MOST
@@ -125,6 +125,9 @@ def engine_options(engine: EngineSpec) -> dict:
             low, high = FLOAT_LIMITS[option.name]
             values[option.name] = box.number_input(option.label, min_value=low, max_value=high, value=None,
                                                    key=option.name, format="%.4f", help=option.help)
+        elif option.kind == "choice":
+            values[option.name] = box.radio(option.label, SETTINGS_CHOICES[option.name], key=option.name, horizontal=True,
+                                            help=option.help)
         else:
             low, high = LIMITS[option.name]
             values[option.name] = box.number_input(option.label, min_value=low, max_value=high, step=1,

@@ -13,6 +13,23 @@ from dpviz.engines.ddp.sharding import padded_order, padding, per_rank_batch, pl
 def check_trace(trace: Trace) -> None:
     """Raise TraceError unless `trace` is what a DistributedDataParallel run could have recorded."""
     check_steps(trace)
+    held = held_of(trace)
+    for rank, mine in enumerate(held or []):
+        owned = sum(elements for _, elements in mine["owns"])
+        if owned != mine["parameters"]["elements"]:
+            raise TraceError(f"rank {rank} steps parameters of {owned:,} elements; under DDP every rank steps all "
+                             f"{mine['parameters']['elements']:,}.")
+
+
+def held_of(trace: Trace) -> list[dict] | None:
+    """What each rank held at the end of a training run that ended well (facts["held"]), one per rank; None
+    when the trace has none to check (forward only, a failure, a trace recorded before it was kept)."""
+    held = trace.facts.get("held")
+    if held is not None and len(held) != trace.config.gpus:
+        raise TraceError(f"facts held has {len(held):,} ranks; the run has {trace.config.gpus:,}.")
+    if not held or not trace.config.train or trace.failure is not None or None in held:
+        return None
+    return held
 
 
 def check_steps(trace: Trace) -> None:

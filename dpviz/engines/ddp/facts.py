@@ -19,14 +19,48 @@ STARTUP = ("ddp", "init", "start")  # seconds: process start, joining the group,
 MAX_PARAMETERS = 4096  # parameter tensors in one bucket: dpviz's models have a few dozen, a user's a few hundred
 
 
+HELD = ("parameters", "gradients", "optimizer state")  # what a rank holds, by kind: elements and bytes of each
+OWNS = "owns"  # the parameters whose optimizer state the rank holds: every one under DDP, its shard under ZeRO-1
+
+
 def read_trace_facts(facts: Any) -> dict[str, Any]:
-    """DDP's keys of a loaded trace's facts, checked: its own, and the user's module when it ran one."""
+    """DDP's keys of a loaded trace's facts, checked: its own, what each rank held, and the user's module when
+    it ran one."""
     from dpviz.own_model import read_model
 
     out = {"ddp": read_facts(facts["ddp"])} if "ddp" in facts else {}
+    if "held" in facts:
+        out["held"] = read_held(facts["held"])
     if "model" in facts:
         out["model"] = read_model(facts["model"])
     return out
+
+
+def read_held(value: Any) -> list[dict[str, Any] | None]:
+    """What each rank held at the end of its run (None for a rank that never reported), checked."""
+    return [None if rank is None else _held(rank) for rank in sequence(value, "facts held", MAX_DEVICES)]
+
+
+def _held(value: Any) -> dict[str, Any]:
+    held = mapping(value, "a rank's held memory")
+    if sorted(map(str, held)) != sorted((*HELD, OWNS)):
+        raise TraceError(f"a rank's held memory should hold {', '.join(HELD)} and {OWNS}, got {shown(sorted(map(str, held)))}.")
+    read: dict[str, Any] = {}
+    for kind in HELD:
+        amount = mapping(held[kind], f"a rank's held {kind}")
+        if sorted(map(str, amount)) != ["bytes", "elements"]:
+            raise TraceError(f"a rank's held {kind} should hold elements and bytes, got {shown(sorted(map(str, amount)))}.")
+        read[kind] = {"elements": whole(amount["elements"], f"a rank's held {kind} elements", 0, MAX_MEMORY_BYTES),
+                      "bytes": whole(amount["bytes"], f"a rank's held {kind} bytes", 0, MAX_MEMORY_BYTES)}
+    owns = []
+    for pair in sequence(held[OWNS], "a rank's owned parameters", MAX_PARAMETERS):
+        pair = sequence(pair, "an owned parameter", 2)
+        if len(pair) != 2:
+            raise TraceError(f"an owned parameter is [name, elements], got {shown(pair)}.")
+        owns.append([text_of(pair[0], "an owned parameter's name", MAX_NAME),
+                     whole(pair[1], "an owned parameter's elements", 0, MAX_MEMORY_BYTES)])
+    read[OWNS] = owns
+    return read
 
 
 def read_facts(value: Any) -> dict[str, Any]:

@@ -191,7 +191,7 @@ def _facts(config: RunConfig, ranks: list[dict], launched: dict, offsets: list[f
     for step, buckets in ranks[0].get("layouts", []):
         layouts.append({"step": step, "buckets": [{"index": i, "params": list(names), "bytes": size}
                                                   for i, names, size in buckets]})
-    return {
+    facts = {
         "ddp": {
             "per_rank_batch": config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, config.gpus),
             "buckets": layouts,
@@ -202,3 +202,6 @@ def _facts(config: RunConfig, ranks: list[dict], launched: dict, offsets: list[f
             "exit_codes": launched.get("exit_codes", []),
         }
     }
+    if any("held" in r for r in ranks):  # what each rank held at the end; None for a rank that never reported
+        facts["held"] = [r.get("held") for r in ranks]
+    return facts

@@ -20,12 +20,14 @@ from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.join import Join, Joinable
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.config import RunConfig
+from dpviz.engines import ENGINES
 from dpviz.engines.dp.memory import nbytes
 from dpviz.engines.ddp.observer import RankObserver
 from dpviz.engines.ddp.sharding import per_rank_batch, plan, rank_shares, shard_start
@@ -87,14 +89,16 @@ def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_
     observer.add("broadcast", begin, constructed)
     observer.hold("gradient buckets", sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
     observer.snapshot("broadcast")
+    optimizer = holder = None  # forward only: no optimizer
     if config.train:
-        teacher, optimizer = work.training_parts(model)
+        teacher = work.teacher()
         teacher = teacher.to(device) if teacher is not None else None
+        optimizer, holder = _optimizer(config, model)
     logged = ddp._get_ddp_logging_data()
     result["reducer"] = {"bucket_sizes": _sizes(logged.get("bucket_sizes"))}
     caught: list[tuple[str, str, int]] = []
     try:
-        with warnings.catch_warnings(record=True) as seen, _joined(ddp, observer, config.join):
+        with warnings.catch_warnings(record=True) as seen, _joined(ddp, observer, config.join, optimizer):
             warnings.simplefilter("always")  # a process of its own: its filters are its own
             opened = -1  # the epoch whose loader iterator is open
             for step, epoch in _steps(config, world, rank):
@@ -132,8 +136,8 @@ def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_
                     observer.hold("output and loss", nbytes(output))
                     observer.snapshot("forward")
                     if config.train:
-                        _train(config, work, observer, ddp, output, teacher, x, (args, kwargs), out_shape, rows, syncs,
-                               optimizer)
+                        _train(config, work, observer, ddp, output, teacher, x, (args, kwargs), out_shape, rows,
+                               syncs, optimizer, holder)
                 caught += [(w.category.__name__, str(w.message), step) for w in seen]
                 seen.clear()
                 observer.step_ended()
@@ -142,16 +146,21 @@ def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_
     finally:  # what this rank saw up to where it stopped, a failure included
         caught += [(w.category.__name__, str(w.message), len(result["steps"]) - 1) for w in seen]
         observer.close()
-        result.update(spans=observer.spans, layouts=observer.layouts, memory=observer.memory_samples, warnings=caught)
+        result.update(spans=observer.spans, layouts=observer.layouts, memory=observer.memory_samples, warnings=caught,
+                      held=held(ddp.module, holder))
         logged = ddp._get_ddp_logging_data()
         result["reducer"]["rebuilt_bucket_sizes"] = _sizes(logged.get("rebuilt_bucket_sizes"))
     if keep_parameters:
         # As numpy arrays: a tensor would cross the queue as shared memory the exited process no longer serves.
         result["parameters"] = {name: p.detach().cpu().numpy().copy() for name, p in model.named_parameters()}
+        if holder is not None:  # what torch's optimizer on this rank says it holds (its state_dict)
+            result["optimizer_state"] = [{key: value.detach().cpu().numpy().copy() for key, value in kept.items()
+                                          if isinstance(value, torch.Tensor)}
+                                         for kept in holder.state_dict()["state"].values()]
 
 
 def _train(config, work, observer: RankObserver, ddp, output, teacher, x, call, out_shape, rows, syncs,
-           optimizer) -> None:
+           optimizer, holder) -> None:
     start = observer.now()
     target = work.target(teacher, x, *call)
     loss = work.loss(output, target) / config.accumulate  # accumulated grads are a sum
@@ -170,8 +179,38 @@ def _train(config, work, observer: RankObserver, ddp, output, teacher, x, call, 
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         observer.add("step", start, observer.now())
-        observer.set("optimizer state", nbytes(list(optimizer.state.values())))
+        observer.set("optimizer state", nbytes(list(holder.state.values())))  # this rank's own, a shard under ZeRO
         observer.snapshot("step")
+
+
+def held(model: torch.nn.Module, holder: torch.optim.Optimizer | None) -> dict[str, Any]:
+    """What this rank holds at the end of its run, by kind, counted from the tensors themselves: its parameters,
+    their gradients, and the state of the optimizer that steps on this rank (`holder`: under ZeRO-1 the local
+    optimizer of its own shard), with the parameters whose state that is (`owns`, [name, elements] each).
+    The state counts the tensors kept per element of a parameter (SGD's momentum buffer, Adam's two moments);
+    Adam's step counters, one number per parameter tensor, are left out."""
+    names = {id(p): name for name, p in model.named_parameters()}
+    parameters = list(model.parameters())
+    gradients = [p.grad for p in parameters if p.grad is not None]
+    state = [] if holder is None else [value for kept in holder.state.values() for value in kept.values()
+                                       if isinstance(value, torch.Tensor) and value.dim() > 0]
+    owns = [] if holder is None else [[names[id(p)], p.numel()] for group in holder.param_groups for p in group["params"]]
+    count = lambda tensors: {"elements": sum(t.numel() for t in tensors),
+                             "bytes": sum(t.numel() * t.element_size() for t in tensors)}
+    return {"parameters": count(parameters), "gradients": count(gradients), "optimizer state": count(state),
+            "owns": owns}
+
+
+def _optimizer(config: RunConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:
+    """The optimizer this rank steps, and the one whose state it holds: the engine's own when it names one
+    (ZeRO-1 hands each rank a shard of the parameters to step), else one whole optimizer over every parameter."""
+    kind, settings = tutorial.optimizer_of(config)
+    trainable = [p for p in model.parameters() if p.requires_grad]  # a frozen part has no state
+    spec = ENGINES[config.engine]
+    if spec.has("optimizer"):
+        return spec.part("optimizer")(trainable, kind, settings)
+    optimizer = kind(trainable, **settings)
+    return optimizer, optimizer
 
 
 def _build(config: RunConfig, work: Any, rank: int, world: int):
@@ -201,13 +240,15 @@ def _steps(config: RunConfig, world: int, rank: int):
 
 
 @contextlib.contextmanager
-def _joined(ddp: DistributedDataParallel, observer: RankObserver, join: bool):
+def _joined(ddp: DistributedDataParallel, observer: RankObserver, join: bool, optimizer=None):
     """ddp.join() around the loop when asked: a rank that runs out of batches keeps answering the
-    others' collectives (with zeros) until they finish too; timed as this rank's `join` span."""
+    others' collectives (with zeros) until they finish too; timed as this rank's `join` span. An optimizer
+    that has collectives of its own (ZeRO-1 broadcasts each shard after its step) joins beside DDP."""
     if not join:
         yield
         return
-    with ddp.join():
+    others = [optimizer] if isinstance(optimizer, Joinable) else []
+    with Join([ddp, *others]) if others else ddp.join():
         yield
         joining, observer.step = observer.now(), observer.last_step
     observer.add("join", joining, observer.now())

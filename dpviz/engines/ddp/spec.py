@@ -58,6 +58,9 @@ OPTIONS = (
     Option("join", False, "ddp.join() around the loop", "Ranks that run out of batches keep answering the others."),
     Option("timeout_s", 30, "Collective timeout (s)", "How long a rank waits in a collective before the run ends.",
            kind="whole"),
+    Option("optimizer", "sgd", "Optimizer",
+           "What each rank steps when training: SGD with momentum keeps one buffer per parameter, Adam two "
+           "(its optimizer state is twice the parameters).", kind="choice"),
 )
 
 SPEC = EngineSpec(
@@ -72,8 +75,9 @@ SPEC = EngineSpec(
     processes=True,
     options_title="DistributedDataParallel options",
     options=OPTIONS,
-    # What its reducer and the launcher reported (buckets, the world, the ranks' own figures); the user's own module.
-    facts=("ddp", "model"),
+    # What its reducer and the launcher reported (buckets, the world, the ranks' own figures); what each rank held
+    # at the end (its parameters, gradients and optimizer state: facts.read_held); the user's own module.
+    facts=("ddp", "held", "model"),
     parts={
         "vocabulary": "dpviz.engines.ddp.vocabulary:VOCABULARY",
         "engine": "dpviz.engines.ddp.engine:ENGINE",

@@ -227,7 +227,12 @@ class OwnWorkload:
 
     def training_parts(self, model: nn.Module) -> tuple[None, torch.optim.Optimizer]:
         trainable = [p for p in model.parameters() if p.requires_grad]
-        return None, torch.optim.SGD(trainable, lr=tutorial.LEARNING_RATE, momentum=tutorial.MOMENTUM)
+        kind, settings = tutorial.optimizer_of(self.config)  # the run's --optimizer, as for the catalogue's models
+        return None, kind(trainable, **settings)
+
+    def teacher(self) -> None:
+        """No teacher: the loss compares the output with the inputs as the user's loss function says."""
+        return None
 
     def target(self, teacher: Any, x: torch.Tensor, args: tuple, kwargs: dict) -> Any:
         return Args(*args, **kwargs) if isinstance(self.example, Args) else args[0]

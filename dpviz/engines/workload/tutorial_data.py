@@ -80,6 +80,7 @@ def call(config: RunConfig, data: torch.Tensor, ids: list[int]) -> tuple[tuple, 
 
 LEARNING_RATE = 0.1
 MOMENTUM = 0.9  # momentum keeps one buffer per parameter: optimiser state that lives on device 0
+ADAM_LEARNING_RATE = 0.01  # Adam's steps are about lr in size whatever the gradient's scale
 
 
 def training_parts(config: RunConfig, model: nn.Module) -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -90,8 +91,21 @@ def training_parts(config: RunConfig, model: nn.Module) -> tuple[nn.Module, torc
     the step. The teacher computes targets batch by batch: a table of targets would be
     data_size x output_size numbers, 4 GB for a million rows of 1,024 outputs.
     """
-    teacher = _core(config, config.seed + 2).requires_grad_(False).eval()
-    return teacher, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+    kind, settings = optimizer_of(config)
+    return teacher_of(config), kind(model.parameters(), **settings)
+
+
+def teacher_of(config: RunConfig) -> nn.Module:
+    """The fixed random teacher whose outputs are the training targets."""
+    return _core(config, config.seed + 2).requires_grad_(False).eval()
+
+
+def optimizer_of(config: RunConfig) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+    """The optimiser's class and settings: what each rank builds, or hands to an engine that shards it.
+    SGD with momentum keeps one buffer per parameter; Adam keeps two (its moments), twice the parameters."""
+    if config.optimizer == "adam":
+        return torch.optim.Adam, {"lr": ADAM_LEARNING_RATE}
+    return torch.optim.SGD, {"lr": LEARNING_RATE, "momentum": MOMENTUM}
 
 
 def loss_of(config: RunConfig, output: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
@@ -123,6 +137,10 @@ class Tutorial:
 
     def training_parts(self, model: nn.Module) -> tuple[nn.Module, torch.optim.Optimizer]:
         return training_parts(self.config, model)
+
+    def teacher(self) -> nn.Module:
+        """What gives each input its target (an engine that builds its own optimizer asks for this alone)."""
+        return teacher_of(self.config)
 
     def target(self, teacher: nn.Module, x: torch.Tensor, args: tuple, kwargs: dict) -> torch.Tensor | None:
         with torch.no_grad():

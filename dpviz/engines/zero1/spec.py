@@ -1,0 +1,28 @@
+"""ZeRO-1 (torch.distributed.optim.ZeroRedundancyOptimizer over DistributedDataParallel), as the rest of dpviz
+sees it: DDP's processes, rows, options and views, its own words, check and optimizer (no torch).
+
+Every rank runs DDP exactly as the ddp engine does (the same rank code, the same launcher, torchrun too);
+only the optimizer differs: each rank keeps the optimizer's state of the parameters it owns, steps those,
+and broadcasts them to the others."""
+from __future__ import annotations
+
+import dataclasses
+
+from dpviz.engines.ddp.spec import SPEC as DDP
+
+SPEC = dataclasses.replace(
+    DDP,
+    name="zero1",
+    label="ZeRO-1",
+    short="ZeRO-1",
+    runs="ZeroRedundancyOptimizer over DDP",
+    title="How ZeRO-1 shares the optimizer's state",
+    options_title="ZeRO-1 options (DDP's, and the optimizer)",
+    parts={
+        **DDP.parts,
+        "vocabulary": "dpviz.engines.zero1.vocabulary:VOCABULARY",
+        "engine": "dpviz.engines.zero1.engine:ENGINE",
+        "check": "dpviz.engines.zero1.check:check_trace",
+        "optimizer": "dpviz.engines.zero1.sharded:sharded",
+    },
+)

@@ -1,0 +1,18 @@
+"""ZeRO-1's words: DDP's phases and memory kinds, with a step that updates only the rank's own shard of
+the parameters and then broadcasts every shard from its owner."""
+from __future__ import annotations
+
+import dataclasses
+
+from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
+
+
+def _phase(phase):
+    if phase.name != "step":
+        return phase
+    return dataclasses.replace(phase, label="ZeRO step",
+                               hover="ZeRO step: the rank updates the parameters it owns (its shard of the optimizer "
+                                     "state), then each shard is broadcast from its owner")
+
+
+VOCABULARY = dataclasses.replace(DDP, engine="zero1", title="ZeRO-1", phases=tuple(map(_phase, DDP.phases)))
