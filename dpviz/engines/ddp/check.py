@@ -16,9 +16,15 @@ def check_trace(trace: Trace) -> None:
     held = held_of(trace)
     for rank, mine in enumerate(held or []):
         owned = sum(elements for _, elements in mine["owns"])
-        if owned != mine["parameters"]["elements"]:
+        if owned != trainable(trace, mine):
             raise TraceError(f"rank {rank} steps parameters of {owned:,} elements; under DDP every rank steps all "
-                             f"{mine['parameters']['elements']:,}.")
+                             f"{trainable(trace, mine):,} that train.")
+
+
+def trainable(trace: Trace, mine: dict) -> int:
+    """Elements of the parameters an optimizer steps: all of them, but for a user's module with a frozen part."""
+    model = trace.facts.get("model")
+    return model["trainable"] if model is not None else mine["parameters"]["elements"]
 
 
 def held_of(trace: Trace) -> list[dict] | None:
