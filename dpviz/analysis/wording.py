@@ -96,10 +96,17 @@ def describe_ranks(trace: Trace, here_text: str) -> str:
     ranks = plural(len(trace.lanes), trace.vocabulary.lane_noun)
     if trace.backend == "cuda":
         names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
-        return (f"Real processes on real GPUs: torch.nn.parallel.DistributedDataParallel ran {ranks}, one process "
+        return (f"Real processes on real GPUs: {_torch_name(trace)} ran {ranks}, one process "
                 f"per GPU, over NCCL: {names} ({here_text}).")
-    return (f"Real processes, no GPU: torch.nn.parallel.DistributedDataParallel ran {ranks}, each its own "
+    return (f"Real processes, no GPU: {_torch_name(trace)} ran {ranks}, each its own "
             f"process on the CPU, talking over gloo ({here_text}).")
+
+
+def _torch_name(trace: Trace) -> str:
+    """What ran, in torch's words: 'torch.nn.parallel.DistributedDataParallel', or an engine's own ('ZeRO-1
+    (ZeroRedundancyOptimizer over DDP)') for one that runs on DDP's processes."""
+    spec = trace.spec
+    return f"torch.nn.parallel.{spec.runs}" if spec.runs == spec.label else f"{spec.label} ({spec.runs})"
 
 
 def batch_noun(trace: Trace) -> str:
