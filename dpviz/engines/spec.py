@@ -37,6 +37,7 @@ PARTS = {
     "timeline_range": "draw(trace, first, last, show=, detail=) -> Figure: the Timeline of those batches",
     "timeline_window": "window(trace) -> int: the batches one Timeline shows",
     "timeline_detail": "draw(trace, first) -> Figure: a few batches, each drawn as measured",
+    "opening_batch": "opening(trace) -> int: the 0-based batch or step the views open on (a typical one)",
 }
 
 
