@@ -137,8 +137,8 @@ def test_timeline_draws_allreduces_on_a_thin_row_under_the_rank_overlapping_its_
 def test_timeline_of_accumulation_names_the_no_sync_steps_and_draws_no_allreduce_in_them():
     trace = ddp_trace("two_accumulate")
     fig = timeline_figure(trace)
-    names = [a.text for a in fig.layout.annotations]
-    assert names == ["step 0: no_sync", "step 1", "step 2: no_sync", "step 3"]
+    names = [a.text for a in fig.layout.annotations if a.name == "step mark"]
+    assert names == ["step 1: no_sync", "step 2", "step 3: no_sync", "step 4"]  # counted from 1
     table = prepare_timeline_ddp(trace, 0, 3)
     assert sorted(set(table.loc[table["phase"] == "allreduce", "batch"])) == [1, 3]
     assert set(table.loc[table["phase"] == WAIT, "batch"]) <= {1, 3}
@@ -230,7 +230,8 @@ def test_a_files_parameter_names_and_errors_reach_the_figures_as_text():
     assert "&lt;b&gt;x&lt;/b&gt;&lt;a href='http://e.example'&gt;y&lt;/a&gt;" in hovers and evil not in hovers
     for fig in (timeline, split):
         subtitle = unwrap(fig.layout.title.subtitle.text)
-        assert "step 2 failed: RuntimeError: &lt;b&gt;x&lt;/b&gt;" in subtitle and "<a href" not in subtitle
+        assert "failed: RuntimeError: &lt;b&gt;x&lt;/b&gt;" in subtitle and "<a href" not in subtitle
+    assert "step 3 failed: RuntimeError" in unwrap(timeline.layout.title.subtitle.text)  # step index 2, from 1
 
 
 def test_the_split_says_where_a_rank_gets_its_rows():
@@ -240,3 +241,62 @@ def test_the_split_says_where_a_rank_gets_its_rows():
                                                    uneven=True, join=True)))
     text = unwrap(by_hand.layout.title.subtitle.text)
     assert "split by hand (no DistributedSampler)" in text and "DistributedSampler shard" not in text
+
+
+def _drawn(fig, name: str) -> list[tuple[int, int, float, float]]:
+    """(rank, step, start, end) in ms of each bar of the trace `name`: where it is drawn, as long as measured."""
+    bars = []
+    for t in fig.data:
+        if t.name == name and t.type == "bar" and t.x[0] is not None:
+            bars += [(round(y), int(d[1]), float(base), float(base) + float(d[3]))
+                     for y, base, d in zip(t.y, t.base, t.customdata)]
+    return bars
+
+
+@pytest.mark.parametrize("name", ["four_train", "default"])
+def test_the_all_reduce_share_the_timeline_states_is_the_overlap_of_its_drawn_bars(name):
+    from dpviz.analysis.summary import key_figures
+    from dpviz.analysis.tables_ddp import computing_overlap
+    from dpviz.figures.timeline_ddp import WAIT_LABEL
+
+    trace = ddp_trace(name) if name != "default" else record_config(RunConfig(engine="ddp", gpus=4, train=True))
+    fig = timeline_figure(trace)
+    label = trace.vocabulary.phase
+    waits = {(rank, step): start for rank, step, start, _ in _drawn(fig, WAIT_LABEL)}
+    # The bar's solid part: from its start to where the pale wait begins (its end when there is none).
+    computing = {(rank, step): (start, waits.get((rank, step), end))
+                 for rank, step, start, end in _drawn(fig, label("backward").label)}
+    reduces = _drawn(fig, label("allreduce").label)
+    overlap = sum(max(0.0, min(end, computing[(r, s)][1]) - max(start, computing[(r, s)][0]))
+                  for r, s, start, end in reduces)
+    total = sum(end - start for _, _, start, end in reduces)
+    assert (overlap / 1e3, total / 1e3) == pytest.approx(computing_overlap(trace), abs=1e-9)
+    note = unwrap(fig.layout.title.subtitle.text)
+    assert f"all-reduce during backward's compute: {overlap:,.2f} of {total:,.2f} ms ({overlap / total:.0%})" in note
+    assert key_figures(trace)["all-reduce during backward's compute"] == f"{overlap / total:.0%}"
+    if name == "four_train":  # several buckets from step 2 on: some all-reduce ran while backward computed
+        assert overlap > 0
+    else:  # one bucket: it launches once backward has made every gradient; the bar under it is its wait
+        assert overlap == 0 and len(waits) == 4 * len(trace.batches)
+
+
+@pytest.mark.parametrize("name", ["four_train", "two_accumulate", "default"])
+def test_step_names_never_meet_on_the_narrowest_chart_in_either_look(name):
+    from dpviz.figures.style import MARGIN, NARROWEST_PX, presentation, text_px
+
+    trace = ddp_trace(name) if name != "default" else record_config(RunConfig(engine="ddp", gpus=4, train=True))
+    for fig, scale in ((timeline_figure(trace), 1.0), (presentation(timeline_figure(trace)), 1.35)):
+        marks = [a for a in fig.layout.annotations if a.name == "step mark"]
+        spans = [(start, end) for t in fig.data if t.type == "bar" and t.x[0] is not None
+                 for start, end in zip(t.base, [b + x for b, x in zip(t.base, t.x)])]
+        px_per_ms = (NARROWEST_PX - (MARGIN["l"] + MARGIN["r"]) * scale) / (max(e for _, e in spans) - min(s for s, _ in spans))
+        rows: dict[int, list] = {}
+        for a in marks:
+            rows.setdefault(a.yshift or 0, []).append(a)
+        for row in rows.values():
+            row.sort(key=lambda a: a.x)
+            for left, right in zip(row, row[1:]):
+                assert (right.x - left.x) * px_per_ms >= text_px(left.text, left.font.size), (left.text, right.text)
+        assert len(fig.layout.shapes) >= len(trace.batches)  # every step keeps its dotted line
+    if name == "default":  # a 1-row last step, close to the one before: a second row holds its name
+        assert [a.text for a in marks] == ["step 1", "step 2", "step 3", "step 4"]
