@@ -300,3 +300,64 @@ def test_step_names_never_meet_on_the_narrowest_chart_in_either_look(name):
         assert len(fig.layout.shapes) >= len(trace.batches)  # every step keeps its dotted line
     if name == "default":  # a 1-row last step, close to the one before: a second row holds its name
         assert [a.text for a in marks] == ["step 1", "step 2", "step 3", "step 4"]
+
+
+def _node_boxes(fig) -> list[tuple[float, float, float]]:
+    """(x, top, bottom) of each Sankey node in pixels from the plot's top, as plotly places a fixed node: its
+    centre at y × the plot's height, its height its value × d3-sankey's scale (the scale that fits the
+    fullest column, with the node pad between its nodes)."""
+    (sankey,) = fig.data
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    inflow, outflow = Counter(), Counter()
+    for s, t, v in zip(sankey.link.source, sankey.link.target, sankey.link.value):
+        outflow[s] += v
+        inflow[t] += v
+    values = [max(inflow[i], outflow[i]) for i in range(len(sankey.node.x))]
+    columns: dict[float, list[int]] = {}
+    for i, x in enumerate(sankey.node.x):
+        columns.setdefault(x, []).append(i)
+    pad = min(sankey.node.pad, plot_px / max(1, max(len(c) for c in columns.values()) - 1))
+    scale = min((plot_px - (len(c) - 1) * pad) / sum(values[i] for i in c) for c in columns.values())
+    return [(x, y * plot_px - values[i] * scale / 2, y * plot_px + values[i] * scale / 2)
+            for i, (x, y) in enumerate(zip(sankey.node.x, sankey.node.y))]
+
+
+FLOWS = {"four_train": 0, "two_train": 2, "four_forward": 1, "default": 0, "default_last": 3}
+
+
+@pytest.mark.parametrize("name", list(FLOWS))
+def test_ddp_flow_names_its_columns_over_every_node_in_either_look(name):
+    from dpviz.figures.flow_ddp import flow_ddp_figure
+    from dpviz.figures.style import presentation
+
+    trace = record_config(RunConfig(engine="ddp", gpus=4, train=True)) if name.startswith("default") else ddp_trace(name)
+    for fig in (flow_ddp_figure(trace, FLOWS[name]), presentation(flow_ddp_figure(trace, FLOWS[name]))):
+        boxes = _node_boxes(fig)
+        # Every node inside the plot (to within a pixel): none reaches up into the columns' names.
+        assert all(top >= -1 and bottom <= fig.layout.height - fig.layout.margin.t - fig.layout.margin.b + 1
+                   for _, top, bottom in boxes), boxes
+        names = [a for a in fig.layout.annotations if a.name == "column"]
+        assert len(names) == (5 if trace.config.train else 3)
+        for a in names:  # over the plot's top edge, with a gap, and the room over the plot holds them
+            assert a.y == 1 and a.yanchor == "bottom" and a.yshift > 0
+            lines = a.text.count("<br>") + 1
+            assert fig.layout.margin.t >= a.yshift + lines * a.font.size * 1.2 + 20  # and the title block above
+        assert unwrap(fig.layout.title.text).startswith(f"Step {FLOWS[name] + 1} of {len(trace.batches)}:")
+
+
+@pytest.mark.parametrize("name", ["four_train", "three_ordered"])
+def test_ddp_flow_names_each_rank_on_its_band_in_a_readable_colour(name):
+    from dpviz.figures.colors import contrast_ratio, device_color
+    from dpviz.figures.flow_ddp import THICKNESS_PX, flow_ddp_figure
+
+    trace = ddp_trace(name)
+    fig = flow_ddp_figure(trace, 0)
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    tags = [a for a in fig.layout.annotations if a.name == "rank tag"]
+    boxes = _node_boxes(fig)[1:1 + len(tags)]  # the ranks' own rows, after the dataset
+    assert [a.text.split(":")[0] for a in tags] == [f"rank {r}" for r in range(len(trace.lanes))]
+    for rank, (a, (x, top, bottom)) in enumerate(zip(tags, boxes)):
+        assert a.bgcolor == device_color(rank)  # on its band, in a tag of the rank's own colour
+        assert contrast_ratio(a.font.color, a.bgcolor) >= 4.5, (a.text, a.font.color, a.bgcolor)
+        assert top <= (1 - a.y) * plot_px <= bottom and a.x == x and a.xshift >= THICKNESS_PX / 2  # beside its node
+    assert all(not label for label in fig.data[0].node.label)  # plotly's own labels, in the theme's ink, are off
