@@ -122,13 +122,13 @@ def _y(part: pd.DataFrame, bucket_rows: int) -> tuple[np.ndarray, float]:
 def _bar(part: pd.DataFrame, *, name: str, color, pattern, min_ms: float, bucket_rows: int) -> go.Bar:
     duration = (part["end_ms"] - part["start_ms"]).to_numpy()
     y, width = _y(part, bucket_rows)
-    customdata = np.column_stack([part["detail"], part["batch"], part["start_ms"], duration])
+    customdata = np.column_stack([part["detail"], part["batch"], part["start_ms"], duration, part["batch"] + 1])
     return go.Bar(
         orientation="h", y=y, x=np.maximum(duration, min_ms), base=part["start_ms"].to_numpy(), width=width,
         name=name, legendgroup=name,
         marker=dict(color=color, line=dict(color=OUTLINE, width=0.3), pattern=dict(fillmode="overlay", shape=pattern, fgcolor="white")),
         customdata=customdata,
-        hovertemplate="%{customdata[0]}<br>step %{customdata[1]:,}<br>start %{customdata[2]:.3f} ms, "
+        hovertemplate="%{customdata[0]}<br>step %{customdata[4]:,}<br>start %{customdata[2]:.3f} ms, "
                       "took %{customdata[3]:.3f} ms<extra></extra>",
     )
 
