@@ -28,7 +28,7 @@ PREVIEW = 6  # dataset rows named in a hover before "…"
 PAD_PX, THICKNESS_PX = 22, 22  # between two ranks' nodes (a rank's tag is about as tall), and a node's width
 LANE_PX, MIN_PLOT_PX = 70, 260  # the plot's height: per rank, and at least
 COLUMN_SIZE, COLUMN_GAP_PX = 14, 8  # the columns' names: their size, and their gap over the nodes
-TAG_SIZE = 14  # a rank's name on its band
+TAG_SIZE = 14  # a rank's name on its band, its rows under it: two short lines fit the band on a projector
 
 
 def prepare_flow_ddp(trace: Trace, step: int) -> list[dict]:
@@ -139,7 +139,7 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
                   yanchor="bottom", yshift=COLUMN_GAP_PX, text=words, showarrow=False, font=dict(size=COLUMN_SIZE),
                   name="column") for cx, words in columns]
     tags = [dict(x=0.28, xref="paper", xshift=THICKNESS_PX / 2 + 4, xanchor="left", y=1 - centre, yref="paper",
-                 yanchor="middle", text=f"{vocabulary.lane_name(r['rank'])}: {plural(r['rows'], 'row')}",
+                 yanchor="middle", text=f"{vocabulary.lane_name(r['rank'])}<br>{plural(r['rows'], 'row')}",
                  showarrow=False, bgcolor=device_color(r["rank"]), borderpad=2,
                  font=dict(size=TAG_SIZE, color=text_color_on(device_color(r["rank"]))), name="rank tag")
             for r, centre in zip(ranks, centres)]

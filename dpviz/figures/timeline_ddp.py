@@ -142,12 +142,27 @@ def _mark_px_per_ms(table: pd.DataFrame) -> tuple[float, float]:
     return (width / span_ms if span_ms > 0 else float("inf")), size
 
 
+def _placed(times: list[float], labels: list[str], px_per_ms: float, size: float) -> list[int | None]:
+    """The row of each name (0, or 1 over it), the first where it starts after the row's last name ends on
+    the narrowest chart; None where it meets a name in every row."""
+    ends = [-float("inf")] * MARK_ROWS  # where each row's last name ends, in pixels
+    rows: list[int | None] = []
+    for t, label in zip(times, labels):
+        at = t * px_per_ms
+        row = next((r for r in range(MARK_ROWS) if at >= ends[r] + MARK_GAP_PX), None)
+        if row is not None:
+            ends[row] = at + text_px(label, size)
+        rows.append(row)
+    return rows
+
+
 def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str, int]]:
-    """(time in ms, label, row) where each step of the table begins on its earliest rank: 'step 3' (counted
-    from 1), or 'step 3: no_sync' for a training step that all-reduced nothing. A name goes in the first
-    row where it ends before the next begins on the narrowest chart (row 1 over row 0); one that meets a
-    name in both rows is left out (its dotted line and the hovers still mark the step). None past
-    MAX_STEP_MARKS steps."""
+    """(time in ms, label, row) where each step of the table begins on its earliest rank, counted from 1:
+    'step 3', or 'step 3: no_sync' for a training step that all-reduced nothing. A name goes in the first
+    row where it ends before the next begins on the narrowest chart (row 1 over row 0). When some would
+    meet in both rows, the steps after the first are named by their number alone ('step 1', '2', '3', as
+    the measured DataParallel timeline names its batches); one that still meets is left out (its dotted
+    line and the hovers still mark it). None past MAX_STEP_MARKS steps."""
     steps = table[table["phase"] != "broadcast"].groupby("batch")["start_ms"].min()
     if len(steps) > MAX_STEP_MARKS:
         return []
@@ -155,17 +170,13 @@ def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str, int]
     trained = set(table.loc[table["phase"] == "backward", "batch"])
     words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") if b in trained and b not in reduced else ""
     px_per_ms, size = _mark_px_per_ms(table)
-    ends = [-float("inf")] * MARK_ROWS  # where each row's last name ends, in pixels
-    marks = []
-    for b, t in steps.items():
-        label = f"step {b + 1:,}{words(b)}"
-        at = float(t) * px_per_ms
-        row = next((r for r in range(MARK_ROWS) if at >= ends[r] + MARK_GAP_PX), None)
-        if row is None:
-            continue
-        ends[row] = at + text_px(label, size)
-        marks.append((float(t), label, row))
-    return marks
+    times = [float(t) for t in steps.to_numpy()]
+    labels = [f"step {b + 1:,}{words(b)}" for b in steps.index]
+    rows = _placed(times, labels, px_per_ms, size)
+    if None in rows:
+        labels = [label if i == 0 else f"{b + 1:,}{words(b)}" for i, (b, label) in enumerate(zip(steps.index, labels))]
+        rows = _placed(times, labels, px_per_ms, size)
+    return [(t, label, row) for t, label, row in zip(times, labels, rows) if row is not None]
 
 
 def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int, title: str,
