@@ -32,6 +32,7 @@ MIN_SHARE = 1 / 200
 # deciding which batch labels fit above their band.
 NARROW_PLOT_PX, CHAR_PX = 390, 7.5
 WHEN = "<br>batch %{customdata[6]:,}<br>start %{customdata[3]:.3f} ms, took %{customdata[4]:.3f} ms%{customdata[5]}"
+CUT_APART = 0.05  # of the drawn window: about a // mark's width on the narrowest chart, two marks never touch
 WHISKER_OFFSET = 0.42  # lanes: just under a lane's thick bars
 SHORTENED = f"<br>drawn shorter: a cut ({CUT_MARK}) crosses it"
 
@@ -175,7 +176,12 @@ def _mark_cuts(fig: go.Figure, scale: TimeScale, axes: tuple[str, str], lanes: i
     if not scale.cuts:
         return
     middles = [(float(scale(cut.start)) + float(scale(cut.end))) / 2 for cut in scale.cuts]
-    for middle in middles:
+    apart = CUT_APART * float(scale.drawn[-1] - scale.drawn[0])
+    marked = -float("inf")
+    for middle in middles:  # cuts closer than a mark's width share one mark; each keeps its hover
+        if middle - marked < apart:
+            continue
+        marked = middle
         fig.add_annotation(text=CUT_MARK, x=middle, xref=x, y=0, yref=f"{y} domain", yanchor="middle",
                            showarrow=False, font=dict(size=15), name="cut")
     lengths = np.array([[c.start, c.end - c.start, c.drawn] for c in scale.cuts])
