@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import torch
 import torch.distributed as dist
 
 from ddp_traces import ddp_trace, record_config

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception, open_page, show_tab
+from test_browser import ACTIVE_PANEL, IDLE, assert_no_exception, open_page, show_tab
 
 pytestmark = pytest.mark.browser
 
