@@ -198,7 +198,11 @@ def test_a_failing_rank_prints_the_log_to_its_error_and_exits_1(tmp_path, capsys
     assert "Expected to have finished reduction in the prior iteration" in err and len(err) < 400
     lines = out.splitlines()
     assert lines[-len(trace.failure.message.splitlines()):][0] == f"RuntimeError: {trace.failure.message.splitlines()[0]}"
-    assert "Traceback (most recent call last):" in lines and not any(line.startswith("Step 1") for line in lines)
+    assert "Traceback (most recent call last):" in lines
+    # The failed step opens with its line, which claims no all-reduce; the traceback follows it.
+    failed = next(i for i, line in enumerate(lines) if line.startswith("Step 2 of 4"))
+    assert lines[failed].endswith("and it failed:") and "all-reduce" not in lines[failed]
+    assert lines.index("Traceback (most recent call last):") > failed
 
 
 def test_every_ddp_option_the_page_has_is_a_flag_too(tmp_path, capsys):
@@ -242,7 +246,7 @@ def test_ddp_in_a_real_process_has_no_traceback_and_leaves_no_process():
     assert result.stderr.startswith("dpviz: 4 steps on 2 ranks (processes on the CPU, gloo) in ")
     assert len(result.stderr.splitlines()) == 1
     lines = result.stdout.splitlines()
-    assert len(lines) == 1 + 4 * 3 and lines[-1].startswith("Step 3: 10 rows on 2 ranks")
+    assert len(lines) == 1 + 4 * 3 and lines[-3].startswith("Step 4 of 4: 10 rows on 2 ranks")
     # The ranks and the forkserver they came from end with the command (the forkserver on seeing its
     # parent gone, so give it a moment).
     deadline = time.monotonic() + 10

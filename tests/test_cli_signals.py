@@ -59,7 +59,7 @@ def reach(moment: str, process: subprocess.Popen, seen: set) -> None:
                            deadline, seen=seen, root=root)
     else:  # the log is printed whole just before the files are written: its last step's line is the cue
         reach("stepping", process, seen)  # the ranks, seen while they run
-        last = f"Step {STEPS - 1}:"
+        last = f"Step {STEPS} of {STEPS}:"
         reached = any(line.startswith(last) for line in process.stdout)  # stops reading at that line
     assert reached, f"the run did not reach {moment!r} in time"
 

@@ -154,7 +154,7 @@ def test_ddp_explanation_names_the_rows_loaded_twice():
     trace = ddp_trace("four_train")
     twice = sorted(r for r, n in Counter(i for b in trace.batches for i in b.sample_ids).items() if n > 1)
     t = ddp_text("four_train")
-    assert f"dataset rows {twice[0]}, {twice[1]} were loaded a second time, in step 2 by ranks 2, 3" in t
+    assert f"dataset rows {twice[0]}, {twice[1]} were loaded a second time, in step 3 by ranks 2, 3" in t  # counted from 1
     assert "**Rows loaded twice.**" not in ddp_text("two_accumulate")  # 100 rows divide by 2
 
 
@@ -166,11 +166,11 @@ def test_ddp_explanation_tells_the_buckets_their_rebuild_and_the_overlap():
     trace = ddp_trace("four_train")
     first, later = bucket_layouts(trace)[:2]
     t = ddp_text("four_train")
-    assert f"In step 0 DDP had put all {len(first['buckets'][0]['params'])} parameter tensors" in t
-    assert f"from step {later['step']} on, {len(later['buckets'])} buckets: bucket 0 " + code_span(later["buckets"][0]["params"][0]) in t
+    assert f"In step 1 DDP had put all {len(first['buckets'][0]['params'])} parameter tensors" in t
+    assert f"from step {later['step'] + 1} on, {len(later['buckets'])} buckets: bucket 0 " + code_span(later["buckets"][0]["params"][0]) in t
     assert "bucket_cap_mb=0.0002 caps a bucket at 209 bytes" in t
     assert "**All-reduce beside backward, and a mean.**" in t and "divides its gradients by 4" in t
-    assert "In step 0, with one bucket, nothing overlapped." in t
+    assert "In step 1, with one bucket, nothing overlapped." in t
     assert "**One broadcast at construction.**" in t
     forward = ddp_text("four_forward")
     assert "**All-reduce" not in forward and "**Gradient buckets" not in forward and "optimizer" not in forward
@@ -179,7 +179,7 @@ def test_ddp_explanation_tells_the_buckets_their_rebuild_and_the_overlap():
 
 def test_ddp_explanation_lists_the_no_sync_steps():
     t = ddp_text("two_accumulate")
-    assert "**no_sync: 2 steps without all-reduce.** With accumulate 2, steps 0, 2 ran forward and backward" in t
+    assert "**no_sync: 2 steps without all-reduce.** With accumulate 2, steps 1, 3 ran forward and backward" in t
     assert "no_sync" not in ddp_text("two_train")
 
 

@@ -137,8 +137,8 @@ def test_timeline_draws_allreduces_on_a_thin_row_under_the_rank_overlapping_its_
 def test_timeline_of_accumulation_names_the_no_sync_steps_and_draws_no_allreduce_in_them():
     trace = ddp_trace("two_accumulate")
     fig = timeline_figure(trace)
-    names = [a.text for a in fig.layout.annotations]
-    assert names == ["step 0: no_sync", "step 1", "step 2: no_sync", "step 3"]
+    names = [a.text for a in fig.layout.annotations if a.name == "step mark"]
+    assert names == ["step 1: no_sync", "step 2", "step 3: no_sync", "step 4"]  # counted from 1
     table = prepare_timeline_ddp(trace, 0, 3)
     assert sorted(set(table.loc[table["phase"] == "allreduce", "batch"])) == [1, 3]
     assert set(table.loc[table["phase"] == WAIT, "batch"]) <= {1, 3}
@@ -230,7 +230,8 @@ def test_a_files_parameter_names_and_errors_reach_the_figures_as_text():
     assert "&lt;b&gt;x&lt;/b&gt;&lt;a href='http://e.example'&gt;y&lt;/a&gt;" in hovers and evil not in hovers
     for fig in (timeline, split):
         subtitle = unwrap(fig.layout.title.subtitle.text)
-        assert "step 2 failed: RuntimeError: &lt;b&gt;x&lt;/b&gt;" in subtitle and "<a href" not in subtitle
+        assert "failed: RuntimeError: &lt;b&gt;x&lt;/b&gt;" in subtitle and "<a href" not in subtitle
+    assert "step 3 failed: RuntimeError" in unwrap(timeline.layout.title.subtitle.text)  # step index 2, from 1
 
 
 def test_the_split_says_where_a_rank_gets_its_rows():
@@ -240,3 +241,123 @@ def test_the_split_says_where_a_rank_gets_its_rows():
                                                    uneven=True, join=True)))
     text = unwrap(by_hand.layout.title.subtitle.text)
     assert "split by hand (no DistributedSampler)" in text and "DistributedSampler shard" not in text
+
+
+def _drawn(fig, name: str) -> list[tuple[int, int, float, float]]:
+    """(rank, step, start, end) in ms of each bar of the trace `name`: where it is drawn, as long as measured."""
+    bars = []
+    for t in fig.data:
+        if t.name == name and t.type == "bar" and t.x[0] is not None:
+            bars += [(round(y), int(d[1]), float(base), float(base) + float(d[3]))
+                     for y, base, d in zip(t.y, t.base, t.customdata)]
+    return bars
+
+
+@pytest.mark.parametrize("name", ["four_train", "default"])
+def test_the_all_reduce_share_the_timeline_states_is_the_overlap_of_its_drawn_bars(name):
+    from dpviz.analysis.summary import key_figures
+    from dpviz.analysis.tables_ddp import computing_overlap
+    from dpviz.figures.timeline_ddp import WAIT_LABEL
+
+    trace = ddp_trace(name) if name != "default" else record_config(RunConfig(engine="ddp", gpus=4, train=True))
+    fig = timeline_figure(trace)
+    label = trace.vocabulary.phase
+    waits = {(rank, step): start for rank, step, start, _ in _drawn(fig, WAIT_LABEL)}
+    # The bar's solid part: from its start to where the pale wait begins (its end when there is none).
+    computing = {(rank, step): (start, waits.get((rank, step), end))
+                 for rank, step, start, end in _drawn(fig, label("backward").label)}
+    reduces = _drawn(fig, label("allreduce").label)
+    overlap = sum(max(0.0, min(end, computing[(r, s)][1]) - max(start, computing[(r, s)][0]))
+                  for r, s, start, end in reduces)
+    total = sum(end - start for _, _, start, end in reduces)
+    assert (overlap / 1e3, total / 1e3) == pytest.approx(computing_overlap(trace), abs=1e-9)
+    note = unwrap(fig.layout.title.subtitle.text)
+    assert f"all-reduce during backward's compute: {overlap:,.2f} of {total:,.2f} ms ({overlap / total:.0%})" in note
+    assert key_figures(trace)["all-reduce during backward's compute"] == f"{overlap / total:.0%}"
+    if name == "four_train":  # several buckets from step 2 on: some all-reduce ran while backward computed
+        assert overlap > 0
+    else:  # one bucket: it launches once backward has made every gradient; the bar under it is its wait
+        assert overlap == 0 and len(waits) == 4 * len(trace.batches)
+
+
+@pytest.mark.parametrize("name", ["four_train", "two_accumulate", "default"])
+def test_step_names_never_meet_on_the_narrowest_chart_in_either_look(name):
+    from dpviz.figures.style import MARGIN, NARROWEST_PX, presentation, text_px
+
+    trace = ddp_trace(name) if name != "default" else record_config(RunConfig(engine="ddp", gpus=4, train=True))
+    for fig, scale in ((timeline_figure(trace), 1.0), (presentation(timeline_figure(trace)), 1.35)):
+        marks = [a for a in fig.layout.annotations if a.name == "step mark"]
+        spans = [(start, end) for t in fig.data if t.type == "bar" and t.x[0] is not None
+                 for start, end in zip(t.base, [b + x for b, x in zip(t.base, t.x)])]
+        px_per_ms = (NARROWEST_PX - (MARGIN["l"] + MARGIN["r"]) * scale) / (max(e for _, e in spans) - min(s for s, _ in spans))
+        rows: dict[int, list] = {}
+        for a in marks:
+            rows.setdefault(a.yshift or 0, []).append(a)
+        for row in rows.values():
+            row.sort(key=lambda a: a.x)
+            for left, right in zip(row, row[1:]):
+                assert (right.x - left.x) * px_per_ms >= text_px(left.text, left.font.size), (left.text, right.text)
+        assert len(fig.layout.shapes) >= len(trace.batches)  # every step keeps its dotted line
+    if name == "default":  # a 1-row last step, close to the one before: every step still named, from 1
+        assert marks[0].text == "step 1" and [int(a.text.split()[-1]) for a in marks] == [1, 2, 3, 4]
+
+
+def _node_boxes(fig) -> list[tuple[float, float, float]]:
+    """(x, top, bottom) of each Sankey node in pixels from the plot's top, as plotly places a fixed node: its
+    centre at y × the plot's height, its height its value × d3-sankey's scale (the scale that fits the
+    fullest column, with the node pad between its nodes)."""
+    (sankey,) = fig.data
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    inflow, outflow = Counter(), Counter()
+    for s, t, v in zip(sankey.link.source, sankey.link.target, sankey.link.value):
+        outflow[s] += v
+        inflow[t] += v
+    values = [max(inflow[i], outflow[i]) for i in range(len(sankey.node.x))]
+    columns: dict[float, list[int]] = {}
+    for i, x in enumerate(sankey.node.x):
+        columns.setdefault(x, []).append(i)
+    pad = min(sankey.node.pad, plot_px / max(1, max(len(c) for c in columns.values()) - 1))
+    scale = min((plot_px - (len(c) - 1) * pad) / sum(values[i] for i in c) for c in columns.values())
+    return [(x, y * plot_px - values[i] * scale / 2, y * plot_px + values[i] * scale / 2)
+            for i, (x, y) in enumerate(zip(sankey.node.x, sankey.node.y))]
+
+
+FLOWS = {"four_train": 0, "two_train": 2, "four_forward": 1, "default": 0, "default_last": 3}
+
+
+@pytest.mark.parametrize("name", list(FLOWS))
+def test_ddp_flow_names_its_columns_over_every_node_in_either_look(name):
+    from dpviz.figures.flow_ddp import flow_ddp_figure
+    from dpviz.figures.style import presentation
+
+    trace = record_config(RunConfig(engine="ddp", gpus=4, train=True)) if name.startswith("default") else ddp_trace(name)
+    for fig in (flow_ddp_figure(trace, FLOWS[name]), presentation(flow_ddp_figure(trace, FLOWS[name]))):
+        boxes = _node_boxes(fig)
+        # Every node inside the plot (to within a pixel): none reaches up into the columns' names.
+        assert all(top >= -1 and bottom <= fig.layout.height - fig.layout.margin.t - fig.layout.margin.b + 1
+                   for _, top, bottom in boxes), boxes
+        names = [a for a in fig.layout.annotations if a.name == "column"]
+        assert len(names) == (5 if trace.config.train else 3)
+        for a in names:  # over the plot's top edge, with a gap, and the room over the plot holds them
+            assert a.y == 1 and a.yanchor == "bottom" and a.yshift > 0
+            lines = a.text.count("<br>") + 1
+            assert fig.layout.margin.t >= a.yshift + lines * a.font.size * 1.2 + 20  # and the title block above
+        assert unwrap(fig.layout.title.text).startswith(f"Step {FLOWS[name] + 1} of {len(trace.batches)}:")
+
+
+@pytest.mark.parametrize("name", ["four_train", "three_ordered"])
+def test_ddp_flow_names_each_rank_on_its_band_in_a_readable_colour(name):
+    from dpviz.figures.colors import contrast_ratio, device_color
+    from dpviz.figures.flow_ddp import THICKNESS_PX, flow_ddp_figure
+
+    trace = ddp_trace(name)
+    fig = flow_ddp_figure(trace, 0)
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    tags = [a for a in fig.layout.annotations if a.name == "rank tag"]
+    boxes = _node_boxes(fig)[1:1 + len(tags)]  # the ranks' own rows, after the dataset
+    assert [a.text.split("<br>")[0] for a in tags] == [f"rank {r}" for r in range(len(trace.lanes))]
+    for rank, (a, (x, top, bottom)) in enumerate(zip(tags, boxes)):
+        assert a.bgcolor == device_color(rank)  # on its band, in a tag of the rank's own colour
+        assert contrast_ratio(a.font.color, a.bgcolor) >= 4.5, (a.text, a.font.color, a.bgcolor)
+        assert top <= (1 - a.y) * plot_px <= bottom and a.x == x and a.xshift >= THICKNESS_PX / 2  # beside its node
+    assert all(not label for label in fig.data[0].node.label)  # plotly's own labels, in the theme's ink, are off

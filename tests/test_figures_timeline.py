@@ -11,6 +11,7 @@ from dpviz.figures.style import NARROWEST_PX, text_px, unwrap
 
 from dpviz import RunConfig
 from dpviz.figures import MAX_MARKS, count_marks, prepare_timeline, timeline_figure, timeline_window
+from dpviz.figures.timeline import timeline_details
 from dpviz.figures.colors import device_color, device_pattern
 from dpviz.figures.timeline_look import LEGEND_TITLE
 from dpviz.figures.timeline_measured import MIN_SHARE, measured_scale
@@ -32,6 +33,10 @@ def _panel(fig, axis, legendgroup):
 
 def _notes(fig):
     return " ".join(unwrap(a.text) for a in fig.layout.annotations if a.name == "notes").replace("<br>", " ")
+
+
+def _details(fig):
+    return timeline_details(fig) or ""
 
 
 def _forwards(fig, device):
@@ -69,7 +74,7 @@ def test_one_lane_per_device_in_each_panel(gpus, train):
             if t.xaxis == axis and t.type == "bar":
                 lanes |= set(np.asarray(t.y).tolist())
         assert lanes == set(range(gpus))
-    assert fig.layout.xaxis2.title.text.startswith("ms since the run began")
+    assert fig.layout.xaxis2.title.text.startswith("time since the run began (ms")  # as DDP's timeline says it
     assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]  # steps above, measured below
 
 
@@ -79,7 +84,7 @@ def test_show_draws_one_panel_or_both():
     assert {t.xaxis for t in steps.data if t.showlegend is False} == {"x"}
     assert {t.xaxis for t in measured.data if t.showlegend is False} == {"x"}
     assert [a.name for a in steps.layout.annotations if a.name and a.name.endswith("panel")] == ["steps panel"]
-    assert measured.layout.xaxis.title.text.startswith("ms since the run began")
+    assert measured.layout.xaxis.title.text.startswith("time since the run began (ms")
     with pytest.raises(ValueError, match="show must be one of both, steps, measured"):
         timeline_figure(trace, show="gantt")
 
@@ -131,7 +136,7 @@ def test_step_panel_shows_a_few_batches_and_the_short_last_one():
     fig = timeline_figure(long)
     assert "The 147 batches not drawn there repeat the same steps" in _notes(fig)
     labels = [a.text for a in fig.layout.annotations if a.yref == "y domain" and a.text.startswith("batch")]
-    assert labels == ["batch 0", "batch 1", "batch 2"]
+    assert labels == ["batch 1", "batch 2", "batch 3"]  # counted from 1
 
 
 # The measured panel: real times, batch bands, cuts.
@@ -192,16 +197,23 @@ def test_an_outlier_is_cut_marked_and_hovers_its_measured_time():
     assert np.isclose(float(data[i, 4]), 10.0)  # the hover: measured
     assert bar.x[i] < 1.0 and "a cut (//) crosses it" in data[i, 5]  # drawn short, and says why
     assert sum("crosses it" in str(note) for note in data[:, 5]) == 1  # the other forwards: as measured
-    cuts = [s for s in fig.layout.shapes if s.name == "cut"]
-    assert len(cuts) == 2 * len(scale.cuts)  # a dashed line on either side of each cut's strip
-    middles = [(a.x0 + b.x0) / 2 for a, b in zip(cuts[::2], cuts[1::2])]
-    assert any(bar.base[i] <= m <= bar.base[i] + bar.x[i] for m in middles)  # the mark on the bar
-    assert sum(a.text == "//" for a in fig.layout.annotations) == len(scale.cuts)
-    assert "so one slow moment does not set the scale" in _notes(fig)
-    assert "cut stretch //" in [t.name for t in fig.data if t.showlegend]
+    # Each cut marked once, on the time axis: a // and a hover there, nothing drawn across the lanes.
+    marks = [a for a in fig.layout.annotations if a.name == "cut"]
+    assert 1 <= len(marks) <= len(scale.cuts) and {a.text for a in marks} == {"//"}
+    assert all(a.yref == "y2 domain" and a.y == 0 for a in marks)
+    window = scale.drawn[-1] - scale.drawn[0]
+    assert (np.diff(sorted(a.x for a in marks)) >= 0.05 * window - 1e-9).all()  # never two marks in one place
+    assert not [s for s in fig.layout.shapes if s.name == "cut"]
+    (hover,) = [t for t in fig.data if t.name == "cut"]
+    assert list(hover.y) == [3.5] * len(scale.cuts) and hover.cliponaxis is False  # the lanes' bottom edge: the axis
+    assert any(bar.base[i] <= m <= bar.base[i] + bar.x[i] for m in hover.x)  # the mark under the bar it shortens
+    assert np.allclose(sorted(np.asarray(hover.customdata)[:, 1]), sorted(c.end - c.start for c in scale.cuts))
+    assert "a quiet moment, drawn shorter than it lasted" in _notes(fig)
+    assert "so one slow moment does not set the scale" in _details(fig)
+    assert "//: a quiet moment cut short" in fig.layout.xaxis2.title.text
     # Without the outliers nothing is cut: the drawn axis is measured time.
     plain_fig = timeline_figure(plain)
-    assert not [s for s in plain_fig.layout.shapes if s.name == "cut"] and "does not set the scale" not in _notes(plain_fig)
+    assert not [a for a in plain_fig.layout.annotations if a.name == "cut"] and "quiet moment" not in _notes(plain_fig)
     base, _, start, _, _ = _forwards(plain_fig, 1)
     assert np.allclose(base, start)
 
@@ -237,8 +249,8 @@ def test_short_spans_are_drawn_wide_enough_to_see(gpus, train):
         assert "took %{customdata[4]:.3f} ms" in bar.hovertemplate
         if bar.legendgroup != "idle":
             widened += int((scale(start + took) - scale(start) < shortest).sum())
-    said = f"Bars shorter than {shortest:.3g} ms are drawn that long" in _notes(fig)
-    assert said == (widened > 0)
+    said = f"Bars shorter than {shortest:.3g} ms are drawn that long" in timeline_details(fig)
+    assert said == (widened > 0) == ("drawn a little wider so they show" in _notes(fig))
 
 
 # Many batches: one typical batch.
@@ -313,18 +325,36 @@ def test_gpus_8_to_15_are_hatched_in_both_panels():
 
 def test_times_note_says_what_simulated_and_real_times_mean():
     simulated = _notes(timeline_figure(recorded(gpus=3, train=True)))
-    assert "threads taking turns on one CPU" in simulated and "the forwards overlap" in simulated
-    assert "one after another on the CPU autograd thread" in simulated
-    assert "autograd thread" not in _notes(timeline_figure(recorded(gpus=3)))
+    assert "the threads take turns" in simulated and "On real GPUs they overlap" in simulated
+    assert "backwards take turns here too" in simulated
+    assert "backwards" not in _notes(timeline_figure(recorded(gpus=3)))
+    # The why, for whoever asks: behind the page's expander, not in the chart's first lines.
+    details = _details(timeline_figure(recorded(gpus=3, train=True)))
+    assert "interpreter lock" in details and "one after another on the CPU autograd thread" in details
     # Threads reused from call to call (the trace says so): the cost of starting them is named as left out.
     assert recorded(gpus=3).facts["threads"] == "reused"
-    assert "starts and joins a new thread per replica on every call" in simulated
+    assert "starts and joins a new thread per replica on every call" in details
     unsaid = dataclasses.replace(recorded(gpus=3, train=True), facts={})
-    assert "starts and joins" not in _notes(timeline_figure(unsaid))
-    real = _notes(timeline_figure(as_cuda(recorded(gpus=3, train=True))))
-    assert "torch.cuda.synchronize" in real and "taking turns" not in real and "autograd" not in real
+    assert "starts and joins" not in _details(timeline_figure(unsaid))
+    real = timeline_figure(as_cuda(recorded(gpus=3, train=True)))
+    assert "torch.cuda.synchronize" in _details(real) and "taking turns" not in _notes(real) + _details(real)
+    assert "autograd" not in _notes(real) + _details(real)
     alone = _notes(timeline_figure(recorded(gpus=1, train=True)))
     assert "no replicate, no gather" in alone and "staircase" not in alone
+
+
+@pytest.mark.parametrize("gpus,train", [(8, True), (16, True), (2, False)])
+def test_the_measured_note_is_a_few_lines_in_a_students_words(gpus, train):
+    fig = timeline_figure(_with_outlier(recorded(gpus=gpus, train=train), "forward", 1, 1, 10.0))
+    (notes,) = [a for a in fig.layout.annotations if a.name == "notes"]
+    lines = re.split(r"<br\s*/?>", notes.text)
+    first = " ".join(lines[:6])
+    for jargon in ("interpreter lock", "75th percentile", "span lengths", "percentile", "GIL"):
+        assert jargon not in first and jargon not in unwrap(notes.text), jargon
+    assert len(lines) <= 12  # at the narrowest chart, where the lines are shortest
+    assert "75th percentile of span lengths" in _details(fig)  # the rule, with its numbers, for whoever asks
+    assert timeline_details(timeline_figure(recorded(gpus=2))) and timeline_details(timeline_figure(
+        __import__("ddp_traces").ddp_trace("two_train"))) is None  # DDP's timeline says all in its notes
 
 
 def test_notes_and_legend_sit_outside_the_title_and_the_panels():
@@ -359,10 +389,10 @@ def test_largest_run_shows_a_window_under_the_bound():
     fig = timeline_figure(trace)
     assert count_marks(fig) <= MAX_MARKS
     assert len(fig.to_json()) < MAX_JSON_BYTES
-    assert fig.layout.title.text == f"Timeline of batches 0-{size - 1:,} of 10,000"
+    assert fig.layout.title.text == f"Timeline of batches 1-{size:,} of 10,000"  # counted from 1
     assert "first_batch" in fig.layout.title.subtitle.text
     later = timeline_figure(trace, first_batch=9_990)
-    assert "batches 9,990-9,999 of 10,000" in later.layout.title.text
+    assert "batches 9,991-10,000 of 10,000" in later.layout.title.text
     typical = np.asarray(_panel(later, MEASURED, "forward").customdata)
     assert typical[:, 0].astype(int).tolist() == [10] * 15  # each lane's typical forward: of the window's 10 batches
 
@@ -455,21 +485,20 @@ def test_idle_band_covers_the_way_back():
     assert idle["device"].tolist() == [5, 6, 7] and np.allclose(idle["end_ms"], step.end * 1e3)
 
 
-def test_idle_is_the_split_s_grey_and_a_cut_looks_nothing_like_it():
+def test_idle_is_the_split_s_grey_and_a_cut_is_no_state_of_a_lane():
     from dpviz.figures.colors import IDLE_GREY
-    from dpviz.figures.timeline_look import CUT_LABEL, IDLE_LABEL
+    from dpviz.figures.timeline_look import IDLE_LABEL
 
     plain = synthetic(RunConfig(data_size=100, gpus=8))  # the last batch of 10 rows leaves GPUs 5-7 idle
     fig = timeline_figure(_with_outlier(plain, "forward", 1, 2, 10.0))
     idle = [t for t in fig.data if t.type == "bar" and t.legendgroup == "idle"]
     assert idle and all(t.marker.color == IDLE_GREY for t in idle)  # solid, as in Split and Flow
-    (cut_entry,) = [t for t in fig.data if t.showlegend and t.name == CUT_LABEL]
     (idle_entry,) = [t for t in fig.data if t.showlegend and t.name == IDLE_LABEL]
     assert idle_entry.marker.color == IDLE_GREY
-    # The cut: dashed lines with no fill, where idle is a filled grey bar.
-    assert cut_entry.type == "scatter" and cut_entry.mode == "lines" and cut_entry.line.dash == "dash"
-    cuts = [s for s in fig.layout.shapes if s.name == "cut"]
-    assert cuts and all(s.type == "line" and s.line.dash == "dash" and s.fillcolor is None for s in cuts)
+    # The cut is a mark on the time axis, named in its title: no legend entry, no line or band across the lanes.
+    assert [a.text for a in fig.layout.annotations if a.name == "cut"]
+    assert not [t for t in fig.data if t.showlegend and t.legendgroup == "cut"]
+    assert not [s for s in fig.layout.shapes if s.name == "cut"]
 
 
 def test_open_swatches_show_on_both_pages():
@@ -506,7 +535,17 @@ def test_batch_labels_take_one_form():
     from dpviz.figures.timeline_measured import batch_labels
 
     wide = batch_labels([(0, 0, 25), (1, 25, 50), (2, 50, 75), (3, 75, 100)], 100)
-    assert list(wide.values()) == ["batch 0", "batch 1", "batch 2", "batch 3"]
-    narrow = batch_labels([(0, 0, 40), (1, 40, 80), (2, 80, 92), (3, 92, 100)], 100)  # batch 3's band: 8 %
-    assert list(narrow.values()) == ["0", "1", "2", "3"]  # never "batch 0" beside a bare "3"
+    assert list(wide.values()) == ["batch 1", "batch 2", "batch 3", "batch 4"]  # counted from 1
+    narrow = batch_labels([(0, 0, 40), (1, 40, 80), (2, 80, 92), (3, 92, 100)], 100)  # the last band: 8 %
+    assert list(narrow.values()) == ["1", "2", "3", "4"]  # never "batch 1" beside a bare "4"
     assert batch_labels([(0, 0, 99.5), (1, 99.5, 100)], 100)[1] == ""  # no room at all: the hover names it
+
+
+def test_the_lanes_names_of_both_panels_grow_under_presenting():
+    from dpviz.figures.style import TICK_SIZE, presentation
+
+    fig = timeline_figure(recorded(gpus=8, train=True))
+    shown = presentation(fig)
+    for axis in ("yaxis", "yaxis2", "xaxis", "xaxis2"):  # the measured panel's too, not the theme's small ticks
+        assert fig.layout[axis].tickfont.size == TICK_SIZE
+        assert shown.layout[axis].tickfont.size == round(TICK_SIZE * 1.35, 1)

@@ -146,9 +146,14 @@ def test_ddp_key_figures_are_ranks_rows_per_rank_padding_and_buckets():
     assert figures["ranks (processes)"] == "4" and figures["steps"] == "3"
     assert figures["rows per rank per step"] == "8 (global 32)"
     assert figures["rows loaded again"] == "2 (padding)"
-    assert figures["buckets (step 0, then rebuilt)"] == f"1, then {len(layouts[1]['buckets'])}"
-    reduces = sum(s.phase == "allreduce" for s in trace.spans)
-    assert figures["bucket all-reduces"] == f"{reduces}"
+    assert figures["buckets (step 1, then rebuilt)"] == f"1, then {len(layouts[1]['buckets'])}"
+    # Collectives, one per bucket per step (step 0 had one bucket, the others the rebuilt layout), not × ranks.
+    collectives = sum(len(lay["buckets"]) * len([b for b in trace.batches if b.index >= lay["step"]
+                                                 and (nxt is None or b.index < nxt["step"])])
+                      for lay, nxt in zip(layouts, layouts[1:] + [None]))
+    assert figures["bucket all-reduces"] == f"{collectives}"
+    assert sum(s.phase == "allreduce" for s in trace.spans) == collectives * 4
+    assert figures["all-reduce during backward's compute"].endswith("%")
     assert figures["memory peak, every rank"].endswith("KiB")
     assert all(len(value) <= 14 for value in figures.values()), figures  # a metric cuts longer values
     assert not any("GPU" in k or "GPU" in v or "replica" in k for k, v in figures.items())

@@ -65,15 +65,14 @@ def ddp_runs():
 
 
 def _steps(lines):
-    """The log's lines after its header, cut into steps: (rank lines, closing line)."""
-    steps, current = [], []
+    """The log's lines after its header, cut into steps: (opening "Step N of T" line, rank lines)."""
+    steps = []
     for line in lines:
         if line.startswith("Step "):
-            steps.append((current, line))
-            current = []
+            steps.append((line, []))
         else:
-            current.append(line)
-    assert current == []
+            assert steps, f"{line!r} comes before any step's line"
+            steps[-1][1].append(line)
     return steps
 
 
@@ -90,28 +89,37 @@ def test_ddp_log_has_each_ranks_sizes_in_every_step_as_distributed_sampler_deals
     trace = ddp_runs["four"]
     steps = _steps(tutorial_log(trace).splitlines()[1:])
     # DistributedSampler gives each of 4 ranks ceil(100 / 4) = 25 rows: steps of 8, 8, 8 and 1.
-    assert [Counter(ranks) for ranks, _ in steps] == [Counter(_rank(r, n) for r in range(4)) for n in (8, 8, 8, 1)]
-    for step, (ranks, closing) in enumerate(steps):
+    assert [Counter(ranks) for _, ranks in steps] == [Counter(_rank(r, n) for r in range(4)) for n in (8, 8, 8, 1)]
+    for step, (opening, ranks) in enumerate(steps):
         forwards = sorted(trace.spans_of(step, "forward"), key=lambda s: s.end)
         assert [int(line.split(":")[0].split()[1]) for line in ranks] == [s.lane for s in forwards]  # as they finished
         buckets = {s.bucket for s in trace.spans_of(step, "allreduce")}
-        assert buckets and closing == (f"Step {step}: {4 * (8 if step < 3 else 1)} rows on 4 ranks, each rank keeps its "
+        assert buckets and opening == (f"Step {step + 1} of 4: {4 * (8 if step < 3 else 1)} rows on 4 ranks, each rank keeps its "
                                        f"own output (no gather); gradients averaged over the ranks in "
                                        f"{len(buckets)} bucket{'s' if len(buckets) > 1 else ''} all-reduced")
+
+
+def test_ddp_log_prints_each_step_line_before_that_steps_rank_lines(ddp_runs):
+    lines = tutorial_log(ddp_runs["four"]).splitlines()[1:]
+    opening = [i for i, line in enumerate(lines) if line.startswith("Step ")]
+    # Counted from 1, as every view counts steps; each followed by its 4 ranks' lines, the next step after them.
+    assert [lines[i].split(":")[0] for i in opening] == [f"Step {k} of 4" for k in range(1, 5)]
+    assert opening == [0, 5, 10, 15] and len(lines) == 20
+    assert all(lines[i + 1].startswith("rank ") for i in opening)
 
 
 def test_ddp_log_shows_no_sync_steps_and_the_samplers_padding(ddp_runs):
     from torch.utils.data import DistributedSampler
 
     steps = _steps(tutorial_log(ddp_runs["padded"]).splitlines()[1:])
-    assert len(steps) == 2 and all(Counter(ranks) == Counter(_rank(r, 2) for r in range(3)) for ranks, _ in steps)
-    assert steps[0][1].endswith("; no all-reduce: under no_sync the gradients add up until step 1")
-    assert steps[1][1].endswith("in 1 bucket all-reduced")
+    assert len(steps) == 2 and all(Counter(ranks) == Counter(_rank(r, 2) for r in range(3)) for _, ranks in steps)
+    assert steps[0][0].endswith("; no all-reduce: under no_sync the gradients add up until step 2")
+    assert steps[1][0].endswith("in 1 bucket all-reduced")
     # torch's sampler: 3 ranks x ceil(10 / 3) = 12 rows for 10, the first 2 of its order repeated at the end.
     dealt = [list(DistributedSampler(range(10), num_replicas=3, rank=r, seed=0)) for r in range(3)]
     repeats = sum(len(rows) for rows in dealt) - len({row for rows in dealt for row in rows})
-    assert repeats == 2 and f"({repeats} repeated by the sampler's padding)" in steps[1][1]
-    assert "repeated" not in steps[0][1]
+    assert repeats == 2 and f"({repeats} repeated by the sampler's padding)" in steps[1][0]
+    assert "repeated" not in steps[0][0]
 
 
 def test_a_lane_name_from_a_file_stays_on_one_line_and_short(ddp_runs):

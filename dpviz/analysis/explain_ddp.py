@@ -22,6 +22,11 @@ NAME_LIMIT = 40  # characters of a parameter name from a trace file
 SHOWN = 4  # names or rows listed before "and N more"
 
 
+def _n(step: int) -> str:
+    """A step as a reader counts it: from 1 (traces count from 0)."""
+    return f"{step + 1:,}"
+
+
 def _listed(items: list[str]) -> str:
     more = f" and {len(items) - SHOWN:,} more" if len(items) > SHOWN else ""
     return ", ".join(items[:SHOWN]) + more
@@ -72,7 +77,7 @@ def _batch(trace: Trace) -> str | None:
     last = trace.batches[-1].index
     rows = [rank_rows(trace, last)[r].rows for r in sorted(rank_rows(trace, last))]
     if len(trace.batches) > 1 and rows and max(rows) < s.rank_batch:
-        text += f" The last step, {last:,}, is short: {sizes_text(rows)} rows, what is left of each rank's shard."
+        text += f" The last step, {_n(last)}, is short: {sizes_text(rows)} rows, what is left of each rank's shard."
     return text
 
 
@@ -87,7 +92,7 @@ def _strides(trace: Trace) -> str | None:
     order = (f"shuffled with seed {trace.config.seed}" if trace.config.shuffle else "in dataset order (shuffle=False)")
     more = f"; and so on for {plural(k - 3, 'more rank')}" if k > 3 else ""
     return (f"**Strided shards.** Each rank has its own DistributedSampler. It takes one list of the dataset's rows, "
-            f"{order}, and deals it out in strides: rank r takes places r, r + {k}, r + {2 * k}, … In step 0 "
+            f"{order}, and deals it out in strides: rank r takes places r, r + {k}, r + {2 * k}, … In step 1 "
             f"{'; '.join(parts)}{more}. DataParallel instead cuts every batch into contiguous "
             "chunks, one per GPU. The sample map shows each step in the sampler's order, the ranks' colours taking turns.")
 
@@ -110,7 +115,7 @@ def _padding(trace: Trace) -> str | None:
     text = (f"**Rows loaded twice.** {size:,} rows do not divide evenly among {k} ranks, so DistributedSampler pads its "
             f"list by repeating its first rows until every rank gets as many (drop_last=False): dataset "
             f"{'row' if len(rows) == 1 else 'rows'} {_listed([str(r) for r in rows])} {'was' if len(rows) == 1 else 'were'} "
-            f"loaded a second time, in {'step' if len(steps) == 1 else 'steps'} {_listed([f'{s:,}' for s in steps])} by "
+            f"loaded a second time, in {'step' if len(steps) == 1 else 'steps'} {_listed([_n(s) for s in steps])} by "
             f"{'rank' if len(ranks) == 1 else 'ranks'} {_listed([str(r) for r in ranks])}"
             + (f" (in {plural(len(epochs), 'epoch')})" if len(epochs) > 1 else "") + ". ")
     text += ("The padding keeps every rank at the same number of steps: a rank with a step more would wait in an "
@@ -169,7 +174,7 @@ def _broadcast(trace: Trace) -> str | None:
     took_text = f"{took[0]:,.1f} ms" if len(took) == 1 else f"{took[0]:,.1f} to {took[-1]:,.1f} ms per rank"
     alone = "" if len(trace.lanes) > 1 else ", with no other rank to receive them"
     buffers = [s for s in trace.spans if s.phase == "buffers"]
-    text = (f"**One broadcast at construction.** Before step 0, DDP() checked that every rank has the same parameters "
+    text = (f"**One broadcast at construction.** Before step 1, DDP() checked that every rank has the same parameters "
             f"and broadcast rank 0's parameters{' and buffers' if buffers else ''} to the others ({took_text}{alone}). "
             "From then on each rank owns its copy and parameters never move between the processes"
             + (": every rank steps its own optimizer on the same averaged gradients, so the copies stay equal."
@@ -195,11 +200,11 @@ def _buckets(trace: Trace) -> str | None:
     text = "**Gradient buckets.** "
     if len(buckets) == 1:
         b = buckets[0]
-        text += (f"In step {first['step']:,} DDP had put all {plural(len(b['params']), 'parameter tensor')} "
+        text += (f"In step {_n(first['step'])} DDP had put all {plural(len(b['params']), 'parameter tensor')} "
                  f"({human_bytes(b['bytes'])}) in one bucket, in the order the model registers them, so its all-reduce "
                  "could start only once backward had made every gradient.")
     else:
-        text += f"In step {first['step']:,} the gradients sat in {plural(len(buckets), 'bucket')}."
+        text += f"In step {_n(first['step'])} the gradients sat in {plural(len(buckets), 'bucket')}."
     rebuilds = sorted({s.batch for s in trace.spans if s.phase == "rebuild"})
     if len(layouts) > 1:
         later = layouts[1]
@@ -207,8 +212,8 @@ def _buckets(trace: Trace) -> str | None:
                             for b in (later.get("buckets") or [])[:SHOWN])
         extra = len(later.get("buckets") or []) - SHOWN
         text += (f" During that first backward DDP noted the order in which gradients became ready, and at the start of "
-                 f"step {later['step']:,}'s forward" + (" (the rebuild on the timeline)" if rebuilds else "")
-                 + f" it rebuilt the buckets in that order, once: from step {later['step']:,} on, "
+                 f"step {_n(later['step'])}'s forward" + (" (the rebuild on the timeline)" if rebuilds else "")
+                 + f" it rebuilt the buckets in that order, once: from step {_n(later['step'])} on, "
                  f"{plural(len(later.get('buckets') or []), 'bucket')}: {listing}" + (f" and {extra:,} more" if extra > 0 else "") + ".")
     if cap is not None:
         text += (f" bucket_cap_mb={cap:g} caps a bucket at {int(cap * 2**20):,} bytes; a bucket closes on the tensor "
@@ -235,16 +240,17 @@ def _allreduce(trace: Trace) -> str | None:
         step, rank = several[0]
         part = sorted((r for r in reduces if (r.step, r.rank) == (step, rank)), key=lambda r: r.start)
         began = [(r.start - r.backward_start) * 1e3 for r in part]
-        text += (f" In step {step:,} on rank {rank}, the {len(part)} buckets' all-reduces began "
+        text += (f" In step {_n(step)} on rank {rank}, the {len(part)} buckets' all-reduces began "
                  f"{', '.join(f'{t:,.1f}' for t in began)} ms into a backward of "
                  f"{(part[0].backward_end - part[0].backward_start) * 1e3:,.1f} ms.")
     if s.allreduce_s:
         text += (f" Over the run, {s.overlap_s * 1e3:,.1f} ms of the {s.allreduce_s * 1e3:,.1f} ms of all-reduce "
-                 f"({s.overlap_s / s.allreduce_s:.0%}) ran while backward was still making gradients; the rest the "
-                 "ranks spent waiting for it.")
+                 f"(summed over the ranks; {s.overlap_s / s.allreduce_s:.0%}) ran while backward was still making "
+                 "gradients; for the rest backward had made them all and only waited (the pale end of its bar on the "
+                 "timeline).")
     first = min(r.step for r in reduces)
     if several and max(len(found) for (step, _), found in buckets.items() if step == first) == 1:
-        text += f" In step {first:,}, with one bucket, nothing overlapped."
+        text += f" In step {_n(first)}, with one bucket, nothing overlapped."
     text += (f" Each rank divides its gradients by {k} before the sum, so every rank ends the step with the mean of the "
              f"{plural(k, 'rank')}' gradients: the gradient one process would get for the union of their rows.")
     return text
@@ -254,7 +260,7 @@ def _unreduced(trace: Trace) -> str | None:
     steps = unreduced_steps(trace)
     if not steps:
         return None
-    listed = _listed([f"{b:,}" for b in steps])
+    listed = _listed([_n(b) for b in steps])
     return (f"**Backward without all-reduce.** In step{'s' if len(steps) > 1 else ''} {listed} backward ran but no "
             "bucket was all-reduced: DDP all-reduces a bucket once every one of its parameters has a gradient, and a "
             "parameter forward never used got none, so its bucket never filled. Each rank kept its own gradients, "
@@ -267,7 +273,7 @@ def _no_sync(trace: Trace) -> str | None:
     accumulate = trace.config.accumulate
     if not s.no_sync:
         return None
-    steps = _listed([f"{b:,}" for b in s.no_sync])
+    steps = _listed([_n(b) for b in s.no_sync])
     return (f"**no_sync: {plural(len(s.no_sync), 'step')} without all-reduce.** With accumulate {accumulate}, steps "
             f"{steps} ran forward and backward inside `ddp.no_sync()`: no bucket was all-reduced, and the gradients "
             f"added up on each rank. The next step outside no_sync all-reduced the sum of {accumulate} steps' "
@@ -315,7 +321,7 @@ def _failure(trace: Trace) -> str | None:
     if failure is None:
         return None
     who = f"rank {failure.replica}" if failure.replica is not None else "a rank"
-    text = (f"**Step {failure.batch:,} failed** on {who}: {code_span(failure.headline, MESSAGE_LIMIT)}. Every rank "
+    text = (f"**Step {_n(failure.batch)} failed** on {who}: {code_span(failure.headline, MESSAGE_LIMIT)}. Every rank "
             "stopped with it, and the trace ends there.")
     rows = {s.rows for s in rank_rows(trace, failure.batch).values()}
     if rows == {1} and trace.config.train and trace.config.model == "mlp":
@@ -325,7 +331,7 @@ def _failure(trace: Trace) -> str | None:
 
 
 def _warnings(trace: Trace) -> list[str]:
-    return [f"**A warning** (step {note.batch:,}, {plural(note.count, 'time')}): "
+    return [f"**A warning** (step {_n(note.batch)}, {plural(note.count, 'time')}): "
             f"{code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)}" for note in trace.warnings]
 
 

@@ -12,9 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dpviz.analysis.batch_facts import phase_times
-from dpviz.analysis.tables_ddp import AllReduce, allreduces, bucket_layouts, per_rank_batch, rank_rows, repeats_per_step, synced_steps
+from dpviz.analysis.tables_ddp import (bucket_layouts, collectives, computing_overlap, per_rank_batch, rank_rows,
+                                      repeats_per_step, synced_steps)
 from dpviz.trace import Trace
 from dpviz.analysis.wording import human_bytes, plural
+
+
+# What the share measures, in the metric's own label: the timeline draws the same spans (tables_ddp.computing_overlap).
+OVERLAP_LABEL = "all-reduce during backward's compute"
 
 
 @dataclass(frozen=True)
@@ -28,26 +33,12 @@ class DdpSummary:
     global_batch: int  # the most rows all ranks loaded in one step
     loader_batch: int | None  # each rank's DataLoader batch_size, as the run reported it
     bucket_counts: list[tuple[int, int]]  # (first step, buckets) per recorded layout
-    allreduces: int
-    allreduce_s: float
-    overlap_s: float  # all-reduce time while its rank's backward was still computing gradients
+    allreduces: int  # collectives: one per bucket per step, every rank joining it (not spans × ranks)
+    allreduce_s: float  # the all-reduce spans' time, summed over the ranks
+    overlap_s: float  # of that, the time while its rank's backward was still computing gradients
     synced: list[int]
     no_sync: list[int]
     peak_bytes: tuple[int, int] | None  # the least and the most any rank held at its fullest
-
-
-def _computing_overlap(reduces: list[AllReduce]) -> float:
-    """Seconds of all-reduce while its rank's backward still computed: up to the step's last bucket launch
-    on that rank (a bucket launches once its gradients are ready; after the last one backward only waits)."""
-    last: dict[tuple[int, int], float] = {}
-    for r in reduces:
-        last[(r.step, r.rank)] = max(last.get((r.step, r.rank), r.start), r.start)
-    total = 0.0
-    for r in reduces:
-        # min() with a NaN backward end (no backward span) keeps the last launch, as pandas' clip did
-        computing_end = min(last[(r.step, r.rank)], r.backward_end)
-        total += min(max(computing_end - r.start, 0.0), r.end - r.start)
-    return total
 
 
 def _peaks(trace: Trace) -> tuple[int, int] | None:
@@ -67,7 +58,7 @@ def _peaks(trace: Trace) -> tuple[int, int] | None:
 def summarize_ddp(trace: Trace) -> DdpSummary:
     per_rank = [s.rows for b in trace.batches for s in rank_rows(trace, b.index).values()]
     per_step = [sum(s.rows for s in rank_rows(trace, b.index).values()) for b in trace.batches]
-    reduces = allreduces(trace)
+    overlap_s, allreduce_s = computing_overlap(trace)
     synced, no_sync = synced_steps(trace)
     return DdpSummary(
         ranks=len(trace.lanes),
@@ -79,9 +70,9 @@ def summarize_ddp(trace: Trace) -> DdpSummary:
         global_batch=max(per_step, default=0),
         loader_batch=per_rank_batch(trace),
         bucket_counts=[(lay["step"], len(lay.get("buckets") or [])) for lay in bucket_layouts(trace)],
-        allreduces=len(reduces),
-        allreduce_s=sum(r.end - r.start for r in reduces),
-        overlap_s=_computing_overlap(reduces),
+        allreduces=collectives(trace),
+        allreduce_s=allreduce_s,
+        overlap_s=overlap_s,
         synced=synced,
         no_sync=no_sync,
         peak_bytes=_peaks(trace),
@@ -89,10 +80,10 @@ def summarize_ddp(trace: Trace) -> DdpSummary:
 
 
 def buckets_text(counts: list[tuple[int, int]]) -> str:
-    """'1 in step 0, then 3 from step 1': how many buckets each recorded layout had."""
+    """'1 in step 1, then 3 from step 2': how many buckets each recorded layout had (steps counted from 1)."""
     if not counts:
         return "not recorded"
-    parts = [f"{n:,} from step {step:,}" if k else f"{n:,} in step {step:,}" if len(counts) > 1 else f"{n:,}"
+    parts = [f"{n:,} from step {step + 1:,}" if k else f"{n:,} in step {step + 1:,}" if len(counts) > 1 else f"{n:,}"
              for k, (step, n) in enumerate(counts)]
     return ", then ".join(parts)
 
@@ -121,14 +112,14 @@ def key_figures_ddp(trace: Trace) -> dict[str, str]:
     if trace.config.train:  # values stay short (a metric cuts what does not fit): the words go in the labels
         counts = [n for _, n in s.bucket_counts]
         if len(counts) > 1:
-            figures[f"buckets (step {s.bucket_counts[0][0]:,}, then rebuilt)"] = ", then ".join(f"{n:,}" for n in counts[:2])
+            figures[f"buckets (step {s.bucket_counts[0][0] + 1:,}, then rebuilt)"] = ", then ".join(f"{n:,}" for n in counts[:2])
         elif counts:
             figures["gradient buckets"] = f"{counts[0]:,}"
         figures["bucket all-reduces"] = f"{s.allreduces:,}"
         if s.no_sync:
             figures["steps under no_sync"] = f"{len(s.no_sync):,} of {s.steps:,}"
         if s.allreduce_s:
-            figures["all-reduce time beside backward"] = f"{s.overlap_s / s.allreduce_s:.0%}"
+            figures[OVERLAP_LABEL] = f"{s.overlap_s / s.allreduce_s:.0%}"
     if s.peak_bytes is not None:
         low, high = s.peak_bytes
         if low == high:
@@ -154,10 +145,12 @@ def summary_rows_ddp(trace: Trace) -> list[tuple[str, str]]:
     if trace.config.train:
         rows += [
             ("gradient buckets", buckets_text(s.bucket_counts)),
-            ("bucket all-reduces", f"{s.allreduces:,} in {plural(len(s.synced), 'step')}, {_ms(s.allreduce_s)} in all"
+            ("bucket all-reduces", f"{s.allreduces:,} in {plural(len(s.synced), 'step')} (one per bucket per step, "
+             f"every {noun} joining it), {_ms(s.allreduce_s)} summed over the {noun}s"
              + (f"; {plural(len(s.no_sync), 'step')} under no_sync, without any" if s.no_sync else "")),
             ("all-reduce beside backward", f"{_ms(s.overlap_s)} of the all-reduces' time ran while backward still "
-             "computed gradients" + (" (processes time-sharing the CPU's cores)" if trace.backend == "cpu" else "")),
+             "computed gradients; the rest while backward only waited for them"
+             + (" (processes time-sharing the CPU's cores)" if trace.backend == "cpu" else "")),
         ]
     for phase, time in phase_times(trace).items():
         known = phase in trace.vocabulary.order

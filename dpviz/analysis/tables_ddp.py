@@ -4,6 +4,9 @@
     repeated_rows(trace)           # per step, per rank: which of its rows repeat a row seen earlier that epoch
     bucket_layout(trace, step)     # the buckets in effect in a step: index, parameter names, bytes
     allreduce_table(trace)         # one row per all-reduce: step, rank, bucket, times, its backward's end
+    computing_overlap(trace)       # all-reduce time while backward still computed, as the timeline draws it
+    collectives(trace)             # bucket all-reduces as collectives: one per bucket per step, every rank in it
+    opening_step(trace)            # a typical step to open the views on: every rank with its full batch
 
 Everything comes from the trace: the spans, the steps' rows and facts["ddp"] (what the reducer
 reported). A file's facts may lack what a run records (an older file); readers then get empty
@@ -162,3 +165,80 @@ def unreduced_steps(trace: Trace) -> list[int]:
     with_allreduce = {s.batch for s in trace.spans if s.phase == "allreduce"}
     backward = sorted({s.batch for s in trace.spans if s.phase == "backward"})
     return [b for b in backward if b not in with_allreduce and not under_no_sync(trace, b)]
+
+
+class Backward(NamedTuple):
+    """One rank's backward in one step: when it began, until when it computed gradients, when it returned
+    (seconds). A bucket's all-reduce is launched once its gradients are ready, in index order, so after
+    the step's last launch backward has made every gradient and only waits for the all-reduces to finish
+    (the reducer's finalize_backward); without a launch inside it, it computed to its end."""
+
+    step: int
+    rank: int
+    start: float
+    computed_until: float
+    end: float
+
+
+def backwards(trace: Trace, steps: range | None = None) -> list[Backward]:
+    """Every rank's backward of `steps` (default: the run's), with where its computing ends."""
+    last: dict[tuple[int, int], float] = {}
+    for span in trace.spans:
+        if span.phase == "allreduce" and span.lane is not None:
+            key = (span.batch, span.lane)
+            last[key] = max(last.get(key, span.start), span.start)
+    out = []
+    for span in trace.spans:
+        if span.phase != "backward" or span.lane is None or (steps is not None and span.batch not in steps):
+            continue
+        launched = last.get((span.batch, span.lane))
+        until = launched if launched is not None and span.start <= launched < span.end else span.end
+        out.append(Backward(span.batch, span.lane, span.start, until, span.end))
+    return out
+
+
+def computing_overlap(trace: Trace, steps: range | None = None) -> tuple[float, float]:
+    """(seconds of bucket all-reduce that ran while its rank's backward still computed gradients, seconds of
+    bucket all-reduce in all) over `steps` (default: the run's). Each all-reduce counts the part of it inside
+    [backward start, computed_until] of its rank's backward in its step: the timeline draws the backward's
+    bar over that stretch and its wait after it, and the all-reduces under it, from these same spans."""
+    computing = {(b.step, b.rank): (b.start, b.computed_until) for b in backwards(trace, steps)}
+    overlap = total = 0.0
+    for span in trace.spans:
+        if span.phase != "allreduce" or (steps is not None and span.batch not in steps):
+            continue
+        total += span.end - span.start
+        window = computing.get((span.batch, span.lane))
+        if window is not None:
+            overlap += max(0.0, min(span.end, window[1]) - max(span.start, window[0]))
+    return overlap, total
+
+
+def collectives(trace: Trace) -> int:
+    """Bucket all-reduces counted as collectives: one per bucket per step, which every rank joins (its
+    spans on the ranks are the same collective, seen from each process). Per step, the most all-reduce
+    spans any one rank recorded."""
+    per_rank: dict[tuple[int, int | None], int] = {}
+    for span in trace.spans:
+        if span.phase == "allreduce":
+            per_rank[(span.batch, span.lane)] = per_rank.get((span.batch, span.lane), 0) + 1
+    per_step: dict[int, int] = {}
+    for (step, _), count in per_rank.items():
+        per_step[step] = max(per_step.get(step, 0), count)
+    return sum(per_step.values())
+
+
+def opening_step(trace: Trace) -> int:
+    """The 0-based index of a typical step to open the views on: the first in which every rank loaded its
+    full batch (the DataLoader's batch_size as the run reported it, else the most rows a rank loaded in a
+    step), not a short last step; without one, the first of the steps that loaded the most rows."""
+    if not trace.batches:
+        return 0
+    steps = [rank_rows(trace, b.index) for b in trace.batches]
+    full = per_rank_batch(trace) or max((s.rows for step in steps for s in step.values()), default=0)
+    ranks = {lane.id for lane in trace.lanes}
+    for b, forwards in zip(trace.batches, steps):
+        if full and set(forwards) >= ranks and all(s.rows == full for s in forwards.values()):
+            return b.index
+    most = max(b.rows for b in trace.batches)
+    return next(b.index for b in trace.batches if b.rows == most)

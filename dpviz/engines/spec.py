@@ -39,6 +39,7 @@ PARTS = {
     "timeline_window": "window(trace) -> int: the batches one Timeline shows",
     "timeline_detail": "draw(trace, first) -> Figure: a few batches, each drawn as measured",
     "own_batch": "problem(workload, first_scattered_tensor) -> str | None: why it cannot run a user's batch",
+    "opening_batch": "opening(trace) -> int: the 0-based batch or step the views open on (a typical one)",
 }
 
 

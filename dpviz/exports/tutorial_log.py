@@ -1,15 +1,16 @@
 """The lines the tutorial prints, rebuilt from a trace in the tutorial's exact format.
 
-A DistributedDataParallel trace gets the same log in the tutorial's spirit: each rank prints the sizes
-its forward saw ("rank 2: input size torch.Size([8, 5]) output size torch.Size([8, 2])"), in the order
-the ranks finished, and each step closes with what it held and what crossed between the ranks.
+A DistributedDataParallel trace gets the same log in the tutorial's spirit: each step opens with what it
+held and what crossed between the ranks ("Step 1 of 4: 32 rows on 4 ranks, ..."), then each rank prints
+the sizes its forward saw ("rank 2: input size torch.Size([8, 5]) output size torch.Size([8, 2])"), in
+the order the ranks finished.
 """
 from __future__ import annotations
 
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.echo import cut
 from dpviz.trace import Trace
-from dpviz.analysis.wording import plural
+from dpviz.analysis.wording import numbered, plural
 
 
 def _size(shape: list[int] | None) -> str:
@@ -74,29 +75,31 @@ def ddp_header(trace: Trace) -> str:
 
 
 def step_lines(trace: Trace, step: int, repeated: int | None = None) -> list[str]:
-    """One DDP step: each rank's line in the order the ranks' forwards finished (each rank prints from
-    its own process), its warnings, then what the step held and whether its gradients were all-reduced,
-    or the error that ended the run. `repeated`: the step's rows that repeat earlier ones (the sampler's
-    padding), computed here unless given."""
+    """One DDP step: first what the step held and whether its gradients were all-reduced ("Step 2 of 4:
+    ..."), then each rank's line in the order the ranks' forwards finished (each rank prints from its own
+    process), its warnings, or the error that ended the run. `repeated`: the step's rows that repeat
+    earlier ones (the sampler's padding), computed here unless given."""
     forwards = sorted((s for s in trace.spans_of(step, "forward") if s.lane is not None),
                       key=lambda s: (s.end, s.lane))
-    if trace.failure is not None and trace.failure.batch == step and not MODEL_SPECS[trace.config.model].returns_loss:
+    failed = trace.failure is not None and trace.failure.batch == step
+    if failed and not MODEL_SPECS[trace.config.model].returns_loss:
         forwards = [s for s in forwards if s.output_shape]  # a rank whose forward raised printed nothing
     names = {lane.id: lane.name for lane in trace.lanes}
-    lines = [f"{_rank_name(names.get(s.lane), s.lane)}: input size {_size(s.input_shape)} "
-             f"output size {_size(s.output_shape)}" for s in forwards]
-    lines += _warnings_and_failure(trace, step)
-    if trace.failure is not None and trace.failure.batch == step:
-        return lines
+    ranks_lines = [f"{_rank_name(names.get(s.lane), s.lane)}: input size {_size(s.input_shape)} "
+                   f"output size {_size(s.output_shape)}" for s in forwards]
+    ranks_lines += _warnings_and_failure(trace, step)
     batch = trace.batches[step]
-    ranks = len({s.lane for s in forwards}) or len(trace.lanes)
+    ranks = len({s.lane for s in trace.spans_of(step, "forward") if s.lane is not None}) or len(trace.lanes)
     if repeated is None:
         from dpviz.analysis import tables_ddp
 
         repeats = tables_ddp.repeats_per_step(trace)
         repeated = repeats[step] if step < len(repeats) else 0
-    text = f"Step {step}: {plural(batch.rows, 'row')} on {plural(ranks, 'rank')}"
+    total = max(trace.config.num_batches, len(trace.batches))  # a failed run stops short of its plan
+    text = f"{numbered(step, total, 'Step')}: {plural(batch.rows, 'row')} on {plural(ranks, 'rank')}"
     text += f" ({repeated} repeated by the sampler's padding)" if repeated else ""
+    if failed:
+        return [text + ", and it failed:"] + ranks_lines
     text += ", each rank keeps its own output (no gather)"
     if trace.config.train:
         buckets = {s.bucket for s in trace.spans_of(step, "allreduce")}
@@ -104,10 +107,11 @@ def step_lines(trace: Trace, step: int, repeated: int | None = None) -> list[str
         if buckets:
             text += f"; gradients averaged over the ranks in {plural(len(buckets), 'bucket')} all-reduced"
         elif (step + 1) % accumulate and step != last:
-            text += f"; no all-reduce: under no_sync the gradients add up until step {min(last, step - step % accumulate + accumulate - 1)}"
+            until = min(last, step - step % accumulate + accumulate - 1)
+            text += f"; no all-reduce: under no_sync the gradients add up until step {until + 1:,}"
         else:
             text += "; no all-reduce ran"
-    return lines + [text]
+    return [text] + ranks_lines
 
 
 def _rank_name(name: str | None, lane: int) -> str:

@@ -26,13 +26,15 @@ import plotly.graph_objects as go
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
 from dpviz.figures.bounds import DETAIL_BATCHES, MAX_MARKS
-from dpviz.figures.style import TICK_SIZE, backend_note, check_batch, legend_px, plural, styled, text_px, title_block_px
+from dpviz.figures.style import AXIS_TITLE_SIZE, TICK_SIZE, backend_note, check_batch, legend_px, plural, styled, text_px, title_block_px
 from dpviz.figures.timeline_look import LEGEND_TITLE, lane_label, legend_swatches
 from dpviz.figures.timeline_scale import CUT_MARK
 from dpviz.figures.timeline_measured import MIN_SHARE, add_measured, add_typical, drawn_host, prepare_timeline  # noqa: F401
 from dpviz.figures.timeline_steps import add_steps, prepare_steps, step_batches
 from dpviz.figures.timeline_summary import batch_extents, prepare_typical_batch
-from dpviz.figures.timeline_words import scale_note, steps_note, summary_note, times_note, wrapped
+from dpviz.figures.timeline_words import (scale_detail, scale_note, steps_note, summary_detail, summary_note, times_detail,
+                                          times_note, wrapped)
+from dpviz.analysis.wording import numbered_range
 
 PANELS = ("both", "steps", "measured")
 # Entries of a fixed width, as many to a row as the chart holds: room is kept for the rows they take on
@@ -122,10 +124,14 @@ def _lay_out(fig: go.Figure, panels: list[Panel], vocabulary: Vocabulary, device
         x, y = panel.axes
         domain = [(below - panel.lanes_px) / plot_px, below / plot_px]
         fig.update_layout({
+            # Sizes set on each panel's own axes (styled() sized only the axes there were when it ran), so the
+            # lanes' names grow with the rest under presentation() and never take the theme's smaller ticks.
             f"yaxis{y[1:]}": dict(domain=domain, anchor=x, autorange=False, range=[devices - 0.5, -0.5],
                                   tickmode="array", tickvals=list(range(devices)), showgrid=False, zeroline=False,
-                                  ticktext=[lane_label(vocabulary, d) for d in range(devices)]),
-            f"xaxis{x[1:]}": dict(anchor=y, domain=[0, 1]),
+                                  ticktext=[lane_label(vocabulary, d) for d in range(devices)],
+                                  tickfont=dict(size=TICK_SIZE), title=dict(font=dict(size=AXIS_TITLE_SIZE))),
+            f"xaxis{x[1:]}": dict(anchor=y, domain=[0, 1], tickfont=dict(size=TICK_SIZE),
+                                  title=dict(font=dict(size=AXIS_TITLE_SIZE))),
         })
         fig.add_annotation(text=f"<b>{titles[panel.name]}</b>", xref="paper", x=0, xanchor="left", xshift=-LEFT_PX + 12,
                            yref=f"{y} domain", y=1, yanchor="bottom", yshift=24, showarrow=False, align="left",
@@ -166,7 +172,7 @@ def timeline_dp_figure(trace: Trace, first_batch: int, last_batch: int, *, show:
     panels = _panels(show, devices)
     fig = go.Figure()
     drawn: set[str] = set()
-    titles, notes = {}, []
+    titles, notes, details = {}, [], []
     training = bool(trace.config.train and trace.spans_of(first_batch, "backward"))
     for panel in panels:
         if panel.name == "steps":
@@ -186,26 +192,41 @@ def timeline_dp_figure(trace: Trace, first_batch: int, last_batch: int, *, show:
             cut = bool(measured.scale.cuts)
             titles["measured"] = "Measured: when each step ran"
             notes.append(scale_note(measured))
-            axis = "ms since the run began" + (f" ({CUT_MARK}: quiet stretch cut short)" if cut else "")
+            details.append(scale_detail(measured))
+            # The words and the unit of DDP's timeline, so the two read alike side by side.
+            axis = "time since the run began (ms" + (f"; {CUT_MARK}: a quiet moment cut short)" if cut else ")")
         else:
             extents = batch_extents(table)
             add_typical(fig, prepare_typical_batch(table), extents, vocabulary, panel.axes)
             titles["measured"] = f"Measured: a typical batch of these {shown:,}"
             notes.append(summary_note(shown))
+            details.append(summary_detail(shown))
             axis = f"ms since its batch began (median of {plural(shown, 'batch')})"
         fig.update_layout({f"xaxis{panel.axes[0][1:]}": dict(title=dict(text=axis, standoff=6), showgrid=True)})
     notes.insert(0, times_note(trace, training))
-    cut = any(s.name == "cut" for s in fig.layout.shapes)
-    for entry in legend_swatches(vocabulary, sorted(drawn), cut=cut):
+    details.insert(0, times_detail(trace, training))
+    for entry in legend_swatches(vocabulary, sorted(drawn)):
         fig.add_trace(entry)
     if shown == total:
         title = f"Timeline of all {plural(total, 'batch')}, one lane per {vocabulary.lane_noun}"
         subtitle = backend_note(trace)
     else:
-        title = f"Timeline of batches {first_batch:,}-{last_batch:,} of {total:,}"
+        title = f"Timeline of {numbered_range(first_batch, last_batch, total, 'batches')}"
         subtitle = (f"{backend_note(trace)}<br>a window of {plural(shown, 'batch')} (at most {limit:,}, "
                     f"{MAX_MARKS:,} marks); first_batch moves it")
     styled(fig, title, [subtitle])
     text = "<br>".join(wrapped(n) for n in notes if n)
     _lay_out(fig, panels, vocabulary, devices, titles, text)
+    fig.update_layout(meta={DETAILS: "\n\n".join(d for d in details if d)})
     return fig
+
+
+DETAILS = "details"  # the key in a timeline figure's layout.meta of what its notes leave out
+
+
+def timeline_details(fig: go.Figure) -> str | None:
+    """What a timeline's notes leave out (why the times look so, how the axis was drawn), as markdown for an
+    expander under the chart; None when the figure has none (DDP's timeline says all in its notes)."""
+    meta = fig.layout.meta
+    text = meta.get(DETAILS) if isinstance(meta, dict) else None
+    return text or None

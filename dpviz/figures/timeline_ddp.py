@@ -15,20 +15,26 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dpviz.echo import plotly_text
-from dpviz.analysis.tables_ddp import bucket_layout, epochs_of, under_no_sync
+from dpviz.analysis.summary_ddp import OVERLAP_LABEL
+from dpviz.analysis.tables_ddp import backwards, bucket_layout, computing_overlap, epochs_of, under_no_sync
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
-from dpviz.analysis.wording import human_bytes
+from dpviz.analysis.wording import human_bytes, numbered_range
 from dpviz.figures.bounds import MAX_MARKS
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
-from dpviz.figures.style import GAP_PX, NAME_LIMIT, ddp_note, legend_entries, plural, styled, title_block_px
+from dpviz.figures.style import (GAP_PX, MARGIN, NAME_LIMIT, NARROWEST_PX, ddp_note, legend_entries, plural, styled,
+                                 text_px, title_block_px)
 
 COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "bucket", "detail"]
 BUCKET_ROWS = 4  # sub-rows for the buckets of one step; more buckets share them (bucket k on row k mod 4)
 COMPUTE_Y, COMPUTE_H = -0.12, 0.56  # the rank's own thread: the upper part of its lane
 REDUCE_TOP, REDUCE_H = 0.18, 0.24  # the all-reduce row: the lower part of the lane
 PARAMS_SHOWN = 6  # parameter names a hover lists before "and N more"
-MARKS_PX = 20  # room above the lanes for the steps' names
+MARKS_PX = 20  # room above the lanes for a row of the steps' names
+MARK_SIZE, MARK_ROWS, MARK_GAP_PX = 12, 2, 6  # the steps' names: their size, up to two rows, the room between two
+# The steps' names must not meet on the narrowest chart, in its usual type and on a projector (presentation()'s
+# 1.35 × larger type and margins): the plot's width and the type size of the harder of the two.
+PRESENTING = 1.35
 MAX_STEP_MARKS = 24  # steps named above the lanes; a wider window would crowd them
 MIN_SHARE = 1 / 200  # the shortest drawn span, as a share of the window's time (as the DataParallel timeline)
 LEGEND_ROW_PX, LANE_BASE_PX, LANE_PX, BOTTOM_PX = 28, 100, 64, 70
@@ -90,20 +96,16 @@ def prepare_timeline_ddp(trace: Trace, first_batch: int, last_batch: int) -> pd.
 
 
 def _waits(trace: Trace, step: int) -> list[tuple]:
-    """Per rank, the end of its backward after the last bucket's all-reduce began: autograd has made every
-    gradient by then (a bucket launches once its gradients are ready, in index order), and backward only
-    returns when every all-reduce has finished (the reducer's finalize_backward waits on them)."""
-    backwards = {s.lane: s for s in trace.spans_of(step, "backward")}
-    last: dict[int, float] = {}
-    for span in trace.spans_of(step, "allreduce"):
-        last[span.lane] = max(last.get(span.lane, 0.0), span.start)
+    """Per rank, the end of its backward after its last bucket's all-reduce began (tables_ddp.backwards):
+    autograd has made every gradient by then (a bucket launches once its gradients are ready, in index
+    order), and backward only returns when every all-reduce has finished (the reducer's finalize_backward
+    waits on them). computing_overlap counts the all-reduces against the rest of the bar, the same spans."""
     out = []
-    for lane, launched in last.items():
-        back = backwards.get(lane)
-        if back is not None and back.start <= launched < back.end:
-            detail = (f"{trace.vocabulary.lane_name(lane)}: backward after its last bucket's all-reduce began: "
+    for back in backwards(trace, range(step, step + 1)):
+        if back.computed_until < back.end:
+            detail = (f"{trace.vocabulary.lane_name(back.rank)}: backward after its last bucket's all-reduce began: "
                       "gradients are made, it waits for the all-reduces to finish")
-            out.append((lane, WAIT, step, launched * 1e3, back.end * 1e3, 0, 0, -1, detail))
+            out.append((back.rank, WAIT, step, back.computed_until * 1e3, back.end * 1e3, 0, 0, -1, detail))
     return out
 
 
@@ -120,31 +122,65 @@ def _y(part: pd.DataFrame, bucket_rows: int) -> tuple[np.ndarray, float]:
 def _bar(part: pd.DataFrame, *, name: str, color, pattern, min_ms: float, bucket_rows: int) -> go.Bar:
     duration = (part["end_ms"] - part["start_ms"]).to_numpy()
     y, width = _y(part, bucket_rows)
-    customdata = np.column_stack([part["detail"], part["batch"], part["start_ms"], duration])
+    customdata = np.column_stack([part["detail"], part["batch"], part["start_ms"], duration, part["batch"] + 1])
     return go.Bar(
         orientation="h", y=y, x=np.maximum(duration, min_ms), base=part["start_ms"].to_numpy(), width=width,
         name=name, legendgroup=name,
         marker=dict(color=color, line=dict(color=OUTLINE, width=0.3), pattern=dict(fillmode="overlay", shape=pattern, fgcolor="white")),
         customdata=customdata,
-        hovertemplate="%{customdata[0]}<br>step %{customdata[1]:,}<br>start %{customdata[2]:.3f} ms, "
+        hovertemplate="%{customdata[0]}<br>step %{customdata[4]:,}<br>start %{customdata[2]:.3f} ms, "
                       "took %{customdata[3]:.3f} ms<extra></extra>",
     )
 
 
-def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str]]:
-    """(time in ms, label) where each step of the table begins on its earliest rank: 'step 2', or 'step 2:
-    no_sync' for a training step that all-reduced nothing; none past MAX_STEP_MARKS steps."""
+def _mark_px_per_ms(table: pd.DataFrame) -> tuple[float, float]:
+    """(pixels per ms, type size) of the steps' names on the narrowest chart, in whichever of the usual and
+    the presenting look gives a name the most milliseconds (larger type on a narrower plot)."""
+    span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
+    looks = [(NARROWEST_PX - (MARGIN["l"] + MARGIN["r"]) * scale, MARK_SIZE * scale) for scale in (1.0, PRESENTING)]
+    width, size = min(looks, key=lambda look: look[0] / look[1])
+    return (width / span_ms if span_ms > 0 else float("inf")), size
+
+
+def _placed(times: list[float], labels: list[str], px_per_ms: float, size: float) -> list[int | None]:
+    """The row of each name (0, or 1 over it), the first where it starts after the row's last name ends on
+    the narrowest chart; None where it meets a name in every row."""
+    ends = [-float("inf")] * MARK_ROWS  # where each row's last name ends, in pixels
+    rows: list[int | None] = []
+    for t, label in zip(times, labels):
+        at = t * px_per_ms
+        row = next((r for r in range(MARK_ROWS) if at >= ends[r] + MARK_GAP_PX), None)
+        if row is not None:
+            ends[row] = at + text_px(label, size)
+        rows.append(row)
+    return rows
+
+
+def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str, int]]:
+    """(time in ms, label, row) where each step of the table begins on its earliest rank, counted from 1:
+    'step 3', or 'step 3: no_sync' for a training step that all-reduced nothing. A name goes in the first
+    row where it ends before the next begins on the narrowest chart (row 1 over row 0). When some would
+    meet in both rows, the steps after the first are named by their number alone ('step 1', '2', '3', as
+    the measured DataParallel timeline names its batches); one that still meets is left out (its dotted
+    line and the hovers still mark it). None past MAX_STEP_MARKS steps."""
     steps = table[table["phase"] != "broadcast"].groupby("batch")["start_ms"].min()
     if len(steps) > MAX_STEP_MARKS:
         return []
     reduced = set(table.loc[table["bucket"] >= 0, "batch"])
     trained = set(table.loc[table["phase"] == "backward", "batch"])
     words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") if b in trained and b not in reduced else ""
-    return [(float(t), f"step {b:,}{words(b)}") for b, t in steps.items()]
+    px_per_ms, size = _mark_px_per_ms(table)
+    times = [float(t) for t in steps.to_numpy()]
+    labels = [f"step {b + 1:,}{words(b)}" for b in steps.index]
+    rows = _placed(times, labels, px_per_ms, size)
+    if None in rows:
+        labels = [label if i == 0 else f"{b + 1:,}{words(b)}" for i, (b, label) in enumerate(zip(steps.index, labels))]
+        rows = _placed(times, labels, px_per_ms, size)
+    return [(t, label, row) for t, label, row in zip(times, labels, rows) if row is not None]
 
 
 def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int, title: str,
-                      notes: list[str], marks: list[tuple[float, str]] = ()) -> go.Figure:
+                      notes: list[str], marks: list[tuple[float, str, int]] = ()) -> go.Figure:
     """Per rank a thick row (its own thread's phases, in pipeline order) over a thin all-reduce row."""
     fig = go.Figure()
     span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
@@ -174,16 +210,16 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
     fig.update_yaxes(title_text=vocabulary.lane_noun, autorange=False, range=[ranks - 0.5, -0.5], tickmode="array",
                      tickvals=list(range(ranks)), ticktext=[vocabulary.lane_name(r) for r in range(ranks)],
                      showgrid=False, zeroline=False)
-    for t, label in marks:  # where each step begins, named above the lanes
+    for t, label, row in marks:  # where each step begins, named above the lanes (a second row over the first)
         fig.add_vline(x=t, line=dict(color=GUIDE, width=1, dash="dot"))
         fig.add_annotation(x=t, y=-0.5, yref="y", text=label, showarrow=False, xanchor="left", yanchor="bottom",
-                           font=dict(size=12))  # off the marks: the page theme's ink
+                           yshift=row * MARKS_PX, font=dict(size=MARK_SIZE), name="step mark")  # the theme's ink
     for r in range(1, ranks):  # a rule between lanes: which all-reduce row belongs to which rank
         fig.add_hline(y=r - 0.5, line=dict(color=GUIDE, width=1))
     fig.update_xaxes(title_text="time since the run began (ms; drag to zoom)")
     rows = max(1, -(-len(legend_entries(fig)) // LEGEND_COLUMNS))  # the entries the legend shows, not every trace
     plot_px = LANE_BASE_PX + LANE_PX * ranks
-    marks_px = MARKS_PX if marks else 0
+    marks_px = MARKS_PX * (1 + max((row for _, _, row in marks), default=0)) if marks else 0
     # The legend in columns over the lanes, the steps' names between it and the lanes.
     fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=1 + (6 + marks_px) / plot_px, yanchor="bottom",
                                   entrywidth=1 / LEGEND_COLUMNS, entrywidthmode="fraction", traceorder="normal"))
@@ -191,6 +227,14 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
     top = title_block_px(fig) + GAP_PX + rows * LEGEND_ROW_PX + marks_px  # the title block as styled() wrapped it
     fig.update_layout(height=top + plot_px + BOTTOM_PX, margin=dict(t=top, b=BOTTOM_PX))
     return fig
+
+
+def overlap_words(trace: Trace, first_batch: int, last_batch: int) -> str:
+    """What the all-reduce share measures, over the drawn steps, from the spans the bars are drawn from."""
+    overlap, total = computing_overlap(trace, range(first_batch, last_batch + 1))
+    share = f" ({overlap / total:.0%})" if total else ""
+    return (f"{OVERLAP_LABEL}: {overlap * 1e3:,.2f} of {total * 1e3:,.2f} ms{share}, summed over the {trace.vocabulary.lane_noun}s; "
+            "a backward's pale end: its gradients are made, it waits for the all-reduce")
 
 
 def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show: str = "both",
@@ -203,10 +247,11 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     if shown == total:
         title = f"Timeline of all {plural(total, 'step')}, one lane per {noun} (a process each)"
     else:
-        title = f"Timeline of steps {first_batch:,}-{last_batch:,} of {total:,} (a window of {plural(shown, 'step')})"
+        title = f"Timeline of {numbered_range(first_batch, last_batch, total, 'steps')} (a window of {plural(shown, 'step')})"
     lines = []
     if (table["bucket"] >= 0).any():
         lines.append(f"thin row under each {noun}: each gradient bucket's all-reduce, running beside backward")
+        lines.append(overlap_words(trace, first_batch, last_batch))
     else:
         lines.append("no all-reduce in these steps" + (": forward only" if not trace.config.train else
                                                        ": under no_sync" if trace.config.accumulate > 1 else ""))
@@ -220,7 +265,7 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     if shown < total:
         lines.append(f"at most {window_size(trace):,} steps per window ({MAX_MARKS:,} marks)")
     if trace.failure is not None and first_batch <= trace.failure.batch <= last_batch:
-        lines.append(f"step {trace.failure.batch:,} failed: {plotly_text(trace.failure.headline, 80)}")
+        lines.append(f"step {trace.failure.batch + 1:,} failed: {plotly_text(trace.failure.headline, 80)}")
     if epochs_of(trace) > 1:
         lines.append(f"{plural(epochs_of(trace), 'epoch')}")
     notes = ["<br>".join([ddp_note(trace)] + lines)]  # a line each: a narrow page cuts a long one

@@ -14,17 +14,12 @@ import plotly.graph_objects as go
 
 from dpviz.trace.vocabulary import EVERY_LANE, HOST, ONE_LANE, Vocabulary
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, device_pattern, device_symbol, with_alpha
-from dpviz.figures.timeline_scale import CUT_MARK
 
 IDLE = "idle"
 IDLE_LABEL = "idle (no rows)"
 IDLE_FILL = IDLE_GREY  # solid, the grey idle is in every view
 GUIDE = with_alpha("#808080", 0.55)  # outlines, dividers and whiskers: readable on white and near-black
 BAND = with_alpha("#808080", 0.10)  # a batch's extent behind the lanes
-# A cut is a break in the time axis, not a state of a lane: two dashed lines and no fill, so it never
-# reads as an idle band (solid IDLE_GREY) on either page.
-CUT_LINE = dict(color=with_alpha("#808080", 0.8), width=1.5, dash="dash")
-CUT_LABEL = f"cut stretch {CUT_MARK}"
 # The edge and hatch of an open swatch (no fill of its own): an opaque mid grey, 3.9:1 on white and
 # 4.8:1 on the dark page (WCAG 1.4.11 asks 3:1), where GUIDE's translucent grey all but vanished.
 SWATCH_EDGE = "#808080"
@@ -66,9 +61,10 @@ def legend_label(vocabulary: Vocabulary, phase: str) -> str:
     return IDLE_LABEL if phase == IDLE else vocabulary.phase(phase).label
 
 
-def legend_swatches(vocabulary: Vocabulary, phases: list[str], cut: bool = False) -> list[go.Bar]:
-    """One legend-only entry per phase drawn (and for the cut stretches when there are any), in
-    pipeline order, each in the legend group of the bars it stands for: clicking it hides them all."""
+def legend_swatches(vocabulary: Vocabulary, phases: list[str]) -> list[go.Bar]:
+    """One legend-only entry per phase drawn, in pipeline order, each in the legend group of the bars it
+    stands for: clicking it hides them all. (A cut of the time axis is a mark on the axis, named in its
+    title: not a state of a lane, so not in the legend.)"""
     entries = []
     for phase in ([IDLE] if IDLE in phases else []) + [p for p in drawn_phases(vocabulary) if p in phases]:
         if phase == IDLE or not in_lane_colour(vocabulary, phase):
@@ -79,9 +75,6 @@ def legend_swatches(vocabulary: Vocabulary, phases: list[str], cut: bool = False
                           pattern=dict(shape=hatch, fgcolor=SWATCH_EDGE, solidity=0.35, fillmode="overlay") if hatch else None)
         entries.append(go.Bar(x=[None], y=[None], orientation="h", name=legend_label(vocabulary, phase),
                               legendgroup=phase, showlegend=True, marker=marker, hoverinfo="skip"))
-    if cut:
-        entries.append(go.Scatter(x=[None], y=[None], mode="lines", name=CUT_LABEL, legendgroup="cut", showlegend=True,
-                                  line=CUT_LINE, hoverinfo="skip"))
     return entries
 
 

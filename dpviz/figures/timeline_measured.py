@@ -4,7 +4,8 @@ Detail (at most DETAIL_BATCHES batches): host phases run once per batch on the h
 data to or from every device a replica ran on, so each is drawn (thin) on every such device; forwards
 and backwards are thick in the lane's colour; loss, sum and step medium; a device with no replica in
 a batch shows a grey idle band over that batch. Each batch's extent is a shaded band labelled above
-the lanes. Quiet stretches far longer than a typical span are cut short (timeline_scale), and no bar is
+the lanes. Quiet stretches far longer than a typical span are cut short (timeline_scale), marked once on
+the time axis, and no bar is
 drawn shorter than MIN_SHARE of the drawn window (about 4 px on an 800 px window's chart); hovers keep
 the measured times.
 
@@ -21,7 +22,7 @@ import plotly.graph_objects as go
 from dpviz.analysis.batch_facts import batch_spans
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
-from dpviz.figures.timeline_look import BAND, CUT_LINE, GUIDE, IDLE, draw_order, phase_bars, phase_hover
+from dpviz.figures.timeline_look import BAND, GUIDE, IDLE, draw_order, phase_bars, phase_hover
 from dpviz.figures.timeline_scale import CUT_MARK, TimeScale, robust_cap, time_scale, time_ticks
 from dpviz.figures.timeline_summary import HIGH, LOW, batch_extents
 
@@ -30,8 +31,8 @@ MIN_SHARE = 1 / 200
 # The plot's width on the narrowest chart (an 800 px window less the sidebar and the lane names), for
 # deciding which batch labels fit above their band.
 NARROW_PLOT_PX, CHAR_PX = 390, 7.5
-WHEN = "<br>batch %{customdata[0]:,}<br>start %{customdata[3]:.3f} ms, took %{customdata[4]:.3f} ms%{customdata[5]}"
-CUT_STRIP = 0.3  # the share of a cut stretch its marking strip covers
+WHEN = "<br>batch %{customdata[6]:,}<br>start %{customdata[3]:.3f} ms, took %{customdata[4]:.3f} ms%{customdata[5]}"
+CUT_APART = 0.05  # of the drawn window: about a // mark's width on the narrowest chart, two marks never touch
 WHISKER_OFFSET = 0.42  # lanes: just under a lane's thick bars
 SHORTENED = f"<br>drawn shorter: a cut ({CUT_MARK}) crosses it"
 
@@ -99,14 +100,14 @@ def _fits(text: str, share: float) -> bool:
 
 
 def batch_labels(extents: list[tuple[int, float, float]], width: float) -> dict[int, str]:
-    """batch -> its band's label, in one form for all: 'batch 3' when every band has room for that,
-    else the bare '3' (the axis of batches is plain from the first band); a band too narrow for its
-    form goes unlabelled (its hover still names it)."""
+    """batch -> its band's label, counted from 1, in one form for all: 'batch 4' (index 3) when every band
+    has room for that, else the bare '4' (the axis of batches is plain from the first band); a band too
+    narrow for its form goes unlabelled (its hover still names it)."""
     shares = {b: (x1 - x0) / width if width > 0 else 1.0 for b, x0, x1 in extents}
-    long = {b: f"batch {b:,}" for b in shares}
+    long = {b: f"batch {b + 1:,}" for b in shares}
     if all(_fits(text, shares[b]) for b, text in long.items()):
         return long
-    return {b: f"{b:,}" if _fits(f"{b:,}", share) else "" for b, share in shares.items()}
+    return {b: f"{b + 1:,}" if _fits(f"{b + 1:,}", share) else "" for b, share in shares.items()}
 
 
 def add_batch_bands(fig: go.Figure, extents: list[tuple[int, float, float]], axes: tuple[str, str], width: float) -> None:
@@ -137,14 +138,14 @@ def add_measured(fig: go.Figure, table: pd.DataFrame, vocabulary: Vocabulary, ax
         part = table[on]
         note = np.where(shortened[on], SHORTENED, "")
         customdata = np.column_stack([part["batch"], part["rows"], part["first_row"], part["start_ms"], took[on]])
-        customdata = np.column_stack([customdata.astype(object), note])
+        customdata = np.column_stack([customdata.astype(object), note, part["batch"] + 1])  # read from 1
         hover = phase_hover(vocabulary, phase, "idle, no rows of this batch")
         fig.add_trace(phase_bars(vocabulary, phase, part["device"].to_numpy(), x0[on],
                                  np.maximum(x1[on] - x0[on], min_ms), customdata=customdata, hover=hover + WHEN, axes=axes))
     extents = batch_extents(table)
     add_batch_bands(fig, [(int(r.batch), float(scale(r.start_ms)), float(scale(r.end_ms))) for r in extents.itertuples()],
                     axes, window)
-    _mark_cuts(fig, scale, axes)
+    _mark_cuts(fig, scale, axes, int(table["device"].max()) + 1 if len(table) else 0)
     values, texts = time_ticks(scale, count=8)
     fig.update_layout({_axis(axes[0]): dict(tickmode="array", tickvals=values, ticktext=texts)})
     spans = (table["phase"] != IDLE).to_numpy()
@@ -168,26 +169,25 @@ def _axis(ref: str) -> str:
     return f"{ref[0]}axis{ref[1:]}"
 
 
-def _mark_cuts(fig: go.Figure, scale: TimeScale, axes: tuple[str, str]) -> None:
-    """Each cut: dashed lines across the lanes on either side of a strip in the stretch's middle, // on the
-    time axis, and a hover that gives its real length."""
+def _mark_cuts(fig: go.Figure, scale: TimeScale, axes: tuple[str, str], lanes: int) -> None:
+    """Each cut, once, on the time axis: a // where its stretch is drawn, over a (clear) point whose hover
+    gives its real length. Nothing across the lanes: a mark on every lane reads as something the GPUs did."""
     x, y = axes
     if not scale.cuts:
         return
-    middles = []
-    for cut in scale.cuts:
-        a, b = float(scale(cut.start)), float(scale(cut.end))
-        half = min(b - a, CUT_STRIP * scale.cap) / 2  # a strip in the middle: the stretch itself stays empty
-        for edge in ((a + b) / 2 - half, (a + b) / 2 + half):
-            fig.add_shape(type="line", xref=x, yref=f"{y} domain", x0=edge, x1=edge, y0=0, y1=1, line=CUT_LINE,
-                          layer="below", name="cut")
-        fig.add_annotation(text=CUT_MARK, x=(a + b) / 2, xref=x, y=0, yref=f"{y} domain", yanchor="middle",
+    middles = [(float(scale(cut.start)) + float(scale(cut.end))) / 2 for cut in scale.cuts]
+    apart = CUT_APART * float(scale.drawn[-1] - scale.drawn[0])
+    marked = -float("inf")
+    for middle in middles:  # cuts closer than a mark's width share one mark; each keeps its hover
+        if middle - marked < apart:
+            continue
+        marked = middle
+        fig.add_annotation(text=CUT_MARK, x=middle, xref=x, y=0, yref=f"{y} domain", yanchor="middle",
                            showarrow=False, font=dict(size=15), name="cut")
-        middles.append((a + b) / 2)
     lengths = np.array([[c.start, c.end - c.start, c.drawn] for c in scale.cuts])
     fig.add_trace(go.Scatter(
-        x=middles, y=[-0.45] * len(middles), mode="markers", marker=dict(size=10, color=CUT_LINE["color"]), xaxis=x, yaxis=y,
-        legendgroup="cut", showlegend=False, name="cut", customdata=lengths,
+        x=middles, y=[lanes - 0.5] * len(middles), mode="markers", marker=dict(size=16, color="rgba(0,0,0,0)"),
+        xaxis=x, yaxis=y, cliponaxis=False, legendgroup="cut", showlegend=False, name="cut", customdata=lengths,
         hovertemplate=(f"{CUT_MARK} cut: from %{{customdata[0]:.3f}} ms, nothing started or ended for "
                        "%{customdata[1]:.3f} ms;<br>drawn %{customdata[2]:.3f} ms long<extra></extra>"),
     ))

@@ -93,15 +93,16 @@ def add_steps(fig: go.Figure, bars: pd.DataFrame, slots: pd.DataFrame, vocabular
     x, y = axes
     for phase in draw_order(vocabulary, set(bars["phase"])):
         part = bars[bars["phase"] == phase]
-        customdata = np.column_stack([part["batch"], part["rows"], part["first_row"], part["slot"] + 1])
-        hover = phase_hover(vocabulary, phase, "idle, no rows of batch %{customdata[0]:,}")
+        # the batch again, counted from 1 as every label reads it (customdata[0] stays the trace's index)
+        customdata = np.column_stack([part["batch"], part["rows"], part["first_row"], part["slot"] + 1, part["batch"] + 1])
+        hover = phase_hover(vocabulary, phase, "idle, no rows of batch %{customdata[4]:,}")
         if phase != IDLE:
-            hover = f"batch %{{customdata[0]:,}}, step %{{customdata[3]}}<br>{hover}"
+            hover = f"batch %{{customdata[4]:,}}, step %{{customdata[3]}}<br>{hover}"
         fig.add_trace(phase_bars(vocabulary, phase, part["device"].to_numpy(), part["x0"].to_numpy(),
                                  (part["x1"] - part["x0"]).to_numpy(), customdata=customdata, hover=hover, axes=(x, y)))
     batches = slots.groupby("batch", sort=False).agg(x0=("x0", "min"), x1=("x1", "max")).reset_index()
     for i, r in enumerate(batches.itertuples()):
-        fig.add_annotation(text=f"batch {r.batch:,}", x=(r.x0 + r.x1) / 2, xref=x, y=1, yref=f"{y} domain",
+        fig.add_annotation(text=f"batch {r.batch + 1:,}", x=(r.x0 + r.x1) / 2, xref=x, y=1, yref=f"{y} domain",
                            yanchor="bottom", yshift=2, showarrow=False, font=dict(size=13), name=f"batch {r.batch}")
         if i:
             before = batches.iloc[i - 1]

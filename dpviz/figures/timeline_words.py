@@ -22,15 +22,29 @@ def wrapped(text: str) -> str:
 
 
 def times_note(trace: Trace, training: bool) -> str:
-    """What a measured time is on this trace's devices, and what real GPUs do differently."""
+    """What a measured time is on this trace's devices, in a few plain sentences (times_detail says why)."""
     if trace.simulated and len(trace.lanes) == 1:
-        return ("Simulated times: one CPU thread stands in for the GPU. With one device DataParallel calls the "
-                "model itself: no replicate, no gather.")
+        return ("Simulated: one CPU thread stands in for the GPU. With one device DataParallel calls the model "
+                "itself: no replicate, no gather.")
     if trace.simulated:
-        text = ("Simulated times: the GPUs are threads taking turns on one CPU (and on Python's interpreter "
-                "lock), so their forwards come out one after another, like a staircase. Real DataParallel's "
-                "threads also take turns, to launch the work, but each GPU then runs its own at the same time: "
-                "the forwards overlap, as the steps panel draws them.")
+        text = ("Simulated: each GPU is a CPU thread, and the threads take turns, so the forwards run one after "
+                "another, like a staircase. On real GPUs they overlap, as the steps panel draws them.")
+        if training and len(trace.lanes) > 1:
+            text += " The backwards take turns here too."
+        return text
+    return ("Real GPUs: each time is read on the host after the GPU finished its work, so it includes launching "
+            "the work and waiting for it; the forwards overlap.")
+
+
+def times_detail(trace: Trace, training: bool) -> str:
+    """Why the measured times look as they do, for the reader who asks (markdown, for the page's expander)."""
+    if trace.simulated and len(trace.lanes) == 1:
+        return ("One CPU thread stands in for the GPU, and DataParallel with a single device calls the module "
+                "directly: there is nothing to scatter, replicate or gather.")
+    if trace.simulated:
+        text = ("The simulated GPUs are threads taking turns on one CPU (and on Python's interpreter lock), so their "
+                "forwards come out one after another. Real DataParallel's threads also take turns, to launch the "
+                "work, but each GPU then runs its own at the same time: the forwards overlap.")
         if training and len(trace.lanes) > 1:
             text += (" The backwards run one after another on the CPU autograd thread; real GPUs run each "
                      "device's backward on that device's own thread.")
@@ -45,29 +59,41 @@ def times_note(trace: Trace, training: bool) -> str:
 
 
 def scale_note(measured: Measured) -> str:
-    """The cuts and the widening the detailed panel made, in words; '' when it made neither."""
+    """The cuts and the widening the detailed panel made, in a sentence each; '' when it made neither."""
     parts = []
-    scale = measured.scale
-    if scale.cuts:
-        parts.append(f"{CUT_MARK} {plural(len(scale.cuts), 'quiet stretch')} (nothing started or ended) longer "
-                     f"than {scale.cap:.3g} ms ({CAP_FACTOR} × the 75th percentile of span lengths) "
-                     f"{'is' if len(scale.cuts) == 1 else 'are'} drawn {scale.cap:.3g} ms long, so one slow "
-                     "moment does not set the scale; bars across a cut are drawn shorter.")
+    if measured.scale.cuts:
+        parts.append(f"{CUT_MARK} on the time axis: a quiet moment, drawn shorter than it lasted.")
     if measured.widened:
-        parts.append(f"Bars shorter than {measured.min_ms:.3g} ms are drawn that long so they show.")
+        parts.append("The shortest bars are drawn a little wider so they show.")
     if parts:
         parts.append("Hovers give the measured times.")
     return " ".join(parts)
 
 
+def scale_detail(measured: Measured) -> str:
+    """The cuts' and the widening's rules, with this panel's numbers (markdown); '' when it made neither."""
+    parts = []
+    scale = measured.scale
+    if scale.cuts:
+        parts.append(f"{CUT_MARK} marks {plural(len(scale.cuts), 'quiet stretch')} (nothing started or ended) longer "
+                     f"than {scale.cap:.3g} ms ({CAP_FACTOR} × the 75th percentile of span lengths): "
+                     f"{'it is' if len(scale.cuts) == 1 else 'they are'} drawn {scale.cap:.3g} ms long, so one slow "
+                     "moment does not set the scale; bars across a cut are drawn shorter.")
+    if measured.widened:
+        parts.append(f"Bars shorter than {measured.min_ms:.3g} ms are drawn that long so they show.")
+    return " ".join(parts)
+
+
 def summary_note(batches: int) -> str:
-    return (f"{batches:,} batches are too many to draw one by one (the panel does up to {DETAIL_BATCHES}), so it "
-            "shows a typical batch: each bar runs from the median start to the median end of that step on "
-            "that GPU, measured from the start of its own batch; the line under a GPU's own step spans the "
-            f"{LOW}th to the {HIGH}th percentile of its end (the middle half of the batches). The medians set "
-            "the scale: a slow batch moves neither.")
+    return (f"{batches:,} batches are too many to draw one by one, so this is a typical batch: each bar runs from "
+            "the median start to the median end; the thin line under a bar shows how much its end varied.")
 
 
+def summary_detail(batches: int) -> str:
+    return (f"The panel draws up to {DETAIL_BATCHES} batches one by one. For {batches:,} it shows a typical batch: "
+            "each bar runs from the median start to the median end of that step on that GPU, measured from the "
+            f"start of its own batch; the line under a GPU's own step spans the {LOW}th to the {HIGH}th percentile "
+            "of its end (the middle half of the batches). The medians set the scale: a slow batch moves neither.")
 def steps_note(shown: list[int], first: int, last: int) -> str:
     """Which batches the step panel shows, and that the others repeat them."""
     skipped = (last - first + 1) - len(shown)

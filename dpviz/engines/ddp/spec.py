@@ -99,6 +99,7 @@ SPEC = EngineSpec(
         "model_bytes": "dpviz.analysis.compare:ddp_model_bytes",
         "traffic": "dpviz.analysis.compare:ddp_traffic",
         "memory_why": "dpviz.figures.memory:balanced_why",
+        "opening_batch": "dpviz.analysis.tables_ddp:opening_step",  # the views open on a typical step
         "view.flow": "dpviz.figures.flow_ddp:flow_ddp_figure",
         "view.split": "dpviz.figures.split_ddp:split_ddp_figure",
         "view.timeline": "dpviz.figures.timeline:timeline_figure",
