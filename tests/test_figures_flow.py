@@ -283,3 +283,40 @@ def test_bands_of_gpus_8_to_15_are_hatched_like_their_boxes():
         else:
             assert not band.fillpattern.shape
     assert hatched == 2 * 7  # GPUs 8-14 (GPU 15 idle)
+
+
+def _extent(trace_dict):
+    y = [v for v in trace_dict.y if v is not None]
+    return min(y), max(y)
+
+
+@pytest.mark.parametrize("gpus,batch", [(4, 0), (8, 3), (16, 0)])
+def test_gather_and_loss_are_drawn_on_the_output_devices_lane_only(gpus, batch):
+    """The gathered output and the loss live on GPU 0: their nodes, and the bands' ends at them, stay
+    inside GPU 0's row (lane 0 spans -0.5 to 0.5), whatever number of rows came back."""
+    trace = recorded(gpus=gpus, train=True)
+    fig = flow_figure(trace, batch)
+    nodes, _ = prepare_flow_links(trace, batch)
+    held = set(nodes.loc[nodes["kind"].isin(["output", "loss"]), "node"])
+    assert len(held) == 2 and set(nodes.loc[nodes["kind"].isin(["output", "loss"]), "lane"]) == {0}
+    drawn = [t for t in fig.data if t.meta and t.meta["kind"] == "node" and t.meta["node"] in held]
+    assert len(drawn) == 2
+    for node in drawn:
+        top, bottom = _extent(node)
+        assert -0.5 < top < bottom < 0.5, (node.meta, top, bottom)
+    for band in _bands(fig, "gather"):  # each forward's output lands in its own slice of GPU 0's node
+        y = np.asarray(band.y, dtype=float)
+        assert -0.5 < y[CURVE - 1] <= y[CURVE] < 0.5
+    # The slices add up to the node: every row that came back, in GPU order.
+    ends = sorted((float(np.asarray(b.y)[CURVE - 1]), float(np.asarray(b.y)[CURVE])) for b in _bands(fig, "gather"))
+    assert all(abs(a[1] - b[0]) < 1e-9 for a, b in zip(ends, ends[1:]))
+
+
+@pytest.mark.parametrize("batch", [0, 3])
+def test_the_title_counts_batches_from_one(batch):
+    trace = recorded(gpus=3)
+    assert fig_title(flow_figure(trace, batch)).startswith(f"Batch {batch + 1} of {len(trace.batches)}:")
+
+
+def fig_title(fig):
+    return fig.layout.title.text.replace("<br />", " ").replace("<br>", " ")
