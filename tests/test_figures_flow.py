@@ -320,3 +320,17 @@ def test_the_title_counts_batches_from_one(batch):
 
 def fig_title(fig):
     return fig.layout.title.text.replace("<br />", " ").replace("<br>", " ")
+
+
+@pytest.mark.parametrize("gpus", [2, 8, 16])
+def test_presenting_grows_the_lanes_with_their_labels(gpus):
+    """Presenting: the labels grow 1.35 times, and the lanes with them, so "GPU 0's parameters" and
+    "GPU 0 rows 0-1 (2 rows)" never run into each other (they did at 8 GPUs: 44 px lanes, 49 px labels)."""
+    from dpviz.figures.style import presentation
+
+    fig = presentation(flow_figure(recorded(gpus=gpus, train=True), 0))
+    size = fig.layout.yaxis.tickfont.size
+    assert size > LABEL_SIZE * 1.3
+    labels = sorted(_label_centres_px(fig))
+    for (y0, lines0), (y1, lines1) in zip(labels, labels[1:]):
+        assert y1 - y0 >= (lines0 + lines1) / 2 * size * 1.3

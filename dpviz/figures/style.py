@@ -445,13 +445,37 @@ def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
     return new_px
 
 
+TICK_GAP_PX = 4  # between two neighbouring tick labels of a y axis, one line's bottom to the next one's top
+
+
+def tick_room_px(fig: go.Figure, plot_px: float) -> float:
+    """The plot area's height in pixels at which no two neighbouring labels of a y axis with labels of
+    its own (tickvals and ticktext, lines as written) overlap: `plot_px` if they already fit."""
+    need = plot_px
+    for name in [k for k in fig.layout if re.match(r"yaxis\d*$", k)]:
+        axis = fig.layout[name]
+        if axis.tickvals is None or axis.ticktext is None or axis.range is None:
+            continue
+        ticks = sorted(zip((float(v) for v in axis.tickvals), axis.ticktext))
+        span = abs(float(axis.range[1]) - float(axis.range[0]))
+        share = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
+        size = axis.tickfont.size or TICK_SIZE
+        for (a, first), (b, second) in zip(ticks, ticks[1:]):
+            if b - a <= 0 or span <= 0:
+                continue
+            px = (line_count(first) + line_count(second)) / 2 * size * LINE_EM + TICK_GAP_PX
+            need = max(need, px * span / ((b - a) * share))
+    return need
+
+
 def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
     """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
     axis titles, legend, annotations, hovers, text on marks) and the room around it too: the title
     wrapped again at the larger size, a legend above the plot laid out again in the rows it now takes,
     the room between the title block, the legend and the plot and between stacked panels grown, the
-    margins and the height grown to match, so the plot keeps its share of the chart. Text on bars too
-    small to hold it is hidden rather than run into its neighbours."""
+    margins and the height grown to match, so the plot keeps its share of the chart. Rows a y axis
+    names (the flow's GPUs) grow until their larger labels clear each other. Text on bars too small to
+    hold it is hidden rather than run into its neighbours."""
     if scale <= 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
     out = go.Figure(fig)
@@ -523,6 +547,7 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
             annotation.text = wrap(unwrap(annotation.text), annotation.font.size, room)
     _wrap_subplot_titles(out, left + right)
     plot_px = _stretch_gaps(out, old_plot, scale)
+    plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
     block = title_block_px(out)
     if above:
         new_legend = legend_px(out)
