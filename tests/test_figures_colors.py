@@ -6,7 +6,7 @@ import pytest
 
 from dpviz.figures.colors import (
     DARK_BACKGROUND, IDLE_GREY, LIGHT_BACKGROUND, MAX_DEVICES, MISSING, MISSING_PATTERN, OKABE_ITO, OUTLINE, TEXT,
-    WHITE, contrast_ratio, device_color, device_colors, device_colorscale, device_pattern, device_symbol,
+    WHITE, blend, contrast_ratio, device_color, device_colors, device_colorscale, device_pattern, device_symbol,
     relative_luminance, text_color_on, with_alpha,
 )
 
@@ -78,6 +78,13 @@ def test_with_alpha():
     assert with_alpha("#0072B2", 0.5) == "rgba(0,114,178,0.5)"
     with pytest.raises(ValueError):
         with_alpha("blue", 0.5)
+
+
+def test_blend_is_what_shows_through():
+    assert blend("#0072B2", 1, "#FFFFFF") == "#0072B2" and blend("#0072B2", 0, "#0E1117") == "#0E1117"
+    assert blend("#000000", 0.5, "#FFFFFF") == "#808080"
+    with pytest.raises(ValueError, match="alpha"):
+        blend("#000000", 1.5, "#FFFFFF")
 
 
 def test_contrast_follows_wcag():

@@ -334,3 +334,27 @@ def test_presenting_grows_the_lanes_with_their_labels(gpus):
     labels = sorted(_label_centres_px(fig))
     for (y0, lines0), (y1, lines1) in zip(labels, labels[1:]):
         assert y1 - y0 >= (lines0 + lines1) / 2 * size * 1.3
+
+
+def _rgba(fill: str, background: str) -> str:
+    """A plotly fill ('#RRGGBB' or 'rgba(r,g,b,a)') as seen over `background`."""
+    from dpviz.figures.colors import blend
+
+    if fill.startswith("#"):
+        return fill
+    r, g, b, a = (float(v) for v in fill[fill.index("(") + 1:-1].split(","))
+    return blend(f"#{int(r):02X}{int(g):02X}{int(b):02X}", a, background)
+
+
+@pytest.mark.parametrize("background", ["#FFFFFF", "#0E1117"], ids=["light", "dark"])
+def test_replicate_lines_and_the_scatter_node_stand_out_on_both_themes(background):
+    """WCAG 1.4.11: a mark that carries meaning has 3:1 against the page. The replicate lines were a
+    see-through brown (1.5:1 on the dark page, 2:1 on white); the batch's node a grey-green at 3.1:1."""
+    from dpviz.figures.colors import contrast_ratio
+
+    fig = flow_figure(recorded(gpus=8, train=True), 0)
+    replicate = _bands(fig, "replicate")
+    batch = [t for t in fig.data if t.meta and t.meta["kind"] == "node" and t.meta["step"] == "scatter"]
+    assert replicate and len(batch) == 1
+    for mark in replicate + batch:
+        assert contrast_ratio(_rgba(mark.fillcolor, background), background) >= 3.5, mark.meta

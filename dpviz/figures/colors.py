@@ -101,6 +101,14 @@ def device_colorscale(count: int) -> list[list]:
     return scale
 
 
+def blend(color: str, alpha: float, background: str) -> str:
+    """The colour a reader sees where `color` is painted with opacity `alpha` over `background`."""
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be between 0 and 1, got {alpha!r}")
+    mixed = (round(alpha * c + (1 - alpha) * b) for c, b in zip(_rgb(color), _rgb(background)))
+    return "#" + "".join(f"{c:02X}" for c in mixed)
+
+
 def relative_luminance(color: str) -> float:
     """WCAG 2 relative luminance of `color` ("#RRGGBB"): 0 for black, 1 for white."""
     channels = (c / 255 for c in _rgb(color))

@@ -152,8 +152,10 @@ def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps
         xs, ys = geometry.band(source, target, ends)
         replicate = link.step == "replicate"
         color = trace.vocabulary.phase("replicate").color if replicate else device_color(link.device)
+        # A copy of the parameters is a thin line: see-through, it fell to 1.5:1 on the dark page.
         band = dict(
-            type="scatter", x=xs, y=ys, mode="lines", fill="toself", fillcolor=with_alpha(color, BAND_ALPHA),
+            type="scatter", x=xs, y=ys, mode="lines", fill="toself",
+            fillcolor=color if replicate else with_alpha(color, BAND_ALPHA),
             line=dict(width=0), hoveron="fills", name=link.hover, hoverinfo="name", showlegend=False,
             meta=dict(step=link.step, kind="link", source=source, target=target))
         if not replicate and device_pattern(link.device):  # GPUs 8-15: hatched, as their boxes are

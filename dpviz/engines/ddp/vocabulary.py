@@ -22,7 +22,7 @@ VOCABULARY = Vocabulary(
     lead_lane=False,
     phases=(
         Phase("broadcast", EVERY_LANE, "DDP() broadcast", "DDP(): rank 0's parameters and buffers broadcast to every rank",
-              color="#885511", place="every rank, once"),
+              color="#8E6A2A", place="every rank, once"),
         Phase("load", EVERY_LANE, "load", "load: the rank's DataLoader reads its rows", hatch="/", place="every rank"),
         Phase("rebuild", EVERY_LANE, "rebuild buckets", "rebuild: buckets re-formed in gradient-ready order (once)",
               color="#556655", place="every rank, once", training=True),

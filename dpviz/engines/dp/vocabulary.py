@@ -15,13 +15,13 @@ VOCABULARY = Vocabulary(
     title="DataParallel",
     lane_noun="GPU",
     phases=(
-        # Host phases have colours of their own, none a device's (tests/test_figures_colors.py): 3:1 on the
+        # Host phases have colours of their own, none a device's (tests/test_figures_colors.py): 3.5:1 on the
         # light and the dark page, apart from one another and from every device colour under colour blindness.
-        Phase("scatter", HOST, "scatter", "scatter: chunk copied to this device", color="#556655"),
-        Phase("replicate", HOST, "replicate", "replicate: model copied to this device", color="#885511"),
-        Phase("apply", HOST, "apply", "parallel_apply: one thread per replica", color="#556655", drawn=False),
+        Phase("scatter", HOST, "scatter", "scatter: chunk copied to this device", color="#667755"),
+        Phase("replicate", HOST, "replicate", "replicate: model copied to this device", color="#8E6A2A"),
+        Phase("apply", HOST, "apply", "parallel_apply: one thread per replica", color="#667755", drawn=False),
         Phase("forward", EVERY_LANE, "forward", "forward: rows", place="all replicas, overlapping"),
-        Phase("gather", HOST, "gather", "gather: output copied back to the output device", color="#8888EE"),
+        Phase("gather", HOST, "gather", "gather: output copied back to the output device", color="#7777DD"),
         Phase("loss", ONE_LANE, "loss", "loss on the output device", hatch=".", place="output device", training=True),
         Phase("backward", EVERY_LANE, "backward (×)", "backward: gradient of rows", hatch="x", place="all replicas",
               training=True),
