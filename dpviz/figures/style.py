@@ -468,6 +468,33 @@ def tick_room_px(fig: go.Figure, plot_px: float) -> float:
     return need
 
 
+def _thin_names(fig: go.Figure, plot_px: float) -> None:
+    """An x axis that names its columns (categories, tickvals the same as ticktext) keeps every k-th
+    name when the larger type no longer fits them side by side on the narrowest chart."""
+    for axis in [fig.layout[k] for k in fig.layout if re.match(r"xaxis\d*$", k)]:
+        if axis.type != "category" or axis.categoryarray is None or axis.tickvals is None or axis.ticktext is None:
+            continue
+        names = [str(c) for c in axis.categoryarray]
+        if [str(v) for v in axis.tickvals] != [str(t) for t in axis.ticktext] or not names:
+            continue
+        share = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
+        widest = max(text_px(n, axis.tickfont.size or TICK_SIZE) for n in names) + TICK_GAP_PX
+        step = max(1, math.ceil(widest / (plot_px * share / len(names))))
+        shown = set(str(v) for v in axis.tickvals)
+        kept = [n for n in names[::step] if step > 1 or n in shown]
+        if len(kept) < len(shown):
+            axis.tickvals, axis.ticktext = kept, kept
+
+
+def _notes_below_px(fig: go.Figure) -> float:
+    """The bottom margin a note under the plot (an annotation hung from the paper's bottom) needs."""
+    need = 0.0
+    for a in fig.layout.annotations:
+        if a.yref == "paper" and a.y is not None and a.y <= 0 and a.yanchor == "top" and a.text:
+            need = max(need, -(a.yshift or 0) + line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM + 12)
+    return need
+
+
 def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
     """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
     axis titles, legend, annotations, hovers, text on marks) and the room around it too: the title
@@ -546,6 +573,7 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
             room = plot_width - (annotation.xshift or 0) if annotation.xref == "paper" else plot_width
             annotation.text = wrap(unwrap(annotation.text), annotation.font.size, room)
     _wrap_subplot_titles(out, left + right)
+    _thin_names(out, plot_width)
     plot_px = _stretch_gaps(out, old_plot, scale)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
     block = title_block_px(out)
@@ -557,7 +585,7 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
         layout.legend.y = 1 + lifted / max(plot_px, 1)
     else:  # what sits between the title block and the plot (a subplot's title, step names) grows with its type
         top = block + max(old_top - old_block, GAP_PX) * scale
-    bottom = old_bottom * scale
+    bottom = max(old_bottom * scale, _notes_below_px(out))
     layout.margin = dict(t=round(top), b=round(bottom), l=left, r=right)
     layout.height = round(top + plot_px + bottom)
     return out

@@ -32,17 +32,18 @@ VOCABULARY = Vocabulary(
               training=True),
     ),
     # Bottom to top of a stacked bar: what only device 0 holds first, then data, then what every replica
-    # holds. Colours mostly from Paul Tol's palettes, none a device colour, kept apart under colour
-    # blindness and 3:1 on the dark page (tests/test_figures_colors.py); strong for what only device 0 holds.
+    # holds. No colour a device has, nor one that reads as a device's: each at least 25 apart (CIE76) from
+    # every device colour, apart from one another under colour blindness and 3:1 on the dark page
+    # (tests/test_figures_colors.py).
     memory_kinds=(
-        MemoryKind("parameters", "#6644DD"),
-        MemoryKind("gradients", "#CC3311"),
-        MemoryKind("optimizer state", "#AA4499"),
-        MemoryKind("output and loss", "#007755", transient=True),
-        MemoryKind("batch and chunks", "#DDAA33", transient=True, more="batch and chunks (the whole batch, not one chunk)"),
-        MemoryKind("parameter copies", "#BBCCEE", transient=True),
-        MemoryKind("activations", "#44BB99", transient=True),
-        MemoryKind("backward buffers", "#EEDD88", transient=True, more="backward buffers (the whole output gradient)"),
+        MemoryKind("parameters", "#7766BB"),
+        MemoryKind("gradients", "#AA4444"),
+        MemoryKind("optimizer state", "#CC9999"),
+        MemoryKind("output and loss", "#007788", transient=True),
+        MemoryKind("batch and chunks", "#996611", transient=True, more="batch and chunks (the whole batch, not one chunk)"),
+        MemoryKind("parameter copies", "#AAAAFF", transient=True),
+        MemoryKind("activations", "#33EEEE", transient=True),
+        MemoryKind("backward buffers", "#FFDDBB", transient=True, more="backward buffers (the whole output gradient)"),
     ),
     words={
         "gathered": "gathered on {lane}",
