@@ -182,7 +182,7 @@ def test_memory_per_rank_is_balanced_and_says_so(name):
     trace = ddp_trace(name)
     for batch in memory_batches(trace):
         fig = memory_figure(trace, batch)
-        assert unwrap(fig.layout.title.text).startswith(f"Memory per rank after each phase of step {batch}")
+        assert unwrap(fig.layout.title.text).startswith(f"Memory per rank after each phase of step {batch + 1} of ")  # from 1
         (caption,) = [a.text for a in fig.layout.annotations]
         assert caption.startswith("<b>Balanced:") and "no output is gathered onto one rank" in caption
         totals = {}

@@ -60,22 +60,38 @@ def test_batches_show_contiguous_slices_with_their_dataset_rows():
     assert z[0].tolist() == [d for d, n in enumerate([4] * 7 + [2]) for _ in range(n)]
     assert z[3, :10].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] and np.isnan(z[3, 10:]).all()
     ids = np.asarray(grid.customdata)
-    assert ids[2].tolist() == trace.batches[2].sample_ids
+    for batch in trace.batches:  # every cell's dataset row is in its hover
+        assert ids[batch.index][: batch.rows].tolist() == batch.sample_ids
+    assert "dataset row %{customdata}" in grid.hovertemplate
+    # Thirty cells a batch leave ~10 px a cell on the narrowest chart: numbers that small were unreadable
+    # on a projector (6-8 px); none are written, and the panel's title says where they are.
+    assert not [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
+    assert "hover a cell" in fig.layout.annotations[1].text.replace("<br>", " ")
+
+
+def test_narrow_batches_write_their_dataset_rows_large_enough_for_a_class():
+    trace = recorded(gpus=8, batch_size=16)
+    fig = sample_map_figure(trace)
     written = _ids(fig)
+    assert written.textfont.size >= 12
     cells = {(x, y): t for x, y, t in zip(np.asarray(written.x).tolist(), np.asarray(written.y).tolist(), written.text)}
     assert len(cells) == 100 and cells[(0, 0)] == str(trace.batches[0].sample_ids[0])
-    assert written.xaxis == "x2" and list(fig.layout.xaxis2.range) == [-0.5, 29.5]  # the text adds no padding
+    assert written.xaxis == "x2" and list(fig.layout.xaxis2.range) == [-0.5, 15.5]  # the text adds no padding
+    # Each number fits its cell on the narrowest chart, at its size (Arial's widths, on the wide side).
+    from dpviz.figures.style import MARGIN, NARROWEST_PX, text_px
+    cell_px = (NARROWEST_PX - MARGIN["l"] - MARGIN["r"]) / 16
+    assert max(text_px(t, written.textfont.size) for t in written.text) <= cell_px
 
 
 def test_row_ids_contrast_with_their_cell():
-    fig = sample_map_figure(recorded(gpus=8))
+    fig = sample_map_figure(recorded(gpus=8, batch_size=16))
     (grid,) = _heatmaps(fig)
     written = _ids(fig)
     z = np.asarray(grid.z, dtype=float)
     for x, y, color in zip(np.asarray(written.x), np.asarray(written.y), written.textfont.color):
         assert color == text_color_on(device_color(int(z[y, x])))
     colors = dict(zip(zip(np.asarray(written.y).tolist(), np.asarray(written.x).tolist()), written.textfont.color))
-    assert colors[(0, 24)] == TEXT and colors[(0, 28)] == WHITE  # GPU 6's yellow, GPU 7's violet
+    assert colors[(0, 12)] == TEXT and colors[(0, 14)] == WHITE  # GPU 6's yellow, GPU 7's violet
 
 
 @pytest.mark.parametrize("gpus,train", [(2, False), (8, False), (8, True), (16, True)])

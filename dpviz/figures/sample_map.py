@@ -33,7 +33,9 @@ HEIGHT = 820
 PLOT_PX, TOP_PANEL_PX = 760, 280
 MARKER_FILL = 0.85  # a marker's share of its row's width: the rest is the gap to its neighbours
 MIN_MARKER_PX, MAX_MARKER_PX = 3, 14  # smaller than MIN_MARKER_PX the colour is lost: bin instead
-ID_SIZE, MIN_ID_SIZE = 11, 8  # a row id's type: as large as its cell holds on the narrowest chart, or none
+# A row id's type: as large as its cell holds on the narrowest chart, up to ID_SIZE; under MIN_ID_SIZE,
+# which reads from the back of a classroom, none (the hover gives every cell's id).
+ID_SIZE, MIN_ID_SIZE = 14, 12
 # The binned top panel counts rows in grey, light for few and dark for many: no hue that reads as a GPU's.
 # Empty cells (rows of other batches) stay clear. Both ends show on the white and on the dark page.
 COUNT_LOW, COUNT_HIGH, CLEAR = "#CFCFCF", "#5E5E5E", "rgba(0,0,0,0)"
@@ -287,6 +289,8 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
     top = (f"Where each dataset row went (colour: {words.lane})" if top_exact
            else "Where the dataset rows went (grey: how many rows fall in each cell)")
     bottom = words.bottom + (" (numbers: dataset rows)" if with_ids else "")
+    if bottom_exact and not with_ids:  # too narrow for numbers a class can read: they are in the hover
+        bottom += " (hover a cell: its dataset row)"
     fig = make_subplots(rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=spacing(bottom), subplot_titles=(top, bottom))
     if top_exact:
         _exact_top(fig, table, devices, data_rows, words)
