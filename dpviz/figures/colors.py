@@ -48,6 +48,11 @@ GUIDE = "rgba(128,128,128,0.5)"  # rules and guide lines: a mid grey that reads 
 # 4.5:1 (WCAG AA; #222222 left GPU 3's vermillion at 4.1). Text off the marks sets no colour.
 TEXT = "#000000"
 WHITE = "#FFFFFF"
+# The page theme's own text colour, as st.plotly_chart(theme="streamlit") writes it: Streamlit replaces this
+# placeholder, wherever it appears in a figure, with its theme's body text (dark on the light page, light
+# on the dark one). Its default for axis labels and subtitles is a faded grey, 3.7:1 on white; text set in
+# this colour follows the theme and keeps WCAG's 4.5:1 on both. Outside Streamlit it is a near-black navy.
+THEME_TEXT = "#000037"
 # The page's two themes (Streamlit's light and dark backgrounds), for the contrast checks.
 LIGHT_BACKGROUND, DARK_BACKGROUND = "#FFFFFF", "#0E1117"
 # Phases and kinds of memory take the colours their engine's vocabulary gives them (dpviz.engines.*.vocabulary).

@@ -1,9 +1,11 @@
 """Names and looks shared by every view: "GPU 3", the simulated/real note, fonts for a projector.
 
 The house look (`styled`) sets type sizes, the title block and margins, never a template, a
-background or an ink colour: on the page, st.plotly_chart's theme="streamlit" draws the background,
-the text and the grid in the page's light or dark theme, and colours set here would fight it (dark
-text on the dark theme). What is drawn on a mark sets its own colour (`colors.text_color_on`). The
+background or an ink colour of its own: on the page, st.plotly_chart's theme="streamlit" draws the
+background, the text and the grid in the page's light or dark theme, and colours set here would fight
+it (dark text on the dark theme). Text off the marks asks for the theme's own body text
+(`colors.THEME_TEXT`), which Streamlit swaps in, rather than its faded grey (3.7:1 on white). What is
+drawn on a mark sets its own colour (`colors.text_color_on`). The
 offline report has no theme to follow, so it puts the light look on (`light`). `presentation` makes
 a copy for a projector: larger type, the margins grown to match.
 """
@@ -18,7 +20,7 @@ import plotly.graph_objects as go
 from dpviz.echo import plotly_text
 from dpviz.trace import Trace
 from dpviz.analysis.wording import plural  # noqa: F401  re-exported: the views' wording lives in one place
-from dpviz.figures.colors import GUIDE, TEXT, WHITE
+from dpviz.figures.colors import GUIDE, TEXT, THEME_TEXT, WHITE
 
 FONT_SIZE = 16  # readable from the back of a classroom
 TITLE_SIZE, SUBTITLE_SIZE, LEGEND_SIZE = FONT_SIZE + 4, FONT_SIZE - 2, FONT_SIZE - 2
@@ -330,21 +332,23 @@ def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> g
     over = _over_plot_px(fig) if fig.layout.annotations else 0
     names = legend_entries(fig)
     on_top = bool(names) and not _legend_placed(fig)
-    legend = dict(TOP_LEGEND, font=dict(size=LEGEND_SIZE)) if on_top else dict(font=dict(size=LEGEND_SIZE))
+    ink = dict(size=LEGEND_SIZE, color=THEME_TEXT)
+    legend = dict(TOP_LEGEND, font=ink) if on_top else dict(font=ink)
     block = TOP_PAD_PX + math.ceil(line_count(text) * TITLE_SIZE * LINE_EM + line_count(subtitle) * SUBTITLE_SIZE * LINE_EM)
     legend_room = legend_px(fig, size=LEGEND_SIZE, margins=(MARGIN["l"], MARGIN["r"])) if on_top else 0
     top = max(block + GAP_PX + over + legend_room, BASE_TOP_PX)
     total = height + top - BASE_TOP_PX
     if on_top and over:  # over the top subplot's title, not on it
         legend["y"] = 1 + over / max(total - top - MARGIN["b"], 1)
-    axis = dict(tickfont=dict(size=TICK_SIZE), title=dict(font=dict(size=AXIS_TITLE_SIZE)))
+    # Text off the marks in the theme's own ink (THEME_TEXT), not its faded grey: 4.5:1 on either page.
+    axis = dict(tickfont=dict(size=TICK_SIZE, color=THEME_TEXT), title=dict(font=dict(size=AXIS_TITLE_SIZE, color=THEME_TEXT)))
     axes = {name: axis for name in ["xaxis", "yaxis"] + [k for k in fig.layout if re.match(r"[xy]axis\d+$", k)]}
     fig.update_layout(
-        font=dict(family=FONT_FAMILY, size=FONT_SIZE),
+        font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=THEME_TEXT),
         title=dict(
             text=text, x=0.01, xanchor="left", xref="container", y=1, yanchor="top",
-            yref="container", pad=dict(t=TOP_PAD_PX), font=dict(size=TITLE_SIZE),
-            subtitle=dict(text=subtitle, font=dict(size=SUBTITLE_SIZE)),
+            yref="container", pad=dict(t=TOP_PAD_PX), font=dict(size=TITLE_SIZE, color=THEME_TEXT),
+            subtitle=dict(text=subtitle, font=dict(size=SUBTITLE_SIZE, color=THEME_TEXT)),
         ),
         hoverlabel=dict(font_size=FONT_SIZE - 1), legend=legend, height=total, margin=dict(MARGIN, t=top), **axes,
     )
@@ -359,6 +363,16 @@ def light(fig: go.Figure) -> go.Figure:
                       hoverlabel=dict(bgcolor=WHITE, font_color=TEXT))
     fig.update_xaxes(**axis)
     fig.update_yaxes(**axis)
+    # The theme's ink (THEME_TEXT) has no Streamlit to swap it in: the light look's dark text instead.
+    layout = fig.layout
+    for font in (layout.title.font, layout.title.subtitle.font, layout.legend.font, layout.legend.title.font,
+                 *(a.font for a in layout.annotations)):
+        if font.color == THEME_TEXT:
+            font.color = TEXT
+    for axis_name in [k for k in layout if re.match(r"[xy]axis\d*$", k)]:
+        for font in (layout[axis_name].tickfont, layout[axis_name].title.font):
+            if font.color == THEME_TEXT:
+                font.color = TEXT
     return fig
 
 
