@@ -29,10 +29,9 @@ from dpviz.analysis.wording import human_bytes, numbered
 from dpviz.figures.colors import OUTLINE, device_color, device_pattern
 from dpviz.figures.flow_draw import plain_label
 from dpviz.figures.style import (
-    AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX, SOFT_BREAK, TICK_SIZE,
+    AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX, SOFT_BREAK, TICK_SIZE,
     backend_note, legend_px, styled, text_px, title_block_px, wrap,
 )
-from dpviz.figures.style import GAP_PX as STYLE_GAP_PX
 
 KIND_LABELS = {
     "computed": "computed from tensor sizes (simulated devices)",
@@ -41,7 +40,7 @@ KIND_LABELS = {
 NAMED_LANES = 4  # up to this many columns say "GPU 3"; past it, "3" under an axis that says "GPU"
 CAPTION_SIZE = 15
 GRID_ROW_PX, BARS_PX = 34, 260
-GAP_PX = 56  # between the grid and the bars: the grid's column names and a little air
+PANELS_GAP_PX = 56  # between the grid and the bars: the grid's column names and a little air
 TICK_GAP_PX = 6  # the least room between two column names side by side
 # A number in a cell: 13 px, 11 px past NAMED_LANES columns; past WRITTEN_TOTALS columns none (_cell_texts).
 # Column names: 13 px, as many as fit side by side (name_step).
@@ -148,7 +147,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     named = len(devices) <= NAMED_LANES
     column = {d: vocabulary.lane_name(d) if named else str(d) for d in devices}
     columns = [column[d] for d in devices]
-    grid_px, bars_px, gap_px = max(GRID_ROW_PX * len(steps), 120), BARS_PX, GAP_PX
+    grid_px, bars_px, gap_px = max(GRID_ROW_PX * len(steps), 120), BARS_PX, PANELS_GAP_PX
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[grid_px, bars_px],
                         vertical_spacing=gap_px / (grid_px + bars_px + gap_px))
 
@@ -203,7 +202,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     fig.update_yaxes(range=[0, top * 1.22], title_text=f"after {moment} ({unit.name})", row=2, col=1)
     # Columns named under both panels (a shared axis hides the grid's): "GPU 3", or past NAMED_LANES "3"
     # under an axis titled "GPU"; every one while they fit side by side, else every other one (or third).
-    left = margin_left(steps, unit)
+    left = margin_left(steps)
     shown = columns[::name_step(columns, NARROWEST_PX - left - MARGIN["r"], TICK_FONT)]
     every = dict(tickmode="array", tickvals=shown, ticktext=shown, tickangle=0, tickfont=dict(size=TICK_FONT))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns, showgrid=False, showticklabels=True,
@@ -217,7 +216,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     bottom_px = below + 8 + (caption_px(caption, CAPTION_SIZE) + 16 if why else 0)
     styled(fig, title, ["<br>".join(n for n in notes if n)], height=grid_px + bars_px + gap_px + BASE_TOP_PX + bottom_px)
     # The step names' margin leaves the legend less width: room for the rows that takes, above the plot.
-    top = max(title_block_px(fig) + STYLE_GAP_PX, 0) + legend_px(fig, margins=(left, MARGIN["r"]))
+    top = title_block_px(fig) + GAP_PX + legend_px(fig, margins=(left, MARGIN["r"]))
     grow = max(top - fig.layout.margin.t, 0)
     fig.update_layout(margin=dict(t=fig.layout.margin.t + grow, b=bottom_px, l=left), height=fig.layout.height + grow,
                       xaxis_tickfont_size=TICK_FONT, xaxis2_tickfont_size=TICK_FONT)
@@ -232,7 +231,7 @@ def caption_px(text: str, size: float) -> float:
     return (1 + text.count(SOFT_BREAK) + text.count("<br>")) * size * LINE_EM
 
 
-def margin_left(steps: list[str], unit: ByteUnit) -> int:
+def margin_left(steps: list[str]) -> int:
     """The left margin the grid's step names and the axis titles take, so the plot's width is known."""
     names = max(text_px(s, TICK_SIZE) for s in steps) if steps else 0
     return int(names + 2 * AXIS_TITLE_SIZE * LINE_EM + 16)
