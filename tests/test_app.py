@@ -218,7 +218,7 @@ def test_an_uploaded_ddp_trace_shows_ranks_and_says_which_views_are_dataparallel
     for tab in dataparallel_only:
         assert f"{tab} draws nn.DataParallel runs only; this run is DistributedDataParallel." in infos
     for title in ("Rows per rank in each of 3 steps", "Timeline of all 3 steps, one lane per rank",
-                  "rows loaded in 3 steps", "Memory per rank after each phase of step 0"):
+                  "rows loaded in 3 steps", "Memory per rank after each phase of step 1 of 3"):
         # styled() wraps titles to a narrow chart: read them without its soft breaks
         assert any(title in spec.replace("\\u003cbr \\u002f\\u003e", " ").replace("<br />", " ") for spec in specs), title
     unwrapped = [spec.replace("\\u003cbr \\u002f\\u003e", " ").replace("<br />", " ").replace("no GPU", "") for spec in specs]

@@ -164,8 +164,8 @@ def test_sample_map_lays_each_step_out_in_the_samplers_strided_order():
     assert "dealt out in strides" in unwrap(fig.layout.annotations[1].text)
     # The rings around the marks (each dark or white against its mark); the legend's grey ring has no points.
     top, bottom = [t for t in fig.data if t.name == "loaded again (padding)" and t.x[0] is not None]
-    assert (list(top.x), list(top.y)) == ([0], [1])  # dataset row 0, in step 1
-    assert (list(bottom.x), list(bottom.y)) == ([8], [1])  # the step's place 8, rank 2's third row
+    assert (list(top.x), list(top.y)) == ([0], [2])  # dataset row 0, in step 2 (index 1: steps read from 1)
+    assert (list(bottom.x), list(bottom.y)) == ([8], [2])  # the step's place 8, rank 2's third row
     assert [t.name for t in fig.data if t.type == "scatter" and t.mode == "markers" and (t.name or "").startswith("rank")] == ["rank 0", "rank 1", "rank 2"]
 
 
@@ -182,7 +182,7 @@ def test_memory_per_rank_is_balanced_and_says_so(name):
     trace = ddp_trace(name)
     for batch in memory_batches(trace):
         fig = memory_figure(trace, batch)
-        assert unwrap(fig.layout.title.text).startswith(f"Memory per rank after each phase of step {batch}")
+        assert unwrap(fig.layout.title.text).startswith(f"Memory per rank after each phase of step {batch + 1} of ")  # from 1
         (caption,) = [a.text for a in fig.layout.annotations]
         assert caption.startswith("<b>Balanced:") and "no output is gathered onto one rank" in caption
         totals = {}

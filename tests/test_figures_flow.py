@@ -9,6 +9,7 @@ import torch
 
 from dpviz import record
 from dpviz.figures import MAX_MARKS, count_marks, flow_figure, prepare_backward_flow, prepare_flow
+from dpviz.figures.colors import THEME_TEXT
 from dpviz.figures.flow_draw import CURVE, LABEL_SIZE
 from dpviz.figures.flow_links import prepare_flow_links
 from dpviz.presets import PRESETS
@@ -247,7 +248,8 @@ def test_text_off_coloured_marks_takes_the_themes_colour():
             assert annotation.bgcolor is not None or annotation.font.color is None, annotation.text
         for trace in fig.data:
             assert trace.textfont.color is None
-        assert fig.layout.xaxis.tickfont.color is None and fig.layout.yaxis.tickfont.color is None
+        # The page theme's own ink, which Streamlit swaps in (dark on light, light on dark), not a colour of its own.
+        assert fig.layout.xaxis.tickfont.color == THEME_TEXT == fig.layout.yaxis.tickfont.color
         assert fig.layout.plot_bgcolor != "white"
 
 
@@ -283,3 +285,78 @@ def test_bands_of_gpus_8_to_15_are_hatched_like_their_boxes():
         else:
             assert not band.fillpattern.shape
     assert hatched == 2 * 7  # GPUs 8-14 (GPU 15 idle)
+
+
+def _extent(trace_dict):
+    y = [v for v in trace_dict.y if v is not None]
+    return min(y), max(y)
+
+
+@pytest.mark.parametrize("gpus,batch", [(4, 0), (8, 3), (16, 0)])
+def test_gather_and_loss_are_drawn_on_the_output_devices_lane_only(gpus, batch):
+    """The gathered output and the loss live on GPU 0: their nodes, and the bands' ends at them, stay
+    inside GPU 0's row (lane 0 spans -0.5 to 0.5), whatever number of rows came back."""
+    trace = recorded(gpus=gpus, train=True)
+    fig = flow_figure(trace, batch)
+    nodes, _ = prepare_flow_links(trace, batch)
+    held = set(nodes.loc[nodes["kind"].isin(["output", "loss"]), "node"])
+    assert len(held) == 2 and set(nodes.loc[nodes["kind"].isin(["output", "loss"]), "lane"]) == {0}
+    drawn = [t for t in fig.data if t.meta and t.meta["kind"] == "node" and t.meta["node"] in held]
+    assert len(drawn) == 2
+    for node in drawn:
+        top, bottom = _extent(node)
+        assert -0.5 < top < bottom < 0.5, (node.meta, top, bottom)
+    for band in _bands(fig, "gather"):  # each forward's output lands in its own slice of GPU 0's node
+        y = np.asarray(band.y, dtype=float)
+        assert -0.5 < y[CURVE - 1] <= y[CURVE] < 0.5
+    # The slices add up to the node: every row that came back, in GPU order.
+    ends = sorted((float(np.asarray(b.y)[CURVE - 1]), float(np.asarray(b.y)[CURVE])) for b in _bands(fig, "gather"))
+    assert all(abs(a[1] - b[0]) < 1e-9 for a, b in zip(ends, ends[1:]))
+
+
+@pytest.mark.parametrize("batch", [0, 3])
+def test_the_title_counts_batches_from_one(batch):
+    trace = recorded(gpus=3)
+    assert fig_title(flow_figure(trace, batch)).startswith(f"Batch {batch + 1} of {len(trace.batches)}:")
+
+
+def fig_title(fig):
+    return fig.layout.title.text.replace("<br />", " ").replace("<br>", " ")
+
+
+@pytest.mark.parametrize("gpus", [2, 8, 16])
+def test_presenting_grows_the_lanes_with_their_labels(gpus):
+    """Presenting: the labels grow 1.35 times, and the lanes with them, so "GPU 0's parameters" and
+    "GPU 0 rows 0-1 (2 rows)" never run into each other (they did at 8 GPUs: 44 px lanes, 49 px labels)."""
+    from dpviz.figures.style import presentation
+
+    fig = presentation(flow_figure(recorded(gpus=gpus, train=True), 0))
+    size = fig.layout.yaxis.tickfont.size
+    assert size > LABEL_SIZE * 1.3
+    labels = sorted(_label_centres_px(fig))
+    for (y0, lines0), (y1, lines1) in zip(labels, labels[1:]):
+        assert y1 - y0 >= (lines0 + lines1) / 2 * size * 1.3
+
+
+def _rgba(fill: str, background: str) -> str:
+    """A plotly fill ('#RRGGBB' or 'rgba(r,g,b,a)') as seen over `background`."""
+    from dpviz.figures.colors import blend
+
+    if fill.startswith("#"):
+        return fill
+    r, g, b, a = (float(v) for v in fill[fill.index("(") + 1:-1].split(","))
+    return blend(f"#{int(r):02X}{int(g):02X}{int(b):02X}", a, background)
+
+
+@pytest.mark.parametrize("background", ["#FFFFFF", "#0E1117"], ids=["light", "dark"])
+def test_replicate_lines_and_the_scatter_node_stand_out_on_both_themes(background):
+    """WCAG 1.4.11: a mark that carries meaning has 3:1 against the page. The replicate lines were a
+    see-through brown (1.5:1 on the dark page, 2:1 on white); the batch's node a grey-green at 3.1:1."""
+    from dpviz.figures.colors import contrast_ratio
+
+    fig = flow_figure(recorded(gpus=8, train=True), 0)
+    replicate = _bands(fig, "replicate")
+    batch = [t for t in fig.data if t.meta and t.meta["kind"] == "node" and t.meta["step"] == "scatter"]
+    assert replicate and len(batch) == 1
+    for mark in replicate + batch:
+        assert contrast_ratio(_rgba(mark.fillcolor, background), background) >= 3.5, mark.meta

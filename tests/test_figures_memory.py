@@ -62,7 +62,7 @@ def test_grid_cells_are_the_samples_summed_per_device_and_phase(gpus, batch, tra
     assert all(written[k] in ("", unit.number(n) if n else "0") for k, n in expected.items())
     # Past eight columns (~22 px each) numbers ran together: none, the hover and the bars' totals give them.
     assert all(written[k] == "" for k in expected) if gpus > 8 else all(written[k] for k in expected)
-    assert f"batch {shown}" in fig.layout.title.text
+    assert f"batch {shown + 1} of {len(trace.batches)}" in fig.layout.title.text.replace("<br />", " ")  # read from 1
 
 
 @pytest.mark.parametrize("gpus", [3, 8, 16])
@@ -103,12 +103,12 @@ def test_device_zero_is_the_tallest(gpus):
 def test_caption_says_why_device_zero_carries_more():
     fig = memory_figure(recorded(gpus=3, train=True))
     (caption,) = [a.text for a in fig.layout.annotations]
-    caption = caption.replace("<br>", " ")  # wrapped to a narrow chart's width
+    caption = caption.replace("<br />", " ").replace("<br>", " ")  # wrapped to a narrow chart's width
     backward = _step("backward")
     assert f"After {backward}, GPU 0 holds 1.23 KiB: 2.8× the 0.45 KiB of GPU 1." in caption  # the figure's unit
     assert "Only GPU 0 holds: parameters · gradients · optimizer state · output and loss." in caption
     assert "batch and chunks (the whole batch, not one chunk)" in caption
-    forward = [a.text for a in memory_figure(recorded(gpus=3)).layout.annotations][0].replace("<br>", " ")
+    forward = [a.text for a in memory_figure(recorded(gpus=3)).layout.annotations][0].replace("<br />", " ").replace("<br>", " ")
     assert "After gather" in forward and "gradients" not in forward  # forward only: no gradients anywhere
 
 
@@ -175,10 +175,65 @@ def test_steps_and_columns_named_as_the_other_views_name_them(gpus):
                                                    "reduce", "step")]
     assert not any("(×)" in unwrap(fig.layout[a].title.text or "") for a in ("yaxis", "yaxis2"))
     columns = [f"GPU {d}" for d in range(gpus)] if gpus <= 4 else [str(d) for d in range(gpus)]
-    for axis in (fig.layout.xaxis, fig.layout.xaxis2):  # every column named under the grid and under the bars
-        assert list(axis.tickvals) == columns and axis.showticklabels is not False and axis.tickfont.size >= 11
+    for axis in (fig.layout.xaxis, fig.layout.xaxis2):  # columns named under the grid and under the bars
+        assert list(axis.categoryarray) == columns and axis.showticklabels is not False and axis.tickfont.size >= 11
+        # Every one while they fit side by side on the narrowest chart; at 16, every other one, GPU 0 first.
+        assert list(axis.tickvals) == (columns if gpus <= 8 else columns[::2]) == list(axis.ticktext)
     if gpus > 4:
         assert fig.layout.xaxis2.title.text == "GPU"
     (heat,) = [t for t in fig.data if t.type == "heatmap"]
     assert heat.textfont.size >= 11
     assert list(fig.layout.xaxis2.categoryarray) == columns  # an idle GPU's empty bar keeps its column
+
+
+def _room(fig):
+    """(legend top px, legend height px, title block end px, plot top px) of a figure."""
+    from dpviz.figures.style import legend_px, title_block_px
+
+    layout = fig.layout
+    plot = layout.height - layout.margin.t - layout.margin.b
+    height = legend_px(fig)
+    bottom = layout.margin.t - (layout.legend.y - 1) * plot
+    return bottom - height, height, title_block_px(fig), layout.margin.t
+
+
+@pytest.mark.parametrize("gpus", [8, 16])
+@pytest.mark.parametrize("presenting", [False, True], ids=["plain", "presenting"])
+def test_the_legend_sits_above_the_grid_and_the_caption_fits_the_chart(gpus, presenting):
+    """The legend of kinds sat between the panels over the grid's last row and its GPU numbers, and the
+    caption was cut at the chart's right edge when presenting ('1.18 Ki', 'gradier'). Now the legend is
+    above the grid, all its rows counted at the narrowest chart, and the caption is wrapped to the
+    chart's width at its own size, with the bottom margin to hold every line."""
+    from dpviz.figures.style import NARROWEST_PX, presentation, text_px
+
+    fig = memory_figure(recorded(gpus=gpus, train=True))
+    fig = presentation(fig) if presenting else fig
+    layout = fig.layout
+    assert layout.legend.orientation == "h" and layout.legend.yanchor == "bottom" and layout.legend.y >= 1
+    top, height, block, plot_top = _room(fig)
+    assert height > 0 and top >= block - 1 and top + height <= plot_top + 1
+    (caption,) = layout.annotations
+    assert caption.xshift == -layout.margin.l  # from the chart's left edge, not the plot's
+    lines = caption.text.replace("<br />", "<br>").split("<br>")
+    room = NARROWEST_PX - layout.margin.r
+    assert max(text_px(line, caption.font.size) for line in lines) <= room * 1.1
+    assert layout.margin.b >= -caption.yshift + len(lines) * caption.font.size * 1.3
+
+
+@pytest.mark.parametrize("gpus", [8, 16])
+@pytest.mark.parametrize("presenting", [False, True], ids=["plain", "presenting"])
+def test_column_names_never_run_together(gpus, presenting):
+    """'1011121314' under sixteen bars: the names shown fit side by side on the narrowest chart, at
+    their size, with a gap; fewer are named (every other one) rather than run together."""
+    from dpviz.figures.style import NARROWEST_PX, presentation, text_px
+
+    fig = memory_figure(recorded(gpus=gpus, train=True))
+    fig = presentation(fig) if presenting else fig
+    plot_px = NARROWEST_PX - fig.layout.margin.l - fig.layout.margin.r
+    for axis in (fig.layout.xaxis, fig.layout.xaxis2):
+        columns = list(axis.categoryarray)
+        shown = list(axis.tickvals)
+        assert shown[0] == columns[0] and len(shown) >= len(columns) // 3
+        step = columns.index(shown[1]) - columns.index(shown[0]) if len(shown) > 1 else 1
+        widest = max(text_px(n, axis.tickfont.size) for n in shown)
+        assert widest + 4 <= step * plot_px / len(columns)

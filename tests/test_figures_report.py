@@ -87,4 +87,5 @@ def test_report_figures_are_drawn_light_whatever_the_page_theme():
     figures = page.count("Plotly.newPlot(")
     assert figures >= 4
     assert page.count('"paper_bgcolor":"#FFFFFF"') == page.count('"plot_bgcolor":"#FFFFFF"') == figures
-    assert page.count('sans-serif","size":16,"color":"#000000"') == figures  # the layout's ink, dark on white
+    assert page.count('"font":{"color":"#000000","family":"Inter') == figures  # the layout's ink, dark on white
+    assert "#000037" not in page  # the page theme's ink, which only Streamlit replaces

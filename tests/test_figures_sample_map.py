@@ -44,10 +44,10 @@ def test_points_are_coloured_by_the_device_that_got_the_row():
     assert set(points) == {"GPU 0", "GPU 1", "GPU 2"}
     for device in range(3):
         expected = sorted(
-            (i, s.batch) for s in trace.spans if s.phase == "forward" and s.lane == device for i in trace.sample_ids(s)
+            (i, s.batch + 1) for s in trace.spans if s.phase == "forward" and s.lane == device for i in trace.sample_ids(s)
         )
         got = sorted(zip(np.asarray(points[f"GPU {device}"].x).tolist(), np.asarray(points[f"GPU {device}"].y).tolist()))
-        assert got == expected
+        assert got == expected  # batches numbered from 1, as the other views number them
     assert sum(len(p.x) for p in points.values()) == 100
 
 
@@ -60,22 +60,38 @@ def test_batches_show_contiguous_slices_with_their_dataset_rows():
     assert z[0].tolist() == [d for d, n in enumerate([4] * 7 + [2]) for _ in range(n)]
     assert z[3, :10].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] and np.isnan(z[3, 10:]).all()
     ids = np.asarray(grid.customdata)
-    assert ids[2].tolist() == trace.batches[2].sample_ids
+    for batch in trace.batches:  # every cell's dataset row is in its hover
+        assert ids[batch.index][: batch.rows].tolist() == batch.sample_ids
+    assert "dataset row %{customdata}" in grid.hovertemplate
+    # Thirty cells a batch leave ~10 px a cell on the narrowest chart: numbers that small were unreadable
+    # on a projector (6-8 px); none are written, and the panel's title says where they are.
+    assert not [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
+    assert "hover a cell" in fig.layout.annotations[1].text.replace("<br>", " ")
+
+
+def test_narrow_batches_write_their_dataset_rows_large_enough_for_a_class():
+    trace = recorded(gpus=8, batch_size=16)
+    fig = sample_map_figure(trace)
     written = _ids(fig)
+    assert written.textfont.size >= 12
     cells = {(x, y): t for x, y, t in zip(np.asarray(written.x).tolist(), np.asarray(written.y).tolist(), written.text)}
-    assert len(cells) == 100 and cells[(0, 0)] == str(trace.batches[0].sample_ids[0])
-    assert written.xaxis == "x2" and list(fig.layout.xaxis2.range) == [-0.5, 29.5]  # the text adds no padding
+    assert len(cells) == 100 and cells[(0, 1)] == str(trace.batches[0].sample_ids[0])  # batch 1's first row
+    assert written.xaxis == "x2" and list(fig.layout.xaxis2.range) == [-0.5, 15.5]  # the text adds no padding
+    # Each number fits its cell on the narrowest chart, at its size (Arial's widths, on the wide side).
+    from dpviz.figures.style import MARGIN, NARROWEST_PX, text_px
+    cell_px = (NARROWEST_PX - MARGIN["l"] - MARGIN["r"]) / 16
+    assert max(text_px(t, written.textfont.size) for t in written.text) <= cell_px
 
 
 def test_row_ids_contrast_with_their_cell():
-    fig = sample_map_figure(recorded(gpus=8))
+    fig = sample_map_figure(recorded(gpus=8, batch_size=16))
     (grid,) = _heatmaps(fig)
     written = _ids(fig)
     z = np.asarray(grid.z, dtype=float)
     for x, y, color in zip(np.asarray(written.x), np.asarray(written.y), written.textfont.color):
-        assert color == text_color_on(device_color(int(z[y, x])))
+        assert color == text_color_on(device_color(int(z[y - 1, x])))  # batch y is the grid's row y - 1
     colors = dict(zip(zip(np.asarray(written.y).tolist(), np.asarray(written.x).tolist()), written.textfont.color))
-    assert colors[(0, 24)] == TEXT and colors[(0, 28)] == WHITE  # GPU 6's yellow, GPU 7's violet
+    assert colors[(1, 12)] == TEXT and colors[(1, 14)] == WHITE  # GPU 6's yellow, GPU 7's violet
 
 
 @pytest.mark.parametrize("gpus,train", [(2, False), (8, False), (8, True), (16, True)])
@@ -117,7 +133,7 @@ def test_without_shuffle_rows_go_in_order():
     points = _points(fig)
     xs = np.concatenate([np.asarray(p.x) for p in points.values()])
     ys = np.concatenate([np.asarray(p.y) for p in points.values()])
-    assert (ys == xs // 30).all()
+    assert (ys == xs // 30 + 1).all()
     assert "shuffled (shuffle=True)" in unwrap(sample_map_figure(recorded(gpus=3)).layout.title.text)
 
 
@@ -160,3 +176,16 @@ def test_long_last_batch_does_not_sneak_past_the_bound():
     # 2 batches of 4,999 and 1 rows: few rows but a 2 x 4,999 grid, so it must bin.
     fig = sample_map_figure(synthetic(RunConfig(data_size=5_000, batch_size=4_999, gpus=2)))
     assert count_marks(fig) <= MAX_MARKS
+
+
+def test_batches_are_numbered_from_one_as_the_other_views_number_them():
+    """The flow says 'Batch 4 of 4' for the last batch: the map's rows say 4 too, in both panels and binned."""
+    from dpviz.figures.sample_map import _batch_labels
+
+    trace = recorded(gpus=3)
+    fig = sample_map_figure(trace)
+    for axis in (fig.layout.yaxis, fig.layout.yaxis2):
+        assert axis.tick0 == 1 and list(axis.range) == [len(trace.batches) + 0.5, 0.5]
+    (grid,) = _heatmaps(fig)
+    assert list(grid.y) == [1, 2, 3, 4] and "batch %{y}" in grid.hovertemplate
+    assert _batch_labels(np.array([0, 25, 26])) == ["1-25", "26"]

@@ -13,7 +13,7 @@ import pytest
 
 from dpviz.figures import VIEWS
 from dpviz.figures.colors import (
-    DARK_BACKGROUND, DEVICE_COLORS, LIGHT_BACKGROUND, OUTLINE, contrast_ratio, device_colors,
+    DARK_BACKGROUND, DEVICE_COLORS, LIGHT_BACKGROUND, OUTLINE, THEME_TEXT, contrast_ratio, device_colors,
 )
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WINDOW
 from tests.ddp_traces import ddp_trace
@@ -129,21 +129,27 @@ def _text_on_marks(fig, trace) -> list[tuple[str, str]]:
     return out
 
 
+def _own_ink(color) -> bool:
+    """A text colour that is not the page theme's: anything but unset or THEME_TEXT, which Streamlit
+    replaces with its theme's body text."""
+    return color is not None and color != THEME_TEXT
+
+
 def _layout_ink(fig) -> list[str]:
     """Where the layout sets a text colour of its own (the theme's ink must show instead)."""
     layout, found = fig.layout, []
     for where, font in [("font", layout.font), ("title", layout.title.font), ("subtitle", layout.title.subtitle.font),
                         ("legend", layout.legend.font), ("legend title", layout.legend.title.font),
                         ("hoverlabel", layout.hoverlabel.font)]:
-        if font.color is not None:
+        if _own_ink(font.color):
             found.append(f"{where}: {font.color}")
     for name in layout:
         if name.startswith(("xaxis", "yaxis")) and layout[name] is not None:
             axis = layout[name]
-            if axis.tickfont.color is not None or axis.title.font.color is not None or axis.color is not None:
+            if _own_ink(axis.tickfont.color) or _own_ink(axis.title.font.color) or axis.color is not None:
                 found.append(f"{name}: {axis.tickfont.color or axis.title.font.color or axis.color}")
     for annotation in layout.annotations:
-        if annotation.font.color is not None:
+        if _own_ink(annotation.font.color):
             fill = _hex(annotation.bgcolor)
             if fill is None or contrast_ratio(_hex(annotation.font.color) or "#808080", fill) < 4.5:
                 found.append(f"annotation {annotation.text!r}: {annotation.font.color}")

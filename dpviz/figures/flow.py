@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from dpviz.echo import plotly_text
 from dpviz.analysis.batch_facts import batch_spans, called_without_rows
 from dpviz.trace import Trace
-from dpviz.analysis.wording import device_list
+from dpviz.analysis.wording import device_list, numbered
 from dpviz.figures.flow_draw import FAILED_COLOR, plot_flow_lanes  # noqa: F401  FAILED_COLOR: the DDP flow's too
 from dpviz.figures.flow_links import _preview, failed_replica, flow_links, flow_steps
 from dpviz.figures.style import NAME_LIMIT, backend_note, check_batch, device_name, plural, rows_text
@@ -102,7 +102,7 @@ def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
     gpus, out = plural(len(trace.lanes), words.lane_noun), device_name(trace.output_device)
     failure, failed = trace.failure, failed_replica(trace, batch)
     total = trace.config.num_batches if failure is not None else len(trace.batches)
-    head = f"Batch {batch:,} of {total:,}: {plural(facts.rows, 'row')}"
+    head = f"{numbered(batch, total, 'Batch')}: {plural(facts.rows, 'row')}"
     if len(trace.lanes) == 1 or "replicate" not in steps and len(with_rows) == 1 and failure is None:
         lines = [f"{head} on {out}", words.word("not_gathered")]
     else:

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from dpviz.trace import Trace
 from dpviz.figures.colors import IDLE_GREY, device_color, device_pattern, text_color_on, with_alpha
-from dpviz.figures.flow_links import LANE_KINDS, MODEL_KINDS, TALL_KINDS, Link, Node
+from dpviz.figures.flow_links import GATHERED_KINDS, LANE_KINDS, MODEL_KINDS, TALL_KINDS, Link, Node
 from dpviz.figures.style import BASE_TOP_PX, FONT_SIZE, GAP_PX, device_name, styled, title_block_px
 
 LABEL_SIZE = FONT_SIZE - 2  # the lanes' labels and the steps' names
@@ -64,11 +64,17 @@ class Geometry:
         lane_rows = [n.rows for n in nodes if n.kind in LANE_KINDS]
         self.scale = FILL / max(max(lane_rows, default=1), 1)  # lanes per row of the batch
         self.boxes = {n.node: self._box(n) for n in nodes}
+        # Lanes per row inside a node that holds a slice per chunk: the batch's is the bands' own scale;
+        # the gathered output and the loss fit every row into the output device's lane.
+        self.row_scale = {n.node: (self.boxes[n.node][2] - self.boxes[n.node][1]) / max(n.rows, 1)
+                          for n in nodes if n.kind in TALL_KINDS}
 
     def _box(self, n: Node) -> tuple[float, float, float]:
         """(x, y top, y bottom) of node `n`."""
         x = self.columns[n.step]
         lane = 0 if n.lane is None else n.lane
+        if n.kind in GATHERED_KINDS:  # on the output device: its lane alone, however many rows came back
+            return x, lane - FILL / 2, lane + FILL / 2
         if n.kind in TALL_KINDS:
             height = max(n.rows, 1) * self.scale
             top = min(lane - FILL / 2, self.lanes - 0.5 - height)  # on its device's lane, inside the chart
@@ -86,9 +92,10 @@ class Geometry:
         if rows == 0:
             middle = (top + bottom) / 2
             return middle - self.model_band / 2, middle + self.model_band / 2
-        if kind in TALL_KINDS and bottom - top > rows * self.scale + 1e-9:
-            start = top + (offset - first_row) * self.scale  # its slice of the batch or of the output
-            return start, start + rows * self.scale
+        scale = self.row_scale.get(node, self.scale)
+        if kind in TALL_KINDS and bottom - top > rows * scale + 1e-9:
+            start = top + (offset - first_row) * scale  # its slice of the batch or of the output
+            return start, start + rows * scale
         return top, bottom
 
     def band(self, source: int, target: int, ends: tuple) -> tuple[list[float], list[float]]:
@@ -145,8 +152,10 @@ def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps
         xs, ys = geometry.band(source, target, ends)
         replicate = link.step == "replicate"
         color = trace.vocabulary.phase("replicate").color if replicate else device_color(link.device)
+        # A copy of the parameters is a thin line: see-through, it fell to 1.5:1 on the dark page.
         band = dict(
-            type="scatter", x=xs, y=ys, mode="lines", fill="toself", fillcolor=with_alpha(color, BAND_ALPHA),
+            type="scatter", x=xs, y=ys, mode="lines", fill="toself",
+            fillcolor=color if replicate else with_alpha(color, BAND_ALPHA),
             line=dict(width=0), hoveron="fills", name=link.hover, hoverinfo="name", showlegend=False,
             meta=dict(step=link.step, kind="link", source=source, target=target))
         if not replicate and device_pattern(link.device):  # GPUs 8-15: hatched, as their boxes are

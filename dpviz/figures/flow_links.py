@@ -52,6 +52,7 @@ NODE_COLUMNS, LINK_COLUMNS = list(Node._fields), list(Link._fields)
 # gradient) hold one slice per chunk; MODEL ones (parameters, their sum, the step) are model-sized.
 LANE_KINDS = ("forward", "no_rows", "failed", "backward")
 TALL_KINDS = ("batch", "output", "loss")
+GATHERED_KINDS = ("output", "loss")  # on the output device alone: drawn in its lane, never over the others'
 MODEL_KINDS = ("parameters", "sum", "step")
 PREVIEW_IDS = 8  # dataset row ids listed in a hover before "…"
 

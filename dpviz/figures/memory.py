@@ -14,7 +14,6 @@ the axis titles; hovers give each amount in its own unit (`human_bytes`).
 """
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 
 import pandas as pd
@@ -26,21 +25,26 @@ from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
 from plotly.subplots import make_subplots
 
-from dpviz.analysis.wording import human_bytes
+from dpviz.analysis.wording import human_bytes, numbered
 from dpviz.figures.colors import OUTLINE, device_color, device_pattern
 from dpviz.figures.flow_draw import plain_label
-from dpviz.figures.pitfall_layout import title_on_top
-from dpviz.figures.style import backend_note, styled
+from dpviz.figures.style import (
+    AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX, SOFT_BREAK, TICK_SIZE,
+    backend_note, legend_px, styled, text_px, title_block_px, wrap,
+)
 
 KIND_LABELS = {
     "computed": "computed from tensor sizes (simulated devices)",
     "measured": "measured: torch.cuda.memory_allocated",
 }
 NAMED_LANES = 4  # up to this many columns say "GPU 3"; past it, "3" under an axis that says "GPU"
-CAPTION_CHARS = 44  # a caption line: it starts at the plot's left edge, ~380 px from a 500 px chart's right one
+CAPTION_SIZE = 15
 GRID_ROW_PX, BARS_PX = 34, 260
+PANELS_GAP_PX = 56  # between the grid and the bars: the grid's column names and a little air
+TICK_GAP_PX = 6  # the least room between two column names side by side
 # A number in a cell: 13 px, 11 px past NAMED_LANES columns; past WRITTEN_TOTALS columns none (_cell_texts).
-CELL_FONT, SMALL_CELL_FONT, TICK_FONT = 13, 11, 11
+# Column names: 13 px, as many as fit side by side (name_step).
+CELL_FONT, SMALL_CELL_FONT, TICK_FONT = 13, 11, 13
 WRITTEN_TOTALS = 8  # past this many bars only device 0's total and the largest other's are written over them
 # More memory, a darker cell: one neutral ramp, so no amount reads as a device's colour or a kind's.
 AMOUNT_SCALE = [[0.0, "#F2F2F2"], [1.0, "#3A3A3A"]]
@@ -143,8 +147,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     named = len(devices) <= NAMED_LANES
     column = {d: vocabulary.lane_name(d) if named else str(d) for d in devices}
     columns = [column[d] for d in devices]
-    grid_px, bars_px = max(GRID_ROW_PX * len(steps), 120), BARS_PX
-    gap_px = 120  # the legend of kinds sits between the panels, level, where a narrow chart has room for it
+    grid_px, bars_px, gap_px = max(GRID_ROW_PX * len(steps), 120), BARS_PX, PANELS_GAP_PX
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[grid_px, bars_px],
                         vertical_spacing=gap_px / (grid_px + bars_px + gap_px))
 
@@ -159,6 +162,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
         textfont=dict(size=CELL_FONT if named else SMALL_CELL_FONT),
         customdata=[[hovers[(s, d)] for d in devices] for s in steps],
         hovertemplate="%{customdata}<extra></extra>", name="total",
+        meta=CELL_TEXT,  # sized to its cells: larger, the numbers would run together
     ), row=1, col=1)
 
     at = table[table["step"] == moment]
@@ -180,7 +184,9 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
                     marker=dict(color=vocabulary.memory_kind(category).color, line=dict(color=OUTLINE, width=0.6)),
                     customdata=[human_bytes(b) for b in part["bytes"]],
                     hovertemplate=f"%{{x}} after {moment}: %{{customdata}} of {category}<extra></extra>"), row=2, col=1)
-        fig.update_layout(legend=dict(title=dict(text="kind of tensor:", side="left")))
+        # Above the grid, in rows of its own (styled() keeps room for them): never on a cell or a column name.
+        fig.update_layout(legend=dict(title=dict(text="kind of tensor (the bars):", side="top",
+                                                 font=dict(size=LEGEND_SIZE)), traceorder="normal"))
     peaks = at.drop_duplicates("device")
     if len(peaks) > WRITTEN_TOTALS:  # sixteen numbers side by side would run together: the two that matter
         rest = peaks[peaks["device"] != devices[0]]
@@ -194,26 +200,49 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     # The rows name their phases: a long axis title would print over the longest ones ("sum of gradients").
     fig.update_yaxes(type="category", autorange="reversed", title_text=unit.name, automargin=True, row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.22], title_text=f"after {moment} ({unit.name})", row=2, col=1)
-    # Every column named under both panels (plotly would skip every other one of sixteen, and a shared
-    # axis hides the grid's): "GPU 3", or past NAMED_LANES "3" under an axis titled "GPU".
-    every = dict(tickmode="array", tickvals=columns, ticktext=columns, tickangle=0, tickfont=dict(size=TICK_FONT))
+    # Columns named under both panels (a shared axis hides the grid's): "GPU 3", or past NAMED_LANES "3"
+    # under an axis titled "GPU"; every one while they fit side by side, else every other one (or third).
+    left = margin_left(steps)
+    shown = columns[::name_step(columns, NARROWEST_PX - left - MARGIN["r"], TICK_FONT)]
+    every = dict(tickmode="array", tickvals=shown, ticktext=shown, tickangle=0, tickfont=dict(size=TICK_FONT))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns, showgrid=False, showticklabels=True,
                      **every, row=1, col=1)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns,
                      title_text=None if named else vocabulary.lane_noun, **every, row=2, col=1)
-    bars_top = fig.layout.yaxis2.domain[1]
-    fig.update_layout(barmode="stack", bargap=0.25, hovermode="closest",
-                      legend=dict(orientation="h", traceorder="normal", x=0, y=bars_top + 0.01, yanchor="bottom"))
-    top_px = 40 + 26 * (title.count("<br>") + 1) + 20 * len(notes)
-    caption = _wrapped(why) if why else ""
-    bottom_px = 70 + (0 if named else 22) + (20 * (caption.count("<br>") + 1) + 20 if why else 0)
-    styled(fig, title, ["<br>".join(n for n in notes if n)], height=grid_px + bars_px + gap_px + top_px + bottom_px)
-    title_on_top(fig, top_px)
-    fig.update_layout(margin=dict(b=bottom_px))
-    if why:  # a caption under the axis: over the bars it would hide one
+    fig.update_layout(barmode="stack", bargap=0.25, hovermode="closest")
+    # A caption under the axis (over the bars it would hide one), from the chart's left edge to its right.
+    caption = wrap(why, CAPTION_SIZE, NARROWEST_PX - MARGIN["r"]) if why else ""
+    below = 45 if named else 67  # the column names and, past NAMED_LANES, the axis title "GPU"
+    bottom_px = below + 8 + (caption_px(caption, CAPTION_SIZE) + 16 if why else 0)
+    styled(fig, title, ["<br>".join(n for n in notes if n)], height=grid_px + bars_px + gap_px + BASE_TOP_PX + bottom_px)
+    # The step names' margin leaves the legend less width: room for the rows that takes, above the plot.
+    top = title_block_px(fig) + GAP_PX + legend_px(fig, margins=(left, MARGIN["r"]))
+    grow = max(top - fig.layout.margin.t, 0)
+    fig.update_layout(margin=dict(t=fig.layout.margin.t + grow, b=bottom_px, l=left), height=fig.layout.height + grow,
+                      xaxis_tickfont_size=TICK_FONT, xaxis2_tickfont_size=TICK_FONT)
+    if why:
         fig.add_annotation(text=caption, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
-                           yshift=-(45 if named else 67), align="left", showarrow=False, font=dict(size=15))
+                           xshift=-left, yshift=-below, align="left", showarrow=False, font=dict(size=CAPTION_SIZE))
     return fig
+
+
+def caption_px(text: str, size: float) -> float:
+    """Height in pixels of a caption of `text`'s lines at `size` px type."""
+    return (1 + text.count(SOFT_BREAK) + text.count("<br>")) * size * LINE_EM
+
+
+def margin_left(steps: list[str]) -> int:
+    """The left margin the grid's step names and the axis titles take, so the plot's width is known."""
+    names = max(text_px(s, TICK_SIZE) for s in steps) if steps else 0
+    return int(names + 2 * AXIS_TITLE_SIZE * LINE_EM + 16)
+
+
+def name_step(columns: list[str], plot_px: float, size: float) -> int:
+    """1 when every column's name fits side by side in `plot_px` at `size` px, else the least k for which
+    every k-th one does (2: GPUs 0, 2, 4, ...)."""
+    widest = max((text_px(c, size) for c in columns), default=0) + TICK_GAP_PX
+    column_px = plot_px / max(len(columns), 1)
+    return max(1, -int(-widest // column_px))
 
 
 def _cell_texts(totals: pd.DataFrame, unit: ByteUnit) -> list[list[str]] | None:
@@ -224,11 +253,6 @@ def _cell_texts(totals: pd.DataFrame, unit: ByteUnit) -> list[list[str]] | None:
     if values.shape[1] > WRITTEN_TOTALS:
         return None
     return [[unit.number(n) if n else "0" for n in row] for row in values]
-
-
-def _wrapped(text: str) -> str:
-    """`text`'s lines broken at spaces to CAPTION_CHARS, so a caption fits a narrow chart."""
-    return "<br>".join("<br>".join(textwrap.wrap(line, CAPTION_CHARS)) or line for line in text.split("<br>"))
 
 
 def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
@@ -293,7 +317,7 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     table = prepare_memory(trace, batch)
     kind = trace.memory_kind
     step = trace.spec.unit
-    title = f"Memory per {trace.vocabulary.lane_noun} after each phase of {step} {batch:,} of {len(trace.batches):,}"
+    title = f"Memory per {trace.vocabulary.lane_noun} after each phase of {numbered(batch, len(trace.batches), step)}"
     first = trace.lanes[0].id
     mine = table.loc[table["device"] == first, "total"].max()
     if len(trace.lanes) > 1 and mine > table.loc[table["device"] != first, "total"].max():
@@ -302,7 +326,8 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     notes = [label, backend_note(trace)]
     sampled = memory_batches(trace)
     if len(sampled) > 1:
-        notes.append(f"sampled: {step}es {' and '.join(f'{b:,}' for b in sampled)}".replace("stepes", "steps"))
+        plural_step = "steps" if step.endswith("p") else f"{step}es"
+        notes.append(f"sampled: {plural_step} {' and '.join(f'{b + 1:,}' for b in sampled)}")
     unit = byte_unit(float(table["total"].max()))
     return plot_memory(table, vocabulary=trace.vocabulary, kind=kind, title=title, notes=notes,
                        why=_why(trace, table, unit), unit=unit, moment=fullest_step(trace, table))

@@ -28,12 +28,15 @@ from dpviz.figures.style import (
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
 ROW_BINS, BATCH_BINS = 100, 40  # binned mode: 2 panels x 100 x 40 cells = 8,000 marks
 HEIGHT = 820
+FIRST = 1  # the first batch (or step) as the map numbers it: from 1, as every view a reader sees does
 # The plot's width is the page's: assume a narrow one (a 1,000 px chart less its margins and legend);
 # a wider page only adds room between markers. The top panel's height follows from HEIGHT.
 PLOT_PX, TOP_PANEL_PX = 760, 280
 MARKER_FILL = 0.85  # a marker's share of its row's width: the rest is the gap to its neighbours
 MIN_MARKER_PX, MAX_MARKER_PX = 3, 14  # smaller than MIN_MARKER_PX the colour is lost: bin instead
-ID_SIZE, MIN_ID_SIZE = 11, 8  # a row id's type: as large as its cell holds on the narrowest chart, or none
+# A row id's type: as large as its cell holds on the narrowest chart, up to ID_SIZE; under MIN_ID_SIZE,
+# which reads from the back of a classroom, none (the hover gives every cell's id).
+ID_SIZE, MIN_ID_SIZE = 14, 12
 # The binned top panel counts rows in grey, light for few and dark for many: no hue that reads as a GPU's.
 # Empty cells (rows of other batches) stay clear. Both ends show on the white and on the dark page.
 COUNT_LOW, COUNT_HIGH, CLEAR = "#CFCFCF", "#5E5E5E", "rgba(0,0,0,0)"
@@ -97,7 +100,7 @@ def _exact_top(fig: go.Figure, table: pd.DataFrame, devices: int, data_rows: int
     for d in range(devices):
         part = table[table["device"] == d]
         fig.add_trace(go.Scatter(
-            x=part["sample"].to_numpy(), y=part["batch"].to_numpy(), mode="markers", name=words.name(d),
+            x=part["sample"].to_numpy(), y=part["batch"].to_numpy() + FIRST, mode="markers", name=words.name(d),
             # A thin outline: the light colours (GPU 6's yellow) have under 3:1 against a white page.
             marker=dict(color=device_color(d), symbol=device_symbol(d), size=size, line=dict(width=0.5, color=OUTLINE)),
             customdata=part["position"].to_numpy(),
@@ -120,7 +123,7 @@ def _repeat_rings(fig: go.Figure, table: pd.DataFrame, words: MapWords, size: fl
     part = table[[(b, p) in keys for b, p in zip(table["batch"], table["position"])]]
     rings = [text_color_on(device_color(d) if d >= 0 else IDLE_GREY) for d in part["device"]]
     fig.add_trace(go.Scatter(
-        x=part[x].to_numpy(), y=part[y].to_numpy(), mode="markers", name=REPEAT_NAME, legendgroup=REPEAT_NAME,
+        x=part[x].to_numpy(), y=part[y].to_numpy() + FIRST, mode="markers", name=REPEAT_NAME, legendgroup=REPEAT_NAME,
         showlegend=False, marker=dict(symbol="circle-open", size=max(8.0, size * 1.5), color=rings, line=dict(width=2)),
         customdata=part["sample"].to_numpy(),
         hovertemplate=f"dataset row %{{customdata}}, loaded again in this epoch (DistributedSampler's padding)<extra></extra>",
@@ -139,7 +142,8 @@ def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapW
     grid[table["batch"], table["position"]] = table["device"]
     ids[table["batch"], table["position"]] = table["sample"]
     fig.add_trace(go.Heatmap(
-        z=grid, colorscale=device_colorscale(devices), zmin=-1.5, zmax=devices - 0.5, showscale=False,
+        z=grid, y=np.arange(batches) + FIRST, colorscale=device_colorscale(devices), zmin=-1.5, zmax=devices - 0.5,
+        showscale=False,
         xgap=1, ygap=2, hoverongaps=False, customdata=ids,
         hovertemplate=f"{words.batch} %{{y}}, row %{{x}} of the {words.batch}: dataset row %{{customdata}} → {words.lane} %{{z}}<extra></extra>",
     ), row=2, col=1)
@@ -160,7 +164,7 @@ def _hatch_cells(fig: go.Figure, table: pd.DataFrame, batches: int, *, with_ids:
     part = table[[bool(device_pattern(d)) if d >= 0 else False for d in table["device"]]]
     if part.empty:
         return
-    y, size = part["batch"].to_numpy(), 12.0
+    y, size = part["batch"].to_numpy() + FIRST, 12.0
     if with_ids:  # a batch's row is about a panel's height over the batches; the id sits in its middle
         row_px = (HEIGHT - BASE_TOP_PX - MARGIN["b"]) * (1 - SPACING) / 2 / max(batches, 1)
         size = max(4.0, min(10.0, row_px * 0.3))
@@ -187,7 +191,7 @@ def _cell_ids(fig: go.Figure, table: pd.DataFrame, size: float) -> None:
     colour (a heatmap's text has one colour for all cells; a text trace has one per cell). Sized to
     its cells: presentation() leaves it so (CELL_TEXT)."""
     fig.add_trace(go.Scatter(
-        x=table["position"].to_numpy(), y=table["batch"].to_numpy(), mode="text", text=table["sample"].astype(str),
+        x=table["position"].to_numpy(), y=table["batch"].to_numpy() + FIRST, mode="text", text=table["sample"].astype(str),
         textfont=dict(size=size, color=[text_color_on(device_color(d) if d >= 0 else IDLE_GREY) for d in table["device"]]),
         hoverinfo="skip", showlegend=False, name="dataset row ids", meta=CELL_TEXT,
     ), row=2, col=1)
@@ -203,7 +207,7 @@ def _batch_edges(batches: int) -> np.ndarray:
 
 
 def _batch_labels(batch_edges: np.ndarray) -> list[str]:
-    return [f"{a:,}-{b - 1:,}" if b - a > 1 else f"{a:,}" for a, b in zip(batch_edges[:-1], batch_edges[1:])]
+    return [f"{a + FIRST:,}-{b - 1 + FIRST:,}" if b - a > 1 else f"{a + FIRST:,}" for a, b in zip(batch_edges[:-1], batch_edges[1:])]
 
 
 def _binned_top(fig: go.Figure, table: pd.DataFrame, data_rows: int, batches: int) -> tuple[int, int]:
@@ -287,6 +291,8 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
     top = (f"Where each dataset row went (colour: {words.lane})" if top_exact
            else "Where the dataset rows went (grey: how many rows fall in each cell)")
     bottom = words.bottom + (" (numbers: dataset rows)" if with_ids else "")
+    if bottom_exact and not with_ids:  # too narrow for numbers a class can read: they are in the hover
+        bottom += " (hover a cell: its dataset row)"
     fig = make_subplots(rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=spacing(bottom), subplot_titles=(top, bottom))
     if top_exact:
         _exact_top(fig, table, devices, data_rows, words)
@@ -309,7 +315,7 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
     for row, exact in ((1, top_exact), (2, bottom_exact)):
         if exact:
             # Whole batch numbers only, one tick per batch up to ~12 ticks, and no padding beyond them.
-            fig.update_yaxes(title_text=words.batch, range=[batches - 0.5, -0.5], tickmode="linear", tick0=0,
+            fig.update_yaxes(title_text=words.batch, range=[batches - 0.5 + FIRST, FIRST - 0.5], tickmode="linear", tick0=FIRST,
                              dtick=max(1, -(-batches // 12)), tickformat=",d", row=row, col=1)
         else:  # bin labels like "0-25" would otherwise be read as dates
             fig.update_yaxes(title_text=f"{words.batches} (binned)", autorange="reversed", type="category", row=row, col=1)

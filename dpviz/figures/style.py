@@ -1,9 +1,11 @@
 """Names and looks shared by every view: "GPU 3", the simulated/real note, fonts for a projector.
 
 The house look (`styled`) sets type sizes, the title block and margins, never a template, a
-background or an ink colour: on the page, st.plotly_chart's theme="streamlit" draws the background,
-the text and the grid in the page's light or dark theme, and colours set here would fight it (dark
-text on the dark theme). What is drawn on a mark sets its own colour (`colors.text_color_on`). The
+background or an ink colour of its own: on the page, st.plotly_chart's theme="streamlit" draws the
+background, the text and the grid in the page's light or dark theme, and colours set here would fight
+it (dark text on the dark theme). Text off the marks asks for the theme's own body text
+(`colors.THEME_TEXT`), which Streamlit swaps in, rather than its faded grey (3.7:1 on white). What is
+drawn on a mark sets its own colour (`colors.text_color_on`). The
 offline report has no theme to follow, so it puts the light look on (`light`). `presentation` makes
 a copy for a projector: larger type, the margins grown to match.
 """
@@ -18,7 +20,7 @@ import plotly.graph_objects as go
 from dpviz.echo import plotly_text
 from dpviz.trace import Trace
 from dpviz.analysis.wording import plural  # noqa: F401  re-exported: the views' wording lives in one place
-from dpviz.figures.colors import GUIDE, TEXT, WHITE
+from dpviz.figures.colors import GUIDE, TEXT, THEME_TEXT, WHITE
 
 FONT_SIZE = 16  # readable from the back of a classroom
 TITLE_SIZE, SUBTITLE_SIZE, LEGEND_SIZE = FONT_SIZE + 4, FONT_SIZE - 2, FONT_SIZE - 2
@@ -330,21 +332,23 @@ def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> g
     over = _over_plot_px(fig) if fig.layout.annotations else 0
     names = legend_entries(fig)
     on_top = bool(names) and not _legend_placed(fig)
-    legend = dict(TOP_LEGEND, font=dict(size=LEGEND_SIZE)) if on_top else dict(font=dict(size=LEGEND_SIZE))
+    ink = dict(size=LEGEND_SIZE, color=THEME_TEXT)
+    legend = dict(TOP_LEGEND, font=ink) if on_top else dict(font=ink)
     block = TOP_PAD_PX + math.ceil(line_count(text) * TITLE_SIZE * LINE_EM + line_count(subtitle) * SUBTITLE_SIZE * LINE_EM)
     legend_room = legend_px(fig, size=LEGEND_SIZE, margins=(MARGIN["l"], MARGIN["r"])) if on_top else 0
     top = max(block + GAP_PX + over + legend_room, BASE_TOP_PX)
     total = height + top - BASE_TOP_PX
     if on_top and over:  # over the top subplot's title, not on it
         legend["y"] = 1 + over / max(total - top - MARGIN["b"], 1)
-    axis = dict(tickfont=dict(size=TICK_SIZE), title=dict(font=dict(size=AXIS_TITLE_SIZE)))
+    # Text off the marks in the theme's own ink (THEME_TEXT), not its faded grey: 4.5:1 on either page.
+    axis = dict(tickfont=dict(size=TICK_SIZE, color=THEME_TEXT), title=dict(font=dict(size=AXIS_TITLE_SIZE, color=THEME_TEXT)))
     axes = {name: axis for name in ["xaxis", "yaxis"] + [k for k in fig.layout if re.match(r"[xy]axis\d+$", k)]}
     fig.update_layout(
-        font=dict(family=FONT_FAMILY, size=FONT_SIZE),
+        font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=THEME_TEXT),
         title=dict(
             text=text, x=0.01, xanchor="left", xref="container", y=1, yanchor="top",
-            yref="container", pad=dict(t=TOP_PAD_PX), font=dict(size=TITLE_SIZE),
-            subtitle=dict(text=subtitle, font=dict(size=SUBTITLE_SIZE)),
+            yref="container", pad=dict(t=TOP_PAD_PX), font=dict(size=TITLE_SIZE, color=THEME_TEXT),
+            subtitle=dict(text=subtitle, font=dict(size=SUBTITLE_SIZE, color=THEME_TEXT)),
         ),
         hoverlabel=dict(font_size=FONT_SIZE - 1), legend=legend, height=total, margin=dict(MARGIN, t=top), **axes,
     )
@@ -359,6 +363,16 @@ def light(fig: go.Figure) -> go.Figure:
                       hoverlabel=dict(bgcolor=WHITE, font_color=TEXT))
     fig.update_xaxes(**axis)
     fig.update_yaxes(**axis)
+    # The theme's ink (THEME_TEXT) has no Streamlit to swap it in: the light look's dark text instead.
+    layout = fig.layout
+    for font in (layout.title.font, layout.title.subtitle.font, layout.legend.font, layout.legend.title.font,
+                 *(a.font for a in layout.annotations)):
+        if font.color == THEME_TEXT:
+            font.color = TEXT
+    for axis_name in [k for k in layout if re.match(r"[xy]axis\d*$", k)]:
+        for font in (layout[axis_name].tickfont, layout[axis_name].title.font):
+            if font.color == THEME_TEXT:
+                font.color = TEXT
     return fig
 
 
@@ -445,13 +459,64 @@ def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
     return new_px
 
 
+TICK_GAP_PX = 4  # between two neighbouring tick labels of a y axis, one line's bottom to the next one's top
+
+
+def tick_room_px(fig: go.Figure, plot_px: float) -> float:
+    """The plot area's height in pixels at which no two neighbouring labels of a y axis with labels of
+    its own (tickvals and ticktext, lines as written) overlap: `plot_px` if they already fit."""
+    need = plot_px
+    for name in [k for k in fig.layout if re.match(r"yaxis\d*$", k)]:
+        axis = fig.layout[name]
+        if axis.tickvals is None or axis.ticktext is None or axis.range is None:
+            continue
+        ticks = sorted(zip((float(v) for v in axis.tickvals), axis.ticktext))
+        span = abs(float(axis.range[1]) - float(axis.range[0]))
+        share = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
+        size = axis.tickfont.size or TICK_SIZE
+        for (a, first), (b, second) in zip(ticks, ticks[1:]):
+            if b - a <= 0 or span <= 0:
+                continue
+            px = (line_count(first) + line_count(second)) / 2 * size * LINE_EM + TICK_GAP_PX
+            need = max(need, px * span / ((b - a) * share))
+    return need
+
+
+def _thin_names(fig: go.Figure, plot_px: float) -> None:
+    """An x axis that names its columns (categories, tickvals the same as ticktext) keeps every k-th
+    name when the larger type no longer fits them side by side on the narrowest chart."""
+    for axis in [fig.layout[k] for k in fig.layout if re.match(r"xaxis\d*$", k)]:
+        if axis.type != "category" or axis.categoryarray is None or axis.tickvals is None or axis.ticktext is None:
+            continue
+        names = [str(c) for c in axis.categoryarray]
+        if [str(v) for v in axis.tickvals] != [str(t) for t in axis.ticktext] or not names:
+            continue
+        share = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
+        widest = max(text_px(n, axis.tickfont.size or TICK_SIZE) for n in names) + TICK_GAP_PX
+        step = max(1, math.ceil(widest / (plot_px * share / len(names))))
+        shown = set(str(v) for v in axis.tickvals)
+        kept = [n for n in names[::step] if step > 1 or n in shown]
+        if len(kept) < len(shown):
+            axis.tickvals, axis.ticktext = kept, kept
+
+
+def _notes_below_px(fig: go.Figure) -> float:
+    """The bottom margin a note under the plot (an annotation hung from the paper's bottom) needs."""
+    need = 0.0
+    for a in fig.layout.annotations:
+        if a.yref == "paper" and a.y is not None and a.y <= 0 and a.yanchor == "top" and a.text:
+            need = max(need, -(a.yshift or 0) + line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM + 12)
+    return need
+
+
 def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
     """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
     axis titles, legend, annotations, hovers, text on marks) and the room around it too: the title
     wrapped again at the larger size, a legend above the plot laid out again in the rows it now takes,
     the room between the title block, the legend and the plot and between stacked panels grown, the
-    margins and the height grown to match, so the plot keeps its share of the chart. Text on bars too
-    small to hold it is hidden rather than run into its neighbours."""
+    margins and the height grown to match, so the plot keeps its share of the chart. Rows a y axis
+    names (the flow's GPUs) grow until their larger labels clear each other. Text on bars too small to
+    hold it is hidden rather than run into its neighbours."""
     if scale <= 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
     out = go.Figure(fig)
@@ -522,7 +587,9 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
             room = plot_width - (annotation.xshift or 0) if annotation.xref == "paper" else plot_width
             annotation.text = wrap(unwrap(annotation.text), annotation.font.size, room)
     _wrap_subplot_titles(out, left + right)
+    _thin_names(out, plot_width)
     plot_px = _stretch_gaps(out, old_plot, scale)
+    plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
     block = title_block_px(out)
     if above:
         new_legend = legend_px(out)
@@ -532,7 +599,7 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
         layout.legend.y = 1 + lifted / max(plot_px, 1)
     else:  # what sits between the title block and the plot (a subplot's title, step names) grows with its type
         top = block + max(old_top - old_block, GAP_PX) * scale
-    bottom = old_bottom * scale
+    bottom = max(old_bottom * scale, _notes_below_px(out))
     layout.margin = dict(t=round(top), b=round(bottom), l=left, r=right)
     layout.height = round(top + plot_px + bottom)
     return out

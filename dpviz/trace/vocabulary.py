@@ -28,7 +28,7 @@ class Phase:
     where: str  # HOST, EVERY_LANE or ONE_LANE
     label: str  # the legend's short name
     hover: str  # the longer words of hovers and tables
-    color: str = "lane"  # "lane": the lane's own colour; otherwise a colour of its own ("#556655"), 3:1 on both themes
+    color: str = "lane"  # "lane": the lane's own colour; otherwise a colour of its own ("#667755"), 3:1 on both themes
     hatch: str = ""  # the pattern of its bars, when the lane's colour alone would not tell it apart
     place: str = "host"  # where it runs, in words, for the key-figures table
     drawn: bool = True  # False for an envelope whose inside is drawn instead (DataParallel's apply)

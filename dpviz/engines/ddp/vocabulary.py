@@ -22,7 +22,7 @@ VOCABULARY = Vocabulary(
     lead_lane=False,
     phases=(
         Phase("broadcast", EVERY_LANE, "DDP() broadcast", "DDP(): rank 0's parameters and buffers broadcast to every rank",
-              color="#885511", place="every rank, once"),
+              color="#8E6A2A", place="every rank, once"),
         Phase("load", EVERY_LANE, "load", "load: the rank's DataLoader reads its rows", hatch="/", place="every rank"),
         Phase("rebuild", EVERY_LANE, "rebuild buckets", "rebuild: buckets re-formed in gradient-ready order (once)",
               color="#556655", place="every rank, once", training=True),
@@ -39,15 +39,16 @@ VOCABULARY = Vocabulary(
         Phase("join", EVERY_LANE, "join (shadowing)", "join: out of rows, this rank answers the others' all-reduces with zeros",
               color="#BB5599", place="ranks that ran out of rows", training=True),
     ),
-    # Bottom to top of a stacked bar; every rank holds the same kinds (no device 0 that holds more).
+    # Bottom to top of a stacked bar; every rank holds the same kinds (no device 0 that holds more). The
+    # colours DataParallel's kinds have, none a device's (tests/test_figures_colors.py).
     memory_kinds=(
-        MemoryKind("parameters", "#6644DD"),
-        MemoryKind("gradients", "#CC3311"),
-        MemoryKind("gradient buckets", "#EE7733"),
-        MemoryKind("optimizer state", "#AA4499"),
-        MemoryKind("output and loss", "#007755", transient=True),
-        MemoryKind("rows loaded", "#DDAA33", transient=True),
-        MemoryKind("activations", "#44BB99", transient=True),
+        MemoryKind("parameters", "#7766BB"),
+        MemoryKind("gradients", "#AA4444"),
+        MemoryKind("gradient buckets", "#FF9966"),
+        MemoryKind("optimizer state", "#CC9999"),
+        MemoryKind("output and loss", "#007788", transient=True),
+        MemoryKind("rows loaded", "#996611", transient=True),
+        MemoryKind("activations", "#33EEEE", transient=True),
     ),
     words={
         "gathered": "no gather: each rank keeps its own output",

@@ -15,13 +15,13 @@ VOCABULARY = Vocabulary(
     title="DataParallel",
     lane_noun="GPU",
     phases=(
-        # Host phases have colours of their own, none a device's (tests/test_figures_colors.py): 3:1 on the
+        # Host phases have colours of their own, none a device's (tests/test_figures_colors.py): 3.5:1 on the
         # light and the dark page, apart from one another and from every device colour under colour blindness.
-        Phase("scatter", HOST, "scatter", "scatter: chunk copied to this device", color="#556655"),
-        Phase("replicate", HOST, "replicate", "replicate: model copied to this device", color="#885511"),
-        Phase("apply", HOST, "apply", "parallel_apply: one thread per replica", color="#556655", drawn=False),
+        Phase("scatter", HOST, "scatter", "scatter: chunk copied to this device", color="#667755"),
+        Phase("replicate", HOST, "replicate", "replicate: model copied to this device", color="#8E6A2A"),
+        Phase("apply", HOST, "apply", "parallel_apply: one thread per replica", color="#667755", drawn=False),
         Phase("forward", EVERY_LANE, "forward", "forward: rows", place="all replicas, overlapping"),
-        Phase("gather", HOST, "gather", "gather: output copied back to the output device", color="#8888EE"),
+        Phase("gather", HOST, "gather", "gather: output copied back to the output device", color="#7777DD"),
         Phase("loss", ONE_LANE, "loss", "loss on the output device", hatch=".", place="output device", training=True),
         Phase("backward", EVERY_LANE, "backward (×)", "backward: gradient of rows", hatch="x", place="all replicas",
               training=True),
@@ -32,17 +32,18 @@ VOCABULARY = Vocabulary(
               training=True),
     ),
     # Bottom to top of a stacked bar: what only device 0 holds first, then data, then what every replica
-    # holds. Colours mostly from Paul Tol's palettes, none a device colour, kept apart under colour
-    # blindness and 3:1 on the dark page (tests/test_figures_colors.py); strong for what only device 0 holds.
+    # holds. No colour a device has, nor one that reads as a device's: each at least 25 apart (CIE76) from
+    # every device colour, apart from one another under colour blindness and 3:1 on the dark page
+    # (tests/test_figures_colors.py).
     memory_kinds=(
-        MemoryKind("parameters", "#6644DD"),
-        MemoryKind("gradients", "#CC3311"),
-        MemoryKind("optimizer state", "#AA4499"),
-        MemoryKind("output and loss", "#007755", transient=True),
-        MemoryKind("batch and chunks", "#DDAA33", transient=True, more="batch and chunks (the whole batch, not one chunk)"),
-        MemoryKind("parameter copies", "#BBCCEE", transient=True),
-        MemoryKind("activations", "#44BB99", transient=True),
-        MemoryKind("backward buffers", "#EEDD88", transient=True, more="backward buffers (the whole output gradient)"),
+        MemoryKind("parameters", "#7766BB"),
+        MemoryKind("gradients", "#AA4444"),
+        MemoryKind("optimizer state", "#CC9999"),
+        MemoryKind("output and loss", "#007788", transient=True),
+        MemoryKind("batch and chunks", "#996611", transient=True, more="batch and chunks (the whole batch, not one chunk)"),
+        MemoryKind("parameter copies", "#AAAAFF", transient=True),
+        MemoryKind("activations", "#33EEEE", transient=True),
+        MemoryKind("backward buffers", "#FFDDBB", transient=True, more="backward buffers (the whole output gradient)"),
     ),
     words={
         "gathered": "gathered on {lane}",
