@@ -91,6 +91,7 @@ class ShardObserver(RankObserver):
         self.step = 0
         self.spans, self.lock = [], threading.Lock()
         self.layouts, self._step_buckets = [], {}
+        self._peaks: dict[int, int] = {}  # step -> the most bytes of parameters gathered at once in its forward
         self._kept: dict[tuple[str, int, int], int] = {}  # (phase, step, module) -> its span's index
         self.thread_name = thread_name
         self.memory_steps, self.memory_samples = memory_steps, []
@@ -136,6 +137,7 @@ class ShardObserver(RankObserver):
                 forward_began["at"] = self.now()
                 self.add("gather", start, forward_began["at"], thread=self.thread_name, bucket=index)
                 self._gathered()
+                self._gather_peak()
 
         def after(*args: Any, **kwargs: Any) -> Any:
             start = self.now()
@@ -179,6 +181,18 @@ class ShardObserver(RankObserver):
                 return
             self._kept[key] = len(self.spans)
             self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, bucket))
+
+    def _gather_peak(self) -> None:
+        """The ledger when the most parameters are gathered in this step's forward: the memory view's
+        "all-gather" sample (a snapshot after forward would find them freed again)."""
+        if self.step not in self.memory_steps or self.cuda:
+            return
+        gathered = self.held.get("gathered parameters", 0)
+        if gathered <= self._peaks.get(self.step, -1):
+            return
+        self._peaks[self.step] = gathered
+        self.memory_samples = [m for m in self.memory_samples if (m[0], m[1]) != (self.step, "gather")]
+        self.snapshot("gather")
 
     def _patch_reduce(self) -> None:
         """foreach_reduce, the reduce-scatter of a group's gradients, timed (this process's own module global)."""

@@ -30,5 +30,9 @@ SPEC = dataclasses.replace(
         "engine": "dpviz.engines.fsdp.engine:ENGINE",
         "check": "dpviz.engines.fsdp.check:check_trace",
         "wrap": "dpviz.engines.fsdp.sharding:wrap",
+        "summary": "dpviz.analysis.fsdp:key_figures_fsdp",
+        "summary_rows": "dpviz.analysis.fsdp:summary_rows_fsdp",
+        "explain": "dpviz.analysis.fsdp:explain_fsdp",
+        "log": "dpviz.analysis.fsdp:tutorial_log_fsdp",
     },
 )

@@ -26,7 +26,6 @@ VOCABULARY = Vocabulary(
         Phase("shard", EVERY_LANE, "fully_shard", "fully_shard: each rank keeps its own shard of every parameter "
               "(nothing is sent: every rank built the same model)", color="#885511", place="every rank, once"),
         _DDP["load"],
-        Phase("forward", EVERY_LANE, "forward", "forward: rows", place="every rank, on its own rows"),
         Phase("gather", EVERY_LANE, "all-gather (forward)",
               "all-gather before forward: the module's whole parameters gathered from every rank's shard",
               color="#DD00BB", place="every rank, per sharded module, before its forward", bucketed=True),
@@ -34,6 +33,7 @@ VOCABULARY = Vocabulary(
               color="#332288", place="every rank, per sharded module", bucketed=True),
         Phase("reshard", EVERY_LANE, "reshard", "reshard: the gathered parameters freed, the rank's shard kept",
               color="#999933", place="every rank, per sharded module", bucketed=True),
+        Phase("forward", EVERY_LANE, "forward", "forward: rows", place="every rank, on its own rows"),
         _DDP["loss"],
         _DDP["backward"],
         Phase("gather_backward", EVERY_LANE, "all-gather (backward)",
