@@ -153,3 +153,47 @@ def test_the_page_offers_fsdp_and_the_optimizer():
     assert not app.exception and app.header[0].value == "How FSDP shards the model across the ranks"
     assert app.radio(key="engine_choice").value == "fsdp" and app.radio(key="optimizer").value == "adam"
     assert app.get("plotly_chart") and app.query_params["engine"] == "fsdp"
+
+
+def test_the_memory_view_catches_the_largest_module_gathered_whole():
+    config, _, trace = run(**ADAM)
+    units = shard_units(model_of(config))
+    largest = max(sum(p.numel() * p.element_size() for p in unit.parameters()) for _, unit in units)
+    for step in range(len(trace.batches)):
+        for rank in range(2):
+            held = {m.category: m.bytes for m in trace.memory if (m.batch, m.phase, m.lane) == (step, "gather", rank)}
+            assert held["gathered parameters"] == largest  # Linear(64, 16): 1,040 elements, whole for its forward
+            after = {m.category for m in trace.memory if (m.batch, m.phase, m.lane) == (step, "forward", rank)}
+            assert "gathered parameters" not in after  # freed again once forward is done
+
+
+def test_the_timeline_names_each_sharded_module_and_says_what_gloo_ran():
+    from dpviz.figures.timeline_ddp import prepare_timeline_ddp, timeline_ddp_figure
+
+    _, _, trace = run(**ADAM)
+    table = prepare_timeline_ddp(trace, 0, len(trace.batches) - 1)
+    reduces = table[table["phase"] == "reduce_scatter"]
+    assert len(reduces) == 3 * 2 * len(trace.batches)
+    assert all("gloo has no reduce-scatter: run as an all-reduce" in d for d in reduces["detail"])
+    assert {d.split(", sharded module ")[1][:6] for d in reduces["detail"]} == {"1 of 3", "2 of 3", "3 of 3"}
+    figure = timeline_ddp_figure(trace, 0, len(trace.batches) - 1)
+    legend = {t.name for t in figure.data if t.showlegend is not False}
+    assert {"all-gather (forward)", "reshard", "all-gather (backward)", "reduce-scatter", "module forward"} <= legend
+    notes = figure.layout.title.subtitle.text.replace("<br>", " ")
+    assert "each sharded module's all-gathers" in notes and "gradient bucket" not in notes
+
+
+def test_the_key_figures_explanation_and_log_speak_of_shards_not_buckets():
+    from dpviz.analysis.explain import explain
+    from dpviz.analysis.summary import key_figures, summary_table
+    from dpviz.exports.tutorial_log import tutorial_log
+
+    config, _, trace = run(**ADAM)
+    model = sum(p.numel() for p in model_of(config).parameters())
+    table = summary_table(trace)
+    words = " ".join([*explain(trace), *table["key figure"], *table["value"], *key_figures(trace), tutorial_log(trace)])
+    assert not [key for key in [*table["key figure"], *key_figures(trace)] if "bucket" in key or "all-reduce" in key]
+    assert "DistributedDataParallel ran" not in words and "no all-reduce ran" not in words
+    assert f"{model // 2:,} of {model:,} parameter elements on every rank (1/2)" in words
+    assert "gloo has no reduce-scatter" in words
+    assert tutorial_log(trace).count("gradients reduce-scattered per sharded module (3 modules)") == len(trace.batches)
