@@ -197,3 +197,16 @@ def test_the_key_figures_explanation_and_log_speak_of_shards_not_buckets():
     assert f"{model // 2:,} of {model:,} parameter elements on every rank (1/2)" in words
     assert "gloo has no reduce-scatter" in words
     assert tutorial_log(trace).count("gradients reduce-scattered per sharded module (3 modules)") == len(trace.batches)
+
+
+def test_a_parameter_forward_never_uses_needs_no_find_unused_under_fsdp():
+    """DDP's pitfall (a bucket that never fills) is none here: each module reduce-scatters its own gradients."""
+    config, launched, trace = run(model="unused", batch_size=20, data_size=40)
+    assert trace.failure is None and launched["exit_codes"] == [0, 0]
+    trace_json.loads(trace_json.dumps(trace))  # its check takes a shard with no gradient
+    for held in trace.facts["held"]:
+        spare = sum(elements for name, elements in held["owns"] if name.startswith("spare."))
+        assert spare and held["gradients"]["elements"] == held["parameters"]["elements"] - spare
+    expected = single_process(config, trace)
+    for name, value in launched["ranks"][0]["parameters"].items():
+        assert torch.allclose(torch.from_numpy(value), expected[name].detach(), atol=TOLERANCE, rtol=0), name
