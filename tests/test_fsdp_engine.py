@@ -210,3 +210,19 @@ def test_a_parameter_forward_never_uses_needs_no_find_unused_under_fsdp():
     expected = single_process(config, trace)
     for name, value in launched["ranks"][0]["parameters"].items():
         assert torch.allclose(torch.from_numpy(value), expected[name].detach(), atol=TOLERANCE, rtol=0), name
+
+
+def test_fsdps_phase_colours_show_on_both_pages():
+    from dpviz.engines.fsdp.vocabulary import VOCABULARY
+    from dpviz.figures.colors import DARK_BACKGROUND, LIGHT_BACKGROUND, contrast_ratio
+
+    for phase in VOCABULARY.phases:
+        if phase.color != "lane":
+            assert contrast_ratio(phase.color, DARK_BACKGROUND) >= 3, phase.name
+            assert contrast_ratio(phase.color, LIGHT_BACKGROUND) >= 3, phase.name
+
+
+def test_the_page_says_what_ran_the_ranks():
+    _, _, trace = run(**ADAM)
+    said = trace.spec.part("devices")(trace, "this machine has 0 CUDA GPUs")
+    assert "fully_shard (FSDP2) ran 2 ranks" in said and "DistributedDataParallel" not in said

@@ -13,7 +13,8 @@ from collections import Counter
 
 from dpviz.analysis import explain_ddp as ddp
 from dpviz.analysis.summary_ddp import key_figures_ddp, summary_rows_ddp
-from dpviz.analysis.wording import human_bytes, plural
+from dpviz.analysis.wording import DEVICE_NAME_LIMIT, human_bytes, plural
+from dpviz.echo import markdown_text
 from dpviz.trace import Trace
 
 COLLECTIVES = ("gather", "gather_backward", "reduce_scatter")
@@ -145,3 +146,14 @@ def tutorial_log_fsdp(trace: Trace) -> str:
     n = modules(trace)
     words = f"; gradients reduce-scattered per sharded module ({plural(n, 'module')})"
     return tutorial_log_ddp(trace).replace("; no all-reduce ran\n", words + "\n")
+
+
+def describe_ranks_fsdp(trace: Trace, here_text: str) -> str:
+    """The lanes: real processes, one per rank, each holding a shard of every parameter."""
+    ranks = plural(len(trace.lanes), trace.vocabulary.lane_noun)
+    if trace.backend == "cuda":
+        names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
+        return (f"Real processes on real GPUs: torch.distributed.fsdp.fully_shard (FSDP2) ran {ranks}, one process "
+                f"per GPU, each holding a shard of every parameter, over NCCL: {names} ({here_text}).")
+    return (f"Real processes, no GPU: torch.distributed.fsdp.fully_shard (FSDP2) ran {ranks}, each its own process "
+            f"on the CPU holding a shard of every parameter, talking over gloo ({here_text}).")

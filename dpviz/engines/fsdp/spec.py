@@ -34,5 +34,6 @@ SPEC = dataclasses.replace(
         "summary_rows": "dpviz.analysis.fsdp:summary_rows_fsdp",
         "explain": "dpviz.analysis.fsdp:explain_fsdp",
         "log": "dpviz.analysis.fsdp:tutorial_log_fsdp",
+        "devices": "dpviz.analysis.fsdp:describe_ranks_fsdp",
     },
 )

@@ -30,7 +30,7 @@ VOCABULARY = Vocabulary(
               "all-gather before forward: the module's whole parameters gathered from every rank's shard",
               color="#DD00BB", place="every rank, per sharded module, before its forward", bucketed=True),
         Phase("compute", EVERY_LANE, "module forward", "the sharded module's own forward, on its gathered parameters",
-              color="#332288", place="every rank, per sharded module", bucketed=True),
+              color="#7766CC", place="every rank, per sharded module", bucketed=True),
         Phase("reshard", EVERY_LANE, "reshard", "reshard: the gathered parameters freed, the rank's shard kept",
               color="#999933", place="every rank, per sharded module", bucketed=True),
         Phase("forward", EVERY_LANE, "forward", "forward: rows", place="every rank, on its own rows"),
