@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import json
 
-import numpy as np
 import pytest
 import torch
+from torch.utils.data import DistributedSampler
 
 from dpviz.cli import main
 from dpviz.config import RunConfig
@@ -226,3 +226,12 @@ def test_the_page_says_what_ran_the_ranks():
     _, _, trace = run(**ADAM)
     said = trace.spec.part("devices")(trace, "this machine has 0 CUDA GPUs")
     assert "fully_shard (FSDP2) ran 2 ranks" in said and "DistributedDataParallel" not in said
+
+
+def test_each_rank_loads_what_distributed_sampler_gives_it():
+    config, _, trace = run(batch_size=20, data_size=60, optimizer="sgd")
+    for rank in range(2):
+        loaded = [row for span in trace.spans if span.phase == "forward" and span.lane == rank
+                  for row in trace.sample_ids(span)]
+        assert loaded == list(DistributedSampler(range(config.data_size), num_replicas=2, rank=rank, shuffle=True,
+                                                 seed=config.seed))
