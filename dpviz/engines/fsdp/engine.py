@@ -1,7 +1,6 @@
 """The FSDP engine: DDP's real processes and rank code, each rank's model sharded with fully_shard (FSDP2)."""
 from __future__ import annotations
 
-from dpviz.config import ConfigError, RunConfig
 from dpviz.trace import Trace
 from dpviz.engines.ddp.engine import DistributedEngine
 from dpviz.engines.fsdp.vocabulary import VOCABULARY
