@@ -44,7 +44,7 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--data-size", "1000000", "--batch-size", "1"], "raise the batch size"),
     (["--backend", "cuda", "--gpus", "16"], "needs 16 CUDA devices"),
     (["--backend", "tpu"], "invalid choice"),
-    (["--engine", "fsdp"], "invalid choice: 'fsdp'"),
+    (["--engine", "fsdp3"], "invalid choice: 'fsdp3'"),
     (["--engine", "ddp", "--gpus", "17"], "gpus must be between 1 and 16, got 17"),
     (["--engine", "ddp", "--backend", "cuda", "--gpus", "16"], "16 ranks need 16 CUDA devices"),
     (["--engine", "ddp", "--inputs", "kwargs"], "inputs kwargs shows a DataParallel pitfall"),
@@ -52,9 +52,9 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--bucket-cap-mb", "1"], "--bucket-cap-mb is an option of DistributedDataParallel and ZeRO-1, so it needs --engine ddp or --engine zero1"),
     (["--bucket-cap-mb", "none"], "--bucket-cap-mb is an option of DistributedDataParallel and ZeRO-1"),  # even DDP's default
     (["--accumulate", "1", "--train"], "--accumulate is an option of DistributedDataParallel and ZeRO-1"),
-    (["--drop-last"], "--drop-last is an option of DistributedDataParallel and ZeRO-1, so it needs --engine ddp or --engine zero1"),
-    (["--no-set-epoch"], "--no-set-epoch is an option of DistributedDataParallel and ZeRO-1"),  # on unless given: --no-
-    (["--timeout-s", "30"], "--timeout-s is an option of DistributedDataParallel and ZeRO-1"),
+    (["--drop-last"], "--drop-last is an option of DistributedDataParallel, ZeRO-1 and FSDP, so it needs --engine ddp or --engine zero1 or --engine fsdp"),
+    (["--no-set-epoch"], "--no-set-epoch is an option of DistributedDataParallel, ZeRO-1 and FSDP"),  # on unless given: --no-
+    (["--timeout-s", "30"], "--timeout-s is an option of DistributedDataParallel, ZeRO-1 and FSDP"),
     (["--engine", "ddp", "--uneven"], "uneven splits the rows by hand into contiguous shards, in order, so it needs shuffle"),
     (["--engine", "ddp", "--epochs", "5"], "epochs must be between 1 and 4"),
     (["--engine", "ddp", "--bucket-cap-mb", "0"], "bucket_cap_mb must be a number of MiB from 0.0001 to 1024"),

@@ -26,6 +26,7 @@ RECORDING_SIDE = sorted({
     *(f"dpviz.engines.ddp.{name}" for name in
       ("engine", "launch", "rank", "observer", "merge", "torchrun", "preloaded")),
     *(f"dpviz.engines.zero1.{name}" for name in ("engine", "sharded")),
+    *(f"dpviz.engines.fsdp.{name}" for name in ("engine", "sharding")),
 })
 # What a reader may import of an engine's package: its spec, its words, its arithmetic, the facts of a
 # loaded trace and its check.
@@ -33,6 +34,7 @@ READING_SIDE = sorted({
     *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "chunking", "split_rules", "facts", "check")),
     *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "sharding", "facts", "check")),
     *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check")),
+    *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "check")),
 })
 LOADED = f"""
 def loaded():
@@ -135,6 +137,9 @@ def trace_files(folder: Path) -> dict[str, str]:
     # ZeRO-1 with Adam over the MLP in several buckets: its shards of the optimizer's state, DDP's views.
     traces["zero1-adam"] = engine("zero1").record(RunConfig(engine="zero1", gpus=2, train=True, optimizer="adam",
                                                             model="mlp", bucket_cap_mb=0.0002, data_size=60))
+    # FSDP with Adam over the MLP: three sharded modules, each with its own spans; its shards of everything held.
+    traces["fsdp-adam"] = engine("fsdp").record(RunConfig(engine="fsdp", gpus=2, train=True, optimizer="adam",
+                                                          model="mlp", data_size=60))
     documents = {name: trace_json.dumps(trace) for name, trace in traces.items()}
     documents["ddp-four_train"] = ddp_document("four_train")  # several buckets
     documents["ddp-two_accumulate"] = ddp_document("two_accumulate")  # no_sync steps

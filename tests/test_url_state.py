@@ -22,7 +22,7 @@ def test_a_link_round_trips_every_setting():
     ({"engine": "ddp", "inputs": "kwargs"}, "DataParallel pitfall"),
     ({"engine": "ddp", "uneven": "true"}, "needs shuffle and drop_last off"),
     ({"engine": "ddp", "accumulate": "4"}, "needs train"),
-    ({"engine": "dp", "optimizer": "adam"}, "optimizer is an option of DistributedDataParallel and ZeRO-1"),
+    ({"engine": "dp", "optimizer": "adam"}, "optimizer is an option of DistributedDataParallel, ZeRO-1 and FSDP"),
 ])
 def test_settings_that_do_not_go_together_are_said_and_dropped(query, words):
     config, warnings = from_query(query)

@@ -19,7 +19,7 @@ from dpviz.analysis.summary_ddp import OVERLAP_LABEL
 from dpviz.analysis.tables_ddp import backwards, bucket_layout, computing_overlap, epochs_of, under_no_sync
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
-from dpviz.analysis.wording import human_bytes, numbered_range
+from dpviz.analysis.wording import human_bytes, numbered, numbered_range
 from dpviz.figures.bounds import MAX_MARKS
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
 from dpviz.figures.style import (GAP_PX, MARGIN, NAME_LIMIT, NARROWEST_PX, ddp_note, legend_entries, plural, styled,
@@ -75,6 +75,8 @@ def prepare_timeline_ddp(trace: Trace, first_batch: int, last_batch: int) -> pd.
     the words of its hover (an all-reduce names its bucket, a forward its rows)."""
     vocabulary = trace.vocabulary
     records = []
+    group = vocabulary.words.get("group_noun")  # what a bucketed span names, when not DDP's gradient bucket
+    groups = 1 + max((s.bucket for s in trace.spans if s.bucket is not None), default=0)
     for b in range(first_batch, last_batch + 1):
         for span in trace.spans_of(b):
             if span.lane is None or span.phase not in vocabulary.order:  # a file may name a phase DDP lacks
@@ -86,7 +88,9 @@ def prepare_timeline_ddp(trace: Trace, first_batch: int, last_batch: int) -> pd.
             if span.phase == "forward":
                 detail += f" {span.row_offset}-{span.row_offset + span.rows - 1} of the step ({plural(span.rows, 'row')})" \
                     if span.rows else " none (no rows)"
-            if phase.bucketed:
+            if phase.bucketed and group:  # e.g. FSDP's sharded module; the thread says what ran it
+                detail += f", {numbered(span.bucket, groups, group)}" + (f" ({span.thread})" if span.thread else "")
+            elif phase.bucketed:
                 detail = f"{vocabulary.lane_name(span.lane)}: all-reduce of {bucket_text(trace, b, span.bucket)}"
             bucket = -1 if span.bucket is None else span.bucket
             records.append((span.lane, span.phase, b, span.start * 1e3, span.end * 1e3, span.rows, span.row_offset,
@@ -250,8 +254,10 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
         title = f"Timeline of {numbered_range(first_batch, last_batch, total, 'steps')} (a window of {plural(shown, 'step')})"
     lines = []
     if (table["bucket"] >= 0).any():
-        lines.append(f"thin row under each {noun}: each gradient bucket's all-reduce, running beside backward")
-        lines.append(overlap_words(trace, first_batch, last_batch))
+        lines.append(trace.vocabulary.words.get("thin_row", "thin row under each {noun}: each gradient bucket's "
+                                                "all-reduce, running beside backward").format(noun=noun))
+        if "thin_row" not in trace.vocabulary.words:  # the share of backward's compute the bucket all-reduces ran in
+            lines.append(overlap_words(trace, first_batch, last_batch))
     else:
         lines.append("no all-reduce in these steps" + (": forward only" if not trace.config.train else
                                                        ": under no_sync" if trace.config.accumulate > 1 else ""))

@@ -78,24 +78,17 @@ def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_
     result["clock"] = _barrier_times()
     model, loader, sampler = _build(config, work, rank, world)
     model = model.to(device)
-    begin = time.perf_counter()
-    ddp = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None,
-                                  bucket_cap_mb=config.bucket_cap_mb, find_unused_parameters=config.find_unused)
-    constructed = time.perf_counter()
-    result["startup"]["ddp"] = constructed - begin
     last = config.num_batches - 1
-    observer = RankObserver(rank, ddp, cuda, {0, last}, "NCCL" if cuda else "gloo", config.dim)
+    spec = ENGINES[config.engine]
+    wrap = spec.part("wrap") if spec.has("wrap") else wrap_ddp
+    ddp, observer, result["startup"]["ddp"] = wrap(model, config, rank, cuda, local_rank, {0, last})
     observer.last_step = last
-    observer.add("broadcast", begin, constructed)
-    observer.hold("gradient buckets", sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
-    observer.snapshot("broadcast")
     optimizer = holder = None  # forward only: no optimizer
     if config.train:
         teacher = work.teacher()
         teacher = teacher.to(device) if teacher is not None else None
         optimizer, holder = _optimizer(config, model)
-    logged = ddp._get_ddp_logging_data()
-    result["reducer"] = {"bucket_sizes": _sizes(logged.get("bucket_sizes"))}
+    result["reducer"] = {"bucket_sizes": _sizes(_logged(ddp).get("bucket_sizes"))}
     caught: list[tuple[str, str, int]] = []
     try:
         with warnings.catch_warnings(record=True) as seen, _joined(ddp, observer, config.join, optimizer):
@@ -136,7 +129,7 @@ def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_
                     observer.hold("output and loss", nbytes(output))
                     observer.snapshot("forward")
                     if config.train:
-                        _train(config, work, observer, ddp, output, teacher, x, (args, kwargs), out_shape, rows,
+                        _train(config, work, observer, model, output, teacher, x, (args, kwargs), out_shape, rows,
                                syncs, optimizer, holder)
                 caught += [(w.category.__name__, str(w.message), step) for w in seen]
                 seen.clear()
@@ -147,19 +140,55 @@ def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_
         caught += [(w.category.__name__, str(w.message), len(result["steps"]) - 1) for w in seen]
         observer.close()
         result.update(spans=observer.spans, layouts=observer.layouts, memory=observer.memory_samples, warnings=caught,
-                      held=held(ddp.module, holder))
-        logged = ddp._get_ddp_logging_data()
-        result["reducer"]["rebuilt_bucket_sizes"] = _sizes(logged.get("rebuilt_bucket_sizes"))
+                      held=held(model, holder))
+        if _logged(ddp):
+            result["reducer"]["rebuilt_bucket_sizes"] = _sizes(_logged(ddp).get("rebuilt_bucket_sizes"))
     if keep_parameters:
         # As numpy arrays: a tensor would cross the queue as shared memory the exited process no longer serves.
-        result["parameters"] = {name: p.detach().cpu().numpy().copy() for name, p in model.named_parameters()}
+        # A sharded parameter (a DTensor) is gathered whole (every rank takes part), and its shard kept beside.
+        result["parameters"] = {name: _array(p.full_tensor() if _sharded(p) else p) for name, p in model.named_parameters()}
+        if any(_sharded(p) for p in model.parameters()):
+            result["shards"] = {name: _array(local(p)) for name, p in model.named_parameters()}
         if holder is not None:  # what torch's optimizer on this rank says it holds (its state_dict)
-            result["optimizer_state"] = [{key: value.detach().cpu().numpy().copy() for key, value in kept.items()
+            result["optimizer_state"] = [{key: _array(local(value)) for key, value in kept.items()
                                           if isinstance(value, torch.Tensor)}
                                          for kept in holder.state_dict()["state"].values()]
 
 
-def _train(config, work, observer: RankObserver, ddp, output, teacher, x, call, out_shape, rows, syncs,
+def wrap_ddp(model: torch.nn.Module, config: RunConfig, rank: int, cuda: bool, local_rank: int,
+             memory_steps: set[int]) -> tuple[DistributedDataParallel, RankObserver, float]:
+    """DDP around `model` (its constructor broadcasts rank 0's parameters), the observer that times it, and the
+    constructor's seconds. An engine that wraps the model otherwise names its own function as its spec's `wrap`."""
+    begin = time.perf_counter()
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None,
+                                  bucket_cap_mb=config.bucket_cap_mb, find_unused_parameters=config.find_unused)
+    constructed = time.perf_counter()
+    observer = RankObserver(rank, ddp, cuda, memory_steps, "NCCL" if cuda else "gloo", config.dim)
+    observer.add("broadcast", begin, constructed)
+    observer.hold("gradient buckets", sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
+    observer.snapshot("broadcast")
+    return ddp, observer, constructed - begin
+
+
+def _logged(wrapped: Any) -> dict:
+    """DDP's logging data (its buckets); nothing for a model wrapped otherwise."""
+    return wrapped._get_ddp_logging_data() if isinstance(wrapped, DistributedDataParallel) else {}
+
+
+def _sharded(tensor: torch.Tensor) -> bool:
+    return hasattr(tensor, "to_local")  # a DTensor: this rank holds a shard of it
+
+
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """What this rank itself holds of `tensor`: its shard when it is sharded (a DTensor), else all of it."""
+    return tensor.to_local() if _sharded(tensor) else tensor
+
+
+def _array(tensor: torch.Tensor):
+    return tensor.detach().cpu().numpy().copy()
+
+
+def _train(config, work, observer: RankObserver, model, output, teacher, x, call, out_shape, rows, syncs,
            optimizer, holder) -> None:
     start = observer.now()
     target = work.target(teacher, x, *call)
@@ -171,15 +200,15 @@ def _train(config, work, observer: RankObserver, ddp, output, teacher, x, call, 
     loss.backward()  # the all-reduces are launched from inside, bucket by bucket
     observer.add("backward", start, observer.now(), (0, rows), (out_shape, None))
     observer.drop("activations")
-    observer.set("gradients", sum(p.grad.numel() * p.grad.element_size() for p in ddp.module.parameters()
-                                  if p.grad is not None))
+    observer.set("gradients", sum(nbytes(local(p.grad)) for p in model.parameters() if p.grad is not None))
     observer.snapshot("backward")
     if syncs:
         start = observer.now()
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         observer.add("step", start, observer.now())
-        observer.set("optimizer state", nbytes(list(holder.state.values())))  # this rank's own, a shard under ZeRO
+        observer.set("optimizer state", nbytes([local(value) for kept in holder.state.values() for value in kept.values()
+                                                if isinstance(value, torch.Tensor)]))  # this rank's own, a shard under ZeRO
         observer.snapshot("step")
 
 
@@ -190,11 +219,12 @@ def held(model: torch.nn.Module, holder: torch.optim.Optimizer | None) -> dict[s
     The state counts the tensors kept per element of a parameter (SGD's momentum buffer, Adam's two moments);
     Adam's step counters, one number per parameter tensor, are left out."""
     names = {id(p): name for name, p in model.named_parameters()}
-    parameters = list(model.parameters())
-    gradients = [p.grad for p in parameters if p.grad is not None]
-    state = [] if holder is None else [value for kept in holder.state.values() for value in kept.values()
+    parameters = [local(p) for p in model.parameters()]  # a sharded parameter (FSDP): the rank's own shard
+    gradients = [local(p.grad) for p in model.parameters() if p.grad is not None]
+    state = [] if holder is None else [local(value) for kept in holder.state.values() for value in kept.values()
                                        if isinstance(value, torch.Tensor) and value.dim() > 0]
-    owns = [] if holder is None else [[names[id(p)], p.numel()] for group in holder.param_groups for p in group["params"]]
+    owns = [] if holder is None else [[names[id(p)], local(p).numel()] for group in holder.param_groups
+                                      for p in group["params"]]
     count = lambda tensors: {"elements": sum(t.numel() for t in tensors),
                              "bytes": sum(t.numel() * t.element_size() for t in tensors)}
     return {"parameters": count(parameters), "gradients": count(gradients), "optimizer state": count(state),

@@ -1,0 +1,36 @@
+"""The rules of an FSDP trace: DDP's (every rank loads its sampler's rows), and, once it has trained, what each
+rank held: a shard of every parameter, the gradients and the optimizer state of that shard. Plain Python:
+loading a trace needs no torch.
+
+    check_trace(trace)      # TraceError (one sentence) unless the trace is what an FSDP run records
+"""
+from __future__ import annotations
+
+from dpviz.trace import Trace
+from dpviz.trace.values import TraceError
+from dpviz.engines.ddp.check import check_steps, held_of
+
+
+def check_trace(trace: Trace) -> None:
+    """Raise TraceError unless `trace` is what fully_shard over the ranks could have recorded."""
+    check_steps(trace)
+    check_shards(trace)
+
+
+def check_shards(trace: Trace) -> None:
+    """Every rank steps its shard of every trainable parameter (the same parameters on every rank), no more than
+    it holds, and holds gradients of those shards at most (FSDP keeps the gradient of the rank's shard only; a
+    parameter forward never used has none)."""
+    held = held_of(trace)
+    if held is None:
+        return
+    names = [sorted(name for name, _ in mine["owns"]) for mine in held]
+    for rank, mine in enumerate(held):
+        if names[rank] != names[0]:
+            raise TraceError(f"rank {rank} steps the parameters {', '.join(names[rank][:3])}...; under FSDP every "
+                             f"rank steps its shard of every parameter, as rank 0 does ({len(names[0]):,}).")
+        owned = sum(elements for _, elements in mine["owns"])
+        trainable = mine["gradients"]["elements"]
+        if trainable > owned or owned > mine["parameters"]["elements"]:
+            raise TraceError(f"rank {rank} steps shards of {owned:,} elements and holds gradients of {trainable:,}; "
+                             "under FSDP the gradients are those of the shards it steps.")

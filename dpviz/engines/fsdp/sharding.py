@@ -1,0 +1,241 @@
+"""Which modules FSDP2 shards, and the observer that times what it does in each step.
+
+    model, observer, seconds = wrap(model, config, rank, cuda, local_rank, memory_steps)   # the spec's `wrap`
+
+`fully_shard` each module that holds parameters of its own (each Linear, BatchNorm, convolution, GRU), or each
+block of a model that keeps its blocks in an nn.ModuleList, then the root. Every parameter becomes a DTensor
+sharded on dim 0: a rank keeps rows k/W.. of each one. In forward FSDP all-gathers a module's parameters just
+before it runs and frees them (reshards) after; in backward it gathers them again, and reduce-scatters the
+gradients so that each rank keeps the sum of its own rows' gradients only (on gloo an all-reduce, of which each
+rank keeps its shard).
+
+The observer times FSDP2's own methods on each parameter group (`pre_forward`, which all-gathers; `post_forward`,
+which reshards; `pre_backward`, which all-gathers again; `post_backward`, which reshards and reduce-scatters
+through `foreach_reduce`), wrapped on the instances, as DDP's observer wraps DDP's: what they do is unchanged.
+Each span names its sharded module by its index in `bucket` (the order modules were sharded in, the root last).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp._fully_shard import _fsdp_param_group
+from torch.distributed.fsdp._fully_shard._fsdp_common import TrainingState
+
+from dpviz.engines.ddp.observer import RankObserver
+from dpviz.engines.ddp.rank import local
+from dpviz.engines.dp.memory import nbytes
+from dpviz.engines.workload.input_forms import first_tensor
+
+
+def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The modules sharded one by one before the root, (name, module) in the order FSDP2 meets them: each block
+    of an nn.ModuleList that holds parameters, otherwise each module with parameters of its own."""
+    units: list[tuple[str, nn.Module]] = []
+
+    def walk(prefix: str, module: nn.Module) -> None:
+        for name, child in module.named_children():
+            path = f"{prefix}{name}"
+            if isinstance(module, nn.ModuleList) and any(True for _ in child.parameters()):
+                units.append((path, child))
+            elif any(True for _ in child.parameters(recurse=False)):
+                units.append((path, child))
+                walk(f"{path}.", child)
+            else:
+                walk(f"{path}.", child)
+
+    walk("", model)
+    return units
+
+
+def wrap(model: nn.Module, config: Any, rank: int, cuda: bool, local_rank: int,
+         memory_steps: set[int]) -> tuple[nn.Module, "ShardObserver", float]:
+    """fully_shard each unit, then the root; the model (now sharded in place), its observer, the seconds it took."""
+    begin = time.perf_counter()
+    units = shard_units(model)
+    for _, unit in units:
+        fully_shard(unit)
+    fully_shard(model)
+    sharded = time.perf_counter()
+    observer = ShardObserver(rank, model, [name for name, _ in units] + [""], cuda, memory_steps,
+                             "NCCL" if cuda else "gloo", config.dim)
+    observer.add("shard", begin, sharded)
+    observer.snapshot("shard")
+    return observer.timed_model(), observer, sharded - begin
+
+
+def groups_of(model: nn.Module) -> list[tuple[str, Any]]:
+    """(module name, FSDP2 parameter group) of every sharded module that holds parameters of its own."""
+    out = []
+    for name, module in model.named_modules():
+        state = module._get_fsdp_state() if hasattr(module, "_get_fsdp_state") else None
+        for group in getattr(state, "_fsdp_param_groups", []) or []:
+            out.append((name, group))
+    return out
+
+
+class ShardObserver(RankObserver):
+    """Spans and a memory ledger of one FSDP rank: DDP's observer's ledger and spans, with FSDP2's steps timed."""
+
+    def __init__(self, rank: int, model: nn.Module, order: list[str], cuda: bool, memory_steps: set[int],
+                 thread_name: str, dim: int = 0):
+        # Not RankObserver.__init__: there is no DDP object to time, no buckets.
+        import threading
+
+        self.rank, self.model, self.cuda, self.dim = rank, model, cuda, dim
+        self.ddp = None
+        self.step = 0
+        self.spans, self.lock = [], threading.Lock()
+        self.layouts, self._step_buckets = [], {}
+        self._peaks: dict[int, int] = {}  # step -> the most bytes of parameters gathered at once in its forward
+        self._kept: dict[tuple[str, int, int], int] = {}  # (phase, step, module) -> its span's index
+        self.thread_name = thread_name
+        self.memory_steps, self.memory_samples = memory_steps, []
+        self.held = {"parameters": nbytes([local(p) for p in model.parameters()]) +
+                     nbytes(list(model.buffers()))}
+        self.gathered_bytes: dict[int, int] = {}  # per group: bytes of its whole (unsharded) parameters
+        self.groups: list[tuple[int, Any]] = []
+        index = {name: i for i, name in enumerate(order)}
+        for name, group in groups_of(model):
+            at = index.get(name, len(order) - 1)
+            self.groups.append((at, group))
+            self.gathered_bytes[id(group)] = sum(p.sharded_param.numel() * p.sharded_param.element_size()
+                                                 for p in group.fsdp_params)
+            self._time_group(at, group)
+        self.reduce_thread = (f"{thread_name}: a reduce-scatter" if cuda else
+                              "gloo has no reduce-scatter: run as an all-reduce, each rank keeping its shard")
+        self._reducing: int | None = None
+        self._patch_reduce()
+        self.activations = [m.register_forward_hook(self._activation) for m in model.modules()
+                            if not list(m.children())]
+
+    # ---- FSDP2's steps, per sharded module
+    def _time_group(self, index: int, group: Any) -> None:
+        def timed(method, phase: str, thread: str | None = None):
+            def call(*args: Any, **kwargs: Any) -> Any:
+                start = self.now()
+                try:
+                    return method(*args, **kwargs)
+                finally:
+                    end = self.now()
+                    self.add(phase, start, end, thread=thread, bucket=index)
+                    self._gathered()
+            return call
+
+        forward_began: dict[str, float] = {}
+        pre_forward, post_forward = group.pre_forward, group.post_forward
+
+        def before(*args: Any, **kwargs: Any) -> Any:
+            start = self.now()
+            try:
+                return pre_forward(*args, **kwargs)
+            finally:
+                forward_began["at"] = self.now()
+                self.add("gather", start, forward_began["at"], thread=self.thread_name, bucket=index)
+                self._gathered()
+                self._gather_peak()
+
+        def after(*args: Any, **kwargs: Any) -> Any:
+            start = self.now()
+            if "at" in forward_began:
+                self.add("compute", forward_began.pop("at"), start, bucket=index)
+            try:
+                return post_forward(*args, **kwargs)
+            finally:
+                self.add("reshard", start, self.now(), bucket=index)
+                self._gathered()
+
+        group.pre_forward, group.post_forward = before, after
+        pre_backward, post_backward = group.pre_backward, group.post_backward
+
+        def gather_again(*args: Any, **kwargs: Any) -> Any:
+            if group._training_state == TrainingState.PRE_BACKWARD:  # FSDP2 returns at once: already gathered
+                return pre_backward(*args, **kwargs)
+            return timed(pre_backward, "gather_backward", self.thread_name)(*args, **kwargs)
+
+        def backward_done(*args: Any, **kwargs: Any) -> Any:
+            self._reducing = index  # its foreach_reduce is this module's reduce-scatter
+            try:
+                return post_backward(*args, **kwargs)
+            finally:
+                self._reducing = None
+                self._gathered()
+
+        group.pre_backward, group.post_backward = gather_again, backward_done
+
+    def add(self, phase: str, start: float, end: float, rows: tuple[int, int] = (0, 0), shapes=(None, None),
+            thread: str | None = None, bucket: int | None = None) -> None:
+        """A span; a module's phase met twice in one step (a module called twice) widens the first one."""
+        if bucket is None:
+            return super().add(phase, start, end, rows, shapes, thread, bucket)
+        key = (phase, self.step, bucket)
+        with self.lock:
+            if key in self._kept:
+                at = self._kept[key]
+                kept = self.spans[at]
+                self.spans[at] = (*kept[:2], min(kept[2], start), max(kept[3], end), *kept[4:])
+                return
+            self._kept[key] = len(self.spans)
+            self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, bucket))
+
+    def _gather_peak(self) -> None:
+        """The ledger when the most parameters are gathered in this step's forward: the memory view's
+        "all-gather" sample (a snapshot after forward would find them freed again)."""
+        if self.step not in self.memory_steps or self.cuda:
+            return
+        gathered = self.held.get("gathered parameters", 0)
+        if gathered <= self._peaks.get(self.step, -1):
+            return
+        self._peaks[self.step] = gathered
+        self.memory_samples = [m for m in self.memory_samples if (m[0], m[1]) != (self.step, "gather")]
+        self.snapshot("gather")
+
+    def _patch_reduce(self) -> None:
+        """foreach_reduce, the reduce-scatter of a group's gradients, timed (this process's own module global)."""
+        reduce = getattr(_fsdp_param_group.foreach_reduce, "__wrapped__", _fsdp_param_group.foreach_reduce)
+        observer = self
+
+        def timed_reduce(*args: Any, **kwargs: Any) -> Any:
+            start = observer.now()
+            try:
+                return reduce(*args, **kwargs)
+            finally:
+                if observer._reducing is not None:
+                    observer.add("reduce_scatter", start, observer.now(), thread=observer.reduce_thread,
+                                 bucket=observer._reducing)
+
+        timed_reduce.__wrapped__ = reduce
+        _fsdp_param_group.foreach_reduce = timed_reduce
+
+    def _gathered(self) -> None:
+        """The ledger's gathered parameters: the whole parameters of every group that holds them now."""
+        self.set("gathered parameters", sum(self.gathered_bytes[id(g)] for _, g in self.groups if g.is_unsharded))
+
+    # ---- the whole forward on the rank's rows
+    def timed_model(self):
+        model = self.model
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            x = first_tensor((args, kwargs))
+            in_shape = list(x.shape) if x is not None else []
+            rows = in_shape[self.dim] if len(in_shape) > self.dim else 0
+            start, output, raised = self.now(), None, True
+            try:
+                output = model(*args, **kwargs)
+                raised = False
+                return output
+            finally:
+                y = first_tensor(output)
+                shape = None if raised else list(y.shape) if y is not None else []
+                self.add("forward", start, self.now(), (0, rows), (in_shape, shape))
+        return forward
+
+    def close(self) -> None:
+        super().close()
+        reduce = getattr(_fsdp_param_group.foreach_reduce, "__wrapped__", None)
+        if reduce is not None:
+            _fsdp_param_group.foreach_reduce = reduce

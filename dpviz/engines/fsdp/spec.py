@@ -1,0 +1,39 @@
+"""FSDP (torch.distributed.fsdp.fully_shard, FSDP2), as the rest of dpviz sees it: DDP's processes and rows,
+its own words, wrapping, check and views (no torch).
+
+Every rank runs the ddp engine's rank code and launcher (torchrun too); where that code wraps the model in
+DistributedDataParallel, this engine's `wrap` shards it with fully_shard instead. DDP's options that belong to
+its reducer (bucket_cap_mb, find_unused_parameters, no_sync accumulation, join) are not offered, nor the hand
+split (uneven) that needs join to end."""
+from __future__ import annotations
+
+import dataclasses
+
+from dpviz.engines.ddp.spec import SPEC as DDP
+
+_DDP_ONLY = {"bucket_cap_mb", "accumulate", "find_unused", "join", "uneven"}
+_VIEWS = ("view.split", "view.timeline", "view.samples", "view.memory", "view.log")
+
+SPEC = dataclasses.replace(
+    DDP,
+    name="fsdp",
+    label="FSDP",
+    short="FSDP",
+    runs="FSDP2 fully_shard",
+    title="How FSDP shards the model across the ranks",
+    options_title="FSDP options",
+    options=tuple(option for option in DDP.options if option.name not in _DDP_ONLY),
+    facts=("ddp", "held", "model"),
+    parts={
+        **{part: where for part, where in DDP.parts.items() if not part.startswith("view.") or part in _VIEWS},
+        "vocabulary": "dpviz.engines.fsdp.vocabulary:VOCABULARY",
+        "engine": "dpviz.engines.fsdp.engine:ENGINE",
+        "check": "dpviz.engines.fsdp.check:check_trace",
+        "wrap": "dpviz.engines.fsdp.sharding:wrap",
+        "summary": "dpviz.analysis.fsdp:key_figures_fsdp",
+        "summary_rows": "dpviz.analysis.fsdp:summary_rows_fsdp",
+        "explain": "dpviz.analysis.fsdp:explain_fsdp",
+        "log": "dpviz.analysis.fsdp:tutorial_log_fsdp",
+        "devices": "dpviz.analysis.fsdp:describe_ranks_fsdp",
+    },
+)

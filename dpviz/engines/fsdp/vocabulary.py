@@ -1,0 +1,64 @@
+"""FSDP's words: the phases of one training step on every rank, per sharded module, and its memory.
+
+One process per rank, as DDP, but no rank holds the whole model: fully_shard leaves each rank a shard of every
+parameter (rows k/W.. of dim 0). Per step each rank loads its own rows; in forward, each sharded module's
+parameters are all-gathered just before it runs and freed (resharded) after; the loss; in backward each module's
+parameters are gathered again, its gradients computed and reduce-scattered (each rank keeps the sum of its own
+rows of the gradient); then each rank's optimizer steps its own shard. The collectives of a module are drawn on
+its own sub-row under the rank (`bucket` is the sharded module's index), the rank's own work above.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from dpviz.trace.vocabulary import EVERY_LANE, MemoryKind, Phase, Vocabulary
+from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
+
+_DDP = {phase.name: phase for phase in DDP.phases}
+
+VOCABULARY = Vocabulary(
+    engine="fsdp",
+    title="FSDP",
+    lane_noun="rank",
+    rows_once=False,
+    lead_lane=False,
+    phases=(
+        Phase("shard", EVERY_LANE, "fully_shard", "fully_shard: each rank keeps its own shard of every parameter "
+              "(nothing is sent: every rank built the same model)", color="#885511", place="every rank, once"),
+        _DDP["load"],
+        Phase("gather", EVERY_LANE, "all-gather (forward)",
+              "all-gather before forward: the module's whole parameters gathered from every rank's shard",
+              color="#DD00BB", place="every rank, per sharded module, before its forward", bucketed=True),
+        Phase("compute", EVERY_LANE, "module forward", "the sharded module's own forward, on its gathered parameters",
+              color="#7766CC", place="every rank, per sharded module", bucketed=True),
+        Phase("reshard", EVERY_LANE, "reshard", "reshard: the gathered parameters freed, the rank's shard kept",
+              color="#999933", place="every rank, per sharded module", bucketed=True),
+        Phase("forward", EVERY_LANE, "forward", "forward: rows", place="every rank, on its own rows"),
+        _DDP["loss"],
+        _DDP["backward"],
+        Phase("gather_backward", EVERY_LANE, "all-gather (backward)",
+              "all-gather in backward: the module's parameters gathered again for its gradients", color="#AA3377",
+              place="every rank, per sharded module, in backward", training=True, bucketed=True),
+        Phase("reduce_scatter", EVERY_LANE, "reduce-scatter",
+              "reduce-scatter: the module's gradients summed over the ranks, each rank keeping its own shard",
+              color="#EE3377", place="every rank, per sharded module, in backward", training=True, bucketed=True),
+        dataclasses.replace(_DDP["step"], hover="optimizer step (SGD or Adam): each rank updates its own shard of "
+                                                "the parameters, with its shard of the optimizer state"),
+    ),
+    memory_kinds=(
+        MemoryKind("parameters", "#6644DD"),
+        MemoryKind("gathered parameters", "#EE7733", transient=True),
+        MemoryKind("gradients", "#CC3311"),
+        MemoryKind("optimizer state", "#AA4499"),
+        MemoryKind("output and loss", "#007755", transient=True),
+        MemoryKind("rows loaded", "#DDAA33", transient=True),
+        MemoryKind("activations", "#44BB99", transient=True),
+    ),
+    words={
+        **DDP.words,
+        "computed_memory": "computed from the tensors each rank holds (its shards) in its own process",
+        "group_noun": "sharded module",
+        "thin_row": "thin row under each {noun}: each sharded module's all-gathers, forward, reshard and "
+                    "reduce-scatter",
+    },
+)
