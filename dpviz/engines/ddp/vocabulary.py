@@ -34,7 +34,7 @@ VOCABULARY = Vocabulary(
               place="every rank", training=True),
         Phase("allreduce", EVERY_LANE, "all-reduce", "all-reduce: a bucket's gradients averaged over the ranks",
               color="#DD00BB", place="every rank, overlapping backward", training=True, bucketed=True),
-        Phase("step", EVERY_LANE, "optimizer step", "optimizer step (SGD or Adam): updates the rank's own parameters", hatch="-",
+        Phase("step", EVERY_LANE, "optimizer step", "optimizer step: updates the rank's own parameters (SGD or Adam, as chosen)", hatch="-",
               place="every rank", training=True),
         Phase("join", EVERY_LANE, "join (shadowing)", "join: out of rows, this rank answers the others' all-reduces with zeros",
               color="#BB5599", place="ranks that ran out of rows", training=True),

@@ -42,8 +42,8 @@ VOCABULARY = Vocabulary(
         Phase("reduce_scatter", EVERY_LANE, "reduce-scatter",
               "reduce-scatter: the module's gradients summed over the ranks, each rank keeping its own shard",
               color="#EE3377", place="every rank, per sharded module, in backward", training=True, bucketed=True),
-        dataclasses.replace(_DDP["step"], hover="optimizer step (SGD or Adam): each rank updates its own shard of "
-                                                "the parameters, with its shard of the optimizer state"),
+        dataclasses.replace(_DDP["step"], hover="optimizer step: each rank updates its own shard of the "
+                                                "parameters, with its shard of the optimizer state (SGD or Adam)"),
     ),
     memory_kinds=(
         MemoryKind("parameters", "#6644DD"),
