@@ -180,3 +180,18 @@ def test_every_model_and_input_form_ddp_can_run_trains(model, inputs):
     forwards = [s for s in trace.spans if s.phase == "forward"]
     assert len(forwards) == 2 * len(trace.batches) and all(s.rows == 16 for s in forwards)
     assert all(s.input_shape[config.dim] == 16 for s in forwards)  # the rank's rows, on the model's batch dim
+
+
+def test_a_model_with_a_frozen_teacher_inside_trains_and_its_trace_loads():
+    """The catalogue's 'loss' model carries its teacher as frozen parameters: no rank steps them, and the
+    trace's check counts only what trains."""
+    from dpviz.config import RunConfig
+    from dpviz.engines.run import record
+    from dpviz.trace import json_io
+
+    trace = record(RunConfig(engine="ddp", model="loss", gpus=2, train=True, data_size=8, batch_size=4))
+    assert trace.failure is None
+    held = trace.facts["held"]
+    assert held[0]["owns"] == held[1]["owns"]
+    assert sum(e for _, e in held[0]["owns"]) < held[0]["parameters"]["elements"]  # the teacher is not stepped
+    json_io.loads(json_io.dumps(trace))

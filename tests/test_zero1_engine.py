@@ -156,5 +156,5 @@ def test_a_trace_round_trips_and_a_partition_zero1_cannot_make_is_refused():
     with pytest.raises(TraceError, match="stepped by rank 0 and rank 1"):
         trace_json.loads(json.dumps(document))
     document["engine"] = document["config"]["engine"] = "ddp"  # DDP's rule: every rank steps every parameter
-    with pytest.raises(TraceError, match="under DDP every rank steps all"):
+    with pytest.raises(TraceError, match="under DDP every rank steps the same ones"):
         trace_json.loads(json.dumps(document))

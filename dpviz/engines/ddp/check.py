@@ -16,15 +16,15 @@ def check_trace(trace: Trace) -> None:
     held = held_of(trace)
     for rank, mine in enumerate(held or []):
         owned = sum(elements for _, elements in mine["owns"])
-        if owned != trainable(trace, mine):
-            raise TraceError(f"rank {rank} steps parameters of {owned:,} elements; under DDP every rank steps all "
-                             f"{trainable(trace, mine):,} that train.")
+        if mine["owns"] != held[0]["owns"] or owned > mine["parameters"]["elements"]:
+            raise TraceError(f"rank {rank} steps parameters of {owned:,} elements, rank 0 {stepped(held[0]):,}; under "
+                             f"DDP every rank steps the same ones, those of its {mine['parameters']['elements']:,} "
+                             "that train.")
 
 
-def trainable(trace: Trace, mine: dict) -> int:
-    """Elements of the parameters an optimizer steps: all of them, but for a user's module with a frozen part."""
-    model = trace.facts.get("model")
-    return model["trainable"] if model is not None else mine["parameters"]["elements"]
+def stepped(mine: dict) -> int:
+    """Elements of the parameters a rank's optimizer steps (a frozen part, a teacher inside the model: none)."""
+    return sum(elements for _, elements in mine["owns"])
 
 
 def held_of(trace: Trace) -> list[dict] | None:
