@@ -77,7 +77,10 @@ def prepare_split(trace: Trace) -> pd.DataFrame:
 
 def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str], x_title: str) -> go.Figure:
     """Stacked bars of rows per device per bar over a grid of used (device colour) and idle (grey) devices."""
-    bars_px, grid_px = 380, 26 * devices  # the grid gets a fixed height per device so every name fits
+    # The grid gets a fixed height per device so every name fits; the bars what is left of about 360 px, so
+    # at 8 GPUs the whole chart, its title and legend above, sits on a projector's first screen (1024 × 768).
+    grid_px = 20 * devices
+    bars_px = max(180, 360 - grid_px)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[bars_px, grid_px], vertical_spacing=0.05)
     labels = table.drop_duplicates("bar")["label"].tolist()
     bars = len(labels)

@@ -71,7 +71,8 @@ def _segment(part: pd.DataFrame, rank: int, name: str, values: pd.Series, repeat
 def plot_split_ddp(table: pd.DataFrame, *, lane_names: list[str], title: str, notes: list[str], x_title: str) -> go.Figure:
     """Per step a stack of each rank's rows (repeats hatched) over a rank x step grid of rows loaded."""
     ranks = len(lane_names)
-    bars_px, grid_px = 380, 26 * ranks
+    grid_px = 20 * ranks  # as DataParallel's split: the chart and its title on a projector's first screen
+    bars_px = max(180, 360 - grid_px)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[bars_px, grid_px], vertical_spacing=0.05)
     labels = table.drop_duplicates("bar")["label"].tolist()
     show_text = len(labels) * ranks <= TEXT_CELLS
