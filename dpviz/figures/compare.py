@@ -59,7 +59,7 @@ def device_totals(table: dict[str, list[tuple[str, float]]]) -> dict[str, float]
 def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices: int, *, title: str,
                     notes: list[str]) -> go.Figure:
     fig = make_subplots(rows=2, cols=2, shared_yaxes=False, specs=[[{}, {}], [{"colspan": 2}, None]],
-                        subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.2, row_heights=[0.55, 0.45])
+                        subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.3, row_heights=[0.55, 0.45])
     shown: set[str] = set()
     for col, table in enumerate(tables, start=1):
         for what, color in WHAT_COLORS.items():
@@ -93,7 +93,7 @@ def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices:
     fig.update_xaxes(title_text="devices (GPUs for DataParallel, ranks for DDP)", dtick=2, row=2, col=1)
     fig.update_yaxes(title_text="bytes per step", rangemode="tozero", row=2, col=1)
     fig.update_layout(barmode="stack")  # styled() puts the legend over the panels' titles
-    return styled(fig, title, notes, height=480)  # with its title and legend, on a 1024 × 768 first screen
+    return styled(fig, title, notes, height=540)  # with its title and legend, on a 1024 × 768 first screen
 
 
 def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:

@@ -26,6 +26,7 @@ COMPACT = """
 [data-testid=stHeader] * { pointer-events: auto; }
 .stMainBlockContainer h2 { font-size: 1.6rem; padding: 0 3rem 0.25rem 0; }
 .stMainBlockContainer * { hyphens: manual; }
+.stMainBlockContainer [data-testid=stAlertContainer] { padding: 0.6rem 1rem; }
 """
 TITLES = {**{name: spec.title for name, spec in ENGINES.items()},
           BOTH: f"{ENGINES[PAIR[0]].label} and {ENGINES[PAIR[1]].label}, side by side"}
