@@ -19,7 +19,7 @@ from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
 from dpviz.engines.dp.vocabulary import SUM_LABEL, VOCABULARY as DP
 from dpviz.trace import Trace
 from dpviz.analysis.traffic_model import StepSizes, growth
-from dpviz.analysis.wording import human_bytes
+from dpviz.analysis.wording import bytes_alike, human_bytes
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color
 from dpviz.figures.style import styled
 
@@ -101,8 +101,9 @@ def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:
     totals = [device_totals(t) for t in tables]
     first = dp.vocabulary.lane_name(dp.lanes[0].id)
     gpu0, rank = totals[0].get(first, 0), max(totals[1].values(), default=0)
-    titles = [f"DataParallel: {first} moves {human_bytes(gpu0)}" if gpu0 else "DataParallel",
-              f"DDP: at most {human_bytes(rank)} a rank" if rank else "DDP: nothing moves",
+    dp_bytes, ddp_bytes = bytes_alike(gpu0, rank)  # side by side in one unit
+    titles = [f"DataParallel: {first} moves {dp_bytes}" if gpu0 else "DataParallel",
+              f"DDP: at most {ddp_bytes} a rank" if rank else "DDP: nothing moves",
               "The same formulas at 2 to 16 devices (the dotted line: this run)"]
     if gpu0 and rank:
         title = f"Every step, {first} moves {gpu0 / rank:.1f}× what a DDP rank moves"
