@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 from dpviz.analysis.batch_facts import called_without_rows, chunks_per_batch
 from dpviz.analysis.tables import batch_split
 from dpviz.trace import Trace
-from dpviz.figures.bounds import MAX_MARKS, batch_label, split_runs
+from dpviz.figures.bounds import MAX_MARKS, split_runs
 from dpviz.figures.colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
 from dpviz.figures.style import NARROWEST_PX, backend_note, device_name, plural, rows_text, styled
 
@@ -70,7 +70,8 @@ def prepare_split(trace: Trace) -> pd.DataFrame:
         table.insert(0, "bar", bar)
         table["first_batch"], table["last_batch"] = first, last
         table["batches"] = last - first + 1
-        table["label"] = f"{first:,}" if first == last else f"{first:,}-{last:,}<br>({last - first + 1:,} batches)"
+        # numbered from 1, as every reader numbers batches
+        table["label"] = f"{first + 1:,}" if first == last else f"{first + 1:,}-{last + 1:,}<br>({last - first + 1:,} batches)"
         frames.append(table)
     return pd.concat(frames, ignore_index=True)
 
@@ -91,7 +92,7 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
     for device in range(devices):
         part = table[(table["device"] == device) & (table["state"] == "rows")]
         hover = [
-            f"{plural(n, 'batch')} ({batch_label(a, b)})" if n > 1 else batch_label(a, b)
+            f"{plural(n, 'batch')} (batches {a + 1:,}-{b + 1:,})" if n > 1 else f"batch {a + 1:,}"
             for n, a, b in zip(part["batches"], part["first_batch"], part["last_batch"])
         ]
         fig.add_trace(
