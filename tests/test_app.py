@@ -278,3 +278,50 @@ def test_the_shown_tab_is_kept_when_a_run_adds_the_pitfall_tab():
     assert app.session_state["tab"] == "Inputs"
     app.selectbox(key="model").set_value("linear").run()  # the Pitfall tab goes
     assert app.session_state["tab"] == "Inputs"
+
+
+def test_flow_step_through_inputs_and_memory_show_one_batch_numbered_from_1():
+    app = page(train="true", gpus="3")  # 4 batches; Inputs and Memory keep the first and the last
+    assert app.slider(key="flow_batch").value == 4 and app.slider(key="flow_batch").min == 1  # the last, as read
+    assert show_tab(app, "Step through").slider(key="step_batch").value == 4
+    assert show_tab(app, "Inputs").radio(key="inputs_batch").value == 3  # index 3: "batch 4 of 4 (the last)"
+    assert show_tab(app, "Memory").radio(key="memory_batch").value == 3
+    app.radio(key="memory_batch").set_value(0).run()  # Memory's choice moves the others
+    assert show_tab(app, "Flow").slider(key="flow_batch").value == 1
+    app.slider(key="flow_batch").set_value(2).run()  # batch 2: not one Inputs kept, the nearest is batch 1
+    assert show_tab(app, "Step through").slider(key="step_batch").value == 2
+    assert show_tab(app, "Inputs").radio(key="inputs_batch").value == 0
+    assert "Batch 1 of 4" in " ".join(c.proto.spec for c in app.get("plotly_chart"))
+    app.toggle(key="shuffle").set_value(False).run()  # a new run opens on its own opening batch again
+    assert show_tab(app, "Flow").slider(key="flow_batch").value == 4
+    assert not app.exception
+
+
+def test_an_engines_opening_batch_is_where_every_view_of_one_batch_opens(monkeypatch):
+    import dataclasses
+    import sys
+    import types
+
+    from dpviz.engines import ENGINES
+    from dpviz.engines.spec import PARTS
+
+    module = types.ModuleType("tests_opening")
+    module.second = lambda trace: 1  # an engine that calls its second batch typical
+    monkeypatch.setitem(sys.modules, "tests_opening", module)
+    monkeypatch.setitem(PARTS, "opening_batch", "opening_batch(trace) -> int: the batch views open on")
+    dp = ENGINES["dp"]
+    monkeypatch.setitem(ENGINES, "dp", dataclasses.replace(dp, parts={**dp.parts, "opening_batch": "tests_opening:second"}))
+    app = page(gpus="3")
+    assert not app.exception and app.slider(key="flow_batch").value == 2
+    assert show_tab(app, "Step through").slider(key="step_batch").value == 2
+
+
+def test_a_preset_opens_on_its_tab_and_a_failure_is_said_above_the_tabs():
+    app = page(preset="kwargs-small-batch")
+    assert not app.exception and app.session_state["tab"] == "Inputs"
+    assert app.info[0].value.startswith("**Pitfall: A keyword argument with a batch smaller than the GPUs.** Shown in **Inputs**.")
+    assert "Batch 4 failed" in app.info[0].value
+    assert app.radio(key="inputs_batch").value == 3  # the failed batch
+    show_tab(app, "Flow")
+    app.button(key="preset_idle-gpus").click().run()  # another preset: its own tab, whatever was shown
+    assert not app.exception and app.session_state["tab"] == "Split per batch"

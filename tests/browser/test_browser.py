@@ -225,7 +225,7 @@ def test_a_pitfall_button_runs_the_preset_and_shows_the_error_as_python_raises_i
     assert "Caught TypeError in replica 5 on device 5." in text and "missing 1 required positional argument" in text
     assert_no_exception(page)
     draw_tab(page, "Inputs")
-    page.get_by_role("radio", name=re.compile("batch 3")).check(force=True)  # the failing batch
+    page.get_by_role("radio", name=re.compile("batch 4 of 4")).check(force=True)  # the failing batch
     page.wait_for_selector(IDLE)
     page.wait_for_function(
         "() => [...document.querySelectorAll('.st-key-inputs_chart .js-plotly-plot')]"
