@@ -325,3 +325,11 @@ def test_a_preset_opens_on_its_tab_and_a_failure_is_said_above_the_tabs():
     show_tab(app, "Flow")
     app.button(key="preset_idle-gpus").click().run()  # another preset: its own tab, whatever was shown
     assert not app.exception and app.session_state["tab"] == "Split per batch"
+
+
+def test_settings_that_happen_to_be_a_presets_keep_the_tab_shown():
+    app = page()
+    show_tab(app, "Memory")
+    app.slider(key="gpus").set_value(8).run()  # the idle-gpus preset's settings, reached by the slider
+    assert not app.exception and app.session_state["tab"] == "Memory"
+    assert app.info[0].value.startswith("**Pitfall: Idle GPUs on a short last batch.** Shown in **Split per batch**.")

@@ -13,7 +13,7 @@ from dpviz.presets import COMPARE_PRESETS, preset_of
 from dpviz.trace import Trace
 from dpviz.analysis.wording import describe_devices, numbered, plural
 from dpviz.page.findings import downloads, keep_units, what_happened
-from dpviz.page.state import PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
+from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 COMPARE = "Compare"  # the side-by-side page's first tab
@@ -178,18 +178,17 @@ def view_of(trace: Trace, view: View) -> None:
 
 def view_tabs(labels: list[str], opening: str | None = None):
     """The views' tabs, the one shown before selected again when a run adds a tab (Pitfall) or renames one;
-    `opening`, the tab a preset's lesson is in, selected when that preset is first shown.
+    `opening`, the tab a preset's lesson is in, selected when a link or a button asked for that preset.
 
     Streamlit makes tabs with other labels, or another default, a new widget, which opens on its default:
     so the default is chosen when the labels change (the tab shown last) and kept while they stay, and
     a click decides in between."""
-    state = st.session_state.setdefault(SHOWN_TAB, {"labels": None, "default": None, "shown": None, "opening": None})
-    if opening is not None and opening in labels and state.get("opening") != (opening, labels):
+    state = st.session_state.setdefault(SHOWN_TAB, {"labels": None, "default": None, "shown": None})
+    if opening is not None and opening in labels:
         state["labels"], state["default"], state["shown"] = labels, opening, opening
         st.session_state[TAB] = opening
     elif state["labels"] != labels:
         state["labels"], state["default"] = labels, state["shown"] if state["shown"] in labels else None
-    state["opening"] = (opening, labels) if opening is not None else None
     tabs = st.tabs(labels, key=TAB, on_change="rerun", default=state["default"])
     state["shown"] = st.session_state.get(TAB)
     return tabs
@@ -201,11 +200,29 @@ def present(shown_views, *traces: Trace) -> list[View]:
     return [v for v in shown_views if v.shown is None or any(cache.get(t, v.shown) for t in traces)]
 
 
-def opening_tab(trace: Trace, shown: list[View]) -> str | None:
-    """The tab a preset's run opens on: the one its preset names, when this run has it."""
+def preset_tab(trace: Trace, shown: list[View]) -> str | None:
+    """The tab that shows the lesson of the preset this run is, when it has that tab."""
     preset = preset_of(trace.config)
     view = next((v for v in shown if preset is not None and v.key == preset.opens), None)
     return tab_label(view, trace) if view is not None else None
+
+
+def asked_for(*traces: Trace) -> bool:
+    """Whether a link or a button asked for the preset these runs are (once): its run opens on its tab. Settings
+    that happen to be a preset's keep the tab shown, as any other change of a control does."""
+    asked = st.session_state.get(OPEN_PRESET)
+    names = {p.name for p in [preset_of(t.config) for t in traces] + [compared(*traces)] if p is not None}
+    if asked is None or asked not in names:
+        return False
+    del st.session_state[OPEN_PRESET]
+    return True
+
+
+def compared(*traces: Trace):
+    """The comparison preset two engines' runs are, if any."""
+    if len(traces) != 2:
+        return None
+    return next((p for p in COMPARE_PRESETS.values() if p.config == dataclasses.replace(traces[1].config, backend="auto")), None)
 
 
 def show(trace: Trace) -> None:
@@ -214,9 +231,9 @@ def show(trace: Trace) -> None:
     # engine does not draw has no tab.
     shown = [view for view in present(VIEWS, trace) if view.draws(trace)]
     labels = [tab_label(view, trace) for view in shown]
-    opening = opening_tab(trace, shown)
-    opening_note(trace, opening)
-    for view, tab in zip(shown, view_tabs(labels, opening)):
+    lesson = preset_tab(trace, shown)
+    opening_note(trace, lesson)
+    for view, tab in zip(shown, view_tabs(labels, lesson if asked_for(trace) else None)):
         with tab:
             if tab.open:
                 view_of(trace, view)
@@ -234,7 +251,7 @@ def show_both(dp: Trace, ddp: Trace) -> None:
     from dpviz.analysis.compare import comparison  # here: pandas, which a page of one engine never needs
     from dpviz.figures.compare import comparison_figure
 
-    shown = next((p for p in COMPARE_PRESETS.values() if p.config == dataclasses.replace(ddp.config, backend="auto")), None)
+    shown = compared(dp, ddp)
     if shown is not None:  # dpviz's own words: what the comparison's preset is there to show
         st.info(f"**{shown.title}.** Shown in **{COMPARE}**; what to look for is under the chart.")
     for trace in (dp, ddp):
@@ -242,7 +259,7 @@ def show_both(dp: Trace, ddp: Trace) -> None:
             st.error(f"**{trace.spec.runs}: {failed_unit(trace)} failed**; the error is under the chart.")
     views_shown = present(VIEWS, dp, ddp)
     tabs = [COMPARE] + [view.tab for view in views_shown]
-    opening = COMPARE if shown is not None and shown.opens == "compare" else None
+    opening = COMPARE if shown is not None and shown.opens == "compare" and asked_for(dp, ddp) else None
     for label, tab in zip(tabs, view_tabs(tabs, opening)):
         with tab:
             if not tab.open:

@@ -83,7 +83,8 @@ def legend(page, key: str) -> list[str]:
 
 
 def device_count(page) -> str:
-    return page.locator("[data-testid=stAlertContentInfo]").first.inner_text()
+    """The devices' sentence (under the chart; a preset's line above the tabs is another box)."""
+    return page.locator("[data-testid=stAlertContentInfo]").filter(has_not_text="Pitfall:").first.inner_text()
 
 
 def screenshot_full_page(page, path) -> None:
