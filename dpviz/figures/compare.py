@@ -93,7 +93,7 @@ def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices:
     fig.update_xaxes(title_text="devices (GPUs for DataParallel, ranks for DDP)", dtick=2, row=2, col=1)
     fig.update_yaxes(title_text="bytes per step", rangemode="tozero", row=2, col=1)
     fig.update_layout(barmode="stack")  # styled() puts the legend over the panels' titles
-    return styled(fig, title, notes, height=540)  # with its title and legend, on a 1024 × 768 first screen
+    return styled(fig, title, notes, height=480)  # with its title, legend and a preset's line, on a 1024 × 768 first screen
 
 
 def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:

@@ -253,7 +253,7 @@ def show_both(dp: Trace, ddp: Trace) -> None:
 
     shown = compared(dp, ddp)
     if shown is not None:  # dpviz's own words: what the comparison's preset is there to show
-        st.info(f"**{shown.title}.** Shown in **{COMPARE}**; what to look for is under the chart.")
+        st.info(f"**{shown.title}.** Shown in **{COMPARE}**.")  # what to look for: under the chart
     for trace in (dp, ddp):
         if trace.failure is not None:
             st.error(f"**{trace.spec.runs}: {failed_unit(trace)} failed**; the error is under the chart.")
