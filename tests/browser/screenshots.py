@@ -11,6 +11,7 @@ Starts a real `streamlit run app.py` and headless Chromium (the same ones the br
 each link in a fresh session, and for every tab saves a screenshot of the first screen (what shows
 without scrolling), or of the whole page with --whole. Nothing is asserted here: the browser tests check
 what can be checked; this is for looking. Files are named link_theme_width_presenting_tab.png.
+"""
 from __future__ import annotations
 
 import argparse
