@@ -156,7 +156,7 @@ def summary_rows_dp(trace: Trace) -> list[tuple[str, str]]:
     if peaks is not None:
         first, other = peaks
         how = "computed from tensor sizes" if trace.memory_kind == "computed" else "measured: torch.cuda.memory_allocated"
-        text = f"GPU {first.device}: {human_bytes(first.bytes)} after {first.phase} of batch {first.batch:,}"
+        text = f"GPU {first.device}: {human_bytes(first.bytes)} after {first.phase} of batch {first.batch + 1:,}"
         if other is not None:
             text += f"; other GPUs at most {human_bytes(other.bytes)} (GPU {other.device}, after {other.phase})"
         rows.append(("peak memory", f"{text} ({how})"))

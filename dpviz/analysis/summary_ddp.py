@@ -9,6 +9,8 @@ all-reduce spans and facts["ddp"] (the reducer's buckets). Its spec names these 
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from dataclasses import dataclass
 
 from dpviz.analysis.batch_facts import phase_times
@@ -89,10 +91,10 @@ def summarize_ddp(trace: Trace) -> DdpSummary:
 
 
 def buckets_text(counts: list[tuple[int, int]]) -> str:
-    """'1 in step 0, then 3 from step 1': how many buckets each recorded layout had."""
+    """'1 in step 1, then 3 from step 2': how many buckets each recorded layout had (steps read from 1)."""
     if not counts:
         return "not recorded"
-    parts = [f"{n:,} from step {step:,}" if k else f"{n:,} in step {step:,}" if len(counts) > 1 else f"{n:,}"
+    parts = [f"{n:,} from step {step + 1:,}" if k else f"{n:,} in step {step + 1:,}" if len(counts) > 1 else f"{n:,}"
              for k, (step, n) in enumerate(counts)]
     return ", then ".join(parts)
 
@@ -121,10 +123,12 @@ def key_figures_ddp(trace: Trace) -> dict[str, str]:
     if trace.config.train:  # values stay short (a metric cuts what does not fit): the words go in the labels
         counts = [n for _, n in s.bucket_counts]
         if len(counts) > 1:
-            figures[f"buckets (step {s.bucket_counts[0][0]:,}, then rebuilt)"] = ", then ".join(f"{n:,}" for n in counts[:2])
+            figures[f"buckets (step {s.bucket_counts[0][0] + 1:,}, then rebuilt)"] = ", then ".join(f"{n:,}" for n in counts[:2])
         elif counts:
             figures["gradient buckets"] = f"{counts[0]:,}"
-        figures["bucket all-reduces"] = f"{s.allreduces:,}"
+        # Collectives, each joined by every rank: the most any one rank took part in, not the sum over ranks.
+        per_rank = Counter(r.rank for r in allreduces(trace))
+        figures["bucket all-reduces"] = f"{max(per_rank.values(), default=0):,}"
         if s.no_sync:
             figures["steps under no_sync"] = f"{len(s.no_sync):,} of {s.steps:,}"
         if s.allreduce_s:
