@@ -287,7 +287,7 @@ def dp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
     kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
     batches = len(trace.batches)
     if trace.failure is not None:
-        print(f"dpviz: DataParallel failed in batch {trace.failure.batch} of {config.num_batches} on {config.gpus} {kind}: "
+        print(f"dpviz: DataParallel failed in batch {trace.failure.batch + 1} of {config.num_batches} on {config.gpus} {kind}: "
               f"{trace.failure.headline}", file=sys.stderr)
         return 1
     kind = kind if config.gpus > 1 else kind[:-1]  # "1 simulated device", "1 real GPU"
@@ -300,7 +300,7 @@ def ddp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
     unless each has one."""
     ranks = len(trace.lanes)
     if trace.failure is not None:
-        print(f"dpviz: DistributedDataParallel failed in step {trace.failure.batch} of {config.num_batches} on "
+        print(f"dpviz: DistributedDataParallel failed in step {trace.failure.batch + 1} of {config.num_batches} on "
               f"{plural(ranks, 'rank')}: {_one_line(trace.failure.message)}", file=sys.stderr)
         return 1
     if trace.backend == "cuda":

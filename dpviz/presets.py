@@ -25,6 +25,9 @@ class Preset:
     title: str
     look_for: str
     settings: dict[str, Any] = field(default_factory=dict)
+    # The view that shows the lesson (a key of dpviz.figures.views.VIEWS, or "compare" for the Both page's
+    # comparison): the page opens on its tab and the preset's banner names it.
+    opens: str = "flow"
 
     @property
     def config(self) -> RunConfig:
@@ -34,57 +37,59 @@ class Preset:
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("idle-gpus", "Idle GPUs on a short last batch",
            "100 rows in batches of 30 leave a last batch of 10; on 8 GPUs torch.chunk makes 5 chunks of 2, "
-           "so GPUs 5-7 get nothing and DataParallel says nothing. See Split per batch and Flow.",
-           {"gpus": 8}),
+           "so GPUs 5-7 get nothing and DataParallel says nothing.",
+           {"gpus": 8}, opens="split"),
     Preset("batchnorm-one-row", "A 1-row chunk reaches BatchNorm",
            "95 rows in batches of 30 end with a batch of 5; on 4 GPUs it splits 2, 2, 1, and BatchNorm1d in "
            "training mode cannot normalise a single row: the last batch fails.",
-           {"model": "mlp", "train": True, "gpus": 4, "data_size": 95}),
+           {"model": "mlp", "train": True, "gpus": 4, "data_size": 95}, opens="flow"),
     Preset("kwargs-small-batch", "A keyword argument with a batch smaller than the GPUs",
            "model(x, scale=0.5) on 8 GPUs: the keyword is copied to all 8, but the last batch's 10 rows make "
            "only 5 chunks of x, so replicas 5-7 are called with no x at all.",
-           {"inputs": "kwargs", "gpus": 8}),
+           {"inputs": "kwargs", "gpus": 8}, opens="inputs"),
     Preset("scalar-loss", "forward returns a scalar loss",
            "Each replica returns a 0-dim loss; gather warns and returns one loss per GPU. Averaging that "
            "vector weighs a 2-row chunk like a 4-row one.",
-           {"model": "loss", "gpus": 3}),
+           {"model": "loss", "gpus": 3}, opens="pitfall"),
     Preset("rnn-hidden-dim", "A GRU's hidden state split on the wrong dimension",
            "h0 is (layers, batch, hidden): its batch is on dim 1, but DataParallel splits every tensor on "
            "dim 0, so h0 is cut along its layers: one piece, one replica, and a hidden-size error.",
-           {"model": "gru", "inputs": "hidden", "gpus": 2}),
+           {"model": "gru", "inputs": "hidden", "gpus": 2}, opens="pitfall"),
     Preset("state-lost", "State changed in forward is lost",
            "The model counts calls in self.calls and rows in a buffer. Replicas are shallow copies made "
            "anew for every batch: the Python counter never moves and the buffer counts replica 0's rows only.",
-           {"model": "counter", "gpus": 2}),
+           {"model": "counter", "gpus": 2}, opens="pitfall"),
 )}
 
 # DistributedDataParallel's own, each run live on real processes.
 DDP_PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("ddp-batch-per-process", "DDP: batch_size is per process",
            "Code moved from DataParallel keeps DataLoader(batch_size=30), but under DDP every rank loads 30: "
-           "on 4 ranks a step trains on 120 rows, and 100 rows make one step. See Split per batch.",
-           {"engine": "ddp", "gpus": 4, "batch_per_process": True, "train": True}),
+           "on 4 ranks a step trains on 120 rows, and 100 rows make one step.",
+           {"engine": "ddp", "gpus": 4, "batch_per_process": True, "train": True}, opens="split"),
     Preset("ddp-padding", "DDP: DistributedSampler repeats rows",
            "10 rows on 3 ranks: every rank must load as many (4), so the sampler repeats the first 2 rows "
-           "of its order. An evaluation metric then counts them twice. See the Sample map.",
-           {"engine": "ddp", "gpus": 3, "data_size": 10, "batch_size": 6, "shuffle": False}),
+           "of its order. An evaluation metric then counts them twice.",
+           {"engine": "ddp", "gpus": 3, "data_size": 10, "batch_size": 6, "shuffle": False}, opens="samples"),
     Preset("ddp-drop-last", "DDP: drop_last drops rows",
            "The same 10 rows on 3 ranks with DistributedSampler(drop_last=True): 3 rows each, and row 9 is "
            "never seen in the epoch.",
-           {"engine": "ddp", "gpus": 3, "data_size": 10, "batch_size": 6, "shuffle": False, "drop_last": True}),
+           {"engine": "ddp", "gpus": 3, "data_size": 10, "batch_size": 6, "shuffle": False, "drop_last": True},
+           opens="samples"),
     Preset("ddp-no-set-epoch", "DDP: set_epoch forgotten",
            "Two shuffled epochs without sampler.set_epoch(epoch): DistributedSampler seeds its shuffle with "
            "seed + epoch, so both epochs load the very same rows in the very same order.",
-           {"engine": "ddp", "gpus": 2, "epochs": 2, "set_epoch": False, "data_size": 20, "batch_size": 10}),
+           {"engine": "ddp", "gpus": 2, "epochs": 2, "set_epoch": False, "data_size": 20, "batch_size": 10},
+           opens="samples"),
     Preset("ddp-unused-parameter", "DDP: a parameter that gets no gradient",
            "A layer forward never uses: step 0 ends without all-reducing (its bucket never fills) and "
            "the next step's forward raises. find_unused_parameters=True fixes it.",
-           {"engine": "ddp", "gpus": 2, "model": "unused", "train": True}),
+           {"engine": "ddp", "gpus": 2, "model": "unused", "train": True}, opens="timeline"),
     Preset("ddp-uneven", "DDP: ranks with different numbers of batches",
            "Rows split by hand: rank 0 gets 4 batches, ranks 1-2 get 3. Rank 0's fourth all-reduce waits "
            "for ranks that have left, until the run's 3-second timeout. Turn on join to fix it.",
            {"engine": "ddp", "gpus": 3, "data_size": 10, "batch_size": 3, "shuffle": False, "uneven": True,
-            "train": True, "timeout_s": 3}),
+            "train": True, "timeout_s": 3}, opens="split"),
 )}
 
 ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS}  # what a link or --preset may name
@@ -94,9 +99,9 @@ COMPARE_PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("compare-gpu0", "GPU 0 as the bottleneck, 8 devices",
            "A Linear(512, 512) trained on 8 devices: its parameters (1 MiB) outweigh a batch's rows, so every "
            "step DataParallel's GPU 0 sends a copy of them to 7 others and takes back 7 sets of gradients, "
-           "while each DDP rank all-reduces its share. See Compare: GPU 0's bar, and how it grows with the count.",
+           "while each DDP rank all-reduces its share: GPU 0's bar, and how it grows with the count.",
            {"engine": "ddp", "gpus": 8, "train": True, "input_size": 512, "output_size": 512, "data_size": 640,
-            "batch_size": 64}),  # 10 steps: enough after the first for a measured spread
+            "batch_size": 64}, opens="compare"),  # 10 steps: enough after the first for a measured spread
 )}
 LINK_PRESETS: dict[str, Preset] = {**ALL_PRESETS, **COMPARE_PRESETS}  # what a page link may name
 

@@ -114,7 +114,7 @@ def test_training_from_a_link_draws_the_way_back():
     # The way back: the flow's steps after the gather, in the vocabulary's words.
     assert any('"sum of gradients","SGD step"' in spec for spec in specs)
     assert "The way back" in shown_text(app)
-    assert show_tab(app, "Memory").radio(key="memory_batch").options == ["batch 0 (the first)", "batch 3 (the last)"]
+    assert show_tab(app, "Memory").radio(key="memory_batch").options == ["batch 1 of 4 (the first)", "batch 4 of 4 (the last)"]
 
 
 def test_cuda_backend_without_gpus_falls_back_with_a_warning():
@@ -198,7 +198,7 @@ def test_an_uploaded_trace_with_markup_shows_it_as_text():
     assert warning.startswith(f"{markdown_text(name)} could not be used") and unescape_markdown(markdown_text(name)).replace("\u2060", "") == name
 
 
-def test_an_uploaded_ddp_trace_shows_ranks_and_says_which_views_are_dataparallels_only():
+def test_an_uploaded_ddp_trace_shows_ranks_and_no_tab_for_dataparallels_own_views():
     from ddp_traces import ddp_document
 
     app = page()
@@ -213,10 +213,10 @@ def test_an_uploaded_ddp_trace_shows_ranks_and_says_which_views_are_dataparallel
         specs += [c.proto.spec for c in app.get("plotly_chart")]
     from dpviz.figures import VIEWS
 
-    dataparallel_only = [v.tab for v in VIEWS if "ddp" not in v.engines and v.shown is None]  # Pitfall: no tab at all
+    dataparallel_only = [v.tab for v in VIEWS if "ddp" not in v.engines]
     assert {"Step through", "Inputs"} <= set(dataparallel_only)
-    for tab in dataparallel_only:
-        assert f"{tab} draws nn.DataParallel runs only; this run is DistributedDataParallel." in infos
+    assert not set(dataparallel_only) & {t.label for t in app.tabs}  # a tab shows something for this run
+    assert not any("runs only" in info for info in infos)
     for title in ("Rows per rank in each of 3 steps", "Timeline of all 3 steps, one lane per rank",
                   "rows loaded in 3 steps", "Memory per rank after each phase of step 1 of 3"):
         # styled() wraps titles to a narrow chart: read them without its soft breaks
@@ -265,7 +265,7 @@ def test_a_long_timeline_can_be_drawn_batch_by_batch():
     assert not app.exception
     detail = app.get("plotly_chart")[0].proto.spec
     assert detail != summary and "batch 7" in detail and "batch 8" not in detail  # batches 0-7, each drawn
-    assert app.slider(key="timeline_first").max == 149
+    assert app.slider(key="timeline_first").max == 150  # numbered from 1, as the charts number batches
 
 
 def test_the_shown_tab_is_kept_when_a_run_adds_the_pitfall_tab():
@@ -278,3 +278,58 @@ def test_the_shown_tab_is_kept_when_a_run_adds_the_pitfall_tab():
     assert app.session_state["tab"] == "Inputs"
     app.selectbox(key="model").set_value("linear").run()  # the Pitfall tab goes
     assert app.session_state["tab"] == "Inputs"
+
+
+def test_flow_step_through_inputs_and_memory_show_one_batch_numbered_from_1():
+    app = page(train="true", gpus="3")  # 4 batches; Inputs and Memory keep the first and the last
+    assert app.slider(key="flow_batch").value == 4 and app.slider(key="flow_batch").min == 1  # the last, as read
+    assert show_tab(app, "Step through").slider(key="step_batch").value == 4
+    assert show_tab(app, "Inputs").radio(key="inputs_batch").value == 3  # index 3: "batch 4 of 4 (the last)"
+    assert show_tab(app, "Memory").radio(key="memory_batch").value == 3
+    app.radio(key="memory_batch").set_value(0).run()  # Memory's choice moves the others
+    assert show_tab(app, "Flow").slider(key="flow_batch").value == 1
+    app.slider(key="flow_batch").set_value(2).run()  # batch 2: not one Inputs kept, the nearest is batch 1
+    assert show_tab(app, "Step through").slider(key="step_batch").value == 2
+    assert show_tab(app, "Inputs").radio(key="inputs_batch").value == 0
+    assert "Batch 1 of 4" in " ".join(c.proto.spec for c in app.get("plotly_chart"))
+    app.toggle(key="shuffle").set_value(False).run()  # a new run opens on its own opening batch again
+    assert show_tab(app, "Flow").slider(key="flow_batch").value == 4
+    assert not app.exception
+
+
+def test_an_engines_opening_batch_is_where_every_view_of_one_batch_opens(monkeypatch):
+    import dataclasses
+    import sys
+    import types
+
+    from dpviz.engines import ENGINES
+    from dpviz.engines.spec import PARTS
+
+    module = types.ModuleType("tests_opening")
+    module.second = lambda trace: 1  # an engine that calls its second batch typical
+    monkeypatch.setitem(sys.modules, "tests_opening", module)
+    monkeypatch.setitem(PARTS, "opening_batch", "opening_batch(trace) -> int: the batch views open on")
+    dp = ENGINES["dp"]
+    monkeypatch.setitem(ENGINES, "dp", dataclasses.replace(dp, parts={**dp.parts, "opening_batch": "tests_opening:second"}))
+    app = page(gpus="3")
+    assert not app.exception and app.slider(key="flow_batch").value == 2
+    assert show_tab(app, "Step through").slider(key="step_batch").value == 2
+
+
+def test_a_preset_opens_on_its_tab_and_a_failure_is_said_above_the_tabs():
+    app = page(preset="kwargs-small-batch")
+    assert not app.exception and app.session_state["tab"] == "Inputs"
+    assert app.info[0].value.startswith("**Pitfall: A keyword argument with a batch smaller than the GPUs.** Shown in **Inputs**.")
+    assert "Batch 4 failed" in app.info[0].value
+    assert app.radio(key="inputs_batch").value == 3  # the failed batch
+    show_tab(app, "Flow")
+    app.button(key="preset_idle-gpus").click().run()  # another preset: its own tab, whatever was shown
+    assert not app.exception and app.session_state["tab"] == "Split per batch"
+
+
+def test_settings_that_happen_to_be_a_presets_keep_the_tab_shown():
+    app = page()
+    show_tab(app, "Memory")
+    app.slider(key="gpus").set_value(8).run()  # the idle-gpus preset's settings, reached by the slider
+    assert not app.exception and app.session_state["tab"] == "Memory"
+    assert app.info[0].value.startswith("**Pitfall: Idle GPUs on a short last batch.** Shown in **Split per batch**.")

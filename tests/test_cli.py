@@ -128,7 +128,7 @@ def test_a_preset_that_dataparallel_fails_prints_the_error_writes_the_trace_and_
     assert lines[-1] == trace.failure.original  # the replica's own error closes the log, as Python prints it
     assert f"{trace.failure.type}: {trace.failure.message.splitlines()[0]}" in lines
     assert "/work/" not in result.stdout  # tracebacks name torch/... and dpviz/..., not the machine's folders
-    assert f"failed in batch 3 of 4 on 8 simulated devices: {trace.failure.headline}" in result.stderr
+    assert f"failed in batch 4 of 4 on 8 simulated devices: {trace.failure.headline}" in result.stderr
 
 
 def test_options_given_with_a_preset_override_it(tmp_path):
@@ -194,7 +194,7 @@ def test_a_failing_rank_prints_the_log_to_its_error_and_exits_1(tmp_path, capsys
     # A layer forward never uses: step 0 cannot all-reduce it, and step 1's forward raises on every rank.
     assert trace.failure is not None and trace.failure.batch == 1 and trace.failure.type == "RuntimeError"
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert err.startswith("dpviz: DistributedDataParallel failed in step 1 of 4 on 2 ranks: rank ")
+    assert err.startswith("dpviz: DistributedDataParallel failed in step 2 of 4 on 2 ranks: rank ")
     assert "Expected to have finished reduction in the prior iteration" in err and len(err) < 400
     lines = out.splitlines()
     assert lines[-len(trace.failure.message.splitlines()):][0] == f"RuntimeError: {trace.failure.message.splitlines()[0]}"

@@ -67,7 +67,9 @@ def test_the_sentences_quote_the_runs_numbers():
     text = " ".join(comparison(dp, ddp))
     assert "GPU 0" in text and "no scatter, no replicate, no gather" in text and "(computed)" in text
     summary = measured(dp)
-    assert f"DataParallel {_ms(summary.median)} (middle half {_ms(summary.low)} to {_ms(summary.high)}, 2 steps after the first)" in text
+    most = max(summary.high, measured(ddp).high)  # both engines' times in one unit
+    assert (f"DataParallel {_ms(summary.median, most)} (middle half {_ms(summary.low, most)} to {_ms(summary.high, most)}, "
+            "2 steps after the first)") in text
     assert summary.median == statistics.median(step_seconds(dp)[1:])  # the first step, a warm-up, left out
     assert "handled 96 rows (96 distinct)" in text and "loaded 96 rows (96 distinct)" in text
     _, padded = runs(gpus=3, data_size=10, batch_size=6, shuffle=False)
@@ -174,3 +176,32 @@ def test_five_reloads_of_the_same_link_never_reverse_which_engine_is_called_fast
                      text[text.index("Modelled"):]))
     assert not any(dp_faster for dp_faster, _, _ in said) or not any(ddp_faster for _, ddp_faster, _ in said)
     assert len({modelled_sentence for _, _, modelled_sentence in said}) == 1  # the same every time
+
+
+UNIT = r"\d[\d,.]* ([KMG]iB|B|µs|ms)\b"
+
+
+def test_memory_and_bytes_side_by_side_in_one_unit_and_no_range_of_one_value():
+    import re
+
+    dp, ddp = runs(gpus=2, train=True)
+    sentences = comparison(dp, ddp)
+    memory = next(s for s in sentences if s.startswith("Memory"))
+    peaks = [f.peak_memory for f in per_device(ddp)]
+    assert len(set(peaks)) == 1  # every rank holds the same: one figure, not a range
+    assert "between" not in memory and not re.search(r"between (\S+ \S+) and \1", " ".join(sentences))
+    for sentence in (memory, sentences[0]):  # DataParallel's figures and DDP's, read side by side
+        assert len(set(re.findall(UNIT, sentence))) == 1, sentence
+    pairs = re.findall(r"over [^,]+, (\S+ \S+) with DataParallel and (\S+ \S+) with DDP", " ".join(sentences))
+    assert pairs and all(a.split()[1] == b.split()[1] for a, b in pairs), pairs  # each link's two times, one unit
+    measured_times = next(s for s in sentences if s.startswith("Measured"))
+    assert len(set(re.findall(UNIT, measured_times))) == 1, measured_times
+
+
+def test_bytes_alike_and_bytes_range():
+    from dpviz.analysis.wording import bytes_alike, bytes_range
+
+    assert bytes_alike(1210, 640) == ["1.18 KiB", "0.62 KiB"] and bytes_alike(640, 512) == ["640 B", "512 B"]
+    assert bytes_range(640, 640) == "640 B" and bytes_range(1260, 1261) == "1.23 KiB"  # the same when read
+    assert bytes_range(512, 2048) == "between 0.50 KiB and 2.00 KiB"
+    assert bytes_alike(3 * 1024 ** 2, 1024)[1] != "0.00 MiB"  # small beside large keeps its digits

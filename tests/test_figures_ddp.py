@@ -73,7 +73,7 @@ def test_split_bars_are_each_ranks_rows_and_the_padding_is_marked(name):
         total = Counter()
         for t in segments:
             total.update(dict(zip(t.x, t.y)))
-        assert [total[str(b.index)] for b in trace.batches] == [forwards[(b.index, rank)] for b in trace.batches]
+        assert [total[str(b.index + 1)] for b in trace.batches] == [forwards[(b.index, rank)] for b in trace.batches]
     hatched = [t for t in fig.data if t.type == "bar" and t.marker.pattern.shape == "x" and t.x[0] is not None]
     assert sum(sum(t.y) for t in hatched) == _padding(trace.config)
     if _padding(trace.config):
@@ -236,6 +236,7 @@ def test_a_files_parameter_names_and_errors_reach_the_figures_as_text():
         subtitle = unwrap(fig.layout.title.subtitle.text)
         assert "failed: RuntimeError: &lt;b&gt;x&lt;/b&gt;" in subtitle and "<a href" not in subtitle
     assert "step 3 failed: RuntimeError" in unwrap(timeline.layout.title.subtitle.text)  # step index 2, from 1
+    assert "step 3 failed" in unwrap(split.layout.title.subtitle.text)  # index 2, numbered from 1
 
 
 def test_the_split_says_where_a_rank_gets_its_rows():

@@ -5,7 +5,7 @@ import pytest
 from dpviz import RunConfig
 from dpviz.figures import MAX_MARKS, count_marks, prepare_sample_map, sample_map_figure
 from dpviz.figures.colors import TEXT, WHITE, device_color, text_color_on
-from dpviz.figures.sample_map import MIN_MARKER_PX, PLOT_PX, exact_marks, marker_size, top_is_exact
+from dpviz.figures.sample_map import MIN_MARKER_PX, PLOT_PX, TOP_PANEL_PX, exact_marks, marker_size, top_is_exact
 from figure_traces import LARGEST, MAX_JSON_BYTES, recorded, synthetic
 from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 
@@ -107,7 +107,7 @@ def test_row_markers_are_no_wider_than_a_row_so_they_never_overlap(gpus, train):
 def test_marker_size_follows_the_width_and_height_per_row():
     assert marker_size(100, 4) == pytest.approx(PLOT_PX / 100 * 0.85)
     assert marker_size(10, 4) == 14  # capped: a big square per row reads as a bar
-    assert marker_size(10, 100) == pytest.approx(280 / 100 * 0.85)  # many batches: the height decides
+    assert marker_size(10, 100) == pytest.approx(TOP_PANEL_PX / 100 * 0.85)  # many batches: the height decides
     assert marker_size(1_000, 34) < MIN_MARKER_PX
 
 

@@ -26,7 +26,7 @@ def test_bars_sum_to_batch_rows_and_follow_torch_chunk(gpus):
     trace = recorded(gpus=gpus)
     bars = _bars(split_figure(trace))
     for batch in trace.batches:
-        label = str(batch.index)
+        label = str(batch.index + 1)  # bars are numbered from 1
         per_device = [bars.get(f"GPU {d}", {}).get(label, 0) for d in range(gpus)]
         expected = chunk_sizes(batch.rows, gpus)
         assert per_device == expected + [0] * (gpus - len(expected))
@@ -73,7 +73,7 @@ def test_largest_run_groups_batches_with_the_same_split():
     assert groups["batches"].sum() == 10_000
     bars = _bars(fig)
     (label,) = bars["GPU 0"]
-    assert label.startswith("0-9,999")
+    assert label.startswith("1-10,000")
     per_device = [bars.get(f"GPU {d}", {}).get(label, 0) for d in range(16)]
     assert per_device == [2] * 15 + [0]  # ceil(30/16) = 2 rows per chunk: 15 chunks, GPU 15 idle
     assert "share one bar" in fig.layout.title.subtitle.text
@@ -87,7 +87,7 @@ def test_grouping_keeps_the_short_last_batch_apart():
     table = prepare_split(trace).drop_duplicates("bar")
     assert list(zip(table["first_batch"], table["last_batch"])) == [(0, 1_001), (1_002, 1_002)]
     bars = _bars(fig)
-    assert [bars[f"GPU {d}"].get("1,002", 0) for d in range(8)] == [1, 1, 0, 0, 0, 0, 0, 0]
+    assert [bars[f"GPU {d}"].get("1,003", 0) for d in range(8)] == [1, 1, 0, 0, 0, 0, 0, 0]
     z, _ = _grid(fig)
     assert (z[:, 1] == -1).sum() == 6
 
@@ -111,7 +111,7 @@ def test_keyword_pitfall_draws_replicas_called_without_rows_and_marks_the_one_th
     chunks = torch.empty(trace.batches[last].rows, 5).chunk(8)  # 5 chunks of x for 8 GPUs
     fig = split_figure(trace)
     bars = _bars(fig)
-    assert [bars.get(f"GPU {d}", {}).get(str(last), 0) for d in range(8)] == [len(c) for c in chunks] + [0] * 3
+    assert [bars.get(f"GPU {d}", {}).get(str(last + 1), 0) for d in range(8)] == [len(c) for c in chunks] + [0] * 3
     table = prepare_split(trace)
     states = table[table["batch"] == last].set_index("device")
     assert list(states["state"]) == ["rows"] * len(chunks) + ["called, no rows"] * (8 - len(chunks))
@@ -120,7 +120,8 @@ def test_keyword_pitfall_draws_replicas_called_without_rows_and_marks_the_one_th
     z, names = _grid(fig)
     assert np.isnan(z[5:, last]).all() and (z[:5, last] == np.arange(5)).all()  # no fill: neither idle nor a device's
     words = {(x, y): t for tr in fig.data if tr.type == "scatter" and tr.mode == "text" for x, y, t in zip(tr.x, tr.y, tr.text)}
-    assert words == {(str(last), "GPU 5"): "✗ raised", (str(last), "GPU 6"): "no rows", (str(last), "GPU 7"): "no rows"}
+    shown = str(last + 1)  # the bar's label, numbered from 1
+    assert words == {(shown, "GPU 5"): "✗ raised", (shown, "GPU 6"): "no rows", (shown, "GPU 7"): "no rows"}
     rings = [(s.y0 + s.y1) / 2 for s in fig.layout.shapes]
     assert rings == [5, 6, 7]
     assert any("GPU 5" in a.text and "raised" in a.text for a in fig.layout.annotations)

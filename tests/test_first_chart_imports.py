@@ -38,6 +38,6 @@ def test_a_dataparallel_runs_first_screen_is_drawn_without_pandas():
     assert done.returncode == 0, done.stderr[-2000:]
     chart, below, loaded, split = done.stdout.strip().splitlines()[-4:]
     assert chart == "Flow Batch 4 of 4: 10 rows scattered over 2 of 2 GPUs False"
-    assert below == "7 True False"  # seven key figures (memory too), the explanations
+    assert below == "8 True False"  # eight key figures (memory peak and its ratio too), the explanations
     assert loaded == "[]"
     assert split == "True"  # the Split view's table is a DataFrame: the checks above can fail

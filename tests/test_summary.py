@@ -90,7 +90,7 @@ def test_key_figures_headline_the_run():
     figures = key_figures(recorded(gpus=8))
     assert list(figures) == ["batches", "replica calls (one per busy GPU per batch)", "GPU turns left idle (GPUs × batches)",
                              "most rows one GPU got", "fewest rows one GPU got", "time inside DataParallel",
-                             "memory peak, GPU 0"]
+                             "memory peak, GPU 0", "GPU 0's peak over any other GPU's"]
     assert figures["batches"] == "4" and figures["replica calls (one per busy GPU per batch)"] == "29"
     assert figures["GPU turns left idle (GPUs × batches)"] == "3 of 32"
     assert figures["most rows one GPU got"] == "4 rows" and figures["fewest rows one GPU got"] == "2 rows"
@@ -116,11 +116,13 @@ def test_memory_totals_and_peaks_come_from_the_samples():
 
 def test_memory_key_figure_and_table_row():
     trace = recorded(gpus=3, train=True)
-    assert key_figures(trace)["memory peak, GPU 0"] == "1.23 KiB (2.8× any other GPU)"
+    assert key_figures(trace)["memory peak, GPU 0"] == "1.23 KiB"
+    assert key_figures(trace)["GPU 0's peak over any other GPU's"] == "2.8×"
+    assert "GPU 0's peak over any other GPU's" not in key_figures(recorded(gpus=1, train=True))
     assert key_figures(recorded(gpus=1, train=True))["memory peak, GPU 0"].endswith("KiB")
     assert "memory peak, GPU 0" not in key_figures(dataclasses.replace(trace, memory=[]))
     table = summary_table(trace).set_index("key figure")["value"]
-    assert table["peak memory"] == ("GPU 0: 1.23 KiB after backward of batch 0; other GPUs at most 456 B "
+    assert table["peak memory"] == ("GPU 0: 1.23 KiB after backward of batch 1; other GPUs at most 456 B "
                                     "(GPU 1, after backward) (computed from tensor sizes)")
     assert table["time in backward"].endswith("(all replicas)") and table["time in step"].endswith("(device_ids[0])")
 
@@ -194,6 +196,9 @@ def test_replicas_called_with_no_rows_are_calls_not_idle_gpus():
     trace = record(PRESETS["kwargs-small-batch"].config)  # 8 GPUs, the last batch's x makes only 5 chunks
     figures = key_figures(trace)
     assert figures["replicas called with no rows"] == "3"  # replicas 5-7, called with scale alone
-    assert figures["replica calls (one per busy GPU per batch)"] == "32"  # every GPU's replica ran, in every batch
-    assert figures["GPU turns left idle (GPUs × batches)"] == "0 of 32"
+    # 8 GPUs' replicas got rows in 3 batches, 5 in the last: the 3 called with no rows did no work on it
+    assert figures["replica calls (one per busy GPU per batch)"] == "29"
+    assert figures["GPU turns left idle (GPUs × batches)"] == "0 of 32"  # called, so not idle either
+    s = summarize(trace)
+    assert s.replicas_total + s.called_without_rows + s.idle_slots == s.device_slots
     assert "replicas called with no rows" not in key_figures(recorded(gpus=8))  # idle GPUs there are truly idle

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from dpviz.engines import ENGINES
 from dpviz.analysis.step_times import LINKS, measured, modelled, step_seconds, verdict  # noqa: F401  step_seconds named here too
 from dpviz.trace import Trace
-from dpviz.analysis.wording import human_bytes
+from dpviz.analysis.wording import bytes_alike, bytes_range, human_bytes
 
 FLOAT_BYTES = 4  # dpviz's models run in float32
 
@@ -162,11 +162,13 @@ def comparison(dp: Trace, ddp: Trace) -> list[str]:
         others = [f.bytes_per_step for f in a[1:]]
         most_ddp = max(f.bytes_per_step for f in b)
         even = len({f.bytes_per_step for f in b}) == 1
+        # One unit for the three, so they compare at a glance.
+        through, other, ddp_most = bytes_alike(first.bytes_per_step, max(others, default=0), most_ddp)
         sentences.append(
-            f"Per step, DataParallel moves {human_bytes(first.bytes_per_step)} through {first.name} (computed): it "
+            f"Per step, DataParallel moves {through} through {first.name} (computed): it "
             f"sends every other device its chunk of the batch and a fresh copy of the model, and takes back every "
             f"output{' and every gradient' if dp.config.train else ''}; the others move "
-            f"{human_bytes(max(others)) if others else 'nothing'} each. DDP moves at most {human_bytes(most_ddp)} "
+            f"{other if others else 'nothing'} each. DDP moves at most {ddp_most} "
             f"per rank, {'the same on every rank' if even else 'about the same on every rank (rank 0 also sends its buffers)'}: "
             f"no scatter, no replicate, no gather{', only the gradients all-reduced' if ddp.config.train else ''}.")
     sentences += times_sentences(dp, ddp)
@@ -177,10 +179,11 @@ def comparison(dp: Trace, ddp: Trace) -> list[str]:
     peaks_dp = [f.peak_memory for f in a if f.peak_memory is not None]
     peaks_ddp = [f.peak_memory for f in b if f.peak_memory is not None]
     if peaks_dp and peaks_ddp:
+        top, least, low, high = bytes_alike(peaks_dp[0], min(peaks_dp), min(peaks_ddp), max(peaks_ddp))
+        ranks = f"peak {'at ' if low == high else ''}{high if low == high else f'between {low} and {high}'}"
         sentences.append(
             f"Memory ({dp.memory_kind} for DataParallel, {ddp.memory_kind} for DDP): DataParallel's {a[0].name} peaks "
-            f"at {human_bytes(peaks_dp[0])} against {human_bytes(min(peaks_dp))} on its least loaded device; DDP's "
-            f"ranks peak between {human_bytes(min(peaks_ddp))} and {human_bytes(max(peaks_ddp))}.")
+            f"at {top} against {least} on its least loaded device; DDP's ranks {ranks}.")
     return sentences
 
 
@@ -195,10 +198,12 @@ def moves_per_step(trace: Trace) -> list[tuple[int, int]]:
     return [(sent[lane.id] // steps, received[lane.id] // steps) for lane in trace.lanes]
 
 
-def _ms(seconds: float) -> str:
-    if seconds < 1e-4:
+def _ms(seconds: float, largest: float | None = None) -> str:
+    """A time in µs or ms, the unit chosen by `largest` (the largest time it is read beside) when given."""
+    scale = seconds if largest is None else largest
+    if scale < 1e-4:
         return f"{seconds * 1e6:.1f} µs"
-    return f"{seconds * 1e3:.2f} ms" if seconds < 0.01 else f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e3:.2f} ms" if scale < 0.01 else f"{seconds * 1e3:.1f} ms"
 
 
 def times_sentences(dp: Trace, ddp: Trace) -> list[str]:
@@ -207,7 +212,8 @@ def times_sentences(dp: Trace, ddp: Trace) -> list[str]:
     sentences = []
     a, b = measured(dp), measured(ddp)
     if a is not None and b is not None:
-        where = lambda t, m: (f"{_ms(m.median)} (middle half {_ms(m.low)} to {_ms(m.high)}, "
+        most = max(a.high, b.high)  # both engines' times in one unit
+        where = lambda t, m: (f"{_ms(m.median, most)} (middle half {_ms(m.low, most)} to {_ms(m.high, most)}, "
                               f"{m.count} step{'s' if m.count != 1 else ''} after the first)")
         hosts = (f"{'threads standing in for GPUs' if dp.simulated else 'real GPUs'} against "
                  f"{'processes sharing the CPU' if ddp.backend == 'cpu' else 'one process per GPU'}")
@@ -222,8 +228,11 @@ def times_sentences(dp: Trace, ddp: Trace) -> list[str]:
         sentences.append(f"Measured time per step ({hosts}): DataParallel {where(dp, a)}, DDP {where(ddp, b)}. {tell}")
     dp_moves, ddp_moves = moves_per_step(dp), moves_per_step(ddp)
     if any(sum(m) for m in dp_moves + ddp_moves):
-        parts = [f"over {link.name}, {_ms(modelled(dp_moves, link))} with DataParallel and "
-                 f"{_ms(modelled(ddp_moves, link))} with DDP" for link in LINKS]
+        parts = []
+        for link in LINKS:
+            pair = modelled(dp_moves, link), modelled(ddp_moves, link)
+            parts.append(f"over {link.name}, {_ms(pair[0], max(pair))} with DataParallel and "
+                         f"{_ms(pair[1], max(pair))} with DDP")
         sentences.append(
             f"Modelled for {len(dp.lanes)} GPUs, each with a link of its own (the bytes above at the link's peak "
             f"bandwidth each way; compute and latency left out), one step's transfers take {'; '.join(parts)}. The "

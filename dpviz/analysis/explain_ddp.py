@@ -16,7 +16,7 @@ from dpviz.analysis.summary_ddp import summarize_ddp
 from dpviz.analysis.tables_ddp import (allreduces, bucket_layouts, epoch_of, epochs_of, rank_rows, repeated_rows, sampler_order,
                          steps_per_epoch, unreduced_steps)
 from dpviz.trace import Trace
-from dpviz.analysis.wording import human_bytes, plural, sizes_text
+from dpviz.analysis.wording import bytes_range, human_bytes, plural, sizes_text
 
 NAME_LIMIT = 40  # characters of a parameter name from a trace file
 SHOWN = 4  # names or rows listed before "and N more"
@@ -313,7 +313,8 @@ def _memory(trace: Trace) -> str | None:
         return (f"**Memory is balanced.** {how}, every rank peaks at {human_bytes(high)}{what}, so no rank carries "
                 "more, unlike DataParallel's device 0, which holds the gathered output"
                 + (" and the only summed gradients." if trace.config.train else "."))
-    return (f"**Memory per rank.** {how}, the ranks peak between {human_bytes(low)} and {human_bytes(high)}{what}.")
+    peaks = bytes_range(low, high)  # one figure when both read the same
+    return f"**Memory per rank.** {how}, the ranks peak {'' if peaks.startswith('between') else 'at '}{peaks}{what}."
 
 
 def _failure(trace: Trace) -> str | None:

@@ -1,6 +1,6 @@
 """Key figures of a run in words: a row of headline figures and the full table of them.
 
-    key_figures(trace)       # six headline figures (seven with memory) as {label: text}, for a row of metrics
+    key_figures(trace)       # six headline figures (eight with memory) as {label: text}, for a row of metrics
     summary_table(trace)     # all key figures as a two-column DataFrame for a page table
     summarize(trace)         # the numbers behind them
 
@@ -31,7 +31,7 @@ class Summary:
     output_device: int
     batches: int
     rows: int
-    replicas_total: int
+    replicas_total: int  # replicas that got rows of a batch
     replicas_per_batch: list[int]
     idle_slots: int  # (batch, device) pairs where no replica ran
     called_without_rows: int  # replicas called with the keywords alone, no rows of the batch (a failing batch's)
@@ -50,9 +50,10 @@ class Summary:
 def summarize(trace: Trace) -> Summary:
     """Count batches, replicas, idle slots and chunk sizes, and time each phase."""
     chunks = chunks_per_batch(trace)
-    # A replica called with no chunk (the keyword pitfall's) counts as a replica call, not as an idle GPU.
+    # A replica called with no chunk (the keyword pitfall's) did no work on the batch: it is not counted
+    # as busy, nor as an idle GPU (it was called), but on its own.
     empty = calls_without_chunk(trace)
-    per_batch = [len(c) + e for c, e in zip(chunks, empty)]
+    per_batch = [len(c) for c in chunks]
     devices = len(trace.lanes)
     sizes = [rows for c in chunks for rows in c]
     phases = phase_times(trace)
@@ -65,9 +66,9 @@ def summarize(trace: Trace) -> Summary:
         rows=sum(b.rows for b in trace.batches),
         replicas_total=sum(per_batch),
         replicas_per_batch=per_batch,
-        idle_slots=sum(devices - n for n in per_batch),
+        idle_slots=sum(devices - n - e for n, e in zip(per_batch, empty)),
         called_without_rows=sum(empty),
-        batches_with_idle=sum(1 for n in per_batch if n < devices),
+        batches_with_idle=sum(1 for n, e in zip(per_batch, empty) if n + e < devices),
         largest_chunk=max(sizes, default=0),
         smallest_chunk=min(sizes, default=0),
         phase_total_s={p: t.total_s for p, t in phases.items()},
@@ -100,8 +101,8 @@ def summary_table(trace: Trace) -> pd.DataFrame:
 
 
 def key_figures_dp(trace: Trace) -> dict[str, str]:
-    """Six headline figures of a DataParallel run; a seventh, device 0's memory peak against any other
-    device's, when the trace has memory samples."""
+    """Six headline figures of a DataParallel run; two more when the trace has memory samples: device 0's
+    memory peak, and how many times any other device's it is."""
     s = summarize(trace)
     vocabulary = trace.vocabulary
     # The engine's own time: its host phases (DataParallel's scatter, replicate, apply and gather).
@@ -121,12 +122,12 @@ def key_figures_dp(trace: Trace) -> dict[str, str]:
         f"time inside {vocabulary.title}": _short_ms(inside),
     }
     peaks = memory_peaks(trace)
-    if peaks is not None:
+    if peaks is not None:  # each figure short, so no metric is cut: the ratio is a figure of its own
         first, other = peaks
-        value = human_bytes(first.bytes)
+        name = vocabulary.lane_name(first.device)
+        figures[f"memory peak, {name}"] = human_bytes(first.bytes)
         if other is not None and other.bytes:
-            value += f" ({first.bytes / other.bytes:.1f}× any other {lane})"
-        figures[f"memory peak, {vocabulary.lane_name(first.device)}"] = value
+            figures[f"{name}'s peak over any other {lane}'s"] = f"{first.bytes / other.bytes:.1f}×"
     return figures
 
 
@@ -155,7 +156,7 @@ def summary_rows_dp(trace: Trace) -> list[tuple[str, str]]:
     if peaks is not None:
         first, other = peaks
         how = "computed from tensor sizes" if trace.memory_kind == "computed" else "measured: torch.cuda.memory_allocated"
-        text = f"GPU {first.device}: {human_bytes(first.bytes)} after {first.phase} of batch {first.batch:,}"
+        text = f"GPU {first.device}: {human_bytes(first.bytes)} after {first.phase} of batch {first.batch + 1:,}"
         if other is not None:
             text += f"; other GPUs at most {human_bytes(other.bytes)} (GPU {other.device}, after {other.phase})"
         rows.append(("peak memory", f"{text} ({how})"))

@@ -115,7 +115,7 @@ def key_figures_ddp(trace: Trace) -> dict[str, str]:
             figures[f"buckets (step {s.bucket_counts[0][0] + 1:,}, then rebuilt)"] = ", then ".join(f"{n:,}" for n in counts[:2])
         elif counts:
             figures["gradient buckets"] = f"{counts[0]:,}"
-        figures["bucket all-reduces"] = f"{s.allreduces:,}"
+        figures["bucket all-reduces"] = f"{s.allreduces:,}"  # collectives, each joined by every rank
         if s.no_sync:
             figures["steps under no_sync"] = f"{len(s.no_sync):,} of {s.steps:,}"
         if s.allreduce_s:

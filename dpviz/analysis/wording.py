@@ -113,3 +113,22 @@ def batch_noun(trace: Trace) -> str:
     """What one entry of trace.batches is called: a DataLoader 'batch', or under DDP a 'step' (every rank's
     loader gives one batch per step)."""
     return trace.spec.unit
+
+
+def bytes_alike(*sizes: float) -> list[str]:
+    """Sizes read side by side, in one unit, the largest's: ['1.18 KiB', '0.63 KiB'], not '1.18 KiB' beside '640 B'."""
+    unit = human_bytes(max(sizes, key=abs, default=0)).split()[-1]
+    scale = 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)
+    if unit == "B":
+        return [f"{int(round(s)):,} B" for s in sizes]
+    largest = max(abs(s) for s in sizes) / scale
+    digits = 2 if largest < 10 else 1 if largest < 100 else 0
+    # A size too small to show at those digits keeps three significant ones: never a "0.00" that is not zero.
+    return [f"{s / scale:,.{digits}f} {unit}" if not s or abs(s / scale) >= 10 ** -digits else f"{s / scale:.3g} {unit}"
+            for s in sizes]
+
+
+def bytes_range(low: float, high: float) -> str:
+    """'between 512 B and 640 B', or '640 B' when both read the same: never 'between 640 B and 640 B'."""
+    first, last = bytes_alike(low, high)
+    return last if first == last else f"between {first} and {last}"

@@ -19,7 +19,7 @@ from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
 from dpviz.engines.dp.vocabulary import SUM_LABEL, VOCABULARY as DP
 from dpviz.trace import Trace
 from dpviz.analysis.traffic_model import StepSizes, growth
-from dpviz.analysis.wording import human_bytes
+from dpviz.analysis.wording import bytes_alike, human_bytes
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color
 from dpviz.figures.style import styled
 
@@ -59,7 +59,7 @@ def device_totals(table: dict[str, list[tuple[str, float]]]) -> dict[str, float]
 def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices: int, *, title: str,
                     notes: list[str]) -> go.Figure:
     fig = make_subplots(rows=2, cols=2, shared_yaxes=False, specs=[[{}, {}], [{"colspan": 2}, None]],
-                        subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.2, row_heights=[0.55, 0.45])
+                        subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.3, row_heights=[0.55, 0.45])
     shown: set[str] = set()
     for col, table in enumerate(tables, start=1):
         for what, color in WHAT_COLORS.items():
@@ -93,7 +93,7 @@ def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices:
     fig.update_xaxes(title_text="devices (GPUs for DataParallel, ranks for DDP)", dtick=2, row=2, col=1)
     fig.update_yaxes(title_text="bytes per step", rangemode="tozero", row=2, col=1)
     fig.update_layout(barmode="stack")  # styled() puts the legend over the panels' titles
-    return styled(fig, title, notes, height=760)
+    return styled(fig, title, notes, height=480)  # with its title, legend and a preset's line, on a 1024 × 768 first screen
 
 
 def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:
@@ -101,8 +101,9 @@ def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:
     totals = [device_totals(t) for t in tables]
     first = dp.vocabulary.lane_name(dp.lanes[0].id)
     gpu0, rank = totals[0].get(first, 0), max(totals[1].values(), default=0)
-    titles = [f"DataParallel: {first} moves {human_bytes(gpu0)}" if gpu0 else "DataParallel",
-              f"DDP: at most {human_bytes(rank)} a rank" if rank else "DDP: nothing moves",
+    dp_bytes, ddp_bytes = bytes_alike(gpu0, rank)  # side by side in one unit
+    titles = [f"DataParallel: {first} moves {dp_bytes}" if gpu0 else "DataParallel",
+              f"DDP: at most {ddp_bytes} a rank" if rank else "DDP: nothing moves",
               "The same formulas at 2 to 16 devices (the dotted line: this run)"]
     if gpu0 and rank:
         title = f"Every step, {first} moves {gpu0 / rank:.1f}× what a DDP rank moves"

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dpviz.echo import plotly_text
-from dpviz.analysis.wording import device_list
+from dpviz.analysis.wording import device_list, numbered
 from dpviz.trace import Trace
 from dpviz.figures.colors import IDLE_GREY, MISSING, MISSING_PATTERN, OUTLINE, device_color, device_pattern, text_color_on
 from dpviz.figures.pitfall_layout import title_on_top
@@ -149,7 +149,7 @@ def inputs_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     table = prepare_inputs(trace, batch)
     whole = sorted(set(table.loc[table["mode"].isin(["shared", "copied"]), "argument"]))
     missing = table[table["mode"] == "missing"]
-    title = f"Batch {batch:,}: what each GPU received,<br>tensors split along dim {trace.dim}"
+    title = f"{numbered(batch, len(trace.batches), 'Batch')}: what each GPU received,<br>tensors split along dim {trace.dim}"
     if whole:
         title += f", {_names(whole)} whole"
     notes = [backend_note(trace)]

@@ -101,7 +101,7 @@ def plot_hidden(table: pd.DataFrame, *, title: str, notes: list[str], headings: 
     fig.update_xaxes(title_text="rows of the batch", row=len(panels), col=1)
     fig.update_layout(barmode="overlay", bargap=0.3, uniformtext=dict(minsize=10, mode="hide"))
     lines = table.groupby("panel")["tensor"].nunique()
-    styled(fig, title, notes, height=200 + 110 * len(panels) + 50 * int(lines.sum()))
+    styled(fig, title, notes, height=160 + 110 * len(panels) + 50 * int(lines.sum()))
     panel_headings(fig, headings)
     title_on_top(fig, 200)
     return fig

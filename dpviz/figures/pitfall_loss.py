@@ -85,7 +85,7 @@ def plot_losses(table: pd.DataFrame, means: pd.DataFrame, *, title: str, notes: 
         headings.append(_heading(m, part["rows"].tolist()))
     fig.update_layout(barmode="overlay", bargap=0, legend=dict(orientation="h", x=0, y=-0.1, yanchor="top"),
                       uniformtext=dict(minsize=10, mode="hide"))
-    styled(fig, title, notes, height=260 + 330 * panels)
+    styled(fig, title, notes, height=200 + 260 * panels)
     fig.update_layout(margin=dict(r=70, b=150))  # the means' values are written past the batch's end
     panel_headings(fig, headings)
     title_on_top(fig, 190)

@@ -27,11 +27,11 @@ from dpviz.figures.style import (
 
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
 ROW_BINS, BATCH_BINS = 100, 40  # binned mode: 2 panels x 100 x 40 cells = 8,000 marks
-HEIGHT = 820
+HEIGHT = 560  # with its title and legend, on a projector's first screen (1024 × 768)
 FIRST = 1  # the first batch (or step) as the map numbers it: from 1, as every view a reader sees does
 # The plot's width is the page's: assume a narrow one (a 1,000 px chart less its margins and legend);
 # a wider page only adds room between markers. The top panel's height follows from HEIGHT.
-PLOT_PX, TOP_PANEL_PX = 760, 280
+PLOT_PX, TOP_PANEL_PX = 760, round((HEIGHT - 100 - 60) * (1 - 0.18) / 2)  # HEIGHT less the margins and the gap, halved
 MARKER_FILL = 0.85  # a marker's share of its row's width: the rest is the gap to its neighbours
 MIN_MARKER_PX, MAX_MARKER_PX = 3, 14  # smaller than MIN_MARKER_PX the colour is lost: bin instead
 # A row id's type: as large as its cell holds on the narrowest chart, up to ID_SIZE; under MIN_ID_SIZE,

@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 from dpviz.analysis.batch_facts import called_without_rows, chunks_per_batch
 from dpviz.analysis.tables import batch_split
 from dpviz.trace import Trace
-from dpviz.figures.bounds import MAX_MARKS, batch_label, split_runs
+from dpviz.figures.bounds import MAX_MARKS, split_runs
 from dpviz.figures.colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
 from dpviz.figures.style import NARROWEST_PX, backend_note, device_name, plural, rows_text, styled
 
@@ -70,14 +70,18 @@ def prepare_split(trace: Trace) -> pd.DataFrame:
         table.insert(0, "bar", bar)
         table["first_batch"], table["last_batch"] = first, last
         table["batches"] = last - first + 1
-        table["label"] = f"{first:,}" if first == last else f"{first:,}-{last:,}<br>({last - first + 1:,} batches)"
+        # numbered from 1, as every reader numbers batches
+        table["label"] = f"{first + 1:,}" if first == last else f"{first + 1:,}-{last + 1:,}<br>({last - first + 1:,} batches)"
         frames.append(table)
     return pd.concat(frames, ignore_index=True)
 
 
 def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str], x_title: str) -> go.Figure:
     """Stacked bars of rows per device per bar over a grid of used (device colour) and idle (grey) devices."""
-    bars_px, grid_px = 380, 26 * devices  # the grid gets a fixed height per device so every name fits
+    # The grid gets a fixed height per device so every name fits; the bars what is left of about 360 px, so
+    # at 8 GPUs the whole chart, its title and legend above, sits on a projector's first screen (1024 × 768).
+    grid_px = 20 * devices
+    bars_px = max(180, 360 - grid_px)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[bars_px, grid_px], vertical_spacing=0.05)
     labels = table.drop_duplicates("bar")["label"].tolist()
     bars = len(labels)
@@ -88,7 +92,7 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
     for device in range(devices):
         part = table[(table["device"] == device) & (table["state"] == "rows")]
         hover = [
-            f"{plural(n, 'batch')} ({batch_label(a, b)})" if n > 1 else batch_label(a, b)
+            f"{plural(n, 'batch')} (batches {a + 1:,}-{b + 1:,})" if n > 1 else f"batch {a + 1:,}"
             for n, a, b in zip(part["batches"], part["first_batch"], part["last_batch"])
         ]
         fig.add_trace(

@@ -42,7 +42,8 @@ def prepare_split_ddp(trace: Trace) -> pd.DataFrame:
         runs = split_runs(per_step)[: MAX_MARKS // per_bar]
     records = []
     for bar, (first, last) in enumerate(runs):
-        label = f"{first:,}" if first == last else f"{first:,}-{last:,}<br>({last - first + 1:,} steps)"
+        # numbered from 1, as every reader numbers steps
+        label = f"{first + 1:,}" if first == last else f"{first + 1:,}-{last + 1:,}<br>({last - first + 1:,} steps)"
         forwards = rank_rows(trace, first)
         for k, rank in enumerate(ranks):
             rows, repeated = per_step[first][k]
@@ -55,7 +56,7 @@ def _segment(part: pd.DataFrame, rank: int, name: str, values: pd.Series, repeat
              showlegend: bool = True) -> go.Bar:
     color = device_color(rank)
     what = "rows repeated from earlier in the epoch (DistributedSampler's padding)" if repeat else "rows loaded"
-    hover = [f"step {a:,}" if a == b else f"steps {a:,}-{b:,}" for a, b in zip(part["first_batch"], part["last_batch"])]
+    hover = [f"step {a + 1:,}" if a == b else f"steps {a + 1:,}-{b + 1:,}" for a, b in zip(part["first_batch"], part["last_batch"])]
     where = [rows_text(f, r) for f, r in zip(part["first_row"], part["rows"])]
     return go.Bar(
         x=part["label"], y=values, name=name, legendgroup=name, showlegend=showlegend,
@@ -71,7 +72,8 @@ def _segment(part: pd.DataFrame, rank: int, name: str, values: pd.Series, repeat
 def plot_split_ddp(table: pd.DataFrame, *, lane_names: list[str], title: str, notes: list[str], x_title: str) -> go.Figure:
     """Per step a stack of each rank's rows (repeats hatched) over a rank x step grid of rows loaded."""
     ranks = len(lane_names)
-    bars_px, grid_px = 380, 26 * ranks
+    grid_px = 20 * ranks  # as DataParallel's split: the chart and its title on a projector's first screen
+    bars_px = max(180, 360 - grid_px)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[bars_px, grid_px], vertical_spacing=0.05)
     labels = table.drop_duplicates("bar")["label"].tolist()
     show_text = len(labels) * ranks <= TEXT_CELLS
@@ -132,7 +134,7 @@ def split_ddp_figure(trace: Trace) -> go.Figure:
     if shown < total:
         notes.append(f"first {plural(shown, 'step')} of {total:,} shown (at most {MAX_MARKS:,} marks)")
     if trace.failure is not None:  # the error's words are the file's: plotly reads HTML
-        notes.append(f"step {trace.failure.batch:,} failed: {plotly_text(trace.failure.headline, 80)}")
+        notes.append(f"step {trace.failure.batch + 1:,} failed: {plotly_text(trace.failure.headline, 80)}")
     if repeats and len(table) and bars * len(trace.lanes) <= TEXT_CELLS:
         notes.append("* in the grid: the rank loaded a row again")
     names = [trace.vocabulary.lane_name(lane.id) for lane in trace.lanes]

@@ -18,6 +18,7 @@ from dpviz.figures.flow import flow_figure
 from dpviz.figures.flow_draw import MARGIN_B, step_name
 from dpviz.figures.flow_links import flow_steps
 from dpviz.figures.step_words import step_story
+from dpviz.analysis.wording import numbered
 from dpviz.figures.style import GAP_PX, TITLE_SIZE, check_batch, line_count, title_block_px, wrap
 
 FRAME_MS = 1600  # long enough to read each frame's title while playing
@@ -44,7 +45,7 @@ def prepare_steps(trace: Trace, batch: int) -> pd.DataFrame:
 
 
 def _title(trace: Trace, batch: int, row, frames: int) -> str:
-    head = f"Batch {batch:,} · step {row.frame} of {frames}: {row.name}"
+    head = f"{numbered(batch, len(trace.batches), 'Batch')} · step {row.frame} of {frames}: {row.name}"
     # Soft breaks (style.wrap), so presentation() can wrap the words again at its larger size.
     return f"{head}<br>{wrap(row.words[0].upper() + row.words[1:], TITLE_SIZE)}"
 

@@ -1,6 +1,8 @@
 """What happened: the key figures, a line per finding with the explanations on request, and the files to download."""
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from dpviz.exports import chrome_trace
@@ -12,12 +14,21 @@ from dpviz.page.link import BOTH
 from dpviz.page.state import ENGINE, side_key, views
 
 
+UNIT = re.compile(r"(\d) (?=(?:[KMGT]i)?B\b|ms\b|s\b|×)")
+
+
+def keep_units(text: str) -> str:
+    """A number and its unit held together ("96 B", "1.27 KiB", "3.1 ms"): a non-breaking space between
+    them, so a narrow box never wraps a figure as "96 / B"."""
+    return UNIT.sub("\\1\u00a0", text)
+
+
 def key_metrics(trace: Trace) -> None:
     """The key figures as metrics in a row that wraps: each as wide as its words, so none is cut off on a
     narrow window or a projector's 1024 pixels."""
     with st.container(horizontal=True, gap="medium"):
         for label, value in views().get(trace, key_figures).items():
-            st.metric(label, value, width="content", border=True)
+            st.metric(label, keep_units(value), width="content", border=True)
 
 
 def headline(paragraph: str, limit: int = 220) -> str:
@@ -41,6 +52,7 @@ def what_happened(trace: Trace, columns: int = 2, heading: bool = True) -> None:
         st.subheader("What happened")
     key_metrics(trace)
     paragraphs = views().get(trace, explain)
+    paragraphs = [keep_units(p) for p in paragraphs]
     st.markdown("\n".join(f"- {headline(p)}" for p in paragraphs))
     with st.expander("Why, finding by finding"):
         if columns == 1:  # beside the other engine: already in a column of its own

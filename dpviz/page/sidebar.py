@@ -11,7 +11,7 @@ from dpviz.presets import COMPARE_PRESETS, LINK_PRESETS, presets_of
 from dpviz.page.rank_budget import BUDGET, PAGE_MOST
 from dpviz.page.link import BOTH, from_query, settle, wants_both
 from dpviz.analysis.wording import plural
-from dpviz.page.state import CHOICES, ENGINE, PAIR, PRESENT, engine_of, say
+from dpviz.page.state import CHOICES, ENGINE, OPEN_PRESET, PAIR, PRESENT, engine_of, say
 from dpviz.page.upload import showing_upload
 
 
@@ -24,6 +24,9 @@ def apply_link_once() -> None:
     for name, value in config.to_dict().items():
         st.session_state[name] = value
     st.session_state[ENGINE] = BOTH if wants_both(params) else config.engine
+    preset = str(params.get("preset", "")).strip().lower()
+    if preset in LINK_PRESETS:
+        st.session_state[OPEN_PRESET] = preset
     st.session_state.link_applied = True
     st.session_state.link_config = config
     st.session_state.link_warnings = warnings
@@ -35,6 +38,7 @@ def use_preset(name: str) -> None:
     for setting, value in config.to_dict().items():
         st.session_state[setting] = value
     st.session_state[ENGINE] = BOTH if name in COMPARE_PRESETS else config.engine
+    st.session_state[OPEN_PRESET] = name
 
 
 def pitfall_buttons(choice: str) -> None:

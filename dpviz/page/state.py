@@ -18,6 +18,7 @@ TAB = "tab"  # the views' tabs: the shown one's label, in the session's state
 ENGINE = "engine_choice"  # the engine control: an engine's name, or BOTH (the config's engine is an engine's)
 LEFT_QUEUE = "left_queue"  # the settings whose wait for room the visitor gave up
 UPLOAD = "upload_file"  # the trace uploader's key
+OPEN_PRESET = "open_preset"  # the preset a link or a button asked for: its run opens on the tab that shows it
 SIDE_BY_SIDE = "side_by_side"  # both engines' charts in two columns rather than one above the other
 CHOICES = {**{name: spec.label for name, spec in ENGINES.items()}, BOTH: "Both, compared"}
 

@@ -7,60 +7,104 @@ import dataclasses
 import streamlit as st
 
 from dpviz.echo import MESSAGE_LIMIT, code_span, markdown_text
-from dpviz.engines import ENGINES
 from dpviz.figures.style import presentation
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, VIEWS, WHOLE, WINDOW, View
 from dpviz.presets import COMPARE_PRESETS, preset_of
 from dpviz.trace import Trace
-from dpviz.analysis.wording import describe_devices, plural
-from dpviz.page.findings import downloads, what_happened
-from dpviz.page.state import PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
+from dpviz.analysis.wording import describe_devices, numbered, plural
+from dpviz.page.findings import downloads, keep_units, what_happened
+from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 COMPARE = "Compare"  # the side-by-side page's first tab
 
 
-def show_outcome(trace: Trace) -> None:
-    """The preset being shown, the error that ended the run and the warnings, above the views."""
-    # Few boxes above the tabs, so a projector's first screen still reaches the chart: the devices' sentence
-    # shares the pitfall's box, and the run's own error is said once.
-    devices = describe_devices(trace)
+def tab_label(view: View, trace: Trace) -> str:
+    """A view's tab in the trace's words: "Split per step" under DDP."""
+    return view.tab.replace("per batch", f"per {trace.spec.unit}")
+
+
+def failed_unit(trace: Trace) -> str:
+    """'Batch 4', the failed batch or step as a reader counts it (from 1)."""
+    return f"{trace.spec.unit.title()} {trace.failure.batch + 1:,}"
+
+
+def opening_note(trace: Trace, tab: str | None) -> None:
+    """Above the tabs, one short box: the preset being shown and the tab that shows it, or that the run
+    failed. A projector's first screen is the heading, this line, the tabs and the chart; what to look for,
+    the error and the devices are under the chart (outcome_details)."""
+    preset = preset_of(trace.config)
+    failed = f" {failed_unit(trace)} failed, as it would in your training loop." if trace.failure else ""
+    if preset is not None:
+        where = f" Shown in **{tab}**." if tab else ""  # what to look for: under the chart
+        st.info(f"**Pitfall: {preset.title}.**{where}{failed}")
+    elif trace.failure is not None:
+        st.error(f"**{failed_unit(trace)} failed**, as it would in your training loop: the error is under the chart.")
+
+
+def outcome_details(trace: Trace) -> None:
+    """Under the chart: what the preset shows, the devices, the error that ended the run and the warnings."""
     preset = preset_of(trace.config)
     if preset is not None:
-        st.info(f"**Pitfall: {preset.title}.** {preset.look_for} [Link to this preset](?preset={preset.name})  \n"
-                f"{devices}")
-    else:
-        (st.success if trace.backend == "cuda" else st.info)(devices)
+        st.info(f"**Pitfall: {preset.title}.** {preset.look_for} [Link to this preset](?preset={preset.name})")
+    devices = describe_devices(trace)
+    (st.success if trace.backend == "cuda" else st.info)(devices)
     failure = trace.failure
     unit = trace.spec.unit
     if failure is not None:
         whose = trace.vocabulary.word("own_error")
         own = "" if failure.original.strip() in failure.headline else \
             f"  \n{whose}: {code_span(failure.original, MESSAGE_LIMIT)}"
-        st.error(f"**{unit.title()} {failure.batch:,} failed**, as it would in your training loop: "
+        st.error(f"**{failed_unit(trace)} failed**, as it would in your training loop: "
                  f"{code_span(failure.headline, MESSAGE_LIMIT)}{own}")
         with st.expander("The whole error, as Python prints it"):
             st.code(f"{failure.type}: {failure.message}", language=None)
     for note in trace.warnings:
         st.warning(f"{code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)} "
                    f"({note.count:,} time{'s' if note.count != 1 else ''}, "
-                   f"first in {unit} {note.batch:,})")
+                   f"first in {unit} {note.batch + 1:,})")
+
+
+def opening_batch(trace: Trace) -> int:
+    """The batch Flow, Step through, Inputs and Memory open on: the engine's choice where it makes one
+    (a typical step), else the batch that failed, else the last (DataParallel's uneven one)."""
+    last = len(trace.batches) - 1
+    if trace.spec.has("opening_batch"):
+        return min(max(int(trace.spec.part("opening_batch")(trace)), 0), last)
+    if trace.failure is not None and 0 <= trace.failure.batch <= last:
+        return trace.failure.batch
+    return last
+
+
+def shared_batch(trace: Trace) -> int:
+    """The batch shown by every view of one batch, one value per run: a new run opens on its opening batch."""
+    key, of = side_key(trace, "batch"), side_key(trace, "batch_of")
+    if st.session_state.get(of) != trace.config or not 0 <= st.session_state.get(key, -1) < len(trace.batches):
+        st.session_state[key], st.session_state[of] = opening_batch(trace), trace.config
+    return st.session_state[key]
+
+
+def share(trace: Trace, key: str, index=lambda value: value) -> None:
+    """A widget's callback: its value becomes the batch every view of one batch shows."""
+    st.session_state[side_key(trace, "batch")] = index(st.session_state[key])
 
 
 def sampled_batch(trace: Trace, sampled: list[int], key: str) -> int:
-    """A radio over the sampled batches (first, last, failing), kept valid when a new run samples others."""
+    """A radio over the sampled batches (first, last, failing), on the shared batch or the nearest sampled."""
+    shared = shared_batch(trace)
+    chosen = min(sampled, key=lambda b: (abs(b - shared), -b))
     if len(sampled) == 1:
-        return sampled[0]
-    last = len(trace.batches) - 1
+        return chosen
+    last, total = len(trace.batches) - 1, len(trace.batches)
     failed = trace.failure.batch if trace.failure else None
-    if st.session_state.get(key) not in sampled:  # a failed run opens on the batch that failed
-        st.session_state[key] = failed if failed in sampled else sampled[0]
+    st.session_state[key] = chosen
 
     def name(b: int) -> str:
         what = "the first" if b == 0 else "failed" if b == failed else "the last" if b == last else ""
-        return f"{trace.spec.unit} {b:,}" + (f" ({what})" if what else "")
+        return numbered(b, total, trace.spec.unit) + (f" ({what})" if what else "")
 
-    return st.radio(trace.spec.unit.title(), sampled, horizontal=True, key=key, format_func=name)
+    return st.radio(trace.spec.unit.title(), sampled, horizontal=True, key=key, format_func=name,
+                    on_change=share, args=(trace, key))
 
 
 def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: str) -> None:
@@ -84,12 +128,13 @@ def presented(trace: Trace, build, *args):
 
 
 def batch_view(trace: Trace, view: View) -> None:
-    """A slider over every batch (the last one first)."""
-    last, key = len(trace.batches) - 1, side_key(trace, f"{view.key}_batch")
-    if st.session_state.get(key, last) > last:  # a new run may have fewer batches
-        st.session_state[key] = last
-    st.session_state.setdefault(key, last)
-    batch = st.slider(trace.spec.unit.title(), 0, last, key=key) if last > 0 else 0
+    """A slider over every batch, numbered from 1 as the chart's title numbers it, on the shared batch."""
+    total, key = len(trace.batches), side_key(trace, f"{view.key}_batch")
+    batch = shared_batch(trace)
+    if total > 1:
+        st.session_state[key] = batch + 1
+        batch = st.slider(trace.spec.unit.title(), 1, total, key=key, on_change=share,
+                          args=(trace, key, lambda value: value - 1)) - 1
     chart(trace, view.build, batch, key=view.key)
 
 
@@ -101,14 +146,13 @@ def window_view(trace: Trace, view: View) -> None:
         if st.toggle(f"Batch by batch ({view.detail_window} at a time)", key=side_key(trace, f"{view.key}_detail"),
                      help="Off: a window of many batches, drawn as one typical batch. On: a few batches, each drawn."):
             window, build = view.detail_window, view.detail
-    if len(trace.batches) > window:
-        st.session_state.setdefault(key, 0)
-        if st.session_state[key] > len(trace.batches) - 1:
-            st.session_state[key] = 0
+    total = len(trace.batches)
+    if total > window:
+        st.session_state.setdefault(key, 1)
+        if not 1 <= st.session_state[key] <= total:
+            st.session_state[key] = 1
         unit = trace.spec.unit
-        first = st.slider(f"First {unit} of the window ({plural(window, unit)})", 0,
-                          len(trace.batches) - 1,
-                          step=window, key=key)
+        first = st.slider(f"First {unit} of the window ({plural(window, unit)})", 1, total, step=window, key=key) - 1
     chart(trace, build, first, key=view.key)
 
 
@@ -129,21 +173,21 @@ CONTROLS = {
 
 
 def view_of(trace: Trace, view: View) -> None:
-    if not view.draws(trace):
-        st.info(f"{view.tab} draws {' and '.join(ENGINES[e].runs for e in view.engines)} runs only; "
-                f"this run is {trace.spec.runs}.")
-    else:
-        CONTROLS[view.control](trace, view)
+    CONTROLS[view.control](trace, view)
 
 
-def view_tabs(labels: list[str]):
-    """The views' tabs, the one shown before selected again when a run adds a tab (Pitfall) or renames one.
+def view_tabs(labels: list[str], opening: str | None = None):
+    """The views' tabs, the one shown before selected again when a run adds a tab (Pitfall) or renames one;
+    `opening`, the tab a preset's lesson is in, selected when a link or a button asked for that preset.
 
     Streamlit makes tabs with other labels, or another default, a new widget, which opens on its default:
     so the default is chosen when the labels change (the tab shown last) and kept while they stay, and
     a click decides in between."""
     state = st.session_state.setdefault(SHOWN_TAB, {"labels": None, "default": None, "shown": None})
-    if state["labels"] != labels:
+    if opening is not None and opening in labels:
+        state["labels"], state["default"], state["shown"] = labels, opening, opening
+        st.session_state[TAB] = opening
+    elif state["labels"] != labels:
         state["labels"], state["default"] = labels, state["shown"] if state["shown"] in labels else None
     tabs = st.tabs(labels, key=TAB, on_change="rerun", default=state["default"])
     state["shown"] = st.session_state.get(TAB)
@@ -156,19 +200,46 @@ def present(shown_views, *traces: Trace) -> list[View]:
     return [v for v in shown_views if v.shown is None or any(cache.get(t, v.shown) for t in traces)]
 
 
+def preset_tab(trace: Trace, shown: list[View]) -> str | None:
+    """The tab that shows the lesson of the preset this run is, when it has that tab."""
+    preset = preset_of(trace.config)
+    view = next((v for v in shown if preset is not None and v.key == preset.opens), None)
+    return tab_label(view, trace) if view is not None else None
+
+
+def asked_for(*traces: Trace) -> bool:
+    """Whether a link or a button asked for the preset these runs are (once): its run opens on its tab. Settings
+    that happen to be a preset's keep the tab shown, as any other change of a control does."""
+    asked = st.session_state.get(OPEN_PRESET)
+    names = {p.name for p in [preset_of(t.config) for t in traces] + [compared(*traces)] if p is not None}
+    if asked is None or asked not in names:
+        return False
+    del st.session_state[OPEN_PRESET]
+    return True
+
+
+def compared(*traces: Trace):
+    """The comparison preset two engines' runs are, if any."""
+    if len(traces) != 2:
+        return None
+    return next((p for p in COMPARE_PRESETS.values() if p.config == dataclasses.replace(traces[1].config, backend="auto")), None)
+
+
 def show(trace: Trace) -> None:
-    show_outcome(trace)
     # Only the shown tab's view is built and sent (a click on another reruns the page, from the session's
-    # runs and figures): the others' figures are work the first screen does not need.
-    # The views that draw this run's engine first: the first screen shows a chart, not a "DataParallel only".
-    shown = sorted(present(VIEWS, trace), key=lambda view: not view.draws(trace))
-    labels = [view.tab.replace("per batch", f"per {trace.spec.unit}") for view in shown]
-    for view, tab in zip(shown, view_tabs(labels)):
+    # runs and figures): the others' figures are work the first screen does not need. A view the run's
+    # engine does not draw has no tab.
+    shown = [view for view in present(VIEWS, trace) if view.draws(trace)]
+    labels = [tab_label(view, trace) for view in shown]
+    lesson = preset_tab(trace, shown)
+    opening_note(trace, lesson)
+    for view, tab in zip(shown, view_tabs(labels, lesson if asked_for(trace) else None)):
         with tab:
             if tab.open:
                 view_of(trace, view)
-    # Below the chart: on a projector's 1024 × 768 the first screen is the chart, and the key figures (a
-    # pass over the run's tables) come a moment after it.
+    # Below the chart: on a projector's 1024 × 768 the first screen is the chart; the preset's lesson, the
+    # devices and the error, then the key figures (a pass over the run's tables) come a moment after it.
+    outcome_details(trace)
     what_happened(trace)
     st.sidebar.header("Files")
     downloads(trace)
@@ -180,16 +251,16 @@ def show_both(dp: Trace, ddp: Trace) -> None:
     from dpviz.analysis.compare import comparison  # here: pandas, which a page of one engine never needs
     from dpviz.figures.compare import comparison_figure
 
-    shown = next((p for p in COMPARE_PRESETS.values() if p.config == dataclasses.replace(ddp.config, backend="auto")), None)
+    shown = compared(dp, ddp)
     if shown is not None:  # dpviz's own words: what the comparison's preset is there to show
-        st.info(f"**{shown.title}.** {shown.look_for}")
-    left, right = st.columns(2, gap="large")
-    for column, trace in ((left, dp), (right, ddp)):
-        with column:
-            st.markdown(f"#### {trace.spec.runs}")
-            show_outcome(trace)
-    tabs = [COMPARE] + [view.tab for view in present(VIEWS, dp, ddp)]
-    for label, tab in zip(tabs, view_tabs(tabs)):
+        st.info(f"**{shown.title}.** Shown in **{COMPARE}**.")  # what to look for: under the chart
+    for trace in (dp, ddp):
+        if trace.failure is not None:
+            st.error(f"**{trace.spec.runs}: {failed_unit(trace)} failed**; the error is under the chart.")
+    views_shown = present(VIEWS, dp, ddp)
+    tabs = [COMPARE] + [view.tab for view in views_shown]
+    opening = COMPARE if shown is not None and shown.opens == "compare" and asked_for(dp, ddp) else None
+    for label, tab in zip(tabs, view_tabs(tabs, opening)):
         with tab:
             if not tab.open:
                 continue
@@ -198,20 +269,27 @@ def show_both(dp: Trace, ddp: Trace) -> None:
                 st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                                 config=CHART_CONFIG, key="compare_chart")
                 for sentence in comparison(dp, ddp):
-                    st.markdown(markdown_text(sentence, 2_000))  # dpviz's own sentence, naming lanes: escaped, not cut
+                    st.markdown(keep_units(markdown_text(sentence, 2_000)))  # dpviz's own sentence, naming lanes: escaped, not cut
                 continue
-            view = next(v for v in VIEWS if v.tab == label)
+            view = next(v for v in views_shown if v.tab == label)
+            drawn = [trace for trace in (dp, ddp) if view.draws(trace)]  # Step through and Inputs: DataParallel's
             # Half a 1024-pixel window is too narrow for a chart's title, legend and lanes: one above the
             # other unless the visitor has the room and asks for columns.
-            if st.toggle("Side by side (wide screens)", key=SIDE_BY_SIDE,
-                         help="DataParallel's chart beside DDP's, each half as wide; off, one above the other."):
-                for column, trace in zip(st.columns(2, gap="medium"), (dp, ddp)):
+            if len(drawn) > 1 and st.toggle("Side by side (wide screens)", key=SIDE_BY_SIDE,
+                                            help="DataParallel's chart beside DDP's, each half as wide; off, one above the other."):
+                for column, trace in zip(st.columns(2, gap="medium"), drawn):
                     with column:
                         view_of(trace, view)
             else:
-                for trace in (dp, ddp):
+                for trace in drawn:
                     st.markdown(f"##### {trace.spec.runs}")
                     view_of(trace, view)
+    if shown is not None:
+        st.info(f"**{shown.title}.** {shown.look_for}")
+    for column, trace in zip(st.columns(2, gap="large"), (dp, ddp)):
+        with column:
+            st.markdown(f"#### {trace.spec.runs}")
+            outcome_details(trace)
     st.subheader("What happened")
     for column, trace in zip(st.columns(2, gap="large"), (dp, ddp)):
         with column:

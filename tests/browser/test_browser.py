@@ -83,7 +83,8 @@ def legend(page, key: str) -> list[str]:
 
 
 def device_count(page) -> str:
-    return page.locator("[data-testid=stAlertContentInfo]").first.inner_text()
+    """The devices' sentence (under the chart; a preset's line above the tabs is another box)."""
+    return page.locator("[data-testid=stAlertContentInfo]").filter(has_not_text="Pitfall:").first.inner_text()
 
 
 def screenshot_full_page(page, path) -> None:
@@ -225,7 +226,7 @@ def test_a_pitfall_button_runs_the_preset_and_shows_the_error_as_python_raises_i
     assert "Caught TypeError in replica 5 on device 5." in text and "missing 1 required positional argument" in text
     assert_no_exception(page)
     draw_tab(page, "Inputs")
-    page.get_by_role("radio", name=re.compile("batch 3")).check(force=True)  # the failing batch
+    page.get_by_role("radio", name=re.compile("batch 4 of 4")).check(force=True)  # the failing batch
     page.wait_for_selector(IDLE)
     page.wait_for_function(
         "() => [...document.querySelectorAll('.st-key-inputs_chart .js-plotly-plot')]"

@@ -72,7 +72,7 @@ def test_the_shown_tab_is_kept_when_a_batch_or_a_control_changes(browser, app_ur
         open_page(page)
         for tab in ("Memory", "Inputs"):
             panel = show_tab(page, tab)
-            panel.locator("[data-testid=stRadio]").get_by_text("batch 3").click()
+            panel.locator("[data-testid=stRadio]").get_by_text("batch 1 of 4").click()
             settled(page)
             assert selected() == tab
         page.get_by_role("switch", name="Shuffle").click(force=True)  # a control: a new run
