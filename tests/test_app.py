@@ -1,4 +1,7 @@
 """The page, driven by Streamlit's AppTest: every view renders, controls and links change the run."""
+import json
+
+import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -333,3 +336,18 @@ def test_settings_that_happen_to_be_a_presets_keep_the_tab_shown():
     app.slider(key="gpus").set_value(8).run()  # the idle-gpus preset's settings, reached by the slider
     assert not app.exception and app.session_state["tab"] == "Memory"
     assert app.info[0].value.startswith("**Pitfall: Idle GPUs on a short last batch.** Shown in **Split per batch**.")
+
+
+def test_the_timelines_detail_waits_behind_an_expander_under_it():
+    app = page(gpus="4")
+    show_tab(app, "Timeline")
+    assert not app.exception
+    labels = [e.label for e in app.expander]
+    assert "More on these times" in labels
+    from dpviz.figures.style import chart_details
+
+    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
+    detail = spec["layout"]["meta"]["details"]
+    assert detail and chart_details(go.Figure(spec)) == detail
+    shown = app.expander[labels.index("More on these times")].markdown
+    assert [m.value for m in shown] == [detail]  # the very text the chart left out of its note

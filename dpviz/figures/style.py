@@ -603,3 +603,14 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
     layout.margin = dict(t=round(top), b=round(bottom), l=left, r=right)
     layout.height = round(top + plot_px + bottom)
     return out
+
+
+DETAILS = "details"  # the key in a figure's layout.meta of what its notes leave out
+
+
+def chart_details(fig: go.Figure) -> str | None:
+    """What a figure's notes leave out, as markdown for an expander under the chart (dpviz's own sentences and
+    figures, never text from a trace); None when it has none."""
+    meta = fig.layout.meta
+    text = meta.get(DETAILS) if isinstance(meta, dict) else None
+    return text or None

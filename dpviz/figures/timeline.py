@@ -26,7 +26,8 @@ import plotly.graph_objects as go
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
 from dpviz.figures.bounds import DETAIL_BATCHES, MAX_MARKS
-from dpviz.figures.style import AXIS_TITLE_SIZE, TICK_SIZE, backend_note, check_batch, legend_px, plural, styled, text_px, title_block_px
+from dpviz.figures.style import (DETAILS, AXIS_TITLE_SIZE, TICK_SIZE, backend_note, chart_details, check_batch,
+                                 legend_px, plural, styled, text_px, title_block_px)
 from dpviz.figures.timeline_look import LEGEND_TITLE, lane_label, legend_swatches
 from dpviz.figures.timeline_scale import CUT_MARK
 from dpviz.figures.timeline_measured import MIN_SHARE, add_measured, add_typical, drawn_host, prepare_timeline  # noqa: F401
@@ -221,12 +222,7 @@ def timeline_dp_figure(trace: Trace, first_batch: int, last_batch: int, *, show:
     return fig
 
 
-DETAILS = "details"  # the key in a timeline figure's layout.meta of what its notes leave out
-
-
 def timeline_details(fig: go.Figure) -> str | None:
     """What a timeline's notes leave out (why the times look so, how the axis was drawn), as markdown for an
     expander under the chart; None when the figure has none (DDP's timeline says all in its notes)."""
-    meta = fig.layout.meta
-    text = meta.get(DETAILS) if isinstance(meta, dict) else None
-    return text or None
+    return chart_details(fig)

@@ -7,7 +7,7 @@ import dataclasses
 import streamlit as st
 
 from dpviz.echo import MESSAGE_LIMIT, code_span, markdown_text
-from dpviz.figures.style import presentation
+from dpviz.figures.style import chart_details, presentation
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, VIEWS, WHOLE, WINDOW, View
 from dpviz.presets import COMPARE_PRESETS, preset_of
 from dpviz.trace import Trace
@@ -120,6 +120,10 @@ def chart(trace: Trace, build, *args, key: str) -> None:
     larger type, for presenting)."""
     fig = views().get(trace, presented, build, *args) if st.session_state.get(PRESENT) else views().get(trace, build, *args)
     st.plotly_chart(fig, width="stretch", config=CHART_CONFIG, key=side_key(trace, key))
+    details = chart_details(fig)  # the chart's note stays a few lines: the rest waits here for who asks
+    if details:
+        with st.expander("More on these times"):
+            st.markdown(details)  # dpviz's own sentences and figures: nothing from the trace's text
 
 
 def presented(trace: Trace, build, *args):
