@@ -120,7 +120,7 @@ def expected_rows(engine: str) -> list[int]:
     return [len(list(DistributedSampler(range(ROWS), num_replicas=RANKS, rank=r, shuffle=False))) for r in range(RANKS)]
 
 
-@pytest.mark.parametrize("engine", ["dp", "ddp", "zero1"])  # ZeRO-1 steps each parameter on one rank
+@pytest.mark.parametrize("engine", ["dp", "ddp", "zero1", "fsdp"])  # ZeRO-1 and FSDP: shards of the state
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_module_trains_as_it_would_alone(case, engine):
     build, make_batch, loss = CASES[case]

@@ -14,6 +14,9 @@ from dpviz.trace.values import (
 )
 from dpviz.trace.vocabulary import EVERY_LANE, HOST
 
+# A module may warn once in each of its layers on every call (a user's transformer does): a bound, not a rule.
+WARNINGS_PER_CALL = 64
+
 def check(trace: Trace) -> None:
     """Raise TraceError unless the trace is internally consistent."""
     config = trace.config
@@ -176,9 +179,9 @@ def _check_outcome(trace: Trace, lane_ids: list[int]) -> None:
     if failure is not None and failure.replica is not None and failure.replica not in lane_ids:
         raise TraceError(f"the failure names replica {failure.replica}, which is not one of the lanes {lane_ids}.")
     for w in trace.warnings:
-        if not (0 <= w.batch < count and 1 <= w.count <= count * (len(lane_ids) + 1)):
+        if not (0 <= w.batch < count and 1 <= w.count <= count * (len(lane_ids) + 1) * WARNINGS_PER_CALL):
             raise TraceError(f"a warning names batch {w.batch:,} ({w.count:,} times), which does not fit the trace: "
-                             f"at most once per replica and call in each of its {count:,} batches.")
+                             f"at most {WARNINGS_PER_CALL} times per replica and call in each of its {count:,} batches.")
     _check_facts(trace)
 
 

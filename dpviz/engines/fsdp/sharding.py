@@ -34,7 +34,8 @@ from dpviz.engines.workload.input_forms import first_tensor
 
 def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The modules sharded one by one before the root, (name, module) in the order FSDP2 meets them: each block
-    of an nn.ModuleList that holds parameters, otherwise each module with parameters of its own."""
+    of an nn.ModuleList that holds parameters, otherwise each module with parameters of its own (with its
+    children's)."""
     units: list[tuple[str, nn.Module]] = []
 
     def walk(prefix: str, module: nn.Module) -> None:
@@ -43,8 +44,10 @@ def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
             if isinstance(module, nn.ModuleList) and any(True for _ in child.parameters()):
                 units.append((path, child))
             elif any(True for _ in child.parameters(recurse=False)):
+                # Whole, with its children: a module that holds parameters may use its children's directly, not
+                # through their forward (nn.MultiheadAttention reads out_proj.weight), and FSDP2 gathers a
+                # sharded module's parameters only around its own forward.
                 units.append((path, child))
-                walk(f"{path}.", child)
             else:
                 walk(f"{path}.", child)
 
