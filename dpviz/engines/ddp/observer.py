@@ -140,6 +140,10 @@ class RankObserver:
             return
         self.memory_samples += [(self.step, phase, c, b) for c, b in self.held.items() if b]
 
+    def facts(self) -> dict:
+        """What this engine's observer adds to the trace's facts (nothing under DDP: its buckets are its own key)."""
+        return {}
+
     def close(self) -> None:
         for handle in self.activations:
             handle.remove()

@@ -15,6 +15,25 @@ def check_trace(trace: Trace) -> None:
     """Raise TraceError unless `trace` is what fully_shard over the ranks could have recorded."""
     check_steps(trace)
     check_shards(trace)
+    check_modules(trace)
+
+
+def check_modules(trace: Trace) -> None:
+    """The sharded modules the facts name are those the spans name, and gather parameters the ranks hold."""
+    modules = trace.facts.get("modules")
+    if modules is None:
+        return
+    named = {m["index"] for m in modules}
+    spanned = {s.bucket for s in trace.spans if s.bucket is not None}
+    if not spanned <= named:
+        raise TraceError(f"spans name sharded module {min(spanned - named) + 1:,}, which facts modules does not list.")
+    held = held_of(trace)
+    owned = {name for name, _ in held[0]["owns"]} if held else None
+    for module in modules:
+        unknown = [p for p in module["params"] if owned is not None and p not in owned]
+        if unknown:
+            raise TraceError(f"sharded module {module['name'] or 'root'} gathers {unknown[0]}, which no rank holds a "
+                             "shard of.")
 
 
 def check_shards(trace: Trace) -> None:
