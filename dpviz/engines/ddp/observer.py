@@ -141,7 +141,8 @@ class RankObserver:
         self.memory_samples += [(self.step, phase, c, b) for c, b in self.held.items() if b]
 
     def facts(self) -> dict:
-        """What this engine's observer adds to the trace's facts (nothing under DDP: its buckets are its own key)."""
+        """What this rank adds to the trace's facts, key by key (the trace keeps a list per key, one per rank):
+        nothing under DDP, whose buckets have their own key."""
         return {}
 
     def close(self) -> None:

@@ -105,9 +105,9 @@ class ShardObserver(RankObserver):
         for name, group in groups_of(model):
             at = index.get(name, len(order) - 1)
             self.groups.append((at, group))
-            self.modules.append({"index": at, "name": name,
-                                 "params": [names[id(p.sharded_param)] for p in group.fsdp_params
-                                            if id(p.sharded_param) in names]})
+            params = [p.sharded_param for p in group.fsdp_params if id(p.sharded_param) in names]
+            self.modules.append({"index": at, "name": name, "params": [names[id(p)] for p in params],
+                                 "held": sum(local(p).numel() for p in params)})  # elements of this rank's shards
             self.gathered_bytes[id(group)] = sum(p.sharded_param.numel() * p.sharded_param.element_size()
                                                  for p in group.fsdp_params)
             self._time_group(at, group)
@@ -240,7 +240,8 @@ class ShardObserver(RankObserver):
         return forward
 
     def facts(self) -> dict:
-        """The sharded modules, in the order of their index: which parameters each one gathers."""
+        """The sharded modules, in the order of their index: which parameters each one gathers, and how many
+        elements of them this rank holds (its shards, counted from to_local())."""
         return {"modules": sorted(self.modules, key=lambda m: m["index"])}
 
     def close(self) -> None:

@@ -36,5 +36,6 @@ SPEC = dataclasses.replace(
         "explain": "dpviz.analysis.fsdp:explain_fsdp",
         "log": "dpviz.analysis.fsdp:tutorial_log_fsdp",
         "devices": "dpviz.analysis.fsdp:describe_ranks_fsdp",
+        "view.step": "dpviz.figures.step_fsdp:step_fsdp_figure",  # one sharded module, phase by phase
     },
 )
