@@ -92,7 +92,7 @@ def test_it_opens_on_the_largest_module_and_says_what_gloo_ran():
     figure = step_fsdp_figure(trace, 0)
     titles = [f.layout.title.text.replace("<br />", " ") for f in figure.frames]
     assert "net.0" in titles[0] and "1 of 7: start of the step" in titles[0]
-    assert "run as an all-reduce" in titles[5] and "reduce-scatter" in titles[5]
+    assert "gloo has none: it ran as an all-reduce" in titles[5] and "reduce-scatter" in titles[5]
     assert [s.label for s in figure.layout.sliders[0].steps] == [f.name for f in figure.frames]
 
 

@@ -92,10 +92,10 @@ def _words(trace: Trace, row, name: str, shards: list[int]) -> str:
         return (f"all-gather again in backward: every rank holds {name} whole once more, and makes a whole gradient "
                 "from its own rows")
     if row.phase == "reduce_scatter":
-        text = ("reduce-scatter: the gradients are summed over the ranks (divided by their number, a mean), each rank "
-                "keeping its shard's rows of the sum; the parameters are resharded")
-        if row.thread and "all-reduce" in row.thread:
-            text += f" ({plotly_text(row.thread, 80)})"
+        text = ("reduce-scatter: the gradients are summed over the ranks (a mean), each rank keeping its shard of "
+                "the sum, and the parameters resharded")
+        if row.thread and "all-reduce" in row.thread:  # what the run's thread says it ran
+            text += "; gloo has none: it ran as an all-reduce"
         return text
     if row.phase == "step":
         return (f"optimizer step: each rank updates its own shard of {name} with its shard of the gradient and of "
@@ -175,8 +175,7 @@ def plot_layer_steps(table: pd.DataFrame, shards: list[int], trace: Trace, title
     labels = [text for r in range(ranks) for text in (f"{trace.vocabulary.lane_name(r)}: parameters", "gradient")]
     fig.update_yaxes(autorange=False, range=[ranks - 0.5, -0.5], tickmode="array", tickvals=ticks, ticktext=labels,
                      showgrid=False, zeroline=False)
-    fig.update_xaxes(range=[0, whole], title_text=f"the module's {whole:,} parameter elements, cut into {ranks:,} "
-                                                  "shards along dim 0", showgrid=False, zeroline=False)
+    fig.update_xaxes(range=[0, whole], title_text=f"its {whole:,} parameter elements: one shard per rank (dim 0)", showgrid=False, zeroline=False)
     styled(fig, titles[0], notes, height=PLOT_BASE_PX + LANE_PX * ranks + 160)
     frames = [go.Frame(name=str(row.frame), data=_frame_data(row, shards, trace), traces=[0, 1, 2],
                        layout=go.Layout(title=dict(text=title))) for row, title in zip(rows, titles)]
@@ -204,7 +203,7 @@ def step_fsdp_figure(trace: Trace, batch: int = 0, module: int | None = None) ->
     modules = len(trace.facts["modules"][0])
     notes = [f"sharded module {module + 1:,} of {modules:,}, the largest" if module == largest_module(trace)
              else f"sharded module {module + 1:,} of {modules:,}",
-             "bars: what each rank holds of its parameters (above) and its gradient (below); a dotted box: what it "
-             "does not hold",
+             "bars: what each rank holds of the module's parameters (above) and of the gradient it makes in this step "
+             "(below); a dotted box: what it does not hold",
              "the frames follow the spans rank 0 recorded, in the order they began"]
     return plot_layer_steps(table, shards, trace, titles, notes)
