@@ -120,3 +120,19 @@ def test_the_fsdp_page_draws_its_step_through():
     assert stepped, "no chart with frames on the Step through tab"
     titles = [frame["layout"]["title"]["text"] for frame in stepped[0]["frames"]]
     assert "start of the step" in titles[0] and any("reduce-scatter" in t for t in titles)
+
+
+def test_a_trace_without_the_modules_draws_a_figure_that_says_so():
+    _, trace = run(2)
+    document = json.loads(trace_json.dumps(trace))
+    del document["facts"]["modules"]
+    figure = step_fsdp_figure(trace_json.loads(json.dumps(document)), 0)
+    assert not figure.frames and "no sharded module to step through" in figure.layout.title.text
+    assert "does not say what each rank held" in figure.layout.annotations[0].text
+
+
+def test_forward_only_the_module_is_gathered_run_and_resharded():
+    _, trace = run(2, train=False)
+    table = prepare_layer_steps(trace, 0, 0)
+    assert list(table["phase"]) == ["start", "gather", "compute", "reshard"]
+    assert not any(sum(g) for g in table["gradient"])

@@ -196,6 +196,15 @@ def plot_layer_steps(table: pd.DataFrame, shards: list[int], trace: Trace, title
 
 def step_fsdp_figure(trace: Trace, batch: int = 0, module: int | None = None) -> go.Figure:
     """One sharded module through `batch`'s step, one frame per phase FSDP recorded for it."""
+    ranks = trace.facts.get("modules") or []
+    if not ranks or None in ranks:  # a trace from before modules were recorded, or a rank that never reported
+        check_batch(trace, batch)
+        fig = go.Figure()
+        fig.add_annotation(text="nothing to step through: the trace does not say what each rank held of each "
+                                "sharded module", x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
+        fig.update_xaxes(visible=False), fig.update_yaxes(visible=False)
+        why = "a rank stopped before it reported" if ranks else "recorded before dpviz kept FSDP's modules"
+        return styled(fig, f"Step {batch + 1:,}: no sharded module to step through", [why], height=300)
     module = largest_module(trace) if module is None else module
     name, shards = layer_shards(trace, module)
     table = prepare_layer_steps(trace, batch, module)
