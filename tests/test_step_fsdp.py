@@ -136,3 +136,20 @@ def test_forward_only_the_module_is_gathered_run_and_resharded():
     table = prepare_layer_steps(trace, 0, 0)
     assert list(table["phase"]) == ["start", "gather", "compute", "reshard"]
     assert not any(sum(g) for g in table["gradient"])
+
+
+def test_the_timeline_opens_on_the_last_steps_work_and_says_what_gloo_ran():
+    from dpviz.figures.timeline_ddp import prepare_timeline_ddp, timeline_ddp_figure
+
+    _, trace = run(2)
+    last = len(trace.batches) - 1
+    figure = timeline_ddp_figure(trace, 0, last)
+    notes = figure.layout.title.subtitle.text.replace("<br />", " ").replace("<br>", " ")
+    assert "on gloo (this CPU run) each reduce-scatter runs as an all-reduce" in notes
+    assert f"opened on step {last + 1}" in notes
+    low, high = figure.layout.xaxis.range
+    table = prepare_timeline_ddp(trace, 0, last)
+    modules = table[(table["batch"] == last) & (table["bucket"] >= 0)]
+    assert low <= modules["start_ms"].min() and modules["end_ms"].max() <= high  # every module's spans in view
+    earlier = table[table["batch"] < last]
+    assert earlier["end_ms"].max() < high and (earlier["start_ms"] < low).any()  # the earlier steps are off it
