@@ -184,10 +184,14 @@ def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str, int]
 
 
 def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int, title: str,
-                      notes: list[str], marks: list[tuple[float, str, int]] = ()) -> go.Figure:
-    """Per rank a thick row (its own thread's phases, in pipeline order) over a thin all-reduce row."""
+                      notes: list[str], marks: list[tuple[float, str, int]] = (),
+                      x_range: tuple[float, float] | None = None) -> go.Figure:
+    """Per rank a thick row (its own thread's phases, in pipeline order) over a thin all-reduce row; opened on
+    `x_range` (ms) when given, the shortest bar a share of that."""
     fig = go.Figure()
     span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
+    if x_range is not None:
+        span_ms = x_range[1] - x_range[0]
     min_ms = MIN_SHARE * span_ms
     reduces = table[table["bucket"] >= 0]
     bucket_rows = max(1, min(BUCKET_ROWS, int(reduces["bucket"].max()) + 1 if len(reduces) else 1))
@@ -221,6 +225,8 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
     for r in range(1, ranks):  # a rule between lanes: which all-reduce row belongs to which rank
         fig.add_hline(y=r - 0.5, line=dict(color=GUIDE, width=1))
     fig.update_xaxes(title_text="time since the run began (ms; drag to zoom)")
+    if x_range is not None:
+        fig.update_xaxes(range=list(x_range))
     rows = max(1, -(-len(legend_entries(fig)) // LEGEND_COLUMNS))  # the entries the legend shows, not every trace
     plot_px = LANE_BASE_PX + LANE_PX * ranks
     marks_px = MARKS_PX * (1 + max((row for _, _, row in marks), default=0)) if marks else 0
@@ -256,6 +262,9 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     if (table["bucket"] >= 0).any():
         lines.append(trace.vocabulary.words.get("thin_row", "thin row under each {noun}: each gradient bucket's "
                                                 "all-reduce, running beside backward").format(noun=noun))
+        gloo = trace.vocabulary.words.get("gloo_reduce_scatter")
+        if gloo and trace.backend == "cpu" and (table["phase"] == "reduce_scatter").any():
+            lines.append(gloo.format(noun=noun))
         if "thin_row" not in trace.vocabulary.words:  # the share of backward's compute the bucket all-reduces ran in
             lines.append(overlap_words(trace, first_batch, last_batch))
     else:
@@ -264,7 +273,13 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     if trace.backend == "cpu" and len(trace.lanes) > 1:
         lines.append(f"{plural(len(trace.lanes), 'process')} share the machine's CPU cores: measured times include "
                      "waiting for the others to be scheduled")
+    x_range = _zoomed(trace, table)
+    if x_range is not None:
+        step = int(table.loc[(table["bucket"] >= 0), "batch"].max())
+        lines.append(trace.vocabulary.words["timeline_zoom"].format(step=f"{step + 1:,}"))
     span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
+    if x_range is not None:
+        span_ms = x_range[1] - x_range[0]
     if len(table) and ((table["end_ms"] - table["start_ms"]) < MIN_SHARE * span_ms).any():
         lines.append(f"spans shorter than 1/{round(1 / MIN_SHARE)} of the window are drawn that long; the hover "
                      "gives the measured time")
@@ -276,4 +291,21 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
         lines.append(f"{plural(epochs_of(trace), 'epoch')}")
     notes = ["<br>".join([ddp_note(trace)] + lines)]  # a line each: a narrow page cuts a long one
     return plot_timeline_ddp(table, vocabulary=trace.vocabulary, ranks=len(trace.lanes), title=title, notes=notes,
-                             marks=step_marks(trace, table))
+                             marks=step_marks(trace, table), x_range=x_range)
+
+
+ZOOM_PAD = 0.03  # room either side of a zoomed step, as a share of it
+
+
+def _zoomed(trace: Trace, table: pd.DataFrame) -> tuple[float, float] | None:
+    """Where a timeline whose engine asks for it (its words name a "timeline_zoom") opens: the last drawn step's
+    work after its load, from its first rank's start to its last rank's end (ms). Its groups' collectives take
+    a few ms each; over a whole window they would be hairlines. None when the engine does not ask, or no step
+    has a group's spans."""
+    if "timeline_zoom" not in trace.vocabulary.words or not (table["bucket"] >= 0).any():
+        return None
+    step = int(table.loc[table["bucket"] >= 0, "batch"].max())
+    work = table[(table["batch"] == step) & (table["phase"] != "load")]
+    low, high = float(work["start_ms"].min()), float(work["end_ms"].max())
+    pad = ZOOM_PAD * (high - low)
+    return low - pad, high + pad

@@ -140,6 +140,11 @@ class RankObserver:
             return
         self.memory_samples += [(self.step, phase, c, b) for c, b in self.held.items() if b]
 
+    def facts(self) -> dict:
+        """What this rank adds to the trace's facts, key by key (the trace keeps a list per key, one per rank):
+        nothing under DDP, whose buckets have their own key."""
+        return {}
+
     def close(self) -> None:
         for handle in self.activations:
             handle.remove()

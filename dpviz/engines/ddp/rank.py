@@ -140,7 +140,7 @@ def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_
         caught += [(w.category.__name__, str(w.message), len(result["steps"]) - 1) for w in seen]
         observer.close()
         result.update(spans=observer.spans, layouts=observer.layouts, memory=observer.memory_samples, warnings=caught,
-                      held=held(model, holder))
+                      held=held(model, holder), facts=observer.facts())
         if _logged(ddp):
             result["reducer"]["rebuilt_bucket_sizes"] = _sizes(_logged(ddp).get("rebuilt_bucket_sizes"))
     if keep_parameters:

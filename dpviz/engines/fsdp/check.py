@@ -15,6 +15,30 @@ def check_trace(trace: Trace) -> None:
     """Raise TraceError unless `trace` is what fully_shard over the ranks could have recorded."""
     check_steps(trace)
     check_shards(trace)
+    check_modules(trace)
+
+
+def check_modules(trace: Trace) -> None:
+    """Every rank names the same sharded modules, those the spans name, gathering parameters the ranks hold."""
+    reported = [rank for rank in trace.facts.get("modules") or [] if rank is not None]
+    if not reported:
+        return
+    if len(trace.facts["modules"]) != trace.config.gpus:
+        raise TraceError(f"facts modules has {len(trace.facts['modules']):,} ranks; the run has {trace.config.gpus:,}.")
+    shape = lambda rank: [(m["index"], m["name"], m["params"]) for m in rank]
+    if any(shape(rank) != shape(reported[0]) for rank in reported):
+        raise TraceError("the ranks name different sharded modules; FSDP shards the same modules on every rank.")
+    named = {m["index"] for m in reported[0]}
+    spanned = {s.bucket for s in trace.spans if s.bucket is not None}
+    if not spanned <= named:
+        raise TraceError(f"spans name sharded module {min(spanned - named) + 1:,}, which facts modules does not list.")
+    held = held_of(trace)
+    owned = {name for name, _ in held[0]["owns"]} if held else None
+    for module in reported[0]:
+        unknown = [p for p in module["params"] if owned is not None and p not in owned]
+        if unknown:
+            raise TraceError(f"sharded module {module['name'] or 'root'} gathers {unknown[0]}, which no rank holds a "
+                             "shard of.")
 
 
 def check_shards(trace: Trace) -> None:

@@ -102,10 +102,15 @@ class ShardObserver(RankObserver):
                      nbytes(list(model.buffers()))}
         self.gathered_bytes: dict[int, int] = {}  # per group: bytes of its whole (unsharded) parameters
         self.groups: list[tuple[int, Any]] = []
+        self.modules: list[dict] = []  # per sharded module: its index (a span's bucket), name and parameters
         index = {name: i for i, name in enumerate(order)}
+        names = {id(p): name for name, p in model.named_parameters()}
         for name, group in groups_of(model):
             at = index.get(name, len(order) - 1)
             self.groups.append((at, group))
+            params = [p.sharded_param for p in group.fsdp_params if id(p.sharded_param) in names]
+            self.modules.append({"index": at, "name": name, "params": [names[id(p)] for p in params],
+                                 "held": sum(local(p).numel() for p in params)})  # elements of this rank's shards
             self.gathered_bytes[id(group)] = sum(p.sharded_param.numel() * p.sharded_param.element_size()
                                                  for p in group.fsdp_params)
             self._time_group(at, group)
@@ -236,6 +241,11 @@ class ShardObserver(RankObserver):
                 shape = None if raised else list(y.shape) if y is not None else []
                 self.add("forward", start, self.now(), (0, rows), (in_shape, shape))
         return forward
+
+    def facts(self) -> dict:
+        """The sharded modules, in the order of their index: which parameters each one gathers, and how many
+        elements of them this rank holds (its shards, counted from to_local())."""
+        return {"modules": sorted(self.modules, key=lambda m: m["index"])}
 
     def close(self) -> None:
         super().close()
