@@ -19,7 +19,7 @@ from test_browser import ACTIVE_PANEL, IDLE, assert_no_exception, open_page, sho
 pytestmark = pytest.mark.browser
 
 DDP = "?engine=ddp&gpus=4&train=true"
-COLUMNS = {"dataset", "its ownrows", "forward,loss,backward", "all-reduce(mean)", "optimizerstep"}  # the step names its optimizer only in the hover  # as textContent joins lines
+COLUMNS = {"dataset", "its ownrows", "forward,loss,backward", "all-reduce(mean)", "optimizerstep"}  # as textContent joins lines
 
 BOXES = """([root, selector]) => [...document.querySelectorAll(root + ' ' + selector)].map(e => {
     const r = e.getBoundingClientRect();
