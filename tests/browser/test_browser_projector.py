@@ -101,7 +101,9 @@ def test_presenting_at_1024_memorys_legend_and_note_stay_clear(browser, app_url)
         assert_no_exception(page)
         _memory_checks(page)
         note = " ".join(b["text"] for b in boxes(page, ".annotation-text-g text"))
-        assert "KiB" in note and "gradients" in note  # the whole note is drawn, words uncut
+        # The whole note is drawn, words uncut: every size ends in its unit ('1.18 Ki' was cut), 'gradients' whole.
+        assert re.search(r"\d\s(B|KiB|MiB|GiB)\b", note) and not re.search(r"\d\s(K|M|G)i?(?!B)", note), note
+        assert "gradients" in note and "gradier" not in note
     finally:
         context.close()
 
