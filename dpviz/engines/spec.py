@@ -27,7 +27,8 @@ PARTS = {
     "fit": "fit(values) -> dict: the smallest change that makes a link's settings go together",
     "wrap": "wrap(model, config, rank, cuda, local_rank, memory_steps) -> (what a step calls, its observer, "
             "seconds): how a rank wraps its model (DDP's own when an engine names none)",
-    "optimizer": "build(parameters, kind, settings) -> (the optimizer a rank steps, the one whose state it holds)",
+    "optimizer": "build(parameters, kind, settings, passed) -> (the optimizer a rank steps, the one whose state it "
+                 "holds); passed(collective, bytes, calls) writes down what its own collectives are handed",
     "facts": "read(facts) -> dict: the engine's own facts of a loaded trace, checked (for the keys in `facts`)",
     "summary": "key_figures(trace) -> dict", "summary_rows": "rows(trace) -> [(key figure, value)]",
     "explain": "explain(trace) -> [markdown paragraphs]",

@@ -76,8 +76,9 @@ SPEC = EngineSpec(
     options_title="DistributedDataParallel options",
     options=OPTIONS,
     # What its reducer and the launcher reported (buckets, the world, the ranks' own figures); what each rank held
-    # at the end (its parameters, gradients and optimizer state: facts.read_held); the user's own module.
-    facts=("ddp", "held", "model"),
+    # at the end (its parameters, gradients and optimizer state: facts.read_held); the bytes it handed each
+    # collective, step by step (facts.read_moved); the user's own module.
+    facts=("ddp", "held", "moved", "model"),
     parts={
         "vocabulary": "dpviz.engines.ddp.vocabulary:VOCABULARY",
         "engine": "dpviz.engines.ddp.engine:ENGINE",

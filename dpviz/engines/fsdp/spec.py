@@ -23,7 +23,7 @@ SPEC = dataclasses.replace(
     title="How FSDP shards the model across the ranks",
     options_title="FSDP options",
     options=tuple(option for option in DDP.options if option.name not in _DDP_ONLY),
-    facts=("ddp", "held", "model"),
+    facts=("ddp", "held", "moved", "model"),
     parts={
         **{part: where for part, where in DDP.parts.items() if not part.startswith("view.") or part in _VIEWS},
         "vocabulary": "dpviz.engines.fsdp.vocabulary:VOCABULARY",
