@@ -37,6 +37,7 @@ PARTS = {
     "devices": "describe(trace, here) -> a markdown sentence on the lanes", "note": "note(trace) -> a figure's footnote",
     "report_heading": "heading(trace) -> str", "outcome": "outcome(trace, config, ranked) -> (line, exit status)",
     "model_bytes": "model_bytes(trace) -> (parameters, gradients)", "traffic": "traffic(trace) -> [Move]",
+    "wire": "wire(trace) -> [bytes per step] per lane: what each sends by the textbook algorithm (computed)",
     "memory_why": "why(trace, table, unit) -> str | None: the Memory view's note",
     "timeline_range": "draw(trace, first, last, show=, detail=) -> Figure: the Timeline of those batches",
     "timeline_window": "window(trace) -> int: the batches one Timeline shows",

@@ -99,6 +99,7 @@ SPEC = EngineSpec(
         "outcome": "dpviz.cli:ddp_outcome",
         "model_bytes": "dpviz.analysis.compare:ddp_model_bytes",
         "traffic": "dpviz.analysis.compare:ddp_traffic",
+        "wire": "dpviz.analysis.memory_compare:ddp_wire",
         "memory_why": "dpviz.figures.memory:balanced_why",
         "opening_batch": "dpviz.analysis.tables_ddp:opening_step",  # the views open on a typical step
         "view.flow": "dpviz.figures.flow_ddp:flow_ddp_figure",

@@ -30,6 +30,7 @@ SPEC = dataclasses.replace(
         "engine": "dpviz.engines.fsdp.engine:ENGINE",
         "check": "dpviz.engines.fsdp.check:check_trace",
         "wrap": "dpviz.engines.fsdp.sharding:wrap",
+        "wire": "dpviz.analysis.memory_compare:fsdp_wire",
         "summary": "dpviz.analysis.fsdp:key_figures_fsdp",
         "summary_rows": "dpviz.analysis.fsdp:summary_rows_fsdp",
         "explain": "dpviz.analysis.fsdp:explain_fsdp",
