@@ -14,6 +14,7 @@ from dpviz.config import RunConfig
 from dpviz.engines import engine
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.figures.memory_compare import COMPUTED, memory_compare_figure
+from dpviz.figures.style import presentation
 from dpviz.trace import json_io as trace_json
 
 RANKS = 2
@@ -118,6 +119,8 @@ def test_the_figure_draws_both_panels_from_the_runs():
     assert fig.layout.title.text.replace("<br />", " ").startswith(state_title(traces)[:20])
     assert "1.5× DDP's" in reading(traces)
     assert fig.layout.paper_bgcolor is None and fig.layout.plot_bgcolor is None  # the page's theme decides
+    shown = presentation(fig)  # Presenting: larger type, the legend still beside the panels
+    assert shown.layout.title.font.size > fig.layout.title.font.size and shown.layout.legend.x == fig.layout.legend.x
 
 
 def test_the_figure_refuses_no_runs():

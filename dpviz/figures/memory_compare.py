@@ -94,7 +94,10 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, title: 
         ), row=2, col=1)
     fig.update_yaxes(title_text="bytes", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="bytes per step", rangemode="tozero", row=2, col=1)
-    fig.update_layout(barmode="stack", legend=dict(traceorder="normal"))  # the kinds, the collectives, then ◆
+    # Beside the panels, the kinds, the collectives, then ◆, top to bottom: thirteen entries in rows above the
+    # chart would push the bytes panel off a projector's first screen.
+    fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="v", x=1.01, xanchor="left",
+                                                   y=1, yanchor="top"))
     return styled(fig, title, notes, height=620)
 
 
