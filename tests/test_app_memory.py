@@ -18,7 +18,7 @@ def test_a_memory_link_runs_every_engine_and_draws_the_comparison():
     for name in ("DataParallel", "DDP", "ZeRO-1", "FSDP", "optimizer state", "all-gather (backward)", "broadcast"):
         assert name in figure, name
     text = shown_text(app)
-    assert "FSDP:" in text and "1.5× DDP's" in text  # the reading under the chart, from the runs
+    assert "; FSDP " in text and "1.5× DDP's" in text  # the reading under the chart, from the runs
     assert app.query_params["optimizer"] == "adam"
 
 

@@ -162,19 +162,17 @@ def _span(values: list[float]) -> str:
 
 
 def reading(traces: list[Trace]) -> str:
-    """One line: per engine, the model state per device (parameters, gradients and optimizer state), its
-    optimizer state where it is split unevenly, and the bytes sent per step (computed), against the first
-    engine's, every number from the runs."""
+    """One line: per engine, the parameters, gradients and optimizer state a device holds (where its optimizer
+    state sits when not evenly), and the bytes it sends per step (computed), against the first engine of
+    processes' (DDP's), every number from the runs."""
     parts = []
-    first_sent = None
-    first_name = ""
+    first_sent, first_name = None, ""
     for trace in traces:
         memory, moved = memory_by_kind(trace), bytes_per_step(trace)
         if not memory:
             continue
-        state = [m.model_state for m in memory]
         optimizer = [m.kinds.get("optimizer state", 0) for m in memory]
-        part = f"{trace.spec.short}: {_span(state)} of parameters, gradients and optimizer state per {trace.vocabulary.lane_noun}"
+        part = f"{trace.spec.short} {_span([m.model_state for m in memory])}"
         holding = [m.lane for m, amount in zip(memory, optimizer) if amount]
         if holding and len(holding) < len(memory):
             part += f" (optimizer state on {', '.join(holding)} only)"
@@ -182,11 +180,13 @@ def reading(traces: list[Trace]) -> str:
             part += f" (optimizer state split unevenly: {_span(optimizer)})"
         sent = [b.computed for b in moved if b.computed is not None]
         if sent:
-            most = max(sent)
-            part += f", sends {human_bytes(most)} a step (computed)"
+            part += f", {human_bytes(max(sent))}"
             if first_sent is None and trace.spec.processes:
-                first_sent, first_name = most, trace.spec.short
+                first_sent, first_name = max(sent), trace.spec.short
             elif first_sent and trace.spec.processes:
-                part += f", {most / first_sent:.1f}× {first_name}'s"
+                part += f" ({max(sent) / first_sent:.1f}× {first_name}'s)"
         parts.append(part)
-    return "; ".join(parts) + "." if parts else ""
+    if not parts:
+        return ""
+    return ("Parameters, gradients and optimizer state per device, and bytes sent per step (computed): "
+            + "; ".join(parts) + ".")
