@@ -92,3 +92,12 @@ def test_a_trace_with_a_collective_no_engine_runs_does_not_load():
     document = trace_json.dumps(recorded("ddp", bucket_cap_mb=0.0002)).replace('"all-reduce"', '"all-to-all"', 1)
     with pytest.raises(TraceError, match="collective is one of"):
         trace_json.loads(document)
+
+
+def test_bytes_of_a_step_the_run_never_took_do_not_load():
+    import json
+
+    data = json.loads(trace_json.dumps(recorded("fsdp")))
+    data["facts"]["moved"][1].append([len(data["batches"]), "reduce-scatter", 1, 64])
+    with pytest.raises(TraceError, match="facts moved has bytes of step"):
+        trace_json.loads(json.dumps(data))
