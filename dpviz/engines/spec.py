@@ -27,7 +27,8 @@ PARTS = {
     "fit": "fit(values) -> dict: the smallest change that makes a link's settings go together",
     "wrap": "wrap(model, config, rank, cuda, local_rank, memory_steps) -> (what a step calls, its observer, "
             "seconds): how a rank wraps its model (DDP's own when an engine names none)",
-    "optimizer": "build(parameters, kind, settings) -> (the optimizer a rank steps, the one whose state it holds)",
+    "optimizer": "build(parameters, kind, settings, passed) -> (the optimizer a rank steps, the one whose state it "
+                 "holds); passed(collective, bytes, calls) writes down what its own collectives are handed",
     "facts": "read(facts) -> dict: the engine's own facts of a loaded trace, checked (for the keys in `facts`)",
     "summary": "key_figures(trace) -> dict", "summary_rows": "rows(trace) -> [(key figure, value)]",
     "explain": "explain(trace) -> [markdown paragraphs]",
@@ -36,6 +37,7 @@ PARTS = {
     "devices": "describe(trace, here) -> a markdown sentence on the lanes", "note": "note(trace) -> a figure's footnote",
     "report_heading": "heading(trace) -> str", "outcome": "outcome(trace, config, ranked) -> (line, exit status)",
     "model_bytes": "model_bytes(trace) -> (parameters, gradients)", "traffic": "traffic(trace) -> [Move]",
+    "wire": "wire(trace) -> [bytes per step] per lane: what each sends by the textbook algorithm (computed)",
     "memory_why": "why(trace, table, unit) -> str | None: the Memory view's note",
     "timeline_range": "draw(trace, first, last, show=, detail=) -> Figure: the Timeline of those batches",
     "timeline_window": "window(trace) -> int: the batches one Timeline shows",

@@ -24,12 +24,15 @@ PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuff
 
 
 BOTH = "both"  # engine=both: the same settings run under two engines, side by side
+MEMORY = "memory"  # engine=memory: the same settings under every engine, their memory and bytes in one figure
+PAGES = (BOTH, MEMORY)  # the link's engine words that name a page of several engines, not an engine
 # The two: the one-process engine, and the first engine that runs a process per rank (the link's settings are its).
 PAIR = (FIRST, next(name for name, spec in ENGINES.items() if spec.processes))
 
 
-def to_query(config: RunConfig, both: bool = False) -> dict[str, str]:
-    """The query parameters for `config` (booleans as true/false); engine=both when both engines run it."""
+def to_query(config: RunConfig, both: bool = False, page: str | None = None) -> dict[str, str]:
+    """The query parameters for `config` (booleans as true/false); engine=both when both engines run it,
+    engine=`page` for another page of several engines (MEMORY)."""
     values = config.to_dict()
     # An engine's own settings only in its runs' links: a DataParallel link stays as short as before.
     own = ENGINES[config.engine].unset
@@ -37,6 +40,8 @@ def to_query(config: RunConfig, both: bool = False) -> dict[str, str]:
     query = {name: str(values[name]).lower() if isinstance(values[name], bool) else str(values[name]) for name in names}
     if both:
         query["engine"] = BOTH
+    if page in PAGES:
+        query["engine"] = page
     return query
 
 
@@ -46,6 +51,15 @@ def wants_both(params: Mapping[str, Any]) -> bool:
     if "engine" in params:
         return last(params["engine"]) == BOTH
     return "preset" in params and last(params["preset"]) in COMPARE_PRESETS
+
+
+def wanted_page(params: Mapping[str, Any]) -> str | None:
+    """The page of several engines a link asks for (BOTH or MEMORY), if any."""
+    if wants_both(params):
+        return BOTH
+    engine = params.get("engine")
+    engine = str(engine[-1] if isinstance(engine, list) else engine).strip().lower() if engine is not None else None
+    return engine if engine in PAGES else None
 
 
 def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
@@ -67,7 +81,7 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
         text = last(raw)
         if name == "preset":
             continue
-        if name == "engine" and str(text).strip().lower() == BOTH:
+        if name == "engine" and str(text).strip().lower() in PAGES:
             text = PAIR[1]  # the settings are the second engine's; the page runs the first beside it (wants_both)
         if name not in PARAMS:
             warnings.append(f"The link's parameter {echo(name)} is not a dpviz setting and was ignored.")

@@ -7,7 +7,8 @@ import streamlit as st
 from dpviz.echo import markdown_text
 from dpviz.engines import ENGINES
 from dpviz.page.session import drawing
-from dpviz.page.link import BOTH, to_query
+from dpviz.page.link import BOTH, MEMORY, to_query
+from dpviz.page.memory import TITLE as MEMORY_TITLE, show_memory
 from dpviz.page.running import left_queue, run, same_settings
 from dpviz.page.sidebar import apply_link_once, controls, pitfall_buttons
 from dpviz.page.state import ENGINE, PAIR, say
@@ -30,7 +31,7 @@ COMPACT = """
 .stMainBlockContainer [data-testid=stAlertContainer] { padding: 0.6rem 1rem; }
 """
 TITLES = {**{name: spec.title for name, spec in ENGINES.items()},
-          BOTH: f"{ENGINES[PAIR[0]].label} and {ENGINES[PAIR[1]].label}, side by side"}
+          BOTH: f"{ENGINES[PAIR[0]].label} and {ENGINES[PAIR[1]].label}, side by side", MEMORY: MEMORY_TITLE}
 
 
 def main() -> None:
@@ -43,7 +44,7 @@ def main() -> None:
     if config == st.session_state.link_config:
         for warning in st.session_state.link_warnings:
             say(warning)
-    st.query_params.from_dict(to_query(config, both=choice == BOTH))
+    st.query_params.from_dict(to_query(config, both=choice == BOTH, page=choice))
     trace = uploaded_trace() or opened_trace()
     if trace is not None:
         st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; the "
@@ -53,6 +54,8 @@ def main() -> None:
             show(trace)
     elif left_queue(config):
         return
+    elif choice == MEMORY:
+        show_memory(config)
     elif choice == BOTH:
         first, second = run(same_settings(config, PAIR[0]), page=config), run(config)
         if first is not None and second is not None:

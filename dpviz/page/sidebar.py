@@ -9,7 +9,7 @@ from dpviz.config import CHOICES as SETTINGS_CHOICES, FLOAT_LIMITS, INPUTS, LIMI
 from dpviz.engines import ENGINES, EngineSpec
 from dpviz.presets import COMPARE_PRESETS, LINK_PRESETS, presets_of
 from dpviz.page.rank_budget import BUDGET, PAGE_MOST
-from dpviz.page.link import BOTH, from_query, settle, wants_both
+from dpviz.page.link import BOTH, MEMORY, from_query, settle, wanted_page
 from dpviz.analysis.wording import plural
 from dpviz.page.state import CHOICES, ENGINE, OPEN_PRESET, PAIR, PRESENT, engine_of, say
 from dpviz.page.upload import showing_upload
@@ -23,7 +23,7 @@ def apply_link_once() -> None:
     config, warnings = from_query(params)
     for name, value in config.to_dict().items():
         st.session_state[name] = value
-    st.session_state[ENGINE] = BOTH if wants_both(params) else config.engine
+    st.session_state[ENGINE] = wanted_page(params) or config.engine
     preset = str(params.get("preset", "")).strip().lower()
     if preset in LINK_PRESETS:
         st.session_state[OPEN_PRESET] = preset
@@ -71,7 +71,7 @@ def controls() -> tuple[RunConfig, str]:
     number = lambda label, name, help: st.sidebar.number_input(
         label, min_value=LIMITS[name][0], max_value=LIMITS[name][1], step=1, key=name, help=help
     )
-    lanes = "Number of GPUs and of ranks" if choice == BOTH else ENGINES[choice].lanes_label
+    lanes = "Number of GPUs and of ranks" if choice in (BOTH, MEMORY) else ENGINES[choice].lanes_label
     values = {
         "model": st.sidebar.selectbox(
             "Model", MODELS, key="model", format_func=lambda name: MODEL_SPECS[name].label,
@@ -146,7 +146,7 @@ def ranks_that_fit(asked: int, choice: str) -> int:
     most = min(PAGE_MOST, max(1, room))
     if asked <= most:
         return asked
-    both = " for both engines" if choice == BOTH else ""
+    both = " for both engines" if choice == BOTH else " for every engine" if choice == MEMORY else ""
     if room >= PAGE_MOST:  # the page's own limit, not the server's memory
         why = f"the page shows at most {PAGE_MOST} ranks, each one a process of its own"
     else:

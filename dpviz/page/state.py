@@ -10,7 +10,7 @@ from dpviz.echo import markdown_text
 from dpviz.engines import ENGINES
 from dpviz.page.session import Views
 from dpviz.trace import Trace
-from dpviz.page.link import BOTH, PAIR
+from dpviz.page.link import BOTH, MEMORY, PAIR
 
 PRESENT = "presenting"  # the presentation toggle: larger type in every chart
 SHOWN_TAB = "shown_tab"  # the label of the tab shown last, kept apart from the tabs' own state
@@ -20,12 +20,13 @@ LEFT_QUEUE = "left_queue"  # the settings whose wait for room the visitor gave u
 UPLOAD = "upload_file"  # the trace uploader's key
 OPEN_PRESET = "open_preset"  # the preset a link or a button asked for: its run opens on the tab that shows it
 SIDE_BY_SIDE = "side_by_side"  # both engines' charts in two columns rather than one above the other
-CHOICES = {**{name: spec.label for name, spec in ENGINES.items()}, BOTH: "Both, compared"}
+CHOICES = {**{name: spec.label for name, spec in ENGINES.items()}, BOTH: "Both, compared",
+           MEMORY: "Memory, every engine"}
 
 
 def engine_of(choice: str) -> str:
     """The engine a choice runs its settings on (BOTH: the second of the pair, the first runs beside it)."""
-    return PAIR[1] if choice == BOTH else choice
+    return PAIR[1] if choice in (BOTH, MEMORY) else choice
 
 
 def say(sentence: str) -> None:

@@ -44,6 +44,13 @@ class MemoryKind:
     color: str
     transient: bool = False  # freed when the batch ends (its graph, chunks and buffers)
     more: str = ""  # why the first lane holds more of it, when it does
+    # What it is beside other engines' kinds (dpviz.analysis.memory_compare.FAMILIES: parameters, gradients,
+    # optimizer state, activations, communication buffers); empty: its own name is one of them.
+    family: str = ""
+
+    @property
+    def compared_as(self) -> str:
+        return self.family or self.name
 
 
 @dataclass(frozen=True)

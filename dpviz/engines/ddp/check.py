@@ -38,11 +38,24 @@ def held_of(trace: Trace) -> list[dict] | None:
     return held
 
 
+def check_moved(trace: Trace) -> None:
+    """The bytes handed to collectives (facts["moved"]): one list per rank, in the run's steps only."""
+    moved = trace.facts.get("moved")
+    if moved is None:
+        return
+    if len(moved) != trace.config.gpus:
+        raise TraceError(f"facts moved has {len(moved):,} ranks; the run has {trace.config.gpus:,}.")
+    last = max((row[0] for rows in moved if rows for row in rows), default=-1)
+    if last >= len(trace.batches):
+        raise TraceError(f"facts moved has bytes of step {last + 1:,}; the run has {len(trace.batches):,} steps.")
+
+
 def check_steps(trace: Trace) -> None:
     """Raise TraceError unless the steps, rows and buckets are what a DDP run of the config records."""
     config = trace.config
     if trace.backend not in ("cuda", "cpu"):
         raise TraceError(f"a DistributedDataParallel trace runs on cuda or cpu, got {trace.backend!r}.")
+    check_moved(trace)
     ranks = config.gpus
     steps = plan(config.data_size, config.batch_size, ranks, batch_per_process=config.batch_per_process,
                  drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)

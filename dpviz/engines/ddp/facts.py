@@ -21,6 +21,10 @@ MAX_PARAMETERS = 4096  # parameter tensors in one bucket: dpviz's models have a 
 
 HELD = ("parameters", "gradients", "optimizer state")  # what a rank holds, by kind: elements and bytes of each
 OWNS = "owns"  # the parameters whose optimizer state the rank holds: every one under DDP, its shard under ZeRO-1
+# What a rank hands its collectives: DDP's bucket all-reduces, ZeRO-1's broadcasts of each shard, FSDP's all-gathers
+# (in forward, and again in backward) and reduce-scatters. Per rank, [step, collective, calls, bytes] rows.
+COLLECTIVES = ("all-reduce", "broadcast", "all-gather (forward)", "all-gather (backward)", "reduce-scatter")
+MAX_CALLS = 1_000_000  # collective calls of one kind in one step: a bucket or a module each, a few hundred at most
 
 
 def read_trace_facts(facts: Any) -> dict[str, Any]:
@@ -31,6 +35,8 @@ def read_trace_facts(facts: Any) -> dict[str, Any]:
     out = {"ddp": read_facts(facts["ddp"])} if "ddp" in facts else {}
     if "held" in facts:
         out["held"] = read_held(facts["held"])
+    if "moved" in facts:
+        out["moved"] = read_moved(facts["moved"])
     if "model" in facts:
         out["model"] = read_model(facts["model"])
     return out
@@ -39,6 +45,28 @@ def read_trace_facts(facts: Any) -> dict[str, Any]:
 def read_held(value: Any) -> list[dict[str, Any] | None]:
     """What each rank held at the end of its run (None for a rank that never reported), checked."""
     return [None if rank is None else _held(rank) for rank in sequence(value, "facts held", MAX_DEVICES)]
+
+
+def read_moved(value: Any) -> list[list[list] | None]:
+    """The bytes each rank handed each collective in each step (None for a rank that never reported), checked."""
+    ranks = []
+    for rank in sequence(value, "facts moved", MAX_DEVICES):
+        if rank is None:
+            ranks.append(None)
+            continue
+        rows = []
+        for row in sequence(rank, "a rank's collectives", MAX_BATCHES * len(COLLECTIVES)):
+            row = sequence(row, "a collective's row", 4)
+            if len(row) != 4:
+                raise TraceError(f"a collective's row is [step, collective, calls, bytes], got {shown(row)}.")
+            collective = text_of(row[1], "a collective", MAX_NAME)
+            if collective not in COLLECTIVES:
+                raise TraceError(f"a collective is one of {', '.join(COLLECTIVES)}, got {shown(collective)}.")
+            rows.append([whole(row[0], "a collective's step", 0, MAX_BATCHES - 1), collective,
+                         whole(row[2], "a collective's calls", 1, MAX_CALLS),
+                         whole(row[3], "a collective's bytes", 0, MAX_MEMORY_BYTES)])
+        ranks.append(rows)
+    return ranks
 
 
 def _held(value: Any) -> dict[str, Any]:

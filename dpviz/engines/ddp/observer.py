@@ -39,6 +39,7 @@ class RankObserver:
         self._step_buckets: dict[int, tuple[list[str], int]] = {}
         self.thread_name = thread_name  # what runs the collectives: "gloo" or "NCCL"
         self.memory_steps, self.memory_samples = memory_steps, []
+        self.moved: dict[tuple[int, str], list[int]] = {}  # (step, collective) -> [calls, bytes handed to it]
         self.held: dict[str, int] = {}
         self.held["parameters"] = module_bytes(ddp.module)
         self._wrap("_pre_forward", self._timed_pre_forward)
@@ -100,12 +101,25 @@ class RankObserver:
                 self.add("forward", start, self.now(), (0, rows), (in_shape, shape))
         return timed
 
+    # ---- collectives
+    def passed(self, collective: str, size: int, calls: int = 1) -> None:
+        """Write down that this rank handed `size` bytes of tensors to `collective` (`calls` calls) in this step."""
+        with self.lock:
+            kept = self.moved.setdefault((self.step, collective), [0, 0])
+            kept[0] += calls
+            kept[1] += size
+
+    def moved_rows(self) -> list[list]:
+        """[step, collective, calls, bytes] for every collective of every step, steps in order: plain data."""
+        return [[step, collective, calls, size] for (step, collective), (calls, size) in sorted(self.moved.items())]
+
     # ---- buckets
     def allreduce_started(self, bucket: dist.GradBucket) -> float:
         names = [self.names.get(id(p), "?") for p in bucket.parameters()]
         size = bucket.buffer().numel() * bucket.buffer().element_size()
         with self.lock:
             self._step_buckets[bucket.index()] = (names, size)
+        self.passed("all-reduce", size)  # the bucket's flat buffer is what the all-reduce is given
         return self.now()
 
     def step_ended(self) -> None:

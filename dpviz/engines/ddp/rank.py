@@ -87,7 +87,7 @@ def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_
     if config.train:
         teacher = work.teacher()
         teacher = teacher.to(device) if teacher is not None else None
-        optimizer, holder = _optimizer(config, model)
+        optimizer, holder = _optimizer(config, model, observer.passed)
     result["reducer"] = {"bucket_sizes": _sizes(_logged(ddp).get("bucket_sizes"))}
     caught: list[tuple[str, str, int]] = []
     try:
@@ -140,7 +140,7 @@ def _run(config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_
         caught += [(w.category.__name__, str(w.message), len(result["steps"]) - 1) for w in seen]
         observer.close()
         result.update(spans=observer.spans, layouts=observer.layouts, memory=observer.memory_samples, warnings=caught,
-                      held=held(model, holder), facts=observer.facts())
+                      held=held(model, holder), facts=observer.facts(), moved=observer.moved_rows())
         if _logged(ddp):
             result["reducer"]["rebuilt_bucket_sizes"] = _sizes(_logged(ddp).get("rebuilt_bucket_sizes"))
     if keep_parameters:
@@ -231,14 +231,16 @@ def held(model: torch.nn.Module, holder: torch.optim.Optimizer | None) -> dict[s
             "owns": owns}
 
 
-def _optimizer(config: RunConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:
+def _optimizer(config: RunConfig, model: torch.nn.Module, passed: Callable[..., None]
+               ) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:
     """The optimizer this rank steps, and the one whose state it holds: the engine's own when it names one
-    (ZeRO-1 hands each rank a shard of the parameters to step), else one whole optimizer over every parameter."""
+    (ZeRO-1 hands each rank a shard of the parameters to step), else one whole optimizer over every parameter.
+    `passed(collective, bytes, calls)` writes down what an optimizer with collectives of its own hands them."""
     kind, settings = tutorial.optimizer_of(config)
     trainable = [p for p in model.parameters() if p.requires_grad]  # a frozen part has no state
     spec = ENGINES[config.engine]
     if spec.has("optimizer"):
-        return spec.part("optimizer")(trainable, kind, settings)
+        return spec.part("optimizer")(trainable, kind, settings, passed)
     optimizer = kind(trainable, **settings)
     return optimizer, optimizer
 

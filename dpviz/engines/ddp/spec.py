@@ -76,8 +76,9 @@ SPEC = EngineSpec(
     options_title="DistributedDataParallel options",
     options=OPTIONS,
     # What its reducer and the launcher reported (buckets, the world, the ranks' own figures); what each rank held
-    # at the end (its parameters, gradients and optimizer state: facts.read_held); the user's own module.
-    facts=("ddp", "held", "model"),
+    # at the end (its parameters, gradients and optimizer state: facts.read_held); the bytes it handed each
+    # collective, step by step (facts.read_moved); the user's own module.
+    facts=("ddp", "held", "moved", "model"),
     parts={
         "vocabulary": "dpviz.engines.ddp.vocabulary:VOCABULARY",
         "engine": "dpviz.engines.ddp.engine:ENGINE",
@@ -98,6 +99,7 @@ SPEC = EngineSpec(
         "outcome": "dpviz.cli:ddp_outcome",
         "model_bytes": "dpviz.analysis.compare:ddp_model_bytes",
         "traffic": "dpviz.analysis.compare:ddp_traffic",
+        "wire": "dpviz.analysis.memory_compare:ddp_wire",
         "memory_why": "dpviz.figures.memory:balanced_why",
         "opening_batch": "dpviz.analysis.tables_ddp:opening_step",  # the views open on a typical step
         "view.flow": "dpviz.figures.flow_ddp:flow_ddp_figure",

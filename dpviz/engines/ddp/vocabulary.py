@@ -44,10 +44,10 @@ VOCABULARY = Vocabulary(
     memory_kinds=(
         MemoryKind("parameters", "#7766BB"),
         MemoryKind("gradients", "#AA4444"),
-        MemoryKind("gradient buckets", "#FF9966"),
+        MemoryKind("gradient buckets", "#FF9966", family="communication buffers"),
         MemoryKind("optimizer state", "#CC9999"),
-        MemoryKind("output and loss", "#007788", transient=True),
-        MemoryKind("rows loaded", "#996611", transient=True),
+        MemoryKind("output and loss", "#007788", transient=True, family="activations"),
+        MemoryKind("rows loaded", "#996611", transient=True, family="activations"),
         MemoryKind("activations", "#33EEEE", transient=True),
     ),
     words={

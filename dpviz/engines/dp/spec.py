@@ -41,6 +41,7 @@ SPEC = EngineSpec(
         "own_batch": "dpviz.engines.workload.own:scatter_problem",
         "model_bytes": "dpviz.analysis.compare:dp_model_bytes",
         "traffic": "dpviz.analysis.compare:dp_traffic",
+        "wire": "dpviz.analysis.memory_compare:dp_wire",
         "memory_why": "dpviz.figures.memory:device_zero_why",
         # The views it draws, in no particular order (dpviz.figures.views orders the tabs).
         "view.pitfall": "dpviz.figures.pitfalls:pitfall_figure",

@@ -39,11 +39,13 @@ VOCABULARY = Vocabulary(
         MemoryKind("parameters", "#7766BB"),
         MemoryKind("gradients", "#AA4444"),
         MemoryKind("optimizer state", "#CC9999"),
-        MemoryKind("output and loss", "#007788", transient=True),
-        MemoryKind("batch and chunks", "#996611", transient=True, more="batch and chunks (the whole batch, not one chunk)"),
-        MemoryKind("parameter copies", "#AAAAFF", transient=True),
+        MemoryKind("output and loss", "#007788", transient=True, family="activations"),
+        MemoryKind("batch and chunks", "#996611", transient=True, more="batch and chunks (the whole batch, not one chunk)",
+                   family="activations"),
+        MemoryKind("parameter copies", "#AAAAFF", transient=True, family="parameters"),  # a replica's own
         MemoryKind("activations", "#33EEEE", transient=True),
-        MemoryKind("backward buffers", "#FFDDBB", transient=True, more="backward buffers (the whole output gradient)"),
+        MemoryKind("backward buffers", "#FFDDBB", transient=True, more="backward buffers (the whole output gradient)",
+                   family="activations"),
     ),
     words={
         "gathered": "gathered on {lane}",

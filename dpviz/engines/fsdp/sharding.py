@@ -13,6 +13,9 @@ The observer times FSDP2's own methods on each parameter group (`pre_forward`, w
 which reshards; `pre_backward`, which all-gathers again; `post_backward`, which reshards and reduce-scatters
 through `foreach_reduce`), wrapped on the instances, as DDP's observer wraps DDP's: what they do is unchanged.
 Each span names its sharded module by its index in `bucket` (the order modules were sharded in, the root last).
+Each parameter group's all-gather and reduce-scatter objects are wrapped too, to write down the bytes of the
+tensors they are handed: the whole (padded) parameters an all-gather fills, the whole (padded) gradients a
+reduce-scatter is given.
 """
 from __future__ import annotations
 
@@ -98,6 +101,8 @@ class ShardObserver(RankObserver):
         self._kept: dict[tuple[str, int, int], int] = {}  # (phase, step, module) -> its span's index
         self.thread_name = thread_name
         self.memory_steps, self.memory_samples = memory_steps, []
+        self.moved: dict[tuple[int, str], list[int]] = {}
+        self.in_backward = False  # a step's all-gathers after its first pre_backward are backward's
         self.held = {"parameters": nbytes([local(p) for p in model.parameters()]) +
                      nbytes(list(model.buffers()))}
         self.gathered_bytes: dict[int, int] = {}  # per group: bytes of its whole (unsharded) parameters
@@ -114,6 +119,8 @@ class ShardObserver(RankObserver):
             self.gathered_bytes[id(group)] = sum(p.sharded_param.numel() * p.sharded_param.element_size()
                                                  for p in group.fsdp_params)
             self._time_group(at, group)
+            group._all_gather_comm = _Counted(group._all_gather_comm, self._gathering)
+            group._reduce_scatter_comm = _Counted(group._reduce_scatter_comm, self._reducing_bytes)
         self.reduce_thread = (f"{thread_name}: a reduce-scatter" if cuda else
                               "gloo has no reduce-scatter: run as an all-reduce, each rank keeping its shard")
         self._reducing: int | None = None
@@ -161,6 +168,7 @@ class ShardObserver(RankObserver):
         pre_backward, post_backward = group.pre_backward, group.post_backward
 
         def gather_again(*args: Any, **kwargs: Any) -> Any:
+            self.in_backward = True
             if group._training_state == TrainingState.PRE_BACKWARD:  # FSDP2 returns at once: already gathered
                 return pre_backward(*args, **kwargs)
             return timed(pre_backward, "gather_backward", self.thread_name)(*args, **kwargs)
@@ -189,6 +197,17 @@ class ShardObserver(RankObserver):
                 return
             self._kept[key] = len(self.spans)
             self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, bucket))
+
+    # ---- bytes handed to the collectives
+    def _gathering(self, output: torch.Tensor, given: torch.Tensor) -> None:
+        self.passed("all-gather (backward)" if self.in_backward else "all-gather (forward)", nbytes(output))
+
+    def _reducing_bytes(self, output: torch.Tensor, given: torch.Tensor) -> None:
+        self.passed("reduce-scatter", nbytes(given))
+
+    def step_ended(self) -> None:
+        super().step_ended()
+        self.in_backward = False
 
     def _gather_peak(self) -> None:
         """The ledger when the most parameters are gathered in this step's forward: the memory view's
@@ -252,3 +271,19 @@ class ShardObserver(RankObserver):
         reduce = getattr(_fsdp_param_group.foreach_reduce, "__wrapped__", None)
         if reduce is not None:
             _fsdp_param_group.foreach_reduce = reduce
+
+
+class _Counted:
+    """One of FSDP2's collectives (a parameter group's all-gather or reduce-scatter object), doing what it did,
+    that first tells `count(output, input)` the tensors it is handed."""
+
+    def __init__(self, collective: Any, count: Any):
+        self.collective, self.count = collective, count
+
+    def allocate(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self.collective.allocate(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        given = dict(zip(("output_tensor", "input_tensor"), args), **kwargs)
+        self.count(given["output_tensor"], given["input_tensor"])
+        return self.collective(*args, **kwargs)

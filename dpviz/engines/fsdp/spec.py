@@ -23,7 +23,7 @@ SPEC = dataclasses.replace(
     title="How FSDP shards the model across the ranks",
     options_title="FSDP options",
     options=tuple(option for option in DDP.options if option.name not in _DDP_ONLY),
-    facts=("ddp", "held", "model", "modules"),  # modules: which parameters each sharded module gathers
+    facts=("ddp", "held", "moved", "model", "modules"),  # modules: which parameters each sharded module gathers
     parts={
         **{part: where for part, where in DDP.parts.items() if not part.startswith("view.") or part in _VIEWS},
         "vocabulary": "dpviz.engines.fsdp.vocabulary:VOCABULARY",
@@ -31,6 +31,7 @@ SPEC = dataclasses.replace(
         "check": "dpviz.engines.fsdp.check:check_trace",
         "facts": "dpviz.engines.fsdp.facts:read_trace_facts_fsdp",
         "wrap": "dpviz.engines.fsdp.sharding:wrap",
+        "wire": "dpviz.analysis.memory_compare:fsdp_wire",
         "summary": "dpviz.analysis.fsdp:key_figures_fsdp",
         "summary_rows": "dpviz.analysis.fsdp:summary_rows_fsdp",
         "explain": "dpviz.analysis.fsdp:explain_fsdp",

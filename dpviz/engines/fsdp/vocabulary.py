@@ -47,11 +47,11 @@ VOCABULARY = Vocabulary(
     ),
     memory_kinds=(
         MemoryKind("parameters", "#6644DD"),
-        MemoryKind("gathered parameters", "#EE7733", transient=True),
+        MemoryKind("gathered parameters", "#EE7733", transient=True, family="communication buffers"),
         MemoryKind("gradients", "#CC3311"),
         MemoryKind("optimizer state", "#AA4499"),
-        MemoryKind("output and loss", "#007755", transient=True),
-        MemoryKind("rows loaded", "#DDAA33", transient=True),
+        MemoryKind("output and loss", "#007755", transient=True, family="activations"),
+        MemoryKind("rows loaded", "#DDAA33", transient=True, family="activations"),
         MemoryKind("activations", "#44BB99", transient=True),
     ),
     words={

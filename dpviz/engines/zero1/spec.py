@@ -24,5 +24,6 @@ SPEC = dataclasses.replace(
         "engine": "dpviz.engines.zero1.engine:ENGINE",
         "check": "dpviz.engines.zero1.check:check_trace",
         "optimizer": "dpviz.engines.zero1.sharded:sharded",
+        "wire": "dpviz.analysis.memory_compare:zero1_wire",
     },
 )

@@ -1,0 +1,192 @@
+"""Where the memory goes: each engine's memory per device by kind, and the bytes each rank hands its collectives.
+
+    memory_by_kind(trace)        # per lane, at its fullest moment: bytes by FAMILIES (from the memory ledger)
+    bytes_per_step(trace)        # per lane: bytes handed to each collective per step (measured), sent (computed)
+    reading([ddp, zero1, fsdp])  # one line: what the runs side by side show, every number from them
+
+Memory comes from each engine's ledger, counted from the tensors each rank (or simulated device) holds, its
+kinds put in common terms by their `family` (DDP's gradient buckets and FSDP's gathered parameters are both
+communication buffers). Bytes handed to collectives are what the ranks wrote down as they called them
+(facts["moved"]: the tensors' sizes); the bytes a rank sends for them are computed from the textbook ring
+algorithms NCCL runs (each engine's `wire` part), not measured: gloo on the CPU runs other algorithms, and
+FSDP's reduce-scatter as an all-reduce. No torch.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from dpviz.analysis.wording import bytes_alike, human_bytes, numbered
+from dpviz.trace import Trace
+
+FAMILIES = ("parameters", "gradients", "optimizer state", "activations", "communication buffers")
+MODEL_STATE = FAMILIES[:3]  # what ZeRO and FSDP shard
+COLLECTIVES = ("all-reduce", "broadcast", "all-gather (forward)", "all-gather (backward)", "reduce-scatter")
+
+
+@dataclass(frozen=True)
+class LaneMemory:
+    """One lane (a rank, or a simulated GPU) of one run, at the moment it held the most."""
+
+    engine: str  # the engine's short label: "DDP"
+    lane: str  # "rank 0"
+    moment: str  # "step 1 of 3, after backward"
+    kinds: dict[str, int]  # family -> bytes, FAMILIES first, any other kind (a GPU's measured figure) after
+
+    @property
+    def total(self) -> int:
+        return sum(self.kinds.values())
+
+    @property
+    def model_state(self) -> int:
+        return sum(self.kinds.get(kind, 0) for kind in MODEL_STATE)
+
+
+def memory_by_kind(trace: Trace) -> list[LaneMemory]:
+    """Per lane, its ledger at the (step, phase) where its total was largest, by family of kind."""
+    vocabulary = trace.vocabulary
+    totals: dict[tuple[int, int, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for sample in trace.memory:
+        kind = vocabulary.memory_kind(sample.category)
+        family = kind.compared_as if kind is not None else sample.category
+        totals[(sample.lane, sample.batch, sample.phase)][family] += sample.bytes
+    order = vocabulary.order
+    out = []
+    for lane in trace.lanes:
+        moments = [(key, kinds) for key, kinds in totals.items() if key[0] == lane.id]
+        if not moments:
+            continue
+        # the fullest moment; of equals, the earliest (step, then the phase's place in the pipeline)
+        (_, batch, phase), kinds = max(moments, key=lambda m: (sum(m[1].values()), -m[0][1], -order.get(m[0][2], 0)))
+        label = vocabulary.phase(phase).label if phase in order else phase
+        ordered = {k: kinds[k] for k in FAMILIES if kinds.get(k)} | {k: v for k, v in kinds.items() if k not in FAMILIES}
+        out.append(LaneMemory(trace.spec.short, vocabulary.lane_name(lane.id),
+                              f"{numbered(batch, len(trace.batches), trace.spec.unit)}, after {label}", ordered))
+    return out
+
+
+@dataclass(frozen=True)
+class LaneBytes:
+    """One lane of one run: bytes per step it handed each collective (measured) and sent (computed)."""
+
+    engine: str
+    lane: str
+    measured: dict[str, float]  # collective -> bytes of the tensors handed to it, per step on average
+    computed: float | None  # bytes the lane sends per step by the textbook algorithm; None: nothing to compute from
+
+    @property
+    def total(self) -> float:
+        return sum(self.measured.values())
+
+
+def bytes_per_step(trace: Trace) -> list[LaneBytes]:
+    """Per lane: what it handed each collective, averaged over the run's steps, and what it sends (computed)."""
+    moved = trace.facts.get("moved") or []
+    steps = max(1, len(trace.batches))
+    wire = trace.spec.part("wire")(trace) if trace.spec.has("wire") else [None] * len(trace.lanes)
+    out = []
+    for lane, sent in zip(trace.lanes, wire):
+        rows = moved[lane.id] if lane.id < len(moved) and moved[lane.id] else []
+        handed: dict[str, float] = defaultdict(float)
+        for _step, collective, _calls, size in rows:
+            handed[collective] += size / steps
+        ordered = {c: handed[c] for c in COLLECTIVES if c in handed} | {c: v for c, v in handed.items() if c not in COLLECTIVES}
+        out.append(LaneBytes(trace.spec.short, trace.vocabulary.lane_name(lane.id), ordered, sent))
+    return out
+
+
+# ---- the bytes a rank sends per step, by the ring algorithms (sharded-facts: P elements of b bytes, W ranks)
+
+def _held(trace: Trace, kind: str, sharded: bool) -> int | None:
+    """Bytes of `kind` of the whole model: rank 0's (every rank holds all), or the ranks' shards summed."""
+    held = trace.facts.get("held")
+    if not held or None in held:
+        return None
+    return sum(h[kind]["bytes"] for h in held) if sharded else held[0][kind]["bytes"]
+
+
+def ring_share(ranks: int) -> float:
+    """(W-1)/W: what a ring all-gather or reduce-scatter sends of the whole tensor, per rank."""
+    return (ranks - 1) / ranks if ranks > 1 else 0.0
+
+
+def ddp_wire(trace: Trace) -> list[float | None]:
+    """DDP: a ring all-reduce of the gradients, 2(W-1)/W of their bytes sent by every rank, every step that trains."""
+    gradients = _held(trace, "gradients", sharded=False) if trace.config.train else 0
+    ranks = len(trace.lanes)
+    return [None if gradients is None else 2 * ring_share(ranks) * gradients] * ranks
+
+
+def zero1_wire(trace: Trace) -> list[float | None]:
+    """ZeRO-1: DDP's all-reduce, and each updated shard broadcast from its owner: (W-1)/W of the parameters more."""
+    parameters = _held(trace, "parameters", sharded=False) if trace.config.train else 0
+    return [None if d is None or parameters is None else d + ring_share(len(trace.lanes)) * parameters
+            for d in ddp_wire(trace)]
+
+
+def fsdp_wire(trace: Trace) -> list[float | None]:
+    """FSDP: the parameters all-gathered in forward, again in backward, the gradients reduce-scattered: (W-1)/W of
+    the parameters each, 3(W-1)/W in all when training (1.5x DDP's), one all-gather forward only."""
+    parameters = _held(trace, "parameters", sharded=True)
+    times = 3 if trace.config.train else 1
+    return [None if parameters is None else times * ring_share(len(trace.lanes)) * parameters] * len(trace.lanes)
+
+
+def dp_wire(trace: Trace) -> list[float | None]:
+    """DataParallel: what each device sends per step, computed from its copies (dpviz.analysis.compare.traffic)."""
+    from dpviz.analysis.compare import traffic
+
+    sent: dict[int, int] = defaultdict(int)
+    for move in traffic(trace):
+        sent[move.lane] += move.sent
+    steps = max(1, len(trace.batches))
+    return [sent[lane.id] / steps for lane in trace.lanes]
+
+
+# ---- the words on and under the chart
+
+def state_title(traces: list[Trace]) -> str:
+    """'Parameters, gradients and optimizer state on the fullest device: DDP 200 B, ZeRO-1 180 B, FSDP 104 B'."""
+    most = [(t.spec.short, max((m.model_state for m in memory_by_kind(t)), default=0)) for t in traces]
+    if not any(amount for _, amount in most):
+        return "Memory and bytes per device"
+    shown = bytes_alike(*(amount for _, amount in most))
+    return ("Parameters, gradients and optimizer state on the fullest device: "
+            + ", ".join(f"{name} {amount}" for (name, _), amount in zip(most, shown)))
+
+
+def _span(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    a, b = bytes_alike(low, high)
+    return a if a == b else f"{a} to {b}"
+
+
+def reading(traces: list[Trace]) -> str:
+    """One line: per engine, the parameters, gradients and optimizer state a device holds (where its optimizer
+    state sits when not evenly), and the bytes it sends per step (computed), against the first engine of
+    processes' (DDP's), every number from the runs."""
+    parts = []
+    first_sent, first_name = None, ""
+    for trace in traces:
+        memory, moved = memory_by_kind(trace), bytes_per_step(trace)
+        if not memory:
+            continue
+        optimizer = [m.kinds.get("optimizer state", 0) for m in memory]
+        part = f"{trace.spec.short} {_span([m.model_state for m in memory])}"
+        holding = [m.lane for m, amount in zip(memory, optimizer) if amount]
+        if holding and len(holding) < len(memory):
+            part += f" (optimizer state on {', '.join(holding)} only)"
+        elif holding and min(optimizer) * 2 <= max(optimizer):
+            part += f" (optimizer state split unevenly: {_span(optimizer)})"
+        sent = [b.computed for b in moved if b.computed is not None]
+        if sent:
+            part += f", {human_bytes(max(sent))}"
+            if first_sent is None and trace.spec.processes:
+                first_sent, first_name = max(sent), trace.spec.short
+            elif first_sent and trace.spec.processes:
+                part += f" ({max(sent) / first_sent:.1f}× {first_name}'s)"
+        parts.append(part)
+    if not parts:
+        return ""
+    return ("Parameters, gradients and optimizer state per device, and bytes sent per step (computed): "
+            + "; ".join(parts) + ".")

@@ -1,0 +1,115 @@
+"""Where the memory goes: the same settings under several engines, each device's memory by kind and the bytes
+it moves per step, side by side.
+
+Top: one stacked bar per device (a rank, or a simulated GPU), grouped by engine, at the moment it held the most:
+parameters, gradients, optimizer state, activations and communication buffers, from each engine's memory ledger
+(dpviz.analysis.memory_compare). Bottom: per device, the bytes of the tensors it handed its collectives per step
+(measured: what the rank code passed them), stacked by collective, and a diamond at the bytes it sends per step
+by the textbook ring algorithms NCCL runs (computed). Drawn from plain lists: no pandas.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step, memory_by_kind, state_title
+from dpviz.analysis.wording import human_bytes
+from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
+from dpviz.engines.fsdp.vocabulary import VOCABULARY as FSDP
+from dpviz.figures.colors import OUTLINE
+from dpviz.figures.style import styled
+from dpviz.trace import Trace
+
+# The ledger's own colours for the kinds (DDP's), and each collective in the colour of the phase that runs it.
+FAMILY_COLORS = {
+    "parameters": DDP.memory_kind("parameters").color, "gradients": DDP.memory_kind("gradients").color,
+    "optimizer state": DDP.memory_kind("optimizer state").color, "activations": DDP.memory_kind("activations").color,
+    "communication buffers": DDP.memory_kind("gradient buckets").color,
+}
+OTHER_COLOR = "#BBBBBB"  # a GPU's measured figure, one amount with no kinds
+COLLECTIVE_COLORS = {
+    "all-reduce": DDP.phase("allreduce").color, "broadcast": DDP.phase("broadcast").color,
+    # the timeline's all-gathers share the all-reduce's magenta; side by side here they need blues of their own
+    "all-gather (forward)": "#0077BB", "all-gather (backward)": "#33BBEE",
+    "reduce-scatter": FSDP.phase("reduce_scatter").color,
+}
+COMPUTED = "sent per step (computed)"
+
+
+def prepare(traces: list[Trace]) -> tuple[list[tuple[str, str]], dict[str, list[float]], dict[str, list[float]],
+                                           list[float | None], list[str]]:
+    """The x positions (engine, device), memory per family and bytes per collective at each, the computed bytes
+    sent at each, and each device's moment (for the hover)."""
+    positions, moments = [], []
+    memory: dict[str, list[float]] = {}
+    handed: dict[str, list[float]] = {}
+    computed: list[float | None] = []
+    for trace in traces:
+        lanes = {m.lane: m for m in memory_by_kind(trace)}
+        for moved in bytes_per_step(trace):
+            held = lanes.get(moved.lane)
+            positions.append((moved.engine, moved.lane))
+            moments.append(held.moment if held else "no memory sampled")
+            computed.append(moved.computed)
+            for family, amount in (held.kinds.items() if held else ()):
+                memory.setdefault(family, [0.0] * (len(positions) - 1))
+            for family, column in memory.items():
+                column.append(float(held.kinds.get(family, 0)) if held else 0.0)
+            for collective in moved.measured:
+                handed.setdefault(collective, [0.0] * (len(positions) - 1))
+            for collective, column in handed.items():
+                column.append(moved.measured.get(collective, 0.0))
+    order = lambda table, known: {k: table[k] for k in known if k in table} | {k: v for k, v in table.items() if k not in known}
+    return positions, order(memory, FAMILIES), order(handed, COLLECTIVES), computed, moments
+
+
+def plot_memory_compare(positions, memory, handed, computed, moments, *, title: str, notes: list[str]) -> go.Figure:
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2,
+                        subplot_titles=["Memory per device at its fullest, by kind (from the tensors it holds)",
+                                        "Bytes per step: handed to each collective (measured); ◆ sent (computed)"])
+    x = [[engine for engine, _ in positions], [lane for _, lane in positions]]
+    for family, amounts in memory.items():
+        fig.add_trace(go.Bar(
+            x=x, y=amounts, name=family,
+            marker=dict(color=FAMILY_COLORS.get(family, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
+            customdata=[[human_bytes(a), m] for a, m in zip(amounts, moments)],
+            hovertemplate=f"%{{x}}<br>{family}: %{{customdata[0]}}<br>at %{{customdata[1]}}<extra></extra>",
+        ), row=1, col=1)
+    for collective, amounts in handed.items():
+        fig.add_trace(go.Bar(
+            x=x, y=amounts, name=collective,
+            marker=dict(color=COLLECTIVE_COLORS.get(collective, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
+            customdata=[human_bytes(a) for a in amounts],
+            hovertemplate=f"%{{x}}<br>{collective}: %{{customdata}} of tensors per step (measured)<extra></extra>",
+        ), row=2, col=1)
+    shown = [(i, c) for i, c in enumerate(computed) if c is not None]
+    if shown:
+        fig.add_trace(go.Scatter(
+            x=[[x[0][i] for i, _ in shown], [x[1][i] for i, _ in shown]], y=[c for _, c in shown], name=COMPUTED,
+            mode="markers",
+            # white edged in dark grey: shows on the light page and on the dark one
+            marker=dict(symbol="diamond", size=13, color="#FFFFFF", line=dict(color=OUTLINE, width=2)),
+            customdata=[human_bytes(c) for _, c in shown],
+            hovertemplate="%{x}<br>sends %{customdata} per step (computed)<extra></extra>",
+        ), row=2, col=1)
+    fig.update_yaxes(title_text="bytes", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="bytes per step", rangemode="tozero", row=2, col=1)
+    # Beside the panels, the kinds, the collectives, then ◆, top to bottom: thirteen entries in rows above the
+    # chart would push the bytes panel off a projector's first screen.
+    fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="v", x=1.01, xanchor="left",
+                                                   y=1, yanchor="top"))
+    return styled(fig, title, notes, height=620)
+
+
+def memory_compare_figure(traces: list[Trace]) -> go.Figure:
+    """The runs of one set of settings under several engines (DataParallel's first, if it ran), side by side."""
+    if not traces:
+        raise ValueError("memory_compare_figure needs at least one run")
+    positions, memory, handed, computed, moments = prepare(traces)
+    ranks = {len(t.lanes) for t in traces}
+    devices = f"{ranks.pop()} devices each" if len(ranks) == 1 else "devices as each ran"
+    title = state_title(traces)
+    notes = [f"{', '.join(t.spec.short for t in traces)} at the same settings, {devices}",
+             "memory: the tensors each device holds", "collectives: the tensors each rank handed them (measured)",
+             "◆ sent: NCCL's ring algorithms (computed; gloo runs others)"]
+    return plot_memory_compare(positions, memory, handed, computed, moments, title=title, notes=notes)

@@ -1,0 +1,51 @@
+"""The page "Memory, every engine" (engine=memory in a link): the same settings under every engine, one after
+the other within the server's budget of ranks, and one figure of each device's memory by kind and the bytes it
+moves per step (dpviz.figures.memory_compare), with a one-line reading under it."""
+from __future__ import annotations
+
+import streamlit as st
+
+from dpviz.config import RunConfig
+from dpviz.echo import markdown_text
+from dpviz.engines import ENGINES
+from dpviz.page.findings import keep_units
+from dpviz.page.running import run, same_settings
+from dpviz.page.session import Runs, drawing
+from dpviz.page.state import PRESENT
+
+TITLE = "Where the memory goes: every engine at the same settings"
+CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
+
+
+def compared() -> list[str]:
+    """The engines drawn side by side: those that say what their devices send per step."""
+    return [name for name, spec in ENGINES.items() if spec.has("wire")]
+
+
+def show_memory(config: RunConfig) -> None:
+    """Run `config` under each engine (from this session's recent runs when it has them), then draw them."""
+    from dpviz.analysis.memory_compare import reading  # here: a page of one engine never needs them
+    from dpviz.figures.memory_compare import memory_compare_figure
+    from dpviz.figures.style import presentation
+
+    engines = compared()
+    runs: Runs = st.session_state.setdefault("runs", Runs())
+    runs.capacity = max(runs.capacity, len(engines))  # each engine's run kept: a rerun of the page records none again
+    traces = []
+    for name in engines:
+        trace = run(same_settings(config, name), page=config)
+        if trace is None:
+            return  # the visitor left, or the run could not start: run() said why
+        traces.append(trace)
+    for trace in traces:
+        if trace.failure is not None:
+            st.error(f"**{trace.spec.runs}: {trace.spec.unit} {trace.failure.batch + 1:,} failed**: "
+                     f"{markdown_text(trace.failure.message, 300)}")
+    if not config.train:
+        st.info("Forward only: no gradients, no optimizer state, no all-reduce. Turn on **Train** (and choose Adam "
+                "among the DistributedDataParallel options) to see what ZeRO-1 and FSDP shard.")
+    with drawing():
+        figure = memory_compare_figure(traces)
+        st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
+                        config=CHART_CONFIG, key="memory_chart")
+        st.markdown(keep_units(markdown_text(reading(traces), 2_000)))  # dpviz's own sentence: escaped, not cut

@@ -1,0 +1,35 @@
+"""The page "Memory, every engine", driven by AppTest: a link with engine=memory runs the same settings under
+every engine (DataParallel simulated, DDP, ZeRO-1 and FSDP on real processes) and draws one figure of each
+device's memory by kind and the bytes it moves per step, with its reading under it."""
+from dpviz.page.link import MEMORY, from_query, to_query, wanted_page
+from test_app import page
+from test_app_engines import shown_text
+
+SETTINGS = dict(gpus="2", train="true", optimizer="adam", batch_size="8", data_size="16")
+
+
+def test_a_memory_link_runs_every_engine_and_draws_the_comparison():
+    app = page(engine=MEMORY, **SETTINGS)
+    assert not app.exception
+    assert app.radio(key="engine_choice").value == MEMORY and app.query_params["engine"] == MEMORY
+    charts = app.get("plotly_chart")
+    assert len(charts) == 1
+    figure = charts[0].proto.spec
+    for name in ("DataParallel", "DDP", "ZeRO-1", "FSDP", "optimizer state", "all-gather (backward)", "broadcast"):
+        assert name in figure, name
+    text = shown_text(app)
+    assert "; FSDP " in text and "1.5× DDP's" in text  # the reading under the chart, from the runs
+    assert app.query_params["optimizer"] == "adam"
+
+
+def test_the_control_switches_to_the_memory_page_and_forward_only_says_what_it_leaves_out():
+    app = page(gpus="2", batch_size="8", data_size="16")
+    app.radio(key="engine_choice").set_value(MEMORY).run()
+    assert not app.exception and len(app.get("plotly_chart")) == 1
+    assert "Forward only" in shown_text(app)
+
+
+def test_the_link_word_is_a_page_not_an_engine():
+    config, warnings = from_query({"engine": MEMORY, "gpus": "2"})
+    assert warnings == [] and config.engine == "ddp" and wanted_page({"engine": MEMORY}) == MEMORY
+    assert to_query(config, page=MEMORY)["engine"] == MEMORY and wanted_page({"engine": "ddp"}) is None

@@ -1,0 +1,128 @@
+"""Memory by kind and bytes per step, engine beside engine (dpviz.analysis.memory_compare and its figure), from
+real runs of 2 ranks (gloo processes) and 2 simulated GPUs at the same tiny settings, with torch as the oracle:
+each rank's parameters are its tensors' bytes (FSDP: its torch.chunk rows of each), its optimizer state what
+torch's Adam keeps for the parameters it steps, and the bytes sent are the ring formulas of the model's bytes."""
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+import torch
+
+from dpviz.analysis.memory_compare import FAMILIES, bytes_per_step, memory_by_kind, reading, state_title
+from dpviz.config import RunConfig
+from dpviz.engines import engine
+from dpviz.engines.workload import tutorial_data as tutorial
+from dpviz.figures.memory_compare import COMPUTED, memory_compare_figure
+from dpviz.figures.style import presentation
+from dpviz.trace import json_io as trace_json
+
+RANKS = 2
+SETTINGS = dict(gpus=RANKS, train=True, batch_size=8, data_size=16)
+ENGINES = ("ddp", "zero1", "fsdp")
+
+
+@cache
+def recorded(name: str):
+    adam = {} if name == "dp" else {"optimizer": "adam"}
+    trace = engine(name).record(RunConfig(engine=name, **SETTINGS, **adam))
+    assert trace.failure is None
+    return trace_json.loads(trace_json.dumps(trace))
+
+
+def model_parameters() -> list[torch.Tensor]:
+    return [p.detach() for p in tutorial.build(RunConfig(engine="ddp", **SETTINGS))[0].parameters()]
+
+
+def adam_state_bytes(parameters: list[torch.Tensor]) -> int:
+    """What torch's Adam keeps for `parameters` after a step: its two moments and its step counter, per parameter."""
+    copies = [torch.nn.Parameter(p.clone()) for p in parameters]
+    for p in copies:
+        p.grad = torch.ones_like(p)
+    optimizer = torch.optim.Adam(copies)
+    optimizer.step()
+    return sum(v.numel() * v.element_size() for state in optimizer.state.values() for v in state.values()
+               if isinstance(v, torch.Tensor))
+
+
+def nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def test_ddp_ranks_hold_everything_and_zero1_splits_the_optimizer_state_by_whole_parameters():
+    parameters = model_parameters()
+    names = [n for n, _ in tutorial.build(RunConfig(engine="ddp", **SETTINGS))[0].named_parameters()]
+    named = dict(zip(names, parameters))
+    for name in ("ddp", "zero1"):
+        trace = recorded(name)
+        lanes = memory_by_kind(trace)
+        assert [m.lane for m in lanes] == ["rank 0", "rank 1"] and lanes[0].engine == trace.spec.short
+        for rank, lane in enumerate(lanes):
+            assert lane.kinds["parameters"] == lane.kinds["gradients"] == nbytes(parameters)
+            assert lane.kinds["communication buffers"] == nbytes(parameters)  # DDP's buckets: every gradient
+            stepped = [named[n] for n, _ in trace.facts["held"][rank]["owns"]]  # ZeroRedundancyOptimizer's partition
+            assert lane.kinds["optimizer state"] == adam_state_bytes(stepped)
+        states = [lane.kinds["optimizer state"] for lane in lanes]
+        if name == "ddp":
+            assert states[0] == states[1] == adam_state_bytes(parameters)
+        else:  # the weight on one rank, the bias on the other: together one copy, split unevenly
+            assert sum(states) == adam_state_bytes(parameters) and states[0] != states[1]
+
+
+def test_fsdp_ranks_hold_their_chunk_of_every_parameter():
+    trace = recorded("fsdp")
+    parameters = model_parameters()
+    for rank, lane in enumerate(memory_by_kind(trace)):
+        shard = [p.chunk(RANKS)[rank] if rank < len(p.chunk(RANKS)) else p[:0] for p in parameters]
+        assert lane.kinds["parameters"] == nbytes(shard)
+        assert lane.kinds["optimizer state"] == adam_state_bytes(shard)
+        assert list(lane.kinds) == [k for k in FAMILIES if k in lane.kinds]  # in the figure's order
+
+
+def test_the_measured_bytes_are_what_the_ranks_handed_and_the_computed_ones_the_ring_formulas():
+    model = nbytes(model_parameters())
+    share = (RANKS - 1) / RANKS
+    formula = {"ddp": 2 * share * model, "zero1": 3 * share * model, "fsdp": 3 * share * model}
+    for name in ENGINES:
+        trace = recorded(name)
+        steps = len(trace.batches)
+        for lane, moved in zip(bytes_per_step(trace), trace.facts["moved"]):
+            assert lane.total == sum(row[3] for row in moved) / steps
+            assert lane.computed == pytest.approx(formula[name])
+    ddp, fsdp = bytes_per_step(recorded("ddp"))[0], bytes_per_step(recorded("fsdp"))[0]
+    assert fsdp.computed / ddp.computed == pytest.approx(1.5)
+    assert set(fsdp.measured) == {"all-gather (forward)", "all-gather (backward)", "reduce-scatter"}
+
+
+def test_dataparallel_is_put_in_the_same_terms():
+    trace = recorded("dp")
+    lanes = memory_by_kind(trace)
+    assert [m.lane for m in lanes] == ["GPU 0", "GPU 1"]
+    assert set(lanes[0].kinds) <= set(FAMILIES)
+    assert lanes[0].kinds.get("optimizer state", 0) > 0 and lanes[1].kinds.get("optimizer state", 0) == 0
+    assert all(not lane.measured and lane.computed is not None for lane in bytes_per_step(trace))
+
+
+def test_the_figure_draws_both_panels_from_the_runs():
+    traces = [recorded(name) for name in ("dp", *ENGINES)]
+    fig = memory_compare_figure(traces)
+    memory = {t.name: t for t in fig.data if t.type == "bar" and t.yaxis == "y"}
+    moved = {t.name: t for t in fig.data if t.type == "bar" and t.yaxis == "y2"}
+    positions = list(zip(*fig.data[0].x))
+    assert positions[2:] == [(e, f"rank {r}") for e in ("DDP", "ZeRO-1", "FSDP") for r in range(RANKS)]
+    expected = [lane for t in traces for lane in memory_by_kind(t)]
+    for family, bars in memory.items():
+        assert list(bars.y) == [float(lane.kinds.get(family, 0)) for lane in expected]
+    assert {"all-reduce", "broadcast", "reduce-scatter"} <= set(moved)
+    diamonds = next(t for t in fig.data if t.name == COMPUTED)
+    assert list(diamonds.y) == [lane.computed for t in traces for lane in bytes_per_step(t)]
+    assert fig.layout.title.text.replace("<br />", " ").startswith(state_title(traces)[:20])
+    assert "1.5× DDP's" in reading(traces)
+    assert fig.layout.paper_bgcolor is None and fig.layout.plot_bgcolor is None  # the page's theme decides
+    shown = presentation(fig)  # Presenting: larger type, the legend still beside the panels
+    assert shown.layout.title.font.size > fig.layout.title.font.size and shown.layout.legend.x == fig.layout.legend.x
+
+
+def test_the_figure_refuses_no_runs():
+    with pytest.raises(ValueError, match="at least one run"):
+        memory_compare_figure([])
