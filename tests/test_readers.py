@@ -34,7 +34,7 @@ READING_SIDE = sorted({
     *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "chunking", "split_rules", "facts", "check")),
     *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "sharding", "facts", "check")),
     *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check")),
-    *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "check")),
+    *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "check", "facts")),
 })
 LOADED = f"""
 def loaded():

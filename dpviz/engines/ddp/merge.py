@@ -204,8 +204,8 @@ def _facts(config: RunConfig, ranks: list[dict], launched: dict, offsets: list[f
     }
     if any("held" in r for r in ranks):  # what each rank held at the end; None for a rank that never reported
         facts["held"] = [r.get("held") for r in ranks]
-    for key in sorted({key for r in ranks for key in r.get("facts", {})}):  # the engine's own, per rank (FSDP's modules)
-        facts[key] = [r.get("facts", {}).get(key) for r in ranks]
     if any("moved" in r for r in ranks):  # the bytes each rank handed its collectives, step by step
         facts["moved"] = [r.get("moved") for r in ranks]
+    for key in sorted({key for r in ranks for key in r.get("facts", {})}):  # the engine's own, per rank (FSDP's modules)
+        facts[key] = [r.get("facts", {}).get(key) for r in ranks]
     return facts
