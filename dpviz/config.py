@@ -112,6 +112,10 @@ class RunConfig:
             raise ConfigError(
                 f"inputs hidden passes a GRU's hidden state, so it needs model {' or '.join(RNN_MODELS)}, got {self.model!r}."
             )
+        forms = MODEL_SPECS[self.model].inputs
+        if forms and self.inputs not in forms:
+            raise ConfigError(f"model {self.model} takes token ids, which inputs {self.inputs} would scale into "
+                              f"numbers that are no ids; it takes inputs {' or '.join(forms)}.")
 
     def _check_engine_options(self) -> None:
         engine = ENGINE_SPECS[self.engine]
