@@ -44,7 +44,8 @@ FLOAT_LIMITS: dict[str, tuple[float, float]] = {"bucket_cap_mb": (0.0001, 1024.0
 # Settings only one engine reads (DistributedDataParallel's), with the value that means "not set": each engine
 # declares its own (dpviz.engines.spec.Option).
 ENGINE_OPTIONS = engine_options()
-FLAGS = ("shuffle", "train", "batch_per_process", "drop_last", "set_epoch", "find_unused", "uneven", "join")
+FLAGS = ("shuffle", "train", "batch_per_process", "drop_last", "set_epoch", "find_unused", "uneven", "join",
+         "reshard_after_forward")
 # One DataParallel call (a thread per replica) per batch: beyond this a run takes minutes and its
 # trace outgrows a small hosted machine, so ask for a bigger batch. Training adds a backward pass and
 # a step per batch, so it gets a tenth of that.
@@ -87,7 +88,8 @@ class RunConfig:
     uneven: bool = False
     join: bool = False
     timeout_s: int = 30
-    optimizer: str = "sgd"  # DDP and ZeRO-1: SGD with momentum, or Adam
+    optimizer: str = "sgd"  # DDP, ZeRO-1 and FSDP: SGD with momentum, or Adam
+    reshard_after_forward: bool = True  # FSDP: free each module's gathered parameters after its forward
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -154,8 +154,9 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    """Token and position embeddings, BLOCKS blocks in an nn.ModuleList, a LayerNorm and a Linear on every
-    token: (rows, SEQUENCE_LENGTH) token ids below input_size in, (rows, SEQUENCE_LENGTH, output_size) out."""
+    """Token and position embeddings, BLOCKS blocks in an nn.ModuleList, a LayerNorm and a Linear on the last
+    token, which attention lets see the whole row: (rows, SEQUENCE_LENGTH) token ids below input_size in,
+    (rows, output_size) out."""
 
     def __init__(self, input_size: int, output_size: int):
         super().__init__()
@@ -169,7 +170,8 @@ class Transformer(nn.Module):
         x = self.embed(input) + self.position(torch.arange(input.shape[1], device=input.device))
         for block in self.blocks:
             x = block(x)
-        return self.head(self.norm(x))
+        # A fresh tensor out, not a view: FSDP2 warns that an in-place op on a module's view output skips its hooks.
+        return self.head(self.norm(x[:, -1]))
 
 
 def random_rows(name: str, input_size: int, length: int, generator: torch.Generator | None = None) -> torch.Tensor:
