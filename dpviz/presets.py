@@ -97,9 +97,11 @@ DDP_PRESETS: dict[str, Preset] = {p.name: p for p in (
 SHARDED_PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("ddp-adam-state", "DDP with Adam: the optimizer state on every rank",
            "Adam keeps two moments per parameter: each of 4 DDP ranks holds optimizer state of twice the "
-           "transformer's 9,938 parameters (19,876 numbers), the same numbers four times over. ZeRO-1 (engine "
-           "zero1) keeps each parameter's state on one rank only.",
-           {"engine": "ddp", "gpus": 4, "train": True, "model": "transformer", "optimizer": "adam"}, opens="memory"),
+           "transformer's 26,242 parameters (52,484 numbers, the largest bar after the step), the same numbers four "
+           "times over. ZeRO-1 (engine zero1) keeps each parameter's state on one rank only.",
+           # A vocabulary of 1,024 tokens and 2 rows a rank: the state outweighs the activations, as in a large model
+           {"engine": "ddp", "gpus": 4, "train": True, "model": "transformer", "input_size": 1024, "batch_size": 8,
+            "data_size": 32, "optimizer": "adam"}, opens="memory"),
     Preset("zero1-uneven", "ZeRO-1: one large parameter, uneven shards",
            "An MLP on 512 features: its first weight (16 x 512) holds 8,192 of the model's 8,274 elements. "
            "ZeroRedundancyOptimizer hands out whole parameters, so on 4 ranks one rank keeps Adam's state of 8,192 "

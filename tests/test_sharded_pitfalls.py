@@ -62,12 +62,15 @@ def test_with_adam_every_ddp_rank_holds_twice_the_model_as_state_and_zero1_split
     held = trace.facts["held"]
     assert len(held) == ranks and all(rank["optimizer state"]["elements"] == 2 * model for rank in held)
     look_for = SHARDED_PRESETS["ddp-adam-state"].look_for
-    assert f"{model:,} parameters ({2 * model:,} numbers)" in look_for and f"each of {ranks} DDP ranks" in look_for
+    assert f"{model:,} parameters ({2 * model:,} numbers, the largest bar after the step)" in look_for and f"each of {ranks} DDP ranks" in look_for
     zero1 = run("ddp-adam-state", engine="zero1")  # the same run under ZeRO-1: the same state, once in all
     assert sum(rank["optimizer state"]["elements"] for rank in zero1.facts["held"]) == 2 * model
     # The memory view's sample after the step: each rank holds what torch's Adam holds after a step on the whole model
     stepped = {m.lane: m.bytes for m in trace.memory if m.phase == "step" and m.category == "optimizer state"}
     assert sorted(stepped) == list(range(ranks)) and set(stepped.values()) == {adam_state_bytes(model_of("ddp-adam-state"))}
+    for rank in range(ranks):
+        after_step = {m.category: m.bytes for m in trace.memory if (m.phase, m.lane, m.batch) == ("step", rank, 0)}
+        assert max(after_step, key=after_step.get) == "optimizer state"
 
 
 def adam_state_bytes(model: torch.nn.Module) -> int:
