@@ -1,6 +1,7 @@
 """The models and input forms a run can use: names, labels, data layout and facts, without torch.
 
     MODEL_SPECS["gru_dim1"].dim          # 1: DataParallel splits this model's batch on dim 1
+    row_shape("transformer", 5)          # (6,): six token ids, each below 5, per row
     row_shape("cnn", 5)                  # (1, 5, 5): one image per row
     INPUT_SPECS["list"].positional       # ("x", "row_ids"): how its positional arguments are named
 
@@ -25,11 +26,14 @@ class ModelSpec:
 
     label: str
     builder: str  # the class in dpviz.engines.workload.models, called as builder(input_size, output_size, **options)
-    layout: str = "features"  # "features" (input_size), "image" (1 x s x s) or "sequence" (steps x input_size)
+    # "features" (input_size), "image" (1 x s x s), "sequence" (steps x input_size) or "tokens" (steps token ids,
+    # each below input_size: the vocabulary)
+    layout: str = "features"
     dim: int = 0  # the dim of its input that holds the batch: DataParallel's `dim`
     options: dict[str, Any] = field(default_factory=dict)
     facts: str | None = None  # what a run records about it: "state" (counters) or "losses" (its own loss)
     listed: bool = True  # offered by the page, links and --model's names; False: recorded from the user's module only
+    inputs: tuple[str, ...] = ()  # the input forms it takes, when not all: token ids cannot be scaled by a weight
 
     @property
     def returns_loss(self) -> bool:
@@ -51,6 +55,8 @@ MODEL_SPECS: dict[str, ModelSpec] = {
     "loss": ModelSpec("Linear that returns its loss", "LossModel", facts="losses"),
     "counter": ModelSpec("Linear that counts in forward", "Counter", facts="state"),
     "unused": ModelSpec("Linear with a layer forward never uses", "Unused"),
+    "transformer": ModelSpec("Transformer blocks on token ids", "Transformer", layout="tokens",
+                             inputs=("tensor", "list")),
     # A module of the user's own (python -m dpviz --model file.py:build, or dpviz.record(module, batch)): its
     # trace names its class and parameter counts in facts["model"] (dpviz.own_model), never its code.
     OWN: ModelSpec("your own model", "", layout="own", listed=False),
@@ -91,6 +97,8 @@ def row_shape(model: str, input_size: int) -> tuple[int, ...]:
         return (1, input_size, input_size)
     if layout == "sequence":
         return (SEQUENCE_LENGTH, input_size)
+    if layout == "tokens":
+        return (SEQUENCE_LENGTH,)
     return (input_size,)
 
 
@@ -108,4 +116,6 @@ def row_text(model: str, input_size: int) -> str:
         return f"a 1 x {input_size} x {input_size} image"
     if layout == "sequence":
         return f"{SEQUENCE_LENGTH} steps of {input_size} features"
+    if layout == "tokens":
+        return f"{SEQUENCE_LENGTH} token ids below {input_size}"
     return f"{input_size} features"

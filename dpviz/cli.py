@@ -29,7 +29,7 @@ from dpviz.config import (
     ConfigError, ENGINE_OPTIONS, RunConfig, parse_setting,
 )
 from dpviz.echo import MESSAGE_LIMIT, cut
-from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, presets_of
+from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, SHARDED_PRESETS, presets_of
 from dpviz.engines import ENGINES, Option, needs, owners
 from dpviz.engines.ddp import torchrun as _torchrun
 from dpviz.engines.ddp.torchrun import under_torchrun
@@ -51,6 +51,13 @@ class _Parser(argparse.ArgumentParser):
         message = re.sub(r"'([^']{%d})[^']+'" % SHOWN_VALUE, r"'\1…'", message)
         message = re.sub(r"([^\s']{%d})[^\s']+" % SHOWN_VALUE, r"\1…", message)
         self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _preset(name: str) -> str:
+    """A preset's name; argparse's own refusal would list every preset, a line that grows with each one."""
+    if name not in ALL_PRESETS:
+        raise argparse.ArgumentTypeError(f"invalid choice: '{name}' ({len(ALL_PRESETS)} presets, listed by --help)")
+    return name
 
 
 def _setting(name: str) -> Callable[[str], object]:
@@ -82,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         f"data_size x (numbers per row) at most {MAX_DATASET_ELEMENTS:,}. Models: "
         + "; ".join(f"{m}: {MODEL_SPECS[m].label}" for m in MODELS) + ". Inputs: "
         + "; ".join(f"{f}: {INPUT_SPECS[f].label}" for f in INPUTS) + ". Presets: " + ", ".join(PRESETS)
-        + " (DataParallel's); " + ", ".join(DDP_PRESETS) + " (DistributedDataParallel's)"
+        + " (DataParallel's); " + ", ".join(DDP_PRESETS) + " (DistributedDataParallel's); "
+        + ", ".join(SHARDED_PRESETS) + " (where the memory goes: DDP, ZeRO-1, FSDP)"
         + ". Exit status 2 means a bad option, 1 that DataParallel or a DDP rank raised during the run.",
     )
     add = parser.add_argument
@@ -126,9 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--debug", action="store_true", help="print the traceback of an error in your own model, batch or loss")
     add("--inputs", type=_setting("inputs"), choices=INPUTS, default=DEFAULTS.inputs,
         help="how each batch is passed to the model (default tensor: model(x))")
-    add("--preset", choices=list(ALL_PRESETS),
-        help="start from a pitfall preset's settings; other options given override it (the ddp- presets run "
-        "DistributedDataParallel, the others DataParallel)")
+    add("--preset", type=_preset, metavar="NAME",
+        help="start from a pitfall preset's settings (listed below); other options given override it (each runs "
+        "on its own engine: the ddp- presets DistributedDataParallel, zero1- ZeRO-1, fsdp- FSDP, the others "
+        "DataParallel)")
     add("--trace", type=Path, metavar="FILE", help="write the trace as JSON (open it in the app)")
     add("--chrome-trace", type=Path, metavar="FILE",
         help="write a Chrome Trace Event file for Perfetto / chrome://tracing (under DDP: one process per rank, "

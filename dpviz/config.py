@@ -44,7 +44,8 @@ FLOAT_LIMITS: dict[str, tuple[float, float]] = {"bucket_cap_mb": (0.0001, 1024.0
 # Settings only one engine reads (DistributedDataParallel's), with the value that means "not set": each engine
 # declares its own (dpviz.engines.spec.Option).
 ENGINE_OPTIONS = engine_options()
-FLAGS = ("shuffle", "train", "batch_per_process", "drop_last", "set_epoch", "find_unused", "uneven", "join")
+FLAGS = ("shuffle", "train", "batch_per_process", "drop_last", "set_epoch", "find_unused", "uneven", "join",
+         "reshard_after_forward")
 # One DataParallel call (a thread per replica) per batch: beyond this a run takes minutes and its
 # trace outgrows a small hosted machine, so ask for a bigger batch. Training adds a backward pass and
 # a step per batch, so it gets a tenth of that.
@@ -87,7 +88,8 @@ class RunConfig:
     uneven: bool = False
     join: bool = False
     timeout_s: int = 30
-    optimizer: str = "sgd"  # DDP and ZeRO-1: SGD with momentum, or Adam
+    optimizer: str = "sgd"  # DDP, ZeRO-1 and FSDP: SGD with momentum, or Adam
+    reshard_after_forward: bool = True  # FSDP: free each module's gathered parameters after its forward
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -112,6 +114,10 @@ class RunConfig:
             raise ConfigError(
                 f"inputs hidden passes a GRU's hidden state, so it needs model {' or '.join(RNN_MODELS)}, got {self.model!r}."
             )
+        forms = MODEL_SPECS[self.model].inputs
+        if forms and self.inputs not in forms:
+            raise ConfigError(f"model {self.model} takes token ids, which inputs {self.inputs} would scale into "
+                              f"numbers that are no ids; it takes inputs {' or '.join(forms)}.")
 
     def _check_engine_options(self) -> None:
         engine = ENGINE_SPECS[self.engine]

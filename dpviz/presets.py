@@ -1,7 +1,8 @@
 """Pitfall presets: one configuration each for a way DataParallel surprises people, ready to run.
 
     PRESETS["kwargs-small-batch"].config      # the RunConfig that shows it (DataParallel's pitfalls)
-    DDP_PRESETS["ddp-uneven"].config          # DistributedDataParallel's; ALL_PRESETS holds both
+    DDP_PRESETS["ddp-uneven"].config          # DistributedDataParallel's
+    SHARDED_PRESETS["zero1-uneven"].config    # where memory goes: DDP with Adam, ZeRO-1's and FSDP's; ALL_PRESETS: all
     preset_of(config)                         # the preset a configuration is, if any
 
 Each is the tutorial's defaults changed only where the pitfall needs it, so a run shows the pitfall
@@ -92,7 +93,32 @@ DDP_PRESETS: dict[str, Preset] = {p.name: p for p in (
             "train": True, "timeout_s": 3}, opens="split"),
 )}
 
-ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS}  # what a link or --preset may name
+# Where the memory goes: what DDP keeps on every rank, and what ZeRO-1 and FSDP split, each run live.
+SHARDED_PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("ddp-adam-state", "DDP with Adam: the optimizer state on every rank",
+           "Adam keeps two moments per parameter: each of 4 DDP ranks holds optimizer state of twice the "
+           "transformer's 26,242 parameters (52,484 numbers, the largest bar after the step), the same numbers four "
+           "times over. ZeRO-1 (engine zero1) keeps each parameter's state on one rank only.",
+           # A vocabulary of 1,024 tokens and 2 rows a rank: the state outweighs the activations, as in a large model
+           {"engine": "ddp", "gpus": 4, "train": True, "model": "transformer", "input_size": 1024, "batch_size": 8,
+            "data_size": 32, "optimizer": "adam"}, opens="memory"),
+    Preset("zero1-uneven", "ZeRO-1: one large parameter, uneven shards",
+           "An MLP on 512 features: its first weight (16 x 512) holds 8,192 of the model's 8,274 elements. "
+           "ZeroRedundancyOptimizer hands out whole parameters, so on 4 ranks one rank keeps Adam's state of 8,192 "
+           "elements and the other three share that of 82: the largest shard decides the memory saved.",
+           {"engine": "zero1", "gpus": 4, "train": True, "model": "mlp", "input_size": 512, "optimizer": "adam",
+            "data_size": 96, "batch_size": 32},  # 8 rows a rank each step: BatchNorm never meets a single row
+           opens="memory"),
+    Preset("fsdp-keep-gathered", "FSDP: reshard_after_forward off",
+           "fully_shard(reshard_after_forward=False) on the transformer: each sharded module stays whole from its "
+           "forward to its backward. The timeline has no all-gather in backward; the memory view holds the whole "
+           "model gathered on every rank at the end of forward, as DDP holds it. Turned on, each block is gathered "
+           "again in backward and only one is whole at a time.",
+           {"engine": "fsdp", "gpus": 2, "train": True, "model": "transformer", "reshard_after_forward": False},
+           opens="timeline"),
+)}
+
+ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS, **SHARDED_PRESETS}  # what a link or --preset may name
 
 # Comparisons: the same settings under both engines at once (the page's "Both, compared"; links only).
 COMPARE_PRESETS: dict[str, Preset] = {p.name: p for p in (

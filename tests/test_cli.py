@@ -139,7 +139,7 @@ def test_options_given_with_a_preset_override_it(tmp_path):
 
 
 @pytest.mark.parametrize("args,words", [
-    (["--model", "transformer"], "model must be one of linear, mlp"),
+    (["--model", "resnet"], "model must be one of linear, mlp"),
     (["--inputs", "hidden"], "needs model gru or gru_dim1"),
     (["--preset", "nope"], "invalid choice"),
     (["--model", "cnn", "--input-size", "1024", "--data-size", "17"], "the limit is 16,777,216"),

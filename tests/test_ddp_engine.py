@@ -16,6 +16,7 @@ from torch.utils.data import DistributedSampler
 
 from dpviz.trace import json_io as trace_json
 from dpviz.engines.workload import tutorial_data as tutorial
+from dpviz.catalogue import MODEL_SPECS
 from dpviz.config import MODELS, RNN_MODELS, ConfigError, RunConfig
 from dpviz.engines import engine
 from dpviz.engines.ddp.launch import launch
@@ -167,7 +168,7 @@ def test_cuda_without_gpus_is_refused_before_any_process_starts():
 
 
 FORMS = [(model, inputs) for model in MODELS for inputs in ("tensor", "tuple", "dict", "hidden")
-         if inputs != "hidden" or model in RNN_MODELS]
+         if (inputs != "hidden" or model in RNN_MODELS) and inputs in (MODEL_SPECS[model].inputs or (inputs,))]
 
 
 @pytest.mark.parametrize("model, inputs", FORMS)

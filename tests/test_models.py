@@ -20,7 +20,7 @@ from torch import nn
 from dpviz import record
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.config import MAX_DATASET_ELEMENTS, MODELS, RNN_MODELS, ConfigError, RunConfig
-from dpviz.engines.workload.models import SEQUENCE_LENGTH, build_model, row_shape
+from dpviz.engines.workload.models import SEQUENCE_LENGTH, build_model, random_rows, row_shape
 from dpviz.engines.dp.simulated import SimulatedDataParallel, current_device
 from test_scatter import torch_scalar_warning
 
@@ -37,7 +37,7 @@ def make(name: str, seed: int = 0) -> tuple[nn.Module, int]:
 
 def batch(name: str, rows: int, dim: int, seed: int = 1) -> torch.Tensor:
     """A random batch as the model takes it: rows along `dim` (time first for gru_dim1)."""
-    x = torch.randn(rows, *row_shape(name, INPUT), generator=torch.Generator().manual_seed(seed))
+    x = random_rows(name, INPUT, rows, torch.Generator().manual_seed(seed))  # token ids for the transformer
     return x.transpose(0, 1) if dim == 1 else x
 
 
@@ -184,7 +184,8 @@ def _train_step(config: RunConfig, gpus: int | None, eval_mode: bool):
 
 
 @pytest.mark.parametrize("gpus,rows", [(2, 8), (3, 10), (8, 10), (4, 5)])
-@pytest.mark.parametrize("name,eval_mode", [("linear", False), ("cnn", True), ("gru", False), ("gru_dim1", False)])
+@pytest.mark.parametrize("name,eval_mode", [("linear", False), ("cnn", True), ("gru", False), ("gru_dim1", False),
+                                            ("transformer", False)])
 def test_training_gradients_equal_a_plain_step(name, eval_mode, gpus, rows):
     """Loss on the gathered output, backward through the replicas: the summed gradients and the SGD step
     equal a plain step on the whole batch."""

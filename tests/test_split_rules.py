@@ -61,12 +61,17 @@ def oracle_rows(config: RunConfig, rows: int) -> list[int]:
 
 
 def test_every_model_and_input_form_is_covered():
-    """The catch in `allowed` refuses only the pairs the config refuses: hidden states on non-GRU models."""
+    """The catch in `allowed` refuses only the pairs the config refuses: hidden states on non-GRU models, and
+    forms a model of token ids does not take."""
     recurrent = [name for name, spec in MODEL_SPECS.items() if spec.recurrent]
-    assert recurrent and {model for model, _ in CASES} == set(MODEL_SPECS)
+    limited = {name: spec.inputs for name, spec in MODEL_SPECS.items() if spec.inputs}
+    assert recurrent and limited and {model for model, _ in CASES} == set(MODEL_SPECS)
     assert {form for _, form in CASES} == set(INPUT_SPECS)
     assert sorted(model for model, form in CASES if form == "hidden") == sorted(recurrent)
-    assert len(CASES) == len(MODEL_SPECS) * (len(INPUT_SPECS) - 1) + len(recurrent)
+    for model, forms in limited.items():
+        assert sorted(form for m, form in CASES if m == model) == sorted(forms)
+    free = len(MODEL_SPECS) - len(limited)
+    assert len(CASES) == free * (len(INPUT_SPECS) - 1) + len(recurrent) + sum(map(len, limited.values()))
 
 
 @pytest.mark.parametrize("model,form", CASES)

@@ -63,8 +63,9 @@ def summary_rows_fsdp(trace: Trace) -> list[tuple[str, str]]:
     extra = []
     if modules(trace):
         counts = collectives_per_step(trace)
+        again = ", again in backward," if counts["gather_backward"] else ", kept whole for backward"
         extra.append(("sharded modules", f"{modules(trace):,}, each all-gathered before its forward"
-                      + (", again in backward, and its gradients reduce-scattered" if trace.config.train else "")))
+                      + (f"{again} and its gradients reduce-scattered" if trace.config.train else "")))
         extra.append(("collectives per rank per step", ", ".join(f"{n:,} {trace.vocabulary.phase(p).label}"
                                                                for p, n in counts.items())))
         if trace.config.train and trace.backend == "cpu":
@@ -108,6 +109,8 @@ def _gathers(trace: Trace) -> str | None:
     n = modules(trace)
     if not n:
         return None
+    if not trace.config.reshard_after_forward:
+        return _kept_whole(trace, n)
     text = (f"**Gathered for each module, then freed.** The model was sharded as {plural(n, 'module')}. In forward, "
             "each module's parameters are all-gathered from every rank's shard just before it runs, and freed after it "
             "(reshard), the rank keeping its shard")
@@ -119,6 +122,19 @@ def _gathers(trace: Trace) -> str | None:
                      "keeps its shard, so more bytes moved than on GPUs with NCCL")
         text += (". Per step and rank that is 3 collectives per module (2 all-gathers, 1 reduce-scatter) against "
                  "DDP's all-reduce per bucket: about 1.5 times DDP's bytes for 1/W of its memory")
+    return text + "."
+
+
+def _kept_whole(trace: Trace, n: int) -> str:
+    """reshard_after_forward=False: what the run gathered, and what it kept."""
+    counts = collectives_per_step(trace)
+    text = (f"**Gathered once, kept whole.** The model was sharded as {plural(n, 'module')}, with "
+            "reshard_after_forward=False: each module's parameters were all-gathered before its forward and not freed "
+            "after it, so at the end of forward every module is whole at once, the whole model on every rank, as DDP "
+            f"holds it. Per step and rank {plural(counts['gather'], 'all-gather')} ran in forward")
+    if trace.config.train:
+        text += (f" and {plural(counts['gather_backward'], 'all-gather')} in backward (with the default, each module "
+                 "is gathered again there): fewer bytes moved, for more memory held")
     return text + "."
 
 

@@ -64,8 +64,8 @@ def wrap(model: nn.Module, config: Any, rank: int, cuda: bool, local_rank: int,
     begin = time.perf_counter()
     units = shard_units(model)
     for _, unit in units:
-        fully_shard(unit)
-    fully_shard(model)
+        fully_shard(unit, reshard_after_forward=config.reshard_after_forward)
+    fully_shard(model, reshard_after_forward=config.reshard_after_forward)
     sharded = time.perf_counter()
     observer = ShardObserver(rank, model, [name for name, _ in units] + [""], cuda, memory_steps,
                              "NCCL" if cuda else "gloo", config.dim)
@@ -161,7 +161,8 @@ class ShardObserver(RankObserver):
             try:
                 return post_forward(*args, **kwargs)
             finally:
-                self.add("reshard", start, self.now(), bucket=index)
+                if not group.is_unsharded:  # reshard_after_forward=False keeps them whole: nothing was freed
+                    self.add("reshard", start, self.now(), bucket=index)
                 self._gathered()
 
         group.pre_forward, group.post_forward = before, after
@@ -169,8 +170,8 @@ class ShardObserver(RankObserver):
 
         def gather_again(*args: Any, **kwargs: Any) -> Any:
             self.in_backward = True
-            if group._training_state == TrainingState.PRE_BACKWARD:  # FSDP2 returns at once: already gathered
-                return pre_backward(*args, **kwargs)
+            if group._training_state == TrainingState.PRE_BACKWARD or group.is_unsharded:
+                return pre_backward(*args, **kwargs)  # FSDP2 gathers nothing: already whole (or kept whole)
             return timed(pre_backward, "gather_backward", self.thread_name)(*args, **kwargs)
 
         def backward_done(*args: Any, **kwargs: Any) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from dpviz.engines.ddp.spec import SPEC as DDP
+from dpviz.engines.spec import Option
 
 _DDP_ONLY = {"bucket_cap_mb", "accumulate", "find_unused", "join", "uneven"}
 _VIEWS = ("view.split", "view.timeline", "view.samples", "view.memory", "view.log")
@@ -22,7 +23,11 @@ SPEC = dataclasses.replace(
     runs="FSDP2 fully_shard",
     title="How FSDP shards the model across the ranks",
     options_title="FSDP options",
-    options=tuple(option for option in DDP.options if option.name not in _DDP_ONLY),
+    options=(*(option for option in DDP.options if option.name not in _DDP_ONLY),
+             Option("reshard_after_forward", True, "fully_shard(reshard_after_forward=True)",
+                    "On: each module's gathered parameters are freed after its forward and gathered again for its "
+                    "backward. Off: they stay whole from forward to backward, one all-gather fewer per module for "
+                    "the whole model's parameters held at once.")),
     facts=("ddp", "held", "moved", "model", "modules"),  # modules: which parameters each sharded module gathers
     parts={
         **{part: where for part, where in DDP.parts.items() if not part.startswith("view.") or part in _VIEWS},

@@ -6,7 +6,8 @@
 Each one is small on purpose: what matters is how DataParallel treats it, not what it learns.
 `mlp` has a BatchNorm1d (which needs two rows per chunk in training), `cnn` a BatchNorm2d, `gru` takes
 its batch on dim 0 and `gru_dim1` on dim 1 (time first, DataParallel's `dim=1`), `loss` returns a
-0-dim loss from forward and `counter` changes its own state in forward.
+0-dim loss from forward and `counter` changes its own state in forward. `transformer` takes token ids and keeps
+its blocks in an nn.ModuleList: FSDP shards it block by block, as models that do not fit one GPU are sharded.
 """
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from torch import nn
 from dpviz.catalogue import MODEL_SPECS, SEQUENCE_LENGTH, row_shape  # noqa: F401  a model's data, named here too
 from dpviz.engines.workload.seeding import seeded
 
-HIDDEN = 16  # hidden width of the MLP and the GRU
+HIDDEN = 16  # hidden width of the MLP and the GRU, and the transformer's width
 CHANNELS = 8  # the CNN's feature maps
+HEADS = 2  # the transformer's attention heads
+BLOCKS = 3  # the transformer's blocks
 
 LABELS = {name: spec.label for name, spec in MODEL_SPECS.items()}  # what the page and the CLI call each model
 
@@ -124,6 +127,59 @@ class Unused(nn.Module):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return self.fc(input)
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: causal self-attention over the row's tokens, then an MLP, each added to
+    its input."""
+
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.attention_norm = nn.LayerNorm(width)
+        # Queries, keys and values in one matrix, with no bias: a key's bias adds the same to every score of a query,
+        # which softmax takes away, so its gradient is zero but for rounding, and Adam would step on that rounding.
+        self.qkv = nn.Linear(width, 3 * width, bias=False)
+        self.out = nn.Linear(width, width)
+        self.mlp_norm = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows, steps, width = x.shape
+        heads = (z.view(rows, steps, self.heads, width // self.heads).transpose(1, 2)
+                 for z in self.qkv(self.attention_norm(x)).split(width, dim=-1))
+        attended = F.scaled_dot_product_attention(*heads, is_causal=True)
+        x = x + self.out(attended.transpose(1, 2).reshape(rows, steps, width))
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Transformer(nn.Module):
+    """Token and position embeddings, BLOCKS blocks in an nn.ModuleList, a LayerNorm and a Linear on the last
+    token, which attention lets see the whole row: (rows, SEQUENCE_LENGTH) token ids below input_size in,
+    (rows, output_size) out."""
+
+    def __init__(self, input_size: int, output_size: int):
+        super().__init__()
+        self.embed = nn.Embedding(input_size, HIDDEN)
+        self.position = nn.Embedding(SEQUENCE_LENGTH, HIDDEN)
+        self.blocks = nn.ModuleList(Block(HIDDEN, HEADS) for _ in range(BLOCKS))
+        self.norm = nn.LayerNorm(HIDDEN)
+        self.head = nn.Linear(HIDDEN, output_size)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        x = self.embed(input) + self.position(torch.arange(input.shape[1], device=input.device))
+        for block in self.blocks:
+            x = block(x)
+        # A fresh tensor out, not a view: FSDP2 warns that an in-place op on a module's view output skips its hooks.
+        return self.head(self.norm(x[:, -1]))
+
+
+def random_rows(name: str, input_size: int, length: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """`length` random rows of model `name`'s data: normal numbers, or token ids below input_size."""
+    shape = (length, *row_shape(name, input_size))
+    if MODEL_SPECS[name].layout == "tokens":
+        return torch.randint(input_size, shape, generator=generator)
+    return torch.randn(shape, generator=generator)
 
 
 def build_model(name: str, input_size: int, output_size: int) -> tuple[nn.Module, int]:

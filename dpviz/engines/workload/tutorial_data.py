@@ -17,17 +17,18 @@ from dpviz.engines.workload import input_forms as inputs
 from dpviz.catalogue import MODEL_SPECS, row_shape
 from dpviz.config import RunConfig, batch_dim
 
-from dpviz.engines.workload.models import build_model
+from dpviz.engines.workload.models import build_model, random_rows
 from dpviz.engines.workload.seeding import seeded
 
 
 class RandomDataset(Dataset):
-    """`length` random rows of shape `size`; item i is (row i, i) so a run can follow every row."""
+    """`length` random rows of shape `size` (or `rows` given); item i is (row i, i) so a run can follow every row."""
 
-    def __init__(self, size: int | tuple[int, ...], length: int, generator: torch.Generator | None = None):
+    def __init__(self, size: int | tuple[int, ...], length: int, generator: torch.Generator | None = None,
+                 rows: torch.Tensor | None = None):
         self.len = length
         shape = (size,) if isinstance(size, int) else tuple(size)
-        self.data = torch.randn(length, *shape, generator=generator)
+        self.data = rows if rows is not None else torch.randn(length, *shape, generator=generator)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         return self.data[index], index
@@ -56,7 +57,8 @@ def build(config: RunConfig) -> tuple[nn.Module, DataLoader]:
     """The model (taking `config.inputs`) and loader for `config`; the same seed gives the same
     weights, data and order."""
     generator = torch.Generator().manual_seed(config.seed)
-    dataset = RandomDataset(row_shape(config.model, config.input_size), config.data_size, generator)
+    rows = random_rows(config.model, config.input_size, config.data_size, generator)
+    dataset = RandomDataset(row_shape(config.model, config.input_size), config.data_size, rows=rows)
     model = inputs.wrap(config.inputs, _core(config, config.seed), batch_dim(config.model))
     loader = DataLoader(
         dataset,
