@@ -14,7 +14,10 @@ def test_a_link_round_trips_every_setting():
     ddp = RunConfig(engine="ddp", gpus=5, train=True, bucket_cap_mb=0.25, accumulate=3, epochs=2, set_epoch=False,
                     batch_per_process=True, drop_last=True, find_unused=True, join=True, timeout_s=9, optimizer="adam")
     assert from_query(to_query(ddp)) == (ddp, [])
-    assert set(to_query(ddp)) == set(ddp.to_dict())  # every setting of a DDP run
+    assert set(to_query(ddp)) == set(ddp.to_dict()) - {"reshard_after_forward"}  # every setting of a DDP run
+    fsdp = RunConfig(engine="fsdp", gpus=3, train=True, optimizer="adam", reshard_after_forward=False)
+    assert from_query(to_query(fsdp)) == (fsdp, [])  # FSDP's own option travels in its links
+    assert to_query(fsdp)["reshard_after_forward"] == "false"
 
 
 @pytest.mark.parametrize("query, words", [

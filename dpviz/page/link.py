@@ -17,10 +17,10 @@ from dpviz.engines import ENGINES, FIRST
 from dpviz.presets import COMPARE_PRESETS, LINK_PRESETS
 
 DEFAULTS = RunConfig()
-# Query parameter names: the RunConfig field names, so a link reads like the CLI's flags.
+# Query parameter names: the RunConfig field names, so a link reads like the CLI's flags; every engine's options
+# follow from the engines' specs (a new option needs no edit here).
 PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuffle", "seed", "backend", "train",
-          "model", "inputs", "engine", "bucket_cap_mb", "accumulate", "batch_per_process", "drop_last", "epochs",
-          "set_epoch", "find_unused", "uneven", "join", "timeout_s", "optimizer")
+          "model", "inputs", "engine", *ENGINE_OPTIONS)
 
 
 BOTH = "both"  # engine=both: the same settings run under two engines, side by side
