@@ -70,7 +70,7 @@ def _edited(data, edit):
     (lambda d: d.update(machine_gpus=2**70), ["machine_gpus", "1,024"]),
     (lambda d: d["batches"][0]["input_shape"].__setitem__(1, 0), ["input_shape", "1 and 1,000,000"]),
     (lambda d: d["batches"][0].update(output_shape=[1] * 9), ["output_shape", "dimensions"]),
-    (lambda d: d["warnings"].append({"category": "UserWarning", "message": "m", "batch": 0, "count": 100}),
+    (lambda d: d["warnings"].append({"category": "UserWarning", "message": "m", "batch": 0, "count": 100_000}),
      ["warning", "times"]),
     (lambda d: d["config"].update(model="m" * 10_000), ["config setting 'model'", "32"]),
     (lambda d: d["config"].update(**{"k" * 5_000: 1}), ["unknown setting"]),

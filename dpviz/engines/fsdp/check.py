@@ -33,7 +33,10 @@ def check_modules(trace: Trace) -> None:
     if not spanned <= named:
         raise TraceError(f"spans name sharded module {min(spanned - named) + 1:,}, which facts modules does not list.")
     held = held_of(trace)
-    owned = {name for name, _ in held[0]["owns"]} if held else None
+    # Every parameter a module gathers is one rank 0 steps, unless some do not train (a frozen part: held, not
+    # stepped, and the trace names only the stepped ones).
+    everything = held and sum(e for _, e in held[0]["owns"]) == held[0]["parameters"]["elements"]
+    owned = {name for name, _ in held[0]["owns"]} if everything else None
     for module in reported[0]:
         unknown = [p for p in module["params"] if owned is not None and p not in owned]
         if unknown:
