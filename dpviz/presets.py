@@ -18,6 +18,9 @@ from typing import Any
 from dpviz.config import RunConfig
 
 
+EVERY_ENGINE = "every engine"  # a preset whose lesson is read beside the other engines: the page "Memory, every engine"
+
+
 @dataclass(frozen=True)
 class Preset:
     """A named configuration and what to look for when it runs."""
@@ -26,8 +29,9 @@ class Preset:
     title: str
     look_for: str
     settings: dict[str, Any] = field(default_factory=dict)
-    # The view that shows the lesson (a key of dpviz.figures.views.VIEWS, or "compare" for the Both page's
-    # comparison): the page opens on its tab and the preset's banner names it.
+    # The view that shows the lesson (a key of dpviz.figures.views.VIEWS, "compare" for the Both page's
+    # comparison, or EVERY_ENGINE for the page of every engine's memory): the page opens there and the preset's
+    # banner names it.
     opens: str = "flow"
 
     @property
@@ -101,14 +105,14 @@ SHARDED_PRESETS: dict[str, Preset] = {p.name: p for p in (
            "times over. ZeRO-1 (engine zero1) keeps each parameter's state on one rank only.",
            # A vocabulary of 1,024 tokens and 2 rows a rank: the state outweighs the activations, as in a large model
            {"engine": "ddp", "gpus": 4, "train": True, "model": "transformer", "input_size": 1024, "batch_size": 8,
-            "data_size": 32, "optimizer": "adam"}, opens="memory"),
+            "data_size": 32, "optimizer": "adam"}, opens=EVERY_ENGINE),
     Preset("zero1-uneven", "ZeRO-1: one large parameter, uneven shards",
            "An MLP on 512 features: its first weight (16 x 512) holds 8,192 of the model's 8,274 elements. "
            "ZeroRedundancyOptimizer hands out whole parameters, so on 4 ranks one rank keeps Adam's state of 8,192 "
            "elements and the other three share that of 82: the largest shard decides the memory saved.",
            {"engine": "zero1", "gpus": 4, "train": True, "model": "mlp", "input_size": 512, "optimizer": "adam",
             "data_size": 96, "batch_size": 32},  # 8 rows a rank each step: BatchNorm never meets a single row
-           opens="memory"),
+           opens=EVERY_ENGINE),
     Preset("fsdp-keep-gathered", "FSDP: reshard_after_forward off",
            "fully_shard(reshard_after_forward=False) on the transformer: each sharded module stays whole from its "
            "forward to its backward. The timeline has no all-gather in backward; the memory view holds the whole "

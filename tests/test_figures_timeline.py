@@ -353,8 +353,9 @@ def test_the_measured_note_is_a_few_lines_in_a_students_words(gpus, train):
         assert jargon not in first and jargon not in unwrap(notes.text), jargon
     assert len(lines) <= 12  # at the narrowest chart, where the lines are shortest
     assert "75th percentile of span lengths" in _details(fig)  # the rule, with its numbers, for whoever asks
-    assert timeline_details(timeline_figure(recorded(gpus=2))) and timeline_details(timeline_figure(
-        __import__("ddp_traces").ddp_trace("two_train"))) is None  # DDP's timeline says all in its notes
+    assert timeline_details(timeline_figure(recorded(gpus=2)))
+    ddp = timeline_details(timeline_figure(__import__("ddp_traces").ddp_trace("two_train")))
+    assert "share the machine's CPU cores" in ddp  # DDP's: why its times include waiting, under the chart
 
 
 def test_notes_and_legend_sit_outside_the_title_and_the_panels():

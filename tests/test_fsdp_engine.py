@@ -180,7 +180,8 @@ def test_the_timeline_names_each_sharded_module_and_says_what_gloo_ran():
     legend = {t.name for t in figure.data if t.showlegend is not False}
     assert {"all-gather (forward)", "reshard", "all-gather (backward)", "reduce-scatter", "module forward"} <= legend
     notes = figure.layout.title.subtitle.text.replace("<br>", " ")
-    assert "each sharded module's all-gathers" in notes and "gradient bucket" not in notes
+    assert "each sharded module's collectives" in notes and "gradient bucket" not in notes
+    assert "each reduce-scatter runs as an all-reduce" in notes  # said where it is drawn
 
 
 def test_the_key_figures_explanation_and_log_speak_of_shards_not_buckets():

@@ -24,7 +24,7 @@ from dpviz.engines import ENGINES, engine
 from dpviz.engines.fsdp.sharding import shard_units
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.figures.views import VIEWS
-from dpviz.presets import ALL_PRESETS, SHARDED_PRESETS, preset_of, presets_of
+from dpviz.presets import EVERY_ENGINE, ALL_PRESETS, SHARDED_PRESETS, preset_of, presets_of
 from dpviz.trace.check import check
 
 from test_ddp_engine import TOLERANCE, single_process
@@ -52,7 +52,28 @@ def test_each_preset_is_offered_for_its_engine_and_opens_a_view_it_draws():
     for name, preset in SHARDED_PRESETS.items():
         config = preset.config
         assert ALL_PRESETS[name] is preset and name in presets_of(config.engine) and preset_of(config) is preset
-        assert preset.opens in {view.key for view in VIEWS} and ENGINES[config.engine].has(f"view.{preset.opens}"), name
+        if preset.opens == EVERY_ENGINE:  # read beside the other engines: that page draws every engine's memory
+            assert ENGINES[config.engine].has("wire") and ENGINES[config.engine].has("view.memory"), name
+        else:
+            assert preset.opens in {view.key for view in VIEWS} and ENGINES[config.engine].has(f"view.{preset.opens}"), name
+    assert {p.opens for p in SHARDED_PRESETS.values()} >= {EVERY_ENGINE}
+
+
+def test_a_memory_lesson_opens_the_page_of_every_engine_with_its_banner():
+    from streamlit.testing.v1 import AppTest
+
+    from dpviz.page.link import MEMORY, wanted_page
+
+    assert wanted_page({"preset": "zero1-uneven"}) == MEMORY
+    assert wanted_page({"preset": "zero1-uneven", "engine": "zero1"}) is None  # a link that names an engine keeps it
+    app = AppTest.from_file("../app.py", default_timeout=600)  # three engines' runs start processes: minutes at worst
+    app.query_params["preset"] = "zero1-uneven"
+    app.run()
+    assert not app.exception
+    infos = [str(i.value) for i in app.info]
+    assert any("ZeRO-1: one large parameter, uneven shards" in i and "Memory, every engine" in i for i in infos), infos
+    assert any(i.startswith("**What to look for.**") for i in infos)
+    assert len(app.get("plotly_chart")) == 1
 
 
 def test_with_adam_every_ddp_rank_holds_twice_the_model_as_state_and_zero1_splits_it():

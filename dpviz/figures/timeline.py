@@ -224,5 +224,5 @@ def timeline_dp_figure(trace: Trace, first_batch: int, last_batch: int, *, show:
 
 def timeline_details(fig: go.Figure) -> str | None:
     """What a timeline's notes leave out (why the times look so, how the axis was drawn), as markdown for an
-    expander under the chart; None when the figure has none (DDP's timeline says all in its notes)."""
+    expander under the chart; None when the figure has none."""
     return chart_details(fig)

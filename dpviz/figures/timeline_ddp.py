@@ -22,8 +22,8 @@ from dpviz.trace.vocabulary import Vocabulary
 from dpviz.analysis.wording import human_bytes, numbered, numbered_range
 from dpviz.figures.bounds import MAX_MARKS
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
-from dpviz.figures.style import (GAP_PX, MARGIN, NAME_LIMIT, NARROWEST_PX, ddp_note, legend_entries, plural, styled,
-                                 text_px, title_block_px)
+from dpviz.figures.style import (DETAILS, GAP_PX, MARGIN, NAME_LIMIT, NARROWEST_PX, ddp_note, legend_entries, plural,
+                                 styled, text_px, title_block_px)
 
 COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "bucket", "detail"]
 BUCKET_ROWS = 4  # sub-rows for the buckets of one step; more buckets share them (bucket k on row k mod 4)
@@ -270,9 +270,10 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     else:
         lines.append("no all-reduce in these steps" + (": forward only" if not trace.config.train else
                                                        ": under no_sync" if trace.config.accumulate > 1 else ""))
+    details = []  # why the times look so and how they were drawn: under the chart, behind an expander
     if trace.backend == "cpu" and len(trace.lanes) > 1:
-        lines.append(f"{plural(len(trace.lanes), 'process')} share the machine's CPU cores: measured times include "
-                     "waiting for the others to be scheduled")
+        details.append(f"{plural(len(trace.lanes), 'process').capitalize()} share the machine's CPU cores: measured "
+                       "times include waiting for the others to be scheduled.")
     x_range = _zoomed(trace, table)
     if x_range is not None:
         step = int(table.loc[(table["bucket"] >= 0), "batch"].max())
@@ -281,8 +282,8 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     if x_range is not None:
         span_ms = x_range[1] - x_range[0]
     if len(table) and ((table["end_ms"] - table["start_ms"]) < MIN_SHARE * span_ms).any():
-        lines.append(f"spans shorter than 1/{round(1 / MIN_SHARE)} of the window are drawn that long; the hover "
-                     "gives the measured time")
+        details.append(f"Spans shorter than 1/{round(1 / MIN_SHARE)} of the window are drawn that long; the hover "
+                       "gives the measured time.")
     if shown < total:
         lines.append(f"at most {window_size(trace):,} steps per window ({MAX_MARKS:,} marks)")
     if trace.failure is not None and first_batch <= trace.failure.batch <= last_batch:
@@ -290,8 +291,9 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     if epochs_of(trace) > 1:
         lines.append(f"{plural(epochs_of(trace), 'epoch')}")
     notes = ["<br>".join([ddp_note(trace)] + lines)]  # a line each: a narrow page cuts a long one
-    return plot_timeline_ddp(table, vocabulary=trace.vocabulary, ranks=len(trace.lanes), title=title, notes=notes,
-                             marks=step_marks(trace, table), x_range=x_range)
+    fig = plot_timeline_ddp(table, vocabulary=trace.vocabulary, ranks=len(trace.lanes), title=title, notes=notes,
+                            marks=step_marks(trace, table), x_range=x_range)
+    return fig.update_layout(meta={DETAILS: "\n\n".join(details)}) if details else fig
 
 
 ZOOM_PAD = 0.03  # room either side of a zoomed step, as a share of it

@@ -14,7 +14,7 @@ from dpviz.config import (
 )
 from dpviz.echo import echo
 from dpviz.engines import ENGINES, FIRST
-from dpviz.presets import COMPARE_PRESETS, LINK_PRESETS
+from dpviz.presets import COMPARE_PRESETS, EVERY_ENGINE, LINK_PRESETS
 
 DEFAULTS = RunConfig()
 # Query parameter names: the RunConfig field names, so a link reads like the CLI's flags; every engine's options
@@ -57,6 +57,10 @@ def wanted_page(params: Mapping[str, Any]) -> str | None:
     """The page of several engines a link asks for (BOTH or MEMORY), if any."""
     if wants_both(params):
         return BOTH
+    preset = params.get("preset")
+    preset = str(preset[-1] if isinstance(preset, list) else preset).strip().lower() if preset is not None else None
+    if preset in LINK_PRESETS and LINK_PRESETS[preset].opens == EVERY_ENGINE and "engine" not in params:
+        return MEMORY  # a preset whose lesson is read beside the other engines
     engine = params.get("engine")
     engine = str(engine[-1] if isinstance(engine, list) else engine).strip().lower() if engine is not None else None
     return engine if engine in PAGES else None

@@ -28,6 +28,9 @@ def show_memory(config: RunConfig) -> None:
     from dpviz.figures.memory_compare import memory_compare_figure
     from dpviz.figures.style import presentation
 
+    preset = lesson(config)
+    if preset is not None:  # above the chart, one line; what to look for under it
+        st.info(f"**Pitfall: {preset.title}.** Shown in **Memory, every engine**.")
     engines = compared()
     runs: Runs = st.session_state.setdefault("runs", Runs())
     runs.capacity = max(runs.capacity, len(engines))  # each engine's run kept: a rerun of the page records none again
@@ -49,3 +52,16 @@ def show_memory(config: RunConfig) -> None:
         st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                         config=CHART_CONFIG, key="memory_chart")
         st.markdown(keep_units(markdown_text(reading(traces), 2_000)))  # dpviz's own sentence: escaped, not cut
+    if preset is not None:
+        st.info(f"**What to look for.** {keep_units(markdown_text(preset.look_for, 2_000))}")
+
+
+def lesson(config: RunConfig):
+    """The preset these settings are, when its lesson is read on this page (whatever engine it names)."""
+    import dataclasses
+
+    from dpviz.presets import ALL_PRESETS, EVERY_ENGINE
+
+    auto = dataclasses.replace(config, backend="auto")
+    return next((p for p in ALL_PRESETS.values() if p.opens == EVERY_ENGINE
+                 and dataclasses.replace(p.config, engine=config.engine) == auto), None)

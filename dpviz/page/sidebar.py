@@ -7,7 +7,7 @@ import streamlit as st
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
 from dpviz.config import CHOICES as SETTINGS_CHOICES, FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
 from dpviz.engines import ENGINES, EngineSpec
-from dpviz.presets import COMPARE_PRESETS, LINK_PRESETS, presets_of
+from dpviz.presets import COMPARE_PRESETS, EVERY_ENGINE, LINK_PRESETS, presets_of
 from dpviz.page.rank_budget import BUDGET, PAGE_MOST
 from dpviz.page.link import BOTH, MEMORY, from_query, settle, wanted_page
 from dpviz.analysis.wording import plural
@@ -37,7 +37,8 @@ def use_preset(name: str) -> None:
     config = LINK_PRESETS[name].config
     for setting, value in config.to_dict().items():
         st.session_state[setting] = value
-    st.session_state[ENGINE] = BOTH if name in COMPARE_PRESETS else config.engine
+    opens = LINK_PRESETS[name].opens
+    st.session_state[ENGINE] = BOTH if name in COMPARE_PRESETS else MEMORY if opens == EVERY_ENGINE else config.engine
     st.session_state[OPEN_PRESET] = name
 
 
@@ -49,6 +50,8 @@ def pitfall_buttons(choice: str) -> None:
         own = presets_of(name)
         where = ", on real processes" if spec.processes else ""
         groups.append((f"a way {spec.label} surprises people{where}", own, (name, BOTH) if name in PAIR else (name,)))
+    every = {name: p for name, p in LINK_PRESETS.items() if p.opens == EVERY_ENGINE}
+    groups.append(("where one engine's memory goes, beside the others'", every, (MEMORY,)))
     for words, presets, shown in groups:
         if choice in shown and presets:
             st.sidebar.caption(f"One click each: a run that shows {words}.")

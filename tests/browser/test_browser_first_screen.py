@@ -13,7 +13,7 @@ import re
 import pytest
 
 from dpviz.figures.views import VIEWS
-from dpviz.presets import ALL_PRESETS, LINK_PRESETS
+from dpviz.presets import ALL_PRESETS, EVERY_ENGINE, LINK_PRESETS
 from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception
 
 pytestmark = pytest.mark.browser
@@ -24,7 +24,8 @@ SELECTED = "[role=tab][aria-selected=true]"
 
 # The shown tab's first chart: its box, and its plot area (the axes' domain) as plotly laid it out.
 PLOT_AREA = f"""() => {{
-  const plot = document.querySelector('{ACTIVE_PANEL} .js-plotly-plot');
+  // a page of tabs: the shown tab's chart; the page of every engine's memory has one chart and no tabs
+  const plot = document.querySelector('{ACTIVE_PANEL} .js-plotly-plot') || document.querySelector('.js-plotly-plot');
   const box = plot.getBoundingClientRect(), size = plot._fullLayout._size;
   return {{top: box.top, plotTop: box.top + size.t, plotBottom: box.top + size.t + size.h,
            scrolled: document.querySelector('[data-testid=stMain]').scrollTop}};
@@ -37,9 +38,16 @@ def opened(browser, app_url, query: str, width: int = PROJECTOR["width"], height
     page = context.new_page()
     page.set_default_timeout(180_000)  # a DDP preset starts real processes; a busy machine takes its time
     page.goto(f"/?{query}")
-    page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}, [data-testid=stException]")
+    shown = SVG if every_engine(query) else f"{ACTIVE_PANEL} {SVG}"  # that page has no tabs
+    page.wait_for_selector(f"{shown}, [data-testid=stException]")
     page.wait_for_selector(IDLE)
     return context, page
+
+
+def every_engine(query: str) -> bool:
+    """Whether the link opens the page of every engine's memory (a preset whose lesson is read there)."""
+    name = query.split("=", 1)[1] if query.startswith("preset=") else None
+    return name in LINK_PRESETS and LINK_PRESETS[name].opens == EVERY_ENGINE
 
 
 def preset_tab(name: str) -> str:
@@ -62,8 +70,12 @@ def test_the_first_screen_shows_the_chart(browser, app_url, query):
         assert 0 < area["plotTop"] < area["plotBottom"] <= PROJECTOR["height"], area
         if query.startswith("preset="):  # the tab that shows the lesson, named in the banner above the tabs
             name = query.split("=", 1)[1]
-            tab = page.locator(SELECTED).inner_text().strip()
-            assert tab == preset_tab(name)
+            if every_engine(query):
+                tab = "Memory, every engine"
+                assert page.locator(SELECTED).count() == 0
+            else:
+                tab = page.locator(SELECTED).inner_text().strip()
+                assert tab == preset_tab(name)
             banner = page.locator("[data-testid=stAlertContentInfo]").first.inner_text()
             assert f"{LINK_PRESETS[name].title}." in banner and f"Shown in {tab}" in banner
     finally:

@@ -58,12 +58,10 @@ VOCABULARY = Vocabulary(
         **DDP.words,
         "computed_memory": "computed from the tensors each rank holds (its shards) in its own process",
         "group_noun": "sharded module",
-        "thin_row": "thin row under each {noun}: each sharded module's all-gathers, forward, reshard and "
-                    "reduce-scatter",
+        "thin_row": "thin row under each {noun}: each sharded module's collectives and forward",
         # The timeline opens on one step's work, where each module's collectives are wide enough to read.
-        "timeline_zoom": "opened on step {step} after its load (drag to zoom, double-click for every step)",
+        "timeline_zoom": "opened on step {step} (double-click: every step)",
         # Said beside the reduce-scatters a CPU run drew: what gloo ran in their place.
-        "gloo_reduce_scatter": "on gloo (this CPU run) each reduce-scatter runs as an all-reduce, each {noun} "
-                               "keeping its shard; NCCL runs a true reduce-scatter",
+        "gloo_reduce_scatter": "on gloo (this CPU run) each reduce-scatter runs as an all-reduce",
     },
 )
