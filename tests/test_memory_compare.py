@@ -109,7 +109,9 @@ def test_the_figure_draws_both_panels_from_the_runs():
     memory = {t.name: t for t in fig.data if t.type == "bar" and t.yaxis == "y"}
     moved = {t.name: t for t in fig.data if t.type == "bar" and t.yaxis == "y2"}
     positions = list(zip(*fig.data[0].x))
-    assert positions[2:] == [(e, f"rank {r}") for e in ("DDP", "ZeRO-1", "FSDP") for r in range(RANKS)]
+    assert positions[2:] == [(e, str(r)) for e in ("DDP", "ZeRO-1", "FSDP") for r in range(RANKS)]
+    assert [c[2] for c in fig.data[0].customdata][2:] == [f"{e} rank {r}" for e in ("DDP", "ZeRO-1", "FSDP")
+                                                         for r in range(RANKS)]  # the hover names the device whole
     expected = [lane for t in traces for lane in memory_by_kind(t)]
     for family, bars in memory.items():
         assert list(bars.y) == [float(lane.kinds.get(family, 0)) for lane in expected]

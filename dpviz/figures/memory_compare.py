@@ -67,20 +67,24 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, title: 
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2,
                         subplot_titles=["Memory per device at its fullest, by kind (from the tensors it holds)",
                                         "Bytes per step: handed to each collective (measured); ◆ sent (computed)"])
-    x = [[engine for engine, _ in positions], [lane for _, lane in positions]]
+    # Under each bar its device's number, under each group its engine: "rank 0" sixteen times over would stand on
+    # end and run into the panel below. The hovers name the device whole.
+    x = [[engine for engine, _ in positions], [lane.split()[-1] for _, lane in positions]]
+    names = [f"{engine} {lane}" for engine, lane in positions]
     for family, amounts in memory.items():
         fig.add_trace(go.Bar(
             x=x, y=amounts, name=family,
             marker=dict(color=FAMILY_COLORS.get(family, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
-            customdata=[[human_bytes(a), m] for a, m in zip(amounts, moments)],
-            hovertemplate=f"%{{x}}<br>{family}: %{{customdata[0]}}<br>at %{{customdata[1]}}<extra></extra>",
+            customdata=[[human_bytes(a), m, n] for a, m, n in zip(amounts, moments, names)],
+            hovertemplate=f"%{{customdata[2]}}<br>{family}: %{{customdata[0]}}<br>at %{{customdata[1]}}<extra></extra>",
         ), row=1, col=1)
     for collective, amounts in handed.items():
         fig.add_trace(go.Bar(
             x=x, y=amounts, name=collective,
             marker=dict(color=COLLECTIVE_COLORS.get(collective, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
-            customdata=[human_bytes(a) for a in amounts],
-            hovertemplate=f"%{{x}}<br>{collective}: %{{customdata}} of tensors per step (measured)<extra></extra>",
+            customdata=[[human_bytes(a), n] for a, n in zip(amounts, names)],
+            hovertemplate=f"%{{customdata[1]}}<br>{collective}: %{{customdata[0]}} of tensors per step (measured)"
+                          "<extra></extra>",
         ), row=2, col=1)
     shown = [(i, c) for i, c in enumerate(computed) if c is not None]
     if shown:
@@ -89,8 +93,8 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, title: 
             mode="markers",
             # white edged in dark grey: shows on the light page and on the dark one
             marker=dict(symbol="diamond", size=13, color="#FFFFFF", line=dict(color=OUTLINE, width=2)),
-            customdata=[human_bytes(c) for _, c in shown],
-            hovertemplate="%{x}<br>sends %{customdata} per step (computed)<extra></extra>",
+            customdata=[[human_bytes(c), names[i]] for i, c in shown],
+            hovertemplate="%{customdata[1]}<br>sends %{customdata[0]} per step (computed)<extra></extra>",
         ), row=2, col=1)
     fig.update_yaxes(title_text="bytes", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="bytes per step", rangemode="tozero", row=2, col=1)

@@ -30,3 +30,25 @@ def test_a_memory_link_draws_every_engines_memory_and_bytes(page, artifacts):
     assert "sent per step (computed)" in legend(page, "memory_chart")
     assert "1.5× DDP's" in page.locator("[data-testid=stMarkdown]").all_inner_texts()[-1]
     screenshot_full_page(page, artifacts / "memory-every-engine.png")
+
+
+def test_at_1024_with_four_devices_each_no_column_name_runs_into_the_panel_below(browser, app_url):
+    """Sixteen 'rank 0'-style names stood on end and ran into the bytes panel's title at 1024 px."""
+    from test_browser_projector import BOXES, overlap
+
+    context = browser.new_context(viewport={"width": 1024, "height": 768}, base_url=app_url)
+    page = context.new_page()
+    try:
+        page.set_default_timeout(180_000)  # three engines start their processes in turn on a busy machine
+        page.goto(LINK.replace("gpus=2", "gpus=4"))
+        page.wait_for_selector(".st-key-memory_chart .js-plotly-plot .main-svg, [data-testid=stException]")
+        page.wait_for_selector(IDLE)
+        assert_no_exception(page)
+        plot = ".st-key-memory_chart .js-plotly-plot"
+        names = page.evaluate(BOXES, [plot, ".xtick text"])
+        titles = page.evaluate(BOXES, [plot, ".annotation-text-g text"])
+        assert len(names) >= 16 and titles
+        assert [(n["text"], t["text"]) for n in names for t in titles if overlap(n, t)] == []
+        assert [(a["text"], b["text"]) for i, a in enumerate(names) for b in names[i + 1:] if overlap(a, b)] == []
+    finally:
+        context.close()
