@@ -73,6 +73,12 @@ def plot_steps(fig: go.Figure, table: pd.DataFrame, titles: list[str]) -> go.Fig
                                traces=list(range(len(fig.data))), layout=go.Layout(title=dict(text=title))))
     for trace, o in zip(fig.data, frames[0].data):
         trace.opacity = o.opacity
+    return animated(fig, frames, titles, "step ")
+
+
+def animated(fig: go.Figure, frames: list[go.Frame], titles: list[str], prefix: str) -> go.Figure:
+    """`fig` with `frames`, a play/pause pair and a slider over them ('step 3', 'phase 2'), placed under the
+    title: what every Step through shares."""
     fig.frames = frames
     play = dict(frame=dict(duration=FRAME_MS, redraw=True), transition=dict(duration=0), fromcurrent=True, mode="immediate")
     still = dict(frame=dict(duration=0, redraw=True), transition=dict(duration=0), mode="immediate")
@@ -82,7 +88,7 @@ def plot_steps(fig: go.Figure, table: pd.DataFrame, titles: list[str]) -> go.Fig
                           buttons=[dict(label="▶ play", method="animate", args=[None, play]),
                                    dict(label="❚❚ pause", method="animate", args=[[None], still])])],
         sliders=[dict(active=0, x=0, len=1, xanchor="left", yanchor="top", pad=dict(t=0, b=0, l=0, r=0),
-                      currentvalue=dict(prefix="step ", offset=CURRENT_OFFSET_PX),
+                      currentvalue=dict(prefix=prefix, offset=CURRENT_OFFSET_PX),
                       steps=[dict(label=f.name, method="animate", args=[[f.name], still]) for f in frames])],
     )
     return _place(fig, titles)

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from dpviz.echo import plotly_text
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color, with_alpha
-from dpviz.figures.step import CURRENT_OFFSET_PX, FRAME_MS, _place
+from dpviz.figures.step import animated
 from dpviz.figures.style import NAME_LIMIT, TITLE_SIZE, check_batch, styled, wrap
 from dpviz.trace import Trace
 
@@ -179,19 +179,7 @@ def plot_layer_steps(table: pd.DataFrame, shards: list[int], trace: Trace, title
     styled(fig, titles[0], notes, height=PLOT_BASE_PX + LANE_PX * ranks + 160)
     frames = [go.Frame(name=str(row.frame), data=_frame_data(row, shards, trace), traces=[0, 1, 2],
                        layout=go.Layout(title=dict(text=title))) for row, title in zip(rows, titles)]
-    fig.frames = frames
-    play = dict(frame=dict(duration=FRAME_MS, redraw=True), transition=dict(duration=0), fromcurrent=True, mode="immediate")
-    still = dict(frame=dict(duration=0, redraw=True), transition=dict(duration=0), mode="immediate")
-    fig.update_layout(
-        updatemenus=[dict(type="buttons", direction="left", x=0, xanchor="left", yanchor="top", showactive=False,
-                          pad=dict(t=0, b=0, l=0, r=0),
-                          buttons=[dict(label="▶ play", method="animate", args=[None, play]),
-                                   dict(label="❚❚ pause", method="animate", args=[[None], still])])],
-        sliders=[dict(active=0, x=0, len=1, xanchor="left", yanchor="top", pad=dict(t=0, b=0, l=0, r=0),
-                      currentvalue=dict(prefix="phase ", offset=CURRENT_OFFSET_PX),
-                      steps=[dict(label=f.name, method="animate", args=[[f.name], still]) for f in frames])],
-    )
-    return _place(fig, titles)
+    return animated(fig, frames, titles, "phase ")
 
 
 def step_fsdp_figure(trace: Trace, batch: int = 0, module: int | None = None) -> go.Figure:
