@@ -102,7 +102,7 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, title: 
     # chart would push the bytes panel off a projector's first screen.
     fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="v", x=1.01, xanchor="left",
                                                    y=1, yanchor="top"))
-    return styled(fig, title, notes, height=590)  # with a preset's line over it, on a projector's first screen
+    return styled(fig, title, notes, height=540)  # with a preset's line over it, on a projector's first screen
 
 
 def memory_compare_figure(traces: list[Trace]) -> go.Figure:
