@@ -64,7 +64,7 @@ def prepare(traces: list[Trace]) -> tuple[list[tuple[str, str]], dict[str, list[
 
 
 def plot_memory_compare(positions, memory, handed, computed, moments, *, title: str, notes: list[str]) -> go.Figure:
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2,
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.3,  # room for two rows of names: devices, engines
                         subplot_titles=["Memory per device at its fullest, by kind (from the tensors it holds)",
                                         "Bytes per step: handed to each collective (measured); ◆ sent (computed)"])
     # Under each bar its device's number, under each group its engine: "rank 0" sixteen times over would stand on

@@ -33,7 +33,8 @@ def test_a_memory_link_draws_every_engines_memory_and_bytes(page, artifacts):
 
 
 def test_at_1024_with_four_devices_each_no_column_name_runs_into_the_panel_below(browser, app_url):
-    """Sixteen 'rank 0'-style names stood on end and ran into the bytes panel's title at 1024 px."""
+    """Sixteen 'rank 0'-style names stood on end and ran into the bytes panel's title at 1024 px; the engines'
+    names under them must clear it too."""
     from test_browser_projector import BOXES, overlap
 
     context = browser.new_context(viewport={"width": 1024, "height": 768}, base_url=app_url)
@@ -45,7 +46,7 @@ def test_at_1024_with_four_devices_each_no_column_name_runs_into_the_panel_below
         page.wait_for_selector(IDLE)
         assert_no_exception(page)
         plot = ".st-key-memory_chart .js-plotly-plot"
-        names = page.evaluate(BOXES, [plot, ".xtick text"])
+        names = page.evaluate(BOXES, [plot, ".xaxislayer-above text"])  # devices' numbers and engines' names
         titles = page.evaluate(BOXES, [plot, ".annotation-text-g text"])
         assert len(names) >= 16 and titles
         assert [(n["text"], t["text"]) for n in names for t in titles if overlap(n, t)] == []
