@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from dpviz.config import ConfigError, RunConfig
 from dpviz.engines.ddp import torchrun
 
 from budget import limit, torch_start_s
+from processes import command_line, descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 RENDEZVOUS_S = 5  # the README's --rdzv-conf timeout=60, shortened for the test of a node that never comes
@@ -42,6 +44,21 @@ def torchrun_node(node: int, port: int, *args: str, rendezvous_s: int = 60) -> s
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def rank_commands(process: subprocess.Popen) -> list[list[str]]:
+    """Wait for a torchrun node to end, reading its process tree meanwhile; return the argument lists of the
+    processes it started that ran dpviz (its workers: `python -u -m dpviz ...`). Read from the process table,
+    not from words in its output, which quotes paths that may hold any folder's name."""
+    ranks: dict[tuple[int, int], list[str]] = {}
+    deadline = time.monotonic() + node_limit_s()
+    while process.poll() is None and time.monotonic() < deadline:
+        for pid, started in descendants(process.pid):  # read again each time: a fork shows its parent's line until exec
+            argv = command_line(pid).split()
+            if any(a == "-m" and b == "dpviz" for a, b in zip(argv, argv[1:])):
+                ranks[(pid, started)] = argv
+        time.sleep(0.02)
+    return list(ranks.values())
+
+
 def finish(processes: list[subprocess.Popen]) -> list[tuple[int, str, str]]:
     results = []
     try:
@@ -64,8 +81,11 @@ def two_nodes(tmp_path_factory):
     trace, chrome = folder / "run.json", folder / "run.perfetto.json"
     port = free_port()
     args = ("--train", "--trace", str(trace), "--chrome-trace", str(chrome))
-    results = finish([torchrun_node(node, port, *args) for node in (0, 1)])
-    return results, trace, chrome
+    nodes = [torchrun_node(node, port, *args) for node in (0, 1)]
+    with ThreadPoolExecutor(2) as pool:  # both trees read at once, as both nodes run at once
+        ranks = list(pool.map(rank_commands, nodes))
+    results = finish(nodes)
+    return results, trace, chrome, ranks
 
 
 @pytest.mark.parametrize("node, words", [
@@ -79,6 +99,7 @@ def test_a_node_whose_peer_never_comes_ends_with_torchruns_rendezvous_message(no
     port = free_port()
     began = time.monotonic()
     process = torchrun_node(node, port, "--trace", str(tmp_path / "run.json"), rendezvous_s=RENDEZVOUS_S)
+    ranks = rank_commands(process)  # stderr stays small here (the agent's last words), so its pipe never fills
     [(code, out, err)] = finish([process])
     took = time.monotonic() - began
     assert code != 0 and out == ""
@@ -86,7 +107,7 @@ def test_a_node_whose_peer_never_comes_ends_with_torchruns_rendezvous_message(no
     # node 0's store counts whole seconds and adds one; node 1's client times out in milliseconds
     assert any(words.format(s=s, ms=RENDEZVOUS_S * 1000, port=port) in last for s in (RENDEZVOUS_S, RENDEZVOUS_S + 1)), last
     assert RENDEZVOUS_S <= took <= limit(starts=1, then_s=RENDEZVOUS_S), took
-    assert "dpviz" not in err and not (tmp_path / "run.json").exists()  # no rank ever started
+    assert ranks == [] and not (tmp_path / "run.json").exists()  # no rank ever started, no file written
 
 
 def test_both_nodes_exit_0_and_rank_0_alone_prints_the_log(two_nodes):
@@ -99,8 +120,14 @@ def test_both_nodes_exit_0_and_rank_0_alone_prints_the_log(two_nodes):
     assert out1 == "" and "dpviz:" not in err1  # the other rank is quiet
 
 
+def test_each_node_started_one_rank_seen_in_its_process_tree(two_nodes):
+    # The way the test of a lone node knows that no rank started: here it must see each node's one rank.
+    ranks = two_nodes[3]
+    assert [len(found) for found in ranks] == [1, 1], ranks
+
+
 def test_the_merged_trace_has_a_lane_per_node_and_the_samplers_rows(two_nodes):
-    _, path, chrome = two_nodes
+    _, path, chrome, _ = two_nodes
     trace = trace_json.loads(path.read_text())
     assert trace.engine == "ddp" and trace.failure is None and trace.backend == "cpu"
     assert [lane.name for lane in trace.lanes] == ["node 0 rank 0", "node 1 rank 0"]
