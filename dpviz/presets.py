@@ -12,6 +12,7 @@ from the preset's text: the text only says what to look for.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,7 @@ class Preset:
     # banner names it.
     opens: str = "flow"
 
-    @property
+    @functools.cached_property  # validated once: the sidebar and the banner look presets up on every rerun
     def config(self) -> RunConfig:
         return RunConfig(**{**RunConfig().to_dict(), "backend": "auto", **self.settings})
 
@@ -138,15 +139,18 @@ LINK_PRESETS: dict[str, Preset] = {**ALL_PRESETS, **COMPARE_PRESETS}  # what a p
 
 def presets_of(engine: str) -> dict[str, Preset]:
     """The pitfall presets that run on `engine`, by name."""
+    return dict(_by_engine().get(engine, {}))  # a copy: a caller may change its own
+
+
+@functools.cache
+def _by_engine() -> dict[str, dict[str, Preset]]:
     by_engine: dict[str, dict[str, Preset]] = {}
     for name, preset in ALL_PRESETS.items():
         by_engine.setdefault(preset.config.engine, {})[name] = preset
-    return by_engine.get(engine, {})
+    return by_engine
 
 
 def preset_of(config: RunConfig) -> Preset | None:
     """The preset whose configuration `config` is (any backend), or None."""
-    for preset in ALL_PRESETS.values():
-        if dataclasses.replace(preset.config, backend=config.backend) == config:
-            return preset
-    return None
+    wanted = config if config.backend == "auto" else dataclasses.replace(config, backend="auto")
+    return next((preset for preset in ALL_PRESETS.values() if preset.config == wanted), None)

@@ -86,7 +86,7 @@ class RankBudget:
         try:
             while True:
                 with self._changed:
-                    if self._queue[0] is ticket and (self.held + wanted <= self._room() or self._holders == 0):
+                    if self._queue[0] is ticket and (self._holders == 0 or self.held + wanted <= self._room()):
                         self._queue.remove(ticket)
                         self.held += wanted
                         self._holders += 1
