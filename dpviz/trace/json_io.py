@@ -219,7 +219,7 @@ def _arguments(data: dict[str, Any]) -> list[ArgumentSample]:
 def _facts(facts: Any) -> dict[str, Any]:
     """The engines' own findings, rebuilt from the checked values only: each engine reads the keys it declares."""
     mapping(facts, "facts")
-    known = [key for spec in ENGINES.values() for key in spec.facts]
+    known = list(dict.fromkeys(key for spec in ENGINES.values() for key in spec.facts))  # each key once, in order
     unknown = sorted(str(key) for key in set(facts) - set(known))
     if unknown:
         listed = ", ".join(repr(key) for key in known[:-1]) + f" and {known[-1]!r}"
