@@ -1,6 +1,7 @@
 """Timeline: DataParallel's steps in order above, the measured times below, one lane per device in each;
 batch bands at each batch's real extent, outliers cut and marked, a typical batch past the detail bound."""
 import dataclasses
+import os
 import re
 
 import numpy as np
@@ -325,7 +326,13 @@ def test_gpus_8_to_15_are_hatched_in_both_panels():
 
 def test_times_note_says_what_simulated_and_real_times_mean():
     simulated = _notes(timeline_figure(recorded(gpus=3, train=True)))
-    assert "the threads take turns" in simulated and "On real GPUs they overlap" in simulated
+    assert "take turns" in simulated and "On real GPUs they overlap" in simulated
+    # On fewer cores than devices the replicas shared threads, one per core, and the note counts them.
+    shared = dataclasses.replace(recorded(gpus=3, train=True), facts={"threads": "reused", "threads_at_once": 2})
+    assert "replicas take turns on 2 CPU threads, one per core" in _notes(timeline_figure(shared))
+    assert "The 3 replicas took turns on 2 threads" in _details(timeline_figure(shared))
+    one_each = dataclasses.replace(shared, facts={"threads": "reused", "threads_at_once": 3})
+    assert "each GPU is a CPU thread" in _notes(timeline_figure(one_each))
     assert "backwards take turns here too" in simulated
     assert "backwards" not in _notes(timeline_figure(recorded(gpus=3)))
     # The why, for whoever asks: behind the page's expander, not in the chart's first lines.
@@ -334,6 +341,7 @@ def test_times_note_says_what_simulated_and_real_times_mean():
     # Threads reused from call to call (the trace says so): the cost of starting them is named as left out.
     assert recorded(gpus=3).facts["threads"] == "reused"
     assert "starts and joins a new thread per replica on every call" in details
+    assert recorded(gpus=3).facts["threads_at_once"] == min(3, len(os.sched_getaffinity(0)))
     unsaid = dataclasses.replace(recorded(gpus=3, train=True), facts={})
     assert "starts and joins" not in _details(timeline_figure(unsaid))
     real = timeline_figure(as_cuda(recorded(gpus=3, train=True)))

@@ -354,7 +354,7 @@ def test_pitfalls_state_lost_gives_the_counts(traces):
 def test_pitfalls_idle_gpus_has_nothing_to_report(traces):
     """No failure, warning or state: the idle devices are the general explanations' business."""
     trace = traces["idle-gpus"]
-    assert trace.failure is None and not trace.warnings and set(trace.facts) <= {"threads"}
+    assert trace.failure is None and not trace.warnings and set(trace.facts) <= {"threads", "threads_at_once"}
     assert pitfalls(trace) == []
 
 

@@ -28,9 +28,15 @@ def test_cuda_without_gpus_falls_back_to_simulated_with_a_reason():
     assert runnable(RunConfig(backend="auto", gpus=4), available=0) == (RunConfig(backend="auto", gpus=4), None)
 
 
-def test_device_sentence_says_simulated_and_counts():
+def test_device_sentence_says_simulated_and_counts(monkeypatch):
+    from dpviz.engines.dp.workers import POOL
+
+    monkeypatch.setattr(POOL, "threads", 8)  # a machine with a core per device
     text = describe_devices(record(RunConfig(gpus=8)), machine_gpus=0)
     assert text.startswith("Simulated devices: 8 CPU threads stand in for 8 GPUs") and "has 0 CUDA GPUs" in text
+    monkeypatch.setattr(POOL, "threads", 2)  # two cores: the replicas took turns on two threads, and it says so
+    text = describe_devices(record(RunConfig(gpus=8)), machine_gpus=0)
+    assert text.startswith("Simulated devices: 8 GPUs, whose replicas took turns on 2 CPU threads (one per core)")
 
 
 def test_views_are_built_once_per_trace_and_argument_and_old_traces_are_let_go():

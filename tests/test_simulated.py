@@ -21,6 +21,7 @@ from torch import nn
 from dpviz.engines.dp.scatter import SCALAR_GATHER_WARNING
 from dpviz.engines.dp import simulated
 from dpviz.engines.dp.simulated import SimulatedDataParallel, _on_device, current_device
+from dpviz.engines.dp.workers import POOL
 
 GRID = [(n, k) for n in (0, 1, 2, 3, 5, 8, 10, 30) for k in (1, 2, 3, 4, 8)]
 
@@ -99,8 +100,9 @@ def test_replicas_used_equals_number_of_chunks(n, k):
 
 
 @pytest.mark.parametrize("n,k", [(9, 3), (10, 8), (2, 2)])
-def test_replicas_run_concurrently_on_their_own_threads(n, k):
-    """With more than one replica, each runs on its own thread and they overlap in time (facts §6)."""
+def test_replicas_run_concurrently_on_their_own_threads(n, k, monkeypatch):
+    """With threads enough, each replica runs on its own thread and they overlap in time (facts §6)."""
+    monkeypatch.setattr(POOL, "threads", k)  # by default one per core: see the next test
     replicas = len(chunk_rows(n, k))
     barrier = threading.Barrier(replicas, timeout=10)  # breaks unless all replicas are running at once
 
@@ -115,6 +117,29 @@ def test_replicas_run_concurrently_on_their_own_threads(n, k):
     assert len(threads) == replicas
     assert len({id(t) for t in threads}) == replicas
     assert threading.current_thread() not in threads
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_replicas_beyond_the_threads_take_turns_with_the_same_results(threads, monkeypatch):
+    """More replicas than threads (cores): replica i runs whole on thread i mod threads, never the caller's,
+    the outputs and gradients exactly those of one thread per replica."""
+    model, x = nn.Linear(5, 3), torch.randn(16, 5)
+    rec = Recorder(model)
+    monkeypatch.setattr(POOL, "threads", 8)
+    expected = dp(model, 8)(x)
+    expected.sum().backward()
+    expected_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    rec.calls.clear()
+    monkeypatch.setattr(POOL, "threads", threads)
+    out = dp(model, 8)(x)
+    out.sum().backward()
+    assert torch.equal(out, expected)
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), expected_grads))
+    thread_of = {device: thread for device, _, thread in rec.calls}
+    assert sorted(thread_of) == list(range(8)) and threading.current_thread() not in thread_of.values()
+    assert len(set(thread_of.values())) == threads
+    assert all(thread_of[d] is thread_of[d % threads] for d in range(8))
 
 
 @pytest.mark.parametrize("n,k", [(9, 1), (1, 4)])

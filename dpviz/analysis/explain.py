@@ -17,7 +17,7 @@ from dpviz.analysis.explain_pitfalls import pitfalls
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.analysis.batch_facts import batch_spans, chunks_per_batch, memory_peaks, phase_times
 from dpviz.trace import Trace
-from dpviz.analysis.wording import device_list, human_bytes, plural, sizes_text
+from dpviz.analysis.wording import device_list, human_bytes, plural, replica_threads, sizes_text
 
 DEVICE_NAME_LIMIT = 40  # characters of a device's name from a trace file
 
@@ -33,9 +33,13 @@ def _batches_text(batches: list[int]) -> str:
 def _devices(trace: Trace) -> str:
     k = len(trace.lanes)
     if trace.simulated:
+        threads = replica_threads(trace)
         steps = ("scatter with `torch.chunk`, replicate, one thread per replica, gather" if k > 1
                  else "which for one device is a plain call of the model")
-        text = (f"**Simulated GPUs.** No GPU was used: {plural(k, 'CPU thread')} stood in for "
+        if threads < k:
+            steps = (f"scatter with `torch.chunk`, replicate, the replicas taking turns on {plural(threads, 'thread')}, "
+                     f"one per CPU core, gather")
+        text = (f"**Simulated GPUs.** No GPU was used: CPU threads stood in for "
                 f"{device_list(list(range(k)))} and ran DataParallel's own steps ({steps}). The split and the "
                 f"outputs are exactly what {plural(k, 'real GPU')} would get; the times are CPU times.")
     else:

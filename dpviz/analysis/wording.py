@@ -85,10 +85,20 @@ def describe_gpus(trace: Trace, here_text: str) -> str:
         # A trace's device names come from whoever wrote the file: shown as text, each cut short.
         names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
         return f"Real GPUs: torch.nn.DataParallel ran on {names} ({here_text})."
+    threads = replica_threads(trace)
+    if threads < n:
+        return (f"Simulated devices: {n} GPUs, whose replicas took turns on {plural(threads, 'CPU thread')} (one per "
+                f"core), following DataParallel's rules exactly ({here_text}).")
     return (
         f"Simulated devices: {n} CPU thread{'s' if n != 1 else ''} stand{'s' if n == 1 else ''} in for "
         f"{n} GPU{'s' if n != 1 else ''}, following DataParallel's rules exactly ({here_text})."
     )
+
+
+def replica_threads(trace: Trace) -> int:
+    """The most threads a simulated call's replicas ran on at once: one per device, or one per CPU core
+    where the devices outnumber the cores (a trace recorded before that was said has one per device)."""
+    return min(trace.facts.get("threads_at_once", len(trace.lanes)), len(trace.lanes))
 
 
 def describe_ranks(trace: Trace, here_text: str) -> str:

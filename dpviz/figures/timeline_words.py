@@ -6,7 +6,7 @@ wrap again) to the narrowest chart, a 468 px one (an 800 px window less the side
 from __future__ import annotations
 
 from dpviz.trace import Trace
-from dpviz.analysis.wording import plural
+from dpviz.analysis.wording import plural, replica_threads
 from dpviz.figures.style import NARROWEST_PX, wrap
 from dpviz.figures.timeline_measured import Measured
 from dpviz.figures.timeline_scale import CAP_FACTOR, CUT_MARK
@@ -29,6 +29,11 @@ def times_note(trace: Trace, training: bool) -> str:
     if trace.simulated:
         text = ("Simulated: each GPU is a CPU thread, and the threads take turns, so the forwards run one after "
                 "another, like a staircase. On real GPUs they overlap, as the steps panel draws them.")
+        threads = replica_threads(trace)
+        if threads < len(trace.lanes):
+            text = (f"Simulated: the GPUs' replicas take turns on {plural(threads, 'CPU thread')}, one per core, so "
+                    f"the forwards run one after another, like a staircase. On real GPUs they overlap, as the "
+                    f"steps panel draws them.")
         if training and len(trace.lanes) > 1:
             text += " The backwards take turns here too."
         return text
@@ -50,8 +55,14 @@ def times_detail(trace: Trace, training: bool) -> str:
                      "device's backward on that device's own thread.")
         if trace.facts.get("threads") == "reused":
             # bench/bench_engine.py times both ways of running a call's replicas on threads.
-            text += (" Each replica ran on a thread of its own, borrowed from a pool: torch's parallel_apply "
-                     "starts and joins a new thread per replica on every call, which apply leaves out here.")
+            at_once = replica_threads(trace)
+            if at_once < len(trace.lanes):
+                text += (f" The {len(trace.lanes)} replicas took turns on {plural(at_once, 'thread')}, one per CPU core, "
+                         f"borrowed from a pool: torch's parallel_apply starts and joins a new thread per replica on "
+                         f"every call, which on CPU cores would only take turns for the interpreter lock.")
+            else:
+                text += (" Each replica ran on a thread of its own, borrowed from a pool: torch's parallel_apply "
+                         "starts and joins a new thread per replica on every call, which apply leaves out here.")
         return text
     return ("Real GPUs: each time is the host's clock, read after waiting for the GPU to finish its work "
             "(torch.cuda.synchronize), so it includes launching the work and the wait; the replicas' "

@@ -1,6 +1,6 @@
 """What a DataParallel trace's facts hold, read back from a file: every value checked, nothing kept unchecked.
 
-    read_facts(data["facts"])     # {"threads": "reused", "state": {...}, "losses": [...]}, the keys present
+    read_facts(data["facts"])     # {"threads": "reused", "threads_at_once": 2, "state": {...}, "losses": [...]}, the keys present
 
 No torch: loading a trace needs none.
 """
@@ -23,6 +23,8 @@ def read_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "threads" in facts:  # simulated DataParallel: replica threads reused from call to call
         out["threads"] = choice_of(facts["threads"], "facts threads", ("reused",))
+    if "threads_at_once" in facts:  # ...and how many at most ran a call's replicas (one per core)
+        out["threads_at_once"] = whole(facts["threads_at_once"], "facts threads_at_once", 1, MAX_DEVICES)
     if "state" in facts:  # a counter a forward changed: {name: [after the run, one device]}
         state = mapping(facts["state"], "facts state")
         if state and sorted(state) != ["calls", "rows_seen"]:

@@ -22,6 +22,7 @@ from dpviz.engines.base import Progress
 from dpviz.engines.dp.devices import resolve_backend
 from dpviz.engines.dp.observer import Observer
 from dpviz.engines.dp.simulated import SimulatedDataParallel
+from dpviz.engines.dp.workers import POOL
 from dpviz.trace import Batch, Failure, Lane, Trace, WarningNote
 from dpviz.engines.workload.warning_capture import collecting
 
@@ -198,6 +199,8 @@ def _facts(config: RunConfig, model: nn.Module, batches: list[Batch], losses: li
         # The simulated replicas ran on threads borrowed from a pool and reused from call to call
         # (dpviz.engines.dp.workers); real DataParallel starts and joins a thread per replica per call.
         facts["threads"] = THREADS_REUSED
+        # ...and at most one per core at once: replicas beyond that took turns on them (workers.py says why).
+        facts["threads_at_once"] = POOL.at_once(config.gpus)
     if losses:
         facts["losses"] = losses
     core = getattr(model, "core", model)

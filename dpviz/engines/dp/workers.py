@@ -1,10 +1,17 @@
-"""Replica threads for SimulatedDataParallel, kept between calls instead of started for each one.
+"""Replica threads for SimulatedDataParallel, kept between calls and no more at once than there are cores.
 
 torch's parallel_apply starts a `threading.Thread` per replica on every call and joins it. On CPU,
 starting and joining a thread costs more than a small model's forward (it was about three quarters
-of a recorded run at 16 devices), so simulated calls borrow idle worker threads instead. What
-DataParallel promises still holds: every replica of a call runs on a thread of its own, all of them
-at once, and the call returns when all have ended; no other work runs on a call's threads until then.
+of a recorded run at 16 devices), so simulated calls borrow idle worker threads instead. And where
+real GPUs run their replicas at once, CPU threads only take turns on the cores and on Python's
+interpreter lock, which torch hands back and forth at every operation: 16 replica threads on 2 cores
+spent most of a call passing it around. So a call runs its replicas on at most as many threads as
+the process has cores (`Pool.threads`), replica i on thread i mod that number, in order. What holds:
+each replica runs whole on one thread that is not the caller's, the threads of a call run at once,
+the call returns when every replica has ended, and no other call's work runs on its threads until
+then. What differs from torch when replicas outnumber cores: replicas that share a thread run one
+after another (a replica that waits for all the others to be running at once would wait forever), and
+the trace says how many threads they shared (facts["threads_at_once"]).
 
 One pool serves the whole process (every session of a hosted page). A call takes workers no other
 call holds, so calls from several sessions, or a replica that itself calls DataParallel, never wait
@@ -19,12 +26,21 @@ device) is set again for every replica.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Callable, Sequence
 from queue import Empty, SimpleQueue
 
 IDLE_SECONDS = 30.0  # a worker with nothing to do for this long ends
 MAX_IDLE = 64  # idle workers kept at most: four sessions at 16 devices
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity, which a container's CPU set narrows)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 _names = itertools.count(1)
 
@@ -85,16 +101,42 @@ class _Countdown:
         self._ended.acquire()
 
 
-class Pool:
-    """Idle workers, handed out a whole call's worth at a time."""
+def _in_turn(jobs: Sequence[Callable[[], None]]) -> Callable[[], None]:
+    """One thread's share of a call: its jobs one after another. A job that ends its thread (SystemExit)
+    does so after the others have run, as it would have ended only its own thread in torch."""
 
-    def __init__(self, idle_seconds: float = IDLE_SECONDS, max_idle: int = MAX_IDLE):
+    def run() -> None:
+        ending = None
+        for job in jobs:
+            try:
+                job()
+            except BaseException as error:  # noqa: B036 - re-raised below, once the thread's other jobs ran
+                ending = ending or error
+        if ending is not None:
+            raise ending
+
+    return run
+
+
+class Pool:
+    """Idle workers, handed out a whole call's worth at a time; a call gets at most `threads` of them."""
+
+    def __init__(self, idle_seconds: float = IDLE_SECONDS, max_idle: int = MAX_IDLE, threads: int | None = None):
         self.idle_seconds, self.max_idle = idle_seconds, max_idle
+        self.threads = threads if threads is not None else cores()
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
 
+    def at_once(self, jobs: int) -> int:
+        """Threads a call of `jobs` jobs runs on."""
+        return max(1, min(jobs, self.threads))
+
     def run_each(self, jobs: Sequence[Callable[[], None]]) -> None:
-        """Run every job on a thread of its own, all at once; return when every one has ended."""
+        """Run every job on a thread that is not the caller's, at most `threads` at once (job i on thread
+        i mod that number, in order); return when every one has ended."""
+        count = self.at_once(len(jobs))
+        if count < len(jobs):
+            jobs = [_in_turn(jobs[i::count]) for i in range(count)]
         with self._lock:
             first = max(0, len(self._idle) - len(jobs))  # the most recently idle: the least likely to retire
             workers = self._idle[first:]
