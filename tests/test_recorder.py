@@ -4,6 +4,8 @@ import json
 import pytest
 import torch
 
+from dpviz.engines.dp.workers import POOL
+
 from dpviz import ConfigError, RunConfig, record, resolve_backend
 from dpviz.trace import json_io as trace_json
 from dpviz.engines.dp.vocabulary import VOCABULARY
@@ -78,7 +80,12 @@ def test_trace_says_simulated_replicas_reuse_their_threads():
     trace = record(RunConfig(gpus=4, data_size=120, batch_size=30))
     assert trace.facts["threads"] == "reused"
     threads = [{s.thread for s in trace.replicas(b.index)} for b in trace.batches]
-    assert all(len(t) == 4 for t in threads)  # still a thread of its own for each replica of a call
+    at_once = trace.facts["threads_at_once"]
+    assert at_once == POOL.at_once(4)
+    assert all(len(t) == at_once for t in threads)  # as many threads as the trace says, one per core at most
+    for batch in trace.batches:  # replica i on thread i mod that number, never the caller's
+        on = {s.replica: s.thread for s in trace.replicas(batch.index)}
+        assert all(on[i] == on[i % at_once] for i in on) and "MainThread" not in on.values()
     assert set.intersection(*threads)  # and the same threads from call to call
     assert trace_json.loads(trace_json.dumps(trace)).facts == trace.facts
 

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from dpviz.trace import Trace
 from dpviz.figures.colors import IDLE_GREY, device_color, device_pattern, text_color_on, with_alpha
 from dpviz.figures.flow_links import GATHERED_KINDS, LANE_KINDS, MODEL_KINDS, TALL_KINDS, Link, Node
-from dpviz.figures.style import BASE_TOP_PX, FONT_SIZE, GAP_PX, device_name, styled, title_block_px
+from dpviz.figures.style import BASE_TOP_PX, FONT_SIZE, device_name, house_layout, merged
 
 LABEL_SIZE = FONT_SIZE - 2  # the lanes' labels and the steps' names
 LANE_PX = 44  # two lines of LABEL_SIZE text and a gap: lane labels never touch
@@ -32,7 +32,7 @@ BAND_ALPHA = 0.45
 GUIDE = with_alpha("#808080", 0.5)  # node edges and lane guides: read on white and on near-black
 FAILED_COLOR = "#CC3311"
 # Pixels below the lanes: the steps' names, which turn upright (about 100 px) when a narrow chart has no
-# room for them level. Above them, the title block as styled() wrapped it.
+# room for them level. Above them, the title block as the house look wraps it (style.house_layout).
 MARGIN_B = 110
 PARAMETERS_ROW = -1  # the replicate step's source: GPU 0's parameters, in a row of their own above the lanes
 
@@ -181,7 +181,7 @@ def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps
     zero = device_name(trace.lanes[0].id if trace.lanes else 0)
     texts = ([f"{zero}'s<br>parameters"] if geometry.top < 0 else []) + lane_labels
     room = 1.5 if failed_text and failed else 0.5  # the error's name, right of the last column
-    fig = go.Figure(data=traces, layout=dict(
+    own = dict(
         annotations=idle_marks, hoverlabel=dict(namelength=-1),
         xaxis=dict(range=[-0.5, max(len(steps) - 1, 1) + room], tickvals=list(range(len(steps))),
                    ticktext=[step_name(trace, s) for s in steps], tickfont=dict(size=LABEL_SIZE),
@@ -190,10 +190,11 @@ def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps
                    autotickangles=[0, -30, -90]),
         yaxis=dict(range=[lanes - 0.5, geometry.top - 0.5], tickvals=ticks, ticktext=texts,
                    tickfont=dict(size=LABEL_SIZE), showgrid=True, gridcolor=with_alpha("#808080", 0.15),
-                   zeroline=False, fixedrange=True, automargin=True, ticks="")))
-    # The lanes keep their pixels whatever the title and the notes take above them (as wrapped by styled).
-    styled(fig, title, notes, height=int(MARGIN_B + pitch * rows) + BASE_TOP_PX)
-    top_px = title_block_px(fig) + GAP_PX
-    fig.update_layout(height=int(top_px + MARGIN_B + pitch * rows), margin=dict(t=top_px, b=MARGIN_B, l=10, r=20),
-                      xaxis_tickfont_size=LABEL_SIZE, yaxis_tickfont_size=LABEL_SIZE)
-    return fig
+                   zeroline=False, fixedrange=True, automargin=True, ticks=""))
+    # The house look (no legend, no subplot titles here) and the lanes' own sizes, in the figure as it is made:
+    # the lanes keep their pixels whatever the title and the notes take above them, and nothing more is kept
+    # above them.
+    house = house_layout(title, notes, height=int(MARGIN_B + pitch * rows) + BASE_TOP_PX, least_top=False)
+    sizes = dict(margin=dict(b=MARGIN_B, l=10, r=20), xaxis=dict(tickfont=dict(size=LABEL_SIZE)),
+                 yaxis=dict(tickfont=dict(size=LABEL_SIZE)))
+    return go.Figure(data=traces, layout=merged(merged(own, house), sizes))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -317,42 +318,65 @@ def _over_plot_px(fig: go.Figure) -> int:
     return max((math.ceil(line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM) + 4 for a in tops), default=0)
 
 
-def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> go.Figure:
+def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520, *, least_top: bool = True,
+           **layout: Any) -> go.Figure:
     """Apply the house look; `notes` become the subtitle (the simulated note, what was aggregated).
 
     The title and the subtitle are wrapped to fit the narrowest chart, and the top margin (and the
-    height, so the plot keeps its size) grows by the lines that adds. A legend the view has not placed
-    goes in one or more rows between the subtitle and the plot, with room kept for its rows at the
-    narrowest width, so it meets neither the title nor what is above the chart. One update_layout:
-    plotly's updates cost milliseconds each."""
-    text = wrap(title, TITLE_SIZE)
-    subtitle = wrap(SEPARATOR.join(n for n in notes if n), SUBTITLE_SIZE)
+    height, so the plot keeps its size) grows by the lines that adds; with `least_top` off, the top
+    margin is exactly that room, however short. A legend the view has not placed goes in one or more
+    rows between the subtitle and the plot, with room kept for its rows at the narrowest width, so it
+    meets neither the title nor what is above the chart. `layout`: the view's own settings, applied
+    over these (a `margin` given there keeps the top computed here unless it names one). One
+    update_layout: plotly's updates cost milliseconds each."""
     if fig.layout.annotations:
         _wrap_subplot_titles(fig)
     over = _over_plot_px(fig) if fig.layout.annotations else 0
-    names = legend_entries(fig)
-    on_top = bool(names) and not _legend_placed(fig)
-    ink = dict(size=LEGEND_SIZE, color=THEME_TEXT)
-    legend = dict(TOP_LEGEND, font=ink) if on_top else dict(font=ink)
-    block = TOP_PAD_PX + math.ceil(line_count(text) * TITLE_SIZE * LINE_EM + line_count(subtitle) * SUBTITLE_SIZE * LINE_EM)
+    on_top = bool(legend_entries(fig)) and not _legend_placed(fig)
     legend_room = legend_px(fig, size=LEGEND_SIZE, margins=(MARGIN["l"], MARGIN["r"])) if on_top else 0
-    top = max(block + GAP_PX + over + legend_room, BASE_TOP_PX)
+    house = house_layout(title, notes, height, least_top=least_top, legend_on_top=on_top, legend_room=legend_room,
+                         over=over, axes=[k for k in fig.layout if re.match(r"[xy]axis\d+$", k)])
+    fig.update_layout(house, **layout)  # the view's own settings after the house look's, in the same update
+    return fig
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `over` laid on it, nested dicts merged key by key, as update_layout merges them."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def house_layout(title: str, notes: list[str], height: int = 520, *, least_top: bool = True,
+                 legend_on_top: bool = False, legend_room: int = 0, over: int = 0,
+                 axes: list[str] = ()) -> dict[str, Any]:
+    """styled()'s layout as a plain dict, for a view that makes its figure whole at once (a figure made
+    with its layout costs less than one updated afterwards): `legend_on_top` for a legend to place above
+    the plot, `legend_room` its rows' pixels, `over` what subplot titles take above the plot, `axes` the
+    axes beyond the first two."""
+    text = wrap(title, TITLE_SIZE)
+    subtitle = wrap(SEPARATOR.join(n for n in notes if n), SUBTITLE_SIZE)
+    ink = dict(size=LEGEND_SIZE, color=THEME_TEXT)
+    legend = dict(TOP_LEGEND, font=ink) if legend_on_top else dict(font=ink)
+    block = TOP_PAD_PX + math.ceil(line_count(text) * TITLE_SIZE * LINE_EM + line_count(subtitle) * SUBTITLE_SIZE * LINE_EM)
+    top = block + GAP_PX + over + legend_room
+    top = max(top, BASE_TOP_PX) if least_top else top
     total = height + top - BASE_TOP_PX
-    if on_top and over:  # over the top subplot's title, not on it
+    if legend_on_top and over:  # over the top subplot's title, not on it
         legend["y"] = 1 + over / max(total - top - MARGIN["b"], 1)
     # Text off the marks in the theme's own ink (THEME_TEXT), not its faded grey: 4.5:1 on either page.
     axis = dict(tickfont=dict(size=TICK_SIZE, color=THEME_TEXT), title=dict(font=dict(size=AXIS_TITLE_SIZE, color=THEME_TEXT)))
-    axes = {name: axis for name in ["xaxis", "yaxis"] + [k for k in fig.layout if re.match(r"[xy]axis\d+$", k)]}
-    fig.update_layout(
+    return dict(
         font=dict(family=FONT_FAMILY, size=FONT_SIZE, color=THEME_TEXT),
         title=dict(
             text=text, x=0.01, xanchor="left", xref="container", y=1, yanchor="top",
             yref="container", pad=dict(t=TOP_PAD_PX), font=dict(size=TITLE_SIZE, color=THEME_TEXT),
             subtitle=dict(text=subtitle, font=dict(size=SUBTITLE_SIZE, color=THEME_TEXT)),
         ),
-        hoverlabel=dict(font_size=FONT_SIZE - 1), legend=legend, height=total, margin=dict(MARGIN, t=top), **axes,
+        hoverlabel=dict(font_size=FONT_SIZE - 1), legend=legend, height=total, margin=dict(MARGIN, t=top),
+        **{name: axis for name in ["xaxis", "yaxis", *axes]},
     )
-    return fig
 
 
 def light(fig: go.Figure) -> go.Figure:

@@ -58,10 +58,16 @@ class Observer:
         self.memory = MeasuredMemory(self.device_ids) if cuda else ComputedMemory(self.device_ids)
         self.memory.hold(self.first, "parameters", module_bytes(model))
         self.memory_batches, self.memory_samples = memory_batches, []
-        self.handles = [
-            model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
-            model.register_forward_hook(self._after_forward, with_kwargs=True),
-        ]
+        if getattr(parallel, "simulated", False) and len(self.device_ids) > 1:
+            # The simulation makes each replica's call through `_replica`: no forward hook on the model, whose
+            # replicas would each take nn.Module's slower path for it. A direct call (one device) is hooked.
+            parallel.replica_watch = self._replica
+            self.handles = []
+        else:
+            self.handles = [
+                model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
+                model.register_forward_hook(self._after_forward, with_kwargs=True),
+            ]
         self.activation_handles: list = []  # hooks on the model's leaves, while a sampled batch runs
         self._watch_activations(self.sampled)
         self.accumulated: list[float] = []  # when each parameter's summed gradient landed in .grad
@@ -160,6 +166,16 @@ class Observer:
         device = self._device_of(x)
         self.started[self.device_ids.index(device)] = (self.now(device), device, x, thread)
 
+    def _replica(self, replica: int, device: int, module: nn.Module, args: tuple, kwargs: dict) -> Any:
+        """One simulated replica's call, timed as the two hooks time it (SimulatedDataParallel's watch)."""
+        thread = threading.current_thread()
+        self.threads.add(thread)
+        x = args[0] if args and isinstance(args[0], torch.Tensor) else first_tensor((args, kwargs))
+        self.started[replica] = (self.now(), device, x, thread)
+        output = module(*args, **kwargs)  # a replica that raises stays in `started`: failed() ends its span
+        self._ended(module, replica, device, self.now(), output)
+        return output
+
     def _after_forward(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         if self.paused:
             return
@@ -167,7 +183,9 @@ class Observer:
         # pre-hook found need not be looked for again.
         device = self._device_of(first_tensor((args, kwargs))) if self.cuda else current_device()
         end = self.now(device)
-        replica = self.device_ids.index(device)
+        self._ended(module, self.device_ids.index(device), device, end, output)
+
+    def _ended(self, module: nn.Module, replica: int, device: int, end: float, output: Any) -> None:
         order = next(self.finished)
         start, _, x, thread = self.started.pop(replica)
         if self.train and isinstance(output, torch.Tensor) and output.requires_grad:
@@ -303,6 +321,8 @@ class Observer:
     def close(self) -> None:
         for handle in self.handles:
             handle.remove()
+        if getattr(self.parallel, "replica_watch", None) == self._replica:
+            self.parallel.replica_watch = None
         self._watch_activations(False)
 
 

@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from functools import partial
 from itertools import chain
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -311,9 +311,14 @@ def parallel_apply(
     inputs: Sequence[Any],
     kwargs_tup: Sequence[dict[str, Any]] | None = None,
     devices: Sequence[int | torch.device | None] | None = None,
+    *,
+    watch: Callable[..., Any] | None = None,
 ) -> list[Any]:
     """Run each replica on its own thread, as torch.nn.parallel.parallel_apply does, and re-raise
-    the first failure by replica index."""
+    the first failure by replica index. `watch`, if given, makes each replica's call itself, in the
+    replica's thread: `watch(replica, device, module, args, kwargs)` returns `module(*args, **kwargs)`
+    (dpviz's recorder times replicas so, where forward hooks would send every call down nn.Module's
+    slower path)."""
     if len(modules) != len(inputs):
         raise AssertionError(f"The number of modules {len(modules)} is not equal to the number of inputs {len(inputs)}")
     if kwargs_tup is not None:
@@ -341,7 +346,7 @@ def parallel_apply(
             with _on_device(device), _autocast(autocast_enabled):
                 if not isinstance(input, (list, tuple)):
                     input = (input,)
-                output = module(*input, **kwargs)
+                output = module(*input, **kwargs) if watch is None else watch(i, device, module, input, kwargs)
             with lock:
                 results[i] = output
         except Exception:
@@ -369,6 +374,7 @@ class SimulatedDataParallel(nn.Module):
     """A drop-in for nn.DataParallel whose devices are CPU threads named 0, 1, 2, ..."""
 
     simulated = True
+    replica_watch: Callable[..., Any] | None = None  # parallel_apply's `watch`, for whoever records the run
 
     def __init__(
         self,
@@ -407,7 +413,7 @@ class SimulatedDataParallel(nn.Module):
         return rules.scatter_kwargs(inputs, kwargs, device_ids, dim=self.dim)
 
     def parallel_apply(self, replicas: Sequence[nn.Module], inputs: Sequence[Any], kwargs: Any) -> list[Any]:
-        return parallel_apply(replicas, inputs, kwargs, self.device_ids[: len(replicas)])
+        return parallel_apply(replicas, inputs, kwargs, self.device_ids[: len(replicas)], watch=self.replica_watch)
 
     def gather(self, outputs: Any, output_device: int) -> Any:
         return rules.gather(outputs, dim=self.dim)

@@ -17,6 +17,7 @@ from dpviz.engines.workload import input_forms as inputs
 from dpviz.catalogue import MODEL_SPECS, row_shape
 from dpviz.config import RunConfig, batch_dim
 
+from dpviz.engines.workload.batch_sampler import ShuffledBatches
 from dpviz.engines.workload.models import build_model, random_rows
 from dpviz.engines.workload.seeding import seeded
 
@@ -60,11 +61,12 @@ def build(config: RunConfig) -> tuple[nn.Module, DataLoader]:
     rows = random_rows(config.model, config.input_size, config.data_size, generator)
     dataset = RandomDataset(row_shape(config.model, config.input_size), config.data_size, rows=rows)
     model = inputs.wrap(config.inputs, _core(config, config.seed), batch_dim(config.model))
+    order = torch.Generator().manual_seed(config.seed + 1)
+    # DataLoader(dataset, batch_size, shuffle, generator=order)'s batches, each epoch's order drawn in one call.
     loader = DataLoader(
         dataset,
-        batch_size=config.batch_size,
-        shuffle=config.shuffle,
-        generator=torch.Generator().manual_seed(config.seed + 1),
+        batch_sampler=ShuffledBatches(config.data_size, config.batch_size, config.shuffle, order),
+        generator=order,
         collate_fn=_already_batched,
     )
     return model, loader
