@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_engines.py                        # ZeRO-1 and FSDP against DDP, 2 and 4 ranks
     .venv/bin/python bench/bench_engines.py --ranks 2 --pairs 3
+    .venv/bin/python bench/bench_engines.py --part bare            # each engine recorded against its bare step
 
 The settings are the catalogue's transformer (3 blocks, 9,938 parameters), training with Adam on the tutorial's
 100 rows in batches of 30: the model and the optimizer whose memory ZeRO-1 and FSDP split. For each rank count
@@ -13,6 +14,12 @@ figure over the DDP figure of its own pair; the median of the pairs is printed b
   page   seconds for app.py (Streamlit's AppTest, in this process: script time, no browser) to open the link
          ?engine=E&gpus=W&train=true&model=transformer&optimizer=adam, record the run and draw its first view,
          after one untimed page of each engine (the forkserver already up)
+
+Against the bare step (`--part bare`, also run by default): for DDP, ZeRO-1 and FSDP at each rank count, PAIRS
+pairs run the same model, rows (BARE_ROWS of them, for a steadier median), optimizer and ranks twice, A B A B:
+once as a plain training loop with nothing of dpviz watching (bench/bare_ranks.py: the engine as torch gives
+it, each step timed from loading its rows to the end of its optimizer step) and once recorded by dpviz; each
+figure is the median over steps after the first of the slowest rank's step, and the ratio recorded / bare.
 
 The load average is printed at the start and at the end: on a shared 2-core machine times vary with it, the
 ratios much less. Every rank sets one thread (torch.set_num_threads(1)). Results also go to
@@ -30,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
+sys.path.insert(0, str(ROOT / "bench"))  # bare_ranks beside this script
 
 from dpviz.config import RunConfig  # noqa: E402
 from dpviz.engines import engine  # noqa: E402
@@ -72,6 +80,25 @@ def run_page(name: str, ranks: int) -> float:
     return seconds
 
 
+BARE_ROWS = 1200  # 40 steps at 2 and at 4 ranks: a median over steps that vary by several times on 2 cores
+
+
+def against_bare(name: str, ranks: int, pairs: int) -> dict:
+    """`name`'s step as a plain loop, then recorded by dpviz, `pairs` times: each pair's ratio and both medians."""
+    from bare_ranks import bare_steps, slowest_median
+
+    config = RunConfig(engine=name, gpus=ranks, data_size=BARE_ROWS, **SETTINGS)
+    bare, recorded = [], []
+    for _ in range(pairs):
+        bare.append(slowest_median(bare_steps(name, config)))
+        trace = engine(name).record(config)
+        assert trace.failure is None, trace.failure
+        recorded.append(step_time(trace))
+    ratios = [r / b for r, b in zip(recorded, bare)]
+    return {"engine": name, "ranks": ranks, "bare_s": statistics.median(bare), "recorded_s": statistics.median(recorded),
+            "ratio": statistics.median(ratios), "ratios": ratios}
+
+
 def alternate(measure, name: str, ranks: int, pairs: int) -> dict:
     """DDP then `name`, `pairs` times: each pair's ratio, and both engines' medians."""
     base, mine = [], []
@@ -89,14 +116,26 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=["zero1", "fsdp"])
     parser.add_argument("--pairs", type=int, default=5, help="DDP/engine pairs per figure (A B A B)")
     parser.add_argument("--page-pairs", type=int, default=3, help="pairs for the page time")
+    parser.add_argument("--part", choices=["all", "ddp", "bare"], default="all",
+                        help="ddp: the engines against DDP; bare: each engine recorded against its bare step")
     args = parser.parse_args()
     load_before = os.getloadavg()
     print(f"load average at the start: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}")
     for name in [BASE, *args.engines]:  # the forkserver up, each engine's modules imported: not timed
         run_step(name, args.ranks[0])
-        run_page(name, args.ranks[0])
+        if args.part != "bare":
+            run_page(name, args.ranks[0])
+    bare_rows = []
+    if args.part in ("all", "bare"):
+        for ranks in args.ranks:
+            for name in [BASE, *args.engines]:
+                row = against_bare(name, ranks, args.pairs)
+                bare_rows.append(row)
+                print(f"{name:>6} {ranks} ranks: recorded step {row['recorded_s'] * 1e3:6.1f} ms against the bare step's "
+                      f"{row['bare_s'] * 1e3:6.1f} ms: {row['ratio']:.2f}x "
+                      f"(pairs {', '.join(f'{r:.2f}' for r in row['ratios'])})", flush=True)
     rows = []
-    for ranks in args.ranks:
+    for ranks in (args.ranks if args.part in ("all", "ddp") else []):
         for name in args.engines:
             step = alternate(run_step, name, ranks, args.pairs)
             page = alternate(run_page, name, ranks, args.page_pairs)
@@ -109,7 +148,8 @@ def main() -> None:
     print(f"load average at the end: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     out = ROOT / "bench" / "out"
     out.mkdir(exist_ok=True)
-    (out / "bench_engines.json").write_text(json.dumps({"load": [load_before, load_after], "rows": rows}, indent=1))
+    (out / "bench_engines.json").write_text(json.dumps({"load": [load_before, load_after], "rows": rows,
+                                                        "against_bare": bare_rows}, indent=1))
 
 
 if __name__ == "__main__":  # ranks come from a forkserver that imports this module

@@ -46,8 +46,33 @@ class RankObserver:
         self._wrap("_sync_buffers", self._timed("buffers"))
         self._wrap("_run_ddp_forward", self._timed_forward)
         ddp.register_comm_hook(self, _recording_allreduce)
-        self.activations = [m.register_forward_hook(self._activation) for m in ddp.module.modules()
-                            if not list(m.children())]
+        self.watch_activations(ddp.module)
+
+    # ---- steps
+    @property
+    def step(self) -> int:
+        return self._step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self._step = value
+        if hasattr(self, "activations"):  # set while constructing, before there is anything to watch
+            self._watch(value in self.memory_steps)
+
+    def watch_activations(self, module: torch.nn.Module) -> None:
+        """Sum `module`'s leaves' outputs into the ledger in the steps whose memory is kept, and only then: a
+        forward hook sends every call of its module down nn.Module's slower path, every step."""
+        self.leaves = [m for m in module.modules() if not list(m.children())]
+        self.activations: list = []
+        self._watch(self.step in self.memory_steps)
+
+    def _watch(self, on: bool) -> None:
+        if on and not self.activations:
+            self.activations = [m.register_forward_hook(self._activation) for m in self.leaves]
+        elif not on and self.activations:
+            for handle in self.activations:
+                handle.remove()
+            self.activations = []
 
     def now(self) -> float:
         if self.cuda:
@@ -160,8 +185,7 @@ class RankObserver:
         return {}
 
     def close(self) -> None:
-        for handle in self.activations:
-            handle.remove()
+        self._watch(False)
 
 
 def _recording_allreduce(state, bucket):

@@ -125,8 +125,7 @@ class ShardObserver(RankObserver):
                               "gloo has no reduce-scatter: run as an all-reduce, each rank keeping its shard")
         self._reducing: int | None = None
         self._patch_reduce()
-        self.activations = [m.register_forward_hook(self._activation) for m in model.modules()
-                            if not list(m.children())]
+        self.watch_activations(model)
 
     # ---- FSDP2's steps, per sharded module
     def _time_group(self, index: int, group: Any) -> None:
