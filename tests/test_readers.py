@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # reached only from one that does. Reading a trace needs none of them.
 RECORDING_SIDE = sorted({
     *(f"dpviz.engines.workload.{name}" for name in
-      ("tutorial_data", "input_forms", "models", "seeding", "warning_capture", "own")),
+      ("tutorial_data", "batch_sampler", "input_forms", "models", "seeding", "warning_capture", "own")),
     *(f"dpviz.engines.dp.{name}" for name in
       ("engine", "devices", "recorder", "observer", "simulated", "scatter", "memory", "workers")),
     *(f"dpviz.engines.ddp.{name}" for name in

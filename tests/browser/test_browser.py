@@ -144,13 +144,22 @@ def test_eight_gpus_on_the_slider_change_the_split(page):
     page.wait_for_selector(IDLE)
 
     assert split_rows(tutorial_log(page)) == [[4] * 7 + [2]] * 3 + [[2] * 5]
-    assert "8 CPU threads" in device_count(page)
+    assert simulated_devices(8) in device_count(page)
     assert "gpus=8" in page.url
     show_tab(page, "Split per batch").locator(SVG).first.wait_for()
     after = chart_traces(page, "split")
     assert after != before, "the split chart did not change with the GPU count"
     assert {f"GPU {i}" for i in range(8)} <= set(legend(page, "split"))
     assert_no_exception(page)
+
+
+def simulated_devices(gpus: int) -> str:
+    """How the device sentence counts `gpus` simulated devices on this machine: a thread each, or the replicas
+    taking turns on one thread per core where the devices outnumber the cores (the server runs here too)."""
+    from dpviz.engines.dp.workers import cores
+
+    threads = min(gpus, cores())
+    return f"{gpus} CPU threads stand in" if threads == gpus else f"took turns on {threads} CPU thread"
 
 
 def test_a_link_opens_the_page_in_its_configuration(page):
@@ -160,7 +169,7 @@ def test_a_link_opens_the_page_in_its_configuration(page):
     assert page.get_by_role("slider", name="Number of GPUs").input_value() == "3"
     assert page.get_by_label("Batch size", exact=True).input_value() == "10"
     assert page.get_by_label("Data size", exact=True).input_value() == "25"
-    assert "3 CPU threads" in device_count(page)
+    assert simulated_devices(3) in device_count(page)
     assert split_rows(tutorial_log(page)) == [[4, 4, 2], [4, 4, 2], [2, 2, 1]]
 
 
@@ -204,7 +213,7 @@ def test_screenshots_of_the_default_page_and_an_eight_gpu_link(page, artifacts):
     page.set_viewport_size({"width": 1400, "height": 900})
     open_page(page, "?gpus=8")
     assert_no_exception(page)
-    assert "8 CPU threads" in device_count(page)
+    assert simulated_devices(8) in device_count(page)
     for name in tab_names(page):
         if name != "Tutorial log":
             panel = draw_tab(page, name)
