@@ -7,9 +7,11 @@ there before or a complete new one, never a part of one."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +46,10 @@ def ranks_of(pid: int) -> list[int]:
             not any(c for c, _ in descendants(p))]
 
 
+def ended(process: subprocess.Popen) -> bool:
+    return process.poll() is not None
+
+
 def reach(moment: str, process: subprocess.Popen, seen: set) -> None:
     """Wait until the run is at `moment`, noting every process below it on the way."""
     deadline = time.monotonic() + limit(starts=3, then_s=60)
@@ -55,8 +61,9 @@ def reach(moment: str, process: subprocess.Popen, seen: set) -> None:
         reached = wait_for(lambda: any("forkserver" in command_line(p) for p, _ in descendants(root)), deadline,
                            seen=seen, root=root)
     elif moment == "stepping":  # both ranks have joined the process group (gloo's threads) and run their steps
-        reached = wait_for(lambda: len(ranks_of(root)) == 2 and all(threads(p) > 2 for p in ranks_of(root)),
+        reached = wait_for(lambda: ended(process) or len(ranks_of(root)) == 2 and all(threads(p) > 2 for p in ranks_of(root)),
                            deadline, seen=seen, root=root)
+        assert not ended(process), f"the run ended before its ranks stepped: {process.stderr.read()[-2000:]}"
     else:  # the log is printed whole just before the files are written: its last step's line is the cue
         reach("stepping", process, seen)  # the ranks, seen while they run
         last = f"Step {STEPS} of {STEPS}:"
@@ -116,10 +123,12 @@ def test_ctrl_c_in_a_terminal_reaches_every_process_and_still_ends_in_one_line(t
             process.wait()
 
 
-def test_kill_9_of_the_command_line_still_ends_every_rank_and_leaves_no_log_behind(tmp_path):
+def test_kill_9_of_the_command_line_still_ends_every_rank_and_leaves_no_log_behind(tmp_path, request):
     # SIGKILL runs no handler and no finally: each rank watches its launcher and ends itself, its log with it.
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
+    # A short folder of its own: the forkserver's socket lives there, and a Unix socket's path holds at most 107
+    # bytes (pytest's tmp_path under a parallel worker is longer than that leaves room for).
+    scratch = Path(tempfile.mkdtemp(prefix="dpviz-k9-"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     process = start(tmp_path, env={**os.environ, "TMPDIR": str(scratch)})
     seen: set = set()
     try:
