@@ -17,12 +17,11 @@ writable cgroup v1 memory hierarchy at /sys/fs/cgroup/memory (root in a containe
     page closes, and after a few seconds no rank process may be left. With --limit-mb the server runs in a
     memory cgroup of that size, so its budget is sized from that limit, and going past it is an out-of-memory
     kill, not a number.
-Results also go to bench/out/bench_budget.json.
+Results also go to bench/out/bench_budget.json (bench/results.py), one part per mode.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import threading
@@ -34,6 +33,7 @@ from playwright.sync_api import sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hosted import CHROMIUM, CHROMIUM_ARGS, IDLE, SVG, Server  # noqa: E402
+from results import save  # noqa: E402
 from dpviz.host_memory import pss_bytes, tree  # noqa: E402
 from dpviz.page.rank_budget import FORKSERVER_BYTES, HEADROOM_BYTES, RANK_BYTES, TRACKER_BYTES  # noqa: E402
 
@@ -159,13 +159,15 @@ def main() -> None:
     parser.add_argument("--costs", action="store_true", help="measure the forkserver's and a rank's cost instead")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
+    load_start = os.getloadavg()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         result = costs(browser) if args.costs else sessions(browser, args.sessions, args.limit_mb, args.gpus)
         browser.close()
     result["constants_mb"] = {"forkserver": FORKSERVER_BYTES / MB, "rank": RANK_BYTES / MB,
                               "tracker": TRACKER_BYTES / MB, "headroom": HEADROOM_BYTES / MB}
-    (OUT / "bench_budget.json").write_text(json.dumps(result, indent=1))
+    part = "costs" if args.costs else f"sessions_{args.sessions}_{args.limit_mb or 'unlimited'}"
+    save("bench_budget", part, result, load_start)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ processes taking turns on the cores, not communication.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import statistics
 import subprocess
 import sys
@@ -26,9 +26,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py beside this script
 
 from dpviz.config import RunConfig
 from dpviz.engines import engine
+from results import save
 
 REPEATS = 5
 FIRST_RUN = """
@@ -100,6 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8, 16])
     args = parser.parse_args()
+    load_start = os.getloadavg()
     rows = [measure(ranks) for ranks in args.ranks]
     print(f"{'ranks':>5} {'first ddp':>10} {'later ddp':>10} {'dp':>8} {'first/dp':>9} {'later/dp':>9} "
           f"{'start':>7} {'init':>7} {'DDP()':>7} {'step 0':>8} {'step n':>8}")
@@ -108,8 +111,7 @@ def main() -> None:
               f"{r['first_ddp_s'] / r['dp_s']:>8.0f}x {r['later_ddp_s'] / r['dp_s']:>8.1f}x "
               f"{r['start_s'] * 1e3:>5.0f}ms {r['init_s'] * 1e3:>5.0f}ms {r['ddp_s'] * 1e3:>5.0f}ms "
               f"{r['step0_s'] * 1e3:>6.1f}ms {r['later_s'] * 1e3:>6.1f}ms")
-    out = Path(__file__).with_name("out") / "bench_ddp.json"
-    out.write_text(json.dumps(rows, indent=1))
+    save("bench_ddp", "ranks", {"rows": rows}, load_start)
 
 
 if __name__ == "__main__":  # ranks come from a forkserver that imports this module

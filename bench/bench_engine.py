@@ -32,11 +32,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py beside this script
 
 from dpviz import RunConfig, SimulatedDataParallel, record
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.config import MODELS
-from dpviz.engines.dp.workers import Pool
+from dpviz.engines.dp.workers import POOL, Pool
+from results import results
 
 
 def _batches(config: RunConfig) -> tuple[torch.nn.Module, list[torch.Tensor]]:
@@ -135,6 +137,18 @@ def main() -> None:
         # The largest settings' shape: wide batches on the most devices the page offers.
         configs.append((RunConfig(batch_size=256, data_size=100_000, gpus=16, backend="simulated"), 3))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
+    with results("bench_engine", "models" if args.models else "quick" if args.quick else "configs") as figures:
+        measure(configs, figures)
+
+
+def label(config: RunConfig) -> str:
+    """A configuration's name in the figures: model, training, batch, rows, devices."""
+    return (f"{config.model}{' training' if config.train else ''}, batch {config.batch_size}, "
+            f"{config.data_size:,} rows, {config.gpus} devices")
+
+
+def measure(configs: list[tuple[RunConfig, int]], figures: dict) -> None:
+    figures["configs"] = []
     for config, repeats in configs:
         print(f"\n{'training: ' if config.train else ''}{config.model}, batch {config.batch_size}, data {config.data_size:,}, {config.gpus} simulated devices, "
               f"{config.num_batches:,} batches (best of {repeats})")
@@ -147,10 +161,20 @@ def main() -> None:
                   f"{seconds / config.num_batches * 1e6:8.0f} us/batch  heap peak {peaks[name] / 2**20:7.1f} MiB")
         if "simulated" in timings:
             print(f"  recording adds {timings['recorded'] / timings['simulated'] - 1:+.0%} to the simulated run")
+        figures["configs"].append({
+            "label": label(config), "batches": config.num_batches, "repeats": repeats,
+            "threads_at_once": POOL.at_once(config.gpus),
+            "seconds": timings, "heap_peak_mib": {name: peak / 2**20 for name, peak in peaks.items()},
+            "per_batch_us": {name: t / config.num_batches * 1e6 for name, t in timings.items()},
+            "over_bare": {name: t / timings["bare"] for name, t in timings.items()},
+            "over_bare_chunks": {name: t / chunks for name, t in timings.items()} if chunks else None,
+        })
     started, borrowed = thread_costs(16)
     print(f"\n16 empty jobs at once, per call: a thread started and joined for each {started * 1e6:,.0f} us "
           f"(real DataParallel), borrowed from the pool {borrowed * 1e6:,.0f} us (the simulation)")
     print(f"process peak resident size {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    figures.update(thread_started_us=started * 1e6, thread_borrowed_us=borrowed * 1e6,
+                   peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 if __name__ == "__main__":

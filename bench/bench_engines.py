@@ -28,7 +28,6 @@ bench/out/bench_engines.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -41,6 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))  # bare_ranks beside this script
 
 from dpviz.config import RunConfig  # noqa: E402
 from dpviz.engines import engine  # noqa: E402
+from results import results  # noqa: E402
 
 BASE = "ddp"
 SETTINGS = dict(train=True, model="transformer", optimizer="adam")
@@ -125,31 +125,30 @@ def main() -> None:
         run_step(name, args.ranks[0])
         if args.part != "bare":
             run_page(name, args.ranks[0])
-    bare_rows = []
     if args.part in ("all", "bare"):
-        for ranks in args.ranks:
-            for name in [BASE, *args.engines]:
-                row = against_bare(name, ranks, args.pairs)
-                bare_rows.append(row)
-                print(f"{name:>6} {ranks} ranks: recorded step {row['recorded_s'] * 1e3:6.1f} ms against the bare step's "
-                      f"{row['bare_s'] * 1e3:6.1f} ms: {row['ratio']:.2f}x "
-                      f"(pairs {', '.join(f'{r:.2f}' for r in row['ratios'])})", flush=True)
-    rows = []
-    for ranks in (args.ranks if args.part in ("all", "ddp") else []):
-        for name in args.engines:
-            step = alternate(run_step, name, ranks, args.pairs)
-            page = alternate(run_page, name, ranks, args.page_pairs)
-            rows.append({"step": step, "page": page})
-            print(f"{name:>6} {ranks} ranks: step {step['engine_s'] * 1e3:6.1f} ms against DDP's "
-                  f"{step['ddp_s'] * 1e3:6.1f} ms: {step['ratio']:.2f}x (pairs {', '.join(f'{r:.2f}' for r in step['ratios'])}); "
-                  f"page {page['engine_s']:.2f} s against {page['ddp_s']:.2f} s: {page['ratio']:.2f}x "
-                  f"(pairs {', '.join(f'{r:.2f}' for r in page['ratios'])})", flush=True)
+        with results("bench_engines", "against_bare") as figures:
+            figures["rows"], figures["steps_rows"] = [], BARE_ROWS
+            for ranks in args.ranks:
+                for name in [BASE, *args.engines]:
+                    row = against_bare(name, ranks, args.pairs)
+                    figures["rows"].append(row)
+                    print(f"{name:>6} {ranks} ranks: recorded step {row['recorded_s'] * 1e3:6.1f} ms against the bare "
+                          f"step's {row['bare_s'] * 1e3:6.1f} ms: {row['ratio']:.2f}x "
+                          f"(pairs {', '.join(f'{r:.2f}' for r in row['ratios'])})", flush=True)
+    if args.part in ("all", "ddp"):
+        with results("bench_engines", "against_ddp") as figures:
+            figures["rows"] = []
+            for ranks in args.ranks:
+                for name in args.engines:
+                    step = alternate(run_step, name, ranks, args.pairs)
+                    page = alternate(run_page, name, ranks, args.page_pairs)
+                    figures["rows"].append({"step": step, "page": page})
+                    print(f"{name:>6} {ranks} ranks: step {step['engine_s'] * 1e3:6.1f} ms against DDP's "
+                          f"{step['ddp_s'] * 1e3:6.1f} ms: {step['ratio']:.2f}x (pairs {', '.join(f'{r:.2f}' for r in step['ratios'])}); "
+                          f"page {page['engine_s']:.2f} s against {page['ddp_s']:.2f} s: {page['ratio']:.2f}x "
+                          f"(pairs {', '.join(f'{r:.2f}' for r in page['ratios'])})", flush=True)
     load_after = os.getloadavg()
     print(f"load average at the end: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
-    out = ROOT / "bench" / "out"
-    out.mkdir(exist_ok=True)
-    (out / "bench_engines.json").write_text(json.dumps({"load": [load_before, load_after], "rows": rows,
-                                                        "against_bare": bare_rows}, indent=1))
 
 
 if __name__ == "__main__":  # ranks come from a forkserver that imports this module

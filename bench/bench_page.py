@@ -27,7 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py beside this script
+
 from streamlit.testing.v1 import AppTest
+
+from results import results
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {
@@ -120,8 +124,9 @@ def tabs(app: AppTest) -> list[tuple[str, float, list[int]]]:
     return shown
 
 
-def measure(name: str, query: dict[str, str], minimal: MinimalPage) -> None:
-    """Time one configuration's page: first run, new run, back, slider, new runs (tutorial), each tab."""
+def measure(name: str, query: dict[str, str], minimal: MinimalPage, figures: dict) -> None:
+    """Time one configuration's page: first run, new run, back, slider, new runs (tutorial), each tab; the
+    figures also go into `figures`."""
     app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     for key, value in query.items():
         app.query_params[key] = value
@@ -138,21 +143,28 @@ def measure(name: str, query: dict[str, str], minimal: MinimalPage) -> None:
     moved = timed(lambda: batch.set_value(0).run()) if batch is not None else float("nan")
     print(f"  first run {first:6.2f} s | {setting} {before}->{after} (new run) {changed:6.2f} s | "
           f"back to {before} (from memory) {back:6.2f} s | flow batch slider {moved:6.2f} s")
+    figures.update(first_run_s=first, new_run_s=changed, new_run_change=f"{setting} {before} to {after}",
+                   back_s=back, slider_s=moved)
     if not query:
         runs, baseline = new_runs(app, minimal)
         median, least = statistics.median(t for _, t in runs), statistics.median(baseline)
         print(f"  new runs, one control changed each: median {median:.3f} s; a minimal page's rerun, between "
               f"them: median {least:.3f} s ({median / least:.1f}x)")
         print("  each new run: " + ", ".join(f"{label} {t:.2f}" for label, t in runs))
+        figures.update(new_runs_median_s=median, new_runs_least_s=min(t for _, t in runs),
+                       new_runs_most_s=max(t for _, t in runs), minimal_rerun_median_s=least, new_runs=len(runs))
     else:
         bare = bare_chunks(query)
         print(f"  baseline: bare forwards of the same chunks {bare:.2f} s; the new run {changed / bare:.1f}x, "
               f"the first run (imports included) {first / bare:.1f}x")
+        figures.update(bare_chunks_s=bare, new_run_ratio=changed / bare, first_run_ratio=first / bare)
     shown = tabs(app)
     print("  each tab shown once: " + ", ".join(f"{label} {t:.2f} s" for label, t, _ in shown))
-    sizes = [size for _, _, figures in shown for size in figures]
+    sizes = [size for _, _, sent in shown for size in sent]
     print(f"  {len(sizes)} figures over the tabs, {sum(sizes) / 1024:,.0f} KiB in all, "
           f"largest {max(sizes) / 1024:,.0f} KiB; a tab sends only its own")
+    figures.update(tabs_least_s=min(t for _, t, _ in shown), tabs_most_s=max(t for _, t, _ in shown),
+                   figure_count=len(sizes), figures_kib=sum(sizes) / 1024, largest_figure_kib=max(sizes) / 1024)
 
 
 def main() -> None:
@@ -164,7 +176,8 @@ def main() -> None:
         for index, (name, query) in enumerate(CONFIGS.items()):
             if args.quick and index > 0:
                 break
-            measure(name, query, minimal)
+            with results("bench_page", "tutorial" if not query else "large") as figures:
+                measure(name, query, minimal, figures)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # results.py beside this script
+from results import save  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("DPVIZ_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -93,6 +96,7 @@ def main() -> None:
         sys.exit(f"Chromium is missing at {CHROMIUM}: apt-get install chromium (or set DPVIZ_CHROMIUM)")
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
+    load_start = os.getloadavg()
     times: dict[str, list[float]] = {"minimal": [], "app": []}
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
         minimal = Path(folder) / "minimal_page.py"
@@ -111,6 +115,9 @@ def main() -> None:
     minimal_s, app_s = statistics.median(times["minimal"]), statistics.median(times["app"])
     print(f"{os.cpu_count()} CPUs; medians of {args.repeats}: minimal page {minimal_s:.2f} s, "
           f"app.py {app_s:.2f} s: {app_s / minimal_s:.2f}x the minimal page")
+    save("bench_start", "first_chart", {"repeats": args.repeats, "minimal_s": times["minimal"], "app_s": times["app"],
+                                        "minimal_median_s": minimal_s, "app_median_s": app_s,
+                                        "ratio": app_s / minimal_s}, load_start)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,199 @@
+"""Write the measured figures into README.md and docs/, from the bench scripts' own output (bench/out/*.json).
+
+    .venv/bin/python bench/write_docs.py            # rewrite every block of figures
+    .venv/bin/python bench/write_docs.py --check    # exit 1, naming each block, if any differs from its JSON
+
+A block of figures in a markdown file sits between two comments that name the JSON file and the part of it
+that it shows, and everything between them is this script's:
+
+    <!-- figures: bench_page.json tutorial -->
+    ...
+    <!-- /figures -->
+
+Nothing measured is written anywhere else in the docs by hand: tests/test_doc_figures.py checks every block
+against its JSON and looks for figures outside the blocks. After a bench run, run this script, read the diff,
+and commit the JSON and the docs together.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"(<!-- figures: (?P<file>[\w.]+\.json) (?P<part>\w+) -->\n)(?P<body>.*?)(<!-- /figures -->)", re.S)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def ratio(value: float) -> str:
+    return f"{value:.2f}×" if value < 10 else f"{value:.1f}×"
+
+
+def measured_by(run: dict[str, Any]) -> str:
+    load = lambda values: f"{values[0]:.2f}"
+    return (f"*Measured by `{run['command']}` on {run['utc']} UTC: {run['cores']} cores, load average "
+            f"{load(run['load_start'])} at the start and {load(run['load_end'])} at the end; torch {run['torch']}, "
+            f"Python {run['python']}.*")
+
+
+def page_tutorial(f: dict[str, Any]) -> str:
+    return (f"| first run | a new run, median of {f['new_runs']} (least, most) | a minimal page's rerun, between them "
+            f"| changed back | Flow's batch slider | each other tab, first shown | figures over the tabs |\n"
+            f"|---|---|---|---|---|---|---|\n"
+            f"| {ms(f['first_run_s'])} | **{ms(f['new_runs_median_s'])}** ({ms(f['new_runs_least_s'])}, "
+            f"{ms(f['new_runs_most_s'])}) | {ms(f['minimal_rerun_median_s'])} | {ms(f['back_s'])} | {ms(f['slider_s'])} "
+            f"| {ms(f['tabs_least_s'])} to {ms(f['tabs_most_s'])} | {f['figure_count']}, {f['figures_kib']:.0f} KiB, "
+            f"largest {f['largest_figure_kib']:.0f} KiB |")
+
+
+def page_large(f: dict[str, Any]) -> str:
+    return (f"| first run | a new run ({f['new_run_change']}) | the bare forwards of its chunks | new run ÷ bare "
+            f"| first run ÷ bare | changed back | each other tab, first shown |\n|---|---|---|---|---|---|---|\n"
+            f"| {ms(f['first_run_s'])} | **{ms(f['new_run_s'])}** | {ms(f['bare_chunks_s'])} | {ratio(f['new_run_ratio'])} "
+            f"| {ratio(f['first_run_ratio'])} | {ms(f['back_s'])} | {ms(f['tabs_least_s'])} to {ms(f['tabs_most_s'])} |")
+
+
+def engine_configs(f: dict[str, Any]) -> str:
+    lines = ["| run | batches | replica threads at once | bare | bare-chunks | simulated DataParallel | recorded "
+             "(`dpviz.record`) | recorded ÷ bare-chunks | recorded heap peak |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in f["configs"]:
+        per = c["per_batch_us"]
+        cell = lambda name: f"{per[name]:,.0f} µs" if name in per else ""
+        over = c["over_bare_chunks"] or {}
+        lines.append(f"| {c['label']} | {c['batches']:,} | {c['threads_at_once']} | {cell('bare')} | {cell('bare-chunks')} "
+                     f"| {cell('simulated')} | {cell('recorded')} | "
+                     f"{'**' + ratio(over['recorded']) + '**' if 'recorded' in over else ''} "
+                     f"| {c['heap_peak_mib']['recorded']:.1f} MiB |")
+    lines.append("")
+    lines.append(f"Times are per batch, the best of several runs. Sixteen empty jobs at once cost "
+                 f"{f['thread_started_us']:,.0f} µs per call with a thread started and joined for each (what "
+                 f"`nn.DataParallel` does) and {f['thread_borrowed_us']:,.0f} µs borrowed from the pool; the process "
+                 f"peaked at {f['peak_rss_mib']:.0f} MiB resident.")
+    return "\n".join(lines)
+
+
+def engines_bare(f: dict[str, Any]) -> str:
+    lines = [f"| engine | ranks | bare step | recorded step | recorded ÷ bare (median of pairs) | each pair |",
+             "|---|---|---|---|---|---|"]
+    for r in f["rows"]:
+        lines.append(f"| {NAMES.get(r['engine'], r['engine'])} | {r['ranks']} | {ms(r['bare_s'])} | {ms(r['recorded_s'])} "
+                     f"| **{ratio(r['ratio'])}** | {', '.join(f'{x:.2f}' for x in r['ratios'])} |")
+    return "\n".join(lines) + f"\n\n{f['steps_rows']:,} rows in batches of 30, so each median is over tens of steps."
+
+
+def engines_ddp(f: dict[str, Any]) -> str:
+    lines = ["| engine | ranks | step | DDP's step | ratio (median of pairs) | page | DDP's page | ratio |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in f["rows"]:
+        s, p = row["step"], row["page"]
+        lines.append(f"| {NAMES.get(s['engine'], s['engine'])} | {s['ranks']} | {ms(s['engine_s'])} | {ms(s['ddp_s'])} "
+                     f"| {ratio(s['ratio'])} | {ms(p['engine_s'])} | {ms(p['ddp_s'])} | {ratio(p['ratio'])} |")
+    return "\n".join(lines)
+
+
+def first_chart(f: dict[str, Any]) -> str:
+    return (f"Medians of {f['repeats']} cold starts each: **{ms(f['app_median_s'])}** for `app.py` against "
+            f"{ms(f['minimal_median_s'])} for the minimal page, **{ratio(f['ratio'])}** (app.py "
+            f"{ms(min(f['app_s']))} to {ms(max(f['app_s']))}; the minimal page {ms(min(f['minimal_s']))} to "
+            f"{ms(max(f['minimal_s']))}).")
+
+
+def ddp_ranks(f: dict[str, Any]) -> str:
+    lines = ["| ranks | first | later | dp | later ÷ dp | start | init | DDP() | step 0 | later step |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in f["rows"]:
+        lines.append(f"| {r['ranks']} | {ms(r['first_ddp_s'])} | {ms(r['later_ddp_s'])} | {ms(r['dp_s'])} "
+                     f"| {ratio(r['later_ddp_s'] / r['dp_s'])} | {ms(r['start_s'])} | {ms(r['init_s'])} | {ms(r['ddp_s'])} "
+                     f"| {ms(r['step0_s'])} | {ms(r['later_s'])} |")
+    return "\n".join(lines)
+
+
+def suite(f: dict[str, Any]) -> str:
+    beside = f" with {f['busy_loops']} busy loops running beside it" if f.get("busy_loops") else ""
+    return (f"The README's test command on a fresh clone in a folder named `{f['folder']}`{beside}: "
+            f"**{f['passed']:,} passed**, {f['failed']} failed, {f['skipped']} skipped in **{f['seconds']:.0f} s** "
+            f"({f['seconds'] / 60:.1f} min, {f['workers']} workers); the install before it took {f['install_s']:.0f} s.")
+
+
+def budget_costs(f: dict[str, Any]) -> str:
+    c = f["constants_mb"]
+    return (f"A DDP page at 2 ranks peaked at {f['peak_2_ranks_mb']:.0f} MB and at 6 ranks at {f['peak_6_ranks_mb']:.0f} MB: "
+            f"**{f['rank_mb']:.1f} MB a rank**; the forkserver alone holds **{f['forkserver_mb']:.0f} MB**. The budget "
+            f"counts {c['forkserver']:.0f} MB for the forkserver, {c['rank']:.0f} MB a rank, {c['tracker']:.0f} MB for "
+            f"multiprocessing's resource tracker and {c['headroom']:.0f} MB of headroom.")
+
+
+def budget_sessions(f: dict[str, Any]) -> str:
+    limit = f"a {f['limit_mb']} MB cgroup" if f["limit_mb"] else "no memory limit"
+    charged = (f", the cgroup charged at most {f['cgroup_peak_mb']:.0f} MB and hit its limit {f['limit_hits']} times"
+               if f["limit_mb"] else "")
+    return (f"{f['sessions']} visitors at once in {limit}: **{f['comparisons_drawn']} of {f['sessions']} comparisons "
+            f"drawn**, at most {f['most_ranks_at_once']} ranks at once, peak {f['peak_pss_mb']:.0f} MB{charged}; "
+            f"{f['ranks_left_after']} ranks left after the pages closed; the server "
+            f"{'alive' if f['server_alive'] else 'dead'}; {f['seconds']:.0f} s in all.")
+
+
+NAMES = {"dp": "DataParallel", "ddp": "DDP", "zero1": "ZeRO-1", "fsdp": "FSDP"}
+RENDER: dict[tuple[str, str], Callable[[dict[str, Any]], str]] = {
+    ("bench_page.json", "tutorial"): page_tutorial,
+    ("bench_page.json", "large"): page_large,
+    ("bench_engine.json", "configs"): engine_configs,
+    ("bench_engines.json", "against_bare"): engines_bare,
+    ("bench_engines.json", "against_ddp"): engines_ddp,
+    ("bench_start.json", "first_chart"): first_chart,
+    ("bench_ddp.json", "ranks"): ddp_ranks,
+    ("bench_budget.json", "costs"): budget_costs,
+    ("bench_budget.json", "sessions_10_690"): budget_sessions,
+    ("bench_suite.json", "fresh_clone"): suite,
+    ("bench_suite.json", "busy_clone"): suite,
+}
+
+
+def render(file: str, part: str) -> str:
+    """A block's text: its figures from bench/out/`file`'s `part`, then who measured them and when."""
+    if (file, part) not in RENDER:
+        raise ValueError(f"no block is written for {file} {part}: add it to RENDER")
+    path = OUT / file
+    if not path.exists():
+        raise ValueError(f"bench/out/{file} is missing: run the bench script that writes it")
+    data = json.loads(path.read_text())
+    if part not in data:
+        raise ValueError(f"bench/out/{file} holds no part {part!r}: run its bench with that part")
+    return f"{RENDER[file, part](data[part]['figures'])}\n\n{measured_by(data[part]['run'])}\n"
+
+
+def blocks(text: str) -> list[re.Match]:
+    return list(BLOCK.finditer(text))
+
+
+def rewritten(text: str) -> str:
+    return BLOCK.sub(lambda m: m.group(1) + render(m["file"], m["part"]) + m.group(5), text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block differs")
+    args = parser.parse_args()
+    stale = []
+    for path in DOCS:
+        text = path.read_text()
+        new = rewritten(text)
+        if new != text:
+            stale.append(path.relative_to(ROOT))
+            if not args.check:
+                path.write_text(new)
+    verb = "differ from their JSON" if args.check else "rewritten"
+    print(f"{', '.join(map(str, stale)) or 'no file'} {verb}")
+    sys.exit(1 if args.check and stale else 0)
+
+
+if __name__ == "__main__":
+    main()
