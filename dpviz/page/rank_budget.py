@@ -7,7 +7,7 @@
 A hosted page is one process for every visitor, so the budget is one object for the whole server. Its size
 comes from the host: its memory limit (dpviz.host_memory: the cgroup's, else the machine's), less what the
 server holds now, the forkserver that starts the ranks and some headroom, divided by what a rank costs.
-Both costs were measured by bench/bench_ddp_page.py (proportional set sizes: the pages a rank shares with
+Both costs were measured by bench/bench_budget.py --costs (proportional set sizes: the pages a rank shares with
 the forkserver are split between them). A session that would take more than is free waits, told after
 every change how many runs are ahead of it; a session that ends while waiting (a tab closed, a setting
 changed) leaves the queue, and one that ends while running gives its ranks back with its run.
@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 from dpviz.host_memory import cgroup_limit_bytes, cgroup_usage_bytes, host_limit_bytes, pss_bytes
 
 MB = 10**6
-# Measured by bench/bench_ddp_page.py (README, "Speed and memory"): the forkserver with torch, torch.distributed
+# Measured by bench/bench_budget.py --costs (docs/speed.md, "Memory"): the forkserver with torch, torch.distributed
 # and torch._dynamo imported, alone; what each further rank adds to the whole tree at the peak of a training run.
 FORKSERVER_BYTES = 235 * MB
 RANK_BYTES = 15 * MB  # 12 MB measured, and a quarter more: a rank of a larger model holds more

@@ -9,8 +9,8 @@
     observer.py     hooks and timers that watch DataParallel without changing it
     memory.py       memory per device: a ledger of tensor sizes, or CUDA's own figure
     scatter.py      DataParallel's scatter and gather rules on CPU tensors
-    simulated.py    SimulatedDataParallel, replicate, parallel_apply (a thread per replica)
-    workers.py      the threads replicas run on, borrowed from a bounded pool instead of started per call
+    simulated.py    SimulatedDataParallel, replicate, parallel_apply (replicas on threads of their own)
+    workers.py      the threads replicas run on: one per core at most, borrowed from a bounded pool
     check.py        the split a loaded trace must show, by DataParallel's own rules (no torch)
 
 Importing this package imports no torch; the modules that need it import it themselves.

@@ -6,9 +6,11 @@ plain integers; every tensor stays on the CPU. Parameter copies are made by one 
 torch's Broadcast makes them, so backward sums the replicas' gradients into the wrapped module's own
 parameters (zeros for a parameter no replica used, sparse sums for sparse gradients).
 
-Two things are done differently from torch, for speed, with the same outcome: each replica's thread
-is borrowed from a pool (dpviz.engines.dp.workers) rather than started and joined per call, and
-replicate writes a plain module's replica dicts directly rather than through nn.Module.__setattr__.
+Three things are done differently from torch, for speed, with the same outcome: replicas run on threads
+borrowed from a pool (dpviz.engines.dp.workers) rather than started and joined per call, and on at most
+one thread per CPU core, replicas beyond that taking turns on them (what a CPU core would make them do on
+the interpreter lock anyway); and replicate writes a plain module's replica dicts directly rather than
+through nn.Module.__setattr__.
 """
 from __future__ import annotations
 
@@ -314,8 +316,8 @@ def parallel_apply(
     *,
     watch: Callable[..., Any] | None = None,
 ) -> list[Any]:
-    """Run each replica on its own thread, as torch.nn.parallel.parallel_apply does, and re-raise
-    the first failure by replica index. `watch`, if given, makes each replica's call itself, in the
+    """Run the replicas on threads other than the caller's, as torch.nn.parallel.parallel_apply does (at most
+    one per core: dpviz.engines.dp.workers), and re-raise the first failure by replica index. `watch`, if given, makes each replica's call itself, in the
     replica's thread: `watch(replica, device, module, args, kwargs)` returns `module(*args, **kwargs)`
     (dpviz's recorder times replicas so, where forward hooks would send every call down nn.Module's
     slower path)."""
@@ -355,8 +357,8 @@ def parallel_apply(
 
     jobs = list(zip(range(len(modules)), modules, inputs, kwargs_tup, devices))
     if len(jobs) > 1:
-        # A thread per replica, as torch starts; borrowed from a pool rather than started per call
-        # (dpviz.engines.dp.workers says what that keeps and what it does not).
+        # Threads of their own, as torch starts; borrowed from a pool rather than started per call, one per core
+        # at most (dpviz.engines.dp.workers says what that keeps and what it does not).
         POOL.run_each([partial(worker, *job) for job in jobs])
     else:
         worker(*jobs[0])
