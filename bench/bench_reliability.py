@@ -112,6 +112,8 @@ CHOICE_ONLY = [("unknown choice", "tpu"), ("near miss", "linearr"), ("number", "
 def link_matrix() -> list[dict]:
     """Bad links: {what, params, bad} where `bad` says the link must give at least one warning."""
     cases: list[dict] = []
+    # A valid value of every setting, the engines' own too (a DataParallel link leaves those out of to_query).
+    valid = {name: str(value).lower() if isinstance(value, bool) else str(value) for name, value in RunConfig().to_dict().items()}
     add = lambda what, params, bad=True: cases.append({"what": what, "params": params, "bad": bad})
     for name in PARAMS:
         values = list(COMMON)
@@ -124,9 +126,9 @@ def link_matrix() -> list[dict]:
             values += CHOICE_ONLY
         for what, value in values:
             add(f"{name}: {what}", {name: value})
-        add(f"{name}: repeated, last bad", {name: [to_query(RunConfig())[name], "many"]})
+        add(f"{name}: repeated, last bad", {name: [valid[name], "many"]})
         add(f"{name}: repeated, all bad", {name: ["many", "", "[x](https://example.com)"]})
-        add(f"{name}: repeated, last valid (the last wins)", {name: ["many", to_query(RunConfig())[name]]}, bad=False)
+        add(f"{name}: repeated, last valid (the last wins)", {name: ["many", valid[name]]}, bad=False)
     for what, name in [("near miss", "gpu"), ("capitals", "GPUS"), ("dash", "batch-size"), ("empty", ""),
                        ("tracking", "utm_source"), ("trailing space", "gpus "), ("unicode", "gpüs"),
                        ("newline", "gp\nus"), ("markdown link", "[x](https://example.com)"),
