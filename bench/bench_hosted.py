@@ -87,8 +87,10 @@ if "train" in {f.name for f in dataclasses.fields(RunConfig)}:
 
 
 def page_has_control(name: str) -> bool:
-    """Whether app.py has a widget keyed `name` (a setting the page can't set is no configuration of it)."""
-    return f'key="{name}"' in (ROOT / "app.py").read_text()
+    """Whether the page has a widget keyed `name` (a setting the page can't set is no configuration of it):
+    app.py, or the sidebar and views it draws from dpviz/page/."""
+    sources = [ROOT / "app.py", *sorted((ROOT / "dpviz" / "page").glob("*.py"))]
+    return any(f'key="{name}"' in path.read_text() for path in sources)
 
 
 def tree_rss(root: int) -> int:
