@@ -11,12 +11,15 @@ optimizer step, and returns every rank's times; `slowest_median` reads them as b
 """
 from __future__ import annotations
 
+import datetime
 import gc
+import queue
 import socket
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch.multiprocessing as mp
 
@@ -46,7 +49,12 @@ def _rank(rank: int, world: int, port: int, engine: str, settings: dict, results
 
     torch.set_num_threads(1)  # as every dpviz rank sets it: two cores, several processes
     gc.freeze()  # as dpviz's forkserver leaves its ranks: torch's objects out of the collector's sight
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=60))
+    except Exception as error:  # the port taken meanwhile, say: the caller tries again on another
+        results.put((rank, f"{type(error).__name__}: {error}"))
+        return
     try:
         config = RunConfig(**settings)
         work = tutorial.workload(config, None)
@@ -80,6 +88,8 @@ def _rank(rank: int, world: int, port: int, engine: str, settings: dict, results
             times.append(time.perf_counter() - start)
         dist.barrier()
         results.put((rank, times))
+    except Exception as error:
+        results.put((rank, f"{type(error).__name__}: {error}"))
     finally:
         dist.destroy_process_group()
 
@@ -94,14 +104,37 @@ def bare_steps(engine: str, config: RunConfig) -> list[list[float]]:
                  for rank in range(config.gpus)]
     for process in processes:
         process.start()
+    got: dict[int, Any] = {}
     try:
-        got = dict(results.get(timeout=600) for _ in processes)  # a rank that died: queue.Empty, not a hang
+        deadline = time.monotonic() + 600
+        while len(got) < len(processes):
+            try:
+                rank, value = results.get(timeout=1)
+                got[rank] = value
+            except queue.Empty:
+                if time.monotonic() > deadline or any(p.exitcode not in (None, 0) for p in processes):
+                    raise RuntimeError(f"bare ranks ended without reporting: exit codes {[p.exitcode for p in processes]}")
+            failed = [value for value in got.values() if isinstance(value, str)]
+            if failed:
+                raise RuntimeError(f"a bare rank failed: {failed[0]}")
     finally:
         for process in processes:
-            process.join(timeout=60)
-            if process.is_alive():
+            process.join(timeout=10)
+            if process.is_alive():  # the others of a failed run wait in a collective: end them
                 process.kill()
+                process.join()
     return [got[rank] for rank in range(config.gpus)]
+
+
+def bare_steps_retried(engine: str, config: RunConfig, tries: int = 3) -> tuple[list[list[float]], int]:
+    """bare_steps, started again (on a new port) if a start fails; with how many starts failed first."""
+    for failed in range(tries):
+        try:
+            return bare_steps(engine, config), failed
+        except RuntimeError:
+            if failed == tries - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def slowest_median(steps: list[list[float]]) -> float:

@@ -85,18 +85,20 @@ BARE_ROWS = 1200  # 40 steps at 2 and at 4 ranks: a median over steps that vary 
 
 def against_bare(name: str, ranks: int, pairs: int) -> dict:
     """`name`'s step as a plain loop, then recorded by dpviz, `pairs` times: each pair's ratio and both medians."""
-    from bare_ranks import bare_steps, slowest_median
+    from bare_ranks import bare_steps_retried, slowest_median
 
     config = RunConfig(engine=name, gpus=ranks, data_size=BARE_ROWS, **SETTINGS)
-    bare, recorded = [], []
+    bare, recorded, restarts = [], [], 0
     for _ in range(pairs):
-        bare.append(slowest_median(bare_steps(name, config)))
+        steps, failed = bare_steps_retried(name, config)
+        restarts += failed
+        bare.append(slowest_median(steps))
         trace = engine(name).record(config)
         assert trace.failure is None, trace.failure
         recorded.append(step_time(trace))
     ratios = [r / b for r, b in zip(recorded, bare)]
     return {"engine": name, "ranks": ranks, "bare_s": statistics.median(bare), "recorded_s": statistics.median(recorded),
-            "ratio": statistics.median(ratios), "ratios": ratios}
+            "ratio": statistics.median(ratios), "ratios": ratios, "bare_restarts": restarts}
 
 
 def alternate(measure, name: str, ranks: int, pairs: int) -> dict:

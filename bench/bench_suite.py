@@ -25,7 +25,7 @@ from results import save  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = "python3 -m venv .venv && .venv/bin/pip install -q -r requirements.txt"
 TESTS = ".venv/bin/pip install -q -r requirements-dev.txt && .venv/bin/python -m pytest"  # the README's, word for word
-SUMMARY = re.compile(r"=+ (?P<body>.*?) in (?P<seconds>[\d.]+)s")
+SUMMARY = re.compile(r"^=* ?(?P<body>\d+ \w+(?:, \d+ \w+)*) in (?P<seconds>[\d.]+)s")  # with or without -q's rule
 
 
 def counts(output: str) -> dict[str, int]:

@@ -85,5 +85,6 @@ def test_the_suite_bench_reads_pytests_summary():
     assert bench_suite.counts("==== 1690 passed, 29 skipped in 410.59s (0:06:50) ====") == {
         "passed": 1690, "failed": 0, "skipped": 29, "errors": 0, "xfailed": 0, "xpassed": 0}
     assert bench_suite.counts("x\n= 2 failed, 1688 passed, 29 skipped, 1 xfailed in 401.00s =")["failed"] == 2
+    assert bench_suite.counts("....\n1690 passed, 29 skipped in 410.59s (0:06:50)\n")["passed"] == 1690  # -q
     with pytest.raises(ValueError):
         bench_suite.counts("no summary here")
