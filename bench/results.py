@@ -45,6 +45,8 @@ def save(script: str, part: str, figures: dict[str, Any], load_start: tuple[floa
     OUT.mkdir(exist_ok=True)
     path = OUT / f"{script}.json"
     kept = json.loads(path.read_text()) if path.exists() else {}
+    # Only parts written here are kept: what a script wrote before it wrote through this module goes.
+    kept = {k: v for k, v in kept.items() if isinstance(v, dict) and "run" in v} if isinstance(kept, dict) else {}
     kept[part] = {"figures": figures, "run": run_record(load_start)}
     path.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
     return path
