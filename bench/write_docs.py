@@ -44,21 +44,28 @@ def measured_by(run: dict[str, Any]) -> str:
             f"Python {run['python']}.*")
 
 
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table."""
+    rule = "|" + "|".join(["---"] * len(header)) + "|"
+    return "\n".join(["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(cells) + " |" for cells in rows)])
+
+
 def page_tutorial(f: dict[str, Any]) -> str:
-    return (f"| first run | a new run, median of {f['new_runs']} (least, most) | a minimal page's rerun, between them "
-            f"| changed back | Flow's batch slider | each other tab, first shown | figures over the tabs |\n"
-            f"|---|---|---|---|---|---|---|\n"
-            f"| {ms(f['first_run_s'])} | **{ms(f['new_runs_median_s'])}** ({ms(f['new_runs_least_s'])}, "
-            f"{ms(f['new_runs_most_s'])}) | {ms(f['minimal_rerun_median_s'])} | {ms(f['back_s'])} | {ms(f['slider_s'])} "
-            f"| {ms(f['tabs_least_s'])} to {ms(f['tabs_most_s'])} | {f['figure_count']}, {f['figures_kib']:.0f} KiB, "
-            f"largest {f['largest_figure_kib']:.0f} KiB |")
+    return table(
+        ["first run", f"a new run, median of {f['new_runs']} (least, most)", "a minimal page's rerun, between them",
+         "changed back", "Flow's batch slider", "each other tab, first shown", "figures over the tabs"],
+        [[ms(f["first_run_s"]), f"**{ms(f['new_runs_median_s'])}** ({ms(f['new_runs_least_s'])}, {ms(f['new_runs_most_s'])})",
+          ms(f["minimal_rerun_median_s"]), ms(f["back_s"]), ms(f["slider_s"]),
+          f"{ms(f['tabs_least_s'])} to {ms(f['tabs_most_s'])}",
+          f"{f['figure_count']}, {f['figures_kib']:.0f} KiB, largest {f['largest_figure_kib']:.0f} KiB"]])
 
 
 def page_large(f: dict[str, Any]) -> str:
-    return (f"| first run | a new run ({f['new_run_change']}) | the bare forwards of its chunks | new run ÷ bare "
-            f"| first run ÷ bare | changed back | each other tab, first shown |\n|---|---|---|---|---|---|---|\n"
-            f"| {ms(f['first_run_s'])} | **{ms(f['new_run_s'])}** | {ms(f['bare_chunks_s'])} | {ratio(f['new_run_ratio'])} "
-            f"| {ratio(f['first_run_ratio'])} | {ms(f['back_s'])} | {ms(f['tabs_least_s'])} to {ms(f['tabs_most_s'])} |")
+    return table(
+        ["first run", f"a new run ({f['new_run_change']})", "the bare forwards of its chunks", "new run ÷ bare",
+         "first run ÷ bare", "changed back", "each other tab, first shown"],
+        [[ms(f["first_run_s"]), f"**{ms(f['new_run_s'])}**", ms(f["bare_chunks_s"]), ratio(f["new_run_ratio"]),
+          ratio(f["first_run_ratio"]), ms(f["back_s"]), f"{ms(f['tabs_least_s'])} to {ms(f['tabs_most_s'])}"]])
 
 
 def engine_configs(f: dict[str, Any]) -> str:
@@ -81,22 +88,16 @@ def engine_configs(f: dict[str, Any]) -> str:
 
 
 def engines_bare(f: dict[str, Any]) -> str:
-    lines = [f"| engine | ranks | bare step | recorded step | recorded ÷ bare (median of pairs) | each pair |",
-             "|---|---|---|---|---|---|"]
-    for r in f["rows"]:
-        lines.append(f"| {NAMES.get(r['engine'], r['engine'])} | {r['ranks']} | {ms(r['bare_s'])} | {ms(r['recorded_s'])} "
-                     f"| **{ratio(r['ratio'])}** | {', '.join(f'{x:.2f}' for x in r['ratios'])} |")
-    return "\n".join(lines) + f"\n\n{f['steps_rows']:,} rows in batches of 30, so each median is over tens of steps."
+    rows = [[NAMES.get(r["engine"], r["engine"]), str(r["ranks"]), ms(r["bare_s"]), ms(r["recorded_s"]),
+             f"**{ratio(r['ratio'])}**", ", ".join(f"{x:.2f}" for x in r["ratios"])] for r in f["rows"]]
+    return (table(["engine", "ranks", "bare step", "recorded step", "recorded ÷ bare (median of pairs)", "each pair"], rows)
+            + f"\n\n{f['steps_rows']:,} rows in batches of 30, so each median is over tens of steps.")
 
 
 def engines_ddp(f: dict[str, Any]) -> str:
-    lines = ["| engine | ranks | step | DDP's step | ratio (median of pairs) | page | DDP's page | ratio |",
-             "|---|---|---|---|---|---|---|---|"]
-    for row in f["rows"]:
-        s, p = row["step"], row["page"]
-        lines.append(f"| {NAMES.get(s['engine'], s['engine'])} | {s['ranks']} | {ms(s['engine_s'])} | {ms(s['ddp_s'])} "
-                     f"| {ratio(s['ratio'])} | {ms(p['engine_s'])} | {ms(p['ddp_s'])} | {ratio(p['ratio'])} |")
-    return "\n".join(lines)
+    rows = [[NAMES.get(s["engine"], s["engine"]), str(s["ranks"]), ms(s["engine_s"]), ms(s["ddp_s"]), ratio(s["ratio"]),
+             ms(p["engine_s"]), ms(p["ddp_s"]), ratio(p["ratio"])] for s, p in ((r["step"], r["page"]) for r in f["rows"])]
+    return table(["engine", "ranks", "step", "DDP's step", "ratio (median of pairs)", "page", "DDP's page", "ratio"], rows)
 
 
 def first_chart(f: dict[str, Any]) -> str:
@@ -107,13 +108,9 @@ def first_chart(f: dict[str, Any]) -> str:
 
 
 def ddp_ranks(f: dict[str, Any]) -> str:
-    lines = ["| ranks | first | later | dp | later ÷ dp | start | init | DDP() | step 0 | later step |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in f["rows"]:
-        lines.append(f"| {r['ranks']} | {ms(r['first_ddp_s'])} | {ms(r['later_ddp_s'])} | {ms(r['dp_s'])} "
-                     f"| {ratio(r['later_ddp_s'] / r['dp_s'])} | {ms(r['start_s'])} | {ms(r['init_s'])} | {ms(r['ddp_s'])} "
-                     f"| {ms(r['step0_s'])} | {ms(r['later_s'])} |")
-    return "\n".join(lines)
+    rows = [[str(r["ranks"]), ms(r["first_ddp_s"]), ms(r["later_ddp_s"]), ms(r["dp_s"]), ratio(r["later_ddp_s"] / r["dp_s"]),
+             ms(r["start_s"]), ms(r["init_s"]), ms(r["ddp_s"]), ms(r["step0_s"]), ms(r["later_s"])] for r in f["rows"]]
+    return table(["ranks", "first", "later", "dp", "later ÷ dp", "start", "init", "DDP()", "step 0", "later step"], rows)
 
 
 def suite(f: dict[str, Any]) -> str:
