@@ -25,9 +25,10 @@ RENDEZVOUS_S = 5  # the README's --rdzv-conf timeout=60, shortened for the test 
 
 
 def node_limit_s() -> float:
-    """How long a node may take: torchrun's agent, then the rank it starts, each a Python importing torch,
-    then the run, whose collectives wait at most RunConfig's timeout_s."""
-    return limit(starts=2, then_s=RunConfig().timeout_s)
+    """How long a node may take: torchrun's agent, then the rank it starts, each a Python importing torch, and
+    the other node's two starting beside them on the same cores, then the run, whose collectives wait at most
+    RunConfig's timeout_s."""
+    return limit(starts=4, then_s=RunConfig().timeout_s)
 
 
 def free_port() -> int:
@@ -59,6 +60,15 @@ def rank_commands(process: subprocess.Popen) -> list[list[str]]:
     return list(ranks.values())
 
 
+def finish_watching(processes: list[subprocess.Popen]) -> tuple[list[tuple[int, str, str]], list[list[list[str]]]]:
+    """finish(), with each node's process tree read meanwhile (rank_commands): what every node printed and
+    returned, and the ranks each started. The pipes are read all the while, so no node waits on a full one."""
+    with ThreadPoolExecutor(len(processes)) as pool:
+        watching = [pool.submit(rank_commands, process) for process in processes]
+        results = finish(processes)
+        return results, [watched.result() for watched in watching]
+
+
 def finish(processes: list[subprocess.Popen]) -> list[tuple[int, str, str]]:
     results = []
     try:
@@ -81,10 +91,7 @@ def two_nodes(tmp_path_factory):
     trace, chrome = folder / "run.json", folder / "run.perfetto.json"
     port = free_port()
     args = ("--train", "--trace", str(trace), "--chrome-trace", str(chrome))
-    nodes = [torchrun_node(node, port, *args) for node in (0, 1)]
-    with ThreadPoolExecutor(2) as pool:  # both trees read at once, as both nodes run at once
-        ranks = list(pool.map(rank_commands, nodes))
-    results = finish(nodes)
+    results, ranks = finish_watching([torchrun_node(node, port, *args) for node in (0, 1)])
     return results, trace, chrome, ranks
 
 
@@ -99,8 +106,7 @@ def test_a_node_whose_peer_never_comes_ends_with_torchruns_rendezvous_message(no
     port = free_port()
     began = time.monotonic()
     process = torchrun_node(node, port, "--trace", str(tmp_path / "run.json"), rendezvous_s=RENDEZVOUS_S)
-    ranks = rank_commands(process)  # stderr stays small here (the agent's last words), so its pipe never fills
-    [(code, out, err)] = finish([process])
+    [(code, out, err)], [ranks] = finish_watching([process])
     took = time.monotonic() - began
     assert code != 0 and out == ""
     last = err.strip().splitlines()[-1]
