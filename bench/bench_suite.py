@@ -59,7 +59,8 @@ def main() -> None:
                 loop.kill()
                 loop.wait()
         ended = time.monotonic()
-        workers = re.search(r"(?:-n|--numprocesses)[ =](\d+)", (clone / "pytest.ini").read_text())
+        addopts = re.search(r"^addopts\s*=(.*)$", (clone / "pytest.ini").read_text(), re.M)
+        workers = re.search(r"(?:-n|--numprocesses)[ =](\d+)", addopts.group(1) if addopts else "")
     print(result.stdout[-3000:])
     found = counts(result.stdout)
     figures = {"folder": args.folder_name, "busy_loops": args.busy, "install_s": installed - began, "seconds": ended - installed,
