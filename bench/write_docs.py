@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from anywhere without installing
+from dpviz.engines import ENGINES  # noqa: E402  the engines' short names, as the page says them
+
 OUT = ROOT / "bench" / "out"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"(<!-- figures: (?P<file>[\w.]+\.json) (?P<part>\w+) -->\n)(?P<body>.*?)(<!-- /figures -->)", re.S)
@@ -88,14 +91,14 @@ def engine_configs(f: dict[str, Any]) -> str:
 
 
 def engines_bare(f: dict[str, Any]) -> str:
-    rows = [[NAMES.get(r["engine"], r["engine"]), str(r["ranks"]), ms(r["bare_s"]), ms(r["recorded_s"]),
+    rows = [[ENGINES[r["engine"]].short, str(r["ranks"]), ms(r["bare_s"]), ms(r["recorded_s"]),
              f"**{ratio(r['ratio'])}**", ", ".join(f"{x:.2f}" for x in r["ratios"])] for r in f["rows"]]
     return (table(["engine", "ranks", "bare step", "recorded step", "recorded ÷ bare (median of pairs)", "each pair"], rows)
             + f"\n\n{f['steps_rows']:,} rows in batches of 30, so each median is over tens of steps.")
 
 
 def engines_ddp(f: dict[str, Any]) -> str:
-    rows = [[NAMES.get(s["engine"], s["engine"]), str(s["ranks"]), ms(s["engine_s"]), ms(s["ddp_s"]), ratio(s["ratio"]),
+    rows = [[ENGINES[s["engine"]].short, str(s["ranks"]), ms(s["engine_s"]), ms(s["ddp_s"]), ratio(s["ratio"]),
              ms(p["engine_s"]), ms(p["ddp_s"]), ratio(p["ratio"])] for s, p in ((r["step"], r["page"]) for r in f["rows"])]
     return table(["engine", "ranks", "step", "DDP's step", "ratio (median of pairs)", "page", "DDP's page", "ratio"], rows)
 
@@ -138,7 +141,6 @@ def budget_sessions(f: dict[str, Any]) -> str:
             f"{'alive' if f['server_alive'] else 'dead'}; {f['seconds']:.0f} s in all.")
 
 
-NAMES = {"dp": "DataParallel", "ddp": "DDP", "zero1": "ZeRO-1", "fsdp": "FSDP"}
 RENDER: dict[tuple[str, str], Callable[[dict[str, Any]], str]] = {
     ("bench_page.json", "tutorial"): page_tutorial,
     ("bench_page.json", "large"): page_large,

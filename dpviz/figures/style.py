@@ -318,25 +318,22 @@ def _over_plot_px(fig: go.Figure) -> int:
     return max((math.ceil(line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM) + 4 for a in tops), default=0)
 
 
-def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520, *, least_top: bool = True,
-           **layout: Any) -> go.Figure:
+def styled(fig: go.Figure, title: str, notes: list[str], height: int = 520) -> go.Figure:
     """Apply the house look; `notes` become the subtitle (the simulated note, what was aggregated).
 
     The title and the subtitle are wrapped to fit the narrowest chart, and the top margin (and the
-    height, so the plot keeps its size) grows by the lines that adds; with `least_top` off, the top
-    margin is exactly that room, however short. A legend the view has not placed goes in one or more
-    rows between the subtitle and the plot, with room kept for its rows at the narrowest width, so it
-    meets neither the title nor what is above the chart. `layout`: the view's own settings, applied
-    over these (a `margin` given there keeps the top computed here unless it names one). One
-    update_layout: plotly's updates cost milliseconds each."""
+    height, so the plot keeps its size) grows by the lines that adds. A legend the view has not placed
+    goes in one or more rows between the subtitle and the plot, with room kept for its rows at the
+    narrowest width, so it meets neither the title nor what is above the chart. One update_layout:
+    plotly's updates cost milliseconds each (a view that makes its figure whole at once takes
+    house_layout instead)."""
     if fig.layout.annotations:
         _wrap_subplot_titles(fig)
     over = _over_plot_px(fig) if fig.layout.annotations else 0
     on_top = bool(legend_entries(fig)) and not _legend_placed(fig)
     legend_room = legend_px(fig, size=LEGEND_SIZE, margins=(MARGIN["l"], MARGIN["r"])) if on_top else 0
-    house = house_layout(title, notes, height, least_top=least_top, legend_on_top=on_top, legend_room=legend_room,
-                         over=over, axes=[k for k in fig.layout if re.match(r"[xy]axis\d+$", k)])
-    fig.update_layout(house, **layout)  # the view's own settings after the house look's, in the same update
+    fig.update_layout(house_layout(title, notes, height, legend_on_top=on_top, legend_room=legend_room, over=over,
+                                   axes=[k for k in fig.layout if re.match(r"[xy]axis\d+$", k)]))
     return fig
 
 
@@ -354,7 +351,8 @@ def house_layout(title: str, notes: list[str], height: int = 520, *, least_top: 
     """styled()'s layout as a plain dict, for a view that makes its figure whole at once (a figure made
     with its layout costs less than one updated afterwards): `legend_on_top` for a legend to place above
     the plot, `legend_room` its rows' pixels, `over` what subplot titles take above the plot, `axes` the
-    axes beyond the first two."""
+    axes beyond the first two; with `least_top` off, the top margin is exactly the title's room, however
+    short."""
     text = wrap(title, TITLE_SIZE)
     subtitle = wrap(SEPARATOR.join(n for n in notes if n), SUBTITLE_SIZE)
     ink = dict(size=LEGEND_SIZE, color=THEME_TEXT)
