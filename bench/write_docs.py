@@ -123,22 +123,39 @@ def suite(f: dict[str, Any]) -> str:
             f"({f['seconds'] / 60:.1f} min, {f['workers']} workers); the install before it took {f['install_s']:.0f} s.")
 
 
-def budget_costs(f: dict[str, Any]) -> str:
-    c = f["constants_mb"]
-    return (f"A DDP page at 2 ranks peaked at {f['peak_2_ranks_mb']:.0f} MB and at 6 ranks at {f['peak_6_ranks_mb']:.0f} MB: "
-            f"**{f['rank_mb']:.1f} MB a rank**; the forkserver alone holds **{f['forkserver_mb']:.0f} MB**. The budget "
-            f"counts {c['forkserver']:.0f} MB for the forkserver, {c['rank']:.0f} MB a rank, {c['tracker']:.0f} MB for "
-            f"multiprocessing's resource tracker and {c['headroom']:.0f} MB of headroom.")
+def costs(f: dict[str, Any]) -> str:
+    runs, mb = f["runs"], lambda b: f"{b / 1e6:.0f} MB"
+    low, high = f["measured"]["lanes"]["ranks"]
+    rows = []
+    for name in ENGINES:
+        for model, training in (("linear", "forward"), ("linear", "sgd"), ("transformer", "adam")):
+            row = runs.get(f"{name}/{model}/{training}")
+            if row is None:
+                continue
+            lanes = f["measured"]["lanes"]["dp"] if name == "dp" else (low, high)
+            rows.append([ENGINES[name].short, model, training, mb(row["fixed"] + lanes[0] * row["per_lane"]),
+                         mb(row["fixed"] + lanes[1] * row["per_lane"]), f"{row['per_lane'] / 1e6:.1f} MB",
+                         f"{row['seconds']:.2f} s"])
+    floor = f["floor"]
+    return (table(["engine", "model", "training", f"at {low} lanes", "at the most measured", "each further lane",
+                   "alone, 4 steps"], rows)
+            + f"\n\nAt {low} and {high} ranks (DataParallel: {' and '.join(map(str, f['measured']['lanes']['dp']))} "
+            f"devices, threads of one process). The forkserver alone holds **{mb(floor['forkserver'])}**, a server that "
+            f"has drawn a page {mb(floor['server'])}. Each element of the data set costs a process that holds it "
+            f"{min(f['per_element'].values()):.1f} to {max(f['per_element'].values()):.1f} B; each span of the trace "
+            f"{min(f['per_span'].values()):,.0f} to {max(f['per_span'].values()):,.0f} B. "
+            f"All {len(runs)} rows are in `dpviz/page/run_costs.json`.")
 
 
-def budget_sessions(f: dict[str, Any]) -> str:
-    limit = f"a {f['limit_mb']} MB cgroup" if f["limit_mb"] else "no memory limit"
-    charged = (f", the cgroup charged at most {f['cgroup_peak_mb']:.0f} MB and hit its limit {f['limit_hits']} times"
-               if f["limit_mb"] else "")
-    return (f"{f['sessions']} visitors at once in {limit}: **{f['comparisons_drawn']} of {f['sessions']} comparisons "
-            f"drawn**, at most {f['most_ranks_at_once']} ranks at once, peak {f['peak_pss_mb']:.0f} MB{charged}; "
-            f"{f['ranks_left_after']} ranks left after the pages closed; the server "
-            f"{'alive' if f['server_alive'] else 'dead'}; {f['seconds']:.0f} s in all.")
+def class_visitors(f: dict[str, Any]) -> str:
+    limit = f"a {f['limit_mb']:,} MB cgroup" if f["limit_mb"] else "no memory limit"
+    chart = f["first_chart_s"]
+    missed = "".join(f"\n- not drawn: {line}" for line in f["not_drawn"])
+    return (f"{f['visitors']} visitors at once in {limit}: **{f['drawn']} of {f['visitors']} pages drawn**, "
+            f"**{f['oom_kills']} OOM kills**, the cgroup's peak charge {f['peak_charge_mb']:,.0f} MB, at most "
+            f"{f['most_ranks_at_once']} rank processes at once; seconds to each page's first chart: p50 "
+            f"{chart['p50']:.1f} s, p95 {chart['p95']:.1f} s, max {chart['max']:.1f} s; **{f['left_after']} processes "
+            f"left** after every page closed; the server {'alive' if f['server_alive'] else 'dead'}.{missed}")
 
 
 RENDER: dict[tuple[str, str], Callable[[dict[str, Any]], str]] = {
@@ -149,8 +166,10 @@ RENDER: dict[tuple[str, str], Callable[[dict[str, Any]], str]] = {
     ("bench_engines.json", "against_ddp"): engines_ddp,
     ("bench_start.json", "first_chart"): first_chart,
     ("bench_ddp.json", "ranks"): ddp_ranks,
-    ("bench_budget.json", "costs"): budget_costs,
-    ("bench_budget.json", "sessions_10_690"): budget_sessions,
+    ("bench_costs.json", "table"): costs,
+    ("bench_class.json", "visitors_30_690"): class_visitors,
+    ("bench_class.json", "visitors_30_1500"): class_visitors,
+    ("bench_class.json", "visitors_30_unlimited"): class_visitors,
     ("bench_suite.json", "fresh_clone"): suite,
     ("bench_suite.json", "busy_clone"): suite,
 }

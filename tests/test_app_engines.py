@@ -5,6 +5,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dpviz.config import RunConfig
 from dpviz.presets import DDP_PRESETS, PRESETS
 from test_app import page
 
@@ -69,9 +70,9 @@ def test_both_engines_run_at_the_count_asked_for():
 
 
 def test_a_server_with_room_for_fewer_ranks_says_so_in_a_visitors_words(monkeypatch):
-    from dpviz.page import rank_budget
+    from test_sharded_budget import host_for_ranks
 
-    monkeypatch.setattr(rank_budget.BUDGET, "_room", lambda: 3)
+    host_for_ranks(monkeypatch, RunConfig(engine="ddp", gpus=3))
     app = page(engine="both", gpus="6")
     text = shown_text(app)
     assert not app.exception and "Showing 3 devices for both engines, not 6: this server has memory for 3 ranks at a time" in text
@@ -123,13 +124,17 @@ def test_a_run_waits_for_room_held_by_another_session_then_runs(monkeypatch):
     import threading
     import time
 
-    from dpviz.page import rank_budget
+    from dpviz.page import run_costs
+    from dpviz.page.budget import BUDGET
 
-    monkeypatch.setattr(rank_budget.BUDGET, "_room", lambda: 4)
+    room = run_costs.price(RunConfig(engine="ddp", gpus=4, train=True))
+    monkeypatch.setattr(BUDGET, "_limit", lambda: room + run_costs.HEADROOM_BYTES)
+    monkeypatch.setattr(BUDGET, "_held_now", lambda: 0)  # nothing the server keeps could make room: it must wait
+    monkeypatch.setattr(BUDGET, "_floor", lambda: 0)
     held, release = threading.Event(), threading.Event()
 
     def other_session() -> None:  # another visitor's 4-rank run holds all the room for a while
-        with rank_budget.BUDGET.ranks(4):
+        with BUDGET.hold(room):
             held.set()
             release.wait(timeout=60)
 
@@ -142,7 +147,7 @@ def test_a_run_waits_for_room_held_by_another_session_then_runs(monkeypatch):
     other.join(timeout=10)
     assert not app.exception and time.monotonic() - began >= 2.0  # it waited for the other run's room
     assert len(app.get("plotly_chart")) >= 1 and "Waiting for room" not in shown_text(app)  # then ran, message gone
-    assert rank_budget.BUDGET.held == 0
+    assert BUDGET.held == 0
 
 
 def test_leaving_the_queue_runs_nothing_until_the_visitor_joins_again():

@@ -1,7 +1,8 @@
-"""The page's memory budget holds ZeRO-1's and FSDP's ranks as it holds DDP's: one share per rank process.
+"""The page's memory budget holds ZeRO-1's and FSDP's runs as it holds DDP's and DataParallel's: at their price.
 
-The budget (dpviz.page.rank_budget) and the page's run (dpviz.page.running) key on the engine's spec, `processes`,
-never on its name: an engine whose every rank is a process of its own is held, and capped, by its rank count.
+The budget (dpviz.page.budget), the prices (dpviz.page.run_costs) and the page's run (dpviz.page.running) key on
+the engine's spec, never on its name: an engine whose every rank is a process of its own is priced per rank and
+capped by the ranks this host could hold at once.
 """
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import contextlib
 
 import pytest
 
+from dpviz.config import RunConfig
 from dpviz.engines import ENGINES
+from dpviz.page import run_costs
 from test_app import page
 from user_text_traces import unescape_markdown
 
@@ -23,9 +26,7 @@ def test_their_ranks_are_processes_as_ddps_are(name):
 
 @pytest.mark.parametrize("name", SHARDED)
 def test_a_server_with_room_for_fewer_ranks_runs_fewer_and_says_why(name, monkeypatch):
-    from dpviz.page import rank_budget
-
-    monkeypatch.setattr(rank_budget.BUDGET, "_room", lambda: 3)
+    host_for_ranks(monkeypatch, RunConfig(engine=name, gpus=3, train=True))
     app = page(engine=name, gpus="6", train="true")
     assert not app.exception
     said = " ".join(unescape_markdown(w.value).replace("\u2060", "") for w in app.warning)
@@ -33,21 +34,29 @@ def test_a_server_with_room_for_fewer_ranks_runs_fewer_and_says_why(name, monkey
     assert app.query_params["gpus"] == "3" and app.query_params["engine"] == name
 
 
-@pytest.mark.parametrize("name, held", [("zero1", 4), ("fsdp", 4), ("dp", 1)])
-def test_a_run_holds_one_share_per_rank_while_it_runs_and_gives_them_back(name, held, monkeypatch):
-    from dpviz.page import rank_budget
+@pytest.mark.parametrize("name", ["zero1", "fsdp", "dp"])
+def test_a_run_holds_its_price_while_it_runs_and_gives_it_back(name, monkeypatch):
+    from dpviz.page.budget import BUDGET
 
     asked: list[int] = []
-    ranks = rank_budget.BUDGET.ranks
+    hold = BUDGET.hold
 
     @contextlib.contextmanager
-    def counted(count, waiting=None):
-        asked.append(count)
-        with ranks(count, waiting):
-            assert rank_budget.BUDGET.held >= count  # the shares are taken while the run records
+    def counted(price, *args, **kwargs):
+        asked.append(price)
+        with hold(price, *args, **kwargs):
+            assert BUDGET.held >= price  # the bytes are taken while the run records
             yield
 
-    monkeypatch.setattr(rank_budget.BUDGET, "ranks", counted)
+    monkeypatch.setattr(BUDGET, "hold", counted)
     app = page(engine=name, gpus="4", train="true")
     assert not app.exception and app.get("plotly_chart")
-    assert asked == [held] and rank_budget.BUDGET.held == 0
+    assert asked == [run_costs.price(app.session_state["link_config"])] and BUDGET.held == 0
+
+
+def host_for_ranks(monkeypatch, config: RunConfig) -> None:
+    """Make this host's limit room for `config`'s ranks at a time and not one more."""
+    from dpviz.page.budget import BUDGET
+
+    room = run_costs.price(config) + run_costs.floor()
+    monkeypatch.setattr(BUDGET, "_limit", lambda: room)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dpviz.echo import MESSAGE_LIMIT, code_span
 from dpviz.analysis.summary_ddp import summarize_ddp
-from dpviz.analysis.tables_ddp import (allreduces, bucket_layouts, epoch_of, epochs_of, rank_rows, repeated_rows, sampler_order,
+from dpviz.analysis.tables_ddp import (allreduces, bucket_layouts, epochs_of, rank_rows, repeated_rows, sampler_order,
                          steps_per_epoch, unreduced_steps)
 from dpviz.trace import Trace
 from dpviz.analysis.wording import bytes_range, human_bytes, plural, sizes_text
@@ -111,7 +111,8 @@ def _padding(trace: Trace) -> str | None:
     rows = sorted({row for _, _, row in found})
     steps = sorted({step for step, _, _ in found})
     ranks = sorted({rank for _, rank, _ in found})
-    epochs = sorted({epoch_of(trace, step) for step in steps})
+    per = steps_per_epoch(trace)  # once: each call works the plan out again
+    epochs = sorted({step // per for step in steps})
     text = (f"**Rows loaded twice.** {size:,} rows do not divide evenly among {k} ranks, so DistributedSampler pads its "
             f"list by repeating its first rows until every rank gets as many (drop_last=False): dataset "
             f"{'row' if len(rows) == 1 else 'rows'} {_listed([str(r) for r in rows])} {'was' if len(rows) == 1 else 'were'} "

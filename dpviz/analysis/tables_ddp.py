@@ -63,10 +63,10 @@ def repeated_rows(trace: Trace) -> list[dict[int, list[bool]]]:
     that every rank gets as many rows)."""
     out: list[dict[int, list[bool]]] = []
     seen: set[int] = set()
-    epoch = -1
+    epoch, per = -1, steps_per_epoch(trace)  # once: the step count is worked out from the whole sampler's plan
     for batch in trace.batches:
-        if epoch_of(trace, batch.index) != epoch:
-            epoch, seen = epoch_of(trace, batch.index), set()
+        if batch.index // per != epoch:
+            epoch, seen = batch.index // per, set()
         forwards = rank_rows(trace, batch.index)
         flags = {r: [False] * s.rows for r, s in forwards.items()}
         for rank, position in sampler_order(trace, batch.index):

@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 from dpviz.config import ConfigError, RunConfig
@@ -41,11 +43,40 @@ def resolve(config: RunConfig, available: int | None = None) -> RunConfig:
     return engine(config.engine).resolve(config, available)
 
 
+_known_cuda_devices: list[int] = []  # once asked (or told), the answer: a machine's GPUs do not come and go
+
+
 def cuda_device_count() -> int:
-    """CUDA devices this machine has (0 without CUDA)."""
-    import torch  # here, not at the top: the page asks before any run, and drawing needs no torch
+    """CUDA devices this machine has (0 without CUDA). A process without torch (a hosted page's server) does
+    not import it to ask: with no GPU driver loaded the answer is 0, and otherwise a process of its own asks."""
+    if not _known_cuda_devices:
+        if "torch" not in sys.modules and not _gpu_driver():
+            _known_cuda_devices.append(0)
+        elif "torch" not in sys.modules:
+            from dpviz.engines.apart import call_apart
+
+            _known_cuda_devices.append(call_apart(_torch_cuda_devices))
+        else:
+            _known_cuda_devices.append(_torch_cuda_devices())
+    return _known_cuda_devices[0]
+
+
+def know_cuda_devices(count: int) -> None:
+    """Take `count` as this machine's CUDA devices (a run's own process, told by the process that started it:
+    asking CUDA itself before forking ranks would leave them a CUDA they cannot use)."""
+    _known_cuda_devices[:] = [count]
+
+
+def _torch_cuda_devices() -> int:
+    import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _gpu_driver() -> bool:
+    """Whether a GPU driver torch could use is loaded: NVIDIA's (CUDA) or AMD's (ROCm, which torch calls cuda)."""
+    nvidia = Path("/proc/driver/nvidia/gpus")
+    return (nvidia.is_dir() and any(nvidia.iterdir())) or Path("/dev/kfd").exists()
 
 
 def runnable(config: RunConfig, available: int | None = None) -> tuple[RunConfig, str | None]:

@@ -9,40 +9,57 @@ import streamlit as st
 from dpviz.config import ENGINE_OPTIONS, RunConfig
 from dpviz.engines import ENGINES
 from dpviz.engines.run import runnable
-from dpviz.page.rank_budget import BUDGET
-from dpviz.page.session import Runs
+from dpviz.page.budget import BUDGET, NeverFits, Place
+from dpviz.page.run_costs import price, seconds
+from dpviz.page.session import Runs, let_go_oldest
 from dpviz.trace import Trace
 from dpviz.analysis.wording import plural
 from dpviz.page.state import LEFT_QUEUE, say
 
 
 def waiting_for_room(config: RunConfig, page: RunConfig):
-    """Hold the server-wide budget for a run, saying while it waits how many runs are ahead; the visitor can
-    leave the queue (for the page's settings `page`: both engines' runs, on the Both page), and one who
-    closes the tab leaves it too. A DDP run holds its ranks (each a process); a DataParallel run holds one
-    share, as it runs in the server itself: ten visitors arriving at once would otherwise grow the server by
-    ten runs at the moment a forkserver starts beside it."""
+    """Hold the server-wide memory budget for a run, at its price, saying while it waits its place and about
+    how long; the visitor can leave the queue (for the page's settings `page`: every engine's run, on the pages
+    of several), and one who closes the tab leaves it too. NeverFits when the run could not fit this host."""
     box = st.empty()
     message = []
     processes = ENGINES[config.engine].processes
     what = f"This run of {plural(config.gpus, 'rank')}" if processes else "This run"
 
-    def waiting(ahead: int, held: int) -> None:
+    def waiting(place: Place) -> None:
         still_here()
         if not message:  # once: a widget made again at every look would clash with itself
             with box.container():
                 message.append(st.empty())
                 st.button("Leave the queue", key=f"leave_queue_{config.engine}", on_click=leave_queue, args=(page,))
-        message[0].info(f"Waiting for room: {plural(ahead, 'run')} {'is' if ahead == 1 else 'are'} ahead of this one, "
-                        f"running or waiting. {what} starts as soon as this server has the memory for it.")
+        message[0].info(f"Waiting for room: {plural(place.ahead, 'run')} {'is' if place.ahead == 1 else 'are'} ahead "
+                        f"of this one, running or waiting; it should start in {about(place.seconds)}. {what} starts as "
+                        "soon as this server has the memory for it. You can leave the queue, or change a setting.")
 
     @contextlib.contextmanager
     def held():
-        with BUDGET.ranks(config.gpus if processes else 1, waiting):
+        with BUDGET.hold(price(config), seconds(config), waiting, make_room=let_go_oldest):
             box.empty()  # the message and its button go: the run has started
             yield
 
     return held()
+
+
+def about(seconds: float) -> str:
+    """A wait in a visitor's words: "a few seconds", "about 40 seconds", "about 3 minutes"."""
+    if seconds < 10:
+        return "a few seconds"
+    if seconds < 90:
+        return f"about {round(seconds / 5) * 5:.0f} seconds"
+    return f"about {round(seconds / 60):.0f} minutes"
+
+
+def never_fits(config: RunConfig) -> str:
+    """The one sentence for a run this host could not hold even alone."""
+    mb = lambda b: f"{b / 10**6:,.0f} MB"
+    return (f"This run would need about {mb(price(config))} of memory and this server has {mb(BUDGET.room_alone())} "
+            f"for runs, so it cannot run here: choose fewer rows, a smaller input or fewer "
+            f"{'ranks' if ENGINES[config.engine].processes else 'devices'}.")
 
 
 def leave_queue(page: RunConfig) -> None:
@@ -84,12 +101,17 @@ def run(config: RunConfig, page: RunConfig | None = None) -> Trace | None:
     try:
         with waiting_for_room(config, page or config):
             bar.progress(0.0, text=f"Running {plural(config.num_batches, unit)}{where} ...")
-            trace = runs.get(config, progress)
+            trace = runs.get(config, progress, still_here)
     except Left:  # nobody is there to read what happened
+        return None
+    except NeverFits:
+        bar.empty()
+        st.error(never_fits(config))
         return None
     except Exception as error:  # e.g. CUDA out of memory on a real GPU: say so, keep the page alive
         bar.empty()
-        st.error(f"The run failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        kind = getattr(error, "kind", type(error).__name__)  # a run's process says what its exception was
+        st.error(f"The run failed: {kind}: {str(error).splitlines()[0] if str(error) else ''}")
         return None
     bar.empty()
     return trace

@@ -6,14 +6,18 @@ sees another's runs or uploads, and memory is bounded per session.
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 import threading
+import time
+import weakref
 from collections import OrderedDict
-from typing import Iterator
+from typing import Callable, Iterator
 
 from dpviz.config import RunConfig
 from dpviz.engines.base import Progress
-from dpviz.engines.run import record, resolve
+from dpviz.engines.apart import record_apart
+from dpviz.engines.run import cuda_device_count, resolve
 from dpviz.trace import Trace
 
 
@@ -41,28 +45,68 @@ def drawing() -> Iterator[None]:
 
 
 class Runs:
-    """A small least-recently-used store of traces keyed by their settings."""
+    """A small least-recently-used store of traces keyed by their settings. Every session's store is also seen
+    server-wide (`let_go_oldest`), so that a run waiting for memory can have the least recently used trace of
+    any session let go: that session records it again if it shows it again."""
 
     def __init__(self, capacity: int = 3):
         self.capacity = capacity
         self._traces: OrderedDict[RunConfig, Trace] = OrderedDict()
+        self._used: dict[RunConfig, float] = {}
+        self._lock = threading.Lock()  # another session's thread may let one of these go
+        _EVERY.add(self)
 
     def __contains__(self, config: RunConfig) -> bool:
         return resolve(config) in self._traces
 
-    def get(self, config: RunConfig, progress: Progress | None = None) -> Trace:
-        """The trace for `config`, recorded now only if this session has not run it recently."""
+    def get(self, config: RunConfig, progress: Progress | None = None,
+            still_wanted: Callable[[], None] | None = None) -> Trace:
+        """The trace for `config`, recorded now (in a process of its own: dpviz.engines.apart) only if this
+        session has not run it recently; whatever `still_wanted()` raises ends that run and its process."""
         config = resolve(config)  # "auto" and what it resolves to are the same run
-        if config in self._traces:
-            self._traces.move_to_end(config)
-            return self._traces[config]
-        # Make room before recording, so a heavy run never shares memory with older heavy runs.
-        while self._traces and (len(self._traces) >= self.capacity
-                                or sum(map(_weight, self._traces)) + _weight(config) > MAX_KEPT_SPANS):
-            self._traces.popitem(last=False)
-        trace = record(config, progress)
-        self._traces[config] = trace
+        with self._lock:
+            if config in self._traces:
+                self._traces.move_to_end(config)
+                self._used[config] = time.monotonic()
+                return self._traces[config]
+            # Make room before recording, so a heavy run never shares memory with older heavy runs.
+            while self._traces and (len(self._traces) >= self.capacity
+                                    or sum(map(_weight, self._traces)) + _weight(config) > MAX_KEPT_SPANS):
+                self._let_go(next(iter(self._traces)))
+        trace = record_apart(config, progress, still_wanted, machine_gpus=cuda_device_count())
+        with self._lock:
+            self._traces[config] = trace
+            self._used[config] = time.monotonic()
         return trace
+
+    def _let_go(self, config: RunConfig) -> None:
+        del self._traces[config]
+        del self._used[config]
+
+    def oldest(self) -> tuple[float, RunConfig] | None:
+        with self._lock:
+            return min(((used, config) for config, used in self._used.items()), key=lambda pair: pair[0], default=None)
+
+    def let_go(self, config: RunConfig) -> bool:
+        with self._lock:
+            if config not in self._traces:
+                return False
+            self._let_go(config)
+            return True
+
+
+_EVERY: "weakref.WeakSet[Runs]" = weakref.WeakSet()  # every live session's store (a closed session's goes with it)
+
+
+def let_go_oldest() -> bool:
+    """Let go of the least recently shown trace any session keeps (True if there was one), and collect it now,
+    so that what the server holds, measured next, is smaller."""
+    candidates = [(found[0], runs, found[1]) for runs in list(_EVERY) if (found := runs.oldest()) is not None]
+    for _, runs, config in sorted(candidates, key=lambda found: found[0]):
+        if runs.let_go(config):
+            gc.collect()
+            return True
+    return False
 
 
 # Spans a session's stored runs may hold together: about one largest run (10,000 batches on 16
@@ -76,20 +120,26 @@ def _weight(config: RunConfig) -> int:
 
 
 class Views:
-    """Figures already built for the session's recent traces, so a rerun that shows one again draws at once."""
+    """Figures already built for the session's recent traces, so a rerun that shows one again draws at once.
+    A trace is held weakly: one its session's store has let go takes its figures with it."""
 
     def __init__(self, traces: int = 3):
         self.traces = traces
-        # id(trace) -> (trace, its figures). Each entry keeps its trace alive, so the id can't be reused
-        # while cached; only the last few traces are kept, so old ones are freed with their figures.
-        self._built: OrderedDict[int, tuple[Trace, dict[tuple, object]]] = OrderedDict()
+        # id(trace) -> (a weak reference to it, its figures); an id whose trace has gone may be reused, so an
+        # entry counts only while its reference still gives that same trace.
+        self._built: OrderedDict[int, tuple[weakref.ref, dict[tuple, object]]] = OrderedDict()
 
     def get(self, trace: Trace, build, *args):
         """`build(trace, *args)`, from memory when this trace's figure was built before."""
-        _, figures = self._built.setdefault(id(trace), (trace, {}))
+        entry = self._built.get(id(trace))
+        if entry is None or entry[0]() is not trace:
+            entry = self._built[id(trace)] = (weakref.ref(trace), {})
         self._built.move_to_end(id(trace))
+        for key in [key for key, (ref, _) in self._built.items() if ref() is None]:
+            del self._built[key]
         while len(self._built) > self.traces:
             self._built.popitem(last=False)
+        figures = entry[1]
         key = (build.__name__, args)
         if key not in figures:
             figures[key] = build(trace, *args)

@@ -2,13 +2,16 @@
 the pitfall presets, and how many ranks a page run may start."""
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
 from dpviz.config import CHOICES as SETTINGS_CHOICES, FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
 from dpviz.engines import ENGINES, EngineSpec
 from dpviz.presets import COMPARE_PRESETS, EVERY_ENGINE, LINK_PRESETS, presets_of
-from dpviz.page.rank_budget import BUDGET, PAGE_MOST
+from dpviz.page.budget import BUDGET, PAGE_MOST
+from dpviz.page.run_costs import price
 from dpviz.page.link import BOTH, MEMORY, from_query, settle, wanted_page
 from dpviz.analysis.wording import plural
 from dpviz.page.state import CHOICES, ENGINE, OPEN_PRESET, PAIR, PRESENT, engine_of, say
@@ -110,10 +113,13 @@ def controls() -> tuple[RunConfig, str]:
     engine = ENGINES[engine_of(choice)]
     values.update(engine=engine.name, **engine_options(engine))
     if engine.processes and not showing_upload():  # an uploaded trace's settings are not run
-        values["gpus"] = ranks_that_fit(values["gpus"], choice)
+        asked = values["gpus"]
+        values["gpus"] = min(asked, PAGE_MOST)
     config, warnings = settle(values)
     for warning in warnings:
         say(warning)
+    if engine.processes and not showing_upload():
+        config = ranks_that_fit(config, asked, choice)
     return config, choice
 
 
@@ -142,17 +148,19 @@ def engine_options(engine: EngineSpec) -> dict:
     return values
 
 
-def ranks_that_fit(asked: int, choice: str) -> int:
-    """The ranks a page run starts: what was asked, unless more than a chart shows well or than this
-    server has memory for (each rank is a process); the page then says so, in a visitor's words."""
-    room = BUDGET.room()
-    most = min(PAGE_MOST, max(1, room))
-    if asked <= most:
-        return asked
+def ranks_that_fit(config: RunConfig, asked: int, choice: str) -> RunConfig:
+    """The ranks a page run starts: what was asked, unless more than a chart shows well or than this host
+    could hold at once, even alone (each rank is a process, priced by dpviz.page.run_costs); the page then
+    says so, in a visitor's words. A run that fits waits its turn for the memory others hold (running.py)."""
+    most = min(PAGE_MOST, asked)
+    while most > 1 and not BUDGET.fits_alone(price(dataclasses.replace(config, gpus=most))):
+        most -= 1
+    if most == asked:
+        return config
     both = " for both engines" if choice == BOTH else " for every engine" if choice == MEMORY else ""
-    if room >= PAGE_MOST:  # the page's own limit, not the server's memory
+    if most == PAGE_MOST:  # the page's own limit, not the server's memory
         why = f"the page shows at most {PAGE_MOST} ranks, each one a process of its own"
     else:
         why = f"this server has memory for {plural(most, 'rank')} at a time, each one a process of its own"
     say(f"Showing {most} devices{both}, not {asked}: {why}.")
-    return most
+    return dataclasses.replace(config, gpus=most)

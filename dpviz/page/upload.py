@@ -6,8 +6,14 @@ import streamlit as st
 from dpviz.echo import LIMIT, MESSAGE_LIMIT, markdown_text
 from dpviz.trace import Trace
 from dpviz.trace.json_io import MAX_TRACE_BYTES, TraceError, loads
+from dpviz.page.budget import BUDGET, NeverFits
 from dpviz.page.opened import OWN_MODEL_HINT
+from dpviz.page.session import let_go_oldest
 from dpviz.page.state import ENGINE, UPLOAD
+
+# What reading a trace file takes in the server, per byte of the file: json.loads of the largest trace a run makes
+# (24.6 MB) took 153 MB (dpviz/trace/cost.py), and the Trace built from it holds about 60 MB more.
+READ_BYTES_PER_BYTE = 9
 
 
 def take_upload() -> None:
@@ -17,10 +23,17 @@ def take_upload() -> None:
     if upload is None:
         st.session_state.upload, st.session_state.upload_error = None, None
         return
+    raw = upload.getvalue()
     try:
-        st.session_state.upload, st.session_state.upload_error = loads(upload.getvalue()), None
+        with BUDGET.hold(READ_BYTES_PER_BYTE * len(raw), make_room=let_go_oldest):  # read when the server has room
+            st.session_state.upload, st.session_state.upload_error = loads(raw), None
     except TraceError as error:
         st.session_state.upload, st.session_state.upload_error = None, str(error)
+        return
+    except NeverFits:
+        st.session_state.upload, st.session_state.upload_error = None, (
+            f"reading it would take about {READ_BYTES_PER_BYTE * len(raw) / 10**6:,.0f} MB and this server has "
+            f"{BUDGET.room_alone() / 10**6:,.0f} MB for such work.")
         return
     config = st.session_state.upload.config
     for name, value in config.to_dict().items():

@@ -50,7 +50,7 @@ def to_dict(trace: Trace) -> dict[str, Any]:
         "output_device": trace.output_device,
         "config": trace.config.to_dict(),
         "lanes": [dataclasses.asdict(lane) for lane in trace.lanes],
-        "batches": [dataclasses.asdict(batch) for batch in trace.batches],
+        "batches": [{**dataclasses.asdict(batch), "sample_ids": batch.sample_ids.tolist()} for batch in trace.batches],
         **_span_table(trace.spans),
         "memory_kind": trace.memory_kind,
         "memory_fields": MEMORY_FIELDS,

@@ -12,6 +12,7 @@ from typing import Any
 
 from dpviz.config import RunConfig
 from dpviz.engines import ENGINES, EngineSpec, vocabulary as vocabulary_of
+from dpviz.trace.rows import Rows
 from dpviz.trace.vocabulary import Vocabulary
 
 SCHEMA_VERSION = 3  # 2 added the model, input form, arguments, failure, warnings and facts; 3 the engine
@@ -30,9 +31,13 @@ class Batch:
     """One batch from the DataLoader: the dataset rows it holds, in order, and what went in and out."""
 
     index: int
-    sample_ids: list[int]
+    sample_ids: Rows  # any sequence of ints given is kept as Rows: 4 bytes a row, read as a list is
     input_shape: list[int]
     output_shape: list[int]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sample_ids, Rows):
+            object.__setattr__(self, "sample_ids", Rows(self.sample_ids))
 
     @property
     def rows(self) -> int:

@@ -32,13 +32,15 @@ def _cmdline(pid: int) -> str:
 
 
 def rank_processes(port: int) -> list[int]:
-    """Running processes whose parent is the forkserver under the server listening on `port`: the ranks."""
+    """Running ranks of the server listening on `port`: the forkserver's children are the runs' own processes
+    (dpviz.engines.apart), and a run's children are its ranks."""
     pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     server = next((p for p in pids if "streamlit run app.py" in _cmdline(p) and f"--server.port {port}" in _cmdline(p)), None)
     if server is None:
         return []
     forkservers = [p for p in pids if (_stat(p) or (None,))[0] == server and "forkserver" in _cmdline(p)]
-    return [p for p in pids for s in [_stat(p)] if s and s[0] in forkservers and s[1] != "Z"]
+    runs = [p for p in pids for s in [_stat(p)] if s and s[0] in forkservers]
+    return [p for p in pids for s in [_stat(p)] if s and s[0] in runs and s[1] != "Z"]
 
 
 def test_engine_both_draws_dataparallel_beside_ddp(page, artifacts):

@@ -37,7 +37,11 @@ STARTUP_S = 120.0  # more time for every rank's first report: process start, joi
 END_GRACE_S = 2.0  # how long ranks that have reported get to leave by themselves before they are killed
 # What every rank needs, imported once by the forkserver; the last readies it to fork (see preloaded.py:
 # the ranks skip the parent's main script, so a script that starts a DDP run needs no __main__ guard).
-PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "dpviz.engines.ddp.rank", "dpviz.engines.ddp.preloaded"]
+# DataParallel's recorder and the sharded engines' modules too: every run's process and rank is a fork of this one,
+# and what a fork imports for itself is its own (ZeroRedundancyOptimizer's imports alone cost each rank 12 MB).
+PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "torch.distributed.optim", "torch.distributed.fsdp",
+           "dpviz.engines.ddp.rank", "dpviz.engines.ddp.engine", "dpviz.engines.ddp.merge", "dpviz.engines.dp.recorder",
+           "dpviz.engines.zero1.sharded", "dpviz.engines.fsdp.sharding", "dpviz.engines.ddp.preloaded"]
 _COMMUNICATION = ("Connection closed by peer", "Connection reset", "Timed out", "timed out", "Broken pipe",
                   "NCCL communicator was aborted")
 
@@ -50,6 +54,12 @@ def forkserver_pid() -> int | None:
 
 
 def _context() -> multiprocessing.context.BaseContext:
+    """The forkserver; inside a run's own process (dpviz.engines.apart), which is already a fork of it with no
+    other thread at work, a plain fork of that process: a rank needs nothing the forkserver would add."""
+    from dpviz.engines.apart import inside_a_run
+
+    if inside_a_run():
+        return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
     return context
@@ -66,24 +76,29 @@ def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None
     timeout_s = config.timeout_s if timeout_s is None else timeout_s
     world = config.gpus
     context = _context()
-    store = dist.TCPStore("127.0.0.1", 0, world_size=None, is_master=True, wait_for_workers=False,
-                          timeout=_delta(timeout_s))
-    reports = context.Queue()
+    reports, ports = context.Queue(), context.Queue()
     launched = time.perf_counter()
     logs = Path(tempfile.mkdtemp(prefix="dpviz-ranks-"))
     processes = [
         context.Process(target=_rank_main, name=f"dpviz rank {rank}", daemon=True,
-                        args=(rank, world, store.port, config.to_dict(), reports, launched, timeout_s, fault,
+                        args=(rank, world, ports, config.to_dict(), reports, launched, timeout_s, fault,
                               keep_parameters, cuda, os.getpid(), str(logs / f"rank{rank}.log"), workload))
         for rank in range(world)
     ]
     results: dict[int, dict[str, Any]] = {}
     loaded: dict[int, list[list[int]]] = {rank: [] for rank in range(world)}
     stopped: list[int] = []
+    store = None
     interrupted = True  # until the ranks have been heard out: an exception on the way kills them at once
     try:
         for process in processes:
             process.start()
+        # The rendezvous after the ranks have started: its server is a thread, and a process forked while
+        # another of its threads is at work may inherit a lock that nothing will ever release.
+        store = dist.TCPStore("127.0.0.1", 0, world_size=None, is_master=True, wait_for_workers=False,
+                              timeout=_delta(timeout_s))
+        for _ in range(world):
+            ports.put(store.port)
         stopped = _collect(processes, reports, results, loaded, config.num_batches, progress, timeout_s, logs)
         interrupted = False
     finally:
@@ -91,8 +106,9 @@ def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None
             _end(processes, grace_s=0.0 if interrupted else END_GRACE_S)
         finally:  # whatever cut the grace short (a signal), the rest are killed and the clean-up still happens
             exit_codes = _end(processes, grace_s=0.0)
-            reports.close()
-            reports.join_thread()
+            for channel in (reports, ports):
+                channel.close()
+                channel.join_thread()
             del store  # the rendezvous ends with the run
             shutil.rmtree(logs, ignore_errors=True)
     for rank in range(world):
@@ -176,7 +192,7 @@ def _last_words(log: Path, limit: int = 300) -> str:
     return f"; its last words: {lines[-1][:limit]}" if lines else ""
 
 
-def _end_with(launcher: int, log: str) -> None:
+def _end_with(launcher: int, log: str | None) -> None:
     """End this rank as soon as the process that launched it ends, whatever ended it (kill -9 included):
     its parent is the forkserver, which lives on while any rank does, so nothing else would. The launcher
     removes the ranks' logs when it ends a run; one that was killed cannot, so each rank takes its own log
@@ -194,7 +210,7 @@ def _end_with(launcher: int, log: str) -> None:
         else:
             while _exists(launcher):
                 time.sleep(1.0)
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, TypeError):  # TypeError: a run's own process keeps no log
             os.unlink(log)
             os.rmdir(os.path.dirname(log))  # refused while another rank's log is still there
         os._exit(1)
@@ -220,7 +236,7 @@ def _quiet(log: str) -> None:
     os.close(fd)
 
 
-def _rank_main(rank: int, world: int, port: int, config_values: dict, reports, launched: float, timeout_s: float,
+def _rank_main(rank: int, world: int, ports, config_values: dict, reports, launched: float, timeout_s: float,
                fault: tuple | None, keep_parameters: bool, cuda: bool, launcher: int, log: str,
                workload: bytes | None = None) -> None:
     """A rank process: join the group through the parent's store, run, report, leave cleanly."""
@@ -242,6 +258,7 @@ def _rank_main(rank: int, world: int, port: int, config_values: dict, reports, l
             workload = unpack(workload)
 
         def init() -> None:
+            port = ports.get(timeout=STARTUP_S)  # the launcher's rendezvous, opened once every rank has started
             store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=_delta(timeout_s))
             dist.init_process_group("nccl" if cuda else "gloo", store=store, rank=rank, world_size=world,
                                     timeout=_delta(timeout_s))

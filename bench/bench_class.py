@@ -1,0 +1,201 @@
+"""A class on one hosted link: N visitors open every kind of page at once on one server inside a memory limit.
+
+    .venv/bin/python bench/bench_class.py                     # 30 visitors, a 690 MB memory cgroup
+    .venv/bin/python bench/bench_class.py --limit-mb 1500     # a larger host
+    .venv/bin/python bench/bench_class.py --limit-mb 0        # no limit (a cgroup still counts what is charged)
+
+Needs Playwright and Chromium (as bench/bench_hosted.py, whose server it uses), and a writable cgroup v1 memory
+hierarchy at /sys/fs/cgroup/memory (root in a container, as here) or a cgroup v2 one at /sys/fs/cgroup.
+
+The host is made fresh first: torch's libraries are dropped from the page cache (posix_fadvise), so the cgroup is
+charged for reading them, as a host that has just started is. Then one `streamlit run app.py` starts inside the
+cgroup, and N Chromium pages (each its own context: its own session) open at once, spread over every kind of
+page: DataParallel at its defaults and at 16 GPUs with 1,000,000 rows, DDP, ZeRO-1, FSDP with the transformer
+(at 4 and 8 ranks), Both at 8, Memory of every engine, and every preset's link; visitors past the list open its
+first links again. Sampled every 50 ms until every page has drawn its first chart and gone idle: the rank
+processes alive at once. Printed: pages drawn, out-of-memory kills (memory.oom_control or memory.events), the
+cgroup's peak charge, the most rank processes alive at once, p50 / p95 / max seconds from opening to each page's
+first chart, and the processes left under the server a few seconds after every page has closed.
+Results also go to bench/out/bench_class.json (bench/results.py), one part per limit.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_hosted import CHROMIUM, CHROMIUM_ARGS, EXCEPTION, IDLE, SVG, Server  # noqa: E402
+from fresh_host import Cgroup, forget_torch_pages  # noqa: E402
+from results import save  # noqa: E402
+from dpviz.host_memory import tree  # noqa: E402
+from dpviz.presets import LINK_PRESETS  # noqa: E402
+
+OUT = Path(__file__).with_name("out")
+MB = 10**6
+KINDS = [
+    "/",
+    "/?gpus=16&data_size=1000000&batch_size=256",
+    "/?engine=ddp&gpus=4&train=true",
+    "/?engine=zero1&gpus=4&train=true&optimizer=adam",
+    "/?engine=fsdp&gpus=4&train=true&model=transformer",
+    "/?engine=both&gpus=8&train=true",
+    "/?engine=memory&gpus=4&train=true&optimizer=adam",
+    "/?engine=fsdp&gpus=8&train=true&model=transformer&optimizer=adam",
+]
+LINKS = KINDS + [f"/?preset={name}" for name in LINK_PRESETS]
+
+
+def links(count: int) -> list[str]:
+    """`count` visitors' links: every kind of page and every preset, then the kinds again."""
+    return [LINKS[i] if i < len(LINKS) else KINDS[(i - len(LINKS)) % len(KINDS)] for i in range(count)]
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
+def _forkserver(root: int) -> int | None:
+    for pid in tree(root)[1:]:
+        try:
+            if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            pass
+    return None
+
+
+def ranks_now(root: int) -> int:
+    """Rank processes alive: below the forkserver, the children of each run's own process."""
+    forkserver = _forkserver(root)
+    return 0 if forkserver is None else sum(1 for pid in tree(forkserver) if _parent(_parent(pid)) == forkserver)
+
+
+def left_over(root: int) -> list[int]:
+    """Processes under the server other than the forkserver and multiprocessing's resource tracker."""
+    keep = {b"forkserver", b"resource_tracker"}
+    found = []
+    for pid in tree(root)[1:]:
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if not any(word in line for word in keep):
+            found.append(pid)
+    return found
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+def run_class(visitors: int, limit_mb: int, timeout_s: float) -> dict:
+    forgotten = forget_torch_pages()
+    group = Cgroup(limit_mb)
+    results = [{"link": link} for link in links(visitors)]
+    most_ranks, alive, left = [0], True, []
+    try:
+        with Server(OUT / "class-server.log", cgroup=group.folder) as server:
+            server.wait_healthy()
+            root = server.process.pid
+            stop = threading.Event()
+
+            def sample() -> None:
+                while not stop.is_set():
+                    most_ranks[0] = max(most_ranks[0], ranks_now(root))
+                    stop.wait(0.05)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                began = time.perf_counter()
+                # Playwright's sync API belongs to one thread: the visitors open their pages one after the other
+                # without waiting (commit); then every page is looked at in turn until each has drawn.
+                contexts, pages = [], []
+                for result in results:
+                    context = browser.new_context(viewport={"width": 1400, "height": 900})
+                    page = context.new_page()
+                    page.goto(server.url + result["link"], wait_until="commit", timeout=int(timeout_s * 1000))
+                    contexts.append(context)
+                    pages.append(page)
+                pending = list(range(len(pages)))
+                deadline = time.perf_counter() + timeout_s
+                idle_since: dict[int, float] = {}
+                while pending and time.perf_counter() < deadline:
+                    for i in list(pending):
+                        page, result = pages[i], results[i]
+                        if "first_chart_s" not in result and page.locator(SVG).count():
+                            result["first_chart_s"] = time.perf_counter() - began
+                        if not page.locator(IDLE).count():
+                            idle_since.pop(i, None)
+                            continue
+                        if "first_chart_s" in result:
+                            result["drawn"] = page.locator(EXCEPTION).count() == 0
+                            pending.remove(i)
+                        elif time.perf_counter() - idle_since.setdefault(i, time.perf_counter()) > 5.0:
+                            # Idle for seconds with no chart: what the page says instead is the result.
+                            alerts = page.locator("[data-testid=stAlert]")
+                            result["error"] = (alerts.first.inner_text()[:300] if alerts.count() else "no chart")
+                            pending.remove(i)
+                    pages[0].wait_for_timeout(100)
+                for i in pending:
+                    results[i]["error"] = f"no chart within {timeout_s:.0f} s"
+                stop.set()
+                sampler.join()
+                for context in contexts:
+                    context.close()
+                browser.close()
+            time.sleep(5.0)  # a closed tab's run and its processes end within a poll
+            left = left_over(root)
+            alive = server.process.poll() is None
+    finally:
+        oom, peak = group.oom_kills(), group.peak_mb()
+        group.remove()
+    seconds = [r["first_chart_s"] for r in results if "first_chart_s" in r]
+    drawn = sum(1 for r in results if r.get("drawn"))
+    row = {"visitors": visitors, "limit_mb": limit_mb or None, "drawn": drawn, "oom_kills": oom, "peak_charge_mb": peak,
+           "most_ranks_at_once": most_ranks[0], "left_after": len(left), "server_alive": alive,
+           "first_chart_s": {"p50": statistics.median(seconds) if seconds else None,
+                             "p95": percentile(seconds, 0.95) if seconds else None,
+                             "max": max(seconds) if seconds else None},
+           "torch_libraries_dropped_mb": forgotten / MB,
+           "not_drawn": [f"{r['link']}: {r.get('error', 'an exception on the page')}" for r in results if not r.get("drawn")]}
+    limit = f"a {limit_mb} MB cgroup" if limit_mb else "no limit"
+    chart = row["first_chart_s"]
+    print(f"{visitors} visitors at once, {limit}: {drawn} of {visitors} pages drawn, {oom} OOM kills, peak charge "
+          f"{peak:.0f} MB, at most {most_ranks[0]} rank processes at once, first chart p50 {chart['p50'] or 0:.1f} s / "
+          f"p95 {chart['p95'] or 0:.1f} s / max {chart['max'] or 0:.1f} s, {len(left)} processes left after every page "
+          f"closed, server {'alive' if alive else 'DEAD'}", flush=True)
+    for line in row["not_drawn"]:
+        print("  not drawn:", line)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--visitors", type=int, default=30)
+    parser.add_argument("--limit-mb", type=int, default=690, help="the server's memory cgroup limit (0: none)")
+    parser.add_argument("--timeout-s", type=float, default=600.0, help="how long every page may take to draw")
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    load_start = os.getloadavg()
+    row = run_class(args.visitors, args.limit_mb, args.timeout_s)
+    save("bench_class", f"visitors_{args.visitors}_{args.limit_mb or 'unlimited'}", row, load_start)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""What a run costs this host in memory, engine by engine, model by model, optimizer by optimizer: the page's prices.
+
+    .venv/bin/python bench/bench_costs.py            # measure, print the table, write dpviz/page/run_costs.json
+    .venv/bin/python bench/bench_costs.py --quick    # the Linear model only (a look, nothing written)
+
+Each run is recorded as the page records it, in a process of its own forked from the forkserver
+(dpviz.engines.apart), while a thread sums the proportional set size (PSS: a page shared by n processes counts
+1/n in each) of the forkserver and every process under it, every few milliseconds. A run's cost is that sum's
+peak less the forkserver alone: what the run added to the host, its shared pages included once. Measured:
+
+- every engine × model × (forward only, SGD, Adam) at 2 and 6 lanes (ranks; DataParallel's devices at 2 and
+  16): a fixed part and a part per lane, the line through the two (the larger of two tries of each);
+- per engine, a run whose data holds 10,000,000 elements, and one of about 1,000 steps: what each element of
+  the data set costs each process that holds it, and what each span of the trace costs;
+- the floor: the forkserver alone, and a server that has drawn a page (Streamlit, plotly and pandas, no torch).
+
+dpviz/page/run_costs.py prices a run from this table (docs/architecture.md, "Where runs happen"). Results also
+go to bench/out/bench_costs.json (bench/results.py).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from results import save  # noqa: E402
+from dpviz.config import MODELS, OPTIMIZERS, RunConfig  # noqa: E402
+from dpviz.engines import ENGINES  # noqa: E402
+from dpviz.engines.apart import record_apart  # noqa: E402
+from dpviz.engines.ddp.launch import forkserver_pid  # noqa: E402
+from dpviz.host_memory import pss_bytes, tree  # noqa: E402
+from dpviz.page.run_costs import TABLE, spans_of  # noqa: E402
+
+MB = 10**6
+TRAININGS = ("forward", *OPTIMIZERS)  # forward only, or training with each optimizer
+LANES = {"dp": (2, 16)}  # DataParallel's devices are threads of one process: measured at its page's extremes
+RANKS = (2, 6)
+
+
+def trainings(engine: str) -> tuple[str, ...]:
+    """Forward only, and training with each optimizer the engine offers (DataParallel's step is SGD's)."""
+    return TRAININGS if "optimizer" in ENGINES[engine].unset else ("forward", "sgd")
+
+
+class Peak:
+    """The peak of the PSS summed over the forkserver's tree while the block runs, sampled in a thread."""
+
+    def __init__(self, root: int):
+        self.root, self.peak, self._stop = root, 0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, sum(pss_bytes(pid) for pid in tree(self.root)))
+            self._stop.wait(0.002)
+
+    def __enter__(self) -> "Peak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def alone() -> int:
+    """The forkserver's tree at rest (no run in flight)."""
+    time.sleep(0.05)
+    return sum(pss_bytes(pid) for pid in tree(forkserver_pid()))
+
+
+def cost(config: RunConfig, tries: int = 2) -> tuple[int, float, int]:
+    """(bytes the run added to the host at its peak, seconds it took, bytes its trace holds in the process that
+    asked for it): the larger, the shorter and the larger of `tries` runs."""
+    added, seconds, kept = 0, float("inf"), 0
+    for _ in range(tries):
+        base, mine = alone(), pss_bytes(os.getpid())
+        began = time.perf_counter()
+        with Peak(forkserver_pid()) as peak:
+            trace = record_apart(config)
+        seconds = min(seconds, time.perf_counter() - began)
+        added = max(added, peak.peak - base)
+        gc.collect()
+        kept = max(kept, pss_bytes(os.getpid()) - mine)
+        del trace
+        gc.collect()
+    return added, seconds, kept
+
+
+def settings(engine: str, model: str, training: str, lanes: int, **more) -> RunConfig:
+    train = {} if training == "forward" else {"train": True, "optimizer": training}
+    return RunConfig(engine=engine, model=model, gpus=lanes, backend="auto", **train, **more)
+
+
+def server_floor() -> int:
+    """A server's own size once it has drawn a page: Streamlit, plotly and pandas imported, no torch."""
+    code = ("import os, streamlit, plotly.graph_objects, pandas; from dpviz.host_memory import pss_bytes; "
+            "print(pss_bytes(os.getpid()))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the Linear model only; nothing written")
+    args = parser.parse_args()
+    load_start = os.getloadavg()
+    record_apart(RunConfig(engine="ddp"))  # the forkserver up and warm
+    forkserver = alone()
+    runs: dict[str, dict] = {}
+    for engine in ENGINES:
+        low, high = LANES.get(engine, RANKS)
+        for model in (("linear",) if args.quick else MODELS):
+            for training in trainings(engine):
+                (at_low, seconds, _), (at_high, _, _) = (cost(settings(engine, model, training, n)) for n in (low, high))
+                per_lane = max(0, (at_high - at_low) // (high - low))
+                runs[f"{engine}/{model}/{training}"] = {"fixed": max(0, at_low - low * per_lane), "per_lane": per_lane,
+                                                        "seconds": round(seconds, 3)}
+                print(f"{engine:6} {model:12} {training:8} {at_low / MB:6.1f} MB at {low}, {at_high / MB:6.1f} MB at "
+                      f"{high}: {per_lane / MB:5.1f} MB a lane; {seconds:.2f} s", flush=True)
+    per_element, per_span, span_seconds, kept_per_span, kept_per_row = {}, {}, {}, {}, {}
+    for engine in ENGINES:
+        low = LANES.get(engine, RANKS)[0]
+        small = settings(engine, "linear", "sgd", low)
+        wide = settings(engine, "linear", "sgd", low, data_size=100_000, input_size=100, batch_size=10_000)
+        longer = settings(engine, "linear", "sgd", low, data_size=30_000, batch_size=30)
+        (base, base_s, base_kept), (at_wide, _, wide_kept), (at_long, long_s, long_kept) = cost(small), cost(wide), cost(longer)
+        holders = low if ENGINES[engine].processes else 1
+        per_element[engine] = max(0.0, (at_wide - base) / (holders * wide.data_size * wide.row_elements))
+        spans = max(1, spans_of(longer) - spans_of(small))
+        per_span[engine] = max(0.0, (at_long - base) / spans)
+        span_seconds[engine] = max(0.0, (long_s - base_s) / spans)
+        # In the process that asked (the server): a trace keeps its spans, and every row's index in its batch.
+        kept_per_span[engine] = max(0.0, (long_kept - base_kept - (longer.data_size - small.data_size) * 36) / spans)
+        kept_per_row[engine] = max(0.0, (wide_kept - base_kept) / (wide.data_size - small.data_size))
+        print(f"{engine:6} {per_element[engine]:.1f} B per element of the data set per process holding it; "
+              f"{per_span[engine]:.0f} B and {span_seconds[engine] * 1e6:.0f} µs per span; the trace kept by the "
+              f"server: {kept_per_span[engine]:.0f} B per span, {kept_per_row[engine]:.0f} B per row", flush=True)
+    floor = {"forkserver": forkserver, "server": server_floor()}
+    print(f"the forkserver alone {forkserver / MB:.0f} MB; a server that has drawn a page {floor['server'] / MB:.0f} MB")
+    table = {"floor": floor, "per_element": per_element, "per_span": per_span, "span_seconds": span_seconds,
+             "kept_per_span": kept_per_span, "kept_per_row": kept_per_row, "runs": runs,
+             "measured": {"utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "load": [round(x, 2) for x in load_start],
+                          "lanes": {"dp": LANES["dp"], "ranks": RANKS}}}
+    if not args.quick:
+        TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+        print(f"written to {TABLE.relative_to(ROOT)}")
+    save("bench_costs", "quick" if args.quick else "table", table, load_start)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""A run recorded in a process of its own, so that the process asking for it (a hosted page's server) never
+imports torch and gets back every byte the run used when its process ends.
+
+    trace = record_apart(config, progress, still_wanted)   # any engine; raises RunFailed when the run could not
+
+The run's process is a fork of the forkserver that already holds torch (dpviz.engines.ddp.launch), so it starts
+in about 13 ms; a run of DDP, ZeRO-1 or FSDP forks its ranks from it in turn (launch.py: the "fork" start method
+inside a run process). Why a process, not a thread of the server (docs/architecture.md, "Where runs happen"):
+torch in the server costs about 120 MB that the forkserver already holds, and a long-lived server does not give
+back to the system what a large run's Python objects took, while a process that ends gives back all of it.
+
+What comes back is the trace; its spans travel as columns (one list per field), three times faster to send and
+rebuild than as 80,000 pickled objects at the largest settings. Whatever ends the run early (the session's
+`still_wanted` raising, a signal, the caller's own end, even kill -9 of the caller) ends its process too.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable
+
+from dpviz.config import RunConfig
+from dpviz.engines.base import Progress
+from dpviz.trace import Trace
+from dpviz.trace.model import Span
+
+POLL_S = 0.1  # how often the caller looks at a run that says nothing (a closed tab ends it within this)
+PROGRESS_EVERY_S = 0.05  # a run of thousands of batches tells its progress at most this often
+_SPAN_FIELDS = tuple(field.name for field in dataclasses.fields(Span))
+_inside = False  # True in a run's own process: its ranks are forked from it (launch.py)
+
+
+class RunFailed(RuntimeError):
+    """The run's process raised, or ended without a word: `kind` is the exception's type name there."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def inside_a_run() -> bool:
+    """Whether this process is a run's own process (record_apart's), which starts its ranks by forking itself."""
+    return _inside
+
+
+def record_apart(config: RunConfig, progress: Progress | None = None,
+                 still_wanted: Callable[[], None] | None = None, *, machine_gpus: int | None = None) -> Trace:
+    """Record `config` in a process of its own and return its trace. `progress(done, total)` as the run goes;
+    `still_wanted()` at least every POLL_S seconds: whatever it raises ends the run and its process at once.
+    `machine_gpus`: the CUDA devices this machine has, when the caller knows (the run's process then never
+    asks CUDA before forking ranks, which CUDA would not survive)."""
+    shell, columns = _apart(_record, (config.to_dict(), machine_gpus), progress, still_wanted)
+    return dataclasses.replace(shell, spans=list(map(Span, *columns)) if columns else [])
+
+
+def call_apart(function: Callable[..., Any], *args: Any) -> Any:
+    """`function(*args)` (a module-level function whose arguments and result pickle) in a process of its own."""
+    return _apart(_call, (function, *args), None, None)
+
+
+def _apart(target: Callable[..., Any], args: tuple, progress: Progress | None,
+           still_wanted: Callable[[], None] | None) -> Any:
+    from dpviz.engines.ddp.launch import _context
+
+    context = _context()
+    receive, send = context.Pipe(duplex=False)
+    # Not a daemon: a run of DDP starts its ranks from it (whatever ends the caller ends it: _end_with).
+    process = context.Process(target=_main, name="dpviz run", args=(target, args, send, os.getpid()))
+    try:
+        process.start()
+        send.close()  # the caller's copy: the pipe reads as ended once the run's process has gone
+        while True:
+            if still_wanted is not None:
+                still_wanted()
+            if not receive.poll(POLL_S):
+                continue
+            try:
+                kind, *payload = receive.recv()
+            except EOFError:
+                process.join(timeout=1.0)
+                raise RunFailed("ProcessExited", f"the run's process ended with exit code {process.exitcode} "
+                                                 "without reporting") from None
+            if kind == "progress":
+                if progress is not None:
+                    progress(*payload)
+            elif kind == "failed":
+                raise RunFailed(*payload)
+            else:
+                return payload[0]
+    finally:
+        if process.pid is not None:
+            if process.exitcode is None:
+                process.join(timeout=POLL_S)  # it has sent its trace and is leaving
+            if process.exitcode is None:
+                process.kill()
+            process.join()
+        receive.close()
+
+
+def _main(target: Callable[..., Any], args: tuple, send, caller: int) -> None:
+    """The run's process: do the work, send its result (or its failure) to the caller, leave at once."""
+    global _inside
+    _inside = True
+    from dpviz.engines.ddp.launch import _end_with
+
+    _end_with(caller, None)
+    try:
+        send.send(("done", target(send, *args)))
+    except BaseException as error:  # noqa: BLE001: every failure is the caller's to show
+        send.send(("failed", type(error).__name__, str(error)))
+    send.close()
+    os._exit(0)  # no interpreter teardown: nothing is left to flush, and torch's threads need not be joined
+
+
+def _call(send, function: Callable[..., Any], *args: Any) -> Any:
+    return function(*args)
+
+
+def _record(send, values: dict[str, Any], machine_gpus: int | None) -> tuple[Trace, list | None]:
+    """Record the run; its trace without its spans, and the spans as columns."""
+    import time
+
+    from dpviz.engines.run import know_cuda_devices, record
+
+    if machine_gpus is not None:
+        know_cuda_devices(machine_gpus)
+    told = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - told[0] >= PROGRESS_EVERY_S:
+            told[0] = now
+            send.send(("progress", done, total))
+
+    trace = record(RunConfig(**values), progress)
+    columns = [[getattr(span, name) for span in trace.spans] for name in _SPAN_FIELDS] if trace.spans else None
+    # torch.__version__ is a str of torch's own class: as a plain str the caller needs no torch to read it
+    return dataclasses.replace(trace, spans=[], torch_version=str(trace.torch_version)), columns

@@ -1,0 +1,229 @@
+"""One memory budget for the whole server: runs of several sessions at once never hold more than the host has
+room for, priced by what they cost; they wait their turn first come first served, are told their place and
+about how long, leave the queue when their session ends, let go of what sessions keep before they wait, and a
+run that could never fit is refused at once. Real runs on real processes."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from dpviz.config import MODELS, OPTIMIZERS, RunConfig
+from dpviz.engines import ENGINES
+from dpviz.engines.ddp.launch import forkserver_pid
+from dpviz.engines.apart import record_apart
+from dpviz.host_memory import cgroup_limit_bytes, host_limit_bytes, pss_bytes, tree
+from dpviz.page import run_costs
+from dpviz.page.budget import MemoryBudget, NeverFits, Place
+
+from budget import limit
+
+TWO = RunConfig(engine="ddp", gpus=2, train=True, data_size=48, batch_size=8)
+THREE = RunConfig(engine="ddp", gpus=3, train=True, data_size=48, batch_size=8)
+
+
+def ranks_alive() -> int:
+    """Rank processes running now: below the runs' own processes, the forkserver's grandchildren."""
+    server = forkserver_pid()
+    return 0 if server is None else sum(1 for pid in tree(server) if _parent(_parent(pid)) == server)
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
+def sized(room: int) -> MemoryBudget:
+    """A budget on a host with `room` bytes for runs, whatever this machine has."""
+    return MemoryBudget(limit=lambda: room + run_costs.HEADROOM_BYTES, held_now=lambda: 0, floor=lambda: 0)
+
+
+def test_runs_of_many_sessions_never_hold_more_than_the_room_their_prices_need():
+    two, three = run_costs.price(TWO), run_costs.price(THREE)
+    assert two < three
+    budget = sized(two + three - 1)  # two runs of 2 ranks fit together; one of 3 beside one of 2 does not
+    most, stop, places = [0], threading.Event(), []
+    finished: list[int] = []
+
+    def watch() -> None:
+        while not stop.is_set():
+            most[0] = max(most[0], ranks_alive())
+            time.sleep(0.005)
+
+    def session(number: int) -> None:
+        config = THREE if number % 2 else TWO
+        with budget.hold(run_costs.price(config), 1.0, places.append):
+            assert budget.held <= two + three - 1
+            trace = record_apart(config)
+            assert trace.failure is None
+        finished.append(number)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    sessions = [threading.Thread(target=session, args=(n,)) for n in range(5)]
+    for thread in sessions:
+        thread.start()
+    for thread in sessions:
+        thread.join(timeout=limit(starts=5, then_s=5 * RunConfig().timeout_s))
+    stop.set()
+    watcher.join()
+    assert sorted(finished) == list(range(5))  # every session ran
+    assert 2 <= most[0] <= 4  # never a 3-rank run beside another run: at most two runs of 2
+    assert budget.held == 0 and ranks_alive() == 0  # every byte given back, every process ended
+    assert any(place.ahead >= 1 for place in places)  # someone waited, and was told how many runs were ahead
+
+
+def test_a_waiting_run_is_told_its_place_and_about_how_long():
+    budget = sized(100)
+    held, release, places = threading.Event(), threading.Event(), []
+
+    def holder() -> None:
+        with budget.hold(100, seconds=20.0):
+            held.set()
+            release.wait(timeout=30)
+
+    first = threading.Thread(target=holder)
+    first.start()
+    held.wait(timeout=10)
+
+    def waiting(place: Place) -> None:
+        places.append(place)
+        if len(places) == 3:
+            release.set()
+
+    with budget.hold(60, seconds=5.0, waiting=waiting, poll_s=0.01):
+        pass
+    first.join(timeout=10)
+    assert places and all(place.ahead == 1 for place in places)
+    assert 15 < places[0].seconds <= 20  # the run ahead expects 20 s and has only just started
+    assert places[-1].seconds <= places[0].seconds  # the estimate counts down
+
+
+def test_a_session_that_ends_while_waiting_leaves_the_queue_and_the_next_one_runs():
+    budget = sized(2)
+    order: list[str] = []
+    release = threading.Event()
+
+    class Gone(Exception):
+        """What a closed tab raises in the waiting callback."""
+
+    def holder() -> None:
+        with budget.hold(2):
+            order.append("first runs")
+            release.wait(timeout=30)
+
+    def quitter() -> None:
+        def waiting(place: Place) -> None:
+            raise Gone
+
+        with pytest.raises(Gone), budget.hold(2, waiting=waiting):
+            order.append("quitter ran")  # never: it left before its turn
+
+    def patient() -> None:
+        with budget.hold(2, waiting=lambda place: None, poll_s=0.01):
+            order.append("patient runs")
+
+    first = threading.Thread(target=holder)
+    first.start()
+    while budget.held != 2:
+        time.sleep(0.01)
+    quitting, waiting = threading.Thread(target=quitter), threading.Thread(target=patient)
+    quitting.start()
+    quitting.join(timeout=10)
+    waiting.start()
+    time.sleep(0.2)
+    assert order == ["first runs"]  # the patient one waits while the first holds the room
+    release.set()
+    first.join(timeout=10)
+    waiting.join(timeout=10)
+    assert order == ["first runs", "patient runs"] and budget.held == 0
+
+
+def test_what_sessions_keep_is_let_go_before_a_run_waits():
+    kept = [80]  # bytes the server holds for what its sessions keep
+    budget = MemoryBudget(limit=lambda: 100 + run_costs.HEADROOM_BYTES, held_now=lambda: kept[0], floor=lambda: 0)
+    lets_go = []
+
+    def make_room() -> bool:
+        if not kept[0]:
+            return False
+        lets_go.append(kept[0])
+        kept[0] -= 40
+        return True
+
+    with budget.hold(10, seconds=1.0):  # another run holds 10: this one is not alone
+        with budget.hold(50, make_room=make_room, waiting=lambda place: pytest.fail("it waited")):
+            assert kept == [40] and lets_go == [80]  # one trace let go was enough: 40 + 10 + 50 <= 100
+
+
+def test_a_run_alone_on_a_small_server_still_starts():
+    budget = MemoryBudget(limit=lambda: 1_000, held_now=lambda: 2_000, floor=lambda: 500)
+    with budget.hold(400):  # what the server holds now says no; alone, and it fits the host, it starts
+        assert budget.held == 400
+
+
+def test_a_run_that_could_never_fit_is_refused_at_once():
+    budget = MemoryBudget(limit=lambda: 1_000, held_now=lambda: 0, floor=lambda: 500)
+    with pytest.raises(NeverFits):
+        with budget.hold(501):
+            pytest.fail("it ran")
+    assert budget.held == 0 and budget.fits_alone(500)
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_every_engine_model_and_optimizer_has_a_measured_price(engine):
+    table = run_costs._table()
+    optimizers = OPTIMIZERS if "optimizer" in ENGINES[engine].unset else ("sgd",)  # DataParallel steps with SGD
+    for model in MODELS:
+        for training in ("forward", *optimizers):
+            assert f"{engine}/{model}/{training}" in table["runs"], (engine, model, training)
+    for part in ("per_element", "per_span", "span_seconds", "kept_per_span", "kept_per_row"):
+        assert engine in table[part], part
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_a_price_grows_with_lanes_data_and_steps(engine):
+    base = RunConfig(engine=engine, gpus=2, train=True)
+    more = lambda **change: run_costs.price(RunConfig(**{**base.to_dict(), **change}))
+    assert more(gpus=4) >= run_costs.price(base)
+    assert more(data_size=200_000, input_size=80, batch_size=1_000) > run_costs.price(base)  # 16 M numbers: a copy per process
+    assert run_costs.seconds(RunConfig(**{**base.to_dict(), "data_size": 30_000})) > run_costs.seconds(base)
+
+
+def test_the_hosts_limit_is_its_cgroups_where_it_has_one_else_its_memory():
+    with open("/proc/meminfo") as meminfo:
+        total = int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) * 1024
+    cgroup = cgroup_limit_bytes()
+    assert host_limit_bytes() == (min(total, cgroup) if cgroup is not None else total)
+    assert pss_bytes(os.getpid()) > 10**6 and pss_bytes(2**22 + 12345) == 0  # a pid no process has
+    assert tree(os.getpid())[0] == os.getpid()
+
+
+def test_a_server_in_a_limited_cgroup_reads_that_limit_and_its_charge(tmp_path):
+    # The page's budget is sized from the cgroup a hosted server runs in: a child cgroup of 690 MB here,
+    # the process moved into it before Python starts (as bench/bench_class.py starts the server).
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    hierarchy = Path("/sys/fs/cgroup/memory")
+    if not os.access(hierarchy, os.W_OK):
+        pytest.skip("no writable cgroup v1 memory hierarchy here to make a limited cgroup in")
+    group = hierarchy / f"dpviz-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(690 * 10**6))
+        code = ("from dpviz.host_memory import cgroup_limit_bytes, cgroup_usage_bytes, host_limit_bytes; "
+                "print(cgroup_limit_bytes(), host_limit_bytes(), cgroup_usage_bytes())")
+        out = subprocess.run(["sh", "-c", f'echo $$ > "{group}/cgroup.procs" && exec "$@"', "sh", sys.executable, "-c", code],
+                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=limit(starts=1))
+        limit_bytes, host, charged = map(int, out.stdout.split())
+        assert limit_bytes == host == int((group / "memory.limit_in_bytes").read_text())  # 690 MB, page-aligned
+        assert 0 < charged < limit_bytes
+    finally:
+        group.rmdir()
