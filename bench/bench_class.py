@@ -83,6 +83,21 @@ def ranks_now(root: int) -> int:
     return 0 if forkserver is None else sum(1 for pid in tree(forkserver) if _parent(_parent(pid)) == forkserver)
 
 
+def cpu_seconds(root: int) -> float:
+    """CPU time the server's tree has used: the server's own, and the forkserver's with every run and rank it has
+    reaped (their time is added to its children's once they end)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in [root, *(p for p in [_forkserver(root)] if p)]:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(fields[i]) for i in (11, 12, 13, 14)) / tick  # utime, stime, cutime, cstime
+    return total
+
+
 def left_over(root: int) -> list[int]:
     """Processes under the server other than the forkserver and multiprocessing's resource tracker."""
     keep = {b"forkserver", b"resource_tracker"}
@@ -106,7 +121,7 @@ def run_class(visitors: int, limit_mb: int, timeout_s: float) -> dict:
     forgotten = forget_torch_pages()
     group = Cgroup(limit_mb)
     results = [{"link": link} for link in links(visitors)]
-    most_ranks, alive, left = [0], True, []
+    most_ranks, alive, left, server_cpu = [0], True, [], 0.0
     try:
         with Server(OUT / "class-server.log", cgroup=group.folder) as server:
             server.wait_healthy()
@@ -134,28 +149,26 @@ def run_class(visitors: int, limit_mb: int, timeout_s: float) -> dict:
                     pages.append(page)
                 pending = list(range(len(pages)))
                 deadline = time.perf_counter() + timeout_s
-                idle_since: dict[int, float] = {}
                 while pending and time.perf_counter() < deadline:
                     for i in list(pending):
                         page, result = pages[i], results[i]
                         if "first_chart_s" not in result and page.locator(SVG).count():
                             result["first_chart_s"] = time.perf_counter() - began
                         if not page.locator(IDLE).count():
-                            idle_since.pop(i, None)
                             continue
                         if "first_chart_s" in result:
                             result["drawn"] = page.locator(EXCEPTION).count() == 0
                             pending.remove(i)
-                        elif time.perf_counter() - idle_since.setdefault(i, time.perf_counter()) > 5.0:
-                            # Idle for seconds with no chart: what the page says instead is the result.
-                            alerts = page.locator("[data-testid=stAlert]")
-                            result["error"] = (alerts.first.inner_text()[:300] if alerts.count() else "no chart")
+                        elif page.get_by_text("so it cannot run here").count():
+                            # The page's one sentence for a run this host could never hold: its result, not a chart.
+                            result["error"] = page.get_by_text("so it cannot run here").first.inner_text()[:300]
                             pending.remove(i)
                     pages[0].wait_for_timeout(100)
                 for i in pending:
                     results[i]["error"] = f"no chart within {timeout_s:.0f} s"
                 stop.set()
                 sampler.join()
+                server_cpu = cpu_seconds(root)
                 for context in contexts:
                     context.close()
                 browser.close()
@@ -172,14 +185,14 @@ def run_class(visitors: int, limit_mb: int, timeout_s: float) -> dict:
            "first_chart_s": {"p50": statistics.median(seconds) if seconds else None,
                              "p95": percentile(seconds, 0.95) if seconds else None,
                              "max": max(seconds) if seconds else None},
-           "torch_libraries_dropped_mb": forgotten / MB,
+           "torch_libraries_dropped_mb": forgotten / MB, "server_cpu_s": server_cpu,
            "not_drawn": [f"{r['link']}: {r.get('error', 'an exception on the page')}" for r in results if not r.get("drawn")]}
     limit = f"a {limit_mb} MB cgroup" if limit_mb else "no limit"
     chart = row["first_chart_s"]
     print(f"{visitors} visitors at once, {limit}: {drawn} of {visitors} pages drawn, {oom} OOM kills, peak charge "
           f"{peak:.0f} MB, at most {most_ranks[0]} rank processes at once, first chart p50 {chart['p50'] or 0:.1f} s / "
           f"p95 {chart['p95'] or 0:.1f} s / max {chart['max'] or 0:.1f} s, {len(left)} processes left after every page "
-          f"closed, server {'alive' if alive else 'DEAD'}", flush=True)
+          f"closed, server {'alive' if alive else 'DEAD'}; the server's processes used {server_cpu:.0f} CPU seconds", flush=True)
     for line in row["not_drawn"]:
         print("  not drawn:", line)
     return row

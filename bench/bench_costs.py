@@ -10,8 +10,9 @@ peak less the forkserver alone: what the run added to the host, its shared pages
 
 - every engine × model × (forward only, SGD, Adam) at 2 and 6 lanes (ranks; DataParallel's devices at 2 and
   16): a fixed part and a part per lane, the line through the two (the larger of two tries of each);
-- per engine, a run whose data holds 10,000,000 elements, and one of about 1,000 steps: what each element of
-  the data set costs each process that holds it, and what each span of the trace costs;
+- per engine, a run whose data holds 10,000,000 elements: what each element of the data set costs each process
+  that holds it; and runs of 3,000 batches forward only and 1,000 training at both lane counts: what each batch
+  adds, a part for the batch and a part per lane, in the run's processes, in the trace the server keeps, in time;
 - the floor: the forkserver alone, and a server that has drawn a page (Streamlit, plotly and pandas, no torch).
 
 dpviz/page/run_costs.py prices a run from this table (docs/architecture.md, "Where runs happen"). Results also
@@ -38,7 +39,7 @@ from dpviz.engines import ENGINES  # noqa: E402
 from dpviz.engines.apart import record_apart  # noqa: E402
 from dpviz.engines.ddp.launch import forkserver_pid  # noqa: E402
 from dpviz.host_memory import pss_bytes, tree  # noqa: E402
-from dpviz.page.run_costs import TABLE, spans_of  # noqa: E402
+from dpviz.page.run_costs import TABLE  # noqa: E402
 
 MB = 10**6
 TRAININGS = ("forward", *OPTIMIZERS)  # forward only, or training with each optimizer
@@ -127,28 +128,43 @@ def main() -> None:
                                                         "seconds": round(seconds, 3)}
                 print(f"{engine:6} {model:12} {training:8} {at_low / MB:6.1f} MB at {low}, {at_high / MB:6.1f} MB at "
                       f"{high}: {per_lane / MB:5.1f} MB a lane; {seconds:.2f} s", flush=True)
-    per_element, per_span, span_seconds, kept_per_span, kept_per_row = {}, {}, {}, {}, {}
+    per_element, per_batch, kept_per_row = {}, {}, {}
     for engine in ENGINES:
-        low = LANES.get(engine, RANKS)[0]
+        low, high = LANES.get(engine, RANKS)
         small = settings(engine, "linear", "sgd", low)
         wide = settings(engine, "linear", "sgd", low, data_size=100_000, input_size=100, batch_size=10_000)
-        longer = settings(engine, "linear", "sgd", low, data_size=30_000, batch_size=30)
-        (base, base_s, base_kept), (at_wide, _, wide_kept), (at_long, long_s, long_kept) = cost(small), cost(wide), cost(longer)
+        (base, _, base_kept), (at_wide, _, wide_kept) = cost(small), cost(wide)
         holders = low if ENGINES[engine].processes else 1
         per_element[engine] = max(0.0, (at_wide - base) / (holders * wide.data_size * wide.row_elements))
-        spans = max(1, spans_of(longer) - spans_of(small))
-        per_span[engine] = max(0.0, (at_long - base) / spans)
-        span_seconds[engine] = max(0.0, (long_s - base_s) / spans)
-        # In the process that asked (the server): a trace keeps its spans, and every row's index in its batch.
-        kept_per_span[engine] = max(0.0, (long_kept - base_kept - (longer.data_size - small.data_size) * 36) / spans)
         kept_per_row[engine] = max(0.0, (wide_kept - base_kept) / (wide.data_size - small.data_size))
+        # What each batch (or step) adds, a part for the batch and a part per lane: long runs at both lane counts.
+        per_batch[engine] = {}
+        for training in ("forward", "sgd"):
+            rates = {}
+            for lanes in (low, high):
+                short = settings(engine, "linear", training, lanes)
+                # Long runs near the most batches a run may have (10,000 forward, 1,000 training): a batch's cost
+                # falls as a run grows (allocations reused), and a price must hold at the top.
+                long = settings(engine, "linear", training, lanes, data_size=90_000 if training == "forward" else 30_000,
+                                batch_size=30)
+                (at_short, short_s, short_kept), (at_long, long_s, long_kept) = cost(short), cost(long, tries=1)
+                more = long.num_batches - short.num_batches
+                rates[lanes] = ((at_long - at_short) / more, (long_kept - short_kept) / more, (long_s - short_s) / more)
+            kind = "forward" if training == "forward" else "train"
+            figures = {}
+            for i, name in enumerate(("bytes", "kept", "seconds")):
+                lane = (rates[high][i] - rates[low][i]) / (high - low)
+                figures[name] = {"fixed": max(0.0, rates[low][i] - lane * low), "per_lane": max(0.0, lane)}
+            per_batch[engine][kind] = figures
+            print(f"{engine:6} {kind:8} a batch: {figures['bytes']['fixed']:.0f} B + {figures['bytes']['per_lane']:.0f} B "
+                  f"a lane in its processes, {figures['kept']['fixed']:.0f} B + {figures['kept']['per_lane']:.0f} B a "
+                  f"lane kept by the server, {figures['seconds']['fixed'] * 1e6:.0f} µs + "
+                  f"{figures['seconds']['per_lane'] * 1e6:.0f} µs a lane", flush=True)
         print(f"{engine:6} {per_element[engine]:.1f} B per element of the data set per process holding it; "
-              f"{per_span[engine]:.0f} B and {span_seconds[engine] * 1e6:.0f} µs per span; the trace kept by the "
-              f"server: {kept_per_span[engine]:.0f} B per span, {kept_per_row[engine]:.0f} B per row", flush=True)
+              f"{kept_per_row[engine]:.1f} B per row kept by the server", flush=True)
     floor = {"forkserver": forkserver, "server": server_floor()}
     print(f"the forkserver alone {forkserver / MB:.0f} MB; a server that has drawn a page {floor['server'] / MB:.0f} MB")
-    table = {"floor": floor, "per_element": per_element, "per_span": per_span, "span_seconds": span_seconds,
-             "kept_per_span": kept_per_span, "kept_per_row": kept_per_row, "runs": runs,
+    table = {"floor": floor, "per_element": per_element, "per_batch": per_batch, "kept_per_row": kept_per_row, "runs": runs,
              "measured": {"utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "load": [round(x, 2) for x in load_start],
                           "lanes": {"dp": LANES["dp"], "ranks": RANKS}}}
     if not args.quick:

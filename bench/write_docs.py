@@ -142,9 +142,15 @@ def costs(f: dict[str, Any]) -> str:
             + f"\n\nAt {low} and {high} ranks (DataParallel: {' and '.join(map(str, f['measured']['lanes']['dp']))} "
             f"devices, threads of one process). The forkserver alone holds **{mb(floor['forkserver'])}**, a server that "
             f"has drawn a page {mb(floor['server'])}. Each element of the data set costs a process that holds it "
-            f"{min(f['per_element'].values()):.1f} to {max(f['per_element'].values()):.1f} B; each span of the trace "
-            f"{min(f['per_span'].values()):,.0f} to {max(f['per_span'].values()):,.0f} B. "
+            f"{min(f['per_element'].values()):.1f} to {max(f['per_element'].values()):.1f} B; each batch of a run forward "
+            f"only on {low} lanes adds {batch_range(f, 'forward', low)}, of a training run {batch_range(f, 'train', low)}. "
             f"All {len(runs)} rows are in `dpviz/page/run_costs.json`.")
+
+
+def batch_range(f: dict[str, Any], kind: str, lanes: int) -> str:
+    """What a batch adds to a run's processes on `lanes` lanes, over the engines: "2.1 to 27.4 KB"."""
+    rates = [r[kind]["bytes"]["fixed"] + lanes * r[kind]["bytes"]["per_lane"] for r in f["per_batch"].values()]
+    return f"{min(rates) / 1e3:.1f} to {max(rates) / 1e3:.1f} KB"
 
 
 def class_visitors(f: dict[str, Any]) -> str:
@@ -155,7 +161,11 @@ def class_visitors(f: dict[str, Any]) -> str:
             f"**{f['oom_kills']} OOM kills**, the cgroup's peak charge {f['peak_charge_mb']:,.0f} MB, at most "
             f"{f['most_ranks_at_once']} rank processes at once; seconds to each page's first chart: p50 "
             f"{chart['p50']:.1f} s, p95 {chart['p95']:.1f} s, max {chart['max']:.1f} s; **{f['left_after']} processes "
-            f"left** after every page closed; the server {'alive' if f['server_alive'] else 'dead'}.{missed}")
+            f"left** after every page closed; the server {'alive' if f['server_alive'] else 'dead'}"
+            + (f"; the server's processes used {f['server_cpu_s']:.0f} CPU seconds in all, "
+               f"{f['server_cpu_s'] / f['run']['cores']:.0f} s of work for each of this machine's {f['run']['cores']} cores"
+               if "server_cpu_s" in f else "")
+            + f".{missed}")
 
 
 RENDER: dict[tuple[str, str], Callable[[dict[str, Any]], str]] = {
@@ -185,7 +195,8 @@ def render(file: str, part: str) -> str:
     data = json.loads(path.read_text())
     if part not in data:
         raise ValueError(f"bench/out/{file} holds no part {part!r}: run its bench with that part")
-    return f"{RENDER[file, part](data[part]['figures'])}\n\n{measured_by(data[part]['run'])}\n"
+    figures = {**data[part]["figures"], "run": data[part]["run"]}  # a block may speak of the machine, too
+    return f"{RENDER[file, part](figures)}\n\n{measured_by(data[part]['run'])}\n"
 
 
 def blocks(text: str) -> list[re.Match]:

@@ -6,7 +6,8 @@
 
 The table (run_costs.json, beside this file) is written by bench/bench_costs.py: for every engine × model ×
 (forward only, SGD, Adam) a fixed part and a part per lane (DataParallel's devices, or ranks), and per engine
-what each element of the data set costs each process holding it and what each span of the trace costs. A run
+what each element of the data set costs each process holding it, and what each batch adds (a part for the
+batch and a part per lane) to the run's processes, to the trace the server keeps, and to the time. A run
 of 8 ranks whose data set holds 16 million numbers costs 8 copies of it: that, not the model, is what a
 small host cannot hold, and the price says so before the run starts.
 """
@@ -31,11 +32,6 @@ def _table() -> dict[str, Any]:
     return json.loads(TABLE.read_text())
 
 
-def spans_of(config: RunConfig) -> int:
-    """Roughly how many spans a run of `config` records: a forward (and backward) per lane, plus host phases."""
-    return config.num_batches * (config.gpus * (2 if config.train else 1) + 6)
-
-
 def training_of(config: RunConfig) -> str:
     return config.optimizer if config.train else "forward"
 
@@ -52,31 +48,41 @@ def _row(config: RunConfig) -> dict[str, float]:
     return max(own or same, key=lambda row: row["fixed"] + 8 * row["per_lane"])
 
 
-def _per(part: str, engine: str) -> float:
-    """An engine's measured figure of `part` (per element, per span, ...); the largest any engine has, for an
-    engine not measured yet."""
+def _per(part: str, engine: str) -> Any:
+    """An engine's measured figure of `part`; the largest any engine has, for an engine not measured yet."""
     figures = _table()[part]
-    return figures.get(engine, max(figures.values()))
+    return figures[engine] if engine in figures else max(figures.values(), key=_total)
+
+
+def _total(value: Any) -> float:
+    """The sum of a figure's numbers, however nested: what "largest" compares."""
+    return sum(map(_total, value.values())) if isinstance(value, dict) else float(value)
+
+
+def _per_batch(config: RunConfig, name: str) -> float:
+    """What each batch of `config` adds, by `name`: "bytes" in its processes, "kept" by the server, "seconds"."""
+    rates = _per("per_batch", config.engine)["train" if config.train else "forward"][name]
+    return rates["fixed"] + rates["per_lane"] * config.gpus
 
 
 def price(config: RunConfig) -> int:
-    """Bytes a run of `config` adds to this host at its peak, with MARGIN."""
+    """Bytes a run of `config` adds to this host at its peak, with MARGIN: its processes (a fixed part and a part
+    per lane, the data set once per process holding it, each batch), and the trace it brings back to the server,
+    which holds it beside the run's processes until they have gone."""
     row = _row(config)
-    holders = config.gpus if ENGINES[config.engine].processes else 1  # processes holding a copy of the data set
+    holders = config.gpus if ENGINES[config.engine].processes else 1
     elements = config.data_size * config.row_elements
-    spans = spans_of(config)
-    total = (row["fixed"] + row["per_lane"] * config.gpus + _per("per_element", config.engine) * elements * holders
-             + _per("per_span", config.engine) * spans)
-    # The trace it brings back to the server, which holds it beside the run's processes until they have gone.
-    kept = _per("kept_per_span", config.engine) * spans + _per("kept_per_row", config.engine) * config.data_size * config.epochs
-    return int(MARGIN * (total + kept))
+    batches = config.num_batches
+    processes = (row["fixed"] + row["per_lane"] * config.gpus + _per("per_element", config.engine) * elements * holders
+                 + _per_batch(config, "bytes") * batches)
+    kept = _per_batch(config, "kept") * batches + _per("kept_per_row", config.engine) * config.data_size * config.epochs
+    return int(MARGIN * (processes + kept))
 
 
 def seconds(config: RunConfig) -> float:
-    """About how long a run of `config` takes alone here: its engine, model and training measured at the
-    defaults, and each span past the defaults' at what a long run's spans took."""
-    extra = max(0, spans_of(config) - spans_of(RunConfig(engine=config.engine, gpus=config.gpus, train=config.train)))
-    return _row(config)["seconds"] + _per("span_seconds", config.engine) * extra
+    """About how long a run of `config` takes alone here: its engine, model and training measured at 4 batches,
+    and each batch past those at what long runs' batches took."""
+    return _row(config)["seconds"] + _per_batch(config, "seconds") * max(0, config.num_batches - 4)
 
 
 def measured_floor() -> dict[str, int]:

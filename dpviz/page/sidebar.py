@@ -152,8 +152,15 @@ def ranks_that_fit(config: RunConfig, asked: int, choice: str) -> RunConfig:
     """The ranks a page run starts: what was asked, unless more than a chart shows well or than this host
     could hold at once, even alone (each rank is a process, priced by dpviz.page.run_costs); the page then
     says so, in a visitor's words. A run that fits waits its turn for the memory others hold (running.py)."""
+    from dpviz.page.memory import compared
+    from dpviz.page.running import same_settings
+
+    # Every engine the page runs at these settings must fit: Both runs two, Memory every engine, one at a time.
+    engines = compared() if choice == MEMORY else PAIR if choice == BOTH else (config.engine,)
+    fits = lambda ranks: all(BUDGET.fits_alone(price(same_settings(dataclasses.replace(config, gpus=ranks), name)))
+                             for name in engines)
     most = min(PAGE_MOST, asked)
-    while most > 1 and not BUDGET.fits_alone(price(dataclasses.replace(config, gpus=most))):
+    while most > 1 and not fits(most):
         most -= 1
     if most == asked:
         return config
