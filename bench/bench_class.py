@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_hosted import CHROMIUM, CHROMIUM_ARGS, EXCEPTION, IDLE, SVG, Server  # noqa: E402
 from fresh_host import Cgroup, forget_torch_pages  # noqa: E402
 from results import save  # noqa: E402
-from dpviz.host_memory import tree  # noqa: E402
+from dpviz.host_memory import parent, tree  # noqa: E402
 from dpviz.presets import LINK_PRESETS  # noqa: E402
 
 OUT = Path(__file__).with_name("out")
@@ -59,14 +59,6 @@ def links(count: int) -> list[str]:
     return [LINKS[i] if i < len(LINKS) else KINDS[(i - len(LINKS)) % len(KINDS)] for i in range(count)]
 
 
-def _parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return 0
-
-
 def _forkserver(root: int) -> int | None:
     for pid in tree(root)[1:]:
         try:
@@ -80,7 +72,7 @@ def _forkserver(root: int) -> int | None:
 def ranks_now(root: int) -> int:
     """Rank processes alive: below the forkserver, the children of each run's own process."""
     forkserver = _forkserver(root)
-    return 0 if forkserver is None else sum(1 for pid in tree(forkserver) if _parent(_parent(pid)) == forkserver)
+    return 0 if forkserver is None else sum(1 for pid in tree(forkserver) if parent(parent(pid)) == forkserver)
 
 
 def cpu_seconds(root: int) -> float:

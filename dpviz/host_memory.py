@@ -125,6 +125,15 @@ def pss_bytes(pid: int) -> int:
         return 0
 
 
+def parent(pid: int) -> int:
+    """The process's parent id (0 once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def tree(root: int) -> list[int]:
     """`root` and all its descendants, from the parent ids in /proc/<pid>/stat."""
     children: dict[int, list[int]] = {}

@@ -14,7 +14,7 @@ from dpviz.config import MODELS, OPTIMIZERS, RunConfig
 from dpviz.engines import ENGINES
 from dpviz.engines.ddp.launch import forkserver_pid
 from dpviz.engines.apart import record_apart
-from dpviz.host_memory import cgroup_limit_bytes, host_limit_bytes, pss_bytes, tree
+from dpviz.host_memory import cgroup_limit_bytes, host_limit_bytes, parent, pss_bytes, tree
 from dpviz.page import run_costs
 from dpviz.page.budget import MemoryBudget, NeverFits, Place
 
@@ -27,15 +27,7 @@ THREE = RunConfig(engine="ddp", gpus=3, train=True, data_size=48, batch_size=8)
 def ranks_alive() -> int:
     """Rank processes running now: below the runs' own processes, the forkserver's grandchildren."""
     server = forkserver_pid()
-    return 0 if server is None else sum(1 for pid in tree(server) if _parent(_parent(pid)) == server)
-
-
-def _parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return 0
+    return 0 if server is None else sum(1 for pid in tree(server) if parent(parent(pid)) == server)
 
 
 def sized(room: int) -> MemoryBudget:

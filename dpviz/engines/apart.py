@@ -38,6 +38,18 @@ class RunFailed(RuntimeError):
         self.kind = kind
 
 
+def warm() -> None:
+    """Start the forkserver the runs come from, in a thread, if it is not running: a server calls this as its
+    first page is drawn, so that the first run finds torch already imported there (seconds otherwise)."""
+    import threading
+    from multiprocessing import forkserver
+
+    from dpviz.engines.ddp.launch import _context
+
+    _context()  # its preload list set
+    threading.Thread(target=forkserver.ensure_running, name="dpviz forkserver start", daemon=True).start()
+
+
 def inside_a_run() -> bool:
     """Whether this process is a run's own process (record_apart's), which starts its ranks by forking itself."""
     return _inside

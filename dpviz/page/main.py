@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpviz.echo import markdown_text
+from dpviz.engines.apart import warm
 from dpviz.engines import ENGINES
 from dpviz.page.session import drawing
 from dpviz.page.link import BOTH, MEMORY, to_query
@@ -30,12 +31,16 @@ COMPACT = """
 .stMainBlockContainer * { hyphens: manual; }
 .stMainBlockContainer [data-testid=stAlertContainer] { padding: 0.6rem 1rem; }
 """
+_warmed: list[bool] = []  # once per server process
 TITLES = {**{name: spec.title for name, spec in ENGINES.items()},
           BOTH: f"{ENGINES[PAIR[0]].label} and {ENGINES[PAIR[1]].label}, side by side", MEMORY: MEMORY_TITLE}
 
 
 def main() -> None:
     st.set_page_config(page_title="dpviz: DataParallel, visualised", layout="wide")
+    if not _warmed:  # the runs' forkserver starts while the first page draws its sidebar
+        _warmed.append(True)
+        warm()
     apply_link_once()
     st.html(f"<style>{COMPACT}</style>")
     st.header(TITLES[st.session_state.get(ENGINE, PAIR[0])], anchor=False, help=ABOUT)
