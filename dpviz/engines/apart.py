@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from typing import Any, Callable
 
 from dpviz.config import RunConfig
@@ -78,6 +79,7 @@ def _apart(target: Callable[..., Any], args: tuple, progress: Progress | None,
     receive, send = context.Pipe(duplex=False)
     # Not a daemon: a run of DDP starts its ranks from it (whatever ends the caller ends it: _end_with).
     process = context.Process(target=_main, name="dpviz run", args=(target, args, send, os.getpid()))
+    answered = False
     try:
         process.start()
         send.close()  # the caller's copy: the pipe reads as ended once the run's process has gone
@@ -96,17 +98,27 @@ def _apart(target: Callable[..., Any], args: tuple, progress: Progress | None,
                 if progress is not None:
                     progress(*payload)
             elif kind == "failed":
+                answered = True
                 raise RunFailed(*payload)
             else:
+                answered = True
                 return payload[0]
     finally:
-        if process.pid is not None:
-            if process.exitcode is None:
-                process.join(timeout=POLL_S)  # it has sent its trace and is leaving
-            if process.exitcode is None:
-                process.kill()
-            process.join()
         receive.close()
+        if process.pid is not None:
+            if answered:  # it is leaving (os._exit): its exit, some milliseconds, is waited for beside the caller
+                threading.Thread(target=_reap, args=(process,), name="dpviz run reaper", daemon=True).start()
+            else:
+                process.kill()
+                process.join()
+
+
+def _reap(process) -> None:
+    """Wait for a run's process that has answered to end; kill it if it has not within a poll."""
+    process.join(timeout=POLL_S)
+    if process.exitcode is None:
+        process.kill()
+        process.join()
 
 
 def _main(target: Callable[..., Any], args: tuple, send, caller: int) -> None:

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from dpviz.host_memory import host_limit_bytes, pss_bytes
+from dpviz.host_memory import host_limit_bytes, pss_bytes, rss_bytes
 from dpviz.page import run_costs
 
 PAGE_MOST = 8  # ranks one page run may ask for: more lanes than a chart can show side by side
@@ -39,15 +39,21 @@ class Place:
     seconds: float
 
 
-def measured_now() -> int:
+def measured_now(size: Callable[[int], int] = pss_bytes) -> int:
     """What the server, the forkserver and the resource tracker hold now (proportional set sizes); the
-    forkserver counted as when alone, since the pages it shares with runs are in their prices."""
+    forkserver counted as when alone, since the pages it shares with runs are in their prices. With
+    `size=rss_bytes`, a quick upper bound of the same."""
     from dpviz.engines.ddp.launch import forkserver_pid
 
     measured = run_costs.measured_floor()
     forkserver = forkserver_pid()
-    held = pss_bytes(os.getpid()) + run_costs.TRACKER_BYTES
-    return held + max(pss_bytes(forkserver) if forkserver else 0, measured["forkserver"])
+    held = size(os.getpid()) + run_costs.TRACKER_BYTES
+    return held + max(size(forkserver) if forkserver else 0, measured["forkserver"])
+
+
+def at_most_now() -> int:
+    """An upper bound of measured_now(), read in microseconds: resident sets count shared pages whole."""
+    return measured_now(rss_bytes)
 
 
 class MemoryBudget:
@@ -111,7 +117,8 @@ class MemoryBudget:
             if self._queue[0][0] is not ticket:
                 return False
             alone = not self._running
-        fits = price <= self.room()
+        # The quick bound first: when even it leaves room, the slower measurement would too.
+        fits = price <= self._limit() - at_most_now() - self.held - run_costs.HEADROOM_BYTES or price <= self.room()
         while not fits and make_room is not None and make_room():
             fits = price <= self.room()
         if not (fits or alone):

@@ -40,8 +40,9 @@ END_GRACE_S = 2.0  # how long ranks that have reported get to leave by themselve
 # DataParallel's recorder and the sharded engines' modules too: every run's process and rank is a fork of this one,
 # and what a fork imports for itself is its own (ZeroRedundancyOptimizer's imports alone cost each rank 12 MB).
 PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "torch.distributed.optim", "torch.distributed.fsdp",
-           "dpviz.engines.ddp.rank", "dpviz.engines.ddp.engine", "dpviz.engines.ddp.merge", "dpviz.engines.dp.recorder",
-           "dpviz.engines.zero1.sharded", "dpviz.engines.fsdp.sharding", "dpviz.engines.ddp.preloaded"]
+           "torch.profiler", "torch.profiler._cupti_monitor", "dpviz.engines.ddp.rank", "dpviz.engines.ddp.engine", "dpviz.engines.ddp.merge",
+           "dpviz.engines.dp.engine", "dpviz.engines.dp.recorder", "dpviz.engines.zero1.engine", "dpviz.engines.zero1.sharded",
+           "dpviz.engines.fsdp.engine", "dpviz.engines.fsdp.sharding", "dpviz.engines.ddp.preloaded"]
 _COMMUNICATION = ("Connection closed by peer", "Connection reset", "Timed out", "timed out", "Broken pipe",
                   "NCCL communicator was aborted")
 
