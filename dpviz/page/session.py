@@ -110,7 +110,8 @@ def let_go_oldest() -> bool:
 
 
 # Spans a session's stored runs may hold together: about one largest run (10,000 batches on 16
-# devices), which is what a 690 MB host has room for.
+# devices). What all sessions keep together is bounded by the server's memory budget, which lets the
+# least recently shown go first when a run needs the room (let_go_oldest).
 MAX_KEPT_SPANS = 200_000
 
 
