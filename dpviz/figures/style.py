@@ -306,8 +306,11 @@ def _wrap_subplot_titles(fig: go.Figure, margins_px: float = MARGIN["l"] + MARGI
     """Subplot titles cut to the width of their subplot at the narrowest chart."""
     plot_px = NARROWEST_PX - margins_px
     for annotation in _subplot_titles(fig):
-        axis = next((fig.layout[k] for k in fig.layout if re.match(r"xaxis\d*$", k)
-                     and fig.layout[k].domain and fig.layout[k].domain[0] <= annotation.x <= fig.layout[k].domain[1]), None)
+        # The narrowest axis under the title is its own subplot's: a panel spanning both columns lies under a
+        # left panel's title too (and plotly's layout keys come in no fixed order).
+        under = [fig.layout[k] for k in fig.layout if re.match(r"xaxis\d*$", k)
+                 and fig.layout[k].domain and fig.layout[k].domain[0] <= annotation.x <= fig.layout[k].domain[1]]
+        axis = min(under, key=lambda a: a.domain[1] - a.domain[0], default=None)
         share = (axis.domain[1] - axis.domain[0]) if axis is not None else 1.0
         annotation.text = wrap(unwrap(annotation.text), annotation.font.size or FONT_SIZE, plot_px * share + 10)
 
