@@ -37,7 +37,7 @@ from results import save  # noqa: E402
 from dpviz.config import MODELS, OPTIMIZERS, RunConfig  # noqa: E402
 from dpviz.engines import ENGINES  # noqa: E402
 from dpviz.engines.apart import record_apart  # noqa: E402
-from dpviz.engines.ddp.launch import forkserver_pid  # noqa: E402
+from dpviz.engines.processes import forkserver_pid  # noqa: E402
 from dpviz.host_memory import pss_bytes, tree  # noqa: E402
 from dpviz.page.run_costs import TABLE  # noqa: E402
 

@@ -15,7 +15,7 @@ if __name__ == "__main__":  # a rank process started by multiprocessing imports 
             print(f"dpviz: stopped by {stop.words} while starting; nothing was run or written.", file=sys.stderr)
             sys.exit(stop.exit_status)
     code = main()  # a signal during the run is answered inside, with what it stopped
-    from dpviz.engines.ddp.torchrun import under_torchrun
+    from dpviz.engines.ranks.torchrun import under_torchrun
 
     if under_torchrun():
         # A rank under torchrun ends here, its files written and its streams flushed, without the interpreter's

@@ -28,13 +28,12 @@ from dpviz.config import (
     BACKENDS, CHOICES, ENGINE_NAMES, FLOAT_LIMITS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS,
     ConfigError, ENGINE_OPTIONS, RunConfig, parse_setting,
 )
-from dpviz.echo import MESSAGE_LIMIT, cut
+from dpviz.echo import one_line
 from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, SHARDED_PRESETS, presets_of
 from dpviz.engines import ENGINES, Option, needs, owners
-from dpviz.engines.ddp import torchrun as _torchrun
-from dpviz.engines.ddp.torchrun import under_torchrun
+from dpviz.engines.ranks import torchrun as _torchrun
+from dpviz.engines.ranks.torchrun import under_torchrun
 from dpviz.engines.run import record, resolve
-from dpviz.trace import Trace
 from dpviz.stopping import Stopped, stop_on_signals
 from dpviz.exports.tutorial_log import tutorial_log
 from dpviz.analysis.wording import plural
@@ -247,7 +246,7 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
             trace = _torchrun.record_rank(config, workload=workload)
         except Exception as error:  # the process group could not form, or broke before the gather
             print(f"dpviz: rank {_torchrun.global_rank()} of {config.gpus} under torchrun failed: "
-                  f"{_one_line(f'{type(error).__name__}: {error}')}", file=sys.stderr)
+                  f"{one_line(f'{type(error).__name__}: {error}')}", file=sys.stderr)
             return 1
         if trace is None:  # not rank 0: its report went to rank 0, which writes the trace
             return 0
@@ -289,43 +288,6 @@ def _own_workload(parser: argparse.ArgumentParser, args: argparse.Namespace, arg
         # Not parser.error: its cut of long argparse values would cut a quoted error of the user's own.
         text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(error).strip().splitlines()[0])
         parser.exit(2, f"{parser.prog}: {text}\n")
-
-
-def dp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
-    """The DataParallel run's last line on stderr, and the exit status."""
-    kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
-    batches = len(trace.batches)
-    if trace.failure is not None:
-        print(f"dpviz: DataParallel failed in batch {trace.failure.batch + 1} of {config.num_batches} on {config.gpus} {kind}: "
-              f"{trace.failure.headline}", file=sys.stderr)
-        return 1
-    kind = kind if config.gpus > 1 else kind[:-1]  # "1 simulated device", "1 real GPU"
-    print(f"dpviz: {batches} batch{'es' if batches != 1 else ''} on {config.gpus} {kind} in {trace.duration:.3f} s.", file=sys.stderr)
-    return 0
-
-
-def ddp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
-    """The DDP run's last line on stderr, and the exit status: ranks are processes, never called GPUs
-    unless each has one."""
-    ranks = len(trace.lanes)
-    if trace.failure is not None:
-        print(f"dpviz: DistributedDataParallel failed in step {trace.failure.batch + 1} of {config.num_batches} on "
-              f"{plural(ranks, 'rank')}: {_one_line(trace.failure.message)}", file=sys.stderr)
-        return 1
-    if trace.backend == "cuda":
-        where = "one process per GPU, NCCL"
-    else:
-        where = f"{'a process' if ranks == 1 else 'processes'} on the CPU, gloo"
-    where += ", under torchrun" if ranked else ""
-    print(f"dpviz: {plural(len(trace.batches), 'step')} on {plural(ranks, 'rank')} ({where}) in {trace.duration:.3f} s.",
-          file=sys.stderr)
-    return 0
-
-
-def _one_line(message: str) -> str:
-    """A message from a run as the last line quotes it: its first line, control characters escaped, cut."""
-    first = (message.strip().splitlines() or [""])[0]
-    return cut("".join(c if c.isprintable() else repr(c)[1:-1] for c in first), MESSAGE_LIMIT)
 
 
 def _flag(name: str) -> str:

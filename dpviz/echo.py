@@ -82,3 +82,9 @@ def plotly_text(text: Any, limit: int | None = None) -> str:
     <span style> and entities in every label, hover, title and annotation: '<', '>' and '&' as
     entities, which plotly shows as the characters. The result is HTML-escaped text too."""
     return html.escape(_plain(text, limit), quote=False)
+
+
+def one_line(message: str) -> str:
+    """A message from a run as the last line quotes it: its first line, control characters escaped, cut."""
+    first = (message.strip().splitlines() or [""])[0]
+    return cut("".join(c if c.isprintable() else repr(c)[1:-1] for c in first), MESSAGE_LIMIT)

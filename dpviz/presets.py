@@ -6,7 +6,7 @@
     preset_of(config)                         # the preset a configuration is, if any
 
 Each is the tutorial's defaults changed only where the pitfall needs it, so a run shows the pitfall
-and nothing else. What happened is explained from the run itself (dpviz.analysis.explain_pitfalls), never
+and nothing else. What happened is explained from the run itself (dpviz.engines.dp.read.explain_pitfalls), never
 from the preset's text: the text only says what to look for.
 """
 from __future__ import annotations

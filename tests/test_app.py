@@ -308,14 +308,12 @@ def test_an_engines_opening_batch_is_where_every_view_of_one_batch_opens(monkeyp
     import types
 
     from dpviz.engines import ENGINES
-    from dpviz.engines.spec import PARTS
 
     module = types.ModuleType("tests_opening")
     module.second = lambda trace: 1  # an engine that calls its second batch typical
     monkeypatch.setitem(sys.modules, "tests_opening", module)
-    monkeypatch.setitem(PARTS, "opening_batch", "opening_batch(trace) -> int: the batch views open on")
     dp = ENGINES["dp"]
-    monkeypatch.setitem(ENGINES, "dp", dataclasses.replace(dp, parts={**dp.parts, "opening_batch": "tests_opening:second"}))
+    monkeypatch.setitem(ENGINES, "dp", dataclasses.replace(dp, parts=dataclasses.replace(dp.parts, opening_batch="tests_opening:second")))
     app = page(gpus="3")
     assert not app.exception and app.slider(key="flow_batch").value == 2
     assert show_tab(app, "Step through").slider(key="step_batch").value == 2

@@ -12,7 +12,7 @@ import pytest
 
 from dpviz.config import MODELS, OPTIMIZERS, RunConfig
 from dpviz.engines import ENGINES
-from dpviz.engines.ddp.launch import forkserver_pid
+from dpviz.engines.processes import forkserver_pid
 from dpviz.engines.apart import record_apart
 from dpviz.host_memory import cgroup_limit_bytes, host_limit_bytes, parent, pss_bytes, tree
 from dpviz.page import run_costs

@@ -3,6 +3,7 @@ import json
 from collections import defaultdict
 
 from dpviz import RunConfig, record
+from dpviz.engines.ddp.read import chrome as ddp_chrome
 from dpviz.exports import chrome_trace
 
 
@@ -64,8 +65,8 @@ def test_ddp_has_one_process_per_rank_with_compute_and_all_reduce_tracks_never_o
     assert processes == {lane.id: lane.name for lane in ddp_run.lanes}
     tracks = _tracks(events)
     for rank in range(4):
-        assert tracks[(rank, chrome_trace.COMPUTE_TID)].startswith("compute")
-        assert tracks[(rank, chrome_trace.ALLREDUCE_TID)] == "all-reduce (gloo)"
+        assert tracks[(rank, ddp_chrome.COMPUTE_TID)].startswith("compute")
+        assert tracks[(rank, ddp_chrome.ALLREDUCE_TID)] == "all-reduce (gloo)"
     by_track = defaultdict(list)
     for event in (e for e in events if e["ph"] == "X"):
         assert (event["pid"], event["tid"]) in tracks and isinstance(event["ts"], int) and event["dur"] >= 0

@@ -8,10 +8,14 @@ import pytest
 
 from dpviz.analysis.compare import _ms, comparison, model_bytes, moves_per_step, per_device, step_seconds, traffic
 from dpviz.analysis.step_times import LINKS, Measured, measured, modelled, verdict
-from dpviz.analysis.traffic_model import StepSizes, dataparallel, distributed, growth
+from dpviz.analysis.traffic_model import StepSizes, growth
+from dpviz.engines import ENGINES
 from dpviz.config import RunConfig
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.engines import engine
+
+# Each engine's formula of what a device moves per step, at any count: DataParallel's, DDP's.
+dataparallel, distributed = ENGINES["dp"].part("moves_at"), ENGINES["ddp"].part("moves_at")
 from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 
 
@@ -122,14 +126,14 @@ def test_the_formulas_give_the_bytes_the_two_runs_moved(devices):
     assert sizes.buffers > 0 and sizes.gradients > 0
     assert dataparallel(sizes, devices) == moves_per_step(dp)
     assert distributed(sizes, devices) == moves_per_step(ddp)
-    [row] = growth(sizes, [devices])
+    [row] = growth(sizes, [devices], dataparallel, distributed)
     assert row.gpu0 == per_device(dp)[0].bytes_per_step and row.rank == max(f.bytes_per_step for f in per_device(ddp))
 
 
 def test_gpu0_grows_with_every_device_while_a_ranks_all_reduce_stays_under_twice_the_gradients_each_way():
     dp, ddp = runs(gpus=4, **SIZES)
     sizes = StepSizes.of(dp, ddp)
-    rows = growth(sizes, range(2, 17))
+    rows = growth(sizes, range(2, 17), dataparallel, distributed)
     used = lambda count: len(chunk_sizes(sizes.rows, count))  # torch.chunk may leave the last devices idle
     assert all(b.gpu0 > a.gpu0 if used(b.devices) > used(a.devices) else b.gpu0 == a.gpu0 for a, b in zip(rows, rows[1:]))
     assert all(r.rank < 2 * (2 * sizes.gradients) + sizes.buffers * (r.devices - 1) for r in rows)  # sent + received
@@ -144,7 +148,7 @@ def test_the_growth_panel_draws_the_formulas_and_marks_this_run():
     dp, ddp = runs(gpus=4, **SIZES)
     fig = comparison_figure(dp, ddp)
     lines = {trace.name: trace for trace in fig.data if trace.type == "scatter"}
-    rows = growth(StepSizes.of(dp, ddp), range(2, 17))
+    rows = growth(StepSizes.of(dp, ddp), range(2, 17), dataparallel, distributed)
     assert list(lines["DataParallel: GPU 0"].y) == [r.gpu0 for r in rows]
     assert list(lines["DDP: any rank"].y) == [r.rank for r in rows]
     assert [shape.x0 for shape in fig.layout.shapes] == [4]

@@ -7,7 +7,7 @@ import torch
 
 from dpviz.config import RunConfig
 from dpviz.engines import engine
-from dpviz.engines.ddp.launch import launch
+from dpviz.engines.ranks.launch import launch
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = pytest.mark.cuda

@@ -19,7 +19,7 @@ from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.config import MODELS, RNN_MODELS, ConfigError, RunConfig
 from dpviz.engines import engine
-from dpviz.engines.ddp.launch import launch
+from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.engines.ddp.sharding import per_rank_batch
 

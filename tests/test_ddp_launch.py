@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from dpviz.config import RunConfig
-from dpviz.engines.ddp.launch import forkserver_pid, launch
+from dpviz.engines.ranks.launch import launch
+from dpviz.engines.processes import forkserver_pid
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.trace.check import check
 

@@ -90,7 +90,7 @@ def test_uneven_batches_hang_until_the_timeout_and_join_fixes_it():
 
 def test_a_step_whose_bucket_never_filled_is_not_called_no_sync():
     from dpviz.analysis.explain import explain
-    from dpviz.analysis.tables_ddp import synced_steps, unreduced_steps
+    from dpviz.engines.ddp.read.tables import synced_steps, unreduced_steps
 
     trace = run("ddp-unused-parameter")
     assert synced_steps(trace)[1] == [] and unreduced_steps(trace) == [0]

@@ -161,7 +161,7 @@ def test_ddp_explanation_names_the_rows_loaded_twice():
 def test_ddp_explanation_tells_the_buckets_their_rebuild_and_the_overlap():
     from ddp_traces import ddp_trace
     from dpviz.echo import code_span
-    from dpviz.analysis.tables_ddp import bucket_layouts
+    from dpviz.engines.ddp.read.tables import bucket_layouts
 
     trace = ddp_trace("four_train")
     first, later = bucket_layouts(trace)[:2]

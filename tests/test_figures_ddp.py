@@ -11,12 +11,12 @@ import pytest
 from dpviz import RunConfig
 from dpviz.figures import MAX_MARKS, count_marks, html_report, memory_figure, sample_map_figure, split_figure, timeline_figure
 from dpviz.figures.colors import device_color
-from dpviz.figures.sample_map_ddp import prepare_sample_map_ddp
-from dpviz.figures.split_ddp import prepare_split_ddp
-from dpviz.figures.timeline_ddp import REDUCE_TOP, WAIT, prepare_timeline_ddp, window_size
+from dpviz.engines.ddp.read.sample_map import prepare_sample_map_ddp
+from dpviz.engines.ddp.read.split import prepare_split_ddp
+from dpviz.engines.ddp.read.timeline import REDUCE_TOP, WAIT, prepare_timeline_ddp, window_size
 from dpviz.figures.views import VIEWS
 from dpviz.analysis.batch_facts import memory_batches
-from dpviz.analysis.tables_ddp import bucket_layout
+from dpviz.engines.ddp.read.tables import bucket_layout
 from ddp_traces import CONFIGS, ddp_trace, record_config
 from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 
@@ -261,8 +261,8 @@ def _drawn(fig, name: str) -> list[tuple[int, int, float, float]]:
 @pytest.mark.parametrize("name", ["four_train", "default"])
 def test_the_all_reduce_share_the_timeline_states_is_the_overlap_of_its_drawn_bars(name):
     from dpviz.analysis.summary import key_figures
-    from dpviz.analysis.tables_ddp import computing_overlap
-    from dpviz.figures.timeline_ddp import WAIT_LABEL
+    from dpviz.engines.ddp.read.tables import computing_overlap
+    from dpviz.engines.ddp.read.timeline import WAIT_LABEL
 
     trace = ddp_trace(name) if name != "default" else record_config(RunConfig(engine="ddp", gpus=4, train=True))
     fig = timeline_figure(trace)
@@ -332,7 +332,7 @@ FLOWS = {"four_train": 0, "two_train": 2, "four_forward": 1, "default": 0, "defa
 
 @pytest.mark.parametrize("name", list(FLOWS))
 def test_ddp_flow_names_its_columns_over_every_node_in_either_look(name):
-    from dpviz.figures.flow_ddp import flow_ddp_figure
+    from dpviz.engines.ddp.read.flow import flow_ddp_figure
     from dpviz.figures.style import presentation
 
     trace = record_config(RunConfig(engine="ddp", gpus=4, train=True)) if name.startswith("default") else ddp_trace(name)
@@ -353,7 +353,7 @@ def test_ddp_flow_names_its_columns_over_every_node_in_either_look(name):
 @pytest.mark.parametrize("name", ["four_train", "three_ordered"])
 def test_ddp_flow_names_each_rank_on_its_band_in_a_readable_colour(name):
     from dpviz.figures.colors import contrast_ratio, device_color
-    from dpviz.figures.flow_ddp import THICKNESS_PX, flow_ddp_figure
+    from dpviz.engines.ddp.read.flow import THICKNESS_PX, flow_ddp_figure
 
     trace = ddp_trace(name)
     fig = flow_ddp_figure(trace, 0)

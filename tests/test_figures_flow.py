@@ -10,8 +10,8 @@ import torch
 from dpviz import record
 from dpviz.figures import MAX_MARKS, count_marks, flow_figure, prepare_backward_flow, prepare_flow
 from dpviz.figures.colors import THEME_TEXT
-from dpviz.figures.flow_draw import CURVE, LABEL_SIZE
-from dpviz.figures.flow_links import prepare_flow_links
+from dpviz.engines.dp.read.flow_draw import CURVE, LABEL_SIZE
+from dpviz.engines.dp.read.flow_links import prepare_flow_links
 from dpviz.presets import PRESETS
 from figure_traces import LARGEST, LARGEST_TRAINING, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
@@ -271,7 +271,7 @@ def test_largest_run_stays_small(config):
 
 def test_bands_of_gpus_8_to_15_are_hatched_like_their_boxes():
     from dpviz.figures.colors import device_color, with_alpha
-    from dpviz.figures.flow_draw import BAND_ALPHA
+    from dpviz.engines.dp.read.flow_draw import BAND_ALPHA
 
     fig = flow_figure(recorded(gpus=16), 0)
     bands = _bands(fig, "scatter") + _bands(fig, "gather")

@@ -7,7 +7,7 @@ import torch
 from dpviz import RunConfig, record
 from dpviz.figures import inputs_figure, prepare_inputs
 from dpviz.figures.colors import DEVICE_COLORS, IDLE_GREY, MISSING, device_color, device_pattern
-from dpviz.figures.inputs import CELL, MODE_WORDS
+from dpviz.engines.dp.read.inputs import CELL, MODE_WORDS
 from dpviz.presets import PRESETS
 
 

@@ -10,7 +10,7 @@ from dpviz.figures import MAX_MARKS, count_marks, memory_figure, prepare_memory
 from dpviz.engines.dp.vocabulary import VOCABULARY
 from dpviz.figures.colors import device_color
 from dpviz.figures.memory import byte_unit
-from dpviz.engines.dp.memory import CATEGORIES
+from dpviz.engines.dp.ledger import CATEGORIES
 from dpviz.analysis.wording import human_bytes
 from dpviz.trace import MemorySample
 from figure_traces import MAX_JSON_BYTES, as_cuda, recorded
@@ -164,7 +164,7 @@ def test_sixteen_devices_stay_small():
 
 @pytest.mark.parametrize("gpus", [3, 16])
 def test_steps_and_columns_named_as_the_other_views_name_them(gpus):
-    from dpviz.figures.flow_draw import step_name
+    from dpviz.engines.dp.read.flow_draw import step_name
     from dpviz.figures.style import unwrap
 
     trace = recorded(gpus=gpus, train=True)

@@ -4,10 +4,10 @@ import torch
 import torch.nn.functional as F
 
 from dpviz import RunConfig, record
-from dpviz.figures.pitfall_hidden import DID, MEANT, prepare_hidden
-from dpviz.figures.pitfall_loss import prepare_losses
-from dpviz.figures.pitfall_state import prepare_state
-from dpviz.figures.pitfalls import pitfall_figure
+from dpviz.engines.dp.read.pitfall_hidden import DID, MEANT, prepare_hidden
+from dpviz.engines.dp.read.pitfall_loss import prepare_losses
+from dpviz.engines.dp.read.pitfall_state import prepare_state
+from dpviz.engines.dp.read.pitfalls import pitfall_figure
 from dpviz.presets import PRESETS
 from dpviz.engines.workload.tutorial_data import build, call
 from figure_traces import recorded

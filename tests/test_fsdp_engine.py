@@ -19,7 +19,7 @@ from torch.utils.data import DistributedSampler
 from dpviz.cli import main
 from dpviz.config import RunConfig
 from dpviz.engines import ENGINES
-from dpviz.engines.ddp.launch import launch
+from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.engines.fsdp.sharding import shard_units
 from dpviz.engines.workload import tutorial_data as tutorial
@@ -168,7 +168,7 @@ def test_the_memory_view_catches_the_largest_module_gathered_whole():
 
 
 def test_the_timeline_names_each_sharded_module_and_says_what_gloo_ran():
-    from dpviz.figures.timeline_ddp import prepare_timeline_ddp, timeline_ddp_figure
+    from dpviz.engines.ddp.read.timeline import prepare_timeline_ddp, timeline_ddp_figure
 
     _, _, trace = run(**ADAM)
     table = prepare_timeline_ddp(trace, 0, len(trace.batches) - 1)

@@ -6,7 +6,8 @@ import torch
 
 from dpviz import RunConfig, record
 from dpviz.engines.workload import tutorial_data as tutorial
-from dpviz.engines.dp.memory import ComputedMemory, module_bytes, nbytes
+from dpviz.engines.dp.ledger import ComputedMemory
+from dpviz.engines.workload.memory import module_bytes, nbytes
 
 
 def nb(t: torch.Tensor) -> int:

@@ -20,7 +20,7 @@ import torch.nn.parallel.scatter_gather as torch_sg
 from dpviz import record
 from dpviz.trace import json_io as trace_json
 from dpviz.engines.workload import tutorial_data as tutorial
-from dpviz.analysis.explain_pitfalls import pitfalls
+from dpviz.engines.dp.read.explain_pitfalls import pitfalls
 from dpviz.engines.workload.input_forms import POSITIONAL
 from dpviz.presets import PRESETS, preset_of
 from dpviz.page.link import from_query

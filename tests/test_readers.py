@@ -20,17 +20,22 @@ ROOT = Path(__file__).resolve().parents[1]
 # reached only from one that does. Reading a trace needs none of them.
 RECORDING_SIDE = sorted({
     *(f"dpviz.engines.workload.{name}" for name in
-      ("tutorial_data", "batch_sampler", "input_forms", "models", "seeding", "warning_capture", "own")),
+      ("tutorial_data", "batch_sampler", "input_forms", "models", "seeding", "warning_capture", "own", "memory")),
     *(f"dpviz.engines.dp.{name}" for name in
-      ("engine", "devices", "recorder", "observer", "simulated", "scatter", "memory", "workers")),
+      ("engine", "devices", "recorder", "observer", "simulated", "scatter", "workers", "ledger")),
     *(f"dpviz.engines.ddp.{name}" for name in
-      ("engine", "launch", "rank", "observer", "merge", "torchrun", "preloaded")),
-    *(f"dpviz.engines.zero1.{name}" for name in ("engine", "sharded")),
-    *(f"dpviz.engines.fsdp.{name}" for name in ("engine", "sharding")),
+      ("engine", "rank", "observer", "merge")),
+    *(f"dpviz.engines.zero1.{name}" for name in ("engine", "sharded", "rank")),
+    *(f"dpviz.engines.ranks.{name}" for name in ("launch", "torchrun", "program")),
+    *(f"dpviz.engines.fsdp.{name}" for name in ("engine", "sharding", "rank")),
 })
-# What a reader may import of an engine's package: its spec, its words, its arithmetic, the facts of a
-# loaded trace and its check.
+# Each engine's readers: every module of its read/ subpackage (key figures, explanations, log, exports, views).
+READERS = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                 for path in (ROOT / "dpviz" / "engines").glob("*/read/*.py"))
+# What a reader may import of an engine's package: its readers, its spec, its words, its arithmetic, the facts
+# of a loaded trace and its check.
 READING_SIDE = sorted({
+    *READERS,
     *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "chunking", "split_rules", "facts", "check")),
     *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "sharding", "facts", "check")),
     *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check")),
@@ -87,6 +92,9 @@ from dpviz.analysis.explain import explain
 from dpviz.figures import html_report
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, VIEWS, WHOLE, WINDOW
 from dpviz.analysis.summary import key_figures, summary_table
+import importlib
+for module in {READERS!r}:  # every engine's readers import without torch, whether a trace needs them or not
+    importlib.import_module(module)
 {LOADED}
 
 def draw(view, trace):
@@ -166,6 +174,8 @@ def test_loading_and_reading_every_engines_trace_needs_no_torch(tmp_path):
 
 def test_every_engine_module_is_on_one_side():
     """A new module of an engine is either recording (torch) or reading (no torch): the lists above say which."""
-    modules = {f"dpviz.engines.{path.parent.name}.{path.stem}" for engine in (*ENGINES, "workload")
+    modules = {f"dpviz.engines.{path.parent.name}.{path.stem}" for engine in (*ENGINES, "workload", "ranks")
                for path in (ROOT / "dpviz" / "engines" / engine).glob("*.py") if path.stem != "__init__"}
+    modules |= set(READERS)
+    assert len(READERS) > 30 and all(f"dpviz.engines.{name}.read" in READERS for name in ENGINES)
     assert modules == {m for m in RECORDING_SIDE + READING_SIDE if m.startswith("dpviz.engines.")}

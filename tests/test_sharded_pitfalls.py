@@ -156,7 +156,7 @@ def test_keeping_fsdps_modules_whole_skips_the_backward_all_gathers_and_holds_th
 
 def test_keeping_fsdps_modules_whole_still_trains_as_one_process():
     from dpviz.config import RunConfig
-    from dpviz.engines.ddp.launch import launch
+    from dpviz.engines.ranks.launch import launch
     from dpviz.engines.ddp.merge import to_trace
 
     config = RunConfig(**{**SHARDED_PRESETS["fsdp-keep-gathered"].config.to_dict(), "backend": "auto",

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from dpviz.config import RunConfig
-from dpviz.engines.ddp.launch import launch
+from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.engines.workload import tutorial_data as tutorial
-from dpviz.figures.step_fsdp import PARAMS_Y, largest_module, prepare_layer_steps, step_fsdp_figure
+from dpviz.engines.fsdp.read.step import PARAMS_Y, largest_module, prepare_layer_steps, step_fsdp_figure
 from dpviz.trace import json_io as trace_json
 from dpviz.trace.values import TraceError
 
@@ -139,7 +139,7 @@ def test_forward_only_the_module_is_gathered_run_and_resharded():
 
 
 def test_the_timeline_opens_on_the_last_steps_work_and_says_what_gloo_ran():
-    from dpviz.figures.timeline_ddp import prepare_timeline_ddp, timeline_ddp_figure
+    from dpviz.engines.ddp.read.timeline import prepare_timeline_ddp, timeline_ddp_figure
 
     _, trace = run(2)
     last = len(trace.batches) - 1

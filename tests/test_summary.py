@@ -6,7 +6,8 @@ import re
 import pytest
 
 from dpviz.engines.dp.chunking import chunk_sizes
-from dpviz.analysis.summary import key_figures, summarize, summary_table
+from dpviz.analysis.summary import key_figures, summary_table
+from dpviz.engines.dp.read.summary import summarize
 from dpviz.analysis.batch_facts import MemoryPeak, batch_spans, chunks_per_batch, memory_peaks
 from dpviz.analysis.tables import batch_split, memory_totals, phase_table, split_table
 from figure_traces import recorded
@@ -140,7 +141,7 @@ def test_training_phases_in_pipeline_order_and_spans_per_batch():
 
 def test_ddp_key_figures_are_ranks_rows_per_rank_padding_and_buckets():
     from ddp_traces import ddp_trace
-    from dpviz.analysis.tables_ddp import bucket_layouts
+    from dpviz.engines.ddp.read.tables import bucket_layouts
 
     trace = ddp_trace("four_train")
     figures = key_figures(trace)

@@ -12,8 +12,7 @@ import torch.distributed as dist
 
 from ddp_traces import ddp_trace, record_config
 from dpviz import RunConfig
-from dpviz.analysis.tables_ddp import (backwards, bucket_layout, bucket_layouts, collectives, computing_overlap,
-                                       opening_step, rank_rows)
+from dpviz.engines.ddp.read.tables import backwards, bucket_layout, bucket_layouts, collectives, computing_overlap, opening_step, rank_rows
 from dpviz.engines.workload.models import build_model
 
 

@@ -15,7 +15,7 @@ from torch.utils.data import DistributedSampler
 
 from dpviz.trace import json_io as trace_json
 from dpviz.config import ConfigError, RunConfig
-from dpviz.engines.ddp import torchrun
+from dpviz.engines.ranks import torchrun
 
 from budget import limit, torch_start_s
 from processes import command_line, descendants
@@ -193,6 +193,6 @@ def test_bad_options_under_torchrun_exit_2_before_joining(monkeypatch, capsys, a
 
 def test_a_process_without_torchruns_variables_is_not_a_rank():
     env = {name: value for name, value in os.environ.items() if name not in torchrun.ENVIRONMENT}
-    code = "from dpviz.engines.ddp.torchrun import under_torchrun; print(under_torchrun())"
+    code = "from dpviz.engines.ranks.torchrun import under_torchrun; print(under_torchrun())"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.stdout.strip() == "False"

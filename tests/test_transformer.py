@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from dpviz.config import ConfigError, RunConfig
-from dpviz.engines.ddp.launch import launch
+from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.engines.dp.split_rules import replica_rows
 from dpviz.engines.fsdp.sharding import shard_units

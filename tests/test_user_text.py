@@ -79,7 +79,7 @@ def test_the_report_turns_escapes_and_code_spans_of_any_fence_into_html():
 
 
 def test_long_argument_names_cut_to_the_same_start_keep_a_row_each():
-    from dpviz.figures.inputs import _labels
+    from dpviz.engines.dp.read.inputs import _labels
 
     labels = _labels(["<" + "a" * 60, "<" + "a" * 61, "<" + "a" * 62, "x"])
     assert len(set(labels)) == 4 and all("<" not in label and len(label) < 60 for label in labels)

@@ -27,7 +27,7 @@ from dpviz.cli import main
 from dpviz.config import RunConfig
 from dpviz.trace import json_io as trace_json
 from dpviz.trace.values import TraceError
-from dpviz.engines.ddp.launch import launch
+from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.engines.workload import tutorial_data as tutorial
 

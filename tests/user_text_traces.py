@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from dpviz import record
 from dpviz.trace import json_io as trace_json
-from dpviz.engines.dp.memory import MEASURED
+from dpviz.engines.dp.ledger import MEASURED
 from dpviz.presets import PRESETS
 from dpviz.trace import Trace
 

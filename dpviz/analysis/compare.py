@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from dpviz.engines import ENGINES
 from dpviz.analysis.step_times import LINKS, measured, modelled, step_seconds, verdict  # noqa: F401  step_seconds named here too
 from dpviz.trace import Trace
-from dpviz.analysis.wording import bytes_alike, bytes_range, human_bytes
+from dpviz.analysis.wording import bytes_alike
 
 FLOAT_BYTES = 4  # dpviz's models run in float32
 
@@ -38,7 +38,7 @@ def row_bytes(shape: list[int], rows: int) -> int:
     return math.prod(shape) // rows * FLOAT_BYTES if rows and shape else 0
 
 
-def _ledger(trace: Trace, lane: int, *categories: str) -> int | None:
+def ledger(trace: Trace, lane: int, *categories: str) -> int | None:
     """The largest figure the memory ledger holds for `categories` on `lane` (computed traces only)."""
     sizes = [m.bytes for m in trace.memory if m.lane == lane and m.category in categories]
     return max(sizes) if sizes else None
@@ -49,71 +49,9 @@ def model_bytes(trace: Trace) -> tuple[int | None, int | None]:
     return trace.spec.part("model_bytes")(trace)
 
 
-def dp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
-    return _ledger(trace, 0, "parameters"), _ledger(trace, 0, "gradients")
-
-
-def ddp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
-    """DDP's gradients are what its buckets hold (the ledger's buckets when the reducer reported none)."""
-    buckets = trace.facts.get("ddp", {}).get("buckets", [])
-    grads = sum(b["bytes"] for b in buckets[0]["buckets"]) if buckets else _ledger(trace, 0, "gradient buckets")
-    return _ledger(trace, 0, "parameters"), grads
-
-
 def traffic(trace: Trace) -> list[Move]:
     """Every device's traffic, step by step (DataParallel's batches are its steps), as its engine moves it."""
     return trace.spec.part("traffic")(trace)
-
-
-def dp_traffic(trace: Trace) -> list[Move]:
-    params, grads = model_bytes(trace)
-    out = trace.output_device
-    moves = []
-    for batch in trace.batches:
-        in_row, out_row = row_bytes(batch.input_shape, batch.rows), row_bytes(batch.output_shape, batch.rows)
-        for replica in trace.replicas(batch.index):
-            lane = replica.lane
-            if lane == trace.lanes[0].id:
-                continue  # chunk 0 stays where the batch is; device 0's replica shares the module's parameters
-            moves.append(Move(batch.index, lane, "input chunk", 0, replica.rows * in_row))
-            moves.append(Move(batch.index, out, "input chunk", replica.rows * in_row, 0))
-            if params:
-                moves.append(Move(batch.index, lane, "parameter copy", 0, params))
-                moves.append(Move(batch.index, out, "parameter copy", params, 0))
-            moves.append(Move(batch.index, lane, "output gathered", replica.rows * out_row, 0))
-            moves.append(Move(batch.index, out, "output gathered", 0, replica.rows * out_row))
-            if trace.config.train and trace.spans_of(batch.index, "backward"):
-                moves.append(Move(batch.index, lane, "output gradient", 0, replica.rows * out_row))
-                moves.append(Move(batch.index, out, "output gradient", replica.rows * out_row, 0))
-                if grads:
-                    moves.append(Move(batch.index, lane, "gradient sum", grads, 0))
-                    moves.append(Move(batch.index, out, "gradient sum", 0, grads))
-    return moves
-
-
-def ddp_traffic(trace: Trace) -> list[Move]:
-    """A ring all-reduce sends and receives 2(K-1)/K of the gradient bytes on every rank; rank 0's
-    buffers go to every other rank before each forward that broadcasts them."""
-    params, grads = model_bytes(trace)
-    ranks = len(trace.lanes)
-    buffers = (params or 0) - (grads or 0)
-    moves = []
-    for batch in trace.batches:
-        reduced = {s.lane for s in trace.spans_of(batch.index, "allreduce")}
-        for lane in reduced:
-            share = round(2 * (ranks - 1) / ranks * sum(_bucket_bytes(trace, batch.index)))
-            moves.append(Move(batch.index, lane, "all-reduce", share, share))
-        broadcast = {s.lane for s in trace.spans_of(batch.index, "buffers")}
-        if buffers > 0 and broadcast and ranks > 1:
-            for lane in broadcast:
-                moves.append(Move(batch.index, lane, "buffers", buffers * (ranks - 1) if lane == 0 else 0,
-                                  0 if lane == 0 else buffers))
-    return moves
-
-
-def _bucket_bytes(trace: Trace, step: int) -> list[int]:
-    layouts = [lay for lay in trace.facts.get("ddp", {}).get("buckets", []) if lay["step"] <= step]
-    return [b["bytes"] for b in layouts[-1]["buckets"]] if layouts else [model_bytes(trace)[1] or 0]
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def bytes_per_step(trace: Trace) -> list[LaneBytes]:
 
 # ---- the bytes a rank sends per step, by the ring algorithms (sharded-facts: P elements of b bytes, W ranks)
 
-def _held(trace: Trace, kind: str, sharded: bool) -> int | None:
+def held_bytes(trace: Trace, kind: str, sharded: bool) -> int | None:
     """Bytes of `kind` of the whole model: rank 0's (every rank holds all), or the ranks' shards summed."""
     held = trace.facts.get("held")
     if not held or None in held:
@@ -108,39 +108,6 @@ def _held(trace: Trace, kind: str, sharded: bool) -> int | None:
 def ring_share(ranks: int) -> float:
     """(W-1)/W: what a ring all-gather or reduce-scatter sends of the whole tensor, per rank."""
     return (ranks - 1) / ranks if ranks > 1 else 0.0
-
-
-def ddp_wire(trace: Trace) -> list[float | None]:
-    """DDP: a ring all-reduce of the gradients, 2(W-1)/W of their bytes sent by every rank, every step that trains."""
-    gradients = _held(trace, "gradients", sharded=False) if trace.config.train else 0
-    ranks = len(trace.lanes)
-    return [None if gradients is None else 2 * ring_share(ranks) * gradients] * ranks
-
-
-def zero1_wire(trace: Trace) -> list[float | None]:
-    """ZeRO-1: DDP's all-reduce, and each updated shard broadcast from its owner: (W-1)/W of the parameters more."""
-    parameters = _held(trace, "parameters", sharded=False) if trace.config.train else 0
-    return [None if d is None or parameters is None else d + ring_share(len(trace.lanes)) * parameters
-            for d in ddp_wire(trace)]
-
-
-def fsdp_wire(trace: Trace) -> list[float | None]:
-    """FSDP: the parameters all-gathered in forward, again in backward, the gradients reduce-scattered: (W-1)/W of
-    the parameters each, 3(W-1)/W in all when training (1.5x DDP's), one all-gather forward only."""
-    parameters = _held(trace, "parameters", sharded=True)
-    times = 3 if trace.config.train else 1
-    return [None if parameters is None else times * ring_share(len(trace.lanes)) * parameters] * len(trace.lanes)
-
-
-def dp_wire(trace: Trace) -> list[float | None]:
-    """DataParallel: what each device sends per step, computed from its copies (dpviz.analysis.compare.traffic)."""
-    from dpviz.analysis.compare import traffic
-
-    sent: dict[int, int] = defaultdict(int)
-    for move in traffic(trace):
-        sent[move.lane] += move.sent
-    steps = max(1, len(trace.batches))
-    return [sent[lane.id] / steps for lane in trace.lanes]
 
 
 # ---- the words on and under the chart

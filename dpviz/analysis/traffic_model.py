@@ -1,9 +1,11 @@
 """Bytes each device sends and receives in one step, from the formulas of DataParallel and DDP, at any count.
 
     sizes = StepSizes.of(dp_trace, ddp_trace)     # a batch's rows, bytes per row, the model's bytes
-    dataparallel(sizes, devices=8)                # [(sent, received)] per GPU: GPU 0 first
-    distributed(sizes, ranks=8)                   # [(sent, received)] per rank
-    growth(sizes, range(2, 17))                   # how GPU 0's load and a rank's grow with the count
+    growth(sizes, range(2, 17), dp.spec.part("moves_at"), ddp.spec.part("moves_at"))
+                                                  # how GPU 0's load and a rank's grow with the count
+
+Each engine writes its own formula, (sent, received) bytes per device at a device count, as its spec's
+`moves_at` part (DataParallel's in dpviz.engines.dp.read.traffic, DDP's in dpviz.engines.ddp.read.traffic).
 
 The same rules dpviz.analysis.compare applies to a recorded run, written as formulas of the device count, so the
 page can say how both engines scale without running 16 of each. DataParallel, every step: GPU 0 sends
@@ -16,10 +18,9 @@ tests/test_compare.py checks these against the bytes two real runs moved at 2, 4
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from dpviz.analysis.compare import model_bytes, row_bytes
-from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.trace import Trace
 
 
@@ -49,28 +50,7 @@ class StepSizes:
                    parameters or 0, gradients or 0, dp.config.train)
 
 
-def dataparallel(sizes: StepSizes, devices: int) -> list[tuple[int, int]]:
-    """(sent, received) bytes per GPU in one step of a full batch; GPUs torch.chunk leaves idle move nothing."""
-    chunks = chunk_sizes(sizes.rows, devices)
-    moves = [(0, 0)] * devices
-    sent0 = received0 = 0
-    for device, rows in enumerate(chunks[1:], start=1):  # chunk 0 stays on GPU 0, beside the module itself
-        down = rows * sizes.in_row + sizes.parameters + (rows * sizes.out_row if sizes.train else 0)
-        up = rows * sizes.out_row + (sizes.gradients if sizes.train else 0)
-        moves[device] = (up, down)
-        sent0, received0 = sent0 + down, received0 + up
-    moves[0] = (sent0, received0)
-    return moves
-
-
-def distributed(sizes: StepSizes, ranks: int) -> list[tuple[int, int]]:
-    """(sent, received) bytes per rank in one step (training: the all-reduce; every forward: the buffers)."""
-    if ranks < 2:
-        return [(0, 0)] * ranks
-    share = round(2 * (ranks - 1) / ranks * sizes.gradients) if sizes.train else 0
-    moves = [(share, share + sizes.buffers) for _ in range(ranks)]
-    moves[0] = (share + sizes.buffers * (ranks - 1), share)
-    return moves
+MovesAt = Callable[["StepSizes", int], list[tuple[int, int]]]  # an engine's formula: (sent, received) per device
 
 
 @dataclass(frozen=True)
@@ -83,10 +63,12 @@ class Growth:
     rank: int
 
 
-def growth(sizes: StepSizes, counts: Iterable[int]) -> list[Growth]:
+def growth(sizes: StepSizes, counts: Iterable[int], gathering: MovesAt, reducing: MovesAt) -> list[Growth]:
+    """At each count: the busiest devices of an engine that gathers on device 0 (DataParallel's `moves_at`)
+    and of one whose ranks all-reduce (DDP's)."""
     rows = []
     for count in counts:
-        dp = [sent + received for sent, received in dataparallel(sizes, count)]
-        ddp = [sent + received for sent, received in distributed(sizes, count)]
+        dp = [sent + received for sent, received in gathering(sizes, count)]
+        ddp = [sent + received for sent, received in reducing(sizes, count)]
         rows.append(Growth(count, dp[0], max(dp[1:], default=0), max(ddp, default=0)))
     return rows

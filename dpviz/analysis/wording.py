@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-from dpviz.echo import markdown_text
 from dpviz.trace import Trace
 
 
@@ -67,56 +66,18 @@ def device_list(devices: list[int]) -> str:
 DEVICE_NAME_LIMIT = 40  # characters of one device's name: "cuda:0 NVIDIA H200" and longer fit
 
 
-def describe_devices(trace: Trace, machine_gpus: int | None = None) -> str:
-    """One markdown sentence: real or simulated devices, which ones, and what the viewing machine has."""
-    if machine_gpus is None:
-        from dpviz.engines.run import cuda_device_count  # torch, only to ask this machine
-
-        machine_gpus = cuda_device_count()
+def describe_devices(trace: Trace, machine_gpus: int) -> str:
+    """One markdown sentence: real or simulated devices, which ones, and what the viewing machine has
+    (`machine_gpus`: its CUDA devices, dpviz.engines.run.cuda_device_count)."""
     here = machine_gpus
     here_text = f"this machine has {here} CUDA GPU{'s' if here != 1 else ''}"
     return trace.spec.part("devices")(trace, here_text)
-
-
-def describe_gpus(trace: Trace, here_text: str) -> str:
-    """DataParallel's lanes: real GPUs, or CPU threads standing in for them."""
-    n = len(trace.lanes)
-    if trace.backend == "cuda":
-        # A trace's device names come from whoever wrote the file: shown as text, each cut short.
-        names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
-        return f"Real GPUs: torch.nn.DataParallel ran on {names} ({here_text})."
-    threads = replica_threads(trace)
-    if threads < n:
-        return (f"Simulated devices: {n} GPUs, whose replicas took turns on {plural(threads, 'CPU thread')} (one per "
-                f"core), following DataParallel's rules exactly ({here_text}).")
-    return (
-        f"Simulated devices: {n} CPU thread{'s' if n != 1 else ''} stand{'s' if n == 1 else ''} in for "
-        f"{n} GPU{'s' if n != 1 else ''}, following DataParallel's rules exactly ({here_text})."
-    )
 
 
 def replica_threads(trace: Trace) -> int:
     """The most threads a simulated call's replicas ran on at once: one per device, or one per CPU core
     where the devices outnumber the cores (a trace recorded before that was said has one per device)."""
     return min(trace.facts.get("threads_at_once", len(trace.lanes)), len(trace.lanes))
-
-
-def describe_ranks(trace: Trace, here_text: str) -> str:
-    """DDP's lanes: real processes, one per rank; on the CPU they are never called GPUs."""
-    ranks = plural(len(trace.lanes), trace.vocabulary.lane_noun)
-    if trace.backend == "cuda":
-        names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
-        return (f"Real processes on real GPUs: {_torch_name(trace)} ran {ranks}, one process "
-                f"per GPU, over NCCL: {names} ({here_text}).")
-    return (f"Real processes, no GPU: {_torch_name(trace)} ran {ranks}, each its own "
-            f"process on the CPU, talking over gloo ({here_text}).")
-
-
-def _torch_name(trace: Trace) -> str:
-    """What ran, in torch's words: 'torch.nn.parallel.DistributedDataParallel', or an engine's own ('ZeRO-1
-    (ZeroRedundancyOptimizer over DDP)') for one that runs on DDP's processes."""
-    spec = trace.spec
-    return f"torch.nn.parallel.{spec.runs}" if spec.runs == spec.label else f"{spec.label} ({spec.runs})"
 
 
 def batch_noun(trace: Trace) -> str:

@@ -3,7 +3,7 @@ imports torch and gets back every byte the run used when its process ends.
 
     trace = record_apart(config, progress, still_wanted)   # any engine; raises RunFailed when the run could not
 
-The run's process is a fork of the forkserver that already holds torch (dpviz.engines.ddp.launch), so it starts
+The run's process is a fork of the forkserver that already holds torch (dpviz.engines.ranks.launch), so it starts
 in about 13 ms; a run of DDP, ZeRO-1 or FSDP forks its ranks from it in turn (launch.py: the "fork" start method
 inside a run process). Why a process, not a thread of the server (docs/architecture.md, "Where runs happen"):
 torch in the server costs about 120 MB that the forkserver already holds, and a long-lived server does not give
@@ -28,7 +28,6 @@ from dpviz.trace.model import Span
 POLL_S = 0.1  # how often the caller looks at a run that says nothing (a closed tab ends it within this)
 PROGRESS_EVERY_S = 0.05  # a run of thousands of batches tells its progress at most this often
 _SPAN_FIELDS = tuple(field.name for field in dataclasses.fields(Span))
-_inside = False  # True in a run's own process: its ranks are forked from it (launch.py)
 
 
 class RunFailed(RuntimeError):
@@ -45,15 +44,10 @@ def warm() -> None:
     import threading
     from multiprocessing import forkserver
 
-    from dpviz.engines.ddp.launch import _context
+    from dpviz.engines.processes import context as _context
 
     _context()  # its preload list set
     threading.Thread(target=forkserver.ensure_running, name="dpviz forkserver start", daemon=True).start()
-
-
-def inside_a_run() -> bool:
-    """Whether this process is a run's own process (record_apart's), which starts its ranks by forking itself."""
-    return _inside
 
 
 def record_apart(config: RunConfig, progress: Progress | None = None,
@@ -73,7 +67,7 @@ def call_apart(function: Callable[..., Any], *args: Any) -> Any:
 
 def _apart(target: Callable[..., Any], args: tuple, progress: Progress | None,
            still_wanted: Callable[[], None] | None) -> Any:
-    from dpviz.engines.ddp.launch import _context
+    from dpviz.engines.processes import context as _context
 
     context = _context()
     receive, send = context.Pipe(duplex=False)
@@ -123,11 +117,10 @@ def _reap(process) -> None:
 
 def _main(target: Callable[..., Any], args: tuple, send, caller: int) -> None:
     """The run's process: do the work, send its result (or its failure) to the caller, leave at once."""
-    global _inside
-    _inside = True
-    from dpviz.engines.ddp.launch import _end_with
+    from dpviz.engines.processes import become_a_run, end_with
 
-    _end_with(caller, None)
+    become_a_run()
+    end_with(caller, None)
     try:
         send.send(("done", target(send, *args)))
     except BaseException as error:  # noqa: BLE001: every failure is the caller's to show
@@ -144,7 +137,8 @@ def _record(send, values: dict[str, Any], machine_gpus: int | None) -> tuple[Tra
     """Record the run; its trace without its spans, and the spans as columns."""
     import time
 
-    from dpviz.engines.run import know_cuda_devices, record
+    from dpviz.engines import engine
+    from dpviz.engines.processes import know_cuda_devices
 
     if machine_gpus is not None:
         know_cuda_devices(machine_gpus)
@@ -156,7 +150,8 @@ def _record(send, values: dict[str, Any], machine_gpus: int | None) -> tuple[Tra
             told[0] = now
             send.send(("progress", done, total))
 
-    trace = record(RunConfig(**values), progress)
+    config = RunConfig(**values)
+    trace = engine(config.engine).record(config, progress)
     columns = [[getattr(span, name) for span in trace.spans] for name in _SPAN_FIELDS] if trace.spans else None
     # torch.__version__ is a str of torch's own class: as a plain str the caller needs no torch to read it
     return dataclasses.replace(trace, spans=[], torch_version=str(trace.torch_version)), columns

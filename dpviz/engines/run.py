@@ -13,6 +13,7 @@ from dpviz.config import ConfigError, RunConfig
 from dpviz.trace import Trace
 from dpviz.engines import engine
 from dpviz.engines.base import Progress
+from dpviz.engines.processes import know_cuda_devices, known_cuda_devices
 
 
 def record(config: Any, second: Any = None, *, progress: Progress | None = None, workload: Any = None,
@@ -43,28 +44,21 @@ def resolve(config: RunConfig, available: int | None = None) -> RunConfig:
     return engine(config.engine).resolve(config, available)
 
 
-_known_cuda_devices: list[int] = []  # once asked (or told), the answer: a machine's GPUs do not come and go
-
-
 def cuda_device_count() -> int:
     """CUDA devices this machine has (0 without CUDA). A process without torch (a hosted page's server) does
     not import it to ask: with no GPU driver loaded the answer is 0, and otherwise a process of its own asks."""
-    if not _known_cuda_devices:
+    known = known_cuda_devices()
+    if known is None:
         if "torch" not in sys.modules and not _gpu_driver():
-            _known_cuda_devices.append(0)
+            known = 0
         elif "torch" not in sys.modules:
             from dpviz.engines.apart import call_apart
 
-            _known_cuda_devices.append(call_apart(_torch_cuda_devices))
+            known = call_apart(_torch_cuda_devices)
         else:
-            _known_cuda_devices.append(_torch_cuda_devices())
-    return _known_cuda_devices[0]
-
-
-def know_cuda_devices(count: int) -> None:
-    """Take `count` as this machine's CUDA devices (a run's own process, told by the process that started it:
-    asking CUDA itself before forking ranks would leave them a CUDA they cannot use)."""
-    _known_cuda_devices[:] = [count]
+            known = _torch_cuda_devices()
+        know_cuda_devices(known)
+    return known
 
 
 def _torch_cuda_devices() -> int:

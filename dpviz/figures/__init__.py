@@ -15,8 +15,8 @@
 
 Each engine names the function that draws each view of its traces (its spec's "view.*" parts, see
 dpviz.engines.spec): a DistributedDataParallel trace draws the split, timeline, sample map and flow with
-its own layouts (split_ddp, timeline_ddp, sample_map_ddp, flow_ddp: ranks, steps, padding rows, bucket
-all-reduces) and has no step-through or inputs view. The names here draw any engine's trace.
+its own layouts (in dpviz.engines.ddp.read: ranks, steps, padding rows, bucket all-reduces) and has no
+inputs view. The names here draw any engine's trace.
 
 Each view has a `prepare_*` function (trace -> pandas DataFrame), so its data can be tested or tabulated
 without plotting; the figure functions draw from them, except DataParallel's flow, which draws from
@@ -31,29 +31,31 @@ from importlib import import_module
 _NAMES = {
     "MAX_FRAMES": "bounds", "MAX_MARKS": "bounds", "count_marks": "bounds",
     "IDLE_GREY": "colors", "device_color": "colors", "device_colors": "colors",
-    "flow_figure": "flow", "prepare_backward_flow": "flow", "prepare_flow": "flow",
-    "argument_batches": "inputs", "inputs_figure": "inputs", "prepare_inputs": "inputs",
+    "flow_figure": "views", "argument_batches": "views", "inputs_figure": "views", "step_figure": "views",
+    # DataParallel's own tables behind its Flow, Inputs and Step through (dpviz.engines.dp.read)
+    "prepare_backward_flow": "dpviz.engines.dp.read.flow", "prepare_flow": "dpviz.engines.dp.read.flow",
+    "prepare_inputs": "dpviz.engines.dp.read.inputs", "prepare_steps": "dpviz.engines.dp.read.step",
     "memory_figure": "memory", "prepare_memory": "memory",
     "bounded_log": "log",
     "html_report": "report",
     "VIEWS": "views", "View": "views",
     "prepare_sample_map": "sample_map", "sample_map_figure": "views",
     "prepare_split": "split", "split_figure": "views",
-    "prepare_steps": "step", "step_figure": "step",
     "device_name": "style",
     "prepare_timeline": "timeline", "timeline_figure": "views", "flow_any": "views",
 }
-_RENAMED = {"timeline_window": ("views", "window_size")}
+_RENAMED = {"timeline_window": ("views", "window_size"), "flow_figure": ("views", "flow_any")}
 
 __all__ = sorted([*_NAMES, *_RENAMED])
 
 
 def __getattr__(name: str):
-    if name in _NAMES:
-        return getattr(import_module(f"{__name__}.{_NAMES[name]}"), name)
     if name in _RENAMED:
         module, attribute = _RENAMED[name]
         return getattr(import_module(f"{__name__}.{module}"), attribute)
+    if name in _NAMES:
+        module = _NAMES[name]
+        return getattr(import_module(module if "." in module else f"{__name__}.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

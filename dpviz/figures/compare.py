@@ -15,14 +15,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.analysis.compare import traffic
-from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
-from dpviz.engines.dp.vocabulary import SUM_LABEL, VOCABULARY as DP
+from dpviz.engines import vocabulary
 from dpviz.trace import Trace
 from dpviz.analysis.traffic_model import StepSizes, growth
 from dpviz.analysis.wording import bytes_alike, human_bytes
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color
 from dpviz.figures.style import styled
 
+# The two engines this page sets side by side, in their own colours and words (the registry's vocabularies).
+DP, DDP = vocabulary("dp"), vocabulary("ddp")
 # One colour per kind of traffic, the same in both panels: the colour of the phase that moves it where
 # there is one (the timelines'), 3:1 on the light and the dark page, apart under colour blindness.
 WHAT_COLORS = {
@@ -31,7 +32,7 @@ WHAT_COLORS = {
     "all-reduce": DDP.phase("allreduce").color, "buffers": DDP.phase("buffers").color,
 }
 # What the legend calls each kind: the phases' own names where dpviz.analysis.compare's differ.
-WHAT_NAMES = {"gradient sum": SUM_LABEL}
+WHAT_NAMES = {"gradient sum": DP.phase("reduce").label}
 COUNTS = range(2, 17)  # the device counts the growth panel draws
 # The growth panel's lines: DataParallel's GPU 0 in GPU 0's colour, its busiest other GPU, a DDP rank.
 LINES = (("gpu0", "DataParallel: GPU 0", "solid"), ("other_gpu", "DataParallel: any other GPU", "dot"),
@@ -114,5 +115,5 @@ def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:
     notes = [f"{len(dp.lanes)} {'simulated devices' if dp.simulated else 'GPUs'} against {len(ddp.lanes)} ranks "
              f"({'processes on the CPU' if ddp.backend == 'cpu' else 'one process per GPU'})",
              "bytes computed from the rows, outputs, parameters and gradients each run recorded"]
-    grown = growth(StepSizes.of(dp, ddp), COUNTS)
+    grown = growth(StepSizes.of(dp, ddp), COUNTS, dp.spec.part("moves_at"), ddp.spec.part("moves_at"))
     return plot_comparison(tables, titles, grown, len(dp.lanes), title=title, notes=notes)

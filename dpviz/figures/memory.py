@@ -27,7 +27,7 @@ from plotly.subplots import make_subplots
 
 from dpviz.analysis.wording import human_bytes, numbered
 from dpviz.figures.colors import OUTLINE, device_color, device_pattern
-from dpviz.figures.flow_draw import plain_label
+from dpviz.figures.style import plain_label
 from dpviz.figures.style import (
     AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX, SOFT_BREAK, TICK_SIZE,
     backend_note, legend_px, styled, text_px, title_block_px, wrap,
@@ -260,37 +260,6 @@ def _why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str | None:
     if len(trace.lanes) < 2 or table["total"].max() == 0:
         return None
     return trace.spec.part("memory_why")(trace, table, unit)
-
-
-def device_zero_why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
-    """Device 0's fullest moment of this batch against the largest other device then, and what it
-    holds that the others don't (or holds more of) over the batch."""
-    vocabulary = trace.vocabulary
-    first = trace.lanes[0].id
-    at = table.loc[table.loc[table["device"] == first, "total"].idxmax()]
-    moment = table[table["phase"] == at["phase"]]
-    others = moment[moment["device"] != first].groupby("device")["total"].first()
-    most, who, mine = int(others.max()), int(others.idxmax()), int(at["total"])
-    ratio = f"{mine / most:.1f}× the {unit.amount(most)} of {vocabulary.lane_name(who)}" if most else f"{vocabulary.lane_name(who)} holds nothing"
-    text = f"<b>After {at['step']}, {vocabulary.lane_name(first)} holds {unit.amount(mine)}: {ratio}.</b>"
-    if trace.memory_kind == "measured":
-        return text + "<br>Measured: one total per device, not broken down by kind of tensor."
-    peak = table[table["category"] != ""].groupby(["category", "device"])["bytes"].max().unstack(fill_value=0)
-    alone, more = [], []
-    for category in vocabulary.memory_names:
-        if category not in peak.index or peak.loc[category].get(first, 0) == 0:
-            continue
-        rest = int(peak.loc[category].drop(first).max()) if len(peak.columns) > 1 else 0
-        if rest == 0:
-            alone.append(category)
-        elif peak.loc[category, first] > rest:
-            more.append(category)
-    name = vocabulary.lane_name(first)
-    if alone:
-        text += f"<br>Only {name} holds: {' · '.join(alone)}."
-    if more:
-        text += f"<br>{name} holds more: {' · '.join(vocabulary.memory_kind(c).more or c for c in more)}."
-    return text
 
 
 def balanced_why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:

@@ -14,12 +14,12 @@ from plotly.subplots import make_subplots
 
 from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step, memory_by_kind, state_title
 from dpviz.analysis.wording import human_bytes
-from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
-from dpviz.engines.fsdp.vocabulary import VOCABULARY as FSDP
+from dpviz.engines import vocabulary
 from dpviz.figures.colors import OUTLINE
 from dpviz.figures.style import styled
 from dpviz.trace import Trace
 
+DDP, FSDP = vocabulary("ddp"), vocabulary("fsdp")  # the registry's: whose colours the kinds and collectives take
 # The ledger's own colours for the kinds (DDP's), and each collective in the colour of the phase that runs it.
 FAMILY_COLORS = {
     "parameters": DDP.memory_kind("parameters").color, "gradients": DDP.memory_kind("gradients").color,

@@ -17,13 +17,12 @@ import re
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
 from dpviz.echo import plotly_text
 from dpviz.analysis.explain import explain
 from dpviz.analysis.summary import summary_table
 from dpviz.trace import Trace
 from dpviz.figures.log import MAX_LOG_LINES, bounded_log  # noqa: F401  the log's bound, named here too
-from dpviz.figures.style import FONT_FAMILY, backend_note, light, plural
+from dpviz.figures.style import FONT_FAMILY, backend_note, light
 from dpviz.figures.views import TEXT, VIEWS
 PLOT_CONFIG = {"displaylogo": False}
 CSS = f"""
@@ -86,21 +85,6 @@ def _figure_html(fig: go.Figure, div_id: str) -> str:
 
 def _section(anchor: str, title: str, body: str) -> str:
     return f'<section id="{anchor}">\n<h2>{html.escape(title)}</h2>\n{body}\n</section>'
-
-
-def dp_heading(trace: Trace) -> str:
-    config = trace.config
-    return (f"DataParallel run: {config.data_size:,} rows in batches of {config.batch_size:,} "
-            f"on {plural(config.gpus, 'GPU')}, {MODEL_SPECS[config.model].label}, {INPUT_SPECS[config.inputs].label}")
-
-
-def ddp_heading(trace: Trace) -> str:
-    """Ranks are processes; batch_size is the global batch (or each process's, as DDP code means it)."""
-    config, vocabulary = trace.config, trace.vocabulary
-    batch = (f"a batch of {config.batch_size:,} per process" if config.batch_per_process
-             else f"a global batch of {config.batch_size:,}")
-    return (f"{trace.spec.label} run: {config.data_size:,} rows, {batch}, "
-            f"on {plural(config.gpus, vocabulary.lane_noun)} (one process each), {MODEL_SPECS[config.model].label}")
 
 
 def html_report(trace: Trace) -> str:

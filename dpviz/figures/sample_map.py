@@ -21,8 +21,8 @@ from dpviz.figures.colors import (
     IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, device_symbol, text_color_on, with_alpha,
 )
 from dpviz.figures.style import (
-    AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE, backend_note,
-    line_count, plural, styled, text_px, wrap,
+    AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE, line_count,
+    plural, styled, text_px, wrap,
 )
 
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
@@ -281,6 +281,14 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
 
     Each panel is exact or binned on its own: the top one bins as soon as its markers would be too
     small to tell apart without overlapping; the bottom one only past MAX_MARKS."""
+    if table.empty:  # no forward recorded (a run that failed before its first): no row to place, an empty map
+        fig = go.Figure()
+        fig.add_annotation(text=wrap(f"No forward was recorded on any {words.lane}: there is no dataset row to place on "
+                                     "the map.", FONT_SIZE, NARROWEST_PX - MARGIN["l"] - MARGIN["r"]),
+                           x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font=dict(size=FONT_SIZE))
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return styled(fig, title, notes, height=HEIGHT)
     data_rows = max(data_size, int(table["sample"].max()) + 1)
     top_exact = top_is_exact(table, data_size)
     # Binned, the top panel's cells and a legend entry per device (no marker carries the colours).
@@ -324,11 +332,3 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
     return styled(fig, title, notes, height=HEIGHT)
 
 
-def sample_map_dp_figure(trace: Trace) -> go.Figure:
-    """Which dataset row went to which batch and which GPU: the shuffle and the contiguous slices."""
-    table = prepare_sample_map(trace)
-    config = trace.config
-    order = "shuffled (shuffle=True)" if config.shuffle else "in order (shuffle=False)"
-    title = f"{plural(len(table), 'dataset row')} in {plural(len(trace.batches), 'batch')}, {order}"
-    return plot_sample_map(table, devices=len(trace.lanes), data_size=config.data_size, batches=len(trace.batches),
-                           title=title, notes=[backend_note(trace)])

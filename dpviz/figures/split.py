@@ -21,7 +21,7 @@ from dpviz.analysis.tables import batch_split
 from dpviz.trace import Trace
 from dpviz.figures.bounds import MAX_MARKS, split_runs
 from dpviz.figures.colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
-from dpviz.figures.style import NARROWEST_PX, backend_note, device_name, plural, rows_text, styled
+from dpviz.figures.style import NARROWEST_PX, device_name, plural, rows_text, styled
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
 THIN_BAR_PX = 8  # a bar narrower than this on the narrowest chart is drawn without outline or gap
@@ -165,28 +165,3 @@ def _mark_empty_and_raised(fig: go.Figure, table: pd.DataFrame, labels: list[str
                            text=f"{RAISED}<br>{device_name(r.device)}", font=dict(size=13))
 
 
-def split_dp_figure(trace: Trace) -> go.Figure:
-    """Rows per device for every batch (stacked bars) and which devices sat idle (grey grid)."""
-    table = prepare_split(trace)
-    total = len(trace.batches)
-    bars = int(table["bar"].nunique())
-    shown = int(table.drop_duplicates("bar")["batches"].sum())
-    grouped = bars < shown
-    devices = len(trace.lanes)
-    # The whole run, even if bars are cut: slots with no replica, and replicas called with no rows.
-    forwards = [s for s in trace.spans if s.phase == "forward" and s.lane is not None]
-    empty = sum(1 for s in forwards if called_without_rows(s))
-    idle = devices * total - len(forwards)
-    lane = trace.vocabulary.lane_noun
-    # In the key figures' words: a turn is one GPU in one batch.
-    title = f"Rows per {lane} in each of {plural(total, 'batch')}"
-    title += f" ({lane} turns left idle: {idle:,} of {devices * total:,})" if idle else f" (no {lane} turn left idle)"
-    notes = [backend_note(trace)]
-    if empty:
-        notes.append(f"{plural(empty, 'replica')} called with no rows")
-    if grouped:
-        notes.append(f"{plural(shown, 'batch')} in {plural(bars, 'bar')}: consecutive batches with the same split share one bar")
-    if shown < total:
-        notes.append(f"first {plural(shown, 'batch')} of {total:,} shown (at most {MAX_MARKS:,} marks)")
-    x_title = "batches (a range shares one bar)" if grouped else "batch"
-    return plot_split(table, devices=devices, title=title, notes=notes, x_title=x_title)

@@ -75,14 +75,6 @@ def gpu_note(trace: Trace) -> str:
     return f"real GPUs: {count} × {plotly_text(model, NAME_LIMIT)}"  # a trace file's own text
 
 
-def ddp_note(trace: Trace) -> str:
-    """'real processes: 4 ranks on the CPU (gloo)': DDP's lanes are processes, never called GPUs on a CPU."""
-    ranks = plural(len(trace.lanes), trace.vocabulary.lane_noun)
-    if trace.backend == "cuda":
-        return f"real processes: {ranks}, one GPU each (NCCL)"
-    return f"real processes: {ranks} on the CPU (gloo), no GPU"
-
-
 def check_batch(trace: Trace, batch: int) -> None:
     """Raise ValueError naming the batch and the valid range if `batch` is not in the trace."""
     count = len(trace.batches)
@@ -639,3 +631,8 @@ def chart_details(fig: go.Figure) -> str | None:
     meta = fig.layout.meta
     text = meta.get(DETAILS) if isinstance(meta, dict) else None
     return text or None
+
+
+def plain_label(label: str) -> str:
+    """A phase's label without the timeline's hatch hint: 'backward (×)' -> 'backward'."""
+    return re.sub(r"\s*\([^\w\s]\)$", "", label)

@@ -19,23 +19,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
 from dpviz.trace import Trace
-from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
-from dpviz.figures.bounds import DETAIL_BATCHES, MAX_MARKS
-from dpviz.figures.style import (DETAILS, AXIS_TITLE_SIZE, TICK_SIZE, backend_note, chart_details, check_batch,
-                                 legend_px, plural, styled, text_px, title_block_px)
-from dpviz.figures.timeline_look import LEGEND_TITLE, lane_label, legend_swatches
-from dpviz.figures.timeline_scale import CUT_MARK
+from dpviz.trace.vocabulary import Vocabulary
+from dpviz.figures.style import (AXIS_TITLE_SIZE, TICK_SIZE, chart_details, check_batch, legend_px, text_px,
+                                 title_block_px)
+from dpviz.figures.timeline_look import LEGEND_TITLE, lane_label
 from dpviz.figures.timeline_measured import MIN_SHARE, add_measured, add_typical, drawn_host, prepare_timeline  # noqa: F401
-from dpviz.figures.timeline_steps import add_steps, prepare_steps, step_batches
-from dpviz.figures.timeline_summary import batch_extents, prepare_typical_batch
-from dpviz.figures.timeline_words import (scale_detail, scale_note, steps_note, summary_detail, summary_note, times_detail,
-                                          times_note, wrapped)
-from dpviz.analysis.wording import numbered_range
 
 PANELS = ("both", "steps", "measured")
 # Entries of a fixed width, as many to a row as the chart holds: room is kept for the rows they take on
@@ -57,18 +50,6 @@ def window_size(trace: Trace) -> int:
     return trace.spec.part("timeline_window")(trace)
 
 
-def dp_window_size(trace: Trace) -> int:
-    """How many consecutive batches one DataParallel timeline shows: as many as fit in MAX_MARKS."""
-    lanes = max(1, len(trace.lanes))
-    # At most the forward and every drawn host phase on each lane (DataParallel: scatter, replicate,
-    # forward, gather), and in training each later lane phase once per lane or once per batch.
-    marks_per_batch = (1 + len(drawn_host(trace.vocabulary))) * lanes
-    for phase in trace.vocabulary.phases if trace.config.train else ():
-        if phase.where != HOST and phase.name != "forward":
-            marks_per_batch += lanes if phase.where == EVERY_LANE else 1
-    return max(1, MAX_MARKS // marks_per_batch)
-
-
 @dataclass(frozen=True)
 class Panel:
     """One panel's axes and its heights in pixels: header above the lanes, lanes, axis labels below."""
@@ -79,7 +60,7 @@ class Panel:
     axis_px: int
 
 
-def _panels(show: str, devices: int) -> list[Panel]:
+def panels_for(show: str, devices: int) -> list[Panel]:
     step_px = (STEP_LANE_PX if devices <= DENSE else STEP_LANE_PX - 4) * devices + 8
     lane_px = (LANE_PX if devices <= DENSE else LANE_PX - 6) * devices + 8
     names = ["steps", "measured"] if show == "both" else [show]
@@ -104,7 +85,7 @@ def _lines(text: str) -> int:
     return len(re.findall(r"<br\s*/?>", text)) + 1 if text else 0
 
 
-def _lay_out(fig: go.Figure, panels: list[Panel], vocabulary: Vocabulary, devices: int, titles: dict[str, str],
+def lay_out(fig: go.Figure, panels: list[Panel], vocabulary: Vocabulary, devices: int, titles: dict[str, str],
              notes: str) -> None:
     """Heights, panel domains, lane axes, panel titles, legend and notes, from the pixel layout above."""
     # Entries in rows under the subtitle (on a wide chart they take fewer rows: the room left is
@@ -162,64 +143,6 @@ def timeline_figure(trace: Trace, first_batch: int = 0, batches: int | None = No
     last_batch = min(len(trace.batches), first_batch + count) - 1
     # Each engine's own layout (DDP: ranks are processes with an all-reduce row each).
     return trace.spec.part("timeline_range")(trace, first_batch, last_batch, show=show, detail=detail)
-
-
-def timeline_dp_figure(trace: Trace, first_batch: int, last_batch: int, *, show: str, detail: bool | None) -> go.Figure:
-    """DataParallel's timeline of batches first_batch..last_batch: its steps in order and as measured."""
-    limit = dp_window_size(trace)
-    vocabulary, devices = trace.vocabulary, len(trace.lanes)
-    total, shown = len(trace.batches), last_batch - first_batch + 1
-    detailed = shown <= DETAIL_BATCHES if detail is None else detail
-    panels = _panels(show, devices)
-    fig = go.Figure()
-    drawn: set[str] = set()
-    titles, notes, details = {}, [], []
-    training = bool(trace.config.train and trace.spans_of(first_batch, "backward"))
-    for panel in panels:
-        if panel.name == "steps":
-            picked = step_batches(trace, first_batch, last_batch)
-            bars, slots = prepare_steps(trace, picked)
-            add_steps(fig, bars, slots, vocabulary, panel.axes)
-            labels = list(fig.layout[f"xaxis{panel.axes[0][1:]}"].ticktext or ())
-            panels[panels.index(panel)] = replace(panel, axis_px=step_axis_px(labels))
-            drawn |= set(bars["phase"])
-            titles["steps"] = "DataParallel's steps in order (not to scale)"
-            notes.append(steps_note(picked, first_batch, last_batch))
-            continue
-        table = prepare_timeline(trace, first_batch, last_batch)
-        drawn |= set(table["phase"])
-        if detailed:
-            measured = add_measured(fig, table, vocabulary, panel.axes)
-            cut = bool(measured.scale.cuts)
-            titles["measured"] = "Measured: when each step ran"
-            notes.append(scale_note(measured))
-            details.append(scale_detail(measured))
-            # The words and the unit of DDP's timeline, so the two read alike side by side.
-            axis = "time since the run began (ms" + (f"; {CUT_MARK}: a quiet moment cut short)" if cut else ")")
-        else:
-            extents = batch_extents(table)
-            add_typical(fig, prepare_typical_batch(table), extents, vocabulary, panel.axes)
-            titles["measured"] = f"Measured: a typical batch of these {shown:,}"
-            notes.append(summary_note(shown))
-            details.append(summary_detail(shown))
-            axis = f"ms since its batch began (median of {plural(shown, 'batch')})"
-        fig.update_layout({f"xaxis{panel.axes[0][1:]}": dict(title=dict(text=axis, standoff=6), showgrid=True)})
-    notes.insert(0, times_note(trace, training))
-    details.insert(0, times_detail(trace, training))
-    for entry in legend_swatches(vocabulary, sorted(drawn)):
-        fig.add_trace(entry)
-    if shown == total:
-        title = f"Timeline of all {plural(total, 'batch')}, one lane per {vocabulary.lane_noun}"
-        subtitle = backend_note(trace)
-    else:
-        title = f"Timeline of {numbered_range(first_batch, last_batch, total, 'batches')}"
-        subtitle = (f"{backend_note(trace)}<br>a window of {plural(shown, 'batch')} (at most {limit:,}, "
-                    f"{MAX_MARKS:,} marks); first_batch moves it")
-    styled(fig, title, [subtitle])
-    text = "<br>".join(wrapped(n) for n in notes if n)
-    _lay_out(fig, panels, vocabulary, devices, titles, text)
-    fig.update_layout(meta={DETAILS: "\n\n".join(d for d in details if d)})
-    return fig
 
 
 def timeline_details(fig: go.Figure) -> str | None:

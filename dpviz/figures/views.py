@@ -8,27 +8,12 @@ shows of it, and the engines whose traces it can draw. Adding a view is one entr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Any, Callable
 
 from dpviz.analysis.batch_facts import chunks_per_batch, memory_batches
 from dpviz.engines import ENGINES
 from dpviz.trace import Trace
 from dpviz.figures.bounds import DETAIL_BATCHES
-from dpviz.figures.pitfall_checks import PITFALL_APPLIES
-
-
-def _on_first_call(module: str, name: str) -> Callable[..., Any]:
-    """`figures.<module>.<name>`, imported when first called: registering the views (which the page does
-    on every start) loads none of their drawing code, so its first chart waits only for the view it
-    shows. The function keeps the name (the page caches figures by it)."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(import_module(f"{__package__}.{module}"), name)(*args, **kwargs)
-
-    call.__name__ = call.__qualname__ = name
-    call.__doc__ = f"dpviz.figures.{module}.{name}, imported when first called."
-    return call
 
 
 def _drawn(view: str, name: str) -> Callable[..., Any]:
@@ -53,7 +38,6 @@ def _part(part: str, name: str) -> Callable[..., Any]:
     return call
 
 
-flow_figure = _on_first_call("flow", "flow_figure")  # DataParallel's flow (the views' Flow is flow_any)
 flow_any = _drawn("flow", "flow_any")
 split_figure = _drawn("split", "split_figure")
 timeline_figure = _drawn("timeline", "timeline_figure")
@@ -61,7 +45,7 @@ window_size = _part("timeline_window", "window_size")
 sample_map_figure = _drawn("samples", "sample_map_figure")
 step_figure = _drawn("step", "step_figure")
 inputs_figure = _drawn("inputs", "inputs_figure")
-argument_batches = _on_first_call("inputs", "argument_batches")
+argument_batches = _part("inputs_sampled", "argument_batches")
 memory_figure = _drawn("memory", "memory_figure")
 pitfall_figure = _drawn("pitfall", "pitfall_figure")
 bounded_log = _drawn("log", "bounded_log")
@@ -144,10 +128,9 @@ def _pitfall(trace: Trace) -> list[tuple[str, Any]]:
 
 
 def has_pitfall(trace: Trace) -> bool:
-    """Whether the run ran into a pitfall the Pitfall view draws (h0 cut on its layers, a loss per GPU,
-    state lost in forward); the keyword pitfall is drawn in Split and Inputs, where it happens. Asked on
-    every new run, so it asks each pitfall whether it applies rather than drawing its figure."""
-    return trace.spec.has("view.pitfall") and any(applies(trace) for applies in PITFALL_APPLIES)
+    """Whether the run ran into a pitfall the Pitfall view draws: its engine draws the view and says it applies
+    (asked on every new run, so the engine answers without drawing the figure)."""
+    return trace.spec.has("view.pitfall") and trace.spec.has("pitfall_shown") and trace.spec.part("pitfall_shown")(trace)
 
 
 def _inputs(trace: Trace) -> list[tuple[str, Any]]:

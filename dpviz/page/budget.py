@@ -43,7 +43,7 @@ def measured_now(size: Callable[[int], int] = pss_bytes) -> int:
     """What the server, the forkserver and the resource tracker hold now (proportional set sizes); the
     forkserver counted as when alone, since the pages it shares with runs are in their prices. With
     `size=rss_bytes`, a quick upper bound of the same."""
-    from dpviz.engines.ddp.launch import forkserver_pid
+    from dpviz.engines.processes import forkserver_pid
 
     measured = run_costs.measured_floor()
     forkserver = forkserver_pid()

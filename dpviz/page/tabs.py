@@ -12,6 +12,7 @@ from dpviz.figures.views import BATCH, SAMPLED, TEXT, VIEWS, WHOLE, WINDOW, View
 from dpviz.presets import COMPARE_PRESETS, preset_of
 from dpviz.trace import Trace
 from dpviz.analysis.wording import describe_devices, numbered, plural
+from dpviz.engines.run import cuda_device_count
 from dpviz.page.findings import downloads, keep_units, what_happened
 from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
 
@@ -47,7 +48,7 @@ def outcome_details(trace: Trace) -> None:
     preset = preset_of(trace.config)
     if preset is not None:
         st.info(f"**Pitfall: {preset.title}.** {preset.look_for} [Link to this preset](?preset={preset.name})")
-    devices = describe_devices(trace)
+    devices = describe_devices(trace, cuda_device_count())
     (st.success if trace.backend == "cuda" else st.info)(devices)
     failure = trace.failure
     unit = trace.spec.unit

@@ -41,7 +41,7 @@ class DistributedEngine:
         import torch
 
         from dpviz.engines.run import cuda_device_count
-        from dpviz.engines.ddp.launch import launch
+        from dpviz.engines.ranks.launch import launch
         from dpviz.engines.ddp.merge import to_trace
 
         backend = self.resolve(config).backend

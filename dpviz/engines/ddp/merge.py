@@ -13,7 +13,7 @@ from typing import Any
 
 from dpviz.config import RunConfig
 from dpviz.trace import Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
-from dpviz.engines.ddp.launch import consequence
+from dpviz.engines.ranks.launch import consequence
 from dpviz.engines.ddp.sharding import per_rank_batch, plan, shard_start
 
 

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from dpviz.engines.workload.input_forms import first_tensor
-from dpviz.engines.dp.memory import module_bytes, nbytes
+from dpviz.engines.workload.memory import module_bytes, nbytes
 
 # A span as it travels back to the launcher: plain values only (it is pickled through a queue).
 # (phase, step, start, end, row_offset, rows, input_shape, output_shape, thread, bucket)

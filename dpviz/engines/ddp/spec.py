@@ -3,6 +3,7 @@ config (no torch)."""
 from __future__ import annotations
 
 from dpviz.catalogue import INPUT_SPECS
+from dpviz.engines.parts import Parts
 from dpviz.engines.spec import EngineSpec, Option
 from dpviz.engines.ddp.sharding import plan
 
@@ -79,36 +80,42 @@ SPEC = EngineSpec(
     # at the end (its parameters, gradients and optimizer state: facts.read_held); the bytes it handed each
     # collective, step by step (facts.read_moved); the user's own module.
     facts=("ddp", "held", "moved", "model"),
-    parts={
-        "vocabulary": "dpviz.engines.ddp.vocabulary:VOCABULARY",
-        "engine": "dpviz.engines.ddp.engine:ENGINE",
-        "check": "dpviz.engines.ddp.check:check_trace",
-        "batches": "dpviz.engines.ddp.spec:batches",
-        "config_problem": "dpviz.engines.ddp.spec:problem",
-        "fit": "dpviz.engines.ddp.spec:fit",
-        "facts": "dpviz.engines.ddp.facts:read_trace_facts",
-        "summary": "dpviz.analysis.summary_ddp:key_figures_ddp",
-        "summary_rows": "dpviz.analysis.summary_ddp:summary_rows_ddp",
-        "explain": "dpviz.analysis.explain_ddp:explain_ddp",
-        "log": "dpviz.exports.tutorial_log:tutorial_log_ddp",
-        "log_header": "dpviz.exports.tutorial_log:ddp_header",
-        "chrome_events": "dpviz.exports.chrome_trace:ddp_events",
-        "devices": "dpviz.analysis.wording:describe_ranks",
-        "note": "dpviz.figures.style:ddp_note",
-        "report_heading": "dpviz.figures.report:ddp_heading",
-        "outcome": "dpviz.cli:ddp_outcome",
-        "model_bytes": "dpviz.analysis.compare:ddp_model_bytes",
-        "traffic": "dpviz.analysis.compare:ddp_traffic",
-        "wire": "dpviz.analysis.memory_compare:ddp_wire",
-        "memory_why": "dpviz.figures.memory:balanced_why",
-        "opening_batch": "dpviz.analysis.tables_ddp:opening_step",  # the views open on a typical step
-        "view.flow": "dpviz.figures.flow_ddp:flow_ddp_figure",
-        "view.split": "dpviz.figures.split_ddp:split_ddp_figure",
-        "view.timeline": "dpviz.figures.timeline:timeline_figure",
-        "timeline_range": "dpviz.figures.timeline_ddp:timeline_ddp_figure",
-        "timeline_window": "dpviz.figures.timeline_ddp:window_size",
-        "view.samples": "dpviz.figures.sample_map_ddp:sample_map_ddp_figure",
-        "view.memory": "dpviz.figures.memory:memory_figure",
-        "view.log": "dpviz.figures.log:bounded_log",
-    },
+    parts=Parts(
+        vocabulary="dpviz.engines.ddp.vocabulary:VOCABULARY",
+        engine="dpviz.engines.ddp.engine:ENGINE",
+        check="dpviz.engines.ddp.check:check_trace",
+        batches="dpviz.engines.ddp.spec:batches",
+        config_problem="dpviz.engines.ddp.spec:problem",
+        fit="dpviz.engines.ddp.spec:fit",
+        facts="dpviz.engines.ddp.facts:read_trace_facts",
+        summary="dpviz.engines.ddp.read.summary:key_figures_ddp",
+        summary_rows="dpviz.engines.ddp.read.summary:summary_rows_ddp",
+        explain="dpviz.engines.ddp.read.explain:explain_ddp",
+        log="dpviz.engines.ddp.read.log:tutorial_log_ddp",
+        log_header="dpviz.engines.ddp.read.log:ddp_header",
+        chrome_events="dpviz.engines.ddp.read.chrome:ddp_events",
+        devices="dpviz.engines.ddp.read.words:describe_ranks",
+        note="dpviz.engines.ddp.read.words:ddp_note",
+        report_heading="dpviz.engines.ddp.read.words:ddp_heading",
+        outcome="dpviz.engines.ddp.read.words:ddp_outcome",
+        model_bytes="dpviz.engines.ddp.read.traffic:ddp_model_bytes",
+        traffic="dpviz.engines.ddp.read.traffic:ddp_traffic",
+        wire="dpviz.engines.ddp.read.traffic:ddp_wire",
+        memory_why="dpviz.figures.memory:balanced_why",
+        opening_batch="dpviz.engines.ddp.read.tables:opening_step",  # the views open on a typical step
+        timeline_range="dpviz.engines.ddp.read.timeline:timeline_ddp_figure",
+        timeline_window="dpviz.engines.ddp.read.timeline:window_size",
+        moves_at="dpviz.engines.ddp.read.traffic:moves_at",
+        rank_program="dpviz.engines.ddp.rank:PROGRAM",
+        views={
+            "flow": "dpviz.engines.ddp.read.flow:flow_ddp_figure",
+            "split": "dpviz.engines.ddp.read.split:split_ddp_figure",
+            "timeline": "dpviz.figures.timeline:timeline_figure",
+            "samples": "dpviz.engines.ddp.read.sample_map:sample_map_ddp_figure",
+            "memory": "dpviz.figures.memory:memory_figure",
+            "log": "dpviz.figures.log:bounded_log",
+        },
+    ),
+    preload=("torch.distributed.optim", "dpviz.engines.ranks.program", "dpviz.engines.ddp.rank", "dpviz.engines.ddp.engine",
+             "dpviz.engines.ddp.merge"),
 )

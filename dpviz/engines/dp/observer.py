@@ -3,7 +3,7 @@
 Hooks on the model time each replica (they fire in every replica, since replicas share the module's
 hook dicts), the DataParallel object's own scatter / replicate / parallel_apply / gather methods are
 wrapped on the instance to time each phase, and gradient hooks time each replica's backward. A
-memory ledger (dpviz.engines.dp.memory) follows what each device holds after each phase of chosen batches.
+memory ledger (dpviz.engines.workload.memory) follows what each device holds after each phase of chosen batches.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import torch
 from torch import nn
 
 from dpviz.engines.workload.input_forms import describe, first_tensor
-from dpviz.engines.dp.memory import ComputedMemory, MeasuredMemory, module_bytes, nbytes
+from dpviz.engines.dp.ledger import ComputedMemory, MeasuredMemory
+from dpviz.engines.workload.memory import module_bytes, nbytes
 from dpviz.engines.dp.simulated import current_device
 from dpviz.engines.dp.vocabulary import VOCABULARY
 from dpviz.trace import ArgumentSample, Span

@@ -1,6 +1,7 @@
 """DataParallel, as the rest of dpviz sees it: its words, its parts, its rules for a config (no torch)."""
 from __future__ import annotations
 
+from dpviz.engines.parts import Parts
 from dpviz.engines.spec import EngineSpec
 
 
@@ -22,39 +23,45 @@ SPEC = EngineSpec(
     # Simulated DataParallel's replica threads, the loss per GPU and the state a forward changed.
     # The user's own module: its class and parameter counts (dpviz.own_model).
     facts=("state", "losses", "threads", "threads_at_once", "model"),
-    parts={
-        "vocabulary": "dpviz.engines.dp.vocabulary:VOCABULARY",
-        "engine": "dpviz.engines.dp.engine:ENGINE",
-        "check": "dpviz.engines.dp.check:check_trace",
-        "batches": "dpviz.engines.dp.spec:batches",
-        "facts": "dpviz.engines.dp.facts:read_facts",
-        "summary": "dpviz.analysis.summary:key_figures_dp",
-        "summary_rows": "dpviz.analysis.summary:summary_rows_dp",
-        "explain": "dpviz.analysis.explain:explain_dp",
-        "log": "dpviz.exports.tutorial_log:tutorial_log_dp",
-        "log_header": "dpviz.exports.tutorial_log:header_dp",
-        "chrome_events": "dpviz.exports.chrome_trace:dp_events",
-        "devices": "dpviz.analysis.wording:describe_gpus",
-        "note": "dpviz.figures.style:gpu_note",
-        "report_heading": "dpviz.figures.report:dp_heading",
-        "outcome": "dpviz.cli:dp_outcome",
-        "own_batch": "dpviz.engines.workload.own:scatter_problem",
-        "model_bytes": "dpviz.analysis.compare:dp_model_bytes",
-        "traffic": "dpviz.analysis.compare:dp_traffic",
-        "wire": "dpviz.analysis.memory_compare:dp_wire",
-        "memory_why": "dpviz.figures.memory:device_zero_why",
-        # The views it draws, in no particular order (dpviz.figures.views orders the tabs).
-        "view.pitfall": "dpviz.figures.pitfalls:pitfall_figure",
-        "view.flow": "dpviz.figures.flow:flow_figure",
-        "view.split": "dpviz.figures.split:split_dp_figure",
-        "view.timeline": "dpviz.figures.timeline:timeline_figure",
-        "timeline_range": "dpviz.figures.timeline:timeline_dp_figure",
-        "timeline_window": "dpviz.figures.timeline:dp_window_size",
-        "timeline_detail": "dpviz.figures.views:timeline_batches",
-        "view.samples": "dpviz.figures.sample_map:sample_map_dp_figure",
-        "view.step": "dpviz.figures.step:step_figure",
-        "view.inputs": "dpviz.figures.inputs:inputs_figure",
-        "view.memory": "dpviz.figures.memory:memory_figure",
-        "view.log": "dpviz.figures.log:bounded_log",
-    },
+    parts=Parts(
+        vocabulary="dpviz.engines.dp.vocabulary:VOCABULARY",
+        engine="dpviz.engines.dp.engine:ENGINE",
+        check="dpviz.engines.dp.check:check_trace",
+        batches="dpviz.engines.dp.spec:batches",
+        facts="dpviz.engines.dp.facts:read_facts",
+        summary="dpviz.engines.dp.read.summary:key_figures_dp",
+        summary_rows="dpviz.engines.dp.read.summary:summary_rows_dp",
+        explain="dpviz.engines.dp.read.explain:explain_dp",
+        log="dpviz.engines.dp.read.log:tutorial_log_dp",
+        log_header="dpviz.engines.dp.read.log:header_dp",
+        chrome_events="dpviz.engines.dp.read.chrome:dp_events",
+        devices="dpviz.engines.dp.read.words:describe_gpus",
+        note="dpviz.figures.style:gpu_note",
+        report_heading="dpviz.engines.dp.read.words:dp_heading",
+        outcome="dpviz.engines.dp.read.words:dp_outcome",
+        own_batch="dpviz.engines.workload.own:scatter_problem",
+        model_bytes="dpviz.engines.dp.read.traffic:dp_model_bytes",
+        traffic="dpviz.engines.dp.read.traffic:dp_traffic",
+        wire="dpviz.engines.dp.read.traffic:dp_wire",
+        memory_why="dpviz.engines.dp.read.words:device_zero_why",
+        timeline_range="dpviz.engines.dp.read.timeline:timeline_dp_figure",
+        timeline_window="dpviz.engines.dp.read.timeline:dp_window_size",
+        timeline_detail="dpviz.figures.views:timeline_batches",
+        pitfall_shown="dpviz.engines.dp.read.pitfall_checks:has_pitfall",
+        inputs_sampled="dpviz.engines.dp.read.inputs:argument_batches",
+        moves_at="dpviz.engines.dp.read.traffic:moves_at",
+        views={
+            # The views it draws, in no particular order (dpviz.figures.views orders the tabs).
+            "pitfall": "dpviz.engines.dp.read.pitfalls:pitfall_figure",
+            "flow": "dpviz.engines.dp.read.flow:flow_figure",
+            "split": "dpviz.engines.dp.read.split:split_dp_figure",
+            "timeline": "dpviz.figures.timeline:timeline_figure",
+            "samples": "dpviz.engines.dp.read.sample_map:sample_map_dp_figure",
+            "step": "dpviz.engines.dp.read.step:step_figure",
+            "inputs": "dpviz.engines.dp.read.inputs:inputs_figure",
+            "memory": "dpviz.figures.memory:memory_figure",
+            "log": "dpviz.figures.log:bounded_log",
+        },
+    ),
+    preload=("dpviz.engines.dp.engine", "dpviz.engines.dp.recorder"),
 )

@@ -30,8 +30,8 @@ from torch.distributed.fsdp._fully_shard import _fsdp_param_group
 from torch.distributed.fsdp._fully_shard._fsdp_common import TrainingState
 
 from dpviz.engines.ddp.observer import RankObserver
-from dpviz.engines.ddp.rank import local
-from dpviz.engines.dp.memory import nbytes
+from dpviz.engines.ranks.program import local
+from dpviz.engines.workload.memory import nbytes
 from dpviz.engines.workload.input_forms import first_tensor
 
 
@@ -267,10 +267,32 @@ class ShardObserver(RankObserver):
         return {"modules": sorted(self.modules, key=lambda m: m["index"])}
 
     def close(self) -> None:
+        self._settle()
         super().close()
         reduce = getattr(_fsdp_param_group.foreach_reduce, "__wrapped__", None)
         if reduce is not None:
             _fsdp_param_group.foreach_reduce = reduce
+
+    def _settle(self) -> None:
+        """Leave FSDP2 as a finished step leaves it. A step that raised inside FSDP2's forward or backward stops
+        half way: the modules it had gathered stay whole, their own parameters swapped for the whole ones (their
+        post_forward never ran), and FSDP2 thinks itself mid-step. What the rank holds at its end (its shards, the
+        parameters its optimizer steps) is read from the model's parameters after this, so they must be the
+        shards again: reset as FSDP2's own recovery does (reset_iter_state, on the root). A rank whose steps all
+        finished is left as it is."""
+        root = self.model._get_fsdp_state()
+        states = root._state_ctx.all_states or [root]  # every sharded module's state, once the first forward began
+        groups = [group for state in states for group in state._fsdp_param_groups]
+        if all(s._training_state == TrainingState.IDLE for s in [*states, *groups]):
+            return
+        if hasattr(self.model, "reset_iter_state"):  # FSDP2's own recovery, where this torch has it
+            self.model.reset_iter_state()
+            return
+        for state in states:  # otherwise what it does that matters here: every group sharded again, and idle
+            state._training_state = TrainingState.IDLE
+        for group in groups:
+            group._training_state = TrainingState.IDLE
+            group.reshard()
 
 
 class _Counted:

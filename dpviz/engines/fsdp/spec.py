@@ -13,7 +13,7 @@ from dpviz.engines.ddp.spec import SPEC as DDP
 from dpviz.engines.spec import Option
 
 _DDP_ONLY = {"bucket_cap_mb", "accumulate", "find_unused", "join", "uneven"}
-_VIEWS = ("view.split", "view.timeline", "view.samples", "view.memory", "view.log")
+_VIEWS = ("split", "timeline", "samples", "memory", "log")  # DDP's that it draws as DDP does
 
 SPEC = dataclasses.replace(
     DDP,
@@ -29,19 +29,21 @@ SPEC = dataclasses.replace(
                     "backward. Off: they stay whole from forward to backward, one all-gather fewer per module for "
                     "the whole model's parameters held at once.")),
     facts=("ddp", "held", "moved", "model", "modules"),  # modules: which parameters each sharded module gathers
-    parts={
-        **{part: where for part, where in DDP.parts.items() if not part.startswith("view.") or part in _VIEWS},
-        "vocabulary": "dpviz.engines.fsdp.vocabulary:VOCABULARY",
-        "engine": "dpviz.engines.fsdp.engine:ENGINE",
-        "check": "dpviz.engines.fsdp.check:check_trace",
-        "facts": "dpviz.engines.fsdp.facts:read_trace_facts_fsdp",
-        "wrap": "dpviz.engines.fsdp.sharding:wrap",
-        "wire": "dpviz.analysis.memory_compare:fsdp_wire",
-        "summary": "dpviz.analysis.fsdp:key_figures_fsdp",
-        "summary_rows": "dpviz.analysis.fsdp:summary_rows_fsdp",
-        "explain": "dpviz.analysis.fsdp:explain_fsdp",
-        "log": "dpviz.analysis.fsdp:tutorial_log_fsdp",
-        "devices": "dpviz.analysis.fsdp:describe_ranks_fsdp",
-        "view.step": "dpviz.figures.step_fsdp:step_fsdp_figure",  # one sharded module, phase by phase
-    },
+    parts=dataclasses.replace(
+        DDP.parts,
+        vocabulary="dpviz.engines.fsdp.vocabulary:VOCABULARY",
+        engine="dpviz.engines.fsdp.engine:ENGINE",
+        check="dpviz.engines.fsdp.check:check_trace",
+        facts="dpviz.engines.fsdp.facts:read_trace_facts_fsdp",
+        rank_program="dpviz.engines.fsdp.rank:PROGRAM",
+        wire="dpviz.engines.fsdp.read.traffic:fsdp_wire",
+        summary="dpviz.engines.fsdp.read.text:key_figures_fsdp",
+        summary_rows="dpviz.engines.fsdp.read.text:summary_rows_fsdp",
+        explain="dpviz.engines.fsdp.read.text:explain_fsdp",
+        log="dpviz.engines.fsdp.read.text:tutorial_log_fsdp",
+        devices="dpviz.engines.fsdp.read.text:describe_ranks_fsdp",
+        views={**{key: where for key, where in DDP.parts.views.items() if key in _VIEWS},
+               "step": "dpviz.engines.fsdp.read.step:step_fsdp_figure"},  # one sharded module, phase by phase
+    ),
+    preload=(*DDP.preload, "torch.distributed.fsdp", "dpviz.engines.fsdp.engine", "dpviz.engines.fsdp.rank"),
 )

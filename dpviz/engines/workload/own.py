@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from dpviz.catalogue import OWN
 from dpviz.config import ConfigError, RunConfig
-from dpviz.engines.dp.memory import module_bytes, nbytes
+from dpviz.engines.workload.memory import module_bytes, nbytes
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.engines.workload.input_forms import first_tensor, flatten
 from dpviz.engines.workload.seeding import seeded
@@ -396,8 +396,7 @@ def _check_memory(work: OwnWorkload) -> None:
     """Refuse a model whose copies cannot fit the memory left: DataParallel holds one replica per device (and,
     training, a gradient per replica, the summed one and SGD's momentum); a DDP rank its module, its gradient
     buckets, its gradients and the momentum."""
-    from dpviz.engines import ENGINES
-    from dpviz.engines.run import resolve
+    from dpviz.engines import ENGINES, engine
 
     config = work.config
     weights = module_bytes(work.model)
@@ -406,7 +405,7 @@ def _check_memory(work: OwnWorkload) -> None:
     each = 4 if config.train else 1
     needed = weights * copies * each
     where = "this machine"
-    if resolve(config).backend == "cuda":  # one copy per GPU: the emptiest must hold it
+    if engine(config.engine).resolve(config).backend == "cuda":  # one copy per GPU: the emptiest must hold it
         free, where = min(torch.cuda.mem_get_info(i)[0] for i in range(config.gpus)), "the emptiest GPU"
         copies, needed = 1, weights * each
     else:

@@ -18,12 +18,13 @@ SPEC = dataclasses.replace(
     runs="ZeroRedundancyOptimizer over DDP",
     title="How ZeRO-1 shares the optimizer's state",
     options_title="ZeRO-1 options (DDP's, and the optimizer)",
-    parts={
-        **DDP.parts,
-        "vocabulary": "dpviz.engines.zero1.vocabulary:VOCABULARY",
-        "engine": "dpviz.engines.zero1.engine:ENGINE",
-        "check": "dpviz.engines.zero1.check:check_trace",
-        "optimizer": "dpviz.engines.zero1.sharded:sharded",
-        "wire": "dpviz.analysis.memory_compare:zero1_wire",
-    },
+    parts=dataclasses.replace(
+        DDP.parts,
+        vocabulary="dpviz.engines.zero1.vocabulary:VOCABULARY",
+        engine="dpviz.engines.zero1.engine:ENGINE",
+        check="dpviz.engines.zero1.check:check_trace",
+        rank_program="dpviz.engines.zero1.rank:PROGRAM",
+        wire="dpviz.engines.zero1.read.traffic:zero1_wire",
+    ),
+    preload=(*DDP.preload, "dpviz.engines.zero1.engine", "dpviz.engines.zero1.rank"),
 )

@@ -1,0 +1,1 @@
+"""What a DistributedDataParallel trace says: its tables, key figures, explanations, log, Chrome-trace events, outcome line and the views it draws its own way. No torch."""

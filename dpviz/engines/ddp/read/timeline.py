@@ -1,0 +1,313 @@
+"""Timeline of a DistributedDataParallel run: one lane per rank (a process), each step's work in measured time.
+
+Each lane has two rows. The upper, thick row is what the rank's own thread does: DDP()'s broadcast of
+rank 0's parameters (once, before step 0), then per step load, the bucket rebuild (once, in step 1), the
+buffers' broadcast, forward, loss, backward and the SGD step. The thin row under it holds the gradient
+buckets' all-reduces, which gloo or NCCL run beside the backward: a bucket's all-reduce starts as soon
+as its gradients are ready, while backward still computes the rest, so the two rows overlap in time.
+Buckets of one step get sub-rows of their own (up to BUCKET_ROWS, then they share), so one bucket's
+bar never hides another's; the hover names the bucket's parameters and bytes from the trace's facts.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from dpviz.echo import plotly_text
+from dpviz.engines.ddp.read.summary import OVERLAP_LABEL
+from dpviz.engines.ddp.read.tables import backwards, bucket_layout, computing_overlap, epochs_of, under_no_sync
+from dpviz.trace import Trace
+from dpviz.trace.vocabulary import Vocabulary
+from dpviz.analysis.wording import human_bytes, numbered, numbered_range
+from dpviz.figures.bounds import MAX_MARKS
+from dpviz.figures.colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
+from dpviz.figures.style import DETAILS, GAP_PX, MARGIN, NAME_LIMIT, NARROWEST_PX, legend_entries, plural, styled, text_px, title_block_px
+from dpviz.engines.ddp.read.words import ddp_note
+
+COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "bucket", "detail"]
+BUCKET_ROWS = 4  # sub-rows for the buckets of one step; more buckets share them (bucket k on row k mod 4)
+COMPUTE_Y, COMPUTE_H = -0.12, 0.56  # the rank's own thread: the upper part of its lane
+REDUCE_TOP, REDUCE_H = 0.18, 0.24  # the all-reduce row: the lower part of the lane
+PARAMS_SHOWN = 6  # parameter names a hover lists before "and N more"
+MARKS_PX = 20  # room above the lanes for a row of the steps' names
+MARK_SIZE, MARK_ROWS, MARK_GAP_PX = 12, 2, 6  # the steps' names: their size, up to two rows, the room between two
+# The steps' names must not meet on the narrowest chart, in its usual type and on a projector (presentation()'s
+# 1.35 × larger type and margins): the plot's width and the type size of the harder of the two.
+PRESENTING = 1.35
+MAX_STEP_MARKS = 24  # steps named above the lanes; a wider window would crowd them
+MIN_SHARE = 1 / 200  # the shortest drawn span, as a share of the window's time (as the DataParallel timeline)
+LEGEND_ROW_PX, LANE_BASE_PX, LANE_PX, BOTTOM_PX = 28, 100, 64, 70
+LEGEND_COLUMNS = 2  # on the narrowest chart (468 px) a half holds "waiting for all-reduce" and its swatch
+WAIT = "wait"  # not a recorded phase: the tail of a backward spent waiting for the all-reduces
+WAIT_LABEL = "waiting for all-reduce"
+LEGEND_GREY = "#8A8A8A"  # legend swatch of a phase drawn in each rank's own colour
+
+
+def window_size(trace: Trace) -> int:
+    """How many consecutive steps one timeline shows: as many as fit in MAX_MARKS (a bar per span)."""
+    counts: dict[int, int] = {}
+    for span in trace.spans:
+        counts[span.batch] = counts.get(span.batch, 0) + 1
+    per_step = max(counts.values(), default=0) + len(trace.lanes)  # and each rank's wait for its all-reduces
+    return max(1, MAX_MARKS // max(1, per_step))
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(plotly_text(n, NAME_LIMIT) for n in names[:PARAMS_SHOWN])
+    more = len(names) - PARAMS_SHOWN
+    return shown + (f" and {more:,} more" if more > 0 else "")
+
+
+def bucket_text(trace: Trace, step: int, index: int | None) -> str:
+    """'bucket 1 of 2: net.0.bias, net.0.weight (384 B)', from the layout in effect in `step` (plotly HTML)."""
+    layout = bucket_layout(trace, step)
+    bucket = next((b for b in layout if b.get("index") == index), None)
+    if bucket is None:
+        return f"bucket {index}"
+    params = list(bucket.get("params") or [])
+    return (f"bucket {index} of {len(layout)}: {plural(len(params), 'parameter')}, {human_bytes(bucket.get('bytes', 0))}"
+            f"<br>{_listed(params)}")
+
+
+def prepare_timeline_ddp(trace: Trace, first_batch: int, last_batch: int) -> pd.DataFrame:
+    """One row per span of steps first_batch..last_batch: rank, phase, step, times in ms, rows, bucket and
+    the words of its hover (an all-reduce names its bucket, a forward its rows)."""
+    vocabulary = trace.vocabulary
+    records = []
+    group = vocabulary.words.get("group_noun")  # what a bucketed span names, when not DDP's gradient bucket
+    groups = 1 + max((s.bucket for s in trace.spans if s.bucket is not None), default=0)
+    for b in range(first_batch, last_batch + 1):
+        for span in trace.spans_of(b):
+            if span.lane is None or span.phase not in vocabulary.order:  # a file may name a phase DDP lacks
+                continue
+            phase = vocabulary.phase(span.phase)
+            if not phase.drawn:
+                continue
+            detail = f"{vocabulary.lane_name(span.lane)}: {phase.hover}"
+            if span.phase == "forward":
+                detail += f" {span.row_offset}-{span.row_offset + span.rows - 1} of the step ({plural(span.rows, 'row')})" \
+                    if span.rows else " none (no rows)"
+            if phase.bucketed and group:  # e.g. FSDP's sharded module; the thread says what ran it
+                detail += f", {numbered(span.bucket, groups, group)}" + (f" ({span.thread})" if span.thread else "")
+            elif phase.bucketed:
+                detail = f"{vocabulary.lane_name(span.lane)}: all-reduce of {bucket_text(trace, b, span.bucket)}"
+            bucket = -1 if span.bucket is None else span.bucket
+            records.append((span.lane, span.phase, b, span.start * 1e3, span.end * 1e3, span.rows, span.row_offset,
+                            bucket, detail))
+        records += _waits(trace, b)
+    return pd.DataFrame.from_records(records, columns=COLUMNS)
+
+
+def _waits(trace: Trace, step: int) -> list[tuple]:
+    """Per rank, the end of its backward after its last bucket's all-reduce began (tables_ddp.backwards):
+    autograd has made every gradient by then (a bucket launches once its gradients are ready, in index
+    order), and backward only returns when every all-reduce has finished (the reducer's finalize_backward
+    waits on them). computing_overlap counts the all-reduces against the rest of the bar, the same spans."""
+    out = []
+    for back in backwards(trace, range(step, step + 1)):
+        if back.computed_until < back.end:
+            detail = (f"{trace.vocabulary.lane_name(back.rank)}: backward after its last bucket's all-reduce began: "
+                      "gradients are made, it waits for the all-reduces to finish")
+            out.append((back.rank, WAIT, step, back.computed_until * 1e3, back.end * 1e3, 0, 0, -1, detail))
+    return out
+
+
+def _y(part: pd.DataFrame, bucket_rows: int) -> tuple[np.ndarray, float]:
+    """Where bars of `part` sit: the compute row, or the all-reduce row's sub-row of each bucket."""
+    lanes = part["device"].to_numpy(dtype=float)
+    if part.empty or part["bucket"].iloc[0] < 0:
+        return lanes + COMPUTE_Y, COMPUTE_H
+    height = REDUCE_H / bucket_rows
+    slot = part["bucket"].to_numpy() % bucket_rows
+    return lanes + REDUCE_TOP + height * (slot + 0.5), height * 0.85
+
+
+def _bar(part: pd.DataFrame, *, name: str, color, pattern, min_ms: float, bucket_rows: int) -> go.Bar:
+    duration = (part["end_ms"] - part["start_ms"]).to_numpy()
+    y, width = _y(part, bucket_rows)
+    customdata = np.column_stack([part["detail"], part["batch"], part["start_ms"], duration, part["batch"] + 1])
+    return go.Bar(
+        orientation="h", y=y, x=np.maximum(duration, min_ms), base=part["start_ms"].to_numpy(), width=width,
+        name=name, legendgroup=name,
+        marker=dict(color=color, line=dict(color=OUTLINE, width=0.3), pattern=dict(fillmode="overlay", shape=pattern, fgcolor="white")),
+        customdata=customdata,
+        hovertemplate="%{customdata[0]}<br>step %{customdata[4]:,}<br>start %{customdata[2]:.3f} ms, "
+                      "took %{customdata[3]:.3f} ms<extra></extra>",
+    )
+
+
+def _mark_px_per_ms(table: pd.DataFrame) -> tuple[float, float]:
+    """(pixels per ms, type size) of the steps' names on the narrowest chart, in whichever of the usual and
+    the presenting look gives a name the most milliseconds (larger type on a narrower plot)."""
+    span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
+    looks = [(NARROWEST_PX - (MARGIN["l"] + MARGIN["r"]) * scale, MARK_SIZE * scale) for scale in (1.0, PRESENTING)]
+    width, size = min(looks, key=lambda look: look[0] / look[1])
+    return (width / span_ms if span_ms > 0 else float("inf")), size
+
+
+def _placed(times: list[float], labels: list[str], px_per_ms: float, size: float) -> list[int | None]:
+    """The row of each name (0, or 1 over it), the first where it starts after the row's last name ends on
+    the narrowest chart; None where it meets a name in every row."""
+    ends = [-float("inf")] * MARK_ROWS  # where each row's last name ends, in pixels
+    rows: list[int | None] = []
+    for t, label in zip(times, labels):
+        at = t * px_per_ms
+        row = next((r for r in range(MARK_ROWS) if at >= ends[r] + MARK_GAP_PX), None)
+        if row is not None:
+            ends[row] = at + text_px(label, size)
+        rows.append(row)
+    return rows
+
+
+def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str, int]]:
+    """(time in ms, label, row) where each step of the table begins on its earliest rank, counted from 1:
+    'step 3', or 'step 3: no_sync' for a training step that all-reduced nothing. A name goes in the first
+    row where it ends before the next begins on the narrowest chart (row 1 over row 0). When some would
+    meet in both rows, the steps after the first are named by their number alone ('step 1', '2', '3', as
+    the measured DataParallel timeline names its batches); one that still meets is left out (its dotted
+    line and the hovers still mark it). None past MAX_STEP_MARKS steps."""
+    steps = table[table["phase"] != "broadcast"].groupby("batch")["start_ms"].min()
+    if len(steps) > MAX_STEP_MARKS:
+        return []
+    reduced = set(table.loc[table["bucket"] >= 0, "batch"])
+    trained = set(table.loc[table["phase"] == "backward", "batch"])
+    words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") if b in trained and b not in reduced else ""
+    px_per_ms, size = _mark_px_per_ms(table)
+    times = [float(t) for t in steps.to_numpy()]
+    labels = [f"step {b + 1:,}{words(b)}" for b in steps.index]
+    rows = _placed(times, labels, px_per_ms, size)
+    if None in rows:
+        labels = [label if i == 0 else f"{b + 1:,}{words(b)}" for i, (b, label) in enumerate(zip(steps.index, labels))]
+        rows = _placed(times, labels, px_per_ms, size)
+    return [(t, label, row) for t, label, row in zip(times, labels, rows) if row is not None]
+
+
+def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int, title: str,
+                      notes: list[str], marks: list[tuple[float, str, int]] = (),
+                      x_range: tuple[float, float] | None = None) -> go.Figure:
+    """Per rank a thick row (its own thread's phases, in pipeline order) over a thin all-reduce row; opened on
+    `x_range` (ms) when given, the shortest bar a share of that."""
+    fig = go.Figure()
+    span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
+    if x_range is not None:
+        span_ms = x_range[1] - x_range[0]
+    min_ms = MIN_SHARE * span_ms
+    reduces = table[table["bucket"] >= 0]
+    bucket_rows = max(1, min(BUCKET_ROWS, int(reduces["bucket"].max()) + 1 if len(reduces) else 1))
+    for phase in vocabulary.phases:
+        part = table[table["phase"] == phase.name]
+        if part.empty:
+            continue
+        if phase.color == "lane":  # each rank's colour; the legend's swatch is grey, as it stands for every rank
+            color = [device_color(d) for d in part["device"]]
+            pattern = phase.hatch or [device_pattern(d) for d in part["device"]]
+            fig.add_trace(_bar(part, name=phase.label, color=color, pattern=pattern, min_ms=min_ms,
+                               bucket_rows=bucket_rows).update(showlegend=False))
+            fig.add_trace(go.Bar(x=[None], y=[None], name=phase.label, legendgroup=phase.label, orientation="h",
+                                 marker=dict(color=LEGEND_GREY, line=dict(color=OUTLINE, width=0.3),
+                                             pattern=dict(fillmode="overlay", shape=phase.hatch, fgcolor="white"))))
+        else:
+            fig.add_trace(_bar(part, name=phase.label, color=phase.color, pattern=phase.hatch, min_ms=min_ms,
+                               bucket_rows=bucket_rows))
+    waits = table[table["phase"] == WAIT]
+    if len(waits):  # over the backward's tail: paler, so the time it computed stands out from the time it waited
+        fig.add_trace(_bar(waits, name=WAIT_LABEL, color=with_alpha("#FFFFFF", 0.6), pattern="", min_ms=0.0,
+                           bucket_rows=bucket_rows))
+    fig.update_layout(barmode="overlay", bargap=0.1, dragmode="zoom", hovermode="closest")
+    fig.update_yaxes(title_text=vocabulary.lane_noun, autorange=False, range=[ranks - 0.5, -0.5], tickmode="array",
+                     tickvals=list(range(ranks)), ticktext=[vocabulary.lane_name(r) for r in range(ranks)],
+                     showgrid=False, zeroline=False)
+    for t, label, row in marks:  # where each step begins, named above the lanes (a second row over the first)
+        fig.add_vline(x=t, line=dict(color=GUIDE, width=1, dash="dot"))
+        fig.add_annotation(x=t, y=-0.5, yref="y", text=label, showarrow=False, xanchor="left", yanchor="bottom",
+                           yshift=row * MARKS_PX, font=dict(size=MARK_SIZE), name="step mark")  # the theme's ink
+    for r in range(1, ranks):  # a rule between lanes: which all-reduce row belongs to which rank
+        fig.add_hline(y=r - 0.5, line=dict(color=GUIDE, width=1))
+    fig.update_xaxes(title_text="time since the run began (ms; drag to zoom)")
+    if x_range is not None:
+        fig.update_xaxes(range=list(x_range))
+    rows = max(1, -(-len(legend_entries(fig)) // LEGEND_COLUMNS))  # the entries the legend shows, not every trace
+    plot_px = LANE_BASE_PX + LANE_PX * ranks
+    marks_px = MARKS_PX * (1 + max((row for _, _, row in marks), default=0)) if marks else 0
+    # The legend in columns over the lanes, the steps' names between it and the lanes.
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=1 + (6 + marks_px) / plot_px, yanchor="bottom",
+                                  entrywidth=1 / LEGEND_COLUMNS, entrywidthmode="fraction", traceorder="normal"))
+    styled(fig, title, notes)
+    top = title_block_px(fig) + GAP_PX + rows * LEGEND_ROW_PX + marks_px  # the title block as styled() wrapped it
+    fig.update_layout(height=top + plot_px + BOTTOM_PX, margin=dict(t=top, b=BOTTOM_PX))
+    return fig
+
+
+def overlap_words(trace: Trace, first_batch: int, last_batch: int) -> str:
+    """What the all-reduce share measures, over the drawn steps, from the spans the bars are drawn from."""
+    overlap, total = computing_overlap(trace, range(first_batch, last_batch + 1))
+    share = f" ({overlap / total:.0%})" if total else ""
+    return (f"{OVERLAP_LABEL}: {overlap * 1e3:,.2f} of {total * 1e3:,.2f} ms{share}, summed over the {trace.vocabulary.lane_noun}s; "
+            "a backward's pale end: its gradients are made, it waits for the all-reduce")
+
+
+def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show: str = "both",
+                        detail: bool | None = None) -> go.Figure:
+    """The timeline of steps first_batch..last_batch of a DDP trace, with its words: one panel, every step as
+    measured (`show` and `detail` choose among DataParallel's panels; DDP has the one)."""
+    table = prepare_timeline_ddp(trace, first_batch, last_batch)
+    total, shown = len(trace.batches), last_batch - first_batch + 1
+    noun = trace.vocabulary.lane_noun
+    if shown == total:
+        title = f"Timeline of all {plural(total, 'step')}, one lane per {noun} (a process each)"
+    else:
+        title = f"Timeline of {numbered_range(first_batch, last_batch, total, 'steps')} (a window of {plural(shown, 'step')})"
+    lines = []
+    if (table["bucket"] >= 0).any():
+        lines.append(trace.vocabulary.words.get("thin_row", "thin row under each {noun}: each gradient bucket's "
+                                                "all-reduce, running beside backward").format(noun=noun))
+        gloo = trace.vocabulary.words.get("gloo_reduce_scatter")
+        if gloo and trace.backend == "cpu" and (table["phase"] == "reduce_scatter").any():
+            lines.append(gloo.format(noun=noun))
+        if "thin_row" not in trace.vocabulary.words:  # the share of backward's compute the bucket all-reduces ran in
+            lines.append(overlap_words(trace, first_batch, last_batch))
+    else:
+        lines.append("no all-reduce in these steps" + (": forward only" if not trace.config.train else
+                                                       ": under no_sync" if trace.config.accumulate > 1 else ""))
+    details = []  # why the times look so and how they were drawn: under the chart, behind an expander
+    if trace.backend == "cpu" and len(trace.lanes) > 1:
+        details.append(f"{plural(len(trace.lanes), 'process').capitalize()} share the machine's CPU cores: measured "
+                       "times include waiting for the others to be scheduled.")
+    x_range = _zoomed(trace, table)
+    if x_range is not None:
+        step = int(table.loc[(table["bucket"] >= 0), "batch"].max())
+        lines.append(trace.vocabulary.words["timeline_zoom"].format(step=f"{step + 1:,}"))
+    span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
+    if x_range is not None:
+        span_ms = x_range[1] - x_range[0]
+    if len(table) and ((table["end_ms"] - table["start_ms"]) < MIN_SHARE * span_ms).any():
+        details.append(f"Spans shorter than 1/{round(1 / MIN_SHARE)} of the window are drawn that long; the hover "
+                       "gives the measured time.")
+    if shown < total:
+        lines.append(f"at most {window_size(trace):,} steps per window ({MAX_MARKS:,} marks)")
+    if trace.failure is not None and first_batch <= trace.failure.batch <= last_batch:
+        lines.append(f"step {trace.failure.batch + 1:,} failed: {plotly_text(trace.failure.headline, 80)}")
+    if epochs_of(trace) > 1:
+        lines.append(f"{plural(epochs_of(trace), 'epoch')}")
+    notes = ["<br>".join([ddp_note(trace)] + lines)]  # a line each: a narrow page cuts a long one
+    fig = plot_timeline_ddp(table, vocabulary=trace.vocabulary, ranks=len(trace.lanes), title=title, notes=notes,
+                            marks=step_marks(trace, table), x_range=x_range)
+    return fig.update_layout(meta={DETAILS: "\n\n".join(details)}) if details else fig
+
+
+ZOOM_PAD = 0.03  # room either side of a zoomed step, as a share of it
+
+
+def _zoomed(trace: Trace, table: pd.DataFrame) -> tuple[float, float] | None:
+    """Where a timeline whose engine asks for it (its words name a "timeline_zoom") opens: the last drawn step's
+    work after its load, from its first rank's start to its last rank's end (ms). Its groups' collectives take
+    a few ms each; over a whole window they would be hairlines. None when the engine does not ask, or no step
+    has a group's spans."""
+    if "timeline_zoom" not in trace.vocabulary.words or not (table["bucket"] >= 0).any():
+        return None
+    step = int(table.loc[table["bucket"] >= 0, "batch"].max())
+    work = table[(table["batch"] == step) & (table["phase"] != "load")]
+    low, high = float(work["start_ms"].min()), float(work["end_ms"].max())
+    pad = ZOOM_PAD * (high - low)
+    return low - pad, high + pad

@@ -1,0 +1,60 @@
+"""What DDP moves between ranks: the buffers' broadcast and the gradients' all-reduce, recorded and by formula."""
+from __future__ import annotations
+
+
+from dpviz.trace import Trace
+from dpviz.analysis.compare import Move
+from dpviz.analysis.traffic_model import StepSizes
+from dpviz.analysis.memory_compare import held_bytes
+from dpviz.analysis.compare import ledger
+from dpviz.analysis.compare import model_bytes
+from dpviz.analysis.memory_compare import ring_share
+
+
+def ddp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
+    """DDP's gradients are what its buckets hold (the ledger's buckets when the reducer reported none)."""
+    buckets = trace.facts.get("ddp", {}).get("buckets", [])
+    grads = sum(b["bytes"] for b in buckets[0]["buckets"]) if buckets else ledger(trace, 0, "gradient buckets")
+    return ledger(trace, 0, "parameters"), grads
+
+
+def ddp_traffic(trace: Trace) -> list[Move]:
+    """A ring all-reduce sends and receives 2(K-1)/K of the gradient bytes on every rank; rank 0's
+    buffers go to every other rank before each forward that broadcasts them."""
+    params, grads = model_bytes(trace)
+    ranks = len(trace.lanes)
+    buffers = (params or 0) - (grads or 0)
+    moves = []
+    for batch in trace.batches:
+        reduced = {s.lane for s in trace.spans_of(batch.index, "allreduce")}
+        for lane in reduced:
+            share = round(2 * (ranks - 1) / ranks * sum(_bucket_bytes(trace, batch.index)))
+            moves.append(Move(batch.index, lane, "all-reduce", share, share))
+        broadcast = {s.lane for s in trace.spans_of(batch.index, "buffers")}
+        if buffers > 0 and broadcast and ranks > 1:
+            for lane in broadcast:
+                moves.append(Move(batch.index, lane, "buffers", buffers * (ranks - 1) if lane == 0 else 0,
+                                  0 if lane == 0 else buffers))
+    return moves
+
+
+def _bucket_bytes(trace: Trace, step: int) -> list[int]:
+    layouts = [lay for lay in trace.facts.get("ddp", {}).get("buckets", []) if lay["step"] <= step]
+    return [b["bytes"] for b in layouts[-1]["buckets"]] if layouts else [model_bytes(trace)[1] or 0]
+
+
+def ddp_wire(trace: Trace) -> list[float | None]:
+    """DDP: a ring all-reduce of the gradients, 2(W-1)/W of their bytes sent by every rank, every step that trains."""
+    gradients = held_bytes(trace, "gradients", sharded=False) if trace.config.train else 0
+    ranks = len(trace.lanes)
+    return [None if gradients is None else 2 * ring_share(ranks) * gradients] * ranks
+
+
+def moves_at(sizes: StepSizes, ranks: int) -> list[tuple[int, int]]:
+    """(sent, received) bytes per rank in one step (training: the all-reduce; every forward: the buffers)."""
+    if ranks < 2:
+        return [(0, 0)] * ranks
+    share = round(2 * (ranks - 1) / ranks * sizes.gradients) if sizes.train else 0
+    moves = [(share, share + sizes.buffers) for _ in range(ranks)]
+    moves[0] = (share + sizes.buffers * (ranks - 1), share)
+    return moves

@@ -1,0 +1,103 @@
+"""Pitfall figure for a model whose forward returns a 0-dim loss: the losses gather returned, one per GPU,
+their mean, and the loss over every row of the batch.
+
+Each GPU's loss is a bar as wide as the rows its chunk held, so the loss over all rows is the bars'
+area over the batch's width, while the mean of the gathered vector gives every bar one vote: a 2-row
+chunk weighs like a 4-row one. Drawn from facts["losses"] (recorded for the first and the last batch).
+"""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dpviz.trace import Trace
+from dpviz.analysis.wording import plural, sizes_text
+from dpviz.engines.dp.read.pitfall_checks import shows_loss_bias
+from dpviz.engines.dp.read.pitfall_layout import panel_headings, title_on_top
+from dpviz.figures.colors import OUTLINE, device_color, device_pattern, text_color_on, with_alpha
+from dpviz.figures.style import backend_note, device_name, styled
+
+COLUMNS = ["batch", "replica", "device", "first_row", "rows", "loss"]
+MEANS = ["batch", "rows", "mean_of_gathered", "row_weighted", "whole"]
+MEAN_LINE = with_alpha("#808080", 0.9)  # data lines over bars of any device colour, on a light or dark page
+
+
+def prepare_losses(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per (sampled batch, replica): its chunk's rows and the loss it returned; and one row per
+    sampled batch: the mean of the gathered vector, the row-weighted mean and the whole batch's loss."""
+    records, means = [], []
+    for sample in trace.facts.get("losses", []):
+        batch, gathered, rows = int(sample["batch"]), sample["gathered"], sample["chunk_rows"]
+        lanes = {s.replica: s.lane for s in trace.replicas(batch)}
+        first = 0
+        for replica, (loss, n) in enumerate(zip(gathered, rows)):
+            records.append((batch, replica, lanes.get(replica, replica), first, int(n), float(loss)))
+            first += n
+        total = sum(rows)
+        means.append((batch, total, sum(gathered) / len(gathered),
+                      sum(g * n for g, n in zip(gathered, rows)) / max(1, total), float(sample["whole"])))
+    return pd.DataFrame.from_records(records, columns=COLUMNS), pd.DataFrame.from_records(means, columns=MEANS)
+
+
+def _heading(m: pd.Series, chunks: list[int]) -> str:
+    split = f"chunks of {sizes_text(chunks)} rows"
+    if len(set(chunks)) == 1:
+        return f"<b>Batch {m.batch:,}</b>, {split}:<br>equal chunks, so the two means agree"
+    bias = (m.mean_of_gathered - m.whole) / m.whole * 100 if m.whole else 0.0
+    return (f"<b>Batch {m.batch:,}</b>, {split}: the vector's mean is {bias:+.0f}% off,<br>"
+            f"its {min(chunks)}-row chunk counting as much as a {max(chunks)}-row one")
+
+
+def plot_losses(table: pd.DataFrame, means: pd.DataFrame, *, title: str, notes: list[str]) -> go.Figure:
+    """One panel per sampled batch: a bar per GPU as wide as its chunk, and the two means as lines across."""
+    panels = len(means)
+    fig = make_subplots(rows=panels, cols=1, vertical_spacing=0.5 / panels)
+    shown, headings = set(), []
+    for row, m in enumerate(means.itertuples(), start=1):
+        part = table[table["batch"] == m.batch]
+        for r in part.itertuples():
+            color = device_color(r.device)
+            fig.add_trace(go.Bar(
+                x=[r.first_row + r.rows / 2], y=[r.loss], width=[r.rows], name=device_name(r.device),
+                legendgroup=device_name(r.device), showlegend=device_name(r.device) not in shown,
+                marker=dict(color=color, line=dict(color=OUTLINE, width=0.6),
+                            pattern=dict(fillmode="overlay", shape=device_pattern(r.device), fgcolor=text_color_on(color))),
+                text=[f"{r.loss:.3f}"], textposition="inside", insidetextanchor="end", textangle=0,
+                insidetextfont=dict(color=text_color_on(color)),
+                hovertemplate=(f"{device_name(r.device)} (replica {r.replica}): loss {r.loss:.4f} over "
+                               f"{plural(r.rows, 'row')}<extra></extra>"),
+            ), row=row, col=1)
+            shown.add(device_name(r.device))
+        apart = abs(m.mean_of_gathered - m.whole) > 0.02 * max(abs(m.whole), 1e-12)  # else one number for both
+        for value, name, dash in ((m.mean_of_gathered, "mean of the gathered vector (every GPU one vote)", "dash"),
+                                  (m.whole, "loss over all rows (what one device computes)", "solid")):
+            written = f"{value:.3f}" if apart or dash == "solid" else ""
+            fig.add_trace(go.Scatter(
+                x=[0, m.rows], y=[value, value], mode="lines+text", name=name, legendgroup=name,
+                showlegend=row == 1, line=dict(color=MEAN_LINE, width=3, dash=dash),
+                text=["", written], textposition="middle right", cliponaxis=False,
+                hovertemplate=f"{name}: {value:.4f}<extra></extra>",
+            ), row=row, col=1)
+        fig.update_xaxes(range=[0, m.rows], title_text=f"rows of batch {m.batch:,}", row=row, col=1)
+        top = max(part["loss"].max(), m.whole, m.mean_of_gathered) * 1.15
+        fig.update_yaxes(range=[0, top], title_text="loss", row=row, col=1)
+        headings.append(_heading(m, part["rows"].tolist()))
+    fig.update_layout(barmode="overlay", bargap=0, legend=dict(orientation="h", x=0, y=-0.1, yanchor="top"),
+                      uniformtext=dict(minsize=10, mode="hide"))
+    styled(fig, title, notes, height=200 + 260 * panels)
+    fig.update_layout(margin=dict(r=70, b=150))  # the means' values are written past the batch's end
+    panel_headings(fig, headings)
+    title_on_top(fig, 190)
+    return fig
+
+
+def loss_bias_figure(trace: Trace) -> go.Figure | None:
+    """The losses gather returned per GPU, their mean and the loss over all rows; None when forward
+    returned no 0-dim loss (no facts["losses"])."""
+    if not shows_loss_bias(trace):
+        return None
+    table, means = prepare_losses(trace)
+    title = "Each GPU returned its own loss:<br>their mean is not the batch's loss"
+    notes = [f"a bar is as wide as its chunk's rows<br>{backend_note(trace)}"]
+    return plot_losses(table, means, title=title, notes=notes)

@@ -1,0 +1,280 @@
+"""The parts an engine names, typed: one Protocol per part says how dpviz calls it, and `Parts` holds an engine's
+parts as lazy references ("module:attribute", imported when first used), so declaring an engine imports no
+torch, no pandas, no plotly.
+
+    Parts(summary="dpviz.engines.ddp.read.summary:key_figures", ...)   # strings become Lazy references
+    parts.summary.load()(trace)                                       # imported now
+    problems(parts)                                                   # each part's signature against its Protocol
+
+A part whose function takes other arguments than its Protocol's fails `problems` (tests/test_engine_parts.py
+runs it for every registered engine), not the first page that calls it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Generic, Iterator, Mapping, Protocol, TypeVar
+
+if TYPE_CHECKING:  # annotations only
+    from dpviz.config import RunConfig
+    from dpviz.trace import Trace
+
+T = TypeVar("T")
+
+
+# ---- how dpviz calls each part (the parameters' names are the documentation; their kinds are checked)
+
+class Check(Protocol):
+    def __call__(self, trace: Trace) -> None: """ValueError (one sentence) unless a loaded trace is what it could record."""
+
+class Batches(Protocol):
+    def __call__(self, config: RunConfig) -> int: """A run's batches (DataParallel) or steps (DDP) for a config."""
+
+class ConfigProblem(Protocol):
+    def __call__(self, config: RunConfig) -> str | None: """The sentence that refuses settings that do not go together."""
+
+class Fit(Protocol):
+    def __call__(self, values: dict) -> dict: """The smallest change that makes a link's settings go together."""
+
+class ReadFacts(Protocol):
+    def __call__(self, facts: Mapping[str, Any]) -> dict[str, Any]: """The engine's own facts of a loaded trace, checked."""
+
+class OfTrace(Protocol):
+    def __call__(self, trace: Trace) -> Any: """Something read from a trace alone: key figures, a log, a heading."""
+
+class Devices(Protocol):
+    def __call__(self, trace: Trace, here_text: str) -> str: """A markdown sentence on the lanes, and this machine."""
+
+class Outcome(Protocol):
+    def __call__(self, trace: Trace, config: RunConfig, ranked: bool) -> int:
+        """The command line's last line (on stderr) and its exit status."""
+
+class MemoryWhy(Protocol):
+    def __call__(self, trace: Trace, table: Any, unit: Any) -> str | None: """The Memory view's note."""
+
+class MovesAt(Protocol):
+    def __call__(self, sizes: Any, devices: int) -> list[tuple[int, int]]:
+        """(sent, received) bytes per device in one step at a device count, by the engine's formula."""
+
+class TimelineRange(Protocol):
+    def __call__(self, trace: Trace, first_batch: int, last_batch: int, *, show: str, detail: bool | None) -> Any:
+        """The Timeline of those batches."""
+
+class TimelineDetail(Protocol):
+    def __call__(self, trace: Trace, first: int) -> Any: """A few batches from `first`, each drawn as measured."""
+
+class OwnBatch(Protocol):
+    def __call__(self, work: Any, scattered: Any) -> str | None: """Why it cannot run a user's batch."""
+
+class Whole(Protocol):
+    def __call__(self, trace: Trace) -> Any: """A view of the whole trace (a figure, or text)."""
+
+class OfBatch(Protocol):
+    def __call__(self, trace: Trace, batch: int) -> Any: """A view of one batch or step."""
+
+class Timeline(Protocol):
+    def __call__(self, trace: Trace, first_batch: int = 0, batches: int | None = None, *, show: str = "both",
+                 detail: bool | None = None) -> Any: """The Timeline view from a batch."""
+
+class SampledBatches(Protocol):
+    def __call__(self, trace: Trace) -> list[int]: """The batches a view can show of this trace."""
+
+class Applies(Protocol):
+    def __call__(self, trace: Trace) -> bool: """Whether a view has anything to show for this trace."""
+
+
+# The views every engine's parts may draw, by key, and how dpviz.figures.views calls each.
+VIEW_CALLS: dict[str, type] = {"pitfall": Whole, "flow": OfBatch, "split": Whole, "timeline": Timeline,
+                               "samples": Whole, "step": OfBatch, "inputs": OfBatch, "memory": OfBatch, "log": Whole}
+
+
+class Lazy(Generic[T]):
+    """A part named by "module:attribute", imported when first loaded (then kept)."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        if where.count(":") != 1:
+            raise ValueError(f"a part is named 'module:attribute', got {where!r}")
+        self.where = where
+
+    def load(self) -> T:
+        return _load(self.where)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Lazy) and other.where == self.where
+
+    def __hash__(self) -> int:
+        return hash(self.where)
+
+    def __repr__(self) -> str:
+        return f"Lazy({self.where!r})"
+
+
+@lru_cache(maxsize=None)
+def _load(where: str) -> Any:
+    module, attribute = where.split(":")
+    return getattr(import_module(module), attribute)
+
+
+def _lazy(where: Any) -> Any:
+    return Lazy(where) if isinstance(where, str) else where
+
+
+@dataclass(frozen=True)
+class View:
+    """A view an engine draws that the toolkit's views do not have: its tab, where it stands, how it is drawn."""
+
+    key: str  # widget keys, the report's anchor, the link's view name
+    tab: str  # the page's tab and the report's heading
+    draw: Lazy[Any]  # trace -> figure (control "whole"), or (trace, batch) -> figure ("batch")
+    control: str = "whole"  # "whole" or "batch" (a slider over the batches)
+    after: str = "timeline"  # the tab it follows
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "draw", _lazy(self.draw))
+        if self.control not in ("whole", "batch"):
+            raise ValueError(f"view {self.key!r}: control must be 'whole' or 'batch', got {self.control!r}")
+
+    @property
+    def call(self) -> type:
+        return Whole if self.control == "whole" else OfBatch
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Everything an engine names that differs from another engine, each typed by the Protocol it must follow."""
+
+    vocabulary: Lazy[Any]  # dpviz.trace.vocabulary.Vocabulary: its phases, lanes and memory kinds
+    engine: Lazy[Any]  # dpviz.engines.base.Engine: the recording side (torch, imported when a run is asked for)
+    check: Lazy[Check]
+    batches: Lazy[Batches]
+    facts: Lazy[ReadFacts]
+    summary: Lazy[OfTrace]  # key_figures(trace) -> {label: text}
+    summary_rows: Lazy[OfTrace]  # rows(trace) -> [(key figure, value)]
+    explain: Lazy[OfTrace]  # explain(trace) -> [markdown paragraphs]
+    log: Lazy[OfTrace]  # the tutorial-style log, one string
+    chrome_events: Lazy[OfTrace]  # an iterator of Chrome trace events
+    devices: Lazy[Devices]
+    note: Lazy[OfTrace]  # a figure's footnote: real or simulated, processes or threads
+    report_heading: Lazy[OfTrace]
+    outcome: Lazy[Outcome]
+    model_bytes: Lazy[OfTrace]  # (parameters, gradients) bytes
+    traffic: Lazy[OfTrace]  # [Move]: what each device sent and received, from the trace
+    wire: Lazy[OfTrace]  # per lane, bytes sent per step by the textbook algorithm
+    memory_why: Lazy[MemoryWhy]
+    timeline_range: Lazy[TimelineRange]
+    timeline_window: Lazy[OfTrace]  # how many batches one Timeline shows
+    log_header: Lazy[OfTrace] | None = None
+    config_problem: Lazy[ConfigProblem] | None = None
+    fit: Lazy[Fit] | None = None
+    # What each rank of a process engine runs (dpviz.engines.ranks.program.RankProgram): torch, loaded by its ranks
+    rank_program: Lazy[Any] | None = None
+    moves_at: Lazy[MovesAt] | None = None
+    timeline_detail: Lazy[TimelineDetail] | None = None
+    own_batch: Lazy[OwnBatch] | None = None
+    opening_batch: Lazy[OfTrace] | None = None  # the 0-based batch or step the views open on
+    pitfall_shown: Lazy[Applies] | None = None  # whether the Pitfall view has anything for this trace
+    inputs_sampled: Lazy[SampledBatches] | None = None  # the batches whose arguments the trace kept
+    # The toolkit's views it draws (dpviz.figures.views), by key: a view with no entry is not shown for its traces.
+    views: Mapping[str, Lazy[Any]] = field(default_factory=dict)
+    own_views: tuple[View, ...] = ()  # views of its own, beside the toolkit's
+
+    def __post_init__(self) -> None:
+        for each in dataclasses.fields(self):
+            value = getattr(self, each.name)
+            if isinstance(value, str):
+                object.__setattr__(self, each.name, Lazy(value))
+        object.__setattr__(self, "views", {key: _lazy(where) for key, where in self.views.items()})
+        unknown = set(self.views) - set(VIEW_CALLS)
+        if unknown:
+            raise ValueError(f"views {sorted(unknown)} are not the toolkit's ({', '.join(VIEW_CALLS)}): declare them "
+                             "as own_views")
+
+    def named(self) -> Iterator[tuple[str, Lazy[Any], type | None]]:
+        """(name, reference, the Protocol it follows) of every part it names; views as "view.<key>"."""
+        hints = _protocols()
+        for each in dataclasses.fields(self):
+            value = getattr(self, each.name)
+            if isinstance(value, Lazy):
+                yield each.name, value, hints.get(each.name)
+        for key, reference in self.views.items():
+            yield f"view.{key}", reference, VIEW_CALLS[key]
+        for view in self.own_views:
+            yield f"view.{view.key}", view.draw, view.call
+
+
+@lru_cache(maxsize=None)
+def _protocols() -> dict[str, type]:
+    """Each field's Protocol, read from its annotation ("Lazy[Check] | None" -> Check)."""
+    found = {}
+    for each in dataclasses.fields(Parts):
+        name = str(each.type).split("[", 1)[-1].split("]", 1)[0]
+        protocol = globals().get(name)
+        if isinstance(protocol, type) and getattr(protocol, "_is_protocol", False):
+            found[each.name] = protocol
+    return found
+
+
+def _arguments(protocol: type) -> tuple[list[str], list[str]]:
+    """The positional and keyword-only arguments dpviz passes to a part of this Protocol."""
+    parameters = list(inspect.signature(protocol.__call__).parameters.values())[1:]  # without self
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    keywords = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY]
+    return positional, keywords
+
+
+def problems(parts: Parts) -> list[str]:
+    """Every part that cannot be loaded, or cannot be called as its Protocol says: [] when all can."""
+    found = []
+    for name, reference, protocol in parts.named():
+        try:
+            value = reference.load()
+        except Exception as error:  # noqa: BLE001 (reported: that is the point)
+            found.append(f"{name}: {reference.where} cannot be loaded ({type(error).__name__}: {error})")
+            continue
+        if name == "vocabulary":
+            from dpviz.trace.vocabulary import Vocabulary
+
+            if not isinstance(value, Vocabulary):
+                found.append(f"vocabulary: {reference.where} is a {type(value).__name__}, not a Vocabulary")
+            continue
+        if name == "rank_program":
+            from dpviz.engines.ranks.program import RankProgram
+
+            if not isinstance(value, RankProgram):
+                found.append(f"rank_program: {reference.where} is a {type(value).__name__}, not a RankProgram")
+            continue
+        if name == "engine":
+            found += [f"engine: {reference.where}.{problem}" for problem in _engine_problems(value)]
+            continue
+        if protocol is None:
+            continue
+        positional, keywords = _arguments(protocol)
+        try:
+            inspect.signature(value).bind(*positional, **{k: None for k in keywords})
+        except TypeError as error:
+            found.append(f"{name}: {reference.where}{inspect.signature(value)} cannot be called as "
+                         f"({', '.join(positional + [f'{k}=' for k in keywords])}): {error}")
+    return found
+
+
+def _engine_problems(engine: Any) -> list[str]:
+    """Where `engine` does not follow dpviz.engines.base.Engine: a method missing, or called otherwise."""
+    from dpviz.engines.base import Engine
+
+    found = []
+    for method in ("resolve", "record", "check"):
+        mine = getattr(engine, method, None)
+        if mine is None:
+            found.append(f"{method} is missing")
+            continue
+        parameters = list(inspect.signature(getattr(Engine, method)).parameters)[1:]
+        try:
+            inspect.signature(mine).bind(*parameters)
+        except TypeError as error:
+            found.append(f"{method}{inspect.signature(mine)} cannot be called as ({', '.join(parameters)}): {error}")
+    return found
