@@ -1,8 +1,8 @@
 """The engine seam: what differs between engines is declared by each engine and looked up in the registry.
 
-Nothing outside dpviz/engines/ compares an engine's name; and an engine added as one package plus one
-entry in the registry is offered by the config, the links, the command line and the page, loads from a
-file, and draws in every view its spec names, with no other file touched."""
+Nothing outside dpviz/engines/ compares an engine's name; and an engine added as one folder plus one entry in
+the registry is offered by the config, the links, the command line and the page, loads from a file, reads its
+traces with its own readers, and draws every view its spec names, its own view too, with no other file touched."""
 from __future__ import annotations
 
 import ast
@@ -74,23 +74,72 @@ def _scan(path: Path) -> list[str]:
         ROOT = saved
 
 
-# A third engine that records as DistributedDataParallel does and is read by DDP's readers, under a name,
-# labels and title of its own: what the next engine adds before it has views of its own.
-TOY_SPEC = '''
+# A fifth engine, one folder: it records on DDP's processes (its spec names DDP's rank program and engine), but
+# reads its traces its own way: its own key figures, What happened, report heading and command-line line, and a
+# view of its own (how many spans each rank recorded), placed after Split. What the next engine adds.
+TOY_FILES = {
+    "__init__.py": '"""A fifth engine: on the processes of DDP, with readers and a view of its own."""\n',
+    "spec.py": '''
 import dataclasses
 from dpviz.engines.ddp.spec import SPEC as DDP
+from dpviz.engines.parts import View
 
-SPEC = dataclasses.replace(DDP, name="toy", label="Toy Parallel", short="Toy", runs="toy.Parallel",
-                           title="How Toy Parallel shares the work")
-'''
+SPEC = dataclasses.replace(
+    DDP, name="toy", label="Toy Parallel", short="Toy", runs="toy.Parallel", title="How Toy Parallel shares the work",
+    parts=dataclasses.replace(
+        DDP.parts,
+        summary="dpviz.engines.toy.read.words:key_figures",
+        summary_rows="dpviz.engines.toy.read.words:rows",
+        explain="dpviz.engines.toy.read.words:explain",
+        report_heading="dpviz.engines.toy.read.words:heading",
+        outcome="dpviz.engines.toy.read.words:outcome",
+        own_views=(View("spans", "Spans per rank", "dpviz.engines.toy.read.spans:spans_figure", after="split"),),
+    ),
+)
+''',
+    "read/__init__.py": '"""What a Toy Parallel trace says (no torch)."""\n',
+    "read/words.py": '''
+import sys
+
+
+def key_figures(trace):
+    return {"Toy ranks": f"{len(trace.lanes)}", "Toy steps": f"{len(trace.batches)}"}
+
+
+def rows(trace):
+    return list(key_figures(trace).items())
+
+
+def explain(trace):
+    return [f"**Toy Parallel.** {len(trace.lanes)} toy ranks ran {len(trace.batches)} steps."]
+
+
+def heading(trace):
+    return f"Toy Parallel run on {len(trace.lanes)} toy ranks"
+
+
+def outcome(trace, config, ranked):
+    print(f"dpviz: Toy Parallel ran {len(trace.batches)} steps.", file=sys.stderr)
+    return 0
+''',
+    "read/spans.py": '''
+import plotly.graph_objects as go
+
+
+def spans_figure(trace):
+    counts = [sum(1 for s in trace.spans if s.lane == lane.id) for lane in trace.lanes]
+    return go.Figure(go.Bar(x=[lane.name for lane in trace.lanes], y=counts), layout=dict(title="Spans per toy rank"))
+''',
+}
 
 SCRIPT = r'''
-import json, sys
+import io, json, sys, contextlib
 from dpviz.trace import json_io as trace_json
 from dpviz.cli import build_parser
 from dpviz.config import ENGINE_NAMES, RunConfig
+from dpviz.engines.parts import problems
 from dpviz.page.link import from_query, to_query
-from dpviz.figures.views import VIEWS
+from dpviz.figures.views import views_of
 from dpviz.analysis.explain import explain
 from dpviz.analysis.summary import key_figures, summary_table
 from dpviz.exports.tutorial_log import tutorial_log
@@ -105,13 +154,22 @@ assert "toy, toy.Parallel" in " ".join(build_parser().format_help().split())
 document = json.loads(open(sys.argv[1]).read())
 document["engine"] = document["config"]["engine"] = "toy"
 trace = trace_json.loads(json.dumps(document))
-assert trace.spec.label == "Toy Parallel"
-drawn = [view.key for view in VIEWS if view.draws(trace) and view.figures_for_report(trace)]
-assert drawn == [view.key for view in VIEWS if view.draws(trace)] and "timeline" in drawn, drawn
-assert key_figures(trace) and len(summary_table(trace)) and explain(trace) and tutorial_log(trace)
+assert trace.spec.label == "Toy Parallel" and problems(trace.spec.parts) == [], problems(trace.spec.parts)
+views = [view for view in views_of(trace) if view.draws(trace)]
+keys = [view.key for view in views]
+assert keys.index("spans") == keys.index("split") + 1 and "timeline" in keys, keys
+assert all(view.figures_for_report(trace) for view in views), keys
+assert key_figures(trace) == {"Toy ranks": "2", "Toy steps": str(len(trace.batches))}
+assert list(summary_table(trace)["key figure"]) == ["Toy ranks", "Toy steps"]
+assert explain(trace)[0].startswith("**Toy Parallel.** 2 toy ranks") and tutorial_log(trace)
 assert json.loads(chrome_trace.dumps(trace))["traceEvents"]
-assert "Toy Parallel run" in html_report(trace)
-# The page offers it, runs it on real processes (its recording is DDP's) and draws its first tab.
+report = html_report(trace)
+assert "Toy Parallel run on 2 toy ranks" in report and "Spans per rank" in report and "Spans per toy rank" in report
+err = io.StringIO()
+with contextlib.redirect_stderr(err):
+    assert trace.spec.part("outcome")(trace, trace.config, False) == 0
+assert err.getvalue().startswith("dpviz: Toy Parallel ran"), err.getvalue()
+# The page offers it, runs it on real processes (its recording is DDP's), and shows its own view's tab.
 from streamlit.testing.v1 import AppTest
 app = AppTest.from_file(sys.argv[2], default_timeout=float(sys.argv[3]))
 for name, value in (("engine", "toy"), ("gpus", "2"), ("train", "true")):
@@ -121,16 +179,19 @@ assert not app.exception, app.exception
 assert app.header[0].value == "How Toy Parallel shares the work", app.header[0].value
 assert app.radio(key="engine_choice").value == "toy" and app.get("plotly_chart")
 assert app.query_params["engine"] == "toy"
-print("ok", len(drawn))
+tabs = [tab.label for tab in app.tabs]
+assert "Spans per rank" in tabs and tabs.index("Spans per rank") == tabs.index("Split per step") + 1, tabs
+print("ok", len(views))
 '''
 
 
-def test_a_new_engine_is_one_package_and_one_registry_entry(tmp_path):
+def test_a_new_engine_is_one_folder_and_one_registry_entry(tmp_path):
     copy = tmp_path / "dpviz"
     shutil.copytree(ROOT / "dpviz", copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "engines" / "toy").mkdir()
-    (copy / "engines" / "toy" / "__init__.py").write_text('"""A third engine."""\n')
-    (copy / "engines" / "toy" / "spec.py").write_text(TOY_SPEC)
+    folder = copy / "engines" / "toy"
+    for name, text in TOY_FILES.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
     registry = copy / "engines" / "__init__.py"
     text = registry.read_text()
     entry = re.search(r"for spec in \(([^)]*)\)\}", text)
@@ -138,6 +199,10 @@ def test_a_new_engine_is_one_package_and_one_registry_entry(tmp_path):
     registry.write_text(text.replace("from dpviz.engines.spec import",
                                      "from dpviz.engines.toy.spec import SPEC as _TOY\nfrom dpviz.engines.spec import")
                         .replace(entry.group(0), f"for spec in ({entry.group(1)}, _TOY)}}"))
+    # Nothing else of the copy changed: the engine is its folder and the registry's one line.
+    changed = [str(path.relative_to(copy)) for path in copy.rglob("*.py")
+               if "toy" not in path.relative_to(copy).parts and (ROOT / "dpviz" / path.relative_to(copy)).read_text() != path.read_text()]
+    assert changed == ["engines/__init__.py"]
     shutil.copy(ROOT / "app.py", tmp_path / "app.py")
     (tmp_path / "run.json").write_text(ddp_document("two_train"))
     page_s = limit(starts=3, then_s=60)  # the page's run starts a forkserver and two ranks, each importing torch

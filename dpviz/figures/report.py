@@ -23,7 +23,7 @@ from dpviz.analysis.summary import summary_table
 from dpviz.trace import Trace
 from dpviz.figures.log import MAX_LOG_LINES, bounded_log  # noqa: F401  the log's bound, named here too
 from dpviz.figures.style import FONT_FAMILY, backend_note, light
-from dpviz.figures.views import TEXT, VIEWS
+from dpviz.figures.views import TEXT, views_of
 PLOT_CONFIG = {"displaylogo": False}
 CSS = f"""
 body {{ font-family: {FONT_FAMILY}; font-size: 17px; color: #222; max-width: 1400px; margin: 2em auto; padding: 0 1em; }}
@@ -97,7 +97,7 @@ def html_report(trace: Trace) -> str:
         _section("summary", "Key figures", table),
         _section("explanation", "What happened and why", paragraphs),
     ]
-    for view in VIEWS:  # every view the registry has that draws this trace's engine, in the page's order
+    for view in views_of(trace):  # every view that draws this trace's engine, its own too, in the page's order
         if not view.draws(trace):
             continue
         shown = view.figures_for_report(trace)

@@ -1,9 +1,12 @@
 """Every view of a trace, registered once: the page's tabs and the HTML report's sections derive from it.
 
-    for view in VIEWS: view.tab, view.figures_for_report(trace)
+    for view in views_of(trace): view.tab, view.figures_for_report(trace)
 
 A view names its figure function, how the page picks what it draws (`control`), what the report
-shows of it, and the engines whose traces it can draw. Adding a view is one entry here.
+shows of it, and the engines whose traces it can draw. VIEWS are the toolkit's, which several engines draw
+each their own way (an engine names its function for each in its spec's parts); an engine's views of its own
+(its spec's `own_views`, dpviz.engines.parts.View) take their places among them in `views_of`. Adding a view
+every engine may draw is one entry here; adding an engine's own view is one entry in its spec.
 """
 from __future__ import annotations
 
@@ -153,3 +156,23 @@ VIEWS: tuple[View, ...] = (
          sampled=memory_batches, missing="This trace holds no memory figures."),
     View("log", "Tutorial log", "Tutorial log", "log", bounded_log, TEXT, report=lambda trace: [("log", bounded_log(trace))]),
 )
+
+
+def views_of(*traces: Trace) -> list[View]:
+    """The toolkit's views, and the views of their own of the engines of `traces`, each after the view it names."""
+    shown = list(VIEWS)
+    for name in dict.fromkeys(trace.engine for trace in traces):
+        for own in ENGINES[name].own_views:
+            if all(view.key != own.key for view in shown):
+                at = next((i + 1 for i, view in enumerate(shown) if view.key == own.after), len(shown))
+                shown.insert(at, _own_view(own))
+    return shown
+
+
+def _own_view(own: Any) -> View:
+    """An engine's own view (dpviz.engines.parts.View) as the page and the report take every view."""
+    build = _drawn(own.key, f"{own.key}_figure")
+    if own.control == "whole":
+        return View(own.key, own.tab, own.tab, own.key, build)
+    return View(own.key, own.tab, own.tab, own.key, build, BATCH,
+                report=lambda trace: [(f"{own.key}-batch-0", build(trace, 0))] if trace.batches else [])

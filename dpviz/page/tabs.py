@@ -8,7 +8,7 @@ import streamlit as st
 
 from dpviz.echo import MESSAGE_LIMIT, code_span, markdown_text
 from dpviz.figures.style import chart_details, presentation
-from dpviz.figures.views import BATCH, SAMPLED, TEXT, VIEWS, WHOLE, WINDOW, View
+from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, View, views_of
 from dpviz.presets import COMPARE_PRESETS, preset_of
 from dpviz.trace import Trace
 from dpviz.analysis.wording import describe_devices, numbered, plural
@@ -234,7 +234,7 @@ def show(trace: Trace) -> None:
     # Only the shown tab's view is built and sent (a click on another reruns the page, from the session's
     # runs and figures): the others' figures are work the first screen does not need. A view the run's
     # engine does not draw has no tab.
-    shown = [view for view in present(VIEWS, trace) if view.draws(trace)]
+    shown = [view for view in present(views_of(trace), trace) if view.draws(trace)]
     labels = [tab_label(view, trace) for view in shown]
     lesson = preset_tab(trace, shown)
     opening_note(trace, lesson)
@@ -262,7 +262,7 @@ def show_both(dp: Trace, ddp: Trace) -> None:
     for trace in (dp, ddp):
         if trace.failure is not None:
             st.error(f"**{trace.spec.runs}: {failed_unit(trace)} failed**; the error is under the chart.")
-    views_shown = present(VIEWS, dp, ddp)
+    views_shown = [view for view in present(views_of(dp, ddp), dp, ddp) if view.draws(dp) or view.draws(ddp)]
     tabs = [COMPARE] + [view.tab for view in views_shown]
     opening = COMPARE if shown is not None and shown.opens == "compare" and asked_for(dp, ddp) else None
     for label, tab in zip(tabs, view_tabs(tabs, opening)):
