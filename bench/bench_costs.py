@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from results import save  # noqa: E402
-from dpviz.config import MODELS, OPTIMIZERS, RunConfig  # noqa: E402
+from dpviz.config import CHOICES, MODELS, RunConfig  # noqa: E402
 from dpviz.engines import ENGINES  # noqa: E402
 from dpviz.engines.apart import record_apart  # noqa: E402
 from dpviz.engines.processes import forkserver_pid  # noqa: E402
@@ -42,7 +42,7 @@ from dpviz.host_memory import pss_bytes, tree  # noqa: E402
 from dpviz.page.run_costs import TABLE  # noqa: E402
 
 MB = 10**6
-TRAININGS = ("forward", *OPTIMIZERS)  # forward only, or training with each optimizer
+TRAININGS = ("forward", *CHOICES["optimizer"])  # forward only, or training with each optimizer
 LANES = {"dp": (2, 16)}  # DataParallel's devices are threads of one process: measured at its page's extremes
 RANKS = (2, 6)
 

@@ -9,7 +9,7 @@ and drawing a trace (dpviz.trace.json_io, dpviz.figures) never pays for it.
 from importlib import import_module
 
 from dpviz.config import ConfigError, RunConfig
-from dpviz.own_model import Args
+from dpviz.trace.own_model import Args
 from dpviz.trace import Batch, Lane, Span, Trace
 from dpviz.trace.json_io import TraceError
 

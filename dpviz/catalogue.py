@@ -58,7 +58,7 @@ MODEL_SPECS: dict[str, ModelSpec] = {
     "transformer": ModelSpec("Transformer blocks on token ids", "Transformer", layout="tokens",
                              inputs=("tensor", "list")),
     # A module of the user's own (python -m dpviz --model file.py:build, or dpviz.record(module, batch)): its
-    # trace names its class and parameter counts in facts["model"] (dpviz.own_model), never its code.
+    # trace names its class and parameter counts in facts["model"] (dpviz.trace.own_model), never its code.
     OWN: ModelSpec("your own model", "", layout="own", listed=False),
 }
 

@@ -13,7 +13,7 @@ import math
 
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, OWN, row_elements, row_text
 from dpviz.echo import cut, echo
-from dpviz.engines import ENGINES as ENGINE_SPECS, needs, options as engine_options
+from dpviz.engines import ENGINES as ENGINE_SPECS, declared, needs, options as engine_options
 
 BACKENDS = ("auto", "cuda", "simulated", "cpu")  # the kind of device: resolved once; cpu is simulated for dp, gloo for ddp
 ENGINE_NAMES = tuple(ENGINE_SPECS)  # what runs the model over the lanes: dpviz.engines
@@ -22,8 +22,12 @@ ENGINE_NAMES = tuple(ENGINE_SPECS)  # what runs the model over the lanes: dpviz.
 MODELS = tuple(name for name, spec in MODEL_SPECS.items() if spec.listed)
 INPUTS = tuple(name for name, spec in INPUT_SPECS.items() if spec.listed)
 RNN_MODELS = tuple(name for name, spec in MODEL_SPECS.items() if spec.recurrent)
-OPTIMIZERS = ("sgd", "adam")  # what each rank steps: SGD with momentum (state = parameters) or Adam (twice them)
-CHOICES = {"engine": ENGINE_NAMES, "backend": BACKENDS, "model": MODELS, "inputs": INPUTS, "optimizer": OPTIMIZERS}
+# Settings only some engines read, each declared in its engine's package (its options dataclass): their widgets,
+# flags, limits and choices follow from there; a config of another engine holds them at their unset values.
+ENGINE_OPTIONS = engine_options()
+_DECLARED = declared()
+CHOICES = {"engine": ENGINE_NAMES, "backend": BACKENDS, "model": MODELS, "inputs": INPUTS,
+           **{name: o.choices for name, o in _DECLARED.items() if o.kind == "choice"}}
 
 # (minimum, maximum) for every integer setting. The bounds keep a run small enough for a hosted
 # page with 690 MB of memory while covering real use: a million rows, sixteen devices.
@@ -34,18 +38,11 @@ LIMITS: dict[str, tuple[int, int]] = {
     "data_size": (1, 1_000_000),
     "gpus": (1, 16),
     "seed": (0, 2**32 - 1),
-    "accumulate": (1, 64),
-    "epochs": (1, 4),
-    "timeout_s": (2, 600),
+    **{name: o.limits for name, o in _DECLARED.items() if o.kind == "whole"},
 }
-# Settings that take a fraction, or None for the engine's own default: DDP's bucket size cap in MiB
-# (torch converts it with int(mb * 2**20), so 0.0001 is 104 bytes: small enough to split a tiny model).
-FLOAT_LIMITS: dict[str, tuple[float, float]] = {"bucket_cap_mb": (0.0001, 1024.0)}
-# Settings only one engine reads (DistributedDataParallel's), with the value that means "not set": each engine
-# declares its own (dpviz.engines.spec.Option).
-ENGINE_OPTIONS = engine_options()
-FLAGS = ("shuffle", "train", "batch_per_process", "drop_last", "set_epoch", "find_unused", "uneven", "join",
-         "reshard_after_forward")
+# Settings that take a fraction, or None for the engine's own default (DDP's bucket size cap in MiB).
+FLOAT_LIMITS: dict[str, tuple[float, float]] = {name: o.limits for name, o in _DECLARED.items() if o.kind == "mib"}
+FLAGS = ("shuffle", "train", *(name for name, o in _DECLARED.items() if o.kind == "flag"))
 # One DataParallel call (a thread per replica) per batch: beyond this a run takes minutes and its
 # trace outgrows a small hosted machine, so ask for a bigger batch. Training adds a backward pass and
 # a step per batch, so it gets a tenth of that.
@@ -59,9 +56,15 @@ class ConfigError(ValueError):
     """A setting is out of range; the message is one sentence naming the value and what is allowed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class RunConfig:
-    """What to run: the tutorial's parameters (defaults as published) plus device count and backend."""
+    """What to run: the tutorial's parameters (defaults as published) plus device count, backend and engine, and
+    the engine's own settings (`options`, a dataclass its package declares: DDP's bucket cap, FSDP's resharding).
+
+    Built from flat settings, its engine's options among them: RunConfig(engine="ddp", gpus=4, bucket_cap_mb=0.001).
+    An option is read as config.bucket_cap_mb; another engine's option reads as its unset value (None here), and
+    one given a value is refused in a sentence naming the engine it belongs to. to_dict() is flat again: the
+    common settings, then every engine's options (a trace file's and a link's form)."""
 
     input_size: int = 5
     output_size: int = 2
@@ -75,26 +78,47 @@ class RunConfig:
     model: str = "linear"  # the tutorial's nn.Linear; see dpviz.engines.workload.models for the others
     inputs: str = "tensor"  # model(x) as in the tutorial; see dpviz.engines.workload.input_forms for tuple, dict, kwargs, ...
     engine: str = "dp"  # nn.DataParallel; see dpviz.engines
-    bucket_cap_mb: float | None = None  # DDP's gradient bucket cap; None: DDP's default (25 MiB, 1 MiB first)
-    accumulate: int = 1  # DDP: all-reduce every N steps, the others under no_sync (gradient accumulation)
-    # DDP's pitfalls, each a setting its users meet: batch_size per process (DDP's own meaning), the
-    # sampler's drop_last, several epochs with or without set_epoch, find_unused_parameters, data split
-    # by hand into uneven shards (no DistributedSampler), ddp.join() for them, and the collective timeout.
-    batch_per_process: bool = False
-    drop_last: bool = False
-    epochs: int = 1
-    set_epoch: bool = True
-    find_unused: bool = False
-    uneven: bool = False
-    join: bool = False
-    timeout_s: int = 30
-    optimizer: str = "sgd"  # DDP, ZeRO-1 and FSDP: SGD with momentum, or Adam
-    reshard_after_forward: bool = True  # FSDP: free each module's gathered parameters after its forward
+    options: Any = None  # the engine's own settings (its spec's options_type), None for an engine with none
+
+    def __init__(self, *, options: Any = None, **settings: Any) -> None:
+        common = {f.name for f in dataclasses.fields(self)} - {"options"}
+        unknown = sorted(set(settings) - common - set(ENGINE_OPTIONS))
+        if unknown:
+            raise TypeError(f"RunConfig got an unexpected setting {unknown[0]!r}")
+        for f in dataclasses.fields(self):
+            if f.name != "options":
+                object.__setattr__(self, f.name, settings.get(f.name, f.default))
+        check_setting("engine", self.engine)
+        kind = ENGINE_SPECS[self.engine].options_type
+        if options is not None and (kind is None or not isinstance(options, kind)):  # another engine's (a replace()
+            settings = {**dataclasses.asdict(options), **settings}  # of the engine): its values, checked as given
+            options = None
+        given = {name: value for name, value in settings.items() if name in ENGINE_OPTIONS}
+        for name, value in given.items():  # another engine's options stay unset
+            if (kind is None or name not in {f.name for f in dataclasses.fields(kind)}) and value != ENGINE_OPTIONS[name]:
+                raise ConfigError(f"{needs(name)}, got engine {self.engine!r}.")
+        if kind is not None:
+            base = options if isinstance(options, kind) else kind()
+            own = {f.name for f in dataclasses.fields(kind)}
+            options = dataclasses.replace(base, **{name: value for name, value in given.items() if name in own})
+        object.__setattr__(self, "options", options)
+        self.__post_init__()
+
+    def __getattr__(self, name: str) -> Any:
+        """An engine option, read from `options`; another engine's reads as its unset value."""
+        if name.startswith("__") or name == "options":
+            raise AttributeError(name)
+        options = self.__dict__.get("options")
+        if options is not None and hasattr(options, name):
+            return getattr(options, name)
+        if name in ENGINE_OPTIONS:
+            return ENGINE_OPTIONS[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            if not (f.name in ("model", "inputs") and getattr(self, f.name) == OWN):  # recorded from a module
-                check_setting(f.name, getattr(self, f.name))
+        for name, value in self.to_dict().items():
+            if not (name in ("model", "inputs") and value == OWN):  # recorded from a module
+                check_setting(name, value)
         if (self.model == OWN) != (self.inputs == OWN):
             raise ConfigError(f"model {OWN} and inputs {OWN} go together (a module of your own and its example "
                               f"batch), got model {echo(self.model)} with inputs {echo(self.inputs)}.")
@@ -121,9 +145,6 @@ class RunConfig:
 
     def _check_engine_options(self) -> None:
         engine = ENGINE_SPECS[self.engine]
-        for name, unset in ENGINE_OPTIONS.items():  # another engine's options stay unset
-            if name not in engine.unset and getattr(self, name) != unset:
-                raise ConfigError(f"{needs(name)}, got engine {self.engine!r}.")
         problem = engine.part("config_problem")(self) if engine.has("config_problem") else None
         if problem:
             raise ConfigError(problem)
@@ -151,12 +172,14 @@ class RunConfig:
         return ENGINE_SPECS[self.engine].part("batches")(self)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every setting by name, flat: the common ones, then every engine's options (this engine's as set)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        return {**values, **{name: getattr(self, name) for name in ENGINE_OPTIONS}}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "RunConfig":
         """Build from already-typed values (a trace file); unknown keys are an error."""
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = ({f.name for f in dataclasses.fields(cls)} - {"options"}) | set(ENGINE_OPTIONS)
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError(f"unknown setting {echo(unknown[0])}; known settings are {', '.join(sorted(known))}.")

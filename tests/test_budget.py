@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from dpviz.config import MODELS, OPTIMIZERS, RunConfig
+from dpviz.config import CHOICES, MODELS, RunConfig
 from dpviz.engines import ENGINES
 from dpviz.engines.processes import forkserver_pid
 from dpviz.engines.apart import record_apart
@@ -170,7 +170,7 @@ def test_a_run_that_could_never_fit_is_refused_at_once():
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_every_engine_model_and_optimizer_has_a_measured_price(engine):
     table = run_costs._table()
-    optimizers = OPTIMIZERS if "optimizer" in ENGINES[engine].unset else ("sgd",)  # DataParallel steps with SGD
+    optimizers = CHOICES["optimizer"] if "optimizer" in ENGINES[engine].unset else ("sgd",)  # DataParallel steps with SGD
     for model in MODELS:
         for training in ("forward", *optimizers):
             assert f"{engine}/{model}/{training}" in table["runs"], (engine, model, training)

@@ -9,7 +9,8 @@ import types
 import pytest
 
 from dpviz.engines import ENGINES
-from dpviz.engines.parts import Lazy, Parts, View, problems
+from dpviz.engines.conformance import problems
+from dpviz.engines.parts import Lazy, Parts, View
 
 
 @pytest.mark.parametrize("name", list(ENGINES))

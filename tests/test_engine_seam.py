@@ -137,7 +137,7 @@ import io, json, sys, contextlib
 from dpviz.trace import json_io as trace_json
 from dpviz.cli import build_parser
 from dpviz.config import ENGINE_NAMES, RunConfig
-from dpviz.engines.parts import problems
+from dpviz.engines.conformance import problems
 from dpviz.page.link import from_query, to_query
 from dpviz.figures.views import views_of
 from dpviz.analysis.explain import explain

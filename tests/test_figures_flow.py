@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from dpviz import record
-from dpviz.figures import MAX_MARKS, count_marks, flow_figure, prepare_backward_flow, prepare_flow
+from dpviz.engines.dp.read.flow import prepare_backward_flow, prepare_flow
+from dpviz.figures import MAX_MARKS, count_marks, flow_figure
 from dpviz.figures.colors import THEME_TEXT
 from dpviz.engines.dp.read.flow_draw import CURVE, LABEL_SIZE
 from dpviz.engines.dp.read.flow_links import prepare_flow_links

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from dpviz import RunConfig, record
-from dpviz.figures import inputs_figure, prepare_inputs
+from dpviz.engines.dp.read.inputs import prepare_inputs
+from dpviz.figures import inputs_figure
 from dpviz.figures.colors import DEVICE_COLORS, IDLE_GREY, MISSING, device_color, device_pattern
 from dpviz.engines.dp.read.inputs import CELL, MODE_WORDS
 from dpviz.presets import PRESETS

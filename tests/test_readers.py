@@ -37,9 +37,9 @@ READERS = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts).removesu
 READING_SIDE = sorted({
     *READERS,
     *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "chunking", "split_rules", "facts", "check")),
-    *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "sharding", "facts", "check")),
+    *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "options", "sharding", "facts", "check")),
     *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check")),
-    *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "check", "facts")),
+    *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts")),
 })
 LOADED = f"""
 def loaded():

@@ -45,6 +45,11 @@ def options() -> dict[str, object]:
     return {name: value for each in ENGINES.values() for name, value in each.unset.items()}
 
 
+def declared() -> dict[str, Option]:
+    """Every engine's own options by name, as declared (one that two engines share is one option)."""
+    return {option.name: option for each in ENGINES.values() for option in each.options}
+
+
 def owners(name: str) -> list[EngineSpec]:
     """The engines that read option `name` (several may share one: DDP's bucket cap); none for a common setting."""
     return [each for each in ENGINES.values() if name in each.unset]

@@ -4,25 +4,23 @@ torch, no pandas, no plotly.
 
     Parts(summary="dpviz.engines.ddp.read.summary:key_figures", ...)   # strings become Lazy references
     parts.summary.load()(trace)                                       # imported now
-    problems(parts)                                                   # each part's signature against its Protocol
 
-A part whose function takes other arguments than its Protocol's fails `problems` (tests/test_engine_parts.py
-runs it for every registered engine), not the first page that calls it.
+A part whose function takes other arguments than its Protocol's is found by dpviz.engines.conformance
+(tests/test_engine_parts.py runs it for every registered engine), not by the first page that calls it.
 """
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, Generic, Iterator, Mapping, Protocol, TypeVar
-
-if TYPE_CHECKING:  # annotations only
-    from dpviz.config import RunConfig
-    from dpviz.trace import Trace
+from typing import Any, Generic, Iterator, Mapping, Protocol, TypeVar
 
 T = TypeVar("T")
+# What the Protocols' arguments are, named and not imported: these declarations sit below the config and the trace,
+# which look engines up here (an import of them would run back up).
+Trace = Any  # dpviz.trace.Trace
+RunConfig = Any  # dpviz.config.RunConfig
 
 
 # ---- how dpviz calls each part (the parameters' names are the documentation; their kinds are checked)
@@ -216,65 +214,4 @@ def _protocols() -> dict[str, type]:
         protocol = globals().get(name)
         if isinstance(protocol, type) and getattr(protocol, "_is_protocol", False):
             found[each.name] = protocol
-    return found
-
-
-def _arguments(protocol: type) -> tuple[list[str], list[str]]:
-    """The positional and keyword-only arguments dpviz passes to a part of this Protocol."""
-    parameters = list(inspect.signature(protocol.__call__).parameters.values())[1:]  # without self
-    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    keywords = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY]
-    return positional, keywords
-
-
-def problems(parts: Parts) -> list[str]:
-    """Every part that cannot be loaded, or cannot be called as its Protocol says: [] when all can."""
-    found = []
-    for name, reference, protocol in parts.named():
-        try:
-            value = reference.load()
-        except Exception as error:  # noqa: BLE001 (reported: that is the point)
-            found.append(f"{name}: {reference.where} cannot be loaded ({type(error).__name__}: {error})")
-            continue
-        if name == "vocabulary":
-            from dpviz.trace.vocabulary import Vocabulary
-
-            if not isinstance(value, Vocabulary):
-                found.append(f"vocabulary: {reference.where} is a {type(value).__name__}, not a Vocabulary")
-            continue
-        if name == "rank_program":
-            from dpviz.engines.ranks.program import RankProgram
-
-            if not isinstance(value, RankProgram):
-                found.append(f"rank_program: {reference.where} is a {type(value).__name__}, not a RankProgram")
-            continue
-        if name == "engine":
-            found += [f"engine: {reference.where}.{problem}" for problem in _engine_problems(value)]
-            continue
-        if protocol is None:
-            continue
-        positional, keywords = _arguments(protocol)
-        try:
-            inspect.signature(value).bind(*positional, **{k: None for k in keywords})
-        except TypeError as error:
-            found.append(f"{name}: {reference.where}{inspect.signature(value)} cannot be called as "
-                         f"({', '.join(positional + [f'{k}=' for k in keywords])}): {error}")
-    return found
-
-
-def _engine_problems(engine: Any) -> list[str]:
-    """Where `engine` does not follow dpviz.engines.base.Engine: a method missing, or called otherwise."""
-    from dpviz.engines.base import Engine
-
-    found = []
-    for method in ("resolve", "record", "check"):
-        mine = getattr(engine, method, None)
-        if mine is None:
-            found.append(f"{method} is missing")
-            continue
-        parameters = list(inspect.signature(getattr(Engine, method)).parameters)[1:]
-        try:
-            inspect.signature(mine).bind(*parameters)
-        except TypeError as error:
-            found.append(f"{method}{inspect.signature(mine)} cannot be called as ({', '.join(parameters)}): {error}")
     return found

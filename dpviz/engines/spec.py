@@ -11,7 +11,7 @@ Plain data, and its parts (dpviz.engines.parts.Parts: each typed by the Protocol
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dpviz.engines.parts import Parts, View
@@ -21,12 +21,34 @@ from dpviz.engines.parts import Parts, View
 class Option:
     """A setting only some engines read: its widget on the page and its flag on the command line."""
 
-    name: str  # the RunConfig field, the link's key; the flag is --name-with-dashes
-    unset: Any  # the value that means "not set" (the one every other engine's config holds)
+    name: str  # the field of the engine's options (RunConfig.options), the link's key; the flag is --name-with-dashes
+    unset: Any  # the value that means "not set" (the one every other engine's config holds): the field's default
     label: str  # the page's widget label
     help: str  # the widget's help and the flag's help
-    kind: str = "flag"  # "flag" (a toggle), "whole" (a whole number within config.LIMITS), "mib" (a fraction or none),
-    # "choice" (one of config.CHOICES)
+    kind: str = "flag"  # "flag" (a toggle), "whole" (a whole number within `limits`), "mib" (a fraction within
+    # `limits`, or none), "choice" (one of `choices`)
+    limits: tuple[float, float] | None = None
+    choices: tuple[str, ...] = ()
+
+
+def option(default: Any, label: str, help: str, kind: str = "flag", limits: tuple[float, float] | None = None,
+           choices: tuple[str, ...] = ()) -> Any:
+    """A field of an engine's options dataclass, with what its widget and flag say (its name is the field's)."""
+    return field(default=default, metadata={"option": (label, help, kind, limits, choices)})
+
+
+def same(options: type, name: str) -> Any:
+    """Field `name` of another engine's options, declared again as it is there: an option two engines share (the
+    link's key, the widget and the flag are one)."""
+    declared = next(each for each in fields(options) if each.name == name)
+    return field(default=declared.default, metadata=declared.metadata)
+
+
+def options_of(options: type | None) -> tuple[Option, ...]:
+    """An options dataclass's fields as Options, in its order (the page's, the flags' and a trace file's)."""
+    if options is None:
+        return ()
+    return tuple(Option(each.name, each.default, *each.metadata["option"]) for each in fields(options))
 
 
 @dataclass(frozen=True)
@@ -44,9 +66,15 @@ class EngineSpec:
     processes: bool  # each lane a process of its own: the page's budget holds one share per lane, torchrun runs it
     parts: Parts
     options_title: str = ""  # the heading of its options on the page, when it has any
-    options: tuple[Option, ...] = ()
+    # Its own settings, a frozen dataclass of `option` fields declared in its package (RunConfig.options holds one)
+    options_type: type | None = None
     facts: tuple[str, ...] = ()  # the keys of trace.facts its traces may carry
     preload: tuple[str, ...] = ()  # modules the forkserver imports for its runs (dpviz.engines.processes)
+
+    @property
+    def options(self) -> tuple[Option, ...]:
+        """Its own settings, as the page's widgets and the command line's flags offer them."""
+        return options_of(self.options_type)
 
     @property
     def unset(self) -> dict[str, Any]:

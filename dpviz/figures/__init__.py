@@ -20,8 +20,9 @@ inputs view. The names here draw any engine's trace.
 
 Each view has a `prepare_*` function (trace -> pandas DataFrame), so its data can be tested or tabulated
 without plotting; the figure functions draw from them, except DataParallel's flow, which draws from
-flow_links' plain rows (a run's first chart, drawn without importing pandas). No figure draws more than
-MAX_MARKS marks.
+flow_links' plain rows (a run's first chart, drawn without importing pandas). An engine's own views keep
+theirs beside them (DataParallel's Flow, Inputs and Step through in dpviz.engines.dp.read). No figure draws
+more than MAX_MARKS marks.
 """
 from importlib import import_module
 
@@ -32,9 +33,6 @@ _NAMES = {
     "MAX_FRAMES": "bounds", "MAX_MARKS": "bounds", "count_marks": "bounds",
     "IDLE_GREY": "colors", "device_color": "colors", "device_colors": "colors",
     "flow_figure": "views", "argument_batches": "views", "inputs_figure": "views", "step_figure": "views",
-    # DataParallel's own tables behind its Flow, Inputs and Step through (dpviz.engines.dp.read)
-    "prepare_backward_flow": "dpviz.engines.dp.read.flow", "prepare_flow": "dpviz.engines.dp.read.flow",
-    "prepare_inputs": "dpviz.engines.dp.read.inputs", "prepare_steps": "dpviz.engines.dp.read.step",
     "memory_figure": "memory", "prepare_memory": "memory",
     "bounded_log": "log",
     "html_report": "report",
@@ -54,8 +52,7 @@ def __getattr__(name: str):
         module, attribute = _RENAMED[name]
         return getattr(import_module(f"{__name__}.{module}"), attribute)
     if name in _NAMES:
-        module = _NAMES[name]
-        return getattr(import_module(module if "." in module else f"{__name__}.{module}"), name)
+        return getattr(import_module(f"{__name__}.{_NAMES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -7,7 +7,7 @@ training); the rules of the engine that recorded it (DataParallel's split) are i
 """
 from __future__ import annotations
 
-from dpviz.own_model import check_own
+from dpviz.trace.own_model import check_own
 from dpviz.trace import Span, Trace
 from dpviz.trace.values import (
     BACKEND_NAMES, MAX_ARGUMENT_PARTS, MAX_DEVICES, MAX_MACHINE_GPUS, MEMORY_KINDS, TraceError, shown,

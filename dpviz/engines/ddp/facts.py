@@ -30,7 +30,7 @@ MAX_CALLS = 1_000_000  # collective calls of one kind in one step: a bucket or a
 def read_trace_facts(facts: Any) -> dict[str, Any]:
     """DDP's keys of a loaded trace's facts, checked: its own, what each rank held, and the user's module when
     it ran one."""
-    from dpviz.own_model import read_model
+    from dpviz.trace.own_model import read_model
 
     out = {"ddp": read_facts(facts["ddp"])} if "ddp" in facts else {}
     if "held" in facts:

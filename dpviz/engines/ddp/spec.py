@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dpviz.catalogue import INPUT_SPECS
 from dpviz.engines.parts import Parts
-from dpviz.engines.spec import EngineSpec, Option
+from dpviz.engines.ddp.options import DdpOptions
+from dpviz.engines.spec import EngineSpec
 from dpviz.engines.ddp.sharding import plan
 
 
@@ -40,30 +41,6 @@ def fit(values: dict) -> dict:
     return changes
 
 
-# What DDP users tune and where they trip, in the order the page shows them.
-OPTIONS = (
-    Option("bucket_cap_mb", None, "bucket_cap_mb (MiB; empty: DDP's default)",
-           "DDP's gradient bucket cap. Left empty, 25 MiB with a first bucket of 1 MiB; a tiny cap such as 0.0002 "
-           "splits even these small models into several buckets.", kind="mib"),
-    Option("accumulate", 1, "Accumulate gradients over N steps",
-           "N-1 steps under no_sync() (no all-reduce), then one that all-reduces and steps. Needs Train.", kind="whole"),
-    Option("epochs", 1, "Epochs", "Passes over the data.", kind="whole"),
-    Option("set_epoch", True, "sampler.set_epoch(epoch)", "Off: every epoch loads the same rows in the same order."),
-    Option("batch_per_process", False, "batch_size per process",
-           "On: every rank's DataLoader loads batch_size rows, as DDP code does; the global batch grows with the "
-           "ranks. Off: batch_size is the global batch, as in the tutorial."),
-    Option("drop_last", False, "DistributedSampler(drop_last=True)", "Drop the rows that do not divide evenly."),
-    Option("find_unused", False, "find_unused_parameters=True", "Needed when forward leaves a parameter unused."),
-    Option("uneven", False, "Split the rows by hand (uneven shards)",
-           "No DistributedSampler: contiguous shards, so ranks may get different numbers of batches."),
-    Option("join", False, "ddp.join() around the loop", "Ranks that run out of batches keep answering the others."),
-    Option("timeout_s", 30, "Collective timeout (s)", "How long a rank waits in a collective before the run ends.",
-           kind="whole"),
-    Option("optimizer", "sgd", "Optimizer",
-           "What each rank steps when training: SGD with momentum keeps one buffer per parameter, Adam two "
-           "(its optimizer state is twice the parameters).", kind="choice"),
-)
-
 SPEC = EngineSpec(
     name="ddp",
     label="DistributedDataParallel",
@@ -75,7 +52,7 @@ SPEC = EngineSpec(
     lane_files="ranks",
     processes=True,
     options_title="DistributedDataParallel options",
-    options=OPTIONS,
+    options_type=DdpOptions,
     # What its reducer and the launcher reported (buckets, the world, the ranks' own figures); what each rank held
     # at the end (its parameters, gradients and optimizer state: facts.read_held); the bytes it handed each
     # collective, step by step (facts.read_moved); the user's own module.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dpviz.config import MAX_BATCHES
-from dpviz.own_model import read_model
+from dpviz.trace.own_model import read_model
 from dpviz.trace.values import (
     MAX_DEVICES, MAX_LOSS, MAX_LOSS_SAMPLES, MAX_ROWS, TraceError, choice_of, mapping, number, sequence, shown,
     whole, wholes,

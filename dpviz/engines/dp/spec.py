@@ -21,7 +21,7 @@ SPEC = EngineSpec(
     lane_files="gpus",
     processes=False,
     # Simulated DataParallel's replica threads, the loss per GPU and the state a forward changed.
-    # The user's own module: its class and parameter counts (dpviz.own_model).
+    # The user's own module: its class and parameter counts (dpviz.trace.own_model).
     facts=("state", "losses", "threads", "threads_at_once", "model"),
     parts=Parts(
         vocabulary="dpviz.engines.dp.vocabulary:VOCABULARY",

@@ -25,7 +25,7 @@ from typing import Optional
 
 from dpviz.config import RunConfig
 from dpviz.engines.dp.chunking import chunk_sizes
-from dpviz.own_model import leaves_of
+from dpviz.trace.own_model import leaves_of
 
 # A leaf of a call's arguments as scatter meets it: a tensor's length along the scatter dim, or WHOLE
 # for an object scatter hands every device whole (rule 2).
@@ -36,7 +36,7 @@ H0_LAYERS = 1  # dpviz.engines.workload.input_forms builds a GRU's h0 as (1, row
 
 def replica_rows(config: RunConfig, rows: int, own: dict | None = None) -> list[int]:
     """Rows each replica gets of a `rows`-row batch under `config`'s model, input form and device count; `own`:
-    the user's module's facts["model"] (dpviz.own_model), whose batch layout replaces the input form's."""
+    the user's module's facts["model"] (dpviz.trace.own_model), whose batch layout replaces the input form's."""
     gpus = config.gpus
     positional, keywords = leaves_of(own, rows) if own is not None else call_leaves(config.inputs, rows, config.dim)
     chunks = chunk_sizes(rows, gpus)  # the batch's own chunks: rule 5

@@ -1,18 +1,16 @@
 """FSDP (torch.distributed.fsdp.fully_shard, FSDP2), as the rest of dpviz sees it: DDP's processes and rows,
 its own words, wrapping, check and views (no torch).
 
-Every rank runs the ddp engine's rank code and launcher (torchrun too); where that code wraps the model in
-DistributedDataParallel, this engine's `wrap` shards it with fully_shard instead. DDP's options that belong to
-its reducer (bucket_cap_mb, find_unused_parameters, no_sync accumulation, join) are not offered, nor the hand
-split (uneven) that needs join to end."""
+Every rank runs DDP's rank program (dpviz.engines.ranks, torchrun too) with one hook of its own (rank.py): where
+DDP's wraps the model in DistributedDataParallel, this engine's shards it with fully_shard. DDP's options that
+belong to its reducer are not among its options (options.py)."""
 from __future__ import annotations
 
 import dataclasses
 
 from dpviz.engines.ddp.spec import SPEC as DDP
-from dpviz.engines.spec import Option
+from dpviz.engines.fsdp.options import FsdpOptions
 
-_DDP_ONLY = {"bucket_cap_mb", "accumulate", "find_unused", "join", "uneven"}
 _VIEWS = ("split", "timeline", "samples", "memory", "log")  # DDP's that it draws as DDP does
 
 SPEC = dataclasses.replace(
@@ -23,11 +21,7 @@ SPEC = dataclasses.replace(
     runs="FSDP2 fully_shard",
     title="How FSDP shards the model across the ranks",
     options_title="FSDP options",
-    options=(*(option for option in DDP.options if option.name not in _DDP_ONLY),
-             Option("reshard_after_forward", True, "fully_shard(reshard_after_forward=True)",
-                    "On: each module's gathered parameters are freed after its forward and gathered again for its "
-                    "backward. Off: they stay whole from forward to backward, one all-gather fewer per module for "
-                    "the whole model's parameters held at once.")),
+    options_type=FsdpOptions,
     facts=("ddp", "held", "moved", "model", "modules"),  # modules: which parameters each sharded module gathers
     parts=dataclasses.replace(
         DDP.parts,

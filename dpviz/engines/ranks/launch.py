@@ -17,14 +17,11 @@ quoted from it, and nothing of it reaches the user's terminal.
 """
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
 import queue as queues
 import shutil
 import signal
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable

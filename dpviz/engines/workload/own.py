@@ -32,7 +32,7 @@ from dpviz.engines.workload.memory import module_bytes, nbytes
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.engines.workload.input_forms import first_tensor, flatten
 from dpviz.engines.workload.seeding import seeded
-from dpviz.own_model import MAX_LEAVES, ROWS, Args
+from dpviz.trace.own_model import MAX_LEAVES, ROWS, Args
 
 
 class OwnModelError(ConfigError):
@@ -133,7 +133,7 @@ def call_of(batch: Any) -> tuple[tuple, dict[str, Any]]:
 
 
 def leaves(args: tuple, kwargs: dict[str, Any], rows: int, dim: int) -> tuple[list, list]:
-    """The call's leaves as DataParallel's scatter meets them (dpviz.own_model): ROWS, a fixed length, or None."""
+    """The call's leaves as DataParallel's scatter meets them (dpviz.trace.own_model): ROWS, a fixed length, or None."""
     def walk(obj: Any) -> list:
         if isinstance(obj, torch.Tensor):  # one of 0 dims is refused by DataParallel (scatter_problem)
             return [None if obj.dim() <= dim else ROWS if obj.shape[dim] == rows else int(obj.shape[dim])]
@@ -244,7 +244,7 @@ class OwnWorkload:
         return {"model": self.fact}
 
     def described(self) -> str:
-        from dpviz.own_model import described
+        from dpviz.trace.own_model import described
 
         return described(self.fact)
 
