@@ -53,6 +53,20 @@ class LanguageModel(nn.Module):
         return self.head(self.lstm(self.embed(tokens))[0])
 
 
+class TiedLanguageModel(nn.Module):
+    """A language model whose output layer shares the embedding's weight, as GPT-2's does."""
+
+    def __init__(self, vocabulary: int = 40):
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, 16)
+        self.lstm = nn.LSTM(16, 16, batch_first=True)
+        self.out = nn.Linear(16, vocabulary, bias=False)
+        self.out.weight = self.embed.weight
+
+    def forward(self, tokens):
+        return self.out(self.lstm(self.embed(tokens))[0])
+
+
 def next_token(output, tokens):
     return F.cross_entropy(output[:, :-1].reshape(-1, output.shape[-1]), tokens[:, 1:].reshape(-1))
 
@@ -95,6 +109,7 @@ def _generator():
 CASES = {  # name: (build, batch, loss)
     "transformer": (transformer, lambda: torch.randn(ROWS, 5, 16, generator=_generator()), mean_loss),
     "lstm_lm": (LanguageModel, lambda: torch.randint(0, 40, (ROWS, 10), generator=_generator()), next_token),
+    "tied_lm": (TiedLanguageModel, lambda: torch.randint(0, 40, (ROWS, 10), generator=_generator()), next_token),
     "resnet": (SmallResNet, lambda: torch.randn(ROWS, 3, 8, 8, generator=_generator()), mean_loss),
     "dict": (Weighted, lambda: {"features": torch.randn(ROWS, 6, generator=_generator()),
                                 "weight": torch.rand(ROWS, generator=_generator())}, mean_loss),
@@ -176,3 +191,68 @@ def test_several_arguments_and_a_keyword_through_args():
 def test_not_a_module_is_refused_in_one_sentence():
     with pytest.raises(OwnModelError, match="the model must be a torch.nn.Module, got a function"):
         dpviz.record(transformer, torch.randn(4, 5, 16))
+
+
+class Normalised(nn.Module):
+    """A Linear after a BatchNorm1d: its running statistics are buffers a training run updates."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(6)
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.fc(self.norm(x))
+
+
+@pytest.mark.parametrize("engine", ["dp", "ddp", "zero1", "fsdp"])
+def test_after_training_the_module_holds_the_buffers_torch_left(engine):
+    """What comes back is what torch left: the trained parameters and the buffers of the first device or rank (its
+    BatchNorm saw that device's rows; DDP broadcasts rank 0's buffers to every rank before each forward)."""
+    torch.manual_seed(0)
+    model, batch = Normalised(), torch.randn(ROWS, 6, generator=_generator())
+    lanes = DP_GPUS if engine == "dp" else RANKS
+    first = list(range(len(batch.chunk(DP_GPUS)[0]))) if engine == "dp" else \
+        list(DistributedSampler(range(ROWS), num_replicas=RANKS, rank=0, shuffle=False))
+    oracle = copy.deepcopy(model).train()
+    oracle.norm(batch[first])  # the first lane's rows through its BatchNorm, in training mode
+    trace = dpviz.record(model, batch, engine=engine, gpus=lanes, train=True, shuffle=False, loss=mean_loss)
+    assert trace.failure is None
+    assert int(model.norm.num_batches_tracked) == 1
+    torch.testing.assert_close(model.norm.running_mean, oracle.norm.running_mean)
+    torch.testing.assert_close(model.norm.running_var, oracle.norm.running_var)
+
+
+class Heads(nn.Module):
+    """Returns a dict, as many models do: its first tensor is what DataParallel's gather and DDP's output show."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return {"logits": self.fc(x), "norm": x.norm(dim=1)}
+
+
+@pytest.mark.parametrize("engine", ["dp", "ddp"])
+def test_a_dict_output_records_its_shapes_under_dataparallel_as_under_ddp(engine):
+    lanes = DP_GPUS if engine == "dp" else RANKS
+    trace = dpviz.record(Heads(), torch.randn(ROWS, 6, generator=_generator()), engine=engine, gpus=lanes, shuffle=False)
+    assert trace.failure is None
+    rows = [len(c) for c in torch.arange(ROWS).chunk(DP_GPUS)] if engine == "dp" else expected_rows(engine)
+    assert [s.output_shape for s in trace.replicas(0)] == [[n, 3] for n in rows]
+    assert trace.batches[0].output_shape == [ROWS, 3]
+
+
+def test_fsdp_shards_a_tied_parameter_once_and_says_where():
+    torch.manual_seed(0)
+    model, batch = TiedLanguageModel(), torch.randint(0, 40, (ROWS, 10), generator=_generator())
+    trace = dpviz.record(model, batch, engine="fsdp", gpus=RANKS, train=True, shuffle=False, loss=next_token)
+    assert trace.failure is None and model.out.weight is model.embed.weight  # still one parameter, trained
+    modules = trace.facts["modules"][0]
+    holders = [m["name"] for m in modules if "embed.weight = out.weight" in m["params"]]
+    assert holders == [""]  # the root's group: their lowest common ancestor is the model itself
+    assert all("embed" not in m["name"] and "out" != m["name"] for m in modules)
+    from dpviz.analysis.explain import explain
+    assert "**Tied parameters.** `embed.weight = out.weight` is one parameter: FSDP shards it once, in the group of " \
+           "the model itself" in " ".join(explain(trace))

@@ -42,12 +42,10 @@ def warm() -> None:
     """Start the forkserver the runs come from, in a thread, if it is not running: a server calls this as its
     first page is drawn, so that the first run finds torch already imported there (seconds otherwise)."""
     import threading
-    from multiprocessing import forkserver
 
-    from dpviz.engines.processes import context as _context
+    from dpviz.engines.processes import context
 
-    _context()  # its preload list set
-    threading.Thread(target=forkserver.ensure_running, name="dpviz forkserver start", daemon=True).start()
+    threading.Thread(target=context, name="dpviz forkserver start", daemon=True).start()  # its preload set, started
 
 
 def record_apart(config: RunConfig, progress: Progress | None = None,

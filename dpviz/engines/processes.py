@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import threading
 import time
+from pathlib import Path
 
 
 # The forkserver's imports before any engine's: torch, its distributed package, and torch._dynamo (DDP's
@@ -72,7 +73,34 @@ def context() -> multiprocessing.context.BaseContext:
         return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(preload())
+    start_forkserver()
     return context
+
+
+_starting = threading.Lock()
+
+
+def start_forkserver() -> None:
+    """Start the forkserver if it is not running, able to import dpviz from wherever this process found it.
+
+    Python 3.11's forkserver does not apply its parent's sys.path: a script run from another folder, which found
+    dpviz through its own sys.path, would start a forkserver that cannot import dpviz, and each rank would then run
+    the script again as multiprocessing does (a script without an `if __name__ == "__main__":` guard starting runs
+    of its own). dpviz's folder goes on the forkserver's PYTHONPATH; this process's environment is as it was
+    before this returns (a lock keeps two starts apart)."""
+    from multiprocessing import forkserver
+
+    with _starting:
+        root = str(Path(__file__).resolve().parents[2])
+        saved = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, saved] if saved else [root])
+        try:
+            forkserver.ensure_running()
+        finally:
+            if saved is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = saved
 
 
 def delta(seconds: float):

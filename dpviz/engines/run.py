@@ -23,7 +23,8 @@ def record(config: Any, second: Any = None, *, progress: Progress | None = None,
 
     Or a module of your own on one batch: `record(model, batch, engine="ddp", gpus=2, train=True, loss=fn)`
     (any RunConfig setting by name; the batch size is the batch's rows unless given, the data one batch unless
-    given). A DataParallel run trains `model` itself; a DDP run loads rank 0's trained weights back into it."""
+    given). A DataParallel run trains `model` itself; a run of processes loads rank 0's trained parameters and buffers
+    back into it."""
     if not isinstance(config, RunConfig):  # a module of the user's own, and its batch
         from dpviz.engines.workload.own import from_objects
 

@@ -36,8 +36,8 @@ class DistributedEngine:
         return dataclasses.replace(config, backend="cpu")
 
     def record(self, config: RunConfig, progress: Progress | None = None, workload: Any = None) -> Trace:
-        """Run `config` (or `workload`, the user's own module: its ranks rebuild it, and rank 0's weights
-        after a training run are loaded back into it)."""
+        """Run `config` (or `workload`, the user's own module: its ranks rebuild it, and rank 0's parameters and
+        buffers after a training run are loaded back into it)."""
         import torch
 
         from dpviz.engines.run import cuda_device_count
@@ -51,11 +51,15 @@ class DistributedEngine:
         trace = to_trace(config, launched, backend=backend, torch_version=torch.__version__,
                          machine_gpus=cuda_device_count())
         if workload is not None:
-            trained = launched["ranks"][0].get("parameters") if trace.failure is None else None
-            if trained:
+            rank0 = launched["ranks"][0] if trace.failure is None else {}
+            trained, buffers = rank0.get("parameters"), rank0.get("buffers") or {}
+            if trained:  # rank 0's parameters (every rank's are equal) and buffers (rank 0's own, as DDP broadcasts)
                 with torch.no_grad():
                     for name, parameter in workload.model.named_parameters():
                         parameter.copy_(torch.from_numpy(trained[name]))
+                    for name, buffer in workload.model.named_buffers():
+                        if name in buffers:
+                            buffer.copy_(torch.from_numpy(buffers[name]))
             trace = dataclasses.replace(trace, facts={**trace.facts, **workload.facts()})
         return trace
 

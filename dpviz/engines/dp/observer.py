@@ -201,9 +201,10 @@ class Observer:
     def _forward_span(self, replica: int, device: int, start: float, end: float, x: torch.Tensor | None,
                       output: Any, order: int | None, thread: str | None) -> tuple:
         """A forward Span's fields in order, without its row_offset (see _with_row_offsets)."""
+        out = first_tensor(output)  # a tuple or dict output: its first tensor, as the batch's shape is read (and DDP's)
         return ("forward", self.batch, start, end, device, replica, self._rows(x),
                 self._shape(x.shape) if x is not None else None,
-                self._shape(output.shape) if isinstance(output, torch.Tensor) else None, thread, order)
+                self._shape(out.shape) if out is not None else None, thread, order)
 
     def forward_rows(self) -> list[int]:
         """Rows of this batch's replicas that ran, in replica order."""

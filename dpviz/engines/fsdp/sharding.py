@@ -35,6 +35,9 @@ from dpviz.engines.workload.memory import nbytes
 from dpviz.engines.workload.input_forms import first_tensor
 
 
+TIED = " = "  # between the names of one parameter that several modules share, in a sharded module's params
+
+
 def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The modules sharded one by one before the root, (name, module) in the order FSDP2 meets them: each block
     of an nn.ModuleList that holds parameters, otherwise each module with parameters of its own (with its
@@ -55,7 +58,47 @@ def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
                 walk(f"{path}.", child)
 
     walk("", model)
-    return units
+    return _tied_together(model, units)
+
+
+def _tied_together(model: nn.Module, units: list[tuple[str, nn.Module]]) -> list[tuple[str, nn.Module]]:
+    """`units`, where units that share a parameter (a language model's output layer tied to its embedding) are
+    replaced by their lowest common ancestor, sharded whole: FSDP2 refuses a parameter in two groups. When that
+    ancestor is the model itself, the root's group holds them."""
+    while True:
+        owner: dict[int, int] = {}
+        shared = None
+        for at, (_, unit) in enumerate(units):
+            for parameter in unit.parameters():
+                if owner.setdefault(id(parameter), at) != at:
+                    shared = (owner[id(parameter)], at)
+                    break
+            if shared:
+                break
+        if shared is None:
+            return units
+        names = [units[at][0].split(".") for at in shared]
+        common = []
+        for parts in zip(*names):
+            if len(set(parts)) > 1:
+                break
+            common.append(parts[0])
+        ancestor = ".".join(common)
+        inside = [(name, unit) for name, unit in units if ancestor and (name == ancestor or name.startswith(ancestor + "."))
+                  or not ancestor and name in {units[at][0] for at in shared}]
+        first = min(units.index(unit) for unit in inside)
+        units = [unit for unit in units if unit not in inside]
+        if ancestor:  # the ancestor sharded whole, where its first unit stood
+            units.insert(first, (ancestor, model.get_submodule(ancestor)))
+
+
+def tied_groups(model: nn.Module) -> list[list[str]]:
+    """The names each parameter shared between modules goes by (["embed.weight", "out.weight"]), one list each."""
+    names: dict[int, list[str]] = {}
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for name, parameter in module.named_parameters(recurse=False, remove_duplicate=False):
+            names.setdefault(id(parameter), []).append(f"{module_name}.{name}" if module_name else name)
+    return [sorted(set(found)) for found in names.values() if len(set(found)) > 1]
 
 
 def wrap(model: nn.Module, config: Any, rank: int, cuda: bool, local_rank: int,
@@ -110,13 +153,18 @@ class ShardObserver(RankObserver):
         self.modules: list[dict] = []  # per sharded module: its index (a span's bucket), name and parameters
         index = {name: i for i, name in enumerate(order)}
         names = {id(p): name for name, p in model.named_parameters()}
+        for tied in tied_groups(model):  # one parameter several modules use: every name it goes by, in one
+            names[id(model.get_parameter(tied[0]))] = TIED.join(tied)
+        world = dist.get_world_size()
         for name, group in groups_of(model):
             at = index.get(name, len(order) - 1)
             self.groups.append((at, group))
             params = [p.sharded_param for p in group.fsdp_params if id(p.sharded_param) in names]
             self.modules.append({"index": at, "name": name, "params": [names[id(p)] for p in params],
                                  "held": sum(local(p).numel() for p in params)})  # elements of this rank's shards
-            self.gathered_bytes[id(group)] = sum(p.sharded_param.numel() * p.sharded_param.element_size()
+            # What FSDP2's all-gather output holds while the group is whole: every rank's padded shard (dim 0 padded
+            # to a multiple of the ranks), not the parameters' own sizes.
+            self.gathered_bytes[id(group)] = sum(p.padded_sharded_param_size.numel() * world * p.sharded_param.element_size()
                                                  for p in group.fsdp_params)
             self._time_group(at, group)
             group._all_gather_comm = _Counted(group._all_gather_comm, self._gathering)

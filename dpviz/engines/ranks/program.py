@@ -166,6 +166,9 @@ def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: i
         # As numpy arrays: a tensor would cross the queue as shared memory the exited process no longer serves.
         # A sharded parameter (a DTensor) is gathered whole (every rank takes part), and its shard kept beside.
         result["parameters"] = {name: _array(p.full_tensor() if _sharded(p) else p) for name, p in model.named_parameters()}
+        # Its buffers as they stand (a BatchNorm's running statistics, from this rank's own rows: DDP broadcasts
+        # rank 0's before each forward, FSDP and a pipeline's stages keep each their own).
+        result["buffers"] = {name: _array(b) for name, b in model.named_buffers()}
         if any(_sharded(p) for p in model.parameters()):
             result["shards"] = {name: _array(local(p)) for name, p in model.named_parameters()}
         if holder is not None:  # what torch's optimizer on this rank says it holds (its state_dict)

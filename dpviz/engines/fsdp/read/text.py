@@ -14,7 +14,7 @@ from collections import Counter
 from dpviz.engines.ddp.read import explain as ddp
 from dpviz.engines.ddp.read.summary import key_figures_ddp, summary_rows_ddp
 from dpviz.analysis.wording import DEVICE_NAME_LIMIT, human_bytes, plural
-from dpviz.echo import markdown_text
+from dpviz.echo import code_span, markdown_text
 from dpviz.trace import Trace
 
 COLLECTIVES = ("gather", "gather_backward", "reduce_scatter")
@@ -105,6 +105,16 @@ def _shards(trace: Trace) -> str | None:
     return text + (f" DDP would keep all of them on every rank, {len(held)} times as much.")
 
 
+def _tied(trace: Trace) -> str | None:
+    """A sentence on each parameter that several modules share, and the group that shards it."""
+    modules = next((rank for rank in trace.facts.get("modules") or [] if rank), [])
+    found = [(name, module["name"]) for module in modules for name in module["params"] if " = " in name]
+    text = " ".join(f"{code_span(name, 2 * DEVICE_NAME_LIMIT)} is one parameter: FSDP shards it once, in the group of "
+                    f"{'the model itself' if not where else code_span(where, DEVICE_NAME_LIMIT)}, which gathers it for every "
+                    "module that uses it (FSDP2 refuses a parameter in two groups)." for name, where in found)
+    return f"**Tied parameters.** {text}" if text else None
+
+
 def _gathers(trace: Trace) -> str | None:
     n = modules(trace)
     if not n:
@@ -150,6 +160,7 @@ def explain_fsdp(trace: Trace) -> list[str]:
         ddp._coverage(trace),
         ddp._epochs(trace),
         _shards(trace),
+        _tied(trace),
         _gathers(trace),
     ]
     return [p for p in paragraphs if p]
