@@ -165,6 +165,11 @@ def _add_option(add: Callable[..., object], option: Option) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status. SIGTERM, SIGINT and SIGHUP end the run (its processes,
     its half-written files) and return 128 + the signal's number, after one line saying so."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["plan"]:  # a model's memory per device under every engine, from its shapes: runs nothing
+        from dpviz.cli_plan import main as plan
+
+        return plan(arguments[1:])
     written: list[Path] = []
     with stop_on_signals():
         try:

@@ -21,7 +21,7 @@ from dpviz.config import RunConfig
 from dpviz.engines import ENGINES
 from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ddp.merge import to_trace
-from dpviz.engines.fsdp.sharding import shard_units
+from dpviz.engines.workload.units import shard_units
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.trace import json_io as trace_json
 from dpviz.trace.values import TraceError

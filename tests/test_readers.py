@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # reached only from one that does. Reading a trace needs none of them.
 RECORDING_SIDE = sorted({
     *(f"dpviz.engines.workload.{name}" for name in
-      ("tutorial_data", "batch_sampler", "input_forms", "models", "seeding", "warning_capture", "own", "memory")),
+      ("tutorial_data", "batch_sampler", "input_forms", "models", "seeding", "warning_capture", "own", "memory",
+       "shapes", "units")),
     *(f"dpviz.engines.dp.{name}" for name in
       ("engine", "devices", "recorder", "observer", "simulated", "scatter", "workers", "ledger")),
     *(f"dpviz.engines.ddp.{name}" for name in
@@ -36,10 +37,10 @@ READERS = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts).removesu
 # of a loaded trace and its check.
 READING_SIDE = sorted({
     *READERS,
-    *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "chunking", "split_rules", "facts", "check")),
-    *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "options", "sharding", "facts", "check")),
-    *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check")),
-    *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts")),
+    *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "chunking", "split_rules", "facts", "check", "plan")),
+    *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "options", "sharding", "facts", "check", "plan")),
+    *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check", "plan")),
+    *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts", "plan")),
 })
 LOADED = f"""
 def loaded():

@@ -21,7 +21,7 @@ with warnings.catch_warnings():  # torch.distributed.optim scripts its functiona
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from dpviz.engines import ENGINES, engine
-from dpviz.engines.fsdp.sharding import shard_units
+from dpviz.engines.workload.units import shard_units
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.figures.views import VIEWS
 from dpviz.presets import EVERY_ENGINE, ALL_PRESETS, SHARDED_PRESETS, preset_of, presets_of

@@ -16,7 +16,7 @@ from dpviz.config import ConfigError, RunConfig
 from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.engines.dp.split_rules import replica_rows
-from dpviz.engines.fsdp.sharding import shard_units
+from dpviz.engines.workload.units import shard_units
 from dpviz.engines.run import record
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.engines.workload.models import BLOCKS

@@ -57,6 +57,11 @@ class MovesAt(Protocol):
     def __call__(self, sizes: Any, devices: int) -> list[tuple[int, int]]:
         """(sent, received) bytes per device in one step at a device count, by the engine's formula."""
 
+class Plan(Protocol):
+    def __call__(self, shape: Any, gpus: int, optimizer: str) -> list[dict[str, int]]:
+        """A model's bytes per device (parameters, gradients, optimizer state, activations, sent) from its shapes
+        (dpviz.engines.planning.ModelShape)."""
+
 class TimelineRange(Protocol):
     def __call__(self, trace: Trace, first_batch: int, last_batch: int, *, show: str, detail: bool | None) -> Any:
         """The Timeline of those batches."""
@@ -172,6 +177,7 @@ class Parts:
     # What each rank of a process engine runs (dpviz.engines.ranks.program.RankProgram): torch, loaded by its ranks
     rank_program: Lazy[Any] | None = None
     moves_at: Lazy[MovesAt] | None = None
+    plan: Lazy[Plan] | None = None  # a model's memory per device, from its shapes (python -m dpviz plan)
     timeline_detail: Lazy[TimelineDetail] | None = None
     own_batch: Lazy[OwnBatch] | None = None
     opening_batch: Lazy[OfTrace] | None = None  # the 0-based batch or step the views open on

@@ -83,6 +83,7 @@ SPEC = EngineSpec(
         timeline_range="dpviz.engines.ddp.read.timeline:timeline_ddp_figure",
         timeline_window="dpviz.engines.ddp.read.timeline:window_size",
         moves_at="dpviz.engines.ddp.read.traffic:moves_at",
+        plan="dpviz.engines.ddp.plan:plan",
         rank_program="dpviz.engines.ddp.rank:PROGRAM",
         views={
             "flow": "dpviz.engines.ddp.read.flow:flow_ddp_figure",

@@ -50,6 +50,7 @@ SPEC = EngineSpec(
         pitfall_shown="dpviz.engines.dp.read.pitfall_checks:has_pitfall",
         inputs_sampled="dpviz.engines.dp.read.inputs:argument_batches",
         moves_at="dpviz.engines.dp.read.traffic:moves_at",
+        plan="dpviz.engines.dp.plan:plan",
         views={
             # The views it draws, in no particular order (dpviz.figures.views orders the tabs).
             "pitfall": "dpviz.engines.dp.read.pitfalls:pitfall_figure",

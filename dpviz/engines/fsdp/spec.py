@@ -30,6 +30,7 @@ SPEC = dataclasses.replace(
         check="dpviz.engines.fsdp.check:check_trace",
         facts="dpviz.engines.fsdp.facts:read_trace_facts_fsdp",
         rank_program="dpviz.engines.fsdp.rank:PROGRAM",
+        plan="dpviz.engines.fsdp.plan:plan",
         wire="dpviz.engines.fsdp.read.traffic:fsdp_wire",
         summary="dpviz.engines.fsdp.read.text:key_figures_fsdp",
         summary_rows="dpviz.engines.fsdp.read.text:summary_rows_fsdp",

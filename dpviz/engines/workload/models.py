@@ -158,13 +158,14 @@ class Transformer(nn.Module):
     token, which attention lets see the whole row: (rows, SEQUENCE_LENGTH) token ids below input_size in,
     (rows, output_size) out."""
 
-    def __init__(self, input_size: int, output_size: int):
-        super().__init__()
-        self.embed = nn.Embedding(input_size, HIDDEN)
-        self.position = nn.Embedding(SEQUENCE_LENGTH, HIDDEN)
-        self.blocks = nn.ModuleList(Block(HIDDEN, HEADS) for _ in range(BLOCKS))
-        self.norm = nn.LayerNorm(HIDDEN)
-        self.head = nn.Linear(HIDDEN, output_size)
+    def __init__(self, input_size: int, output_size: int, *, width: int = HIDDEN, heads: int = HEADS,
+                 blocks: int = BLOCKS, sequence: int = SEQUENCE_LENGTH):
+        super().__init__()  # the catalogue's at its defaults; a plan builds it at real sizes (dpviz.engines.plans)
+        self.embed = nn.Embedding(input_size, width)
+        self.position = nn.Embedding(sequence, width)
+        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(blocks))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, output_size)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         x = self.embed(input) + self.position(torch.arange(input.shape[1], device=input.device))

@@ -24,6 +24,7 @@ SPEC = dataclasses.replace(
         engine="dpviz.engines.zero1.engine:ENGINE",
         check="dpviz.engines.zero1.check:check_trace",
         rank_program="dpviz.engines.zero1.rank:PROGRAM",
+        plan="dpviz.engines.zero1.plan:plan",
         wire="dpviz.engines.zero1.read.traffic:zero1_wire",
     ),
     preload=(*DDP.preload, "dpviz.engines.zero1.engine", "dpviz.engines.zero1.rank"),

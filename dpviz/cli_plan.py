@@ -1,0 +1,102 @@
+"""`python -m dpviz plan`: a model's memory per device under every engine, from its shapes, as a table and JSON.
+
+    python -m dpviz plan --model transformer --size 7b --gpus 8 --optimizer adam --dtype bfloat16 --json plan.json
+    python -m dpviz plan --model my_model.py:build --example my_model.py:make_batch --gpus 4
+
+Nothing runs on a device: the model is measured on the meta device (dpviz.engines.plans). A bad value is one line
+on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from dpviz.analysis.wording import human_bytes
+
+KINDS = ("parameters", "gradients", "optimizer state", "activations", "sent")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from dpviz.engines.plans import DTYPES, SIZES
+
+    parser = _Parser(prog="python -m dpviz plan", description=(
+        "Plan a model's memory per device under every engine from its shapes (measured on the meta device): "
+        "parameters, gradients, optimizer state and activations of the example batch, and the bytes each device "
+        "sends per step."))
+    parser.add_argument("--model", required=True,
+                        help="a catalogue model (transformer, mlp, ...) or your own as FILE.py:FUNCTION (it builds the module)")
+    parser.add_argument("--example", help="FILE.py:FUNCTION that makes your model's example batch (needed with your own model)")
+    parser.add_argument("--size", choices=list(SIZES), help="the catalogue's transformer at a real size")
+    parser.add_argument("--input-size", type=int, default=5, help="features per row of a catalogue model (default 5)")
+    parser.add_argument("--rows", type=int, default=8, help="rows of a catalogue model's example batch (default 8)")
+    parser.add_argument("--gpus", type=int, required=True, help="devices (ranks) to plan for, 1 to 1,024")
+    parser.add_argument("--optimizer", default="sgd", help="sgd (with momentum) or adam (default sgd)")
+    parser.add_argument("--dtype", choices=list(DTYPES), help="the parameters' dtype (default: the model's own)")
+    parser.add_argument("--json", type=Path, help="write the plan as JSON to this file")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from dpviz.engines.plans import plan
+
+    try:
+        model, example = _model(args)
+        found = plan(model, example, gpus=args.gpus, optimizer=args.optimizer, dtype=args.dtype, size=args.size,
+                     rows=args.rows, input_size=args.input_size)
+    except (ValueError, TypeError) as error:
+        parser.exit(2, f"{parser.prog}: {_one_line(error)}\n")
+    print(table(found))
+    if args.json is not None:
+        try:
+            args.json.write_text(json.dumps(found, indent=1))
+        except OSError as error:
+            parser.exit(2, f"{parser.prog}: cannot write {str(args.json)[:80]!r}: {error.strerror}.\n")
+    return 0
+
+
+def _model(args: argparse.Namespace):
+    """The module and example batch the flags name: a catalogue name (the plan builds it), or FILE.py:FUNCTION."""
+    if ":" not in args.model:
+        if args.example is not None:
+            raise ValueError("--example goes with a model of your own (FILE.py:FUNCTION).")
+        return args.model, None
+    from dpviz.engines.workload.own import OwnModelError, load
+
+    try:
+        model = load(args.model, "model", "--model")()
+        example = load(args.example, "example", "--example")() if args.example else None
+    except OwnModelError as error:
+        raise ValueError(str(error)) from None
+    return model, example
+
+
+def table(found: dict) -> str:
+    """The plan as the terminal shows it: per engine, the fullest device's bytes of each kind."""
+    model = found["model"]
+    lines = [f"{model['class']}: {model['parameters']:,} parameters ({human_bytes(model['parameter bytes'])}, "
+             f"{model['dtype']}), {found['gpus']:,} devices, {found['optimizer']}; the fullest device under each engine:"]
+    width = max(len(planned["label"]) for planned in found["engines"].values())
+    lines.append(f"{'':{width}}  " + "  ".join(f"{kind:>15}" for kind in KINDS))
+    for planned in found["engines"].values():
+        most = planned["most"]
+        lines.append(f"{planned['label']:{width}}  " + "  ".join(f"{human_bytes(most[kind]):>15}" for kind in KINDS))
+    return "\n".join(lines)
+
+
+def _one_line(error: BaseException) -> str:
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in first)[:300]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,45 @@
+"""FSDP's plan: each rank keeps its dim-0 shard of every parameter (FSDP2 gives rank r rows r·c .. (r+1)·c of a
+parameter of d rows, c = ceil(d / W)), the gradients and the optimizer's state of that shard only, and the
+activations of its own rows; while a sharded module runs its parameters are whole (padded to W·c rows: `gathered`,
+the largest module's). It sends (W-1)/W of the parameters per all-gather, forward and backward, and of the
+gradients per reduce-scatter."""
+from __future__ import annotations
+
+from math import prod
+
+from dpviz.engines.planning import ModelShape, Param, device, ring_share, rows_per_device, state_bytes
+
+
+def shard_elements(param: Param, rank: int, ranks: int) -> int:
+    """Elements of `param` rank `rank` holds: its rows of dim 0 (none past the last row)."""
+    if not param.shape:
+        return param.numel if rank == 0 else 0
+    rows, rest = param.shape[0], prod(param.shape[1:])
+    each = -(-rows // ranks)
+    return max(0, min(rows, (rank + 1) * each) - rank * each) * rest
+
+
+def padded_bytes(param: Param, ranks: int) -> int:
+    """What FSDP2's all-gather output holds of `param`: dim 0 padded to a multiple of the ranks."""
+    if not param.shape:
+        return param.bytes
+    return -(-param.shape[0] // ranks) * ranks * prod(param.shape[1:]) * param.element_size
+
+
+def plan(shape: ModelShape, gpus: int, optimizer: str) -> list[dict[str, int]]:
+    rows = rows_per_device(shape.rows, gpus)
+    by_name = {p.name: p for p in shape.params}
+    grouped = [[by_name[name] for name in names if name in by_name] for _, names in shape.units]
+    in_units = {p.name for group in grouped for p in group}
+    grouped.append([p for p in shape.params if p.name not in in_units])  # the root's group
+    gathered = max((sum(padded_bytes(p, gpus) for p in group) for group in grouped), default=0)
+    sent = 3 * ring_share(gpus) * shape.parameter_bytes  # all-gather forward and backward, reduce-scatter
+    devices = []
+    for rank in range(gpus):
+        held = sum(shard_elements(p, rank, gpus) * p.element_size for p in shape.params)
+        grads = [p for p in shape.params if p.trainable and p.reached]
+        grad_elements = sum(shard_elements(p, rank, gpus) for p in grads)
+        grad_bytes = sum(shard_elements(p, rank, gpus) * p.element_size for p in grads)
+        planned = device(held, grad_bytes, state_bytes(grads, optimizer, grad_elements), shape.activations(rows[rank]), sent)
+        devices.append({**planned, "gathered": gathered})
+    return devices

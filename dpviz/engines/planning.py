@@ -1,0 +1,98 @@
+"""A model's memory per device under every engine, planned from its shapes: what `python -m dpviz plan` and
+`dpviz.plan(...)` print, and what each engine's `plan` part computes (no torch here).
+
+    shape = ModelShape(...)                       # measured once (dpviz.engines.workload.shapes.measure)
+    ENGINES["zero1"].part("plan")(shape, 8, "adam")   # [{"parameters": B, "gradients": B, ...}, ...] per device
+
+A model's shape is its parameters (name, shape, bytes per element, whether backward reaches them), its buffers,
+its sharded units under dpviz's FSDP wrap policy, and what one row of its example batch costs: the tensors
+autograd saves for backward, its input and its output, measured by running forward and backward on the meta
+device with saved-tensor hooks. Each engine's rules then place those bytes on its devices, as the live runs'
+ranks hold them (tests/test_plan.py holds them against facts["held"] of real runs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+KINDS = ("parameters", "gradients", "optimizer state", "activations", "sent")
+STATE_PER_ELEMENT = {"sgd": 1, "adam": 2}  # SGD's momentum buffer; Adam's two moments (its step counters left out)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str  # every name it goes by, "embed.weight = out.weight" for one shared by several modules
+    shape: tuple[int, ...]
+    element_size: int
+    trainable: bool  # requires grad
+    reached: bool  # backward gave it a gradient (a layer forward never uses gets none)
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def bytes(self) -> int:
+        return self.numel * self.element_size
+
+    @property
+    def grad_bytes(self) -> int:
+        return self.bytes if self.trainable and self.reached else 0
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the plan needs of a model, measured once (plain data)."""
+
+    name: str  # the model's class
+    params: tuple[Param, ...]
+    buffer_bytes: int
+    units: tuple[tuple[str, tuple[str, ...]], ...]  # FSDP: (module, its parameters' names) sharded before the root
+    rows: int  # rows of the example batch the activations were measured on
+    saved_bytes: int  # tensors autograd saved for backward over the example batch
+    input_bytes: int  # the example batch itself
+    output_bytes: int  # the model's output for it
+    dtype: str = "float32"
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def parameter_bytes(self) -> int:
+        return sum(p.bytes for p in self.params)
+
+    @property
+    def gradient_bytes(self) -> int:
+        return sum(p.grad_bytes for p in self.params)
+
+    def activations(self, rows: int) -> int:
+        """Bytes one device holds for `rows` rows between forward and backward: what autograd saved, the rows and
+        the output, scaled from the example batch (each grows with the rows)."""
+        if self.rows == 0:
+            return 0
+        return round((self.saved_bytes + self.input_bytes + self.output_bytes) * rows / self.rows)
+
+
+def state_bytes(params: list[Param] | tuple[Param, ...], optimizer: str, elements: int | None = None) -> int:
+    """The optimizer's state of `params` (or of `elements` of them, at their element size)."""
+    per = STATE_PER_ELEMENT[optimizer]
+    trained = [p for p in params if p.trainable and p.reached]
+    if elements is not None:
+        size = trained[0].element_size if trained else 4
+        return per * elements * size
+    return per * sum(p.bytes for p in trained)
+
+
+def ring_share(devices: int) -> float:
+    """(W-1)/W: what a ring all-gather or reduce-scatter sends of the whole tensor, per device."""
+    return (devices - 1) / devices if devices > 1 else 0.0
+
+
+def rows_per_device(rows: int, devices: int) -> list[int]:
+    """A batch's rows over the devices as torch.chunk and DistributedSampler share them: ceil(rows / W) each, the
+    last ones fewer (DistributedSampler pads; the planned figures take the largest share for every device)."""
+    each = -(-rows // devices)
+    return [each] * devices
+
+
+def device(parameters: int, gradients: int, state: int, activations: int, sent: float) -> dict[str, int]:
+    return {"parameters": int(parameters), "gradients": int(gradients), "optimizer state": int(state),
+            "activations": int(activations), "sent": int(round(sent))}

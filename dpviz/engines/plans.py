@@ -1,0 +1,93 @@
+"""A model's plan: its memory per device and what each device sends per step, under every engine that plans, from
+the model's own shapes (dpviz.engines.planning's rules, each engine's `plan` part).
+
+    plan(model, example, gpus=8, optimizer="adam")          # a module and its example batch
+    plan("transformer", gpus=1024, optimizer="adam", size="7b")   # the catalogue's transformer at a real size
+
+The document: {"model": {...}, "gpus": G, "optimizer": ..., "engines": {"ddp": {"label": ..., "devices": [{
+"parameters": B, "gradients": B, "optimizer state": B, "activations": B, "sent": B}, ...]}, ...}}. Bytes are
+whole numbers; "activations" are those of the example batch's rows as the engine spreads them (the global batch).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from dpviz.engines import ENGINES
+from dpviz.engines.planning import KINDS, ModelShape
+
+# The catalogue's transformer at real sizes (built on the meta device: nothing is allocated): vocabulary, context,
+# width, heads and blocks of GPT-2 small, and of decoders of about 1 and 7 billion parameters.
+SIZES = {
+    "gpt2-small": {"vocabulary": 50257, "sequence": 1024, "width": 768, "heads": 12, "blocks": 12},
+    "1b": {"vocabulary": 50257, "sequence": 2048, "width": 2048, "heads": 16, "blocks": 18},
+    "7b": {"vocabulary": 32000, "sequence": 4096, "width": 4096, "heads": 32, "blocks": 32},
+}
+DTYPES = ("float32", "bfloat16")
+
+
+def engines_that_plan() -> list[str]:
+    return [name for name, spec in ENGINES.items() if spec.has("plan")]
+
+
+def plan_shape(shape: ModelShape, gpus: int, optimizer: str) -> dict[str, Any]:
+    """The plan of a measured shape on `gpus` devices with `optimizer`, every engine that plans."""
+    engines = {}
+    for name in engines_that_plan():
+        spec = ENGINES[name]
+        devices = spec.part("plan")(shape, gpus, optimizer)
+        engines[name] = {"label": spec.label, "devices": devices,
+                         "most": {kind: max(d[kind] for d in devices) for kind in KINDS},
+                         "fullest": max(sum(d[k] for k in KINDS if k != "sent") for d in devices)}
+    return {"model": {"class": shape.name, "parameters": sum(p.numel for p in shape.params),
+                      "parameter bytes": shape.parameter_bytes, "buffer bytes": shape.buffer_bytes,
+                      "rows": shape.rows, "dtype": shape.dtype, "units": len(shape.units)},
+            "gpus": gpus, "optimizer": optimizer, "engines": engines}
+
+
+def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", dtype: str | None = None,
+         loss: Any = None, size: str | None = None, rows: int = 8, input_size: int = 5, output_size: int = 2
+         ) -> dict[str, Any]:
+    """The plan of `model` (a module, or a catalogue model's name) on `example` (a batch; for a catalogue model,
+    `rows` random rows), on `gpus` devices, training with `optimizer` ("sgd" or "adam") in `dtype` ("float32",
+    "bfloat16" or the model's own). `size` ("gpt2-small", "1b", "7b") builds the catalogue's transformer at that
+    size on the meta device. ValueError (one sentence) for a value it cannot plan."""
+    import torch
+
+    from dpviz.engines.workload.shapes import measure
+
+    if optimizer not in ("sgd", "adam"):
+        raise ValueError(f"optimizer must be sgd or adam, got {optimizer!r}.")
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or not 1 <= gpus <= 1024:
+        raise ValueError(f"gpus must be a whole number from 1 to 1,024, got {gpus!r}.")
+    if dtype is not None and dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}.")
+    if isinstance(model, str):
+        model, example = _catalogue(model, size, rows, input_size, output_size)
+    elif size is not None:
+        raise ValueError("size builds the catalogue's transformer; a module of your own has its own size.")
+    if example is None:
+        raise ValueError("a module of your own needs an example batch to plan its activations.")
+    shape = measure(model, example, loss, dtype=None if dtype is None else getattr(torch, dtype))
+    return plan_shape(shape, gpus, optimizer)
+
+
+def _catalogue(name: str, size: str | None, rows: int, input_size: int, output_size: int) -> tuple[Any, Any]:
+    import torch
+
+    from dpviz.catalogue import MODEL_SPECS
+    from dpviz.engines.workload.models import Transformer, build_model, random_rows
+
+    if name not in MODEL_SPECS or not MODEL_SPECS[name].listed:
+        raise ValueError(f"model must be one of the catalogue's ({', '.join(n for n, s in MODEL_SPECS.items() if s.listed)}), "
+                         f"got {name!r}.")
+    if size is None:
+        model, _ = build_model(name, input_size, output_size)
+        return model, random_rows(name, input_size, rows)
+    if name != "transformer" or size not in SIZES:
+        raise ValueError(f"size is one of {', '.join(SIZES)}, for model transformer; got model {name!r}, size {size!r}.")
+    shape = SIZES[size]
+    with torch.device("meta"):
+        model = Transformer(shape["vocabulary"], shape["vocabulary"], width=shape["width"], heads=shape["heads"],
+                            blocks=shape["blocks"], sequence=shape["sequence"])
+        tokens = torch.zeros(rows, shape["sequence"], dtype=torch.long)
+    return model, tokens

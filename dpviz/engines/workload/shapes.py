@@ -1,0 +1,104 @@
+"""A model's shape for a plan (dpviz.engines.planning.ModelShape), measured from the model itself: its parameters
+(shared ones once, under all their names), its buffers, its FSDP units under dpviz's wrap policy, and what its
+example batch costs between forward and backward, found by running forward and backward with saved-tensor hooks.
+
+A model built on the meta device works as it is (nothing is allocated: GPT-2's or a 7B decoder's shapes plan in
+seconds); a model with real weights is measured on a meta copy of itself, so measuring trains nothing.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from dpviz.engines.workload.units import TIED, shard_units, tied_groups
+from dpviz.engines.planning import ModelShape, Param
+from dpviz.engines.workload.input_forms import first_tensor
+from dpviz.engines.workload.memory import nbytes
+
+
+def measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Tensor] | None = None, *,
+            dtype: torch.dtype | None = None) -> ModelShape:
+    """The shape of `model` on `example` (a tensor, or what dpviz.Args passes), in `dtype` if given (its own else).
+    `loss(output, example)` makes the scalar backward starts from (the output's mean when not given)."""
+    meta = _on_meta(model, dtype)
+    example = _to_meta(example, dtype)
+    names = {id(p): name for name, p in meta.named_parameters()}
+    for tied in tied_groups(meta):
+        names[id(meta.get_parameter(tied[0]))] = TIED.join(tied)
+    saved: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        if not isinstance(tensor, nn.Parameter):  # a weight autograd keeps is the parameter itself, already counted
+            saved[id(tensor)] = tensor.numel() * tensor.element_size()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        output = meta(*example.args, **example.kwargs) if hasattr(example, "args") else meta(example)
+    out = first_tensor(output)
+    scalar = loss(output, example) if loss is not None else (out.float().mean() if out is not None else None)
+    if scalar is not None and scalar.requires_grad:
+        scalar.backward()
+    rows = _rows(example)
+    params = tuple(Param(names[id(p)], tuple(p.shape), p.element_size(), p.requires_grad, p.grad is not None)
+                   for p in meta.parameters())
+    units = tuple((name, tuple(names[id(p)] for p in unit.parameters())) for name, unit in shard_units(meta))
+    return ModelShape(type(model).__name__, params, nbytes(list(meta.buffers())), units, rows, sum(saved.values()),
+                      nbytes(_leaves(example)), nbytes(output), str(dtype or _dtype_of(meta)).replace("torch.", ""))
+
+
+def _dtype_of(model: nn.Module) -> torch.dtype:
+    return next((p.dtype for p in model.parameters()), torch.float32)
+
+
+def _on_meta(model: nn.Module, dtype: torch.dtype | None) -> nn.Module:
+    """A copy of `model` on the meta device, in `dtype`: each tensor replaced once, so that a parameter several
+    modules share stays one parameter (Module.to would give each module its own). Nothing is allocated."""
+    meta = copy.deepcopy(model)  # the caller's module keeps its own tensors (a meta copy costs nothing)
+    made: dict[int, torch.Tensor] = {}
+
+    def moved(tensor: torch.Tensor) -> torch.Tensor:
+        if id(tensor) not in made:
+            kind = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
+            empty = torch.empty(tensor.shape, dtype=kind, device="meta")
+            made[id(tensor)] = nn.Parameter(empty, tensor.requires_grad) if isinstance(tensor, nn.Parameter) else empty
+        return made[id(tensor)]
+
+    for module in meta.modules():
+        for table in (module._parameters, module._buffers):
+            for name, tensor in list(table.items()):
+                if tensor is not None:
+                    table[name] = moved(tensor)
+    return meta
+
+
+def _to_meta(example: Any, dtype: torch.dtype | None) -> Any:
+    if isinstance(example, torch.Tensor):
+        moved = example.to("meta")
+        return moved.to(dtype) if dtype is not None and moved.is_floating_point() else moved
+    if isinstance(example, dict):
+        return {key: _to_meta(value, dtype) for key, value in example.items()}
+    if isinstance(example, (list, tuple)):
+        return type(example)(_to_meta(value, dtype) for value in example)
+    if hasattr(example, "args"):
+        return type(example)(*_to_meta(list(example.args), dtype), **_to_meta(dict(example.kwargs), dtype))
+    return example
+
+
+def _leaves(example: Any) -> list[torch.Tensor]:
+    if hasattr(example, "args"):
+        return _leaves([list(example.args), dict(example.kwargs)])
+    if isinstance(example, torch.Tensor):
+        return [example]
+    if isinstance(example, dict):
+        return [t for value in example.values() for t in _leaves(value)]
+    if isinstance(example, (list, tuple)):
+        return [t for value in example for t in _leaves(value)]
+    return []
+
+
+def _rows(example: Any) -> int:
+    tensor = first_tensor([list(example.args), dict(example.kwargs)]) if hasattr(example, "args") else first_tensor(example)
+    return int(tensor.shape[0]) if tensor is not None and tensor.dim() else 1

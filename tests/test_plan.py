@@ -1,0 +1,151 @@
+"""A model's plan, from its shapes, against torch: ZeroRedundancyOptimizer's own partition, and what the ranks of
+live DDP, ZeRO-1 and FSDP runs held (facts["held"]) and DataParallel's devices held (its memory ledger), for
+every catalogue model at 2 and 4 ranks; the transformer at real sizes on the meta device; the command line."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+from dpviz.catalogue import MODEL_SPECS
+from dpviz.config import RunConfig
+from dpviz.engines import ENGINES, engine
+from dpviz.engines.plans import SIZES, plan, plan_shape
+from dpviz.engines.workload.models import build_model, random_rows
+from dpviz.engines.workload.shapes import measure
+from dpviz.engines.zero1.plan import partition
+
+from budget import limit
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = [name for name, spec in MODEL_SPECS.items() if spec.listed]
+HELD = ("parameters", "gradients", "optimizer state")
+
+
+def shape_of(name: str):
+    model, _ = build_model(name, 5, 2)
+    return measure(model, random_rows(name, 5, 8))
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_zero1s_partition_is_zeroredundancyoptimizers_own(ranks):
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=ranks)
+    try:
+        for name in MODELS:
+            model, _ = build_model(name, 5, 2)
+            names = {id(p): n for n, p in model.named_parameters()}
+            trainable = [p for p in model.parameters() if p.requires_grad]  # what a rank hands it (ranks/program.py)
+            torch_partition = ZeroRedundancyOptimizer(trainable, optimizer_class=torch.optim.SGD,
+                                                      lr=0.1)._partition_parameters()
+            theirs = [[names[id(p)] for group in groups for p in group["params"]] for groups in torch_partition]
+            ours = [[p.name for p in mine] for mine in partition(shape_of(name).params, ranks)]
+            assert ours == theirs, name
+    finally:
+        dist.destroy_process_group()
+
+
+def live(name: str, engine_name: str, ranks: int):
+    """One training step with Adam of catalogue model `name` on `ranks` ranks (None when it cannot run there)."""
+    settings = {"find_unused": True} if engine_name in ("ddp", "zero1") and name == "unused" else {}
+    try:
+        config = RunConfig(engine=engine_name, model=name, gpus=ranks, train=True, optimizer="adam",
+                           data_size=2 * ranks, batch_size=2 * ranks, **settings)
+    except ValueError:  # a DataParallel pitfall's model: not one a rank runs
+        return None
+    trace = engine(engine_name).record(config)
+    return trace if trace.failure is None else None
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("engine_name", ["ddp", "zero1", "fsdp"])
+def test_the_plan_is_what_every_rank_of_a_live_run_held(engine_name, ranks):
+    checked = []
+    for name in MODELS:
+        trace = live(name, engine_name, ranks)
+        if trace is None:
+            continue
+        planned = ENGINES[engine_name].part("plan")(shape_of(name), ranks, "adam")
+        for rank, held in enumerate(trace.facts["held"]):
+            assert {kind: held[kind]["bytes"] for kind in HELD} == {kind: planned[rank][kind] for kind in HELD}, \
+                f"{name} on rank {rank} of {ranks}"
+        checked.append(name)
+    assert {"linear", "mlp", "cnn", "gru", "transformer", "unused"} <= set(checked), checked
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_the_plan_is_what_dataparallels_devices_held(gpus):
+    for name in ("linear", "mlp", "transformer"):
+        config = RunConfig(model=name, gpus=gpus, train=True, data_size=4 * gpus, batch_size=4 * gpus, backend="simulated")
+        trace = engine("dp").record(config)
+        assert trace.failure is None
+        planned = ENGINES["dp"].part("plan")(shape_of(name), gpus, "sgd")
+        for lane in range(gpus):
+            samples = [m for m in trace.memory if m.lane == lane]
+            moments = {(m.batch, m.phase) for m in samples}
+            held = lambda *kinds: max(sum(m.bytes for m in samples if (m.batch, m.phase) == at and m.category in kinds)
+                                      for at in moments)
+            assert held("parameters", "parameter copies") == planned[lane]["parameters"], (name, lane)
+            assert planned[lane]["activations"] > 0
+            assert held("gradients") == planned[lane]["gradients"], (name, lane)
+            assert held("optimizer state") == planned[lane]["optimizer state"], (name, lane)
+
+
+def test_a_tied_parameter_is_planned_once_and_in_one_fsdp_group():
+    from torch import nn
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.out = nn.Embedding(40, 16), nn.Linear(16, 40, bias=False)
+            self.out.weight = self.embed.weight
+
+        def forward(self, tokens):
+            return self.out(self.embed(tokens))
+
+    shape = measure(Tied(), torch.randint(0, 40, (4, 6)))
+    assert [p.name for p in shape.params] == ["embed.weight = out.weight"] and shape.units == ()
+    assert plan_shape(shape, 2, "sgd")["engines"]["ddp"]["devices"][0]["parameters"] == 40 * 16 * 4
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_the_transformer_at_real_size_plans_on_the_meta_device(size):
+    found = plan("transformer", size=size, gpus=8, optimizer="adam", rows=1)
+    dims = SIZES[size]
+    width, vocabulary = dims["width"], dims["vocabulary"]
+    block = 12 * width * width + 10 * width  # qkv (no bias), out, the MLP's two layers, two LayerNorms
+    count = (vocabulary * width + dims["sequence"] * width + dims["blocks"] * block + 2 * width
+             + width * vocabulary + vocabulary)
+    assert found["model"]["parameters"] == count
+    ddp, zero1, fsdp = (found["engines"][name]["devices"] for name in ("ddp", "zero1", "fsdp"))
+    assert ddp[0]["parameters"] == 4 * count and ddp[0]["optimizer state"] == 8 * count
+    assert sum(d["optimizer state"] for d in zero1) == 8 * count  # Adam's two moments, spread over the ranks
+    largest = vocabulary * width  # the embedding: ZeroRedundancyOptimizer hands out whole parameters
+    assert max(d["optimizer state"] for d in zero1) >= 8 * largest
+    assert sum(d["parameters"] for d in fsdp) == 4 * count and max(d["parameters"] for d in fsdp) <= 4 * count / 8 * 1.05
+    assert ddp[0]["activations"] > 0 and found["engines"]["dp"]["devices"][0]["parameters"] == 4 * count
+
+
+def test_the_command_line_writes_the_plan_and_refuses_bad_values_in_one_line(tmp_path):
+    out = tmp_path / "plan.json"
+    done = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "transformer", "--gpus", "4",
+                           "--optimizer", "adam", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=limit(starts=1, then_s=30))
+    assert done.returncode == 0, done.stderr
+    document = json.loads(out.read_text())
+    assert set(document["engines"]) == {name for name, spec in ENGINES.items() if spec.has("plan")}
+    for name, planned in document["engines"].items():
+        assert len(planned["devices"]) == 4
+        assert set(planned["devices"][0]) >= {"parameters", "gradients", "optimizer state", "activations", "sent"}
+    assert "DistributedDataParallel" in done.stdout and "FSDP" in done.stdout
+    for args, words in ((["--gpus", "0"], "gpus must be"), (["--optimizer", "lamb"], "optimizer must be"),
+                        (["--size", "7b", "--model", "mlp"], "size is one of")):
+        bad = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "transformer", "--gpus", "2", *args],
+                             cwd=ROOT, capture_output=True, text=True, timeout=limit(starts=1, then_s=30))
+        assert bad.returncode == 2 and words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
