@@ -13,7 +13,7 @@ def test_a_memory_link_runs_every_engine_and_draws_the_comparison():
     assert not app.exception
     assert app.radio(key="engine_choice").value == MEMORY and app.query_params["engine"] == MEMORY
     charts = app.get("plotly_chart")
-    assert len(charts) == 1
+    assert len(charts) == 2  # every engine's run, then the same rules at real size
     figure = charts[0].proto.spec
     for name in ("DataParallel", "DDP", "ZeRO-1", "FSDP", "optimizer state", "all-gather (backward)", "broadcast"):
         assert name in figure, name
@@ -25,11 +25,24 @@ def test_a_memory_link_runs_every_engine_and_draws_the_comparison():
 def test_the_control_switches_to_the_memory_page_and_forward_only_says_what_it_leaves_out():
     app = page(gpus="2", batch_size="8", data_size="16")
     app.radio(key="engine_choice").set_value(MEMORY).run()
-    assert not app.exception and len(app.get("plotly_chart")) == 1
-    assert "Forward only" in shown_text(app)
+    assert not app.exception and len(app.get("plotly_chart")) == 2
+    assert "Forward only" in shown_text(app) and "trains nothing: turn on **Train**" in shown_text(app)
 
 
 def test_the_link_word_is_a_page_not_an_engine():
     config, warnings = from_query({"engine": MEMORY, "gpus": "2"})
     assert warnings == [] and config.engine == "ddp" and wanted_page({"engine": MEMORY}) == MEMORY
     assert to_query(config, page=MEMORY)["engine"] == MEMORY and wanted_page({"engine": "ddp"}) is None
+
+
+def test_at_real_size_plans_every_engine_and_holds_the_toy_run_to_the_same_rules():
+    app = page(engine=MEMORY, **SETTINGS)
+    assert not app.exception
+    charts = [chart.proto.spec for chart in app.get("plotly_chart")]
+    assert len(charts) == 2 and "80 GB per device" in charts[1] and "does not fit" in charts[1]
+    text = shown_text(app)
+    assert "**DataParallel**: does not fit." in text and "**FSDP**: fits." in text  # 7B on 8 GPUs of 80 GB, Adam
+    assert "holds exactly what the live runs' ranks held" in text and "ZeRO-1" in text
+    app.number_input(key="real_gpus").set_value(1024).run()
+    app.radio(key="real_memory").set_value(24).run()
+    assert not app.exception and "1,024 devices of 24 GB" in app.get("plotly_chart")[1].proto.spec

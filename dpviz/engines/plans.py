@@ -23,6 +23,7 @@ SIZES = {
     "7b": {"vocabulary": 32000, "sequence": 4096, "width": 4096, "heads": 32, "blocks": 32},
 }
 DTYPES = ("float32", "bfloat16")
+TOKENS = 1024  # tokens in each row of a real-size transformer's example batch (its context may be longer)
 
 
 def engines_that_plan() -> list[str]:
@@ -42,6 +43,27 @@ def plan_shape(shape: ModelShape, gpus: int, optimizer: str) -> dict[str, Any]:
                       "parameter bytes": shape.parameter_bytes, "buffer bytes": shape.buffer_bytes,
                       "rows": shape.rows, "dtype": shape.dtype, "units": len(shape.units)},
             "gpus": gpus, "optimizer": optimizer, "engines": engines}
+
+
+def scaled(shape: ModelShape, rows: int) -> ModelShape:
+    """`shape` with its example batch `rows` rows long: what autograd saves, the batch and the output grow with it."""
+    import dataclasses
+
+    factor = rows / shape.rows if shape.rows else 0
+    return dataclasses.replace(shape, rows=rows, saved_bytes=round(shape.saved_bytes * factor),
+                               input_bytes=round(shape.input_bytes * factor), output_bytes=round(shape.output_bytes * factor))
+
+
+def measure_catalogue(name: str, size: str | None = None, rows: int = 1, input_size: int = 5,
+                      output_size: int = 2, dtype: str | None = None) -> ModelShape:
+    """The shape of a catalogue model (at `size`, on the meta device), measured on `rows` rows: torch, in the
+    process that calls it (a page asks a process of its own: dpviz.engines.apart.call_apart)."""
+    import torch
+
+    from dpviz.engines.workload.shapes import measure
+
+    model, example = _catalogue(name, size, rows, input_size, output_size)
+    return measure(model, example, dtype=None if dtype is None else getattr(torch, dtype))
 
 
 def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", dtype: str | None = None,
@@ -89,5 +111,5 @@ def _catalogue(name: str, size: str | None, rows: int, input_size: int, output_s
     with torch.device("meta"):
         model = Transformer(shape["vocabulary"], shape["vocabulary"], width=shape["width"], heads=shape["heads"],
                             blocks=shape["blocks"], sequence=shape["sequence"])
-        tokens = torch.zeros(rows, shape["sequence"], dtype=torch.long)
+        tokens = torch.zeros(rows, min(shape["sequence"], TOKENS), dtype=torch.long)
     return model, tokens

@@ -1,6 +1,7 @@
 """The page "Memory, every engine" (engine=memory in a link): the same settings under every engine, one after
 the other within the server's budget of ranks, and one figure of each device's memory by kind and the bytes it
-moves per step (dpviz.figures.memory_compare), with a one-line reading under it."""
+moves per step (dpviz.figures.memory_compare), with a one-line reading under it; then the same rules at real
+size (dpviz.page.real_size)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -54,6 +55,9 @@ def show_memory(config: RunConfig) -> None:
         st.markdown(keep_units(markdown_text(reading(traces), 2_000)))  # dpviz's own sentence: escaped, not cut
     if preset is not None:
         st.info(f"**What to look for.** {keep_units(markdown_text(preset.look_for, 2_000))}")
+    from dpviz.page.real_size import show_real_size  # here: the plan's figure, which a page of one engine never needs
+
+    show_real_size(config, traces)
 
 
 def lesson(config: RunConfig):

@@ -31,8 +31,11 @@ def measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Ten
     saved: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
-        if not isinstance(tensor, nn.Parameter):  # a weight autograd keeps is the parameter itself, already counted
-            saved[id(tensor)] = tensor.numel() * tensor.element_size()
+        # Each storage once: a view autograd keeps (a weight's transpose, a slice) holds no memory of its own, and a
+        # weight's is the parameter's, already counted.
+        base = tensor._base if tensor._base is not None else tensor
+        if not isinstance(base, nn.Parameter):
+            saved[id(base)] = base.numel() * base.element_size()
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):

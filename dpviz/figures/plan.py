@@ -1,0 +1,55 @@
+"""A plan at real size, drawn: per engine the fullest device's bytes by kind, stacked, against a line at the
+device's memory, each bar saying whether it fits (dpviz.engines.plans' document)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from dpviz.analysis.wording import human_bytes
+from dpviz.figures.colors import GUIDE, OUTLINE
+from dpviz.figures.memory_compare import FAMILY_COLORS
+from dpviz.figures.style import styled
+
+HELD = ("parameters", "gradients", "optimizer state", "activations")
+GIB = 2**30
+
+
+def fullest(devices: list[dict]) -> dict:
+    """The device that holds the most (what must fit), by its kinds."""
+    return max(devices, key=lambda d: sum(d[kind] for kind in HELD))
+
+
+def fits(found: dict, memory_gb: int) -> dict[str, bool]:
+    """Per engine, whether its fullest device holds no more than `memory_gb` GB (GiB, as GPU makers count)."""
+    return {name: sum(fullest(planned["devices"])[kind] for kind in HELD) <= memory_gb * GIB
+            for name, planned in found["engines"].items()}
+
+
+def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
+    engines = list(found["engines"].values())
+    labels = [planned["label"] for planned in engines]
+    rows = [fullest(planned["devices"]) for planned in engines]
+    fig = go.Figure()
+    for kind in HELD:
+        values = [row[kind] / GIB for row in rows]
+        fig.add_trace(go.Bar(x=labels, y=values, name=kind, marker=dict(color=FAMILY_COLORS[kind],
+                                                                        line=dict(color=OUTLINE, width=0.6)),
+                             customdata=[human_bytes(row[kind]) for row in rows],
+                             hovertemplate=f"%{{x}}<br>{kind}: %{{customdata}} on the fullest device<extra></extra>"))
+    fig.add_hline(y=memory_gb, line=dict(color=GUIDE, dash="dash", width=2),
+                  annotation_text=f"{memory_gb} GB per device", annotation_position="top left")
+    ok = fits(found, memory_gb)
+    for label, row, name in zip(labels, rows, found["engines"]):
+        total = sum(row[kind] for kind in HELD)
+        fig.add_annotation(x=label, y=total / GIB, yanchor="bottom", showarrow=False,
+                           text=f"<b>{'fits' if ok[name] else 'does not fit'}</b><br>{human_bytes(total)}")
+    top = max(max(sum(row[kind] for kind in HELD) for row in rows) / GIB, memory_gb)
+    fig.update_yaxes(title_text="GiB on the fullest device", range=[0, top * 1.25], rangemode="tozero")
+    fig.update_layout(barmode="stack")
+    count = sum(1 for value in ok.values() if value)
+    optimizer = {"sgd": "SGD", "adam": "Adam"}.get(found["optimizer"], found["optimizer"])
+    title = (f"{title_model} on {found['gpus']:,} devices of {memory_gb} GB, training with {optimizer}: "
+             f"{count} of {len(ok)} engines fit")
+    per = -(-found["model"]["rows"] // found["gpus"])
+    notes = [f"planned from the model's shapes on the meta device ({found['model']['parameters']:,} parameters, "
+             f"{found['model']['dtype']}), not run; activations of {per:,} row{'s' if per != 1 else ''} per device"]
+    return styled(fig, title, notes, height=420)

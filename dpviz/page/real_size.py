@@ -1,0 +1,89 @@
+""""At real size", under the page "Memory, every engine": the catalogue's transformer at GPT-2-small, 1B or 7B
+shapes on up to 1,024 GPUs of 24, 40 or 80 GB, planned per engine from its shapes (dpviz.engines.plans), with a
+line at the device's memory; and the same rules applied to the toy run above, held against what its ranks held.
+
+The server imports no torch: a model's shape is measured once per size in a process of its own (on the meta
+device, nothing allocated) and kept; the plan itself is arithmetic."""
+from __future__ import annotations
+
+import functools
+
+import streamlit as st
+
+from dpviz.analysis.wording import human_bytes
+from dpviz.config import RunConfig
+from dpviz.engines.plans import TOKENS, plan_shape, scaled
+from dpviz.trace import Trace
+
+SIZES = {"gpt2-small": "GPT-2 small", "1b": "about 1B parameters", "7b": "about 7B parameters"}
+MEMORIES = (24, 40, 80)  # GB per device: the common cards' memory
+HELD = ("parameters", "gradients", "optimizer state")
+CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
+
+
+@functools.lru_cache(maxsize=len(SIZES))
+def shape_at(size: str):
+    """The transformer's shape at `size`, one row (a sequence of TOKENS tokens) long, in float32, measured apart."""
+    from dpviz.engines.apart import call_apart
+    from dpviz.engines.plans import measure_catalogue
+
+    return call_apart(measure_catalogue, "transformer", size, 1, 5, 2, None)
+
+
+@functools.lru_cache(maxsize=32)
+def toy_shape(model: str, rows: int, input_size: int, output_size: int):
+    """The shape of the catalogue model a live run ran, on the run's batch, measured apart."""
+    from dpviz.engines.apart import call_apart
+    from dpviz.engines.plans import measure_catalogue
+
+    return call_apart(measure_catalogue, model, None, rows, input_size, output_size, None)
+
+
+def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
+    from dpviz.figures.plan import fits, plan_figure
+    from dpviz.figures.style import presentation
+    from dpviz.page.state import PRESENT
+
+    st.subheader("At real size")
+    left, middle, right = st.columns(3)
+    size = left.selectbox("Model", list(SIZES), format_func=SIZES.get, index=2, key="real_size",
+                          help="The catalogue's transformer at these shapes, built on the meta device: nothing is "
+                               "allocated, nothing runs.")
+    gpus = middle.number_input("GPUs", min_value=1, max_value=1024, value=8, step=1, key="real_gpus")
+    memory = right.radio("GB per GPU", MEMORIES, index=2, horizontal=True, key="real_memory")
+    optimizer = config.optimizer if config.train else "adam"
+    found = plan_shape(scaled(shape_at(size), int(gpus)), int(gpus), optimizer)  # one sequence per GPU
+    figure = plan_figure(found, int(memory), f"A transformer with {SIZES[size]}")
+    st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
+                    config=CHART_CONFIG, key="real_size_chart")
+    ok = fits(found, int(memory))
+    st.markdown(" ".join(f"**{planned['label']}**: {'fits' if ok[name] else 'does not fit'}."
+                         for name, planned in found["engines"].items())
+                + f" Training with {optimizer} in float32, one sequence of {TOKENS:,} tokens per GPU, no activation "
+                  "checkpointing; the plan's rules are those the toy run above is held against.")
+    st.markdown(toy_words(config, traces))
+
+
+def toy_words(config: RunConfig, traces: list[Trace]) -> str:
+    """The plan of the toy run's own settings, against what its ranks held: equal, and said so."""
+    if not config.train:
+        return "The toy run above trains nothing: turn on **Train** to hold the plan against what its ranks held."
+    held = [trace for trace in traces if trace.failure is None and trace.facts.get("held")]
+    if not held:
+        return ""
+    shape = toy_shape(config.model, config.batch_size, config.input_size, config.output_size)
+    found = plan_shape(shape, config.gpus, config.optimizer)
+    parts, unequal = [], []
+    for trace in held:
+        planned = found["engines"][trace.engine]["devices"]
+        same = all(rank[kind]["bytes"] == planned[r][kind] for r, rank in enumerate(trace.facts["held"]) if rank
+                   for kind in HELD)
+        (parts if same else unequal).append(trace.spec.label)
+        first = planned[0]
+    if unequal:
+        return (f"The plan of the toy settings differs from what the ranks of {', '.join(unequal)} held: "
+                "please report it.")
+    return (f"**The same rules at toy size.** Planned from the toy model's shapes, every rank of {', '.join(parts)} "
+            f"holds exactly what the live runs' ranks held: parameters, gradients and optimizer state, byte for byte "
+            f"(rank 0 of the last: {human_bytes(first['parameters'])}, {human_bytes(first['gradients'])} and "
+            f"{human_bytes(first['optimizer state'])}).")
