@@ -81,7 +81,7 @@ def test_the_plan_is_what_every_rank_of_a_live_run_held(engine_name, ranks):
 
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_the_plan_is_what_dataparallels_devices_held(gpus):
-    for name in ("linear", "mlp", "transformer"):
+    for name in MODELS:
         config = RunConfig(model=name, gpus=gpus, train=True, data_size=4 * gpus, batch_size=4 * gpus, backend="simulated")
         trace = engine("dp").record(config)
         assert trace.failure is None

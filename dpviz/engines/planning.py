@@ -71,10 +71,12 @@ class ModelShape:
         return round((self.saved_bytes + self.input_bytes + self.output_bytes) * rows / self.rows)
 
 
-def state_bytes(params: list[Param] | tuple[Param, ...], optimizer: str, elements: int | None = None) -> int:
-    """The optimizer's state of `params` (or of `elements` of them, at their element size)."""
+def state_bytes(params: list[Param] | tuple[Param, ...], optimizer: str, elements: int | None = None,
+                every_trainable: bool = False) -> int:
+    """The optimizer's state of `params` (or of `elements` of them, at their element size): of those backward
+    reached, or of every trainable one (DataParallel gives each a gradient, zeros where forward never used it)."""
     per = STATE_PER_ELEMENT[optimizer]
-    trained = [p for p in params if p.trainable and p.reached]
+    trained = [p for p in params if p.trainable and (p.reached or every_trainable)]
     if elements is not None:
         size = trained[0].element_size if trained else 4
         return per * elements * size

@@ -28,7 +28,9 @@ def test_a_memory_link_draws_every_engines_memory_and_bytes(page, artifacts):
     assert diamonds["y"][6] == pytest.approx(1.5 * diamonds["y"][2])
     assert bars["parameters"]["y"][6] < bars["parameters"]["y"][2]
     assert "sent per step (computed)" in legend(page, "memory_chart")
-    assert "1.5× DDP's" in page.locator("[data-testid=stMarkdown]").all_inner_texts()[-1]
+    readings = page.locator("[data-testid=stMarkdown]").all_inner_texts()
+    assert any("1.5× DDP's" in text and text.startswith("Parameters, gradients and optimizer state") for text in readings)
+    assert any(text.startswith("The same rules at toy size.") for text in readings)  # then the plan at real size
     screenshot_full_page(page, artifacts / "memory-every-engine.png")
 
 
