@@ -36,3 +36,17 @@ def test_a_script_without_a_main_guard_runs_from_any_folder(tmp_path, engine):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["failure: None", "steps: 2"], done.stdout + done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_starting_the_forkserver_leaves_this_process_environment_as_it_was(monkeypatch):
+    from multiprocessing import forkserver
+
+    from dpviz.engines.processes import start_forkserver
+
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    start_forkserver()
+    assert os.environ["PYTHONPATH"] == "/somewhere/else"
+    assert forkserver._forkserver._forkserver_pid is not None  # it runs, whether this call started it or not
+    monkeypatch.delenv("PYTHONPATH")
+    start_forkserver()
+    assert "PYTHONPATH" not in os.environ

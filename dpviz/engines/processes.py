@@ -86,11 +86,15 @@ def start_forkserver() -> None:
     Python 3.11's forkserver does not apply its parent's sys.path: a script run from another folder, which found
     dpviz through its own sys.path, would start a forkserver that cannot import dpviz, and each rank would then run
     the script again as multiprocessing does (a script without an `if __name__ == "__main__":` guard starting runs
-    of its own). dpviz's folder goes on the forkserver's PYTHONPATH; this process's environment is as it was
-    before this returns (a lock keeps two starts apart)."""
+    of its own). dpviz's folder goes on the forkserver's PYTHONPATH while it starts, once: this process's
+    environment is as it was before this returns (a lock keeps two starts apart), and a running forkserver is left
+    as it is, the environment untouched."""
     from multiprocessing import forkserver
 
     with _starting:
+        running = forkserver_pid()
+        if running is not None and _exists(running):  # the usual case: started once, at the first page or run
+            return  # (not reaped here: multiprocessing reaps it, and restarts one that has ended)
         root = str(Path(__file__).resolve().parents[2])
         saved = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = os.pathsep.join([root, saved] if saved else [root])
