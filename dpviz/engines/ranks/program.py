@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import socket
+from contextlib import nullcontext
 import threading
 import time
 import warnings
@@ -124,7 +125,7 @@ def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: i
         optimizer, holder = program.optimizer(config, trainable, observer.passed)
     if program.report is not None:
         program.report(wrapped, result, False)
-    around = program.around(wrapped, observer, config, optimizer) if program.around is not None else _nothing()
+    around = program.around(wrapped, observer, config, optimizer) if program.around is not None else nullcontext()
     caught: list[tuple[str, str, int]] = []
     try:
         with warnings.catch_warnings(record=True) as seen, around:
@@ -188,14 +189,6 @@ def _load(work: Any, observer: Any, iterator: Any, device: torch.device) -> tupl
     observer.hold("rows loaded", work.loaded_bytes(data, args, kwargs))
     observer.snapshot("load")
     return (args, kwargs), ids
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def whole_optimizer(config: RunConfig, trainable: list, passed: Callable[..., None]) -> tuple[Any, Any]:
