@@ -1,14 +1,18 @@
 """Links reproduce settings; bad links give a sentence each and fall back to valid values."""
 import pytest
 
-from dpviz.config import ENGINE_OPTIONS as DDP_ONLY, MAX_BATCHES, RunConfig
+from dpviz.config import ENGINE_OPTIONS, MAX_BATCHES, RunConfig
+from dpviz.engines import ENGINES
+
+OTHER_ENGINES_ONLY = set(ENGINE_OPTIONS) - set(ENGINES["dp"].unset)  # what a DataParallel link leaves out
 from dpviz.page.link import from_query, settle, to_query
 
 
 def test_a_link_round_trips_every_setting():
     config = RunConfig(batch_size=7, data_size=333, gpus=16, input_size=9, output_size=3, shuffle=False, seed=42, backend="simulated", train=True)
     assert from_query(to_query(config)) == (config, [])
-    assert set(to_query(config)) == set(config.to_dict()) - set(DDP_ONLY)  # DataParallel's settings, nothing else
+    assert set(to_query(config)) == set(config.to_dict()) - OTHER_ENGINES_ONLY  # DataParallel's settings, nothing else
+    assert "optimizer" in to_query(config)  # the optimizer is DataParallel's as every engine's
     other = RunConfig(model="gru_dim1", inputs="hidden", gpus=3)
     assert from_query(to_query(other)) == (other, [])
     ddp = RunConfig(engine="ddp", gpus=5, train=True, bucket_cap_mb=0.25, accumulate=3, epochs=2, set_epoch=False,
@@ -25,7 +29,7 @@ def test_a_link_round_trips_every_setting():
     ({"engine": "ddp", "inputs": "kwargs"}, "DataParallel pitfall"),
     ({"engine": "ddp", "uneven": "true"}, "needs shuffle and drop_last off"),
     ({"engine": "ddp", "accumulate": "4"}, "needs train"),
-    ({"engine": "dp", "optimizer": "adam"}, "optimizer is an option of DistributedDataParallel, ZeRO-1 and FSDP"),
+    ({"engine": "dp", "reshard_after_forward": "false"}, "reshard_after_forward is a FSDP option"),
 ])
 def test_settings_that_do_not_go_together_are_said_and_dropped(query, words):
     config, warnings = from_query(query)

@@ -47,7 +47,7 @@ def show_memory(config: RunConfig) -> None:
                      f"{markdown_text(trace.failure.message, 300)}")
     if not config.train:
         st.info("Forward only: no gradients, no optimizer state, no all-reduce. Turn on **Train** (and choose Adam "
-                "among the DistributedDataParallel options) to see what ZeRO-1 and FSDP shard.")
+                "as the optimizer, which every engine here then steps) to see what ZeRO-1 and FSDP shard.")
     with drawing():
         figure = memory_compare_figure(traces)
         st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",

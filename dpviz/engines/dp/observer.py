@@ -302,7 +302,10 @@ class Observer:
         first = self.device_ids[0]
         self.pending.append(Span(phase="step", batch=self.batch, start=start, end=self.now(), lane=first))
         self.memory.drop("optimizer state")
-        self.memory.hold(first, "optimizer state", nbytes([s for state in optimizer.state.values() for s in state.values()]))
+        # Its buffers per element of a parameter (SGD's momentum, Adam's two moments), as a rank's held state counts
+        # them: Adam's step counters, one number per parameter tensor, left out.
+        self.memory.hold(first, "optimizer state", nbytes([s for state in optimizer.state.values() for s in state.values()
+                                                           if isinstance(s, torch.Tensor) and s.dim() > 0]))
         self._snapshot("step")
 
     def next_batch(self) -> None:

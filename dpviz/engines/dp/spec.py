@@ -1,6 +1,7 @@
 """DataParallel, as the rest of dpviz sees it: its words, its parts, its rules for a config (no torch)."""
 from __future__ import annotations
 
+from dpviz.engines.dp.options import DpOptions
 from dpviz.engines.parts import Parts
 from dpviz.engines.spec import EngineSpec
 
@@ -20,6 +21,8 @@ SPEC = EngineSpec(
     lanes_label="Number of GPUs",
     lane_files="gpus",
     processes=False,
+    options_title="DataParallel options",
+    options_type=DpOptions,
     # Simulated DataParallel's replica threads, the loss per GPU and the state a forward changed.
     # The user's own module: its class and parameter counts (dpviz.trace.own_model).
     facts=("state", "losses", "threads", "threads_at_once", "model"),
