@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_costs.py            # measure, print the table, write dpviz/page/run_costs.json
     .venv/bin/python bench/bench_costs.py --quick    # the Linear model only (a look, nothing written)
+    .venv/bin/python bench/bench_costs.py --add dp/adam   # measure the rows a new option adds, keep the rest
 
 Each run is recorded as the page records it, in a process of its own forked from the forkserver
 (dpviz.engines.apart), while a thread sums the proportional set size (PSS: a page shared by n processes counts
@@ -48,7 +49,7 @@ RANKS = (2, 6)
 
 
 def trainings(engine: str) -> tuple[str, ...]:
-    """Forward only, and training with each optimizer the engine offers (DataParallel's step is SGD's)."""
+    """Forward only, and training with each optimizer the engine offers."""
     return TRAININGS if "optimizer" in ENGINES[engine].unset else ("forward", "sgd")
 
 
@@ -113,7 +114,11 @@ def server_floor() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the Linear model only; nothing written")
+    parser.add_argument("--add", metavar="ENGINE/TRAINING", help="measure only this engine's rows with this training "
+                        "(every model), by the same method, into the table as it stands")
     args = parser.parse_args()
+    if args.add:
+        return add_rows(*args.add.split("/"))
     load_start = os.getloadavg()
     record_apart(RunConfig(engine="ddp"))  # the forkserver up and warm
     forkserver = alone()
@@ -171,6 +176,27 @@ def main() -> None:
         TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
         print(f"written to {TABLE.relative_to(ROOT)}")
     save("bench_costs", "quick" if args.quick else "table", table, load_start)
+
+
+def add_rows(engine: str, training: str) -> None:
+    """Measure engine × every model × `training` as main() does, and write them into the table as it stands: the
+    rows an option adds (DataParallel's Adam), without measuring again the rows that did not change."""
+    load_start = os.getloadavg()
+    record_apart(RunConfig(engine="ddp"))  # the forkserver up and warm
+    table = json.loads(TABLE.read_text())
+    low, high = LANES.get(engine, RANKS)
+    for model in MODELS:
+        (at_low, seconds, _), (at_high, _, _) = (cost(settings(engine, model, training, n)) for n in (low, high))
+        per_lane = max(0, (at_high - at_low) // (high - low))
+        table["runs"][f"{engine}/{model}/{training}"] = {"fixed": max(0, at_low - low * per_lane), "per_lane": per_lane,
+                                                         "seconds": round(seconds, 3)}
+        print(f"{engine:6} {model:12} {training:8} {at_low / MB:6.1f} MB at {low}, {at_high / MB:6.1f} MB at "
+              f"{high}: {per_lane / MB:5.1f} MB a lane; {seconds:.2f} s", flush=True)
+    table["added"] = {**table.get("added", {}), f"{engine}/{training}": {
+        "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "load": [round(x, 2) for x in load_start]}}
+    TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    print(f"written to {TABLE.relative_to(ROOT)}")
+    save("bench_costs", "table", table, load_start)
 
 
 if __name__ == "__main__":

@@ -144,7 +144,17 @@ def costs(f: dict[str, Any]) -> str:
             f"has drawn a page {mb(floor['server'])}. Each element of the data set costs a process that holds it "
             f"{min(f['per_element'].values()):.1f} to {max(f['per_element'].values()):.1f} B; each batch of a run forward "
             f"only on {low} lanes adds {batch_range(f, 'forward', low)}, of a training run {batch_range(f, 'train', low)}. "
-            f"All {len(runs)} rows are in `dpviz/page/run_costs.json`.")
+            f"All {len(runs)} rows are in `dpviz/page/run_costs.json`." + added(f))
+
+
+def added(f: dict[str, Any]) -> str:
+    """When rows were measured after the table (bench_costs.py --add): which, and when, beside the table's own date."""
+    if not f.get("added"):
+        return ""
+    measured = f["measured"]
+    later = "; ".join(f"{rows} on {when['utc']} UTC (load average {when['load'][0]:.2f})" for rows, when in f["added"].items())
+    return (f" The table was measured on {measured['utc']} UTC (load average {measured['load'][0]:.2f}, "
+            f"`.venv/bin/python bench/bench_costs.py`); rows added since by `--add`: {later}.")
 
 
 def batch_range(f: dict[str, Any], kind: str, lanes: int) -> str:

@@ -37,7 +37,8 @@ READERS = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts).removesu
 # of a loaded trace and its check.
 READING_SIDE = sorted({
     *READERS,
-    *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "chunking", "split_rules", "facts", "check", "plan")),
+    *(f"dpviz.engines.dp.{name}" for name in ("spec", "vocabulary", "options", "chunking", "split_rules", "facts", "check",
+                                              "plan")),
     *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "options", "sharding", "facts", "check", "plan")),
     *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check", "plan")),
     *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts", "plan")),
