@@ -105,9 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seed", type=_setting("seed"), default=DEFAULTS.seed, help=f"seed for data, weights and order ({_limits('seed')})")
     add("--no-shuffle", action="store_true", help="keep the dataset order (the tutorial shuffles)")
     add("--train", action="store_true",
-        help="after each forward, an MSE loss on the output device, backward through DataParallel and an SGD step "
+        help="after each forward, an MSE loss on the output device, backward through DataParallel and an optimizer step (--optimizer) "
         "(the tutorial runs forward only); with --engine ddp, every rank's own loss and backward, its gradients "
-        "all-reduced bucket by bucket, then its own SGD step")
+        "all-reduced bucket by bucket, then its own optimizer step")
     add("--backend", type=_setting("backend"), choices=BACKENDS, default=DEFAULTS.backend,
         help="cuda: the real nn.DataParallel; simulated: CPU stand-ins; auto (default): cuda when the machine has at "
         "least --gpus GPUs and --gpus >= 2. With --engine ddp: cuda runs NCCL with one process per GPU, cpu (or "

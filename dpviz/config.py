@@ -74,7 +74,7 @@ class RunConfig:
     shuffle: bool = True
     seed: int = 0
     backend: str = "auto"
-    train: bool = False  # forward only, as the tutorial; True adds loss, backward and an SGD step
+    train: bool = False  # forward only, as the tutorial; True adds loss, backward and an optimizer step
     model: str = "linear"  # the tutorial's nn.Linear; see dpviz.engines.workload.models for the others
     inputs: str = "tensor"  # model(x) as in the tutorial; see dpviz.engines.workload.input_forms for tuple, dict, kwargs, ...
     engine: str = "dp"  # nn.DataParallel; see dpviz.engines

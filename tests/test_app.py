@@ -117,7 +117,7 @@ def test_training_from_a_link_draws_the_way_back():
     assert not app.exception and app.toggle(key="train").value is True
     specs = [c.proto.spec for c in every_tab(app)]
     # The way back: the flow's steps after the gather, in the vocabulary's words.
-    assert any('"sum of gradients","SGD step"' in spec for spec in specs)
+    assert any('"sum of gradients","optimizer step"' in spec for spec in specs)
     assert "The way back" in shown_text(app)
     assert show_tab(app, "Memory").radio(key="memory_batch").options == ["batch 1 of 4 (the first)", "batch 4 of 4 (the last)"]
 

@@ -80,7 +80,7 @@ def test_way_back_names_the_chunk_sizes_and_the_sum_on_gpu_zero():
     assert "**The way back.**" in t
     assert "10, 10, 10 rows in batches 0-2; 4, 4, 2 rows in batch 3" in t
     assert "**sums** the 3 replicas' gradients onto GPU 0" in t and "not an average" in t
-    assert "SGD step then runs on GPU 0" in t and "one after another on the CPU autograd thread" in t
+    assert "optimizer step then runs on GPU 0" in t and "one after another on the CPU autograd thread" in t
     eight = text(gpus=8, train=True)
     assert "2, 2, 2, 2, 2 rows in batch 3" in eight and "(8 in batches 0-2, 5 in batch 3)" in eight
     assert "way back" not in text(gpus=3)  # forward only

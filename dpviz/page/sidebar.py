@@ -100,7 +100,7 @@ def controls() -> tuple[RunConfig, str]:
         "train": st.sidebar.toggle(
             "Train: loss, backward, step", key="train",
             help="The tutorial runs forward only. On: an MSE loss on GPU 0, backward through DataParallel "
-            "(gradients split back to the replicas and summed onto GPU 0) and an SGD step.",
+            "(gradients split back to the replicas and summed onto GPU 0) and an optimizer step (SGD or Adam).",
         ),
         "seed": number("Seed", "seed", "Seeds the data, the weights and the shuffle: same seed, same run."),
         "backend": st.sidebar.radio(

@@ -28,7 +28,7 @@ VOCABULARY = Vocabulary(
         # One name in every view: the legend, the flow's nodes, the memory view's phases, the key figures.
         Phase("reduce", ONE_LANE, SUM_LABEL, f"{SUM_LABEL}: every replica's gradients added into .grad (a sum, not a mean)",
               hatch="+", place="device_ids[0]", training=True),
-        Phase("step", ONE_LANE, "SGD step", "SGD step: updates the parameters", hatch="-", place="device_ids[0]",
+        Phase("step", ONE_LANE, "optimizer step", "optimizer step: updates the parameters (SGD or Adam, as chosen)", hatch="-", place="device_ids[0]",
               training=True),
     ),
     # Bottom to top of a stacked bar: what only device 0 holds first, then data, then what every replica

@@ -2,7 +2,7 @@
 
 Each lane has two rows. The upper, thick row is what the rank's own thread does: DDP()'s broadcast of
 rank 0's parameters (once, before step 0), then per step load, the bucket rebuild (once, in step 1), the
-buffers' broadcast, forward, loss, backward and the SGD step. The thin row under it holds the gradient
+buffers' broadcast, forward, loss, backward and the optimizer step. The thin row under it holds the gradient
 buckets' all-reduces, which gloo or NCCL run beside the backward: a bucket's all-reduce starts as soon
 as its gradients are ready, while backward still computes the rest, so the two rows overlap in time.
 Buckets of one step get sub-rows of their own (up to BUCKET_ROWS, then they share), so one bucket's

@@ -147,7 +147,7 @@ def _backward(trace: Trace) -> str | None:
         return None
     first = trace.lanes[0].id
     if len(trace.lanes) == 1:
-        return (f"**The way back.** With one device the loss, the backward and the SGD step all run on GPU {first}: "
+        return (f"**The way back.** With one device the loss, the backward and the optimizer step all run on GPU {first}: "
                 "nothing is split and nothing is summed.")
     splits: dict[tuple[int, ...], list[int]] = {}
     failed = trace.failure.batch if trace.failure else None
@@ -178,7 +178,7 @@ def _backward(trace: Trace) -> str | None:
              if own_loss else " Because the loss is a mean over the whole gathered batch, that sum is the gradient "
              "one GPU would get for the whole batch.")
     if steps:
-        text += f" The SGD step then runs on GPU {steps[0].lane}, where the parameters and the optimizer state live."
+        text += f" The optimizer step then runs on GPU {steps[0].lane}, where the parameters and the optimizer state live."
     if trace.simulated:
         text += (" (Simulated: the replicas' backwards ran one after another on the CPU autograd thread; real GPUs "
                  "run each device's backward on that device's own thread.)")

@@ -5,7 +5,7 @@
 The batch is scattered into one chunk per device, GPU 0's parameters are replicated to every replica
 (on every batch), each replica runs its forward and the outputs are gathered onto the output device.
 Training comes back: the loss on the output device, its gradient split back to each replica with the
-forward's chunk sizes, each replica's gradients summed onto device_ids[0] and the SGD step there.
+forward's chunk sizes, each replica's gradients summed onto device_ids[0] and the optimizer step there.
 Band widths are rows of the batch; the parameters and each replica's gradients are one thin band.
 
 A failed batch marks the replica DataParallel's error names, where it failed. A replica called with
