@@ -101,9 +101,15 @@ def test_ddp_timeline_step_names_never_meet_and_the_log_opens_each_step(browser,
                 presenting(page)
             root = drawn(page, "Timeline", "timeline")
             steps = [b for b in boxes(page, root, "g.annotation text") if re.fullmatch(r"(step )?\d+(: .*)?", b["text"])]
-            # Every step named, from 1: "step 1", "step 2", ... or, where they crowd, "step 1", "2", ...
-            assert steps[0]["text"].startswith("step 1") and [int(re.match(r"(?:step )?(\d+)", b["text"]).group(1))
-                                                              for b in steps] == list(range(1, len(opening) + 1)), look
+            # Every step named, from 1: "step 1", "step 2", ... or, where they crowd, "step 1", "2", ...; a name that
+            # would still meet its neighbour is left out (its dotted line marks the step), only once the names are
+            # numbers alone: how crowded the steps are depends on the live run's measured times.
+            numbers = [int(re.match(r"(?:step )?(\d+)", b["text"]).group(1)) for b in steps]
+            assert steps[0]["text"].startswith("step 1") and numbers == sorted(set(numbers)), (look, numbers)
+            assert set(numbers) <= set(range(1, len(opening) + 1)), (look, numbers)
+            if len(numbers) < len(opening):
+                assert len(numbers) >= len(opening) // 2 and not any(b["text"].startswith("step") for b in steps[1:]), \
+                    (look, numbers)
             for i, a in enumerate(steps):
                 for b in steps[i + 1:]:
                     assert not meet(a, b), (look, a, b)
