@@ -86,7 +86,8 @@ def start_forkserver() -> None:
     Python 3.11's forkserver does not apply its parent's sys.path: a script run from another folder, which found
     dpviz through its own sys.path, would start a forkserver that cannot import dpviz, and each rank would then run
     the script again as multiprocessing does (a script without an `if __name__ == "__main__":` guard starting runs
-    of its own). dpviz's folder goes on the forkserver's PYTHONPATH while it starts, once: this process's
+    of its own). Where dpviz's folder is not already the folder the forkserver starts in (a page's server runs in
+    the repository) nor on PYTHONPATH, it goes on the forkserver's PYTHONPATH while it starts, once: this process's
     environment is as it was before this returns (a lock keeps two starts apart), and a running forkserver is left
     as it is, the environment untouched."""
     from multiprocessing import forkserver
@@ -97,6 +98,9 @@ def start_forkserver() -> None:
             return  # (not reaped here: multiprocessing reaps it, and restarts one that has ended)
         root = str(Path(__file__).resolve().parents[2])
         saved = os.environ.get("PYTHONPATH")
+        if root == os.getcwd() or root in (saved or "").split(os.pathsep):  # it finds dpviz as it is: the page's
+            forkserver.ensure_running()  # server (started in the repository) never touches its environment
+            return
         os.environ["PYTHONPATH"] = os.pathsep.join([root, saved] if saved else [root])
         try:
             forkserver.ensure_running()
