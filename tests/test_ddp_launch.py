@@ -75,6 +75,16 @@ def test_a_rank_that_stops_answering_ends_the_run_at_the_timeout():
     assert not any(alive(pid) for pid in launched["pids"]) and ranks_running() == []
 
 
+@pytest.mark.parametrize("engine", ["ddp", "zero1", "fsdp"])
+def test_a_rank_that_sets_up_later_than_the_timeout_is_waited_for(engine):
+    # On a busy machine ranks start seconds apart: only a step's collective is held to the run's timeout.
+    config = RunConfig(**{**CONFIG.to_dict(), "engine": engine})
+    launched = launch(config, fault=(1, 4.0, "late"), timeout_s=2)
+    trace = traced(config, launched)
+    assert trace.failure is None and launched["exit_codes"] == [0, 0, 0]
+    assert len(trace.batches) == 10 and all(len(trace.spans_of(b.index, "forward")) == 3 for b in trace.batches)
+
+
 def test_a_caller_that_stops_listening_takes_every_rank_with_it():
     class Closed(Exception):
         """What a page's script thread raises when its session ends."""

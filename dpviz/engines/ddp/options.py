@@ -33,7 +33,7 @@ class DdpOptions:
     uneven: bool = option(False, "Split the rows by hand (uneven shards)",
                           "No DistributedSampler: contiguous shards, so ranks may get different numbers of batches.")
     join: bool = option(False, "ddp.join() around the loop", "Ranks that run out of batches keep answering the others.")
-    timeout_s: int = option(30, "Collective timeout (s)", "How long a rank waits in a collective before the run ends.",
+    timeout_s: int = option(30, "Collective timeout (s)", "How long a rank waits in a step's collective before the run ends.",
                             kind="whole", limits=(2, 600))
     optimizer: str = option(
         "sgd", "Optimizer",

@@ -6,7 +6,8 @@ Processes come from a forkserver that has torch, torch.distributed and torch._dy
 (DDP's constructor imports torch._dynamo: seconds per rank otherwise). A forkserver is started by
 fork + exec, so starting ranks is safe from any thread of a server, and each rank is a fork of a
 single-threaded process. The parent hosts the rendezvous store on a port the kernel picks (no race for
-a free port); every rank's process group times out after `timeout_s`, far below gloo's 30 minutes.
+a free port); every rank's collectives time out after `timeout_s` from its first step on, far below gloo's 30
+minutes (before it, while ranks that started seconds apart set up, after program.SETUP_TIMEOUT_S).
 A rank that fails reports its error; the others are then ended. A rank that stops answering ends the
 run after `timeout_s`. Whatever happens, every process is joined or killed before `launch` returns; when
 it returns by an exception (a signal, a page session that ended) they are killed at once. A rank also
@@ -177,7 +178,7 @@ def _rank_main(rank: int, world: int, ports, config_values: dict, reports, launc
     import torch.distributed as dist
 
     from dpviz.engines import ENGINES
-    from dpviz.engines.ranks.program import run_rank
+    from dpviz.engines.ranks.program import run_rank, setup_timeout
 
     torch.set_num_threads(1)  # a process of its own; W ranks with torch's default threads oversubscribe the cores
     status = 0
@@ -190,14 +191,15 @@ def _rank_main(rank: int, world: int, ports, config_values: dict, reports, launc
 
         def init() -> None:
             port = ports.get(timeout=STARTUP_S)  # the launcher's rendezvous, opened once every rank has started
-            store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=delta(timeout_s))
+            store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=delta(setup_timeout(timeout_s)))
             dist.init_process_group("nccl" if cuda else "gloo", store=store, rank=rank, world_size=world,
-                                    timeout=delta(timeout_s))
+                                    timeout=delta(setup_timeout(timeout_s)))
 
         program = ENGINES[config.engine].part("rank_program")  # the engine's hooks in the shared loop
         result = run_rank(program, config, rank, world, init, cuda=cuda, local_rank=rank, launched=launched, fault=fault,
                           keep_parameters=keep_parameters, on_step=lambda step: reports.put(("step", rank, step)),
-                          on_load=lambda step, ids: reports.put(("loaded", rank, (step, ids))), workload=workload)
+                          on_load=lambda step, ids: reports.put(("loaded", rank, (step, ids))), workload=workload,
+                          timeout_s=timeout_s)
     except BaseException as error:  # could not even join the group
         result = {"rank": rank, "spans": [], "steps": [],
                   "failure": {"type": type(error).__name__, "message": str(error).strip(), "step": None}}

@@ -27,9 +27,14 @@ import torch
 import torch.distributed as dist
 
 from dpviz.config import RunConfig
+from dpviz.engines.processes import delta
 from dpviz.engines.workload import tutorial_data as tutorial
 
 CLOCK_ROUNDS = 5  # barriers whose exit times give each rank's clock offset from rank 0
+# How long a collective before the first step may wait (the clocks' barriers, DDP's broadcast, a shard's setup):
+# ranks start seconds apart on a busy machine, which is no failure of the run. The steps' collectives wait the
+# run's own timeout (RunConfig.timeout_s), which is what a hang in a step is shown against.
+SETUP_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -77,10 +82,13 @@ class RankProgram:
 def run_rank(program: RankProgram, config: RunConfig, rank: int, world: int, init: Callable[[], None], *,
              cuda: bool = False, local_rank: int = 0, launched: float | None = None, fault: tuple | None = None,
              keep_parameters: bool = False, on_step: Callable[[int], None] | None = None,
-             on_load: Callable[[int, list[int]], None] | None = None, workload: Any = None) -> dict[str, Any]:
-    """Run `config` as rank `rank` of `world`; return what this rank saw. `init` joins the process group.
+             on_load: Callable[[int, list[int]], None] | None = None, workload: Any = None,
+             timeout_s: float | None = None) -> dict[str, Any]:
+    """Run `config` as rank `rank` of `world`; return what this rank saw. `init` joins the process group, its
+    collectives timing out after `setup_timeout(timeout_s)`; from the first step on they time out after `timeout_s`.
 
-    `fault` = (rank, step, "raise" | "hang") makes that rank fail on purpose (to test the launcher). `workload`:
+    `fault` = (rank, step, "raise" | "hang") makes that rank fail on purpose, and (rank, seconds, "late") makes it
+    start its first collective that late, as a rank on a busy machine may (to test the launcher). `workload`:
     the user's own module and batch (dpviz.engines.workload.own), run instead of the catalogue's model."""
     entered = time.perf_counter()
     result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "spans": [], "steps": []}
@@ -90,7 +98,8 @@ def run_rank(program: RankProgram, config: RunConfig, rank: int, world: int, ini
     result["startup"]["init"] = time.perf_counter() - begin
     try:
         work = tutorial.workload(config, workload)
-        _run(program, config, work, rank, world, cuda, local_rank, fault, keep_parameters, on_step, on_load, result)
+        _run(program, config, work, rank, world, cuda, local_rank, fault, keep_parameters, on_step, on_load, result,
+             timeout_s)
     except Exception as error:  # this rank's failure, as its user would read it
         result["failure"] = {"type": type(error).__name__, "message": plain_message(error),
                              "step": max(0, len(result["steps"]) - 1)}
@@ -106,10 +115,13 @@ def run_rank(program: RankProgram, config: RunConfig, rank: int, world: int, ini
 
 
 def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_rank: int,
-         fault: tuple | None, keep_parameters: bool, on_step, on_load, result: dict[str, Any]) -> None:
+         fault: tuple | None, keep_parameters: bool, on_step, on_load, result: dict[str, Any],
+         timeout_s: float | None) -> None:
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
+    if fault is not None and fault[0] == rank and fault[2] == "late":
+        time.sleep(fault[1])
     result["clock"] = _barrier_times()
     model, plain = work.build()  # the same model on every rank, from the run's seed
     loader, sampler = program.loader(config, plain, rank, world)
@@ -126,6 +138,8 @@ def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: i
     if program.report is not None:
         program.report(wrapped, result, False)
     around = program.around(wrapped, observer, config, optimizer) if program.around is not None else nullcontext()
+    if timeout_s is not None:
+        dist.distributed_c10d._set_pg_timeout(delta(timeout_s))  # setup is over: a step's wait is the run's timeout
     caught: list[tuple[str, str, int]] = []
     try:
         with warnings.catch_warnings(record=True) as seen, around:
@@ -144,7 +158,7 @@ def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: i
                     on_load(index, ids)  # this rank never reports
                 step = Step(config, work, rank, world, index, last, model, wrapped, observer, optimizer, holder,
                             teacher, entry, call)
-                if fault is not None and fault[0] == rank and fault[1] == index:
+                if fault is not None and fault[0] == rank and fault[1] == index and fault[2] != "late":
                     if fault[2] == "hang":
                         threading.Event().wait()  # never answers: the others wait in their next collective
                     raise RuntimeError(f"rank {rank} was told to fail in step {index}")
@@ -176,6 +190,11 @@ def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: i
             result["optimizer_state"] = [{key: _array(local(value)) for key, value in kept.items()
                                           if isinstance(value, torch.Tensor)}
                                          for kept in holder.state_dict()["state"].values()]
+
+
+def setup_timeout(timeout_s: float) -> float:
+    """The timeout a rank joins its group with: the run's own, or longer while the ranks still set up."""
+    return max(timeout_s, SETUP_TIMEOUT_S)
 
 
 def _load(work: Any, observer: Any, iterator: Any, device: torch.device) -> tuple[tuple[tuple, dict], list[int]]:

@@ -107,7 +107,7 @@ def record_rank(config: RunConfig, timeout_s: float | None = None, workload: Any
 
     from dpviz.engines.run import cuda_device_count
     from dpviz.engines import ENGINES
-    from dpviz.engines.ranks.program import run_rank
+    from dpviz.engines.ranks.program import run_rank, setup_timeout
 
     timeout_s = config.timeout_s if timeout_s is None else timeout_s
     program = ENGINES[config.engine].part("rank_program")  # the engine's hooks in the shared loop
@@ -120,11 +120,12 @@ def record_rank(config: RunConfig, timeout_s: float | None = None, workload: Any
 
     def init() -> None:
         dist.init_process_group("nccl" if cuda else "gloo", init_method="env://", rank=rank, world_size=world,
-                                timeout=delta(timeout_s))
+                                timeout=delta(setup_timeout(timeout_s)))
 
     with _stderr_aside():
         try:
-            report = run_rank(program, config, rank, world, init, cuda=cuda, local_rank=local_rank, workload=workload)
+            report = run_rank(program, config, rank, world, init, cuda=cuda, local_rank=local_rank, workload=workload,
+                              timeout_s=timeout_s)
             report["startup"]["start"] = None  # torchrun started the process: its start is not ours to time
             report["lane"] = f"node {node} rank {local_rank}"
             reports = [None] * world if rank == 0 else None
