@@ -97,10 +97,15 @@ def _check_spans(trace: Trace, lane_ids: list[int]) -> None:
             raise TraceError(f"a {span.phase!r} span of batch {span.batch:,} "
                              f"{'names a bucket' if span.bucket is not None else 'names no bucket'}; only "
                              f"{' and '.join(vocabulary.names_where_bucketed) or 'no'} spans name one.")
-        key = (span.batch, span.phase, span.replica, span.bucket)
+        if (span.microbatch is not None) != vocabulary.phase(span.phase).per_microbatch:
+            raise TraceError(f"a {span.phase!r} span of batch {span.batch:,} "
+                             f"{'names a microbatch' if span.microbatch is not None else 'names no microbatch'}; only "
+                             f"{' and '.join(vocabulary.names_per_microbatch) or 'no'} spans name one.")
+        key = (span.batch, span.phase, span.replica, span.bucket, span.microbatch)
         if key in seen:
             who = f" of replica {span.replica}" if span.replica is not None else ""
             who += f" for bucket {span.bucket}" if span.bucket is not None else ""
+            who += f" for microbatch {span.microbatch}" if span.microbatch is not None else ""
             raise TraceError(f"batch {span.batch:,} has two {span.phase} spans{who}; a run times each once.")
         seen.add(key)
 

@@ -19,7 +19,7 @@ from dpviz.trace.check import check
 from dpviz.trace.vocabulary import Vocabulary
 from dpviz.trace.cost import MAX_TRACE_BYTES, parse_bounded  # noqa: F401  the upload limit, named here too
 from dpviz.trace.values import (  # noqa: F401  TraceError: what loading raises, named here too
-    BACKEND_NAMES, MAX_BUCKETS, MAX_ARGUMENT_PARTS, MAX_ARGUMENT_TEXT, MAX_DEVICES, MAX_LANE_NAME,
+    BACKEND_NAMES, MAX_BUCKETS, MAX_MICROBATCHES, MAX_ARGUMENT_PARTS, MAX_ARGUMENT_TEXT, MAX_DEVICES, MAX_LANE_NAME,
     MAX_LOSS, MAX_LOSS_SAMPLES, MAX_MACHINE_GPUS, MAX_MEMORY_BYTES, MAX_NAME, MAX_ROWS, MAX_SECONDS,
     MAX_SETTING_TEXT, MAX_TEXT, MAX_THREAD_NAME, MAX_TORCH_VERSION, MAX_WARNINGS, MEMORY_KINDS, TraceError,
     choice_of, first_line, mapping, number, optional_whole, sequence, shape_of, shown, text_of, typed, whole, wholes,
@@ -27,8 +27,10 @@ from dpviz.trace.values import (  # noqa: F401  TraceError: what loading raises,
 
 
 SPAN_FIELDS = [f.name for f in dataclasses.fields(Span)]
-# Files written before spans had a bucket (all of DataParallel's) name one field less.
-SPAN_FIELDS_BEFORE_BUCKETS = [name for name in SPAN_FIELDS if name != "bucket"]
+# Files written before spans had a bucket (all of DataParallel's) name two fields less; before they had a microbatch,
+# one: what they leave out is None.
+SPAN_FIELDS_BEFORE_MICROBATCHES = [name for name in SPAN_FIELDS if name != "microbatch"]
+SPAN_FIELDS_BEFORE_BUCKETS = [name for name in SPAN_FIELDS_BEFORE_MICROBATCHES if name != "bucket"]
 MEMORY_FIELDS = [f.name for f in dataclasses.fields(MemorySample)]
 ARGUMENT_FIELDS = [f.name for f in dataclasses.fields(ArgumentSample)]
 ARGUMENT_MODES = ("split", "shared", "copied")
@@ -261,13 +263,14 @@ def _spans(data: dict[str, Any], phases: tuple[str, ...], batches: int) -> list[
     alive: the spans then fill memory of their own, none of the rows' blocks stays pinned by a survivor,
     and letting the rows go at the end gives their memory back whole. A largest trace holds 35 MB less."""
     fields = typed(data["span_fields"], list, "span_fields")
-    if fields not in (SPAN_FIELDS, SPAN_FIELDS_BEFORE_BUCKETS):
+    if fields not in (SPAN_FIELDS, SPAN_FIELDS_BEFORE_MICROBATCHES, SPAN_FIELDS_BEFORE_BUCKETS):
         raise TraceError(f"span_fields should be {SPAN_FIELDS}, got {shown(fields)}.")
     raw_spans = sequence(data["spans"], "spans")
-    if fields == SPAN_FIELDS_BEFORE_BUCKETS:
+    missing = [None] * (len(SPAN_FIELDS) - len(fields))
+    if missing:
         for raw in raw_spans:
             if type(raw) is list:
-                raw.append(None)
+                raw += missing
     threads = sequence(data["threads"], "threads", len(raw_spans))  # each thread ran a span
     for name in threads:
         text_of(name, "a thread name", MAX_THREAD_NAME)
@@ -284,7 +287,8 @@ def _plain_span(raw: Any, threads: list[str], known: dict[tuple, list[int]], nam
     """The span, if every value is plainly in range and its shapes are ones already seen; else None and
     _span reads it again to say what is wrong. A 10,000-batch file has 200,000 spans: this is the fast way."""
     try:
-        phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, bucket = raw
+        (phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, bucket,
+         microbatch) = raw
         if not (type(raw) is list and type(phase) is str and phase in names and type(batch) is int
                 and 0 <= batch < len(indices) and type(start) in (int, float) and type(end) in (int, float)
                 and 0 <= start <= end <= MAX_SECONDS and type(row_offset) is int and 0 <= row_offset < 2**63
@@ -293,6 +297,7 @@ def _plain_span(raw: Any, threads: list[str], known: dict[tuple, list[int]], nam
                 and (replica is None or type(replica) is int and 0 <= replica < MAX_DEVICES)
                 and (order is None or type(order) is int and 0 <= order < MAX_DEVICES)
                 and (bucket is None or type(bucket) is int and 0 <= bucket < MAX_BUCKETS)
+                and (microbatch is None or type(microbatch) is int and 0 <= microbatch < MAX_MICROBATCHES)
                 and (thread is None or type(thread) is int and 0 <= thread < len(threads))
                 and (input_shape is None or type(input_shape) is list)
                 and (output_shape is None or type(output_shape) is list)):
@@ -301,11 +306,11 @@ def _plain_span(raw: Any, threads: list[str], known: dict[tuple, list[int]], nam
                   output_shape if output_shape is None else known.get(tuple(output_shape)))
         if (shapes[0] is None) != (input_shape is None) or (shapes[1] is None) != (output_shape is None):
             return None
-    except (TypeError, ValueError):  # not a list of twelve, or a shape holding lists
+    except (TypeError, ValueError):  # not a list of fourteen, or a shape holding lists
         return None
     # start * 1.0: the same time in a fresh float (the parsed one sits among the rows).
     return Span(names[phase], indices[batch], start * 1.0, end * 1.0, lane, replica, row_offset, rows,
-                shapes[0], shapes[1], None if thread is None else threads[thread], order, bucket)
+                shapes[0], shapes[1], None if thread is None else threads[thread], order, bucket, microbatch)
 
 
 def _copy(value: Any) -> Any:
@@ -315,7 +320,8 @@ def _copy(value: Any) -> Any:
 def _span(raw: Any, threads: list[str], known: dict[tuple, list[int]], phases: tuple[str, ...]) -> Span:
     if type(raw) is not list or len(raw) != len(SPAN_FIELDS):
         raise TraceError(f"a span should be a list of {len(SPAN_FIELDS)} values, got {shown(raw)}.")
-    phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, bucket = raw
+    (phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, bucket,
+     microbatch) = raw
     where = "a span"
     if not (type(start) in (int, float) and type(end) in (int, float) and 0 <= start <= end <= MAX_SECONDS):
         raise TraceError(f"a span's start and end must be times from 0 to {MAX_SECONDS:,} seconds (a week), start "
@@ -336,4 +342,5 @@ def _span(raw: Any, threads: list[str], known: dict[tuple, list[int]], phases: t
         thread=None if thread is None else threads[whole(thread, "a span's thread", 0, len(threads) - 1)],
         order=optional_whole(order, f"{where}'s order", 0, MAX_DEVICES - 1),
         bucket=optional_whole(bucket, f"{where}'s bucket", 0, MAX_BUCKETS - 1),
+        microbatch=optional_whole(microbatch, f"{where}'s microbatch", 0, MAX_MICROBATCHES - 1),
     )

@@ -68,6 +68,7 @@ class Span:
     thread: str | None = None
     order: int | None = None
     bucket: int | None = None  # DDP's all-reduce: the gradient bucket's index (facts["ddp"]["buckets"] says what it holds)
+    microbatch: int | None = None  # a pipeline's stage: the microbatch this forward, backward or transfer was of
 
     @property
     def duration(self) -> float:

@@ -39,6 +39,7 @@ MAX_ARGUMENT_PARTS = 64  # arguments (or tensors inside one) a replica receives:
 MAX_LOSS = 1e12  # a loss sample's magnitude: dpviz's losses on random data are near 1
 MAX_LOSS_SAMPLES = 3  # losses are sampled for the first and the last batch
 MAX_BUCKETS = 64  # DDP gradient buckets of a run: at most one per parameter, and dpviz's models have a few dozen at most
+MAX_MICROBATCHES = 64  # a pipeline's microbatches per step (its option's limit)
 SHOWN = 40  # characters of an offending value quoted in an error message
 
 

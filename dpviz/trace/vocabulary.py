@@ -34,6 +34,7 @@ class Phase:
     drawn: bool = True  # False for an envelope whose inside is drawn instead (DataParallel's apply)
     training: bool = False  # only in a training run
     bucketed: bool = False  # one span per gradient bucket (DDP's all-reduce), each naming its bucket
+    per_microbatch: bool = False  # one span per microbatch (a pipeline stage's forward), each naming its microbatch
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,10 @@ class Vocabulary:
     @property
     def names_where_bucketed(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.phases if p.bucketed)
+
+    @property
+    def names_per_microbatch(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.phases if p.per_microbatch)
 
     @property
     def memory_names(self) -> tuple[str, ...]:

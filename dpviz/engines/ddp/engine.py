@@ -40,9 +40,11 @@ class DistributedEngine:
         buffers after a training run are loaded back into it)."""
         import torch
 
+        from dpviz.engines import ENGINES
         from dpviz.engines.run import cuda_device_count
         from dpviz.engines.ranks.launch import launch
-        from dpviz.engines.ddp.merge import to_trace
+
+        to_trace = ENGINES[config.engine].part("rank_program").merge  # the engine's own: DDP's, or a pipeline's
 
         backend = self.resolve(config).backend
         packed = workload.pack() if workload is not None else None
@@ -51,9 +53,12 @@ class DistributedEngine:
         trace = to_trace(config, launched, backend=backend, torch_version=torch.__version__,
                          machine_gpus=cuda_device_count())
         if workload is not None:
-            rank0 = launched["ranks"][0] if trace.failure is None else {}
-            trained, buffers = rank0.get("parameters"), rank0.get("buffers") or {}
-            if trained:  # rank 0's parameters (every rank's are equal) and buffers (rank 0's own, as DDP broadcasts)
+            # Rank 0's parameters (every rank's are equal under DDP) and buffers (rank 0's own, as DDP broadcasts); a
+            # pipeline's stages each hold their own layers, by the model's names: together, the whole model.
+            ranks = launched["ranks"] if trace.failure is None else []
+            trained = {name: value for rank in reversed(ranks) for name, value in (rank.get("parameters") or {}).items()}
+            buffers = {name: value for rank in reversed(ranks) for name, value in (rank.get("buffers") or {}).items()}
+            if trained:
                 with torch.no_grad():
                     for name, parameter in workload.model.named_parameters():
                         parameter.copy_(torch.from_numpy(trained[name]))

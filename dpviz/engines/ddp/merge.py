@@ -22,10 +22,10 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     """The trace of a DDP run from what `launch` (or torchrun's ranks, gathered) brought back."""
     ranks = launched["ranks"]
     world = len(ranks)
-    offsets, applied = _offsets(ranks)
+    offsets, applied = clock_offsets(ranks)
     clocks = [r["clock"][-1] - applied[i] for i, r in enumerate(ranks) if r.get("clock")]
     origin = min(clocks) if clocks else min((s[2] for r in ranks for s in r["spans"]), default=0.0)
-    failure = _failure(ranks, launched)
+    failure = failure_of(ranks, launched)
     loaded = launched.get("loaded") or [[step["ids"] for step in r["steps"]] for r in ranks]
     count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
     if failure is not None:
@@ -47,7 +47,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
         config=config, backend=backend, torch_version=torch_version, machine_gpus=machine_gpus, output_device=0,
         lanes=[Lane(r, (lane_names or [])[r] if lane_names else _lane_name(r, backend)) for r in range(world)],
         batches=batches, spans=spans, memory=memory, memory_kind="measured" if backend == "cuda" else "computed",
-        failure=failure, warnings=_warnings(ranks, launched, count), facts=_facts(config, ranks, launched, offsets, applied),
+        failure=failure, warnings=warnings_of(ranks, launched, count), facts=facts_of(config, ranks, launched, offsets, applied),
         engine=config.engine,
     )
 
@@ -56,7 +56,7 @@ def _lane_name(rank: int, backend: str) -> str:
     return f"rank {rank} (process on cuda:{rank})" if backend == "cuda" else f"rank {rank} (process on the CPU)"
 
 
-def _offsets(ranks: list[dict]) -> tuple[list[float], list[float]]:
+def clock_offsets(ranks: list[dict]) -> tuple[list[float], list[float]]:
     """Each rank's clock against rank 0's (the median over the barriers), and the offset applied: the
     measured one for a rank on another host, none for a rank that reads rank 0's clock."""
     base = ranks[0].get("clock") or []
@@ -136,7 +136,7 @@ def _global_shape(config: RunConfig, ranks: list[dict], step: int, rows: int, ke
         [row_shape(config.model, config.input_size)[0], rows, *row_shape(config.model, config.input_size)[1:]]
 
 
-def _failure(ranks: list[dict], launched: dict) -> Failure | None:
+def failure_of(ranks: list[dict], launched: dict) -> Failure | None:
     """What ended the run: a rank's own error before the errors it caused in the others (closed
     connections, timeouts), the rank that stopped answering, or ranks that finished early while the
     others waited for them (uneven batches without Join)."""
@@ -169,7 +169,7 @@ def _failure(ranks: list[dict], launched: dict) -> Failure | None:
     return None
 
 
-def _warnings(ranks: list[dict], launched: dict, count: int) -> list[WarningNote]:
+def warnings_of(ranks: list[dict], launched: dict, count: int) -> list[WarningNote]:
     counted: Counter = Counter()
     first: dict[tuple, int] = {}
     for report in ranks:
@@ -185,7 +185,7 @@ def _warnings(ranks: list[dict], launched: dict, count: int) -> list[WarningNote
     return notes
 
 
-def _facts(config: RunConfig, ranks: list[dict], launched: dict, offsets: list[float], applied: list[float]) -> dict:
+def facts_of(config: RunConfig, ranks: list[dict], launched: dict, offsets: list[float], applied: list[float]) -> dict:
     """What DDP itself reported and what the launcher measured, as plain values."""
     layouts = []
     for step, buckets in ranks[0].get("layouts", []):

@@ -77,6 +77,9 @@ class RankProgram:
     # (wrapped, result, ended) writes into this rank's report what the wrapper itself says, before the first step
     # and after the last (DDP's reducer: its buckets, then as rebuilt); None: nothing
     report: Callable[[Any, dict, bool], None] | None = None
+    # (model, config, rank, world) -> the part of the model this rank holds, trains and reports (a pipeline's stage);
+    # None: all of it
+    keep: Callable[..., torch.nn.Module] | None = None
 
 
 def run_rank(program: RankProgram, config: RunConfig, rank: int, world: int, init: Callable[[], None], *,
@@ -124,6 +127,8 @@ def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: i
         time.sleep(fault[1])
     result["clock"] = _barrier_times()
     model, plain = work.build()  # the same model on every rank, from the run's seed
+    if program.keep is not None:
+        model = program.keep(model, config, rank, world)
     loader, sampler = program.loader(config, plain, rank, world)
     model = model.to(device)
     last = config.num_batches - 1

@@ -1,0 +1,38 @@
+"""The rules of a pipeline trace: its steps' rows, and every stage's microbatches, as torch's schedules run them.
+Plain Python: loading a trace needs no torch.
+
+    check_trace(trace)      # TraceError (one sentence) unless the trace is what a pipeline run records
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from dpviz.trace import Trace
+from dpviz.trace.values import TraceError
+
+
+def check_trace(trace: Trace) -> None:
+    """Raise TraceError unless `trace` is what torch's PipelineStage and schedule could have recorded."""
+    config = trace.config
+    for batch in trace.batches:
+        if batch.rows != config.batch_size:
+            raise TraceError(f"step {batch.index:,} holds {batch.rows:,} rows; every step of a pipeline holds a whole "
+                             f"batch of {config.batch_size:,}.")
+    per_micro = config.batch_size // config.microbatches
+    computed: Counter = Counter()
+    for span in trace.spans:
+        if span.microbatch is not None and span.microbatch >= config.microbatches:
+            raise TraceError(f"a {span.phase} span of step {span.batch:,} names microbatch {span.microbatch}, but each "
+                             f"step has {config.microbatches}.")
+        if span.phase in ("forward", "backward"):
+            if span.rows != per_micro or span.row_offset != span.microbatch * per_micro:
+                raise TraceError(f"microbatch {span.microbatch} of step {span.batch:,} holds rows {span.row_offset:,}.."
+                                 f"{span.row_offset + span.rows:,}; each microbatch holds its {per_micro:,} rows in order.")
+            computed[span.batch, span.phase, span.lane] += 1
+    ended = len(trace.batches) - (trace.failure is not None)
+    for step in range(ended):  # a step that ran to its end ran every microbatch through every stage, both ways
+        for stage in range(config.gpus):
+            for phase in ("forward", "backward"):
+                if computed[step, phase, stage] != config.microbatches:
+                    raise TraceError(f"stage {stage} ran {computed[step, phase, stage]} {phase} passes in step {step:,}; "
+                                     f"a step runs one per microbatch, {config.microbatches}.")

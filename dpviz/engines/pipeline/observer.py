@@ -1,0 +1,166 @@
+"""StageObserver: what one pipeline stage saw of its schedule's step, written down without changing it.
+
+It wraps the PipelineStage's own methods on the instance: `forward_one_chunk` and `backward_one_chunk` (one
+microbatch's forward and backward, each timed as a span naming its microbatch), and the four that post its
+point-to-point operations (`get_fwd_recv_ops`, `get_fwd_send_ops`, `get_bwd_recv_ops`, `get_bwd_send_ops`): a
+receive is timed from its posting to the compute that needed it (the schedule waits for it in between), a send
+is marked when posted (the schedule fires it then or fuses it with the next receive) and its tensors' bytes are
+written down. The loss function the schedule calls on the last stage is timed too. The schedule itself, its
+order and its waits are torch's. Times are this process's `time.perf_counter()`.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+
+from dpviz.engines.ddp.observer import RankObserver
+from dpviz.engines.workload.input_forms import first_tensor
+from dpviz.engines.workload.memory import nbytes
+
+# The phases of a stage's point-to-point operations, by the PipelineStage method that posts them. A send is what
+# one stage hands the next (activations, a microbatch's forward) or the one before (gradients, its backward).
+SENDS = {"get_fwd_send_ops": "send_activations", "get_bwd_send_ops": "send_gradients"}
+RECEIVES = {"get_fwd_recv_ops": "receive_activations", "get_bwd_recv_ops": "receive_gradients"}
+WAITED_BY = {"receive_activations": "forward", "receive_gradients": "backward"}  # the compute each receive feeds
+
+
+class StageObserver(RankObserver):
+    """Spans (each naming its microbatch) and a memory ledger of one stage: DDP's observer's ledger, its own spans."""
+
+    def __init__(self, rank: int, stage: Any, module: torch.nn.Module, cuda: bool, memory_steps: set[int],
+                 last: bool):
+        # Not RankObserver.__init__: there is no DDP object to time, no buckets.
+        self.rank, self.cuda, self.dim, self.last = rank, cuda, 0, last
+        self.ddp = None
+        self.step = 0
+        self.spans, self.lock = [], threading.Lock()
+        self.layouts, self._step_buckets = [], {}
+        self.memory_steps, self.memory_samples = memory_steps, []
+        self.moved: dict[tuple[int, str], list[int]] = {}
+        self.held = {"parameters": nbytes(list(module.parameters())) + nbytes(list(module.buffers()))}
+        self.flight: list[list] = []  # [step, "forward" | "backward", microbatch, activation bytes, microbatches held]
+        self._in_flight: dict[int, int] = {}  # microbatch -> the activation bytes its forward left for its backward
+        self._posted: dict[str, tuple[int, float, str]] = {}  # compute -> (microbatch, when its receive was posted, phase)
+        self._peak: dict[str, int] | None = None  # the ledger when the most activations were held in this step
+        self._labels: float | None = None  # the last stage: when its rows for the targets began to load
+        self._forwarded = -1  # the microbatch whose forward ran last: the one whose loss comes next
+        self._rows: dict[int, int] = {}  # microbatch -> its rows
+        self._received: list[int] = []  # the shape of the activations this stage last received
+        self._out_shape: list[int] = []  # what its forward gives (and its backward receives the gradient of)
+        self._loss_shape: list[int] = []
+        self.sent: dict[tuple[int, str], list[int]] = {}  # (step, phase) -> [sends, bytes]
+        stage.forward_one_chunk = self._compute(stage.forward_one_chunk, "forward")
+        stage.backward_one_chunk = self._compute(stage.backward_one_chunk, "backward")
+        for name, phase in {**SENDS, **RECEIVES}.items():
+            setattr(stage, name, self._posting(getattr(stage, name), phase))
+        self.layers = list(getattr(module, "names", []))
+        self.watch_activations(module)
+
+    # ---- spans
+    def add(self, phase: str, start: float, end: float, rows: tuple[int, int] = (0, 0), shapes=(None, None),
+            thread: str | None = None, bucket: int | None = None, microbatch: int | None = None) -> None:
+        if phase == "load" and self.last and self.rank != 0:
+            self._labels = start  # the last stage's rows are its labels' source: timed with the targets made of them
+            return
+        with self.lock:
+            self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, bucket,
+                               microbatch))
+
+    def labels(self, made: float) -> None:
+        """The last stage's targets for this step are made: its span runs from when their rows began to load."""
+        start = self._labels if self._labels is not None else made
+        self.add("labels", start, made)
+        self._labels = None
+
+    def _compute(self, method: Callable, phase: str) -> Callable:
+        """One microbatch's forward or backward, timed; the activations it leaves (forward) or frees (backward)."""
+        def timed(microbatch: int, *args: Any, **kwargs: Any) -> Any:
+            start = self.now()
+            posted = self._posted.pop(phase, None)
+            if posted is not None:  # the receive this compute waited for ends here
+                self.add(posted[2], posted[1], start, microbatch=posted[0])
+            before = self.held.get("activations", 0)
+            given = first_tensor((args[:1], {}))  # the first stage's microbatch; the others' come from their receive
+            shape = list(given.shape) if isinstance(given, torch.Tensor) and given.dim() else self._received
+            result = method(microbatch, *args, **kwargs)
+            end = self.now()
+            if phase == "forward":
+                self._forwarded = microbatch
+                rows = shape[0] if shape else 0
+                out = first_tensor(result)
+                self._out_shape = list(out.shape) if out is not None else []
+                self.add("forward", start, end, (microbatch * rows, rows), (shape, self._out_shape), microbatch=microbatch)
+                self._rows[microbatch] = rows
+                self._in_flight[microbatch] = self.held.get("activations", 0) - before
+            else:
+                rows = self._rows.get(microbatch, 0)
+                # What its backward starts from: the loss on the last stage, else the gradient received for its output.
+                self.add("backward", start, end, (microbatch * rows, rows),
+                         (self._loss_shape if self.last else self._out_shape, None), microbatch=microbatch)
+                freed = self._in_flight.pop(microbatch, 0)
+                self.held["activations"] = max(0, self.held.get("activations", 0) - freed)
+            self._kept(phase, microbatch)
+            return result
+        return timed
+
+    def _posting(self, method: Callable, phase: str) -> Callable:
+        def posted(microbatch: int, *args: Any, **kwargs: Any) -> Any:
+            start = self.now()
+            ops = method(microbatch, *args, **kwargs)
+            if not ops:  # the first stage receives no activations, the last sends none, and so on
+                return ops
+            if phase in WAITED_BY:
+                self._posted[WAITED_BY[phase]] = (microbatch, start, phase)
+                if phase == "receive_activations":
+                    self._received = list(ops[0].tensor.shape)
+            else:
+                self.add(phase, start, self.now(), microbatch=microbatch)
+                with self.lock:
+                    kept = self.sent.setdefault((self.step, phase), [0, 0])
+                    kept[0] += 1
+                    kept[1] += sum(nbytes(op.tensor) for op in ops)
+            return ops
+        return posted
+
+    def timed_loss(self, loss: Callable[[Any, Any], torch.Tensor]) -> Callable[[Any, Any], torch.Tensor]:
+        """The last stage's loss function, as the schedule calls it after each microbatch's forward."""
+        def timed(output: Any, target: Any) -> torch.Tensor:
+            start = self.now()
+            value = loss(output, target)
+            self.add("loss", start, self.now(), microbatch=self._forwarded)
+            self._loss_shape = list(value.shape)
+            return value
+        return timed
+
+    # ---- memory: activations held per microbatch in flight, between its forward and its backward
+    def _kept(self, phase: str, microbatch: int) -> None:
+        if self.step not in self.memory_steps:
+            return
+        held = self.held.get("activations", 0)
+        self.flight.append([self.step, phase, microbatch, held, len(self._in_flight)])
+        if self._peak is None or held > self._peak.get("activations", 0):
+            self._peak = dict(self.held)
+
+    def schedule_ended(self) -> None:
+        """The step's schedule has run: the ledger's peak is this step's "forward" sample (every microbatch in flight
+        at once, as many as the schedule keeps), then what backward left (the gradients)."""
+        if self.step in self.memory_steps and not self.cuda and self._peak is not None:
+            self.memory_samples += [(self.step, "forward", c, b) for c, b in self._peak.items() if b]
+        self._peak = None
+
+    def step_ended(self) -> None:
+        super().step_ended()
+        self._in_flight.clear()
+
+    def facts(self) -> dict:
+        """The activations this stage held after each forward and backward of the steps whose memory is kept, and
+        what it sent in each step: [step, phase, sends, bytes]."""
+        return {"layers": self.layers, "flight": self.flight,
+                "sent": [[step, phase, calls, size] for (step, phase), (calls, size) in sorted(self.sent.items())]}
+
+    def close(self) -> None:
+        self._watch(False)
+

@@ -1,0 +1,126 @@
+"""Pipeline parallelism (torch.distributed.pipelining: PipelineStage with ScheduleGPipe or Schedule1F1B), as the
+rest of dpviz sees it: its words, options, parts and rules for a config (no torch). Its ranks are DDP's processes
+(the same launcher, torchrun too) running a program of its own: each rank is a stage."""
+from __future__ import annotations
+
+from dpviz.catalogue import OWN
+from dpviz.engines.ddp.spec import SPEC as DDP
+from dpviz.engines.parts import Parts, View
+from dpviz.engines.pipeline.layers import LAYERS, fitting, problem_of
+from dpviz.engines.pipeline.options import PipelineOptions
+from dpviz.engines.spec import EngineSpec
+
+_READ = "dpviz.engines.pipeline.read"
+
+
+def batches(config) -> int:
+    """Steps of the run: every full batch of every epoch (a last, smaller batch is left out: see rank.schedule)."""
+    return config.epochs * (config.data_size // config.batch_size)
+
+
+def problem(config) -> str | None:
+    """Why these settings do not make a pipeline, in one sentence; None when they do."""
+    stages, micro = config.gpus, config.microbatches
+    if stages < 2:
+        return "a pipeline cuts the model into stages, one per process, so it needs at least 2 stages."
+    if config.model != OWN:
+        why = problem_of(config.model, stages)
+        if why:
+            return why
+    if config.inputs != "tensor":
+        return (f"inputs {config.inputs} passes more than one tensor; a pipeline hands each stage the one tensor the "
+                "stage before gave, so it needs inputs tensor.")
+    if not config.train:
+        return "a pipeline's schedule runs each microbatch's forward and backward, so it needs train."
+    if config.data_size < config.batch_size:
+        return (f"data_size {config.data_size:,} is less than one batch of {config.batch_size:,}, and a pipeline leaves a "
+                "short last batch out; raise data_size or lower batch_size.")
+    if config.batch_size % micro:
+        return (f"batch_size {config.batch_size:,} does not divide into {micro} equal microbatches, and torch's stages "
+                f"receive every microbatch into buffers shaped like the first; use a batch size that {micro} divides, or "
+                f"{_divisors(config.batch_size)} microbatches.")
+    if config.schedule == "1f1b" and micro < stages:
+        return (f"1f1b runs as many forwards as there are stages before its first backward, so torch's Schedule1F1B "
+                f"needs at least {stages} microbatches for {stages} stages, got {micro}; use gpipe or more microbatches.")
+    return None
+
+
+def fit(values: dict) -> dict:
+    """The smallest change that makes a link's settings a pipeline."""
+    changes: dict = {"gpus": max(2, values["gpus"]), "inputs": "tensor", "train": True}
+    stages = changes["gpus"]
+    if values["model"] != OWN and problem_of(values["model"], stages):
+        changes["model"] = fitting(stages)
+        changes["gpus"] = stages = min(stages, len(LAYERS[changes["model"]]))
+    batch = values["batch_size"]
+    least = stages if values.get("schedule") == "1f1b" else 1
+    fits = [m for m in range(least, min(batch, 64) + 1) if batch % m == 0]
+    if values.get("microbatches") not in fits:  # the nearest count of equal microbatches, else a batch that divides
+        if fits:
+            changes["microbatches"] = min(fits, key=lambda m: (abs(m - values.get("microbatches", 4)), m))
+        else:
+            changes["batch_size"] = batch - batch % max(least, 1) or max(least, 1)
+    if values["data_size"] < changes.get("batch_size", batch):
+        changes["data_size"] = changes.get("batch_size", batch)
+    return changes
+
+
+def _divisors(n: int) -> str:
+    shown = [str(m) for m in range(1, min(n, 64) + 1) if n % m == 0]
+    return ", ".join(shown[:-1]) + f" or {shown[-1]}" if len(shown) > 1 else shown[0]
+
+
+SPEC = EngineSpec(
+    name="pipeline",
+    label="Pipeline",
+    short="pipeline",
+    runs="torch.distributed.pipelining (GPipe, 1F1B)",
+    title="How a pipeline passes microbatches through the stages",
+    unit="step",
+    lanes_label="Number of stages (processes)",
+    lane_files="stages",
+    processes=True,
+    options_title="Pipeline options",
+    options_type=PipelineOptions,
+    # DDP's launcher facts (clocks, start-up, exit codes); what each stage held at the end; its layers, what it sent
+    # each step, and the activations it kept per microbatch in flight (facts.py); the user's own module.
+    facts=("ddp", "held", "model", "layers", "sent", "flight"),
+    parts=Parts(
+        vocabulary="dpviz.engines.pipeline.vocabulary:VOCABULARY",
+        engine="dpviz.engines.pipeline.engine:ENGINE",
+        check="dpviz.engines.pipeline.check:check_trace",
+        batches="dpviz.engines.pipeline.spec:batches",
+        config_problem="dpviz.engines.pipeline.spec:problem",
+        fit="dpviz.engines.pipeline.spec:fit",
+        facts="dpviz.engines.pipeline.facts:read_trace_facts_pipeline",
+        summary=f"{_READ}.text:key_figures_pipeline",
+        summary_rows=f"{_READ}.text:summary_rows_pipeline",
+        explain=f"{_READ}.text:explain_pipeline",
+        log=f"{_READ}.text:tutorial_log_pipeline",
+        chrome_events=DDP.parts.chrome_events,
+        devices=f"{_READ}.text:describe_stages",
+        note=DDP.parts.note,
+        report_heading=DDP.parts.report_heading,
+        outcome=DDP.parts.outcome,
+        model_bytes=f"{_READ}.traffic:pipeline_model_bytes",
+        traffic=f"{_READ}.traffic:pipeline_traffic",
+        wire=None,
+        memory_why="dpviz.figures.memory:balanced_why",
+        timeline_range=DDP.parts.timeline_range,
+        timeline_window=DDP.parts.timeline_window,
+        rank_program="dpviz.engines.pipeline.rank:PROGRAM",
+        opening_batch=f"{_READ}.schedule:opening_step",
+        views={
+            "timeline": "dpviz.figures.timeline:timeline_figure",
+            "memory": f"{_READ}.memory:memory_pipeline_figure",
+            "log": "dpviz.figures.log:bounded_log",
+            "step": f"{_READ}.step:step_pipeline_figure",
+        },
+        own_views=(
+            View("schedule", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="pitfall"),
+            View("schedules", "GPipe and 1F1B", f"{_READ}.compare:schedules_figure", control="whole", after="memory"),
+        ),
+    ),
+    preload=("torch.distributed.pipelining", "dpviz.engines.ranks.program", "dpviz.engines.pipeline.rank",
+             "dpviz.engines.pipeline.engine", "dpviz.engines.pipeline.merge"),
+)
