@@ -38,7 +38,9 @@ class StageObserver(RankObserver):
         self.step = 0
         self.spans, self.lock = [], threading.Lock()
         self.layouts, self._step_buckets = [], {}
-        self.memory_steps, self.memory_samples = memory_steps, []
+        # Activations are followed in the second step too, the one the views open on (the first also agrees the
+        # shapes); the ledger is sampled in the first and the last, as every engine's is.
+        self.sampled, self.memory_steps, self.memory_samples = memory_steps, memory_steps | {1}, []
         self.moved: dict[tuple[int, str], list[int]] = {}
         self.held = {"parameters": nbytes(list(module.parameters())) + nbytes(list(module.buffers()))}
         self.flight: list[list] = []  # [step, "forward" | "backward", microbatch, activation bytes, microbatches held]
@@ -130,6 +132,8 @@ class StageObserver(RankObserver):
         def timed(output: Any, target: Any) -> torch.Tensor:
             start = self.now()
             value = loss(output, target)
+            if self._forwarded < 0:  # the first step's shape inference, before any microbatch: torch's setup
+                return value
             self.add("loss", start, self.now(), microbatch=self._forwarded)
             self._loss_shape = list(value.shape)
             return value
@@ -144,16 +148,21 @@ class StageObserver(RankObserver):
         if self._peak is None or held > self._peak.get("activations", 0):
             self._peak = dict(self.held)
 
+    def snapshot(self, phase: str) -> None:
+        if self.step in self.sampled:
+            super().snapshot(phase)
+
     def schedule_ended(self) -> None:
         """The step's schedule has run: the ledger's peak is this step's "forward" sample (every microbatch in flight
         at once, as many as the schedule keeps), then what backward left (the gradients)."""
-        if self.step in self.memory_steps and not self.cuda and self._peak is not None:
+        if self.step in self.sampled and not self.cuda and self._peak is not None:
             self.memory_samples += [(self.step, "forward", c, b) for c, b in self._peak.items() if b]
         self._peak = None
 
     def step_ended(self) -> None:
         super().step_ended()
         self._in_flight.clear()
+        self._forwarded = -1
 
     def facts(self) -> dict:
         """The activations this stage held after each forward and backward of the steps whose memory is kept, and

@@ -109,7 +109,7 @@ SPEC = EngineSpec(
         timeline_range=DDP.parts.timeline_range,
         timeline_window=DDP.parts.timeline_window,
         rank_program="dpviz.engines.pipeline.rank:PROGRAM",
-        opening_batch=f"{_READ}.schedule:opening_step",
+        opening_batch=f"{_READ}.bubble:opening_step",
         views={
             "timeline": "dpviz.figures.timeline:timeline_figure",
             "memory": f"{_READ}.memory:memory_pipeline_figure",

@@ -1,0 +1,110 @@
+"""A pipeline step read from its spans: when each stage computed, when it waited, and the share of the step it
+spent idle, beside the textbook's figure for it.
+
+    window(trace, 1)           # (start, end) of step 1: the first forward to the last backward, on any stage
+    idle_share(trace, 1)       # 0.43: of the stages' time in that window, the share no forward or backward filled
+    textbook_share(4, 4)       # 3/7: (S - 1) / (M + S - 1), with every forward and backward taking equal time
+
+The idle share is computed from the same spans the Schedule view draws: per stage, the window less its forwards,
+backwards and losses (a receive's wait counts as idle: the stage had nothing to do), summed over the stages.
+"""
+from __future__ import annotations
+
+from dpviz.trace import Span, Trace
+
+COMPUTE = ("forward", "backward", "loss")  # what a stage does of the step's own work
+
+
+def computes(trace: Trace, step: int, stage: int | None = None) -> list[Span]:
+    """The step's forwards, backwards and losses (of one stage, or every stage), in the order they began."""
+    return sorted((s for s in trace.spans_of(step) if s.phase in COMPUTE and (stage is None or s.lane == stage)),
+                  key=lambda s: s.start)
+
+
+def window(trace: Trace, step: int) -> tuple[float, float]:
+    """From the step's first forward to its last backward, on whichever stages ran them."""
+    spans = computes(trace, step)
+    if not spans:
+        raise ValueError(f"step {step + 1:,} ran no microbatch")
+    return min(s.start for s in spans), max(s.end for s in spans)
+
+
+def busy(trace: Trace, step: int, stage: int) -> float:
+    """Seconds the stage computed in the step (its forwards, backwards and losses: they never overlap)."""
+    return sum(s.duration for s in computes(trace, step, stage))
+
+
+def idle_share(trace: Trace, step: int) -> float:
+    """The share of the stages' time in the step's window that no forward, backward or loss filled."""
+    start, end = window(trace, step)
+    stages = len(trace.lanes)
+    total = (end - start) * stages
+    return 0.0 if total <= 0 else max(0.0, 1 - sum(busy(trace, step, s) for s in range(stages)) / total)
+
+
+def textbook_share(stages: int, microbatches: int) -> float:
+    """GPipe's (and 1F1B's) bubble, (S - 1) / (M + S - 1): the idle share when every forward and every backward
+    takes the same time on every stage and sending takes none."""
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+def order(trace: Trace, step: int, stage: int) -> list[tuple[str, int]]:
+    """The stage's forwards and backwards in the step, in the order it ran them: ("F", 0), ("B", 0), ..."""
+    return [("F" if s.phase == "forward" else "B", s.microbatch) for s in computes(trace, step, stage)
+            if s.phase != "loss"]
+
+
+def slots(trace: Trace, step: int) -> list[list[tuple[str, int, int]]] | None:
+    """The step as the textbook draws it: each stage's forwards and backwards in the order the stage ran them, each
+    one slot long, started as soon as the stage is free and what it needs has arrived (a forward the stage before's
+    forward of the same microbatch, a backward the next stage's backward of it); per stage (kind, microbatch, first
+    slot). None when the order cannot be laid out (a step that stopped part way)."""
+    stages = len(trace.lanes)
+    todo = [order(trace, step, stage) for stage in range(stages)]
+    done: dict[tuple[str, int, int], int] = {}  # (kind, stage, microbatch) -> the slot after it
+    free, at, laid = [0] * stages, [0] * stages, [[] for _ in range(stages)]
+    while any(at[s] < len(todo[s]) for s in range(stages)):
+        moved = False
+        for stage in range(stages):
+            if at[stage] == len(todo[stage]):
+                continue
+            kind, micro = todo[stage][at[stage]]
+            need = ("F", stage - 1, micro) if kind == "F" and stage > 0 else \
+                ("B", stage + 1, micro) if kind == "B" and stage < stages - 1 else None
+            if need is not None and need not in done:
+                continue
+            start = max(free[stage], done.get(need, 0))
+            laid[stage].append((kind, micro, start))
+            done[kind, stage, micro] = free[stage] = start + 1
+            at[stage] += 1
+            moved = True
+        if not moved:
+            return None
+    return laid
+
+
+def slot_share(laid: list[list[tuple[str, int, int]]]) -> float:
+    """The idle share of a step laid out in slots: what the stages left empty of the slots the step took."""
+    total = max((start + 1 for stage in laid for _, _, start in stage), default=0) * len(laid)
+    return 0.0 if total == 0 else 1 - sum(len(stage) for stage in laid) / total
+
+
+def held_most(trace: Trace, step: int) -> list[int] | None:
+    """Per stage, the most microbatches whose activations it held at once in the step (facts "flight": kept for the
+    first and last steps); None when the trace does not say."""
+    flight = trace.facts.get("flight")
+    if not flight or None in flight:
+        return None
+    most = [max((row[4] for row in rows if row[0] == step), default=None) for rows in flight]
+    return None if None in most else most
+
+
+def opening_step(trace: Trace) -> int:
+    """The step the views open on: the second, whose stages already agreed their shapes (the first step also sends
+    each stage's tensor shapes ahead), unless the run has one step."""
+    ended = len(trace.batches) - (trace.failure is not None)
+    return 1 if ended > 1 else 0
+
+
+def percent(share: float) -> str:
+    return f"{share * 100:.0f}%"

@@ -1,0 +1,102 @@
+"""The Schedule view: the textbook's pipeline grid, drawn from what ran. One row per stage; each microbatch's
+forward and backward in the microbatch's own colour (backward hatched), idle time shaded under them. Above, the
+textbook's grid: each pass one slot, in the order each stage ran them, so the bubble is plain and equals
+(S - 1) / (M + S - 1); below, the same passes as measured, in milliseconds, with the measured idle share.
+
+    schedule_figure(trace, batch=1)      # step 2 (the views open on it: the first also agrees the shapes)
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dpviz.engines.pipeline.read.bubble import (computes, idle_share, percent, slot_share, slots, textbook_share,
+                                                window)
+from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color
+from dpviz.figures.style import backend_note, check_batch, styled
+from dpviz.trace import Trace
+
+SCHEDULE_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B"}
+LOSS_COLOR = "#444444"  # the last stage's losses: thin, dark, none a microbatch's colour
+ROW_PX, BASE_PX = 52, 300
+KINDS = {"F": ("forward", ""), "B": ("backward", "x")}
+
+
+def microbatch_color(microbatch: int) -> str:
+    """A microbatch's colour: the device palette's, in turn (the seventeenth and later repeat; their label tells)."""
+    return device_color(microbatch % 16)
+
+
+def stage_label(stage: int) -> str:
+    return f"stage {stage + 1}"
+
+
+def schedule_words(trace: Trace) -> str:
+    """'GPipe, 4 stages, 8 microbatches': the run's schedule, in a caption's words."""
+    config = trace.config
+    return f"{SCHEDULE_NAMES[config.schedule]}, {config.gpus} stages, {config.microbatches} microbatches"
+
+
+def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, float]], unit: str, legend: bool) -> None:
+    """Forward and backward bars (kind, stage, microbatch, start, length) in one panel."""
+    for kind, (label, pattern) in KINDS.items():
+        mine = [b for b in bars if b[0] == kind]
+        fig.add_trace(go.Bar(
+            y=[stage_label(b[1]) for b in mine], x=[b[4] for b in mine], base=[b[3] for b in mine], orientation="h",
+            name=label, legendgroup=label, showlegend=legend, width=0.8,
+            marker=dict(color=[microbatch_color(b[2]) for b in mine], line=dict(color=OUTLINE, width=1),
+                        pattern=dict(shape=pattern, fgcolor="#FFFFFF", size=6) if pattern else None),
+            text=[f"{kind}{b[2] + 1}" for b in mine], textposition="inside", insidetextanchor="middle",
+            textfont=dict(color="#FFFFFF"), textangle=0, customdata=[[b[2] + 1, b[3], b[4]] for b in mine],
+            hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata[0]}}<br>from %{{customdata[1]:.2f}} {unit}, "
+                          f"%{{customdata[2]:.2f}} {unit}<extra></extra>"), row=row, col=1)
+
+
+def _idle(fig: go.Figure, row: int, stages: int, length: float, unit: str, legend: bool) -> None:
+    names = [stage_label(s) for s in range(stages)]
+    fig.add_trace(go.Bar(
+        y=names, x=[length] * stages, base=[0.0] * stages, orientation="h", name="idle (waiting)", legendgroup="idle",
+        showlegend=legend, marker=dict(color=IDLE_GREY, line=dict(width=0)), width=0.8,
+        hovertemplate=f"%{{y}}: waiting, unless a pass is drawn<extra></extra>"), row=row, col=1)
+
+
+def schedule_figure(trace: Trace, batch: int) -> go.Figure:
+    """Step `batch` (0-based) of a pipeline run, stage by stage: as the textbook draws it, and as measured."""
+    check_batch(trace, batch)
+    stages, micro = len(trace.lanes), trace.config.microbatches
+    laid = slots(trace, batch)
+    start, end = window(trace, batch)
+    measured, textbook = idle_share(trace, batch), textbook_share(stages, micro)
+    grid = laid is not None
+    fig = make_subplots(rows=2 if grid else 1, cols=1, vertical_spacing=0.2, subplot_titles=(
+        [f"In order, each pass one slot: idle {percent(slot_share(laid))} of the stages' slots"] if grid else [])
+        + [f"As measured: idle {percent(measured)} of the stages' time"])
+    if grid:
+        length = max(s + 1 for stage in laid for _, _, s in stage)
+        _idle(fig, 1, stages, length, "slots", True)
+        _passes(fig, 1, [(kind, stage, m, s, 1.0) for stage, row in enumerate(laid) for kind, m, s in row], "slots", True)
+    row = 2 if grid else 1
+    ms = lambda t: (t - start) * 1e3
+    _idle(fig, row, stages, ms(end), "ms", not grid)
+    spans = [s for s in computes(trace, batch) if s.phase != "loss"]
+    _passes(fig, row, [("F" if s.phase == "forward" else "B", s.lane, s.microbatch, ms(s.start), s.duration * 1e3)
+                       for s in spans], "ms", not grid)
+    losses = [s for s in computes(trace, batch) if s.phase == "loss"]
+    if losses:
+        fig.add_trace(go.Bar(
+            y=[stage_label(s.lane) for s in losses], x=[s.duration * 1e3 for s in losses],
+            base=[ms(s.start) for s in losses], orientation="h", name="loss", width=0.3,
+            marker=dict(color=LOSS_COLOR), customdata=[[s.microbatch + 1] for s in losses],
+            hovertemplate="%{y}: loss of microbatch %{customdata[0]}<extra></extra>"), row=row, col=1)
+    title = (f"Step {batch + 1}: a pipeline leaves {percent(textbook)} of each stage's time idle at these settings, "
+             f"the bubble; measured here, {percent(measured)}")
+    notes = [schedule_words(trace), f"(S − 1) / (M + S − 1) = {stages - 1} / {micro + stages - 1}",
+             "grey: a stage waiting for a microbatch", backend_note(trace)]
+    names = [stage_label(s) for s in range(stages)][::-1]
+    fig.update_layout(barmode="overlay", uniformtext=dict(mode="hide", minsize=9), bargap=0.2)
+    fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
+    if grid:
+        fig.update_xaxes(title="slots: one forward or backward each", rangemode="tozero", dtick=max(1, length // 12),
+                         row=1, col=1)
+    fig.update_xaxes(title="milliseconds since the step's first forward", rangemode="tozero", row=row, col=1)
+    return styled(fig, title, notes, height=BASE_PX + ROW_PX * stages * (2 if grid else 1))
