@@ -56,19 +56,23 @@ def order(trace: Trace, step: int, stage: int) -> list[tuple[str, int]]:
 
 def slots(trace: Trace, step: int) -> list[list[tuple[str, int, int]]] | None:
     """The step as the textbook draws it: each stage's forwards and backwards in the order the stage ran them, each
-    one slot long, started as soon as the stage is free and what it needs has arrived (a forward the stage before's
-    forward of the same microbatch, a backward the next stage's backward of it); per stage (kind, microbatch, first
-    slot). None when the order cannot be laid out (a step that stopped part way)."""
-    stages = len(trace.lanes)
-    todo = [order(trace, step, stage) for stage in range(stages)]
+    one slot long (lay_out); None when the order cannot be laid out (a step that stopped part way)."""
+    return lay_out([order(trace, step, stage) for stage in range(len(trace.lanes))])
+
+
+def lay_out(orders: list[list[tuple[str, int]]]) -> list[list[tuple[str, int, int]]] | None:
+    """Each stage's passes in its order, each one slot long, started as soon as the stage is free and what it needs
+    has arrived (a forward the stage before's forward of the same microbatch, a backward the next stage's backward
+    of it); per stage (kind, microbatch, first slot). None when the orders wait on each other for ever."""
+    stages = len(orders)
     done: dict[tuple[str, int, int], int] = {}  # (kind, stage, microbatch) -> the slot after it
     free, at, laid = [0] * stages, [0] * stages, [[] for _ in range(stages)]
-    while any(at[s] < len(todo[s]) for s in range(stages)):
+    while any(at[s] < len(orders[s]) for s in range(stages)):
         moved = False
         for stage in range(stages):
-            if at[stage] == len(todo[stage]):
+            if at[stage] == len(orders[stage]):
                 continue
-            kind, micro = todo[stage][at[stage]]
+            kind, micro = orders[stage][at[stage]]
             need = ("F", stage - 1, micro) if kind == "F" and stage > 0 else \
                 ("B", stage + 1, micro) if kind == "B" and stage < stages - 1 else None
             if need is not None and need not in done:
@@ -81,6 +85,24 @@ def slots(trace: Trace, step: int) -> list[list[tuple[str, int, int]]] | None:
         if not moved:
             return None
     return laid
+
+
+def schedule_order(schedule: str, stages: int, microbatches: int, stage: int) -> list[tuple[str, int]]:
+    """The order torch's schedule runs a stage's passes in, as its _step_microbatches does (torch 2.13): GPipe every
+    forward, then every backward; 1F1B min(M, S - stage) forwards, then a backward and a forward in turn, then the
+    backwards left. For drawing a schedule that did not run beside one that did (the run's own order is measured)."""
+    if schedule == "gpipe":
+        return [("F", m) for m in range(microbatches)] + [("B", m) for m in range(microbatches)]
+    warmup = min(microbatches, stages - stage)
+    out = [("F", m) for m in range(warmup)]
+    forward, backward = warmup, 0
+    while backward < microbatches:
+        out.append(("B", backward))
+        backward += 1
+        if forward < microbatches:
+            out.append(("F", forward))
+            forward += 1
+    return out
 
 
 def slot_share(laid: list[list[tuple[str, int, int]]]) -> float:
