@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from results import save  # noqa: E402
-from dpviz.config import CHOICES, MODELS, RunConfig  # noqa: E402
+from dpviz.config import CHOICES, MODELS, ConfigError, RunConfig  # noqa: E402
 from dpviz.engines import ENGINES  # noqa: E402
 from dpviz.engines.apart import record_apart  # noqa: E402
 from dpviz.engines.processes import forkserver_pid  # noqa: E402
@@ -44,7 +44,10 @@ from dpviz.page.run_costs import TABLE  # noqa: E402
 
 MB = 10**6
 TRAININGS = ("forward", *CHOICES["optimizer"])  # forward only, or training with each optimizer
-LANES = {"dp": (2, 16)}  # DataParallel's devices are threads of one process: measured at its page's extremes
+LANES = {"dp": (2, 16), "pipeline": (2, 4)}  # DataParallel's devices are threads of one process: measured at its
+# page's extremes; a pipeline's stages at most as many as the catalogue's models have layers to cut (the MLP's 4)
+# A pipeline trains (its schedule is forward and backward) on equal microbatches: 4 of 8 rows, 4 steps.
+SETTINGS = {"pipeline": {"batch_size": 32, "data_size": 128}}
 RANKS = (2, 6)
 
 
@@ -100,7 +103,18 @@ def cost(config: RunConfig, tries: int = 2) -> tuple[int, float, int]:
 
 def settings(engine: str, model: str, training: str, lanes: int, **more) -> RunConfig:
     train = {} if training == "forward" else {"train": True, "optimizer": training}
-    return RunConfig(engine=engine, model=model, gpus=lanes, backend="auto", **train, **more)
+    return RunConfig(engine=engine, model=model, gpus=lanes, backend="auto", **train, **{**SETTINGS.get(engine, {}), **more})
+
+
+def runs(engine: str, model: str, training: str) -> bool:
+    """Whether the engine runs this model with this training at both lane counts measured (a pipeline cuts only the
+    models that are sequences, and always trains): the rows it does not run are never priced."""
+    try:
+        for lanes in LANES.get(engine, RANKS):
+            settings(engine, model, training, lanes)
+    except ConfigError:
+        return False
+    return True
 
 
 def server_floor() -> int:
@@ -126,7 +140,7 @@ def main() -> None:
     for engine in ENGINES:
         low, high = LANES.get(engine, RANKS)
         for model in (("linear",) if args.quick else MODELS):
-            for training in trainings(engine):
+            for training in (training for training in trainings(engine) if runs(engine, model, training)):
                 (at_low, seconds, _), (at_high, _, _) = (cost(settings(engine, model, training, n)) for n in (low, high))
                 per_lane = max(0, (at_high - at_low) // (high - low))
                 runs[f"{engine}/{model}/{training}"] = {"fixed": max(0, at_low - low * per_lane), "per_lane": per_lane,
@@ -136,22 +150,23 @@ def main() -> None:
     per_element, per_batch, kept_per_row = {}, {}, {}
     for engine in ENGINES:
         low, high = LANES.get(engine, RANKS)
-        small = settings(engine, "linear", "sgd", low)
-        wide = settings(engine, "linear", "sgd", low, data_size=100_000, input_size=100, batch_size=10_000)
+        probe = "linear" if runs(engine, "linear", "sgd") else "mlp"  # a pipeline's: the smallest model it cuts
+        small = settings(engine, probe, "sgd", low)
+        wide = settings(engine, probe, "sgd", low, data_size=100_000, input_size=100, batch_size=10_000)
         (base, _, base_kept), (at_wide, _, wide_kept) = cost(small), cost(wide)
         holders = low if ENGINES[engine].processes else 1
         per_element[engine] = max(0.0, (at_wide - base) / (holders * wide.data_size * wide.row_elements))
         kept_per_row[engine] = max(0.0, (wide_kept - base_kept) / (wide.data_size - small.data_size))
         # What each batch (or step) adds, a part for the batch and a part per lane: long runs at both lane counts.
         per_batch[engine] = {}
-        for training in ("forward", "sgd"):
+        for training in (training for training in ("forward", "sgd") if runs(engine, probe, training)):
             rates = {}
             for lanes in (low, high):
-                short = settings(engine, "linear", training, lanes)
+                short = settings(engine, probe, training, lanes)
                 # Long runs near the most batches a run may have (10,000 forward, 1,000 training): a batch's cost
                 # falls as a run grows (allocations reused), and a price must hold at the top.
-                long = settings(engine, "linear", training, lanes, data_size=90_000 if training == "forward" else 30_000,
-                                batch_size=30)
+                long = settings(engine, probe, training, lanes, data_size=90_000 if training == "forward" else 30_000,
+                                batch_size=SETTINGS.get(engine, {}).get("batch_size", 30))
                 (at_short, short_s, short_kept), (at_long, long_s, long_kept) = cost(short), cost(long, tries=1)
                 more = long.num_batches - short.num_batches
                 rates[lanes] = ((at_long - at_short) / more, (long_kept - short_kept) / more, (long_s - short_s) / more)
@@ -185,7 +200,7 @@ def add_rows(engine: str, training: str) -> None:
     record_apart(RunConfig(engine="ddp"))  # the forkserver up and warm
     table = json.loads(TABLE.read_text())
     low, high = LANES.get(engine, RANKS)
-    for model in MODELS:
+    for model in (model for model in MODELS if runs(engine, model, training)):
         (at_low, seconds, _), (at_high, _, _) = (cost(settings(engine, model, training, n)) for n in (low, high))
         per_lane = max(0, (at_high - at_low) // (high - low))
         table["runs"][f"{engine}/{model}/{training}"] = {"fixed": max(0, at_low - low * per_lane), "per_lane": per_lane,

@@ -123,7 +123,32 @@ SHARDED_PRESETS: dict[str, Preset] = {p.name: p for p in (
            opens="timeline"),
 )}
 
-ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS, **SHARDED_PRESETS}  # what a link or --preset may name
+# A pipeline's lessons: the bubble and the microbatches that shrink it, and what 1F1B saves over GPipe. The transformer
+# on 4 stages (its 5 layers: embeddings and a block, then a block a stage, then the head), a batch of 32 rows.
+_PIPELINE = {"engine": "pipeline", "gpus": 4, "train": True, "model": "transformer", "batch_size": 32, "data_size": 96}
+PIPELINE_PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("pipeline-bubble", "Pipeline: as many microbatches as stages",
+           "GPipe on 4 stages with 4 microbatches: each stage waits while the first microbatches fill the pipeline and "
+           "the last drain it, the grey of the Schedule, (S - 1) / (M + S - 1) = 3 / 7 of every stage's time. Raise "
+           "the microbatches to 16 (the next preset) and the bubble falls to 3 / 19.",
+           {**_PIPELINE, "microbatches": 4, "schedule": "gpipe"}, opens="schedule"),
+    Preset("pipeline-small-bubble", "Pipeline: four times as many microbatches as stages",
+           "GPipe on 4 stages with 16 microbatches of 2 rows: the same fill and drain, now 3 / 19 of each stage's time, "
+           "against 3 / 7 with 4 microbatches. The price is in Memory: GPipe's first stage keeps all 16 microbatches' "
+           "activations until their backward.",
+           {**_PIPELINE, "microbatches": 16, "schedule": "gpipe"}, opens="schedule"),
+    Preset("pipeline-1f1b-memory", "Pipeline: 1F1B keeps fewer activations than GPipe",
+           "1F1B on 4 stages with 16 microbatches: the first stage starts a backward after 4 forwards, so it never keeps "
+           "more than 4 microbatches' activations, where GPipe keeps all 16; the bubble is the same. GPipe and 1F1B "
+           "draws both; Memory shows this run's, stage by stage.",
+           {**_PIPELINE, "microbatches": 16, "schedule": "1f1b"}, opens="schedules"),
+    Preset("pipeline-one-microbatch", "Pipeline: one microbatch, too few for the stages",
+           "The whole batch as one microbatch on 4 stages: only one stage works at a time, so each is idle 3 / 4 of the "
+           "step, (S - 1) / (M + S - 1) with M = 1: four processes doing the work of one, slower for the sends.",
+           {**_PIPELINE, "microbatches": 1, "schedule": "gpipe"}, opens="schedule"),
+)}
+
+ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS, **SHARDED_PRESETS, **PIPELINE_PRESETS}  # a link's or --preset's
 
 # Comparisons: the same settings under both engines at once (the page's "Both, compared"; links only).
 COMPARE_PRESETS: dict[str, Preset] = {p.name: p for p in (

@@ -50,8 +50,9 @@ def problem_of(model: str, stages: int, layers: int | None = None) -> str | None
                     f"stages; use {_choices(stages)}.")
         layers = len(LAYERS[model])
     if layers < stages:
-        return (f"model {model} has {layers} layers, so it cannot be cut into {stages} stages of at least one layer "
-                f"each; use {_choices(stages)}, or fewer stages.")
+        named = model if model == "your model" else f"model {model}"
+        return (f"{named} has {layers} layers, so it cannot be cut into {stages} stages of at least one layer "
+                f"each; use {'at most ' + str(layers) if model == 'your model' else _choices(stages) + ', or fewer'} stages.")
     return None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dpviz.engines.pipeline.layers import LAYERS, split
+from dpviz.engines.pipeline.layers import LAYERS, problem_of, split
 
 
 class TokensIn(nn.Module):
@@ -83,5 +83,8 @@ def layers_of(model: nn.Module, name: str) -> list[tuple[str, nn.Module]]:
 def stage_module(model: nn.Module, name: str, stages: int, stage: int) -> tuple[Layers, list[str]]:
     """Stage `stage`'s layers of `model` (the model's own modules, not copies), and their names."""
     layers = layers_of(model, name)
+    why = problem_of("your model" if name not in LAYERS else name, stages, len(layers))
+    if why:  # a user's nn.Sequential is counted only now, when it is built
+        raise ValueError(why)
     mine = [layers[i] for i in split(len(layers), stages)[stage]]
     return Layers(model, mine), [layer for layer, _ in mine]
