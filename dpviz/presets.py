@@ -131,12 +131,12 @@ PIPELINE_PRESETS: dict[str, Preset] = {p.name: p for p in (
            "GPipe on 4 stages with 4 microbatches: each stage waits while the first microbatches fill the pipeline and "
            "the last drain it, the grey of the Schedule, (S - 1) / (M + S - 1) = 3 / 7 of every stage's time. Raise "
            "the microbatches to 16 (the next preset) and the bubble falls to 3 / 19.",
-           {**_PIPELINE, "microbatches": 4, "schedule": "gpipe"}, opens="schedule"),
+           {**_PIPELINE, "microbatches": 4, "schedule": "gpipe"}, opens="grid"),
     Preset("pipeline-small-bubble", "Pipeline: four times as many microbatches as stages",
            "GPipe on 4 stages with 16 microbatches of 2 rows: the same fill and drain, now 3 / 19 of each stage's time, "
            "against 3 / 7 with 4 microbatches. The price is in Memory: GPipe's first stage keeps all 16 microbatches' "
            "activations until their backward.",
-           {**_PIPELINE, "microbatches": 16, "schedule": "gpipe"}, opens="schedule"),
+           {**_PIPELINE, "microbatches": 16, "schedule": "gpipe"}, opens="grid"),
     Preset("pipeline-1f1b-memory", "Pipeline: 1F1B keeps fewer activations than GPipe",
            "1F1B on 4 stages with 16 microbatches: the first stage starts a backward after 4 forwards, so it never keeps "
            "more than 4 microbatches' activations, where GPipe keeps all 16; the bubble is the same. GPipe and 1F1B "
@@ -145,7 +145,7 @@ PIPELINE_PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("pipeline-one-microbatch", "Pipeline: one microbatch, too few for the stages",
            "The whole batch as one microbatch on 4 stages: only one stage works at a time, so each is idle 3 / 4 of the "
            "step, (S - 1) / (M + S - 1) with M = 1: four processes doing the work of one, slower for the sends.",
-           {**_PIPELINE, "microbatches": 1, "schedule": "gpipe"}, opens="schedule"),
+           {**_PIPELINE, "microbatches": 1, "schedule": "gpipe"}, opens="grid"),
 )}
 
 ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS, **SHARDED_PRESETS, **PIPELINE_PRESETS}  # a link's or --preset's

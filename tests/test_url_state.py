@@ -18,10 +18,20 @@ def test_a_link_round_trips_every_setting():
     ddp = RunConfig(engine="ddp", gpus=5, train=True, bucket_cap_mb=0.25, accumulate=3, epochs=2, set_epoch=False,
                     batch_per_process=True, drop_last=True, find_unused=True, join=True, timeout_s=9, optimizer="adam")
     assert from_query(to_query(ddp)) == (ddp, [])
-    assert set(to_query(ddp)) == set(ddp.to_dict()) - {"reshard_after_forward"}  # every setting of a DDP run
+    assert set(to_query(ddp)) == set(ddp.to_dict()) - {"reshard_after_forward", "schedule", "microbatches"}  # DDP's
     fsdp = RunConfig(engine="fsdp", gpus=3, train=True, optimizer="adam", reshard_after_forward=False)
     assert from_query(to_query(fsdp)) == (fsdp, [])  # FSDP's own option travels in its links
     assert to_query(fsdp)["reshard_after_forward"] == "false"
+    pipeline = RunConfig(engine="pipeline", gpus=4, model="transformer", train=True, batch_size=32, data_size=96,
+                         microbatches=8, schedule="1f1b", epochs=2, optimizer="adam")
+    assert from_query(to_query(pipeline)) == (pipeline, [])  # a pipeline's own options travel in its links
+    assert to_query(pipeline)["schedule"] == "1f1b" and to_query(pipeline)["microbatches"] == "8"
+
+
+def test_a_link_to_a_pipeline_of_the_tutorials_linear_is_fitted_and_said():
+    config, warnings = from_query({"engine": "pipeline"})  # the tutorial's Linear, batches of 30, no training
+    assert config.engine == "pipeline" and config.model == "mlp" and config.train and config.batch_size % config.microbatches == 0
+    assert len(warnings) == 1 and "cannot be cut into pipeline stages" in warnings[0] and warnings[0].endswith("instead.")
 
 
 @pytest.mark.parametrize("query, words", [

@@ -50,7 +50,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
 
 def _lane_name(stage: int, world: int, backend: str) -> str:
     where = f"process on cuda:{stage}" if backend == "cuda" else "process on the CPU"
-    return f"stage {stage} ({where})"
+    return f"stage {stage + 1} (rank {stage}, {where})"  # stages counted from 1, ranks as torch numbers them
 
 
 def _batch(config: RunConfig, ranks: list[dict], launched: dict, step: int) -> Batch:

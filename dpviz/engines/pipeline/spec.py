@@ -117,7 +117,7 @@ SPEC = EngineSpec(
             "step": f"{_READ}.step:step_pipeline_figure",
         },
         own_views=(
-            View("schedule", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="pitfall"),
+            View("grid", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="pitfall"),
             View("schedules", "GPipe and 1F1B", f"{_READ}.compare:schedules_figure", control="whole", after="memory"),
         ),
     ),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dpviz.trace import Span, Trace
 
+SCHEDULE_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B"}  # torch's ScheduleGPipe and Schedule1F1B, as the textbooks name them
 COMPUTE = ("forward", "backward", "loss")  # what a stage does of the step's own work
 
 

@@ -30,7 +30,7 @@ def flight_of(trace: Trace, batch: int) -> list[list[list]]:
     return rows
 
 
-def memory_pipeline_figure(trace: Trace, batch: int) -> go.Figure:
+def memory_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     check_batch(trace, batch)
     rows = flight_of(trace, batch)
     held = trace.facts.get("held") or []

@@ -10,13 +10,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dpviz.engines.pipeline.read.bubble import (computes, idle_share, percent, slot_share, slots, textbook_share,
-                                                window)
+from dpviz.engines.pipeline.read.bubble import (SCHEDULE_NAMES, computes, idle_share, percent, slot_share, slots,
+                                                textbook_share, window)
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color
 from dpviz.figures.style import backend_note, check_batch, styled
 from dpviz.trace import Trace
 
-SCHEDULE_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B"}
 LOSS_COLOR = "#444444"  # the last stage's losses: thin, dark, none a microbatch's colour
 ROW_PX, BASE_PX = 52, 300
 KINDS = {"F": ("forward", ""), "B": ("backward", "x")}
@@ -60,7 +59,7 @@ def _idle(fig: go.Figure, row: int, stages: int, length: float, unit: str, legen
         hovertemplate=f"%{{y}}: waiting, unless a pass is drawn<extra></extra>"), row=row, col=1)
 
 
-def schedule_figure(trace: Trace, batch: int) -> go.Figure:
+def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
     """Step `batch` (0-based) of a pipeline run, stage by stage: as the textbook draws it, and as measured."""
     check_batch(trace, batch)
     stages, micro = len(trace.lanes), trace.config.microbatches

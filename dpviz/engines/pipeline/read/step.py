@@ -49,7 +49,7 @@ def _said(trace: Trace, step: int, laid, slot: int) -> str:
     return "; ".join(words) or "every stage waits"
 
 
-def step_pipeline_figure(trace: Trace, batch: int) -> go.Figure:
+def step_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     check_batch(trace, batch)
     laid = slots(trace, batch)
     if laid is None:
