@@ -11,7 +11,6 @@ order and its waits are torch's. Times are this process's `time.perf_counter()`.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Callable
 
 import torch

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.engines.pipeline.read.bubble import lay_out, opening_step, percent, schedule_order, slot_share, slots
-from dpviz.engines.pipeline.read.schedule import KINDS, SCHEDULE_NAMES, microbatch_color, stage_label
+from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES
+from dpviz.engines.pipeline.read.schedule import KINDS, label_colors, microbatch_color, stage_label
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.style import backend_note, styled
 from dpviz.trace import Trace
@@ -61,13 +62,14 @@ def schedules_figure(trace: Trace) -> go.Figure:
                 y=[stage_label(p[0]) for p in mine], x=[1] * len(mine), base=[p[2] for p in mine], orientation="h",
                 name=label, showlegend=first, legendgroup=label, width=0.8,
                 text=[f"{kind}{p[1] + 1}" for p in mine], textposition="inside", insidetextanchor="middle", textangle=0,
-                textfont=dict(color="#FFFFFF"),
+                textfont=dict(color=label_colors([p[1] for p in mine])),
                 marker=dict(color=[microbatch_color(p[1]) for p in mine], line=dict(color=OUTLINE, width=1),
-                            pattern=dict(shape=pattern, fgcolor="#FFFFFF", size=6) if pattern else None),
+                            pattern=dict(shape=pattern, fgcolor="white", solidity=0.35, fillmode="overlay") if pattern else None),
                 hovertemplate=f"%{{y}}: %{{text}}<extra>{SCHEDULE_NAMES[name]}</extra>"), row=row_at, col=1)
     fig.update_layout(barmode="overlay", bargap=0.2, uniformtext=dict(mode="hide", minsize=9))
     fig.update_yaxes(categoryorder="array", categoryarray=names[::-1], title=None)
-    fig.update_xaxes(range=[0, length], dtick=max(1, length // 12), title="slots: one forward or backward each")
+    fig.update_xaxes(range=[0, length], dtick=max(1, length // 12))
+    fig.update_xaxes(title="slots: one forward or backward each", row=len(layouts), col=1)  # the last panel's only
     notes = [f"{stages} stages, {micro} microbatches", "the same bubble, (S − 1) / (M + S − 1); 1F1B keeps fewer "
              "microbatches' activations", backend_note(trace)]
     if "1f1b" not in layouts:

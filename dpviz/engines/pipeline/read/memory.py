@@ -13,7 +13,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.analysis.wording import human_bytes
-from dpviz.engines.pipeline.read.schedule import SCHEDULE_NAMES, schedule_words, stage_label
+from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES
+from dpviz.engines.pipeline.read.schedule import schedule_words, stage_label
 from dpviz.figures.colors import device_color
 from dpviz.figures.style import backend_note, check_batch, styled
 from dpviz.trace import Trace

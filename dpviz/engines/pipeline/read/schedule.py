@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from dpviz.engines.pipeline.read.bubble import (SCHEDULE_NAMES, computes, idle_share, percent, slot_share, slots,
                                                 textbook_share, window)
-from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color
+from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, text_color_on
 from dpviz.figures.style import backend_note, check_batch, styled
 from dpviz.trace import Trace
 
@@ -24,6 +24,11 @@ KINDS = {"F": ("forward", ""), "B": ("backward", "x")}
 def microbatch_color(microbatch: int) -> str:
     """A microbatch's colour: the device palette's, in turn (the seventeenth and later repeat; their label tells)."""
     return device_color(microbatch % 16)
+
+
+def label_colors(microbatches: list[int]) -> list[str]:
+    """The colour of each bar's label on its microbatch's colour: black or white, whichever reads."""
+    return [text_color_on(microbatch_color(m)) for m in microbatches]
 
 
 def stage_label(stage: int) -> str:
@@ -44,9 +49,10 @@ def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, flo
             y=[stage_label(b[1]) for b in mine], x=[b[4] for b in mine], base=[b[3] for b in mine], orientation="h",
             name=label, legendgroup=label, showlegend=legend, width=0.8,
             marker=dict(color=[microbatch_color(b[2]) for b in mine], line=dict(color=OUTLINE, width=1),
-                        pattern=dict(shape=pattern, fgcolor="#FFFFFF", size=6) if pattern else None),
+                        pattern=dict(shape=pattern, fgcolor="white", solidity=0.35, fillmode="overlay") if pattern else None),
             text=[f"{kind}{b[2] + 1}" for b in mine], textposition="inside", insidetextanchor="middle",
-            textfont=dict(color="#FFFFFF"), textangle=0, customdata=[[b[2] + 1, b[3], b[4]] for b in mine],
+            textfont=dict(color=label_colors([b[2] for b in mine])), textangle=0,
+            customdata=[[b[2] + 1, b[3], b[4]] for b in mine],
             hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata[0]}}<br>from %{{customdata[1]:.2f}} {unit}, "
                           f"%{{customdata[2]:.2f}} {unit}<extra></extra>"), row=row, col=1)
 
@@ -56,7 +62,7 @@ def _idle(fig: go.Figure, row: int, stages: int, length: float, unit: str, legen
     fig.add_trace(go.Bar(
         y=names, x=[length] * stages, base=[0.0] * stages, orientation="h", name="idle (waiting)", legendgroup="idle",
         showlegend=legend, marker=dict(color=IDLE_GREY, line=dict(width=0)), width=0.8,
-        hovertemplate=f"%{{y}}: waiting, unless a pass is drawn<extra></extra>"), row=row, col=1)
+        hovertemplate="%{y}: waiting, unless a pass is drawn<extra></extra>"), row=row, col=1)
 
 
 def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
@@ -67,7 +73,7 @@ def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
     start, end = window(trace, batch)
     measured, textbook = idle_share(trace, batch), textbook_share(stages, micro)
     grid = laid is not None
-    fig = make_subplots(rows=2 if grid else 1, cols=1, vertical_spacing=0.2, subplot_titles=(
+    fig = make_subplots(rows=2 if grid else 1, cols=1, vertical_spacing=0.24, subplot_titles=(
         [f"In order, each pass one slot: idle {percent(slot_share(laid))} of the stages' slots"] if grid else [])
         + [f"As measured: idle {percent(measured)} of the stages' time"])
     if grid:

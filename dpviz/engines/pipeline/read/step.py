@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from dpviz.analysis.wording import human_bytes
 from dpviz.engines.dp.read.step import animated
 from dpviz.engines.pipeline.read.bubble import slots
-from dpviz.engines.pipeline.read.schedule import KINDS, microbatch_color, schedule_words, stage_label
+from dpviz.engines.pipeline.read.schedule import KINDS, label_colors, microbatch_color, schedule_words, stage_label
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.style import TITLE_SIZE, backend_note, check_batch, styled, wrap
 from dpviz.trace import Trace
@@ -65,11 +65,11 @@ def step_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
                        marker=dict(color=IDLE_GREY, line=dict(width=0)), width=0.8, hoverinfo="skip")] + [
             go.Bar(y=[stage_label(p[1]) for p in mine], x=[1] * len(mine), base=[p[3] for p in mine], orientation="h",
                    name=label, width=0.8, text=[f"{kind}{p[2] + 1}" for p in mine], textposition="inside",
-                   insidetextanchor="middle", textangle=0, textfont=dict(color="#FFFFFF"),
+                   insidetextanchor="middle", textangle=0, textfont=dict(color=label_colors([p[2] for p in mine])),
                    marker=dict(color=[microbatch_color(p[2]) for p in mine],
                                opacity=1.0, line=dict(color=[OUTLINE if p[3] < slot else "#000000" for p in mine],
                                                       width=[1 if p[3] < slot else 4 for p in mine]),
-                               pattern=dict(shape=pattern, fgcolor="#FFFFFF", size=6) if pattern else None),
+                               pattern=dict(shape=pattern, fgcolor="white", solidity=0.35, fillmode="overlay") if pattern else None),
                    hovertemplate="%{y}: %{text}<extra></extra>")
             for kind, (label, pattern) in KINDS.items() for mine in [[p for p in shown if p[0] == kind]]]
 
