@@ -98,8 +98,9 @@ def _check_spans(trace: Trace, lane_ids: list[int]) -> None:
                              f"{'names a bucket' if span.bucket is not None else 'names no bucket'}; only "
                              f"{' and '.join(vocabulary.names_where_bucketed) or 'no'} spans name one.")
         if (span.microbatch is not None) != vocabulary.phase(span.phase).per_microbatch:
-            raise TraceError(f"a {span.phase!r} span of batch {span.batch:,} "
-                             f"{'names a microbatch' if span.microbatch is not None else 'names no microbatch'}; only "
+            raise TraceError(f"a {span.phase!r} span of batch {span.batch:,} names no microbatch; each {span.phase} span "
+                             "names the microbatch it was of." if span.microbatch is None else
+                             f"a {span.phase!r} span of batch {span.batch:,} names a microbatch; only "
                              f"{' and '.join(vocabulary.names_per_microbatch) or 'no'} spans name one.")
         key = (span.batch, span.phase, span.replica, span.bucket, span.microbatch)
         if key in seen:

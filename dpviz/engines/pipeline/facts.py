@@ -22,7 +22,7 @@ MAX_LAYERS = 4096  # a user's nn.Sequential's children
 
 def read_trace_facts_pipeline(facts: Any) -> dict[str, Any]:
     out = read_trace_facts(facts)
-    readers = {"layers": _layers, "sent": _sent, "flight": _flight}
+    readers = {"flight": _flight, "layers": _layers, "sent": _sent}  # in the order a trace file writes them (sorted)
     for key, read in readers.items():
         if key in facts:
             out[key] = [None if stage is None else read(stage)

@@ -1,13 +1,13 @@
 """How a model is cut into a pipeline's stages, without torch: its layers, by name, and which stage runs which.
 
     LAYERS["mlp"]                      # ('net.0', 'net.1', 'net.2', 'net.3'): what a stage is cut from
-    split(8, 3)                        # [[0, 1, 2], [3, 4, 5], [6, 7]]: layers per stage, as torch.chunk splits
+    split(8, 3)                        # [[0, 1, 2], [3, 4, 5], [6, 7]]: layers per stage, as torch.tensor_split cuts
     problem_of("linear", 2)            # why the tutorial's one Linear cannot be two stages
 
 A model is a pipeline when it is a sequence: each layer takes the one tensor the last gave. The catalogue's MLP
 and CNN are nn.Sequential (each child a layer: a ReLU too, a layer with nothing to learn); the transformer is its
 token and position embeddings, then each block, then the norm and head on the last token. Stages take
-contiguous layers, as evenly by count as torch.chunk splits L items into S (the first stages one more); a user's
+contiguous layers, as evenly by count as torch.tensor_split cuts L items into S (the first stages one more); a user's
 nn.Sequential the same, by its children. The other models are one step that cannot be cut (a Linear, a GRU), or
 return or change what a sequence does not pass on (a loss, a counter).
 """
@@ -30,7 +30,7 @@ WHY_NOT = {  # why a catalogue model is not cut into stages, as a clause after i
 
 
 def split(layers: int, stages: int) -> list[list[int]]:
-    """The layers (by index) of each of `stages` stages: contiguous, as even as torch.chunk makes them (the first
+    """The layers (by index) of each of `stages` stages: contiguous, as even as torch.tensor_split makes them (the first
     `layers % stages` stages one layer more)."""
     size, extra = divmod(layers, stages)
     cut, first = [], 0

@@ -57,6 +57,8 @@ class StageObserver(RankObserver):
         stage.backward_one_chunk = self._compute(stage.backward_one_chunk, "backward")
         for name, phase in {**SENDS, **RECEIVES}.items():
             setattr(stage, name, self._posting(getattr(stage, name), phase))
+        if hasattr(stage, "_forward_metadata_inference"):
+            stage._forward_metadata_inference = self._unseen(stage._forward_metadata_inference, module)
         self.layers = list(getattr(module, "names", []))
         self.watch_activations(module)
 
@@ -106,6 +108,28 @@ class StageObserver(RankObserver):
             self._kept(phase, microbatch)
             return result
         return timed
+
+    def _unseen(self, method: Callable, module: torch.nn.Module) -> Callable:
+        """torch's shape inference, left without a trace. In the first step, given no example shapes, a stage runs its
+        layers once more in training mode to learn what it sends (the first on the first microbatch, the others on
+        uninitialised memory): a forward no microbatch makes. It would move BatchNorm's running statistics (to NaN,
+        from that memory) and count activations no backward frees. It runs on copies of the stage's buffers, the
+        originals put back after (objects swapped, nothing written in place: its graph keeps the copies), and the
+        ledger does not watch it. What it sends ahead (the shapes) is torch's, unchanged."""
+        def inferred(*args: Any, **kwargs: Any) -> Any:
+            owned = [(owner, name, buffer) for owner in module.modules() for name, buffer in owner._buffers.items()
+                     if buffer is not None]
+            for owner, name, buffer in owned:
+                owner._buffers[name] = buffer.clone()
+            watching = bool(self.activations)  # the forward hooks are on in the steps whose memory is kept
+            self._watch(False)
+            try:
+                return method(*args, **kwargs)
+            finally:
+                for owner, name, buffer in owned:
+                    owner._buffers[name] = buffer
+                self._watch(watching)
+        return inferred
 
     def _posting(self, method: Callable, phase: str) -> Callable:
         def posted(microbatch: int, *args: Any, **kwargs: Any) -> Any:

@@ -40,7 +40,7 @@ def problem(config) -> str | None:
                 f"receive every microbatch into buffers shaped like the first; use a batch size that {micro} divides, or "
                 f"{_divisors(config.batch_size)} microbatches.")
     if config.schedule == "1f1b" and micro < stages:
-        return (f"1f1b runs as many forwards as there are stages before its first backward, so torch's Schedule1F1B "
+        return (f"1f1b's first stage runs as many forwards as there are stages before its first backward, so torch's Schedule1F1B "
                 f"needs at least {stages} microbatches for {stages} stages, got {micro}; use gpipe or more microbatches.")
     return None
 
