@@ -428,3 +428,14 @@ def test_the_views_order_of_a_schedule_not_run_is_the_order_it_runs(name):
                              for s in range(config.gpus)])
     # Laid out one slot a pass, both schedules leave the textbook's share idle.
     assert slot_share(drawn) == pytest.approx(textbook_share(config.gpus, config.microbatches))
+
+
+def test_the_chrome_trace_names_each_pass_and_transfer_by_its_microbatch():
+    from dpviz.exports.chrome_trace import to_chrome_trace
+
+    _, _, trace = run("mlp-2-1f1b-sgd")
+    events = [e for e in to_chrome_trace(trace)["traceEvents"] if e.get("ph") == "X"]
+    named = sorted((e["pid"], e["args"]["step"], e["cat"], e["args"]["microbatch"]) for e in events
+                   if "microbatch" in e["args"])
+    assert named == sorted((s.lane, s.batch, s.phase, s.microbatch) for s in trace.spans if s.microbatch is not None)
+    assert all(e["name"].endswith(f"microbatch {e['args']['microbatch']}") for e in events if "microbatch" in e["args"])

@@ -66,6 +66,7 @@ class Vocabulary:
     measured_memory: str = "allocated"  # the one kind of a real device's own figure
     rows_once: bool = True  # every dataset row is in one batch at most (DDP's sampler repeats rows to pad)
     lead_lane: bool = True  # the first lane holds what the others do not (DataParallel's output device); False: all alike
+    first_lane: int = 0  # the number the first lane goes by: torch's GPUs and ranks count from 0, a pipeline's stages from 1
     words: dict[str, str] = field(default_factory=dict)  # sentences the views share ("gathered": ...)
 
     def __post_init__(self) -> None:
@@ -115,7 +116,7 @@ class Vocabulary:
 
     def lane_name(self, lane: int) -> str:
         """How every view names lane `lane`: 'GPU 3'."""
-        return f"{self.lane_noun} {lane}"
+        return f"{self.lane_noun} {lane + self.first_lane}"
 
     def word(self, key: str, **values: object) -> str:
         """One of the engine's shared sentences, with `values` filled in."""

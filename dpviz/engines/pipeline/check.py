@@ -16,17 +16,17 @@ def check_trace(trace: Trace) -> None:
     config = trace.config
     for batch in trace.batches:
         if batch.rows != config.batch_size:
-            raise TraceError(f"step {batch.index:,} holds {batch.rows:,} rows; every step of a pipeline holds a whole "
+            raise TraceError(f"step {batch.index + 1:,} holds {batch.rows:,} rows; every step of a pipeline holds a whole "
                              f"batch of {config.batch_size:,}.")
     per_micro = config.batch_size // config.microbatches
     computed: Counter = Counter()
     for span in trace.spans:
         if span.microbatch is not None and span.microbatch >= config.microbatches:
-            raise TraceError(f"a {span.phase} span of step {span.batch:,} names microbatch {span.microbatch}, but each "
-                             f"step has {config.microbatches}.")
+            raise TraceError(f"a {span.phase} span of step {span.batch + 1:,} names microbatch {span.microbatch + 1}, but "
+                             f"each step has {config.microbatches}.")
         if span.phase in ("forward", "backward"):
             if span.rows != per_micro or span.row_offset != span.microbatch * per_micro:
-                raise TraceError(f"microbatch {span.microbatch} of step {span.batch:,} holds rows {span.row_offset:,}.."
+                raise TraceError(f"microbatch {span.microbatch + 1} of step {span.batch + 1:,} holds rows {span.row_offset:,}.."
                                  f"{span.row_offset + span.rows:,}; each microbatch holds its {per_micro:,} rows in order.")
             computed[span.batch, span.phase, span.lane] += 1
     ended = len(trace.batches) - (trace.failure is not None)
@@ -34,5 +34,5 @@ def check_trace(trace: Trace) -> None:
         for stage in range(config.gpus):
             for phase in ("forward", "backward"):
                 if computed[step, phase, stage] != config.microbatches:
-                    raise TraceError(f"stage {stage} ran {computed[step, phase, stage]} {phase} passes in step {step:,}; "
-                                     f"a step runs one per microbatch, {config.microbatches}.")
+                    raise TraceError(f"stage {stage + 1} ran {computed[step, phase, stage]} {phase} passes in step "
+                                     f"{step + 1:,}; a step runs one per microbatch, {config.microbatches}.")

@@ -17,6 +17,7 @@ VOCABULARY = Vocabulary(
     engine="pipeline",
     title="Pipeline",
     lane_noun="stage",
+    first_lane=1,  # stage 1 first, as the textbooks draw them (torch's stage_index 0: the lane's name says its rank)
     rows_once=False,
     lead_lane=False,
     phases=(

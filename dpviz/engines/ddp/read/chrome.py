@@ -48,6 +48,9 @@ def ddp_events(trace: Trace) -> Iterator[dict[str, Any]]:
             args.update(bucket=span.bucket, **_bucket(layouts, span))
             if span.thread:
                 args["backend"] = span.thread
+        if span.microbatch is not None:  # a pipeline stage's pass or transfer: which microbatch it was of
+            name += f" microbatch {span.microbatch}"
+            args["microbatch"] = span.microbatch
         yield {"ph": "X", "name": name, "cat": span.phase, "pid": pid, "tid": tid, "ts": ts,
                "dur": round(span.end * 1e6) - ts, "args": args}
 

@@ -172,7 +172,9 @@ def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str, int]
         return []
     reduced = set(table.loc[table["bucket"] >= 0, "batch"])
     trained = set(table.loc[table["phase"] == "backward", "batch"])
-    words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") if b in trained and b not in reduced else ""
+    reduces = bool(trace.vocabulary.names_where_bucketed)  # an engine with collectives per bucket (not a pipeline)
+    words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") \
+        if reduces and b in trained and b not in reduced else ""
     px_per_ms, size = _mark_px_per_ms(table)
     times = [float(t) for t in steps.to_numpy()]
     labels = [f"step {b + 1:,}{words(b)}" for b in steps.index]
@@ -267,7 +269,7 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
             lines.append(gloo.format(noun=noun))
         if "thin_row" not in trace.vocabulary.words:  # the share of backward's compute the bucket all-reduces ran in
             lines.append(overlap_words(trace, first_batch, last_batch))
-    else:
+    elif trace.vocabulary.names_where_bucketed:
         lines.append("no all-reduce in these steps" + (": forward only" if not trace.config.train else
                                                        ": under no_sync" if trace.config.accumulate > 1 else ""))
     details = []  # why the times look so and how they were drawn: under the chart, behind an expander

@@ -70,10 +70,15 @@ def schedules_figure(trace: Trace) -> go.Figure:
     fig.update_yaxes(categoryorder="array", categoryarray=names[::-1], title=None)
     fig.update_xaxes(range=[0, length], dtick=max(1, length // 12))
     fig.update_xaxes(title="slots: one forward or backward each", row=len(layouts), col=1)  # the last panel's only
-    notes = [f"{stages} stages, {micro} microbatches", "the same bubble, (S − 1) / (M + S − 1); 1F1B keeps fewer "
-             "microbatches' activations", backend_note(trace)]
+    notes = [f"{stages} stages, {micro} microbatches", "the same bubble, (S − 1) / (M + S − 1)", backend_note(trace)]
     if "1f1b" not in layouts:
         notes.insert(1, f"1F1B needs at least {stages} microbatches for {stages} stages")
-    title = "GPipe and 1F1B at these settings: the same idle share, " + (
-        "1F1B's first stage keeping fewer microbatches' activations" if len(layouts) == 2 else "1F1B cannot run them")
+        title = "GPipe at these settings; 1F1B cannot run them"
+    else:
+        kept = {name: in_flight(laid)[0] for name, (laid, _) in layouts.items()}
+        title = "GPipe and 1F1B at these settings: the same idle share, " + (
+            f"1F1B's first stage keeping {kept['1f1b']} microbatches' activations where GPipe's keeps {kept['gpipe']}"
+            if kept["1f1b"] < kept["gpipe"] else
+            f"and with as many microbatches as stages both keep all {kept['gpipe']} on the first stage (more "
+            "microbatches: 1F1B keeps at most S)")
     return styled(fig, title, notes, height=BASE_PX + ROW_PX * stages * len(layouts))

@@ -14,6 +14,7 @@ from dpviz.engines.pipeline.read.bubble import (SCHEDULE_NAMES, computes, idle_s
                                                 textbook_share, window)
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, text_color_on
 from dpviz.figures.style import backend_note, check_batch, styled
+from dpviz.engines.pipeline.vocabulary import VOCABULARY
 from dpviz.trace import Trace
 
 LOSS_COLOR = "#444444"  # the last stage's losses: thin, dark, none a microbatch's colour
@@ -32,7 +33,7 @@ def label_colors(microbatches: list[int]) -> list[str]:
 
 
 def stage_label(stage: int) -> str:
-    return f"stage {stage + 1}"
+    return VOCABULARY.lane_name(stage)  # "stage 1" for lane 0, as every view names it
 
 
 def schedule_words(trace: Trace) -> str:
