@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_costs.py            # measure, print the table, write dpviz/page/run_costs.json
     .venv/bin/python bench/bench_costs.py --quick    # the Linear model only (a look, nothing written)
     .venv/bin/python bench/bench_costs.py --add dp/adam   # measure the rows a new option adds, keep the rest
+    .venv/bin/python bench/bench_costs.py --add pipeline/rates   # a new engine's per element, batch and row
 
 Each run is recorded as the page records it, in a process of its own forked from the forkserver
 (dpviz.engines.apart), while a thread sums the proportional set size (PSS: a page shared by n processes counts
@@ -129,10 +130,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the Linear model only; nothing written")
     parser.add_argument("--add", metavar="ENGINE/TRAINING", help="measure only this engine's rows with this training "
-                        "(every model), by the same method, into the table as it stands")
+                        "(every model it runs), or its rates (ENGINE/rates), by the same method, into the table as it "
+                        "stands")
     args = parser.parse_args()
     if args.add:
-        return add_rows(*args.add.split("/"))
+        engine, what = args.add.split("/")
+        return add_rates(engine) if what == "rates" else add_rows(engine, what)
     load_start = os.getloadavg()
     record_apart(RunConfig(engine="ddp"))  # the forkserver up and warm
     forkserver = alone()
@@ -149,48 +152,69 @@ def main() -> None:
                       f"{high}: {per_lane / MB:5.1f} MB a lane; {seconds:.2f} s", flush=True)
     per_element, per_batch, kept_per_row = {}, {}, {}
     for engine in ENGINES:
-        low, high = LANES.get(engine, RANKS)
-        probe = "linear" if runs(engine, "linear", "sgd") else "mlp"  # a pipeline's: the smallest model it cuts
-        small = settings(engine, probe, "sgd", low)
-        wide = settings(engine, probe, "sgd", low, data_size=100_000, input_size=100, batch_size=10_000)
-        (base, _, base_kept), (at_wide, _, wide_kept) = cost(small), cost(wide)
-        holders = low if ENGINES[engine].processes else 1
-        per_element[engine] = max(0.0, (at_wide - base) / (holders * wide.data_size * wide.row_elements))
-        kept_per_row[engine] = max(0.0, (wide_kept - base_kept) / (wide.data_size - small.data_size))
-        # What each batch (or step) adds, a part for the batch and a part per lane: long runs at both lane counts.
-        per_batch[engine] = {}
-        for training in (training for training in ("forward", "sgd") if runs(engine, probe, training)):
-            rates = {}
-            for lanes in (low, high):
-                short = settings(engine, probe, training, lanes)
-                # Long runs near the most batches a run may have (10,000 forward, 1,000 training): a batch's cost
-                # falls as a run grows (allocations reused), and a price must hold at the top.
-                long = settings(engine, probe, training, lanes, data_size=90_000 if training == "forward" else 30_000,
-                                batch_size=SETTINGS.get(engine, {}).get("batch_size", 30))
-                (at_short, short_s, short_kept), (at_long, long_s, long_kept) = cost(short), cost(long, tries=1)
-                more = long.num_batches - short.num_batches
-                rates[lanes] = ((at_long - at_short) / more, (long_kept - short_kept) / more, (long_s - short_s) / more)
-            kind = "forward" if training == "forward" else "train"
-            figures = {}
-            for i, name in enumerate(("bytes", "kept", "seconds")):
-                lane = (rates[high][i] - rates[low][i]) / (high - low)
-                figures[name] = {"fixed": max(0.0, rates[low][i] - lane * low), "per_lane": max(0.0, lane)}
-            per_batch[engine][kind] = figures
-            print(f"{engine:6} {kind:8} a batch: {figures['bytes']['fixed']:.0f} B + {figures['bytes']['per_lane']:.0f} B "
-                  f"a lane in its processes, {figures['kept']['fixed']:.0f} B + {figures['kept']['per_lane']:.0f} B a "
-                  f"lane kept by the server, {figures['seconds']['fixed'] * 1e6:.0f} µs + "
-                  f"{figures['seconds']['per_lane'] * 1e6:.0f} µs a lane", flush=True)
-        print(f"{engine:6} {per_element[engine]:.1f} B per element of the data set per process holding it; "
-              f"{kept_per_row[engine]:.1f} B per row kept by the server", flush=True)
+        per_element[engine], per_batch[engine], kept_per_row[engine] = rates(engine)
     floor = {"forkserver": forkserver, "server": server_floor()}
     print(f"the forkserver alone {forkserver / MB:.0f} MB; a server that has drawn a page {floor['server'] / MB:.0f} MB")
     table = {"floor": floor, "per_element": per_element, "per_batch": per_batch, "kept_per_row": kept_per_row, "runs": runs,
              "measured": {"utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "load": [round(x, 2) for x in load_start],
-                          "lanes": {"dp": LANES["dp"], "ranks": RANKS}}}
+                          "lanes": {**LANES, "ranks": RANKS}}}
     if not args.quick:
         TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
         print(f"written to {TABLE.relative_to(ROOT)}")
     save("bench_costs", "quick" if args.quick else "table", table, load_start)
+
+
+def rates(engine: str) -> tuple[float, dict, float]:
+    """An engine's rates: what each element of the data set costs each process that holds it, what each batch (or
+    step) adds (a part for the batch and a part per lane; forward and training, where the engine runs both), and
+    what each row costs the server that keeps the trace."""
+    low, high = LANES.get(engine, RANKS)
+    probe = "linear" if runs(engine, "linear", "sgd") else "mlp"  # a pipeline's: the smallest model it cuts
+    small = settings(engine, probe, "sgd", low)
+    wide = settings(engine, probe, "sgd", low, data_size=100_000, input_size=100, batch_size=10_000)
+    (base, _, base_kept), (at_wide, _, wide_kept) = cost(small), cost(wide)
+    holders = low if ENGINES[engine].processes else 1
+    element = max(0.0, (at_wide - base) / (holders * wide.data_size * wide.row_elements))
+    kept_row = max(0.0, (wide_kept - base_kept) / (wide.data_size - small.data_size))
+    # What each batch (or step) adds, a part for the batch and a part per lane: long runs at both lane counts.
+    batch_rates = {}
+    for training in (training for training in ("forward", "sgd") if runs(engine, probe, training)):
+        at_lanes = {}
+        for lanes in (low, high):
+            short = settings(engine, probe, training, lanes)
+            # Long runs near the most batches a run may have (10,000 forward, 1,000 training): a batch's cost
+            # falls as a run grows (allocations reused), and a price must hold at the top.
+            long = settings(engine, probe, training, lanes, data_size=90_000 if training == "forward" else 30_000,
+                            batch_size=SETTINGS.get(engine, {}).get("batch_size", 30))
+            (at_short, short_s, short_kept), (at_long, long_s, long_kept) = cost(short), cost(long, tries=1)
+            more = long.num_batches - short.num_batches
+            at_lanes[lanes] = ((at_long - at_short) / more, (long_kept - short_kept) / more, (long_s - short_s) / more)
+        kind = "forward" if training == "forward" else "train"
+        figures = {}
+        for i, name in enumerate(("bytes", "kept", "seconds")):
+            lane = (at_lanes[high][i] - at_lanes[low][i]) / (high - low)
+            figures[name] = {"fixed": max(0.0, at_lanes[low][i] - lane * low), "per_lane": max(0.0, lane)}
+        batch_rates[kind] = figures
+        print(f"{engine:6} {kind:8} a batch: {figures['bytes']['fixed']:.0f} B + {figures['bytes']['per_lane']:.0f} B "
+              f"a lane in its processes, {figures['kept']['fixed']:.0f} B + {figures['kept']['per_lane']:.0f} B a "
+              f"lane kept by the server, {figures['seconds']['fixed'] * 1e6:.0f} µs + "
+              f"{figures['seconds']['per_lane'] * 1e6:.0f} µs a lane", flush=True)
+    print(f"{engine:6} {element:.1f} B per element of the data set per process holding it; "
+          f"{kept_row:.1f} B per row kept by the server", flush=True)
+    return element, batch_rates, kept_row
+
+
+def add_rates(engine: str) -> None:
+    """Measure one engine's rates (rates()) as main() does, into the table as it stands: an engine added since."""
+    load_start = os.getloadavg()
+    record_apart(RunConfig(engine="ddp"))  # the forkserver up and warm
+    table = json.loads(TABLE.read_text())
+    table["per_element"][engine], table["per_batch"][engine], table["kept_per_row"][engine] = rates(engine)
+    table["added"] = {**table.get("added", {}), f"{engine}/rates": {
+        "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "load": [round(x, 2) for x in load_start]}}
+    TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    print(f"written to {TABLE.relative_to(ROOT)}")
+    save("bench_costs", "table", table, load_start)
 
 
 def add_rows(engine: str, training: str) -> None:
@@ -207,6 +231,8 @@ def add_rows(engine: str, training: str) -> None:
                                                          "seconds": round(seconds, 3)}
         print(f"{engine:6} {model:12} {training:8} {at_low / MB:6.1f} MB at {low}, {at_high / MB:6.1f} MB at "
               f"{high}: {per_lane / MB:5.1f} MB a lane; {seconds:.2f} s", flush=True)
+    if engine in LANES:  # measured at lane counts of its own: the docs say which
+        table["measured"]["lanes"][engine] = list(LANES[engine])
     table["added"] = {**table.get("added", {}), f"{engine}/{training}": {
         "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "load": [round(x, 2) for x in load_start]}}
     TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
-from dpviz.engines import ENGINES  # noqa: E402  the engines' short names, as the page says them
+from dpviz.engines import ENGINES, vocabulary  # noqa: E402  the engines' short names, as the page says them
 
 OUT = ROOT / "bench" / "out"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -132,7 +132,7 @@ def costs(f: dict[str, Any]) -> str:
             row = runs.get(f"{name}/{model}/{training}")
             if row is None:
                 continue
-            lanes = f["measured"]["lanes"]["dp"] if name == "dp" else (low, high)
+            lanes = f["measured"]["lanes"].get(name, (low, high))  # DataParallel's devices, a pipeline's stages
             rows.append([ENGINES[name].short, model, training, mb(row["fixed"] + lanes[0] * row["per_lane"]),
                          mb(row["fixed"] + lanes[1] * row["per_lane"]), f"{row['per_lane'] / 1e6:.1f} MB",
                          f"{row['seconds']:.2f} s"])
@@ -140,11 +140,18 @@ def costs(f: dict[str, Any]) -> str:
     return (table(["engine", "model", "training", f"at {low} lanes", "at the most measured", "each further lane",
                    "alone, 4 steps"], rows)
             + f"\n\nAt {low} and {high} ranks (DataParallel: {' and '.join(map(str, f['measured']['lanes']['dp']))} "
-            f"devices, threads of one process). The forkserver alone holds **{mb(floor['forkserver'])}**, a server that "
+            f"devices, threads of one process{own_lanes(f)}). The forkserver alone holds **{mb(floor['forkserver'])}**, a server that "
             f"has drawn a page {mb(floor['server'])}. Each element of the data set costs a process that holds it "
             f"{min(f['per_element'].values()):.1f} to {max(f['per_element'].values()):.1f} B; each batch of a run forward "
             f"only on {low} lanes adds {batch_range(f, 'forward', low)}, of a training run {batch_range(f, 'train', low)}. "
             f"All {len(runs)} rows are in `dpviz/page/run_costs.json`." + added(f))
+
+
+def own_lanes(f: dict[str, Any]) -> str:
+    """'; Pipeline: 2 and 4 stages': the engines measured at lane counts of their own, beside DataParallel's."""
+    own = {name: lanes for name, lanes in f["measured"]["lanes"].items() if name not in ("dp", "ranks")}
+    return "".join(f"; {ENGINES[name].label}: {' and '.join(map(str, lanes))} {vocabulary(name).lane_noun}s"
+                   for name, lanes in own.items() if name in ENGINES)
 
 
 def added(f: dict[str, Any]) -> str:
@@ -159,7 +166,8 @@ def added(f: dict[str, Any]) -> str:
 
 def batch_range(f: dict[str, Any], kind: str, lanes: int) -> str:
     """What a batch adds to a run's processes on `lanes` lanes, over the engines: "2.1 to 27.4 KB"."""
-    rates = [r[kind]["bytes"]["fixed"] + lanes * r[kind]["bytes"]["per_lane"] for r in f["per_batch"].values()]
+    rates = [r[kind]["bytes"]["fixed"] + lanes * r[kind]["bytes"]["per_lane"]
+             for r in f["per_batch"].values() if kind in r]  # a pipeline only trains
     return f"{min(rates) / 1e3:.1f} to {max(rates) / 1e3:.1f} KB"
 
 

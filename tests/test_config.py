@@ -10,10 +10,22 @@ def test_defaults_are_the_tutorials():
     assert config.shuffle is True and config.num_batches == 4
 
 
+def home(name: str) -> dict:
+    """Where an engine's option applies: its first engine's settings, the tutorial's as its rules fit them (a pipeline
+    trains, on a model it can cut); nothing for a setting every engine reads."""
+    from dpviz.engines import owners
+
+    if name not in DDP_ONLY:
+        return {}
+    spec = owners(name)[0]
+    values = {**RunConfig().to_dict(), "engine": spec.name, "train": True}
+    return {"engine": spec.name, "train": True, **(spec.part("fit")(values) if spec.has("fit") else {})}
+
+
 @pytest.mark.parametrize("name", sorted(LIMITS))
 def test_each_limit_is_enforced_and_named(name):
     low, high = LIMITS[name]
-    RunConfig(**{name: low}, **({"engine": "ddp", "train": True} if name in DDP_ONLY else {}))
+    RunConfig(**{**home(name), name: low})
     for bad in (low - 1, high + 1):
         if name == "batch_size" and bad == high + 1:
             continue  # a batch larger than the data is fine for torch; only the range check applies

@@ -156,7 +156,7 @@ def test_version_2_files_name_no_engine_and_still_load(trace):
 
 
 @pytest.mark.parametrize("edit, words", [
-    (lambda d: d.update(engine="pipeline"), "engine must be one of dp, ddp"),
+    (lambda d: d.update(engine="tensor_parallel"), "engine must be one of dp, ddp"),
     (lambda d: d.update(engine="ddp"), "DistributedDataParallel phases are not the ones this dpviz knows"),
     (lambda d: d.update(phases=d["phases"][:-1] + ["teleport"]), "phases are not the ones this dpviz knows"),
     (lambda d: d.update(memory_kinds=["parameters", "dark matter"]), "memory kinds are not the ones this dpviz knows"),

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from dpviz.figures.views import VIEWS
+from dpviz.figures.views import views_of
 from dpviz.presets import ALL_PRESETS, EVERY_ENGINE, LINK_PRESETS
 from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception
 
@@ -55,7 +55,7 @@ def preset_tab(name: str) -> str:
     preset = LINK_PRESETS[name]
     if preset.opens == "compare":
         return "Compare"
-    view = next(v for v in VIEWS if v.key == preset.opens)
+    view = next(v for v in views_of(preset.config) if v.key == preset.opens)  # an engine's own views too (it names its engine)
     return view.tab.replace("per batch", f"per {'step' if preset.config.engine == 'ddp' else 'batch'}")
 
 

@@ -18,7 +18,7 @@ from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.style import backend_note, styled
 from dpviz.trace import Trace
 
-ROW_PX, BASE_PX = 46, 320
+ROW_PX, BASE_PX = 30, 250  # both grids of 4 stages on a projector's first screen
 
 
 def in_flight(laid: list[list[tuple[str, int, int]]]) -> list[int]:

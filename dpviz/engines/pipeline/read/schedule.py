@@ -18,7 +18,7 @@ from dpviz.engines.pipeline.vocabulary import VOCABULARY
 from dpviz.trace import Trace
 
 LOSS_COLOR = "#444444"  # the last stage's losses: thin, dark, none a microbatch's colour
-ROW_PX, BASE_PX = 52, 300
+ROW_PX, BASE_PX = 30, 200  # both grids of 4 stages on a projector's first screen, under the page's step slider
 KINDS = {"F": ("forward", ""), "B": ("backward", "x")}
 
 
@@ -74,7 +74,7 @@ def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
     start, end = window(trace, batch)
     measured, textbook = idle_share(trace, batch), textbook_share(stages, micro)
     grid = laid is not None
-    fig = make_subplots(rows=2 if grid else 1, cols=1, vertical_spacing=0.24, subplot_titles=(
+    fig = make_subplots(rows=2 if grid else 1, cols=1, vertical_spacing=0.2, subplot_titles=(
         [f"In order, each pass one slot: idle {percent(slot_share(laid))} of the stages' slots"] if grid else [])
         + [f"As measured: idle {percent(measured)} of the stages' time"])
     if grid:
@@ -94,15 +94,12 @@ def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
             base=[ms(s.start) for s in losses], orientation="h", name="loss", width=0.3,
             marker=dict(color=LOSS_COLOR), customdata=[[s.microbatch + 1] for s in losses],
             hovertemplate="%{y}: loss of microbatch %{customdata[0]}<extra></extra>"), row=row, col=1)
-    title = (f"Step {batch + 1}: a pipeline leaves {percent(textbook)} of each stage's time idle at these settings, "
-             f"the bubble; measured here, {percent(measured)}")
-    notes = [schedule_words(trace), f"(S − 1) / (M + S − 1) = {stages - 1} / {micro + stages - 1}",
-             "grey: a stage waiting for a microbatch", backend_note(trace)]
+    title = f"Step {batch + 1}: the bubble leaves each stage idle {percent(textbook)} of the step; measured, {percent(measured)}"
+    notes = [schedule_words(trace), f"(S − 1) / (M + S − 1) = {stages - 1} / {micro + stages - 1}", backend_note(trace)]
     names = [stage_label(s) for s in range(stages)][::-1]
     fig.update_layout(barmode="overlay", uniformtext=dict(mode="hide", minsize=9), bargap=0.2)
     fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
     if grid:
-        fig.update_xaxes(title="slots: one forward or backward each", rangemode="tozero", dtick=max(1, length // 12),
-                         row=1, col=1)
+        fig.update_xaxes(rangemode="tozero", dtick=max(1, length // 12), row=1, col=1)  # its title says: slots
     fig.update_xaxes(title="milliseconds since the step's first forward", rangemode="tozero", row=row, col=1)
     return styled(fig, title, notes, height=BASE_PX + ROW_PX * stages * (2 if grid else 1))
