@@ -23,7 +23,7 @@ from typing import Callable, NoReturn, Sequence
 
 from dpviz.exports import chrome_trace
 from dpviz.trace import json_io as trace_json
-from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
+from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, OWN
 from dpviz.config import (
     BACKENDS, CHOICES, ENGINE_NAMES, FLOAT_LIMITS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS,
     ConfigError, ENGINE_OPTIONS, RunConfig, parse_setting,
@@ -192,8 +192,8 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
     own_model = args.model if ":" in args.model else None  # a module of the user's own, built below
     if own_model is None and (args.example or args.loss):
         parser.error(f"{'--example' if args.example else '--loss'} needs --model FILE.py:FUNCTION, a model of your own.")
-    if own_model is not None:
-        args.model = DEFAULTS.model  # until the module is built: the settings are checked first, as for any model
+    if own_model is not None:  # until the module is built: the settings are checked first, as for any module of one's
+        args.model = args.inputs = OWN  # own (its batch's form and its layers are the engine's to check once it is)
     for path in (args.trace, args.chrome_trace):
         problem = _unwritable(path) if path is not None else None
         if problem:

@@ -256,3 +256,32 @@ def test_fsdp_shards_a_tied_parameter_once_and_says_where():
     from dpviz.analysis.explain import explain
     assert "**Tied parameters.** `embed.weight = out.weight` is one parameter: FSDP shards it once, in the group of " \
            "the model itself" in " ".join(explain(trace))
+
+
+def test_a_sequential_of_ones_own_trains_as_a_pipeline_as_it_would_alone_on_its_microbatches():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 3))
+    batch = torch.randn(ROWS, 6, generator=_generator())
+    plain = copy.deepcopy(model)  # the oracle: the mean of the microbatches' losses, one SGD step
+    sum(mean_loss(plain(chunk), chunk) for chunk in batch.tensor_split(4)).div(4).backward()
+    with torch.no_grad():
+        for p in plain.parameters():
+            p -= LEARNING_RATE * p.grad
+    trace = dpviz.record(model, batch, engine="pipeline", gpus=3, train=True, shuffle=False, loss=mean_loss,
+                         microbatches=4)
+    assert trace.failure is None and trace.facts["layers"] == [["0", "1"], ["2", "3"], ["4"]]  # 5 children: 2, 2, 1
+    assert [s.rows for s in trace.spans if s.phase == "forward" and s.lane == 0] == [ROWS // 4] * 4
+    for (name, got), want in zip(model.named_parameters(), plain.parameters()):  # every stage's, back in the module
+        assert torch.allclose(got, want, atol=1e-6), name
+
+
+@pytest.mark.parametrize("model, batch, words", [
+    (lambda: nn.Linear(6, 3), lambda: torch.randn(ROWS, 6), "not an nn.Sequential"),
+    (lambda: nn.Sequential(nn.Linear(6, 3), nn.ReLU()), lambda: torch.randn(ROWS, 6), "has 2 layers, so it cannot be cut into 3"),
+    (lambda: nn.Sequential(nn.Linear(6, 6), nn.ReLU(), nn.Linear(6, 3)), lambda: (torch.randn(ROWS, 6), torch.randn(ROWS, 6)),
+     "not one tensor"),
+])
+def test_what_a_pipeline_cannot_cut_or_pass_on_is_one_sentence_before_any_stage_starts(model, batch, words):
+    with pytest.raises(OwnModelError, match=words) as error:
+        dpviz.record(model(), batch(), engine="pipeline", gpus=3, train=True, microbatches=4)
+    assert str(error.value).endswith(".") and "\n" not in str(error.value)

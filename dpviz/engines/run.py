@@ -26,9 +26,11 @@ def record(config: Any, second: Any = None, *, progress: Progress | None = None,
     given). A DataParallel run trains `model` itself; a run of processes loads rank 0's trained parameters and buffers
     back into it."""
     if not isinstance(config, RunConfig):  # a module of the user's own, and its batch
+        from dpviz.catalogue import OWN
         from dpviz.engines.workload.own import from_objects
 
-        built = from_objects(config, second, RunConfig(**settings), loss,
+        # Its settings checked as a module of one's own (an engine's rules on its layers and batch come once built).
+        built = from_objects(config, second, RunConfig(**{"model": OWN, "inputs": OWN, **settings}), loss,
                              batch_size_given="batch_size" in settings, data_size_given="data_size" in settings)
         return engine(built.config.engine).record(built.config, progress, built)
     if settings or loss is not None:

@@ -19,15 +19,15 @@ def batches(config) -> int:
 
 
 def problem(config) -> str | None:
-    """Why these settings do not make a pipeline, in one sentence; None when they do."""
-    stages, micro = config.gpus, config.microbatches
+    """Why these settings do not make a pipeline, in one sentence; None when they do. A user's module is held to its
+    layers, its batch and that batch's rows once it is built (stages.own_problem)."""
+    stages, own = config.gpus, config.model == OWN
     if stages < 2:
         return "a pipeline cuts the model into stages, one per process, so it needs at least 2 stages."
-    if config.model != OWN:
-        why = problem_of(config.model, stages)
-        if why:
-            return why
-    if config.inputs != "tensor":
+    why = None if own else problem_of(config.model, stages)
+    if why:
+        return why
+    if not own and config.inputs != "tensor":
         return (f"inputs {config.inputs} passes more than one tensor; a pipeline hands each stage the one tensor the "
                 "stage before gave, so it needs inputs tensor.")
     if not config.train:
@@ -35,13 +35,19 @@ def problem(config) -> str | None:
     if config.data_size < config.batch_size:
         return (f"data_size {config.data_size:,} is less than one batch of {config.batch_size:,}, and a pipeline leaves a "
                 "short last batch out; raise data_size or lower batch_size.")
-    if config.batch_size % micro:
-        return (f"batch_size {config.batch_size:,} does not divide into {micro} equal microbatches, and torch's stages "
+    if config.schedule == "1f1b" and config.microbatches < stages:
+        return (f"1f1b's first stage runs as many forwards as there are stages before its first backward, so torch's "
+                f"Schedule1F1B needs at least {stages} microbatches for {stages} stages, got {config.microbatches}; use "
+                "gpipe or more microbatches.")
+    return None if own else uneven(config.batch_size, config.microbatches)
+
+
+def uneven(batch_size: int, micro: int) -> str | None:
+    """Why a batch does not cut into `micro` microbatches, or None."""
+    if batch_size % micro:
+        return (f"batch_size {batch_size:,} does not divide into {micro} equal microbatches, and torch's stages "
                 f"receive every microbatch into buffers shaped like the first; use a batch size that {micro} divides, or "
-                f"{_divisors(config.batch_size)} microbatches.")
-    if config.schedule == "1f1b" and micro < stages:
-        return (f"1f1b's first stage runs as many forwards as there are stages before its first backward, so torch's Schedule1F1B "
-                f"needs at least {stages} microbatches for {stages} stages, got {micro}; use gpipe or more microbatches.")
+                f"{_divisors(batch_size)} microbatches.")
     return None
 
 
@@ -109,6 +115,7 @@ SPEC = EngineSpec(
         timeline_range=DDP.parts.timeline_range,
         timeline_window=DDP.parts.timeline_window,
         rank_program="dpviz.engines.pipeline.rank:PROGRAM",
+        own_batch="dpviz.engines.pipeline.stages:own_problem",  # a user's module: its layers and its batch
         opening_batch=f"{_READ}.bubble:opening_step",
         views={
             "timeline": "dpviz.figures.timeline:timeline_figure",

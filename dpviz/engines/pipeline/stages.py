@@ -9,10 +9,13 @@ that the stages together compute exactly what the model's forward does.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
 from dpviz.engines.pipeline.layers import LAYERS, problem_of, split
+from dpviz.engines.pipeline.spec import uneven
 
 
 class TokensIn(nn.Module):
@@ -78,6 +81,24 @@ def layers_of(model: nn.Module, name: str) -> list[tuple[str, nn.Module]]:
         raise ValueError(f"your model is a {type(model).__name__}, not an nn.Sequential, so a pipeline cannot tell "
                          "its layers apart; put the layers it runs one after another in an nn.Sequential.")
     return [(child, module) for child, module in model.named_children()]
+
+
+def own_problem(work: Any, scattered: torch.Tensor | None) -> str | None:
+    """Why a user's module and batch cannot run as this pipeline (a sentence), before any stage starts: a module
+    that is not a sequence of layers, fewer layers than stages, or a batch of more than one tensor (a stage hands
+    the next the one tensor it made)."""
+    stages = work.config.gpus
+    try:
+        layers = layers_of(work.model, "your model")
+    except ValueError as error:
+        return str(error)
+    why = problem_of("your model", stages, len(layers))
+    if why:
+        return why
+    if len(work.args) != 1 or work.kwargs or not isinstance(work.args[0], torch.Tensor):
+        return ("your batch is not one tensor; a pipeline's first stage takes the one tensor of rows, and each stage "
+                "hands the next the one tensor it made, so the batch must be a tensor.")
+    return uneven(work.config.batch_size, work.config.microbatches)
 
 
 def stage_module(model: nn.Module, name: str, stages: int, stage: int) -> tuple[Layers, list[str]]:
