@@ -3,35 +3,50 @@ text on a mark readable on it, device colours that show on both pages.
 
 On the page, st.plotly_chart's theme="streamlit" sets the background, the text, the grid and the hover
 labels for the active theme, into the figure's template; a colour the figure sets itself wins over it,
-so dark text set by a view stays dark on the dark theme. These tests build every view of VIEWS from
-traces of 2, 8 and 16 simulated GPUs (training) and a real DDP run, and check the figure itself.
+so dark text set by a view stays dark on the dark theme. These tests build every view of VIEWS (and a pipeline's own) from
+traces of 2, 8 and 16 simulated GPUs (training), a real DDP run and a real pipeline, and check the figure itself.
 """
 from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
 
 import plotly.io as pio
 import pytest
 
-from dpviz.figures import VIEWS
 from dpviz.figures.colors import (
     DARK_BACKGROUND, DEVICE_COLORS, LIGHT_BACKGROUND, OUTLINE, THEME_TEXT, contrast_ratio, device_colors,
 )
-from dpviz.figures.views import BATCH, SAMPLED, TEXT, WINDOW
+from dpviz.figures import VIEWS
+from dpviz.figures.views import BATCH, SAMPLED, TEXT, WINDOW, views_of
 from tests.ddp_traces import ddp_trace
 from tests.figure_traces import recorded
 
+@functools.cache
+def pipeline_trace():
+    """1F1B on the transformer's 4 stages, 8 microbatches: every view of a pipeline's own has something to draw."""
+    from dpviz.config import RunConfig
+    from dpviz.engines import engine
+
+    return engine("pipeline").record(RunConfig(engine="pipeline", gpus=4, train=True, model="transformer",
+                                               schedule="1f1b", microbatches=8, batch_size=32, data_size=96))
+
+
 TRACES = {"2 GPUs": lambda: recorded(gpus=2, train=True), "8 GPUs": lambda: recorded(gpus=8, train=True),
-          "16 GPUs": lambda: recorded(gpus=16, train=True), "DDP 2 ranks": lambda: ddp_trace("two_train")}
+          "16 GPUs": lambda: recorded(gpus=16, train=True), "DDP 2 ranks": lambda: ddp_trace("two_train"),
+          "Pipeline 4 stages": pipeline_trace}
+ENGINE_OF = {"DDP 2 ranks": "ddp", "Pipeline 4 stages": "pipeline"}  # the others: DataParallel's
 # Views whose files do not yet follow the rule: (view key, engine) -> why, marked xfail(strict=False).
 # Empty: every view passes today; a view that regresses while being reworked can be listed here.
 NOT_YET: dict[tuple[str, str], str] = {}
 
 
 def _cases():
-    for view in VIEWS:
+    for view in views_of(SimpleNamespace(engine="pipeline")):  # the toolkit's views, and a pipeline's own
         if view.control == TEXT:
             continue
         for name in TRACES:
-            engine = "ddp" if name.startswith("DDP") else "dp"
+            engine = ENGINE_OF.get(name, "dp")
             if engine not in view.engines:
                 continue
             why = NOT_YET.get((view.key, engine))
