@@ -192,8 +192,6 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
     own_model = args.model if ":" in args.model else None  # a module of the user's own, built below
     if own_model is None and (args.example or args.loss):
         parser.error(f"{'--example' if args.example else '--loss'} needs --model FILE.py:FUNCTION, a model of your own.")
-    if own_model is not None:  # until the module is built: the settings are checked first, as for any module of one's
-        args.model = args.inputs = OWN  # own (its batch's form and its layers are the engine's to check once it is)
     for path in (args.trace, args.chrome_trace):
         problem = _unwritable(path) if path is not None else None
         if problem:
@@ -212,6 +210,8 @@ def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
             others = list(presets_of(values["engine"]))
             parser.error(f"--preset {args.preset} shows a {own.label} pitfall, so it runs with engine {own.name}, "
                          f"not {values['engine']}; {ENGINES[values['engine']].label}'s are {', '.join(others)}.")
+    if own_model is not None:  # until the module is built: the settings are checked first, as for any module of one's
+        values.update(model=OWN, inputs=OWN)  # own (its batch's form and its layers are the engine's to check once it is)
     engine = ENGINES[values["engine"]]
     for name in ENGINE_OPTIONS:
         if name not in engine.unset and _given(argv, name):

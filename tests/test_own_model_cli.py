@@ -117,9 +117,24 @@ def test_a_language_model_from_a_file_trains_and_writes_a_trace_that_names_it(mo
     (["--model", "{models}:build", "--example", "{models}:tokens", "--train", "--loss", "{models}:build"],
      ["the loss, called as loss(output, batch) on the example batch, raised TypeError"]),
     (["--example", "{models}:tokens"], ["--example needs --model FILE.py:FUNCTION"]),
+    # A pipeline cuts an nn.Sequential into its children: another module, or too few children, before any stage starts
+    (["--model", "{models}:build", "--example", "{models}:tokens", "--engine", "pipeline", "--train", "--gpus", "2"],
+     ["your model is a TinyLM, not an nn.Sequential"]),
+    (["--model", "{models}:batchnorm", "--engine", "pipeline", "--train", "--gpus", "3", "--input-size", "4"],
+     ["your model has 2 layers, so it cannot be cut into 3 stages"]),
 ])
 def test_what_cannot_run_is_one_line_and_status_2(models, args, words):
     refused(dpviz(*(a.format(models=models) for a in args)), *words)
+
+
+def test_a_preset_runs_a_module_of_ones_own_on_its_settings(models, tmp_path):
+    # A pipeline preset's stages, schedule and microbatches, the module and batch one's own (4 rows a microbatch).
+    out = tmp_path / "run.json"
+    result = dpviz("--preset", "pipeline-bubble", "--model", f"{models}:batchnorm", "--input-size", "4", "--gpus", "2",
+                   "--batch-size", "8", "--data-size", "16", "--trace", str(out))
+    assert result.returncode == 0, result.stderr
+    config = json.loads(out.read_text())["config"]
+    assert (config["engine"], config["model"], config["microbatches"], config["gpus"]) == ("pipeline", "own", 4, 2)
 
 
 def test_debug_adds_the_traceback(models):

@@ -439,3 +439,67 @@ def test_the_chrome_trace_names_each_pass_and_transfer_by_its_microbatch():
                    if "microbatch" in e["args"])
     assert named == sorted((s.lane, s.batch, s.phase, s.microbatch) for s in trace.spans if s.microbatch is not None)
     assert all(e["name"].endswith(f"microbatch {e['args']['microbatch']}") for e in events if "microbatch" in e["args"])
+
+
+# ---- a run that failed, read by every view
+
+@functools.cache
+def failed_run(step: int):
+    """Stage 2 of 3 raises in `step` (0: before any microbatch of the run ended)."""
+    config = RunConfig(**{**BASE, "model": "mlp", "gpus": 3, "schedule": "1f1b", "optimizer": "sgd",
+                          "microbatches": 4, "data_size": 96})
+    launched = launch(config, fault=(1, step, "raise"), timeout_s=20)
+    trace = to_trace(config, launched, backend="cpu", torch_version=torch.__version__, machine_gpus=0)
+    check(trace)
+    return trace
+
+
+@pytest.mark.parametrize("step", [0, 1, 2])
+def test_every_view_and_the_report_draw_a_run_that_failed_and_claim_no_bubble_for_its_failed_step(step):
+    from dpviz.engines.pipeline.read.bubble import slots
+    from dpviz.figures.report import html_report
+    from dpviz.figures.style import unwrap
+    from dpviz.figures.views import BATCH, TEXT, views_of
+
+    trace = failed_run(step)
+    assert trace.failure.batch == step and slots(trace, step) is None  # the failed step is no whole step
+    for view in views_of(trace):
+        if not view.draws(trace) or view.control == TEXT:
+            continue
+        for batch in (range(len(trace.batches)) if view.control == BATCH else [None]):
+            fig = view.build(trace) if batch is None else view.build(trace, batch)
+            title = unwrap(fig.layout.title.text or "")
+            if batch == step and view.key in ("grid", "step"):
+                assert title.startswith(f"Step {step + 1} did not end: stage 2 failed") and "bubble" not in title
+    schedules = views_of(trace)[[v.key for v in views_of(trace)].index("schedules")].build(trace)
+    ran = [a.text for a in schedules.layout.annotations if "this run" in (a.text or "")]
+    assert bool(ran) == (step >= 1)  # the run's own order is drawn only from a step that ended (the opening one)
+    assert "Step" in html_report(trace)
+
+
+def test_a_trace_that_loses_a_stage_or_runs_a_backward_first_is_refused():
+    trace = failed_run(2)
+    short = dataclasses.replace(trace, facts={**trace.facts, "held": trace.facts["held"][:1]})
+    with pytest.raises(TraceError, match="facts held name 1 stages, but the run has 3"):
+        check(short)
+    spans = list(trace.spans)
+    first_b = next(i for i, s in enumerate(spans) if s.phase == "backward" and s.batch == 0)
+    forward = next(s for s in spans if s.phase == "forward" and s.batch == 0 and s.lane == spans[first_b].lane
+                   and s.microbatch == spans[first_b].microbatch)
+    spans[first_b] = dataclasses.replace(spans[first_b], start=forward.start - 1e-4, end=forward.start - 5e-5)
+    with pytest.raises(TraceError, match="backward in step 1 before its forward"):
+        check(dataclasses.replace(trace, spans=spans))
+
+
+def test_links_of_any_stages_microbatches_and_batch_are_fitted_to_a_pipeline():
+    import itertools
+
+    from dpviz.page.link import settle
+
+    for model, gpus, schedule, micro, batch in itertools.product(
+            ["linear", "mlp", "cnn", "transformer"], [1, 2, 4, 8], ["gpipe", "1f1b"], [1, 4, 16, 64], [1, 2, 3, 7, 30]):
+        values = {**RunConfig().to_dict(), "engine": "pipeline", "model": model, "gpus": gpus, "schedule": schedule,
+                  "microbatches": micro, "batch_size": batch}
+        config, warnings = settle(values)
+        assert config.engine == "pipeline", (values, warnings)  # never the defaults of another engine
+        assert config.batch_size % config.microbatches == 0

@@ -30,7 +30,7 @@ def record(config: Any, second: Any = None, *, progress: Progress | None = None,
         from dpviz.engines.workload.own import from_objects
 
         # Its settings checked as a module of one's own (an engine's rules on its layers and batch come once built).
-        built = from_objects(config, second, RunConfig(**{"model": OWN, "inputs": OWN, **settings}), loss,
+        built = from_objects(config, second, RunConfig(**{**settings, "model": OWN, "inputs": OWN}), loss,
                              batch_size_given="batch_size" in settings, data_size_given="data_size" in settings)
         return engine(built.config.engine).record(built.config, progress, built)
     if settings or loss is not None:

@@ -30,9 +30,11 @@ class StageObserver(RankObserver):
     """Spans (each naming its microbatch) and a memory ledger of one stage: DDP's observer's ledger, its own spans."""
 
     def __init__(self, rank: int, stage: Any, module: torch.nn.Module, cuda: bool, memory_steps: set[int],
-                 last: bool):
+                 last: bool, rows: int):
         # Not RankObserver.__init__: there is no DDP object to time, no buckets.
-        self.rank, self.cuda, self.dim, self.last = rank, cuda, 0, last
+        # A microbatch's rows: torch cuts the batch's first dim into equal chunks (a later stage's activations may hold
+        # its rows on another dim: a user's layer that moves them)
+        self.rank, self.cuda, self.dim, self.last, self.rows = rank, cuda, 0, last, rows
         self.ddp = None
         self.step = 0
         self.spans, self.lock = [], threading.Lock()
@@ -48,7 +50,6 @@ class StageObserver(RankObserver):
         self._peak: dict[str, int] | None = None  # the ledger when the most activations were held in this step
         self._labels: float | None = None  # the last stage: when its rows for the targets began to load
         self._forwarded = -1  # the microbatch whose forward ran last: the one whose loss comes next
-        self._rows: dict[int, int] = {}  # microbatch -> its rows
         self._received: list[int] = []  # the shape of the activations this stage last received
         self._out_shape: list[int] = []  # what its forward gives (and its backward receives the gradient of)
         self._loss_shape: list[int] = []
@@ -90,16 +91,14 @@ class StageObserver(RankObserver):
             shape = list(given.shape) if isinstance(given, torch.Tensor) and given.dim() else self._received
             result = method(microbatch, *args, **kwargs)
             end = self.now()
+            rows = self.rows
             if phase == "forward":
                 self._forwarded = microbatch
-                rows = shape[0] if shape else 0
                 out = first_tensor(result)
                 self._out_shape = list(out.shape) if out is not None else []
                 self.add("forward", start, end, (microbatch * rows, rows), (shape, self._out_shape), microbatch=microbatch)
-                self._rows[microbatch] = rows
                 self._in_flight[microbatch] = self.held.get("activations", 0) - before
             else:
-                rows = self._rows.get(microbatch, 0)
                 # What its backward starts from: the loss on the last stage, else the gradient received for its output.
                 self.add("backward", start, end, (microbatch * rows, rows),
                          (self._loss_shape if self.last else self._out_shape, None), microbatch=microbatch)

@@ -69,7 +69,8 @@ def wrap(module: torch.nn.Module, config: RunConfig, rank: int, cuda: bool, loca
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     stage = PipelineStage(module, rank, world, device)
     built = time.perf_counter()
-    observer = StageObserver(rank, stage, module, cuda, memory_steps, last=rank == world - 1)
+    observer = StageObserver(rank, stage, module, cuda, memory_steps, last=rank == world - 1,
+                             rows=config.batch_size // config.microbatches)
     observer.add("stage", begin, built)
     observer.snapshot("stage")
     return Pipe(stage, module), observer, built - begin

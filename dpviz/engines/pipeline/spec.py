@@ -47,7 +47,7 @@ def uneven(batch_size: int, micro: int) -> str | None:
     if batch_size % micro:
         return (f"batch_size {batch_size:,} does not divide into {micro} equal microbatches, and torch's stages "
                 f"receive every microbatch into buffers shaped like the first; use a batch size that {micro} divides, or "
-                f"{_divisors(batch_size)} microbatches.")
+                f"{_divisors(batch_size)} microbatch{'' if batch_size == 1 else 'es'}.")
     return None
 
 
@@ -64,8 +64,9 @@ def fit(values: dict) -> dict:
     if values.get("microbatches") not in fits:  # the nearest count of equal microbatches, else a batch that divides
         if fits:
             changes["microbatches"] = min(fits, key=lambda m: (abs(m - values.get("microbatches", 4)), m))
-        else:
-            changes["batch_size"] = batch - batch % max(least, 1) or max(least, 1)
+        else:  # none divides (a batch smaller than the stages 1F1B needs): as many as it needs, a batch of them
+            micro = max(least, min(values.get("microbatches", 4), 64))
+            changes.update(microbatches=micro, batch_size=micro * -(-batch // micro))
     if values["data_size"] < changes.get("batch_size", batch):
         changes["data_size"] = changes.get("batch_size", batch)
     return changes

@@ -28,7 +28,7 @@ def ddp_events(trace: Trace) -> Iterator[dict[str, Any]]:
                "args": {"name": "compute (the rank's main thread)"}}
         yield {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": COMPUTE_TID, "args": {"sort_index": 0}}
         used = max((track for (span_lane, _), track in tracks.items() if span_lane == pid), default=0)
-        for track in range(used + 1):
+        for track in range(used + 1 if trace.vocabulary.names_where_bucketed else 0):  # a pipeline all-reduces nothing
             name = f"all-reduce ({backends.get(pid, default)})" + (f" #{track + 1}" if track else "")
             yield {"ph": "M", "name": "thread_name", "pid": pid, "tid": ALLREDUCE_TID + track, "args": {"name": name}}
             yield {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": ALLREDUCE_TID + track,

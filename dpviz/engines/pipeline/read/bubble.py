@@ -55,9 +55,16 @@ def order(trace: Trace, step: int, stage: int) -> list[tuple[str, int]]:
             if s.phase != "loss"]
 
 
+def ended(trace: Trace, step: int) -> bool:
+    """Whether `step` ran to its end: every step before a failure's."""
+    return trace.failure is None or step < trace.failure.batch
+
+
 def slots(trace: Trace, step: int) -> list[list[tuple[str, int, int]]] | None:
     """The step as the textbook draws it: each stage's forwards and backwards in the order the stage ran them, each
-    one slot long (lay_out); None when the order cannot be laid out (a step that stopped part way)."""
+    one slot long (lay_out); None for a step that did not end (a failure's: its passes are a part of the step's)."""
+    if not ended(trace, step):
+        return None
     return lay_out([order(trace, step, stage) for stage in range(len(trace.lanes))])
 
 
@@ -124,9 +131,9 @@ def held_most(trace: Trace, step: int) -> list[int] | None:
 
 def opening_step(trace: Trace) -> int:
     """The step the views open on: the second, whose stages already agreed their shapes (the first step also sends
-    each stage's tensor shapes ahead), unless the run has one step."""
-    ended = len(trace.batches) - (trace.failure is not None)
-    return 1 if ended > 1 else 0
+    each stage's tensor shapes ahead), unless the run ended fewer than two."""
+    finished = len(trace.batches) - (trace.failure is not None)
+    return 1 if finished > 1 else 0
 
 
 def percent(share: float) -> str:

@@ -39,8 +39,8 @@ def schedules_figure(trace: Trace) -> go.Figure:
     step = opening_step(trace)
     layouts = {}
     for name in SCHEDULE_NAMES:
-        ran = name == config.schedule
-        laid = slots(trace, step) if ran else None
+        laid = slots(trace, step) if name == config.schedule else None  # None too when the step did not end
+        ran = laid is not None
         if laid is None and (name == "gpipe" or micro >= stages):  # torch's Schedule1F1B needs M >= S
             laid = lay_out([schedule_order(name, stages, micro, s) for s in range(stages)])
         if laid is not None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dpviz.analysis.wording import human_bytes
-from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES
-from dpviz.engines.pipeline.read.schedule import schedule_words, stage_label
+from dpviz.analysis.wording import human_bytes, plural
+from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES, ended
+from dpviz.engines.pipeline.read.schedule import schedule_words, stage_label, stopped_figure
 from dpviz.figures.colors import device_color
 from dpviz.figures.style import backend_note, check_batch, styled
 from dpviz.trace import Trace
@@ -33,6 +33,8 @@ def flight_of(trace: Trace, batch: int) -> list[list[list]]:
 
 def memory_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     check_batch(trace, batch)
+    if not ended(trace, batch):  # the activations of a step that stopped part way are no step's
+        return stopped_figure(trace, batch)
     rows = flight_of(trace, batch)
     held = trace.facts.get("held") or []
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22, row_heights=[0.62, 0.38], subplot_titles=(
@@ -54,7 +56,7 @@ def memory_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     most = [max((row[4] for row in mine), default=0) for mine in rows]
     config = trace.config
     bound = config.microbatches if config.schedule == "gpipe" else config.gpus
-    title = (f"Step {batch + 1}: the first stage kept up to {most[0]} microbatches' activations at once under "
+    title = (f"Step {batch + 1}: the first stage kept up to {plural(most[0], 'microbatch')}' activations at once under "
              f"{SCHEDULE_NAMES[config.schedule]} ({'all M' if config.schedule == 'gpipe' else 'at most S'} = {bound})")
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="the stage's passes in order (forward or backward)", dtick=max(1, len(rows[0]) // 10),

@@ -10,7 +10,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dpviz.engines.pipeline.read.bubble import (SCHEDULE_NAMES, computes, idle_share, percent, slot_share, slots,
+from dpviz.echo import plotly_text
+from dpviz.engines.pipeline.read.bubble import (SCHEDULE_NAMES, computes, ended, idle_share, percent, slot_share, slots,
                                                 textbook_share, window)
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, text_color_on
 from dpviz.figures.style import backend_note, check_batch, styled
@@ -42,7 +43,8 @@ def schedule_words(trace: Trace) -> str:
     return f"{SCHEDULE_NAMES[config.schedule]}, {config.gpus} stages, {config.microbatches} microbatches"
 
 
-def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, float]], unit: str, legend: bool) -> None:
+def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, float]], unit: str, legend: bool,
+            single: bool = False) -> None:
     """Forward and backward bars (kind, stage, microbatch, start, length) in one panel."""
     for kind, (label, pattern) in KINDS.items():
         mine = [b for b in bars if b[0] == kind]
@@ -55,20 +57,52 @@ def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, flo
             textfont=dict(color=label_colors([b[2] for b in mine])), textangle=0,
             customdata=[[b[2] + 1, b[3], b[4]] for b in mine],
             hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata[0]}}<br>from %{{customdata[1]:.2f}} {unit}, "
-                          f"%{{customdata[2]:.2f}} {unit}<extra></extra>"), row=row, col=1)
+                          f"%{{customdata[2]:.2f}} {unit}<extra></extra>"), **({} if single else dict(row=row, col=1)))
 
 
-def _idle(fig: go.Figure, row: int, stages: int, length: float, unit: str, legend: bool) -> None:
+def _idle(fig: go.Figure, row: int, stages: int, length: float, unit: str, legend: bool, single: bool = False) -> None:
     names = [stage_label(s) for s in range(stages)]
     fig.add_trace(go.Bar(
         y=names, x=[length] * stages, base=[0.0] * stages, orientation="h", name="idle (waiting)", legendgroup="idle",
         showlegend=legend, marker=dict(color=IDLE_GREY, line=dict(width=0)), width=0.8,
-        hovertemplate="%{y}: waiting, unless a pass is drawn<extra></extra>"), row=row, col=1)
+        hovertemplate="%{y}: waiting, unless a pass is drawn<extra></extra>"), **({} if single else dict(row=row, col=1)))
+
+
+HEADLINE_LIMIT = 90  # characters of a failure's first line in a title
+
+
+def stopped_figure(trace: Trace, batch: int) -> go.Figure:
+    """A step that did not end (the run failed in it): the passes it ran, as measured, and the failure; no bubble,
+    no textbook grid, which are a whole step's."""
+    stages = len(trace.lanes)
+    spans = [s for s in computes(trace, batch) if s.phase != "loss"]
+    fig = go.Figure()
+    if spans:
+        start = min(s.start for s in spans)
+        end = max(s.end for s in spans)
+        _idle(fig, 1, stages, (end - start) * 1e3, "ms", True, single=True)
+        _passes(fig, 1, [("F" if s.phase == "forward" else "B", s.lane, s.microbatch, (s.start - start) * 1e3,
+                          s.duration * 1e3) for s in spans], "ms", True, single=True)
+        fig.update_xaxes(title="milliseconds since the step's first forward", rangemode="tozero")
+    else:
+        _idle(fig, 1, stages, 1.0, "ms", False, single=True)
+        fig.update_xaxes(showticklabels=False, title="no microbatch's forward ended")
+    names = [stage_label(s) for s in range(stages)][::-1]
+    fig.update_layout(barmode="overlay", uniformtext=dict(mode="hide", minsize=9), bargap=0.2)
+    fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
+    failure = trace.failure
+    who = f"{stage_label(failure.replica)} " if failure is not None and failure.replica is not None else ""
+    title = (f"Step {batch + 1} did not end: {who}failed with "
+             f"{plotly_text(failure.headline if failure else 'an error', HEADLINE_LIMIT)}")
+    return styled(fig, title, [schedule_words(trace), "the passes that ran before it; the bubble is a whole step's",
+                               backend_note(trace)], height=BASE_PX + ROW_PX * stages + 60)
 
 
 def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
     """Step `batch` (0-based) of a pipeline run, stage by stage: as the textbook draws it, and as measured."""
     check_batch(trace, batch)
+    if not ended(trace, batch):
+        return stopped_figure(trace, batch)
     stages, micro = len(trace.lanes), trace.config.microbatches
     laid = slots(trace, batch)
     start, end = window(trace, batch)

@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from dpviz.analysis.wording import human_bytes
 from dpviz.engines.dp.read.step import animated
 from dpviz.engines.pipeline.read.bubble import slots
-from dpviz.engines.pipeline.read.schedule import KINDS, label_colors, microbatch_color, schedule_words, stage_label
+from dpviz.engines.pipeline.read.schedule import (KINDS, label_colors, microbatch_color, schedule_words, stage_label,
+                                                  stopped_figure)
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.style import TITLE_SIZE, backend_note, check_batch, styled, wrap
 from dpviz.trace import Trace
@@ -52,8 +53,8 @@ def _said(trace: Trace, step: int, laid, slot: int) -> str:
 def step_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     check_batch(trace, batch)
     laid = slots(trace, batch)
-    if laid is None:
-        raise ValueError(f"step {batch + 1:,} did not run every microbatch through every stage")
+    if laid is None:  # a step that did not end: what it ran, and why it stopped
+        return stopped_figure(trace, batch)
     stages = len(laid)
     length = max(s + 1 for row in laid for _, _, s in row)
     names = [stage_label(s) for s in range(stages)]

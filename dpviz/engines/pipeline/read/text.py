@@ -38,7 +38,7 @@ NAME_LIMIT = 40  # characters of a layer's or a lane's name from a trace file
 SHOWN = 4  # layers, stages or cuts named before "and N more"
 ORDER_SHOWN = 32  # forwards and backwards of a stage's step written out before "…"
 GAP = 0.15  # measured and textbook idle shares this far apart are said to differ, and why
-_DEFAULT_LANE = re.compile(r"^stage \d+ \((.*)\)$")  # merge's own lane names: "stage 0 (process on the CPU)"
+_DEFAULT_LANE = re.compile(r"^stage \d+ \((.*)\)$")  # merge's lane names: "stage 1 (rank 0, process on the CPU)"
 
 
 # ---- what the trace says, read once per question
@@ -284,7 +284,7 @@ def _failure(trace: Trace) -> str | None:
     who = _stage(failure.replica) if failure.replica is not None else "a stage"
     text = (f"**Step {_n(failure.batch)} failed** on {who}: {code_span(failure.headline, MESSAGE_LIMIT)}. Every "
             "stage stopped with it, and the trace ends there.")
-    if _per_microbatch(trace) == 1 and trace.config.train and trace.config.model == "mlp":
+    if _per_microbatch(trace) == 1 and "Expected more than 1 value per channel" in failure.message:
         text += (f" Each microbatch held a single row (batch_size {trace.config.batch_size:,} cut into "
                  f"{trace.config.microbatches:,}), and a BatchNorm1d layer in training mode cannot take its statistics "
                  "over one row: fewer microbatches, or a larger batch, give each more.")
