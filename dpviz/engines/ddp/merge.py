@@ -22,9 +22,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     """The trace of a DDP run from what `launch` (or torchrun's ranks, gathered) brought back."""
     ranks = launched["ranks"]
     world = len(ranks)
-    offsets, applied = clock_offsets(ranks)
-    clocks = [r["clock"][-1] - applied[i] for i, r in enumerate(ranks) if r.get("clock")]
-    origin = min(clocks) if clocks else min((s[2] for r in ranks for s in r["spans"]), default=0.0)
+    offsets, applied, origin = time_axis(ranks)
     failure = failure_of(ranks, launched)
     loaded = launched.get("loaded") or [[step["ids"] for step in r["steps"]] for r in ranks]
     count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
@@ -54,6 +52,15 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
 
 def _lane_name(rank: int, backend: str) -> str:
     return f"rank {rank} (process on cuda:{rank})" if backend == "cuda" else f"rank {rank} (process on the CPU)"
+
+
+def time_axis(ranks: list[dict]) -> tuple[list[float], list[float], float]:
+    """(each rank's measured clock offset, the offset applied to its stamps, the run's time 0): when the first rank
+    left the last of the clocks' barriers, or the first span when none measured them."""
+    offsets, applied = clock_offsets(ranks)
+    clocks = [r["clock"][-1] - applied[i] for i, r in enumerate(ranks) if r.get("clock")]
+    origin = min(clocks) if clocks else min((s[2] for r in ranks for s in r["spans"]), default=0.0)
+    return offsets, applied, origin
 
 
 def clock_offsets(ranks: list[dict]) -> tuple[list[float], list[float]]:

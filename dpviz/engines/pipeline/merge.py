@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpviz.config import RunConfig
-from dpviz.engines.ddp.merge import clock_offsets, facts_of, failure_of, warnings_of
+from dpviz.engines.ddp.merge import facts_of, failure_of, time_axis, warnings_of
 from dpviz.engines.pipeline.vocabulary import VOCABULARY
 from dpviz.trace import Batch, Failure, Lane, MemorySample, Span, Trace
 from dpviz.trace.vocabulary import EVERY_LANE
@@ -18,9 +18,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     """The trace of a pipeline run from what `launch` (or torchrun's ranks, gathered) brought back."""
     ranks = launched["ranks"]
     world = len(ranks)
-    offsets, applied = clock_offsets(ranks)
-    clocks = [r["clock"][-1] - applied[i] for i, r in enumerate(ranks) if r.get("clock")]
-    origin = min(clocks) if clocks else min((s[2] for r in ranks for s in r["spans"]), default=0.0)
+    offsets, applied, origin = time_axis(ranks)
     failure = failure_of(ranks, launched)
     count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
     if failure is not None:
