@@ -30,15 +30,17 @@ def ddp_note(trace: Trace) -> str:
     return f"real processes: {ranks} on the CPU (gloo), no GPU"
 
 
-def describe_ranks(trace: Trace, here_text: str) -> str:
-    """DDP's lanes: real processes, one per rank; on the CPU they are never called GPUs."""
+def describe_ranks(trace: Trace, here_text: str, ran: str | None = None, holding: str = "") -> str:
+    """DDP's lanes: real processes, one per rank; on the CPU they are never called GPUs. An engine on DDP's processes
+    names what ran (`ran`, torch's words) and what each rank holds ("holding a shard of every parameter")."""
     ranks = plural(len(trace.lanes), trace.vocabulary.lane_noun)
+    ran = ran or _torch_name(trace)
     if trace.backend == "cuda":
         names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
-        return (f"Real processes on real GPUs: {_torch_name(trace)} ran {ranks}, one process "
-                f"per GPU, over NCCL: {names} ({here_text}).")
-    return (f"Real processes, no GPU: {_torch_name(trace)} ran {ranks}, each its own "
-            f"process on the CPU, talking over gloo ({here_text}).")
+        return (f"Real processes on real GPUs: {ran} ran {ranks}, one process per GPU"
+                f"{', each ' + holding if holding else ''}, over NCCL: {names} ({here_text}).")
+    return (f"Real processes, no GPU: {ran} ran {ranks}, each its own process on the CPU"
+            f"{' ' + holding if holding else ''}, talking over gloo ({here_text}).")
 
 
 def _torch_name(trace: Trace) -> str:

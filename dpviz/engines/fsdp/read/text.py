@@ -13,8 +13,9 @@ from collections import Counter
 
 from dpviz.engines.ddp.read import explain as ddp
 from dpviz.engines.ddp.read.summary import key_figures_ddp, summary_rows_ddp
+from dpviz.engines.ddp.read.words import describe_ranks
 from dpviz.analysis.wording import DEVICE_NAME_LIMIT, human_bytes, plural
-from dpviz.echo import code_span, markdown_text
+from dpviz.echo import code_span
 from dpviz.trace import Trace
 
 COLLECTIVES = ("gather", "gather_backward", "reduce_scatter")
@@ -177,10 +178,5 @@ def tutorial_log_fsdp(trace: Trace) -> str:
 
 def describe_ranks_fsdp(trace: Trace, here_text: str) -> str:
     """The lanes: real processes, one per rank, each holding a shard of every parameter."""
-    ranks = plural(len(trace.lanes), trace.vocabulary.lane_noun)
-    if trace.backend == "cuda":
-        names = ", ".join(markdown_text(lane.name, DEVICE_NAME_LIMIT) for lane in trace.lanes)
-        return (f"Real processes on real GPUs: torch.distributed.fsdp.fully_shard (FSDP2) ran {ranks}, one process "
-                f"per GPU, each holding a shard of every parameter, over NCCL: {names} ({here_text}).")
-    return (f"Real processes, no GPU: torch.distributed.fsdp.fully_shard (FSDP2) ran {ranks}, each its own process "
-            f"on the CPU holding a shard of every parameter, talking over gloo ({here_text}).")
+    return describe_ranks(trace, here_text, "torch.distributed.fsdp.fully_shard (FSDP2)",
+                          "holding a shard of every parameter")
