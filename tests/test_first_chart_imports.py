@@ -8,9 +8,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # What the page does for its first screen, in a fresh interpreter: import the page's module, run the
-# tutorial, ask whether it has a pitfall tab (it does not), draw its Flow, the key figures and the
+# tutorial, ask whether it has a pitfall tab (it does not), draw its One step, the key figures and the
 # explanations under it; then another tab's view, drawn from a DataFrame.
 FIRST_SCREEN = """
+import re
 import sys
 import app
 from dpviz import RunConfig, record
@@ -20,7 +21,7 @@ trace = record(RunConfig())
 tabs = [view.tab for view in VIEWS if view.shows(trace)]
 flow = next(view for view in VIEWS if view.tab == tabs[0])
 figure = flow.build(trace, len(trace.batches) - 1)
-print(tabs[0], figure.layout.title.text.split("<br>")[0], "pandas" in sys.modules)
+print(tabs[0], "|", re.sub(r"<br\s*/?>", " ", figure.layout.title.text), "|", "pandas" in sys.modules)
 from dpviz.analysis.explain import explain
 from dpviz.analysis.summary import key_figures
 print(len(key_figures(trace)), len(explain(trace)) > 3, "pandas" in sys.modules)
@@ -37,7 +38,7 @@ def test_a_dataparallel_runs_first_screen_is_drawn_without_pandas():
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     chart, below, loaded, split = done.stdout.strip().splitlines()[-4:]
-    assert chart == "Flow Batch 4 of 4: 10 rows scattered over 2 of 2 GPUs False"
+    assert chart == "One step | Batch 4 of 4: every copy leaves from GPU 0 and comes back to it | False"
     assert below == "8 True False"  # eight key figures (memory peak and its ratio too), the explanations
     assert loaded == "[]"
     assert split == "True"  # the Split view's table is a DataFrame: the checks above can fail

@@ -90,7 +90,7 @@ class Applies(Protocol):
 
 
 # The views every engine's parts may draw, by key, and how dpviz.figures.views calls each.
-VIEW_CALLS: dict[str, type] = {"pitfall": Whole, "flow": OfBatch, "split": Whole, "timeline": Timeline,
+VIEW_CALLS: dict[str, type] = {"pitfall": Whole, "one_step": OfBatch, "flow": OfBatch, "split": Whole, "timeline": Timeline,
                                "samples": Whole, "step": OfBatch, "inputs": OfBatch, "memory": OfBatch, "log": Whole}
 
 

@@ -41,6 +41,7 @@ def _part(part: str, name: str) -> Callable[..., Any]:
     return call
 
 
+one_step_any = _drawn("one_step", "one_step_any")
 flow_any = _drawn("flow", "flow_any")
 split_figure = _drawn("split", "split_figure")
 timeline_figure = _drawn("timeline", "timeline_figure")
@@ -113,6 +114,15 @@ def _flows(trace: Trace) -> list[tuple[str, Any]]:
     return [(f"flow-batch-{b}", flow_any(trace, b)) for b in batches]
 
 
+def _one_steps(trace: Trace) -> list[tuple[str, Any]]:
+    """The step the page opens on."""
+    if not trace.batches:
+        return []
+    step = int(trace.spec.part("opening_batch")(trace)) if trace.spec.has("opening_batch") else 0
+    step = min(max(step, 0), len(trace.batches) - 1)
+    return [(f"one-step-{step}", one_step_any(trace, step))]
+
+
 def _memories(trace: Trace) -> list[tuple[str, Any]]:
     """The first sampled batch, and the last when it splits differently."""
     sampled, chunks = memory_batches(trace), chunks_per_batch(trace)
@@ -143,6 +153,8 @@ def _inputs(trace: Trace) -> list[tuple[str, Any]]:
 VIEWS: tuple[View, ...] = (
     # First when a run has one: a pitfall preset's chart is the one a class came to see.
     View("pitfall", "Pitfall", "The pitfall, drawn", "pitfall", pitfall_figure, report=_pitfall, shown=has_pitfall),
+    # Then every engine's step in one layout: a class flips the engine and points at what changed.
+    View("one_step", "One step", "One step, every device", "one-step", one_step_any, BATCH, report=_one_steps),
     View("flow", "Flow", "Flow of a batch", "flow", flow_any, BATCH, report=_flows),
     View("split", "Split per batch", "Split per batch", "split", split_figure),
     View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size,

@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.browser
 
 # The tabs the page must have; any others it grows are drawn and checked too.
-TABS = ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
+TABS = ["One step", "Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
 CHART_TABS = TABS[:-1]
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 ACTIVE_PANEL = "[data-testid=stTabPanel]:not([data-st-inactive])"

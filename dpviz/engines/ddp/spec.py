@@ -86,6 +86,7 @@ SPEC = EngineSpec(
         plan="dpviz.engines.ddp.plan:plan",
         rank_program="dpviz.engines.ddp.rank:PROGRAM",
         views={
+            "one_step": "dpviz.engines.ddp.read.one_step:one_step_ddp_figure",
             "flow": "dpviz.engines.ddp.read.flow:flow_ddp_figure",
             "split": "dpviz.engines.ddp.read.split:split_ddp_figure",
             "timeline": "dpviz.figures.timeline:timeline_figure",

@@ -57,6 +57,7 @@ SPEC = EngineSpec(
         views={
             # The views it draws, in no particular order (dpviz.figures.views orders the tabs).
             "pitfall": "dpviz.engines.dp.read.pitfalls:pitfall_figure",
+            "one_step": "dpviz.engines.dp.read.one_step:one_step_dp_figure",
             "flow": "dpviz.engines.dp.read.flow:flow_figure",
             "split": "dpviz.engines.dp.read.split:split_dp_figure",
             "timeline": "dpviz.figures.timeline:timeline_figure",

@@ -37,7 +37,9 @@ SPEC = dataclasses.replace(
         explain="dpviz.engines.fsdp.read.text:explain_fsdp",
         log="dpviz.engines.fsdp.read.text:tutorial_log_fsdp",
         devices="dpviz.engines.fsdp.read.text:describe_ranks_fsdp",
+        memory_why="dpviz.engines.fsdp.read.memory:sharded_why",
         views={**{key: where for key, where in DDP.parts.views.items() if key in _VIEWS},
+               "one_step": "dpviz.engines.fsdp.read.one_step:one_step_fsdp_figure",
                "step": "dpviz.engines.fsdp.read.step:step_fsdp_figure"},  # one sharded module, phase by phase
     ),
     preload=(*DDP.preload, "torch.distributed.fsdp", "dpviz.engines.fsdp.engine", "dpviz.engines.fsdp.rank"),

@@ -119,13 +119,14 @@ SPEC = EngineSpec(
         own_batch="dpviz.engines.pipeline.stages:own_problem",  # a user's module: its layers and its batch
         opening_batch=f"{_READ}.bubble:opening_step",
         views={
+            "one_step": f"{_READ}.one_step:one_step_pipeline_figure",
             "timeline": "dpviz.figures.timeline:timeline_figure",
             "memory": f"{_READ}.memory:memory_pipeline_figure",
             "log": "dpviz.figures.log:bounded_log",
             "step": f"{_READ}.step:step_pipeline_figure",
         },
         own_views=(
-            View("grid", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="pitfall"),
+            View("grid", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="one_step"),
             View("schedules", "GPipe and 1F1B", f"{_READ}.compare:schedules_figure", control="whole", after="memory"),
         ),
     ),

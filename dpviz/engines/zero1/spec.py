@@ -26,6 +26,13 @@ SPEC = dataclasses.replace(
         rank_program="dpviz.engines.zero1.rank:PROGRAM",
         plan="dpviz.engines.zero1.plan:plan",
         wire="dpviz.engines.zero1.read.traffic:zero1_wire",
+        summary="dpviz.engines.zero1.read.text:key_figures_zero1",
+        summary_rows="dpviz.engines.zero1.read.text:summary_rows_zero1",
+        explain="dpviz.engines.zero1.read.text:explain_zero1",
+        memory_why="dpviz.engines.zero1.read.memory:sharded_state_why",
+        # DDP's views but its Flow, whose "only the gradients move" ZeRO-1's broadcast of each updated shard belies:
+        # One step draws both.
+        views={key: where for key, where in DDP.parts.views.items() if key != "flow"},
     ),
     preload=(*DDP.preload, "dpviz.engines.zero1.engine", "dpviz.engines.zero1.rank"),
 )

@@ -1,0 +1,105 @@
+"""One step of any engine, in the same columns: what each device holds or does, and what moves between devices.
+
+    picture = trace.spec.part("one_step")(trace, step)   # an engine's reader fills it from its trace
+    dpviz.figures.one_step.one_step_figure(picture)       # every engine's picture is drawn the same way
+
+A class flips DataParallel -> DDP -> ZeRO-1 -> FSDP -> a pipeline and points at what changed: the columns never
+change, only what sits in them. Bytes on an arrow are the size of the tensors handed over, as the trace recorded
+them (DataParallel's copies, what each rank gave its collective, what a stage sent); a ring sends about
+2(W-1)/W of an all-reduce's bytes on the wire, which the Compare view counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The parts of a step every engine goes through, in order: (key, heading).
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("input", "Input"),
+    ("forward", "Forward"),
+    ("backward", "Backward"),
+    ("update", "Optimizer step"),
+)
+COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
+MOVES_PER_COLUMN = 2  # DataParallel's forward: the replicate, then the gather; FSDP's backward: gather, reduce-scatter
+
+# How a move runs between the lanes it involves:
+HUB = "hub"  # some lanes send into it, others receive from it (scatter, replicate, gather, a broadcast)
+ALL = "all"  # a collective: every lane hands its bytes in and gets a result back (all-reduce, all-gather)
+NEXT = "next"  # point to point, each lane to the next (a pipeline's activations)
+BACK = "back"  # point to point, each lane to the one before (a pipeline's gradients)
+SHAPES = (HUB, ALL, NEXT, BACK)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What one device holds or does in one part of the step: a line or two, short enough for a narrow column."""
+
+    lines: tuple[str, ...]
+    idle: bool = False  # nothing to do in this part of the step: drawn faint
+    hover: str = ""  # the longer words, on hover
+
+
+@dataclass(frozen=True)
+class Arrow:
+    """One kind of move in one column: its name, its colour (a phase of the engine), and per lane the bytes it
+    sent and received (a lane absent from both takes no part)."""
+
+    column: str
+    name: str
+    phase: str
+    shape: str
+    sent: dict[int, int] = field(default_factory=dict)
+    received: dict[int, int] = field(default_factory=dict)
+    hover: str = ""
+
+    def __post_init__(self) -> None:
+        if self.column not in COLUMN_KEYS:
+            raise ValueError(f"column {self.column!r} is not one of {', '.join(COLUMN_KEYS)}")
+        if self.shape not in SHAPES:
+            raise ValueError(f"shape {self.shape!r} is not one of {', '.join(SHAPES)}")
+
+    @property
+    def lanes(self) -> list[int]:
+        """The lanes that take part, top to bottom."""
+        return sorted(set(self.sent) | set(self.received))
+
+
+@dataclass(frozen=True)
+class OneStep:
+    """One step of one run: the lanes' names, a cell per lane and column, the moves, and the figure's words."""
+
+    title: str
+    lanes: tuple[str, ...]
+    lane_ids: tuple[int, ...]
+    cells: dict[tuple[int, str], Cell]  # (lane id, column key) -> what it holds or does there
+    arrows: tuple[Arrow, ...]
+    notes: tuple[str, ...] = ()
+    failed: str | None = None  # the column the step failed in, when it did
+
+    def __post_init__(self) -> None:
+        for column in COLUMN_KEYS:
+            moves = [a for a in self.arrows if a.column == column]
+            if len(moves) > MOVES_PER_COLUMN:
+                raise ValueError(f"column {column!r} has {len(moves)} moves; one step draws at most {MOVES_PER_COLUMN}")
+
+    def moves_in(self, column: str) -> list[Arrow]:
+        return [a for a in self.arrows if a.column == column]
+
+
+def idle(why: str = "") -> Cell:
+    """A device with nothing to do in this part of the step."""
+    return Cell(("—",), idle=True, hover=why)
+
+
+def optimizer_label(config) -> str:
+    """'SGD', 'Adam': the optimizer a training run steps, as torch names it."""
+    return {"sgd": "SGD", "adam": "Adam"}.get(config.optimizer, str(config.optimizer))
+
+
+def failed_column(trace, step: int, columns: dict[str, str]) -> str | None:
+    """The column a failed step stopped in: that of the last span the step recorded (`columns` maps a phase to
+    its column); None when the step did not fail."""
+    if trace.failure is None or trace.failure.batch != step:
+        return None
+    spans = [s for s in trace.spans_of(step) if s.phase in columns]
+    return columns[max(spans, key=lambda s: s.end).phase] if spans else "input"

@@ -1,0 +1,145 @@
+"""A step of DDP (and of ZeRO-1, which runs it) in the columns every engine shares (dpviz.analysis.one_step).
+
+Input: each rank reads its own rows (its DistributedSampler shard); nothing is scattered. Forward: each rank runs
+its own copy (rank 0's buffers broadcast first, when the model has any). Backward: the gradients all-reduced,
+bucket by bucket, as they are ready. Optimizer step: every rank steps every parameter; under ZeRO-1 each steps only
+the parameters it owns and broadcasts them to the others. Bytes are what each rank handed each collective in the
+step (facts["moved"]), and the buffers' broadcast as DDP sends it (dpviz.engines.ddp.read.traffic).
+
+`one_step_ranks` is the frame every engine of processes fills with its own collectives and words (FSDP's too).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable
+
+import plotly.graph_objects as go
+
+from dpviz.analysis.compare import traffic
+from dpviz.analysis.one_step import ALL, HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label
+from dpviz.analysis.wording import human_bytes, numbered, plural
+from dpviz.figures.one_step import move_colors, one_step_figure
+from dpviz.figures.style import backend_note, check_batch
+from dpviz.trace import Trace
+
+# A collective, by the name the ranks wrote down (facts["moved"]): (column, the arrow's name, its phase's colour).
+COLLECTIVES = {
+    "all-reduce": ("backward", "all-reduce", "allreduce"),
+    "broadcast": ("update", "broadcast", "broadcast"),  # ZeRO-1: each owner's updated parameters
+}
+COLUMN_OF = {"load": "input", "buffers": "forward", "rebuild": "forward", "forward": "forward", "loss": "forward",
+             "backward": "backward", "allreduce": "backward", "step": "update", "join": "update"}
+HOVERS = {
+    "all-reduce": "all-reduce: each rank hands in its gradients, bucket by bucket, and gets every rank's mean back",
+    "broadcast": ("broadcast: each rank sends the parameters it stepped (those it owns) and receives the others'; "
+                  "the bytes are what it sent"),
+}
+BUFFERS = "rank 0's buffers (BatchNorm's running statistics) broadcast to every rank before the forward"
+
+Cells = Callable[[Trace, int, int, int], dict[str, Cell]]  # (trace, step, rank, its rows) -> a cell per column
+
+
+def moved_at(trace: Trace, step: int) -> dict[str, dict[int, int]]:
+    """collective -> rank -> the bytes it handed that collective in `step` (facts["moved"])."""
+    found: dict[str, dict[int, int]] = defaultdict(dict)
+    for rank, rows in enumerate(trace.facts.get("moved") or []):
+        for at, collective, _, size in rows or []:
+            if at == step:
+                found[collective][rank] = found[collective].get(rank, 0) + size
+    return found
+
+
+def held(trace: Trace, rank: int) -> dict:
+    """What `rank` held at the end (facts["held"]): its parameters, gradients, optimizer state and what it owns."""
+    rows = trace.facts.get("held") or []
+    return (rows[rank] if rank < len(rows) else None) or {}
+
+
+def ddp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]:
+    """What a DDP (or ZeRO-1) rank holds and does in each part of a step."""
+    config, name = trace.config, trace.vocabulary.lane_name(rank)
+    cells = {
+        "input": Cell((plural(rows, "row"), "its own"), hover=f"{name} reads its own rows (its DistributedSampler shard)"),
+        "forward": Cell(("own copy", f"forward {rows}") + (("loss",) if config.train else ()),
+                        hover=f"{name} runs its own full copy of the model on its {plural(rows, 'row')}"),
+    }
+    if not config.train:
+        cells["backward"] = idle("forward only: turn training on to see the gradients all-reduced")
+        cells["update"] = idle("forward only")
+        return cells
+    cells["backward"] = Cell((f"backward {rows}", "all grads"), hover=f"{name} computes every parameter's gradient")
+    mine, model = held(trace, rank), _owned(trace)
+    owns, state = mine.get("owns") or [], (mine.get("optimizer state") or {}).get("bytes")
+    if len(owns) < len(model):  # the ranks split the parameters (ZeRO-1): each steps its own
+        cells["update"] = Cell((f"steps {len(owns)} of {len(model)}",)
+                               + ((f"state {human_bytes(state)}",) if state is not None else ()),
+                               hover=f"{name} keeps the optimizer's state of, and steps, only {', '.join(n for n, _ in owns)}")
+    else:
+        cells["update"] = Cell((f"{optimizer_label(config)} step", "every param")
+                               + ((f"state {human_bytes(state)}",) if state else ()),
+                               hover=f"{name} steps its own full copy, with the same mean gradients as every rank")
+    return cells
+
+
+def _owned(trace: Trace) -> list[str]:
+    """Every parameter some rank owns (each once): the model's, when the ranks split them."""
+    seen: dict[str, None] = {}
+    for rank in range(len(trace.lanes)):
+        for param, _ in held(trace, rank).get("owns") or []:
+            seen.setdefault(param, None)
+    return list(seen)
+
+
+def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, str, str]], cells_of: Cells,
+                   hovers: dict[str, str],
+                   sent_of: Callable[[Trace, str, dict[int, int]], dict[int, int]] | None = None,
+                   bytes_note: str = "bytes: what each rank handed the collective") -> OneStep:
+    """A step of an engine of processes: each rank's cells (`cells_of`), its collectives (`collectives`: what the
+    ranks handed each one, facts["moved"]), and the buffers' broadcast DDP's traffic counts; `sent_of` says what a
+    rank sends of what it handed a collective (all of it, unless the engine knows better)."""
+    check_batch(trace, step)
+    lanes = [lane.id for lane in trace.lanes]
+    rows = {s.lane: s.rows for s in trace.spans_of(step, "forward") if s.lane is not None}
+    cells: dict[tuple[int, str], Cell] = {}
+    for lane in lanes:
+        for column, cell in cells_of(trace, step, lane, rows.get(lane, 0)).items():
+            cells[(lane, column)] = cell
+    arrows = []
+    buffers = [m for m in traffic(trace) if m.step == step and m.what == "buffers"]
+    if buffers:
+        arrows.append(Arrow("forward", "buffers", "buffers", HUB, {m.lane: m.sent for m in buffers if m.sent},
+                            {m.lane: m.received for m in buffers if m.received}, hover=BUFFERS))
+    moved = moved_at(trace, step)
+    for collective, (column, name, phase) in collectives.items():
+        handed = moved.get(collective)
+        if handed:
+            sent = sent_of(trace, collective, handed) if sent_of else handed
+            arrows.append(Arrow(column, name, phase, ALL, sent, dict(handed), hover=hovers.get(collective, name)))
+    total = max(trace.config.num_batches, len(trace.batches))
+    what = ", ".join(dict.fromkeys(a.name for a in arrows)) or "nothing"
+    title = f"{numbered(step, total, trace.spec.unit).capitalize()}: each rank its own rows; between the ranks, {what}"
+    notes = (backend_note(trace), bytes_note)
+    return OneStep(title, tuple(trace.vocabulary.lane_name(l) for l in lanes), tuple(lanes), cells, tuple(arrows),
+                   notes, failed_column(trace, step, COLUMN_OF))
+
+
+def broadcast_sent(trace: Trace, collective: str, handed: dict[int, int]) -> dict[int, int]:
+    """ZeRO-1's broadcast: every rank takes part in every owner's broadcast; what it sends is its own parameters."""
+    if collective != "broadcast":
+        return dict(handed)
+    out = {}
+    for rank in handed:
+        mine = held(trace, rank)
+        params = mine.get("parameters") or {}
+        per = params["bytes"] / params["elements"] if params.get("elements") else 4
+        out[rank] = int(sum(elements for _, elements in mine.get("owns") or []) * per)
+    return out
+
+
+def one_step_ddp(trace: Trace, step: int) -> OneStep:
+    return one_step_ranks(trace, step, COLLECTIVES, ddp_cells, HOVERS, broadcast_sent)
+
+
+def one_step_ddp_figure(trace: Trace, step: int) -> go.Figure:
+    """DDP's step (ZeRO-1's too), drawn as every engine's is."""
+    return one_step_figure(one_step_ddp(trace, step), move_colors(trace))

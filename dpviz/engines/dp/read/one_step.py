@@ -1,0 +1,101 @@
+"""DataParallel's step in the columns every engine shares (dpviz.analysis.one_step).
+
+Input: torch.chunk's chunks scattered from GPU 0 (chunk 0 stays). Forward: the module replicated from GPU 0 to the
+others, each replica's output gathered back to GPU 0, the loss computed there. Backward: the gather's backward
+sends each replica its output's gradient, the replicate's backward sums every replica's parameter gradients into
+GPU 0. Optimizer step: GPU 0 alone; the replicas are gone. Bytes are DataParallel's copies
+(dpviz.engines.dp.read.traffic), step by step."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import plotly.graph_objects as go
+
+from dpviz.analysis.compare import traffic
+from dpviz.analysis.one_step import HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label
+from dpviz.analysis.wording import human_bytes, numbered, plural
+from dpviz.figures.one_step import move_colors, one_step_figure
+from dpviz.figures.style import backend_note, check_batch
+from dpviz.trace import Trace
+
+# DataParallel's copies, by the name dp_traffic gives them: (column, the arrow's name, its phase's colour).
+MOVES = {
+    "input chunk": ("input", "scatter", "scatter"),
+    "parameter copy": ("forward", "replicate", "replicate"),
+    "output gathered": ("forward", "gather", "gather"),
+    # The backward of each: in the colour of the forward move it undoes.
+    "output gradient": ("backward", "output grads", "gather"),
+    "gradient sum": ("backward", "grads summed", "replicate"),
+}
+COLUMN_OF = {"scatter": "input", "replicate": "forward", "apply": "forward", "forward": "forward", "gather": "forward",
+             "loss": "forward", "backward": "backward", "reduce": "backward", "step": "update"}
+
+
+def one_step_dp(trace: Trace, step: int) -> OneStep:
+    check_batch(trace, step)
+    config, batch = trace.config, trace.batches[step]
+    lanes = [lane.id for lane in trace.lanes]
+    home = trace.output_device
+    rows = {span.lane: span.rows for span in trace.replicas(step) if span.lane is not None}
+    trained = config.train and bool(trace.spans_of(step, "backward"))
+    cells: dict[tuple[int, str], Cell] = {}
+    for lane in lanes:
+        name = trace.vocabulary.lane_name(lane)
+        mine = rows.get(lane)
+        if mine is None:
+            why = f"torch.chunk made {len(rows)} chunks of {batch.rows} rows: {name} has none this step"
+            for column in ("input", "forward", "backward", "update"):
+                cells[(lane, column)] = idle(why)
+            continue
+        at_home = lane == home
+        cells[(lane, "input")] = Cell(
+            (plural(batch.rows, "row"), f"keeps {mine}") if at_home else (plural(mine, "row"),),
+            hover=f"{name} {'holds the batch and keeps the first chunk' if at_home else 'receives its chunk'}: "
+                  f"{plural(mine, 'row')}")
+        cells[(lane, "forward")] = Cell(
+            ((f"forward {mine}", f"gathers {batch.rows}") + (("loss",) if trained else ())) if at_home
+            else ("replica", f"forward {mine}"),
+            hover=(f"{name} runs the module itself on its {plural(mine, 'row')}, then holds every replica's output "
+                   f"({plural(batch.rows, 'row')})" + (" and computes the loss" if trained else "")) if at_home else
+                  f"{name} runs a copy of the module made this step on its {plural(mine, 'row')}")
+        if not trained:
+            cells[(lane, "backward")] = idle("forward only: turn training on to see the backward")
+            cells[(lane, "update")] = idle("forward only")
+            continue
+        cells[(lane, "backward")] = Cell((f"backward {mine}", "sums grads") if at_home else (f"backward {mine}",),
+                                         hover=f"{name} backpropagates through its chunk")
+        cells[(lane, "update")] = (Cell((f"{optimizer_label(config)} step", "every param"),
+                                        hover=f"{name} steps the only copy of the parameters that outlives the step")
+                                   if at_home else idle("the replica is dropped after the step: nothing to update"))
+    sent: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    received: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for move in traffic(trace):
+        if move.step == step and move.what in MOVES:
+            if move.sent:
+                sent[move.what][move.lane] += move.sent
+            if move.received:
+                received[move.what][move.lane] += move.received
+    arrows = tuple(Arrow(column, name, phase, HUB, dict(sent[what]), dict(received[what]),
+                         hover=_hover(what, trace))
+                   for what, (column, name, phase) in MOVES.items() if sent[what] or received[what])
+    total = max(config.num_batches, len(trace.batches))
+    into = sum(a.sent.get(home, 0) for a in arrows)
+    title = (f"{numbered(step, total, 'batch').capitalize()}: every copy leaves from GPU 0 and comes back to it"
+             if len(rows) > 1 else f"{numbered(step, total, 'batch').capitalize()}: one GPU, nothing moves")
+    notes = (backend_note(trace), f"GPU 0 sends {human_bytes(into)} this step" if into else "",
+             "bytes: the tensors copied")
+    return OneStep(title, tuple(trace.vocabulary.lane_name(l) for l in lanes), tuple(lanes), cells, arrows,
+                   tuple(n for n in notes if n), failed_column(trace, step, COLUMN_OF))
+
+
+def _hover(what: str, trace: Trace) -> str:
+    return {"input chunk": "scatter: torch.chunk's chunks copied from GPU 0 to each GPU (chunk 0 stays)",
+            "parameter copy": "replicate: every parameter and buffer copied from GPU 0 to each replica, every step",
+            "output gathered": "gather: each replica's output copied to GPU 0",
+            "output gradient": "the gather's backward: each replica's slice of the output's gradient, from GPU 0",
+            "gradient sum": "the replicate's backward: each replica's parameter gradients summed into GPU 0"}[what]
+
+
+def one_step_dp_figure(trace: Trace, step: int) -> go.Figure:
+    """DataParallel's step, drawn as every engine's is."""
+    return one_step_figure(one_step_dp(trace, step), move_colors(trace))

@@ -1,0 +1,83 @@
+"""A step of FSDP in the columns every engine shares (dpviz.analysis.one_step), in DDP's frame of ranks.
+
+Each rank holds 1/W of every parameter. Forward: module by module, the ranks all-gather its parameters, run it,
+and free the gathered copy (reshard). Backward: they all-gather each module again, and reduce-scatter its
+gradients, so each rank keeps the gradients of its own 1/W. Optimizer step: each rank steps its shard; nothing
+moves. Bytes are the size of each collective's tensors on each rank as the ranks wrote them down (facts["moved"]):
+an all-gather's whole output, a reduce-scatter's whole input.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from dpviz.analysis.one_step import Cell, OneStep, idle, optimizer_label
+from dpviz.analysis.wording import human_bytes, plural
+from dpviz.engines.ddp.read.one_step import held, one_step_ranks
+from dpviz.figures.one_step import move_colors, one_step_figure
+from dpviz.trace import Trace
+
+COLLECTIVES = {
+    "all-gather (forward)": ("forward", "all-gather", "gather"),
+    "all-gather (backward)": ("backward", "all-gather", "gather_backward"),
+    "reduce-scatter": ("backward", "reduce-scatter", "reduce_scatter"),
+}
+HOVERS = {
+    "all-gather (forward)": "all-gather, module by module: each rank hands in its 1/W and gets the whole module",
+    "all-gather (backward)": "all-gather again for the backward: the forward freed the gathered parameters",
+    "reduce-scatter": "reduce-scatter: every rank's gradients summed, each rank keeping the sum of its own 1/W",
+}
+
+
+def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]:
+    """What an FSDP rank holds and does in each part of a step."""
+    config, name, ranks = trace.config, trace.vocabulary.lane_name(rank), len(trace.lanes)
+    mine = held(trace, rank)
+    params = (mine.get("parameters") or {}).get("bytes")
+    modules = len(((trace.facts.get("modules") or [])[rank:rank + 1] or [[]])[0] or [])
+    share = _share(trace, rank)
+    gathers = ("gathers", plural(modules, "module")) if modules else ("gathers all",)
+    cells = {
+        "input": Cell((plural(rows, "row"), "its own"), hover=f"{name} reads its own rows (its DistributedSampler shard)"),
+        "forward": Cell((f"holds {share}",) + gathers
+                        + (("loss",) if config.train else ()),
+                        hover=f"{name} holds 1/{ranks} of each parameter"
+                              + (f" ({human_bytes(params)})" if params is not None else "")
+                              + f"; it gathers each of the {plural(modules, 'sharded module')}' whole parameters for its "
+                              "forward and frees them after"),
+    }
+    if not config.train:
+        cells["backward"] = idle("forward only: turn training on to see the gradients reduce-scattered")
+        cells["update"] = idle("forward only")
+        return cells
+    grads = (mine.get("gradients") or {}).get("bytes")
+    cells["backward"] = Cell(gathers + (f"keeps {share}",),
+                             hover=f"{name} keeps only its 1/{ranks} of the summed gradients"
+                                   + (f" ({human_bytes(grads)})" if grads is not None else ""))
+    state = (mine.get("optimizer state") or {}).get("bytes")
+    if params == 0:  # dim 0 of every parameter had fewer rows than there are ranks: this one got none
+        cells["update"] = idle(f"{name} holds no rows of any parameter: nothing to step")
+        return cells
+    cells["update"] = Cell((f"{optimizer_label(config)} on {share}",)
+                           + ((f"state {human_bytes(state)}",) if state else (human_bytes(params),) if params else ()),
+                           hover=f"{name} steps its own shard of every parameter; nothing moves")
+    return cells
+
+
+def _share(trace: Trace, rank: int) -> str:
+    """'1/4' when every rank holds as many bytes of the parameters; else this rank's bytes ('none' for 0): FSDP cuts
+    each parameter by rows of dim 0, so a parameter with fewer rows than ranks leaves some ranks without."""
+    sizes = [(held(trace, r).get("parameters") or {}).get("bytes") for r in range(len(trace.lanes))]
+    mine = sizes[rank]
+    if mine is None or len(set(sizes)) == 1:
+        return f"1/{len(sizes)}"
+    return human_bytes(mine) if mine else "none"
+
+
+def one_step_fsdp(trace: Trace, step: int) -> OneStep:
+    return one_step_ranks(trace, step, COLLECTIVES, fsdp_cells, HOVERS,
+                          bytes_note="bytes: each collective's tensors on each rank (an all-gather's whole output)")
+
+
+def one_step_fsdp_figure(trace: Trace, step: int) -> go.Figure:
+    """FSDP's step, drawn as every engine's is."""
+    return one_step_figure(one_step_fsdp(trace, step), move_colors(trace))

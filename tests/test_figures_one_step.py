@@ -1,0 +1,168 @@
+"""One step, every engine, one layout: the same columns for DataParallel, DDP, ZeRO-1, FSDP and a pipeline, the
+moves each really makes, and bytes on each arrow that torch gives for the same model and batch.
+
+Every trace is a real run (simulated GPUs for DataParallel, gloo processes for the others) of the MLP at the same
+settings: 4 devices, training, SGD. The oracles are torch's: torch.chunk for DataParallel's scatter, the model's own
+parameters for what is copied, all-reduced and broadcast, FSDP2's padding of dim 0 to a multiple of the ranks, the
+model's layers run on the batch for a pipeline's activations.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import torch
+
+from dpviz.analysis.one_step import COLUMNS, HUB, OneStep
+from dpviz.config import RunConfig
+from dpviz.engines import engine
+from dpviz.engines.workload.models import build_model
+from dpviz.figures.one_step import BOX_LEFT, BOX_RIGHT, CELL_SIZE
+from dpviz.figures.style import presentation, text_px
+from dpviz.figures.views import one_step_any, views_of
+
+ENGINES = ("dp", "ddp", "zero1", "fsdp", "pipeline")
+SETTINGS = dict(gpus=4, train=True, model="mlp", batch_size=32, data_size=128, input_size=5, output_size=2)
+MOVES = {  # what each engine moves in a training step, column by column
+    "dp": {("input", "scatter"), ("forward", "replicate"), ("forward", "gather"), ("backward", "output grads"),
+           ("backward", "grads summed")},
+    "ddp": {("forward", "buffers"), ("backward", "all-reduce")},  # the MLP's BatchNorm buffers, from rank 0
+    "zero1": {("forward", "buffers"), ("backward", "all-reduce"), ("update", "broadcast")},
+    "fsdp": {("forward", "all-gather"), ("backward", "all-gather"), ("backward", "reduce-scatter")},
+    "pipeline": {("forward", "activations"), ("backward", "gradients")},
+}
+
+
+@functools.cache
+def trace_of(name: str):
+    extra = {"microbatches": 4} if name == "pipeline" else {}
+    return engine(name).record(RunConfig(engine=name, **SETTINGS, **extra))
+
+
+READERS = {"dp": "dpviz.engines.dp.read.one_step:one_step_dp", "ddp": "dpviz.engines.ddp.read.one_step:one_step_ddp",
+           "zero1": "dpviz.engines.ddp.read.one_step:one_step_ddp", "fsdp": "dpviz.engines.fsdp.read.one_step:one_step_fsdp",
+           "pipeline": "dpviz.engines.pipeline.read.one_step:one_step_pipeline"}
+
+
+def read(name: str, trace, step: int = 0) -> OneStep:
+    module, function = READERS[name].split(":")
+    return getattr(__import__(module, fromlist=[function]), function)(trace, step)
+
+
+@functools.cache
+def picture(name: str) -> OneStep:
+    return read(name, trace_of(name))
+
+
+def model_bytes(*kinds: str) -> int:
+    model, _ = build_model("mlp", SETTINGS["input_size"], SETTINGS["output_size"])
+    tensors = [*model.parameters()] + ([*model.buffers()] if "buffers" in kinds else [])
+    return sum(t.numel() * t.element_size() for t in tensors)  # BatchNorm's int64 counter too: replicate copies it
+
+
+def arrow(name: str, column: str, label: str):
+    return next(a for a in picture(name).arrows if (a.column, a.name) == (column, label))
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_every_engine_opens_on_one_step_in_the_same_columns(name):
+    trace = trace_of(name)
+    shown = [view.key for view in views_of(trace) if view.shows(trace)]
+    assert shown[0] == "one_step", shown
+    fig = one_step_any(trace, 0)
+    headings = [a.text.split("<br>")[0] for a in fig.layout.annotations if a.name == "column"]
+    assert headings == [f"<b>{title}</b>" for _, title in COLUMNS]
+    assert [a.x for a in fig.layout.annotations if a.name == "column"] == [
+        c + (BOX_LEFT + BOX_RIGHT) / 2 for c in range(len(COLUMNS))]
+    assert list(fig.layout.yaxis.ticktext) == [trace.vocabulary.lane_name(lane.id) for lane in trace.lanes]
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_each_engine_draws_the_moves_it_makes_and_no_other(name):
+    drawn = {(a.column, a.name) for a in picture(name).arrows}
+    assert drawn == MOVES[name]
+    fig = one_step_any(trace_of(name), 0)
+    arrows = [a for a in fig.layout.annotations if a.name == "arrow"]
+    labels = [a.text for a in fig.layout.annotations if a.name == "bytes"]
+    assert len(arrows) == len(labels) > 0  # a figure of bytes on every arrow
+    assert all(label.endswith("B") for label in labels)
+
+
+def test_dataparallel_scatters_torch_chunks_and_copies_the_whole_model_to_each_replica():
+    trace, rows = trace_of("dp"), trace_of("dp").batches[0].rows
+    chunks = [len(c) for c in torch.chunk(torch.arange(rows), SETTINGS["gpus"])]
+    row = SETTINGS["input_size"] * 4
+    scatter = arrow("dp", "input", "scatter")
+    assert scatter.received == {lane: n * row for lane, n in enumerate(chunks) if lane > 0}  # chunk 0 stays on GPU 0
+    assert scatter.sent == {0: sum(n * row for n in chunks[1:])}
+    replicate = arrow("dp", "forward", "replicate")
+    assert set(replicate.received.values()) == {model_bytes("parameters", "buffers")}
+    summed = arrow("dp", "backward", "grads summed")  # every replica's gradients, into GPU 0
+    assert set(summed.sent.values()) == {model_bytes("parameters")} and summed.received == {0: 3 * model_bytes("parameters")}
+    assert picture("dp").cells[(1, "update")].idle and not picture("dp").cells[(0, "update")].idle
+    assert trace.output_device == 0
+
+
+def test_ddp_all_reduces_every_gradient_and_zero1_broadcasts_each_ranks_own_parameters():
+    for name in ("ddp", "zero1"):
+        reduce = arrow(name, "backward", "all-reduce")
+        assert reduce.sent == {rank: model_bytes("parameters") for rank in range(4)}, name
+        assert reduce.shape != HUB
+    broadcast = arrow("zero1", "update", "broadcast")
+    assert sum(broadcast.sent.values()) == model_bytes("parameters")  # each parameter from its one owner
+    assert min(broadcast.sent.values()) > 0
+    assert picture("ddp").cells[(0, "update")].lines[:2] == ("SGD step", "every param")
+    assert all(picture("zero1").cells[(rank, "update")].lines[0].startswith("steps ") for rank in range(4))
+
+
+def test_fsdp_gathers_and_reduce_scatters_the_parameters_padded_to_a_multiple_of_the_ranks():
+    model, _ = build_model("mlp", SETTINGS["input_size"], SETTINGS["output_size"])
+    ranks = SETTINGS["gpus"]
+    padded = sum(math.ceil(p.shape[0] / ranks) * ranks * p[0].numel() * p.element_size() for p in model.parameters())
+    for column, label in (("forward", "all-gather"), ("backward", "all-gather"), ("backward", "reduce-scatter")):
+        assert arrow("fsdp", column, label).sent == {rank: padded for rank in range(ranks)}, (column, label)
+
+
+def test_a_pipeline_sends_each_stages_activations_forward_and_their_gradients_back():
+    trace = trace_of("pipeline")
+    model, _ = build_model("mlp", SETTINGS["input_size"], SETTINGS["output_size"])
+    x = torch.randn(trace.batches[0].rows, SETTINGS["input_size"])
+    layers = [len(stage) for stage in trace.facts["layers"]]
+    with torch.no_grad():
+        boundary = [model.net[: sum(layers[: s + 1])](x) for s in range(len(layers) - 1)]
+    sizes = {s: out.numel() * out.element_size() for s, out in enumerate(boundary)}
+    forward, backward = arrow("pipeline", "forward", "activations"), arrow("pipeline", "backward", "gradients")
+    assert forward.sent == sizes and forward.received == {s + 1: b for s, b in sizes.items()}
+    assert backward.sent == {s + 1: b for s, b in sizes.items()} and backward.received == sizes
+
+
+@pytest.mark.parametrize("name", [name for name in ENGINES if name != "pipeline"])  # a pipeline's schedule trains
+def test_forward_only_moves_nothing_after_the_forward_and_steps_nothing(name):
+    trace = engine(name).record(RunConfig(engine=name, **{**SETTINGS, "train": False}))
+    shown = read(name, trace)
+    assert all(shown.cells[(lane.id, column)].idle for lane in trace.lanes for column in ("backward", "update"))
+    assert {a.column for a in shown.arrows} <= {"input", "forward"}
+    assert {a.name for a in shown.arrows} == {name for column, name in MOVES[name] if column in ("input", "forward")}
+
+
+# The narrowest the chart is drawn: the page at 1024 pixels with its sidebar open leaves the chart about 640; at
+# 800 the sidebar folds away and leaves more. Presenting, the page is at least 1024 wide with the sidebar closed.
+NARROWEST_CHART_PX, PRESENTING_CHART_PX = 640, 900
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_every_line_of_every_box_fits_its_box_at_the_narrowest_and_presenting(name):
+    for present, width in ((False, NARROWEST_CHART_PX), (True, PRESENTING_CHART_PX)):
+        fig = one_step_any(trace_of(name), 0)
+        if present:
+            fig = presentation(fig)
+        margin = fig.layout.margin
+        column_px = (width - margin.l - margin.r) / len(COLUMNS)
+        box_px = (BOX_RIGHT - BOX_LEFT) * column_px
+        for note in fig.layout.annotations:
+            if note.name != "cell":
+                continue
+            size = note.font.size or CELL_SIZE
+            for line in note.text.split("<br>"):
+                assert text_px(line, size) <= box_px - 4, (name, present, line)
