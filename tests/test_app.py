@@ -12,7 +12,7 @@ from dpviz.engines.dp.workers import POOL
 from user_text_traces import EVIL, LINK, MARKUP, outside_code, payload_json, unescape_markdown
 
 TIMEOUT = 120
-TABS = ["Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
+TABS = ["One step", "Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
 
 
 def page(**query) -> AppTest:
@@ -60,7 +60,7 @@ def test_default_page_renders_every_view_without_exception():
     assert not app.exception
     assert [t.label for t in app.tabs] == TABS
     assert len(app.get("plotly_chart")) == 1  # the first tab's view only: the others are built when shown
-    assert len(every_tab(app)) == 7  # flow, split, timeline, sample map, step through, inputs, memory
+    assert len(every_tab(app)) == len(TABS) - 1  # every tab but the log draws a chart
     assert "Simulated devices: 2 CPU threads" in shown_text(app)
     assert split_rows(app) == [[15, 15]] * 3 + [[5, 5]]
     assert dict(app.query_params)["gpus"] == ["2"] or app.query_params["gpus"] == "2"
@@ -145,7 +145,7 @@ def test_each_pitfall_button_runs_its_preset_and_says_what_happened():
             assert not errors
         for note in trace.warnings:
             assert note.message in shown_text(app)
-        assert len(every_tab(app)) == 7  # a run that failed still draws every view of what ran
+        assert len(every_tab(app)) == len(TABS) - 1  # a run that failed still draws every view of what ran
 
 
 def test_a_preset_link_opens_the_preset():
@@ -162,7 +162,7 @@ def test_models_and_inputs_from_the_sidebar_run_through_every_view(model, inputs
     app.selectbox(key="inputs").set_value(inputs).run()
     assert not app.exception and not app.error
     assert app.query_params["model"] == model and app.query_params["inputs"] == inputs
-    assert len(every_tab(app)) == 7
+    assert len(every_tab(app)) == len(TABS) - 1
 
 
 def shown_markdown(app: AppTest) -> list[str]:
@@ -191,7 +191,7 @@ def test_an_uploaded_trace_with_markup_shows_it_as_text():
     app = page()
     app.file_uploader[0].upload("run.json", payload_json().encode(), "application/json").run()
     assert not app.exception and "uploaded trace" in " ".join(shown_markdown(app))
-    assert len(every_tab(app)) == 7
+    assert len(every_tab(app)) == len(TABS) - 1
     for body in shown_markdown(app):
         prose = outside_code(body)
         assert not any(markup in prose for markup in MARKUP), prose[:300]
@@ -259,7 +259,7 @@ def test_presenting_draws_every_chart_in_larger_type():
 
     size = lambda spec: json.loads(spec)["layout"]["font"]["size"]
     assert size(larger) > size(plain)
-    assert app.session_state["tab"] == "Flow" and len(every_tab(app)) == 7  # every view, presented, still draws
+    assert app.session_state["tab"] == "One step" and len(every_tab(app)) == len(TABS) - 1  # every view, presented, still draws
 
 
 def test_a_long_timeline_can_be_drawn_batch_by_batch():
@@ -287,7 +287,8 @@ def test_the_shown_tab_is_kept_when_a_run_adds_the_pitfall_tab():
 
 def test_flow_step_through_inputs_and_memory_show_one_batch_numbered_from_1():
     app = page(train="true", gpus="3")  # 4 batches; Inputs and Memory keep the first and the last
-    assert app.slider(key="flow_batch").value == 4 and app.slider(key="flow_batch").min == 1  # the last, as read
+    assert app.slider(key="one_step_batch").value == 4 and app.slider(key="one_step_batch").min == 1  # the last, as read
+    assert show_tab(app, "Flow").slider(key="flow_batch").value == 4
     assert show_tab(app, "Step through").slider(key="step_batch").value == 4
     assert show_tab(app, "Inputs").radio(key="inputs_batch").value == 3  # index 3: "batch 4 of 4 (the last)"
     assert show_tab(app, "Memory").radio(key="memory_batch").value == 3
@@ -315,7 +316,8 @@ def test_an_engines_opening_batch_is_where_every_view_of_one_batch_opens(monkeyp
     dp = ENGINES["dp"]
     monkeypatch.setitem(ENGINES, "dp", dataclasses.replace(dp, parts=dataclasses.replace(dp.parts, opening_batch="tests_opening:second")))
     app = page(gpus="3")
-    assert not app.exception and app.slider(key="flow_batch").value == 2
+    assert not app.exception and app.slider(key="one_step_batch").value == 2
+    assert show_tab(app, "Flow").slider(key="flow_batch").value == 2
     assert show_tab(app, "Step through").slider(key="step_batch").value == 2
 
 
