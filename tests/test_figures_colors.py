@@ -1,5 +1,7 @@
 """Device colours: one per device, distinct, Okabe-Ito first, idle grey apart from all of them, visible on
 the page's light and dark themes."""
+import itertools
+import math
 import re
 
 import pytest
@@ -216,3 +218,26 @@ def test_phase_colours_show_on_both_themes_and_stay_apart(vocabulary):
     for vision in CVD:
         assert _min_difference(sorted(own), vision) >= 15
         assert min(_min_difference([c, d], vision) for c in own for d in device_colors(16) + [IDLE_GREY]) >= 10
+
+
+def test_fsdps_three_collectives_read_as_three_hues():
+    """FSDP draws each module's all-gather in forward, its all-gather in backward and its reduce-scatter on one thin
+    row under the rank, side by side; as three pinks (#DD00BB, #AA3377, #EE3377: hues within 30° in CIELAB,
+    CIEDE2000 13 to 16 apart) a class could not tell them apart. Three hues now: 60° or more apart, CIEDE2000 30 or
+    more between any two and 15 (CIE76) under each of the four visions; each 3:1 on both pages, apart from the
+    engine's other phase colours on that row (15) and from every device colour above it (10)."""
+    from dpviz.engines.fsdp.vocabulary import VOCABULARY as FSDP
+
+    collectives = [FSDP.phase(name).color for name in ("gather", "gather_backward", "reduce_scatter")]
+    others = [p.color for p in FSDP.phases if p.color != "lane" and p.color not in collectives]
+    hues = {c: math.degrees(math.atan2(b, a)) % 360 for c, (_, a, b) in zip(collectives, map(cielab, collectives))}
+    for color in collectives:
+        assert HEX.match(color) and min(contrast_ratio(color, bg) for bg in (LIGHT_BACKGROUND, DARK_BACKGROUND)) >= 3
+    for first, second in itertools.combinations(collectives, 2):
+        turn = abs(hues[first] - hues[second]) % 360
+        assert min(turn, 360 - turn) >= 60, (first, second)
+        assert delta_e2000(first, second) >= 30, (first, second)
+    for vision in CVD:
+        assert _min_difference(collectives, vision) >= 15, vision
+        assert min(_min_difference([c, o], vision) for c in collectives for o in others) >= 15, vision
+        assert min(_min_difference([c, d], vision) for c in collectives for d in device_colors(16) + [IDLE_GREY]) >= 10

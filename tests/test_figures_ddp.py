@@ -294,7 +294,8 @@ def test_step_names_never_meet_on_the_narrowest_chart_in_either_look(name):
         marks = [a for a in fig.layout.annotations if a.name == "step mark"]
         spans = [(start, end) for t in fig.data if t.type == "bar" and t.x[0] is not None
                  for start, end in zip(t.base, [b + x for b, x in zip(t.base, t.x)])]
-        px_per_ms = (NARROWEST_PX - (MARGIN["l"] + MARGIN["r"]) * scale) / (max(e for _, e in spans) - min(s for s, _ in spans))
+        low, high = fig.layout.xaxis.range or (min(s for s, _ in spans), max(e for _, e in spans))  # as it opens
+        px_per_ms = (NARROWEST_PX - (MARGIN["l"] + MARGIN["r"]) * scale) / (high - low)
         rows: dict[int, list] = {}
         for a in marks:
             rows.setdefault(a.yshift or 0, []).append(a)
@@ -366,3 +367,38 @@ def test_ddp_flow_names_each_rank_on_its_band_in_a_readable_colour(name):
         assert contrast_ratio(a.font.color, a.bgcolor) >= 4.5, (a.text, a.font.color, a.bgcolor)
         assert top <= (1 - a.y) * plot_px <= bottom and a.x == x and a.xshift >= THICKNESS_PX / 2  # beside its node
     assert all(not label for label in fig.data[0].node.label)  # plotly's own labels, in the theme's ink, are off
+
+
+def _late(trace, seconds: float):
+    """`trace` with every span after the ranks' setup `seconds` later: an idle stretch before step 1, as a busy
+    machine gives the page (a rank scheduled late, DDP()'s broadcast waiting on it)."""
+    import dataclasses
+    from dpviz.engines.ddp.read.timeline import setup_phases
+
+    setup = setup_phases(trace.vocabulary)
+    return dataclasses.replace(trace, spans=[s if s.phase in setup else dataclasses.replace(
+        s, start=s.start + seconds, end=s.end + seconds) for s in trace.spans])
+
+
+@pytest.mark.parametrize("name", ["ddp", "zero1"])
+def test_the_timeline_spends_its_width_on_the_steps_not_on_the_setup_before_them(name):
+    """At the page's defaults (forward only) a step takes a tenth of a ms, and what every rank does once before step 1
+    (DDP()'s broadcast, the wait for its first rows) as long as the four together, or a second on a busy machine:
+    opened on all of it, the steps had a strip of the chart. As recorded, and with an idle second more before step 1,
+    the steps take most of the range the chart opens on, and its note says what it left out."""
+    from dpviz.engines import engine
+    from dpviz.engines.ddp.read.timeline import SETUP_SHARE, setup_phases
+
+    recorded_run = engine(name).record(RunConfig(engine=name))
+    for trace in (recorded_run, _late(recorded_run, 1.0)):
+        fig = timeline_figure(trace)
+        table = prepare_timeline_ddp(trace, 0, len(trace.batches) - 1)
+        steps = table[~table["phase"].isin(setup_phases(trace.vocabulary))]
+        first, last = steps["start_ms"].min(), table["end_ms"].max()
+        low, high = fig.layout.xaxis.range or (table["start_ms"].min(), last)  # no range: plotly shows every span
+        assert low <= first and last <= high  # every step in view
+        assert (last - first) / (high - low) >= 1 - SETUP_SHARE  # a share of the width, whatever the times
+        notes = unwrap(fig.layout.title.subtitle.text)
+        assert ("opened on the steps" in notes) == (fig.layout.xaxis.range is not None)
+    whole = (last - first) / (last - table["start_ms"].min())
+    assert whole < 0.05 and "ms before step 1 (DDP() broadcast) are left of it" in notes  # the second was the width

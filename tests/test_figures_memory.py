@@ -237,3 +237,22 @@ def test_column_names_never_run_together(gpus, presenting):
         step = columns.index(shown[1]) - columns.index(shown[0]) if len(shown) > 1 else 1
         widest = max(text_px(n, axis.tickfont.size) for n in shown)
         assert widest + 4 <= step * plot_px / len(columns)
+
+
+@pytest.mark.parametrize("totals,expected", [
+    ((152_576, 152_576), "the ranks hold 149 KiB, each rank the same.</b>"),
+    ((152_576, 152_300), "the ranks hold 149 KiB, each rank the same (to within 276 B).</b>"),  # 149 KiB, both
+    ((152_576, 122_880), "the ranks hold 120 KiB to 149 KiB (rank 0 the most).</b>"),
+])
+def test_a_captions_lead_never_reads_x_to_x(totals, expected):
+    """Ranks whose fullest totals the figure writes alike are "each rank the same", not "149 KiB to 149 KiB (rank 0
+    the most)", as FSDP's equal shards read once their bytes differed by a few."""
+    import pandas as pd
+    from types import SimpleNamespace
+    from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
+    from dpviz.figures.memory_lead import fullest_lead
+
+    table = pd.DataFrame({"device": [0, 1], "total": list(totals), "step": ["loss", "loss"]})
+    lead = fullest_lead(SimpleNamespace(vocabulary=DDP), table, byte_unit(max(totals)))
+    assert lead.endswith(expected)
+    assert ("(after loss)" in lead) == (expected.count("KiB") == 1)

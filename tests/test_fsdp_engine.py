@@ -236,3 +236,44 @@ def test_each_rank_loads_what_distributed_sampler_gives_it():
                   for row in trace.sample_ids(span)]
         assert loaded == list(DistributedSampler(range(config.data_size), num_replicas=2, rank=rank, shuffle=True,
                                                  seed=config.seed))
+
+
+def test_the_batch_size_is_said_as_what_every_fsdp_rank_does():
+    """Each rank runs a DataLoader of its own: the words say so of FSDP's ranks, never DDP's DataLoader (nor an
+    "FSDP's own DataLoader", which FSDP has none of)."""
+    from dpviz.analysis.explain import explain
+    from dpviz.exports.tutorial_log import tutorial_log
+
+    config, _, trace = run(**ADAM)
+    words = " ".join(explain(trace))
+    each = -(-config.batch_size // 2)
+    assert (f"under FSDP every rank runs a DataLoader of its own, whose batch_size is per process: each rank's "
+            f"DataLoader was given ceil({config.batch_size}/2) = {each} rows") in words
+    assert "DDP's own" not in words + tutorial_log(trace) and "FSDP's own DataLoader" not in words
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_the_memory_caption_says_each_rank_holds_about_1_over_w_its_dim0_rows(ranks):
+    """The shares are torch.chunk's on dim 0 of every parameter: even at 2 ranks ("each rank the same"), uneven at 4
+    (Linear(16, 2) leaves ranks 2 and 3 none of its 2 rows); the lead never reads "X to X"."""
+    from test_step_fsdp import chunk_elements, run as run_ranks
+    from dpviz.analysis.batch_facts import memory_batches
+    from dpviz.figures import memory_figure
+
+    config, trace = run_ranks(ranks)
+    mine = chunk_elements(config, [name for name, _ in model_of(config).named_parameters()], ranks)
+    model = sum(mine)
+    for batch in memory_batches(trace):
+        (caption,) = [a.text.replace("<br />", " ").replace("<br>", " ") for a in memory_figure(trace, batch).layout.annotations]
+        assert f"Each rank holds about 1/{ranks} of every parameter: its own rows of dim 0, ceil(rows/{ranks}) a rank" in caption
+        assert "with the gradients and the optimizer state of its shard only" in caption
+        if len(set(mine)) == 1:
+            assert f"here {mine[0]:,} of the model's {model:,} parameter elements, each rank the same" in caption
+        else:
+            assert (f"here {min(mine):,} to {max(mine):,} of the model's {model:,} parameter elements "
+                    f"(rank {mine.index(max(mine))} the most)") in caption
+        lead = caption.split("</b>")[0]
+        if " to " in lead:  # two amounts only where they read apart
+            low, high = lead.split("hold ")[1].split(" (")[0].split(" to ")
+            assert low != high
+    assert ranks == 2 or len(set(mine)) > 1  # the 4-rank run is the uneven one

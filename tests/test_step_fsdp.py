@@ -91,9 +91,30 @@ def test_it_opens_on_the_largest_module_and_says_what_gloo_ran():
     assert largest_module(trace) == sizes.index(max(sizes))
     figure = step_fsdp_figure(trace, 0)
     titles = [f.layout.title.text.replace("<br />", " ") for f in figure.frames]
-    assert "net.0" in titles[0] and "1 of 7: start of the step" in titles[0]
+    assert "net.0" in titles[0] and "phase 1 of 7: start of the step" in titles[0]
     assert "gloo has none: it ran as an all-reduce" in titles[5] and "reduce-scatter" in titles[5]
     assert [s.label for s in figure.layout.sliders[0].steps] == [f.name for f in figure.frames]
+
+
+def test_the_title_and_the_slider_count_the_phases_alike_and_the_module_as_the_timeline_does():
+    """The slider read "phase 1", the title "1 of 7" and the notes "sharded module 3 of 7": two counts, one unnamed.
+    Now the slider and the title both read "phase k of n", from 1, and the module is counted as the timeline's hovers
+    count it."""
+    from dpviz.engines.ddp.read.timeline import prepare_timeline_ddp
+
+    _, trace = run(2)
+    figure = step_fsdp_figure(trace, 0)
+    slider, frames = figure.layout.sliders[0], len(figure.frames)
+    assert [int(step.label) for step in slider.steps] == list(range(1, frames + 1))
+    for step, frame in zip(slider.steps, figure.frames):
+        reads = f"{slider.currentvalue.prefix}{step.label}{slider.currentvalue.suffix}"  # what the slider shows
+        assert reads == f"phase {step.label} of {frames}" and f" · {reads}: " in frame.layout.title.text
+    module, modules = largest_module(trace), len(trace.facts["modules"][0])
+    notes = figure.layout.title.subtitle.text.replace("<br />", " ").replace("<br>", " ")
+    assert f"sharded module {module + 1} of {modules} (" in notes
+    table = prepare_timeline_ddp(trace, 0, 0)
+    hovers = table.loc[table["bucket"] == module, "detail"]
+    assert len(hovers) and all(f"sharded module {module + 1} of {modules}" in hover for hover in hovers)
 
 
 def test_a_trace_whose_ranks_name_different_modules_is_refused():

@@ -158,3 +158,67 @@ def test_a_trace_round_trips_and_a_partition_zero1_cannot_make_is_refused():
     document["engine"] = document["config"]["engine"] = "ddp"  # DDP's rule: every rank steps every parameter
     with pytest.raises(TraceError, match="under DDP every rank steps the same ones"):
         trace_json.loads(json.dumps(document))
+
+
+def _torch_state_bytes(launched) -> list[int]:
+    """The bytes of optimizer state each rank's own torch optimizer holds (its state_dict's tensors)."""
+    return [sum(value.nbytes for kept in report["optimizer_state"] for value in kept.values() if value.ndim > 0)
+            for report in launched["ranks"]]
+
+
+def test_what_happened_says_which_parameters_each_rank_owns_and_the_state_it_holds(fake_world):
+    """ZeRO-1's explanation is its own: ZeroRedundancyOptimizer over DDP, each rank's parameters (torch's own
+    partition) and the bytes of state its torch optimizer holds, the broadcasts after the step (the model's bytes,
+    as torch's parameters weigh them), never DDP's "parameters never move"."""
+    from dpviz.analysis.explain import explain
+    from dpviz.analysis.summary import key_figures
+    from dpviz.analysis.wording import human_bytes, plural
+
+    config, launched, trace = run(**ADAM)
+    model = tutorial.build(config)[0]
+    kind, options = tutorial.optimizer_of(config)
+    names = {id(p): name for name, p in model.named_parameters()}
+    own = [[names[id(p)] for group in groups for p in group["params"]]
+           for groups in ZeroRedundancyOptimizer(model.parameters(), optimizer_class=kind, **options)._partition_parameters()]
+    words = " ".join(explain(trace))
+    assert "ZeroRedundancyOptimizer over DistributedDataParallel" in words and "never move" not in words
+    states = _torch_state_bytes(launched)
+    for rank, (params, state) in enumerate(zip(own, states)):
+        elements = sum(dict(model.named_parameters())[name].numel() for name in params)
+        assert f"rank {rank} owns `{params[0]}`" in words  # the largest it owns first, as torch hands them out
+        assert f"({plural(elements, 'element')}, {human_bytes(state)} of state)" in words
+    assert f"rank {states.index(max(states))} holds {max(states) / sum(states):.0%} of the state" in words
+    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert f"broadcasts of {human_bytes(model_bytes)} of parameters in all" in words
+    figures = key_figures(trace)
+    assert figures[f"optimizer state per rank (its shard of {human_bytes(sum(states))})"] == \
+        f"{human_bytes(min(states))}–{human_bytes(max(states))}"
+
+
+def test_the_memory_caption_states_the_optimizer_states_split():
+    from dpviz.analysis.batch_facts import memory_batches
+    from dpviz.figures import memory_figure
+    from dpviz.figures.byte_unit import byte_unit
+    from dpviz.figures.memory import prepare_memory
+
+    _, launched, trace = run(**ADAM)
+    states = _torch_state_bytes(launched)
+    for batch in memory_batches(trace):
+        (caption,) = [a.text.replace("<br />", " ").replace("<br>", " ") for a in memory_figure(trace, batch).layout.annotations]
+        assert "optimizer state only for the parameters it owns: about 1/2 of it, uneven by whole parameters" in caption
+        unit = byte_unit(float(prepare_memory(trace, batch)["total"].max()))  # the one unit the figure writes
+        for rank, state in enumerate(states):
+            assert f"rank {rank} {unit.amount(state)}" in caption
+        assert f"(of {unit.amount(sum(states))})" in caption
+
+
+def test_forward_only_zero1_says_there_is_no_optimizer_state_to_shard():
+    from dpviz.analysis.explain import explain
+    from dpviz.engines import engine
+    from dpviz.figures import memory_figure
+
+    trace = engine("zero1").record(RunConfig(engine="zero1"))  # the page's defaults: forward only
+    words = " ".join(explain(trace))
+    assert "No optimizer, nothing sharded" in words and "never move" in words  # nothing moves after DDP()'s broadcast
+    (caption,) = [a.text for a in memory_figure(trace).layout.annotations]
+    assert "no state to shard" in caption and "each rank the same" in caption and " to " not in caption.split("</b>")[0]

@@ -14,8 +14,6 @@ the axis titles; hovers give each amount in its own unit (`human_bytes`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -26,7 +24,9 @@ from dpviz.trace.vocabulary import Vocabulary
 from plotly.subplots import make_subplots
 
 from dpviz.analysis.wording import human_bytes, numbered
+from dpviz.figures.byte_unit import ByteUnit, byte_unit  # noqa: F401  byte_unit read from here too
 from dpviz.figures.colors import OUTLINE, device_color, device_pattern
+from dpviz.figures.memory_lead import fullest_lead
 from dpviz.figures.style import plain_label
 from dpviz.figures.style import (
     AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX, SOFT_BREAK, TICK_SIZE,
@@ -94,38 +94,6 @@ def step_label(vocabulary: Vocabulary, phase: str) -> str:
     if not p.drawn and any(q.name == "forward" for q in vocabulary.phases):
         p = vocabulary.phase("forward")
     return plain_label(p.label)
-
-
-@dataclass(frozen=True)
-class ByteUnit:
-    """The one unit a memory figure writes every amount in: ticks, totals, hovers and caption."""
-
-    name: str  # "B", "KiB", "MiB" or "GiB"
-    size: int  # bytes in one unit
-    decimals: int  # enough for three significant digits at the figure's largest amount
-
-    def number(self, n: float) -> str:
-        """`n` bytes as a number in this unit, without the unit: "0.63"; "<0.01" for a sliver."""
-        value = n / self.size
-        text = f"{value:,.{self.decimals}f}"
-        if n and float(text.replace(",", "")) == 0:
-            return "<" + f"{10 ** -self.decimals:.{self.decimals}f}"
-        return text
-
-    def amount(self, n: float) -> str:
-        """`n` bytes with this unit: "0.63 KiB"."""
-        return f"{self.number(n)} {self.name}"
-
-
-def byte_unit(top: float) -> ByteUnit:
-    """The largest binary unit `top` bytes fill at least once, so the tallest bar reads 1 to 1,023."""
-    name, size = "B", 1
-    for bigger_name, bigger in (("KiB", 1024), ("MiB", 1024**2), ("GiB", 1024**3)):
-        if top >= bigger:
-            name, size = bigger_name, bigger
-    value = top / size
-    decimals = 0 if size == 1 or value >= 100 else 1 if value >= 10 else 2
-    return ByteUnit(name, size, decimals)
 
 
 def _cell_hover(part: pd.DataFrame, lane: str, step: str, kind: str) -> str:
@@ -199,7 +167,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     top = float(at["total"].max()) / unit.size or 1.0
     # The rows name their phases: a long axis title would print over the longest ones ("sum of gradients").
     fig.update_yaxes(type="category", autorange="reversed", title_text=unit.name, automargin=True, row=1, col=1)
-    fig.update_yaxes(range=[0, top * 1.22], title_text=f"after {moment} ({unit.name})", row=2, col=1)
+    fig.update_yaxes(range=[0, top * 1.22], **unit.axis(f"after {moment}"), row=2, col=1)
     # Columns named under both panels (a shared axis hides the grid's): "GPU 3", or past NAMED_LANES "3"
     # under an axis titled "GPU"; every one while they fit side by side, else every other one (or third).
     left = margin_left(steps)
@@ -269,9 +237,7 @@ def balanced_why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
     most, least = int(peaks.max()), int(peaks.min())
     at = table.loc[table["total"].idxmax()]
     lead = (f"<b>Balanced: at its fullest (after {at['step']}) every {vocabulary.lane_noun} holds {unit.amount(most)}.</b>"
-            if most == least else
-            f"<b>At their fullest the {vocabulary.lane_noun}s hold {unit.amount(least)} to {unit.amount(most)}"
-            f" ({vocabulary.lane_name(int(peaks.idxmax()))} the most).</b>")
+            if most == least else fullest_lead(trace, table, unit))
     held = table[table["bytes"] > 0].groupby("category")["device"].nunique()
     everywhere = [c for c in vocabulary.memory_names if held.get(c, 0) == len(trace.lanes)]
     kept = f"Every {vocabulary.lane_noun} holds its own {', '.join(everywhere)}" if everywhere else ""

@@ -15,15 +15,10 @@ from dpviz.echo import MESSAGE_LIMIT, code_span
 from dpviz.engines.ddp.read.summary import summarize_ddp
 from dpviz.engines.ddp.read.tables import allreduces, bucket_layouts, epochs_of, rank_rows, repeated_rows, sampler_order, steps_per_epoch, unreduced_steps
 from dpviz.trace import Trace
-from dpviz.analysis.wording import bytes_range, human_bytes, plural, sizes_text
+from dpviz.analysis.wording import bytes_range, counted, human_bytes, plural, sizes_text
 
 NAME_LIMIT = 40  # characters of a parameter name from a trace file
 SHOWN = 4  # names or rows listed before "and N more"
-
-
-def _n(step: int) -> str:
-    """A step as a reader counts it: from 1 (traces count from 0)."""
-    return f"{step + 1:,}"
 
 
 def _listed(items: list[str]) -> str:
@@ -65,8 +60,9 @@ def _batch(trace: Trace) -> str | None:
     else:
         want = -(-config.batch_size // k)
         text = (f"**Batch size, per {trace.vocabulary.lane_noun}.** Here batch_size {config.batch_size:,} is the global "
-                f"batch, as in the DataParallel tutorial, but {trace.spec.short}'s own DataLoader batch_size is per process: each "
-                f"rank's DataLoader was given ceil({config.batch_size:,}/{k}) = {plural(want, 'row')}"
+                f"batch, as in the DataParallel tutorial, but under {trace.spec.short} every rank runs a DataLoader of its "
+                f"own, whose batch_size is per process: each rank's DataLoader was given "
+                f"ceil({config.batch_size:,}/{k}) = {plural(want, 'row')}"
                 + (f" (the run reports {loader:,})" if loader != want else "") + ".")
         if s.global_batch != config.batch_size:
             text += (f" So a full step loads {k} × {loader:,} = {s.global_batch:,} rows, not {config.batch_size:,}: "
@@ -76,7 +72,7 @@ def _batch(trace: Trace) -> str | None:
     last = trace.batches[-1].index
     rows = [rank_rows(trace, last)[r].rows for r in sorted(rank_rows(trace, last))]
     if len(trace.batches) > 1 and rows and max(rows) < s.rank_batch:
-        text += f" The last step, {_n(last)}, is short: {sizes_text(rows)} rows, what is left of each rank's shard."
+        text += f" The last step, {counted(last)}, is short: {sizes_text(rows)} rows, what is left of each rank's shard."
     return text
 
 
@@ -115,7 +111,7 @@ def _padding(trace: Trace) -> str | None:
     text = (f"**Rows loaded twice.** {size:,} rows do not divide evenly among {k} ranks, so DistributedSampler pads its "
             f"list by repeating its first rows until every rank gets as many (drop_last=False): dataset "
             f"{'row' if len(rows) == 1 else 'rows'} {_listed([str(r) for r in rows])} {'was' if len(rows) == 1 else 'were'} "
-            f"loaded a second time, in {'step' if len(steps) == 1 else 'steps'} {_listed([_n(s) for s in steps])} by "
+            f"loaded a second time, in {'step' if len(steps) == 1 else 'steps'} {_listed([counted(s) for s in steps])} by "
             f"{'rank' if len(ranks) == 1 else 'ranks'} {_listed([str(r) for r in ranks])}"
             + (f" (in {plural(len(epochs), 'epoch')})" if len(epochs) > 1 else "") + ". ")
     text += ("The padding keeps every rank at the same number of steps: a rank with a step more would wait in an "
@@ -166,7 +162,9 @@ def _epochs(trace: Trace) -> str | None:
                    "on every rank.")
 
 
-def _broadcast(trace: Trace) -> str | None:
+def _broadcast(trace: Trace, afterwards: str | None = None) -> str | None:
+    """DDP()'s broadcast; `afterwards`: what moves between the processes from then on, when more than gradients
+    (ZeRO-1's updated parameters)."""
     spans = [s for s in trace.spans if s.phase == "broadcast"]
     if not spans:
         return None
@@ -175,10 +173,11 @@ def _broadcast(trace: Trace) -> str | None:
     alone = "" if len(trace.lanes) > 1 else ", with no other rank to receive them"
     buffers = [s for s in trace.spans if s.phase == "buffers"]
     text = (f"**One broadcast at construction.** Before step 1, DDP() checked that every rank has the same parameters "
-            f"and broadcast rank 0's parameters{' and buffers' if buffers else ''} to the others ({took_text}{alone}). "
-            "From then on each rank owns its copy and parameters never move between the processes"
-            + (": every rank steps its own optimizer on the same averaged gradients, so the copies stay equal."
-               if trace.config.train else "."))
+            f"and broadcast rank 0's parameters{' and buffers' if buffers else ''} to the others ({took_text}{alone}). ")
+    text += afterwards if afterwards is not None else (
+        "From then on each rank owns its copy and parameters never move between the processes"
+        + (": every rank steps its own optimizer on the same averaged gradients, so the copies stay equal."
+           if trace.config.train else "."))
     if buffers:
         steps = len({s.batch for s in buffers})
         text += (f" The model has buffers, so before each forward DDP also broadcast rank 0's buffers "
@@ -200,11 +199,11 @@ def _buckets(trace: Trace) -> str | None:
     text = "**Gradient buckets.** "
     if len(buckets) == 1:
         b = buckets[0]
-        text += (f"In step {_n(first['step'])} DDP had put all {plural(len(b['params']), 'parameter tensor')} "
+        text += (f"In step {counted(first['step'])} DDP had put all {plural(len(b['params']), 'parameter tensor')} "
                  f"({human_bytes(b['bytes'])}) in one bucket, in the order the model registers them, so its all-reduce "
                  "could start only once backward had made every gradient.")
     else:
-        text += f"In step {_n(first['step'])} the gradients sat in {plural(len(buckets), 'bucket')}."
+        text += f"In step {counted(first['step'])} the gradients sat in {plural(len(buckets), 'bucket')}."
     rebuilds = sorted({s.batch for s in trace.spans if s.phase == "rebuild"})
     if len(layouts) > 1:
         later = layouts[1]
@@ -212,8 +211,8 @@ def _buckets(trace: Trace) -> str | None:
                             for b in (later.get("buckets") or [])[:SHOWN])
         extra = len(later.get("buckets") or []) - SHOWN
         text += (f" During that first backward DDP noted the order in which gradients became ready, and at the start of "
-                 f"step {_n(later['step'])}'s forward" + (" (the rebuild on the timeline)" if rebuilds else "")
-                 + f" it rebuilt the buckets in that order, once: from step {_n(later['step'])} on, "
+                 f"step {counted(later['step'])}'s forward" + (" (the rebuild on the timeline)" if rebuilds else "")
+                 + f" it rebuilt the buckets in that order, once: from step {counted(later['step'])} on, "
                  f"{plural(len(later.get('buckets') or []), 'bucket')}: {listing}" + (f" and {extra:,} more" if extra > 0 else "") + ".")
     if cap is not None:
         text += (f" bucket_cap_mb={cap:g} caps a bucket at {int(cap * 2**20):,} bytes; a bucket closes on the tensor "
@@ -240,7 +239,7 @@ def _allreduce(trace: Trace) -> str | None:
         step, rank = several[0]
         part = sorted((r for r in reduces if (r.step, r.rank) == (step, rank)), key=lambda r: r.start)
         began = [(r.start - r.backward_start) * 1e3 for r in part]
-        text += (f" In step {_n(step)} on rank {rank}, the {len(part)} buckets' all-reduces began "
+        text += (f" In step {counted(step)} on rank {rank}, the {len(part)} buckets' all-reduces began "
                  f"{', '.join(f'{t:,.1f}' for t in began)} ms into a backward of "
                  f"{(part[0].backward_end - part[0].backward_start) * 1e3:,.1f} ms.")
     if s.allreduce_s:
@@ -250,7 +249,7 @@ def _allreduce(trace: Trace) -> str | None:
                  "timeline).")
     first = min(r.step for r in reduces)
     if several and max(len(found) for (step, _), found in buckets.items() if step == first) == 1:
-        text += f" In step {_n(first)}, with one bucket, nothing overlapped."
+        text += f" In step {counted(first)}, with one bucket, nothing overlapped."
     text += (f" Each rank divides its gradients by {k} before the sum, so every rank ends the step with the mean of the "
              f"{plural(k, 'rank')}' gradients: the gradient one process would get for the union of their rows.")
     return text
@@ -260,7 +259,7 @@ def _unreduced(trace: Trace) -> str | None:
     steps = unreduced_steps(trace)
     if not steps:
         return None
-    listed = _listed([_n(b) for b in steps])
+    listed = _listed([counted(b) for b in steps])
     return (f"**Backward without all-reduce.** In step{'s' if len(steps) > 1 else ''} {listed} backward ran but no "
             "bucket was all-reduced: DDP all-reduces a bucket once every one of its parameters has a gradient, and a "
             "parameter forward never used got none, so its bucket never filled. Each rank kept its own gradients, "
@@ -273,14 +272,15 @@ def _no_sync(trace: Trace) -> str | None:
     accumulate = trace.config.accumulate
     if not s.no_sync:
         return None
-    steps = _listed([_n(b) for b in s.no_sync])
+    steps = _listed([counted(b) for b in s.no_sync])
     return (f"**no_sync: {plural(len(s.no_sync), 'step')} without all-reduce.** With accumulate {accumulate}, steps "
             f"{steps} ran forward and backward inside `ddp.no_sync()`: no bucket was all-reduced, and the gradients "
             f"added up on each rank. The next step outside no_sync all-reduced the sum of {accumulate} steps' "
             "gradients in one go (the loss is divided by the number of steps, so it is their mean).")
 
 
-def _nothing_moved(trace: Trace) -> str:
+def _nothing_moved(trace: Trace, also: str = "") -> str:
+    """No scatter, replicate or gather; what does cross: the gradients and, `also`, what else an engine sends."""
     noun = trace.vocabulary.lane_noun
     text = (f"**No scatter, no replicate, no gather.** Each {noun} loads its own rows, runs forward on its own copy of "
             f"the model and computes its own loss on its own output. Nothing is scattered from one device, the model is "
@@ -290,7 +290,8 @@ def _nothing_moved(trace: Trace) -> str:
         per_step = sum(b.get("bytes", 0) for b in (layout[-1].get("buckets") or [])) if layout else 0
         if per_step:
             text += (f" What crosses between the processes in a step is the gradients, {human_bytes(per_step)} "
-                     f"per {noun}, all-reduced" + (", and the buffers' broadcast." if any(s.phase == "buffers" for s in trace.spans) else "."))
+                     f"per {noun}, all-reduced" + (", and the buffers' broadcast" if any(s.phase == "buffers" for s in trace.spans) else "")
+                     + also + ".")
     else:
         text += (" This run is forward only: no loss, no backward, so no all-reduce either; DDP only adds "
                  "communication in training.")
@@ -322,7 +323,7 @@ def _failure(trace: Trace) -> str | None:
     if failure is None:
         return None
     who = f"rank {failure.replica}" if failure.replica is not None else "a rank"
-    text = (f"**Step {_n(failure.batch)} failed** on {who}: {code_span(failure.headline, MESSAGE_LIMIT)}. Every rank "
+    text = (f"**Step {counted(failure.batch)} failed** on {who}: {code_span(failure.headline, MESSAGE_LIMIT)}. Every rank "
             "stopped with it, and the trace ends there.")
     rows = {s.rows for s in rank_rows(trace, failure.batch).values()}
     if rows == {1} and trace.config.train and trace.config.model == "mlp":
@@ -332,7 +333,7 @@ def _failure(trace: Trace) -> str | None:
 
 
 def _warnings(trace: Trace) -> list[str]:
-    return [f"**A warning** (step {_n(note.batch)}, {plural(note.count, 'time')}): "
+    return [f"**A warning** (step {counted(note.batch)}, {plural(note.count, 'time')}): "
             f"{code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)}" for note in trace.warnings]
 
 

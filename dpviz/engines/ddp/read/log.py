@@ -4,7 +4,7 @@ from __future__ import annotations
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.echo import cut
 from dpviz.trace import Trace
-from dpviz.analysis.wording import numbered, plural
+from dpviz.analysis.wording import counted, numbered, plural
 from dpviz.exports.tutorial_log import size_text
 from dpviz.exports.tutorial_log import warnings_and_failure
 
@@ -18,7 +18,7 @@ def ddp_header(trace: Trace) -> str:
         f"{'a process' if ranks == 1 else f'{ranks} processes'} on the CPU, gloo"
     per_rank = tables_ddp.per_rank_batch(trace) or -(-config.batch_size // max(1, ranks))
     if config.batch_per_process:
-        rows = (f"each rank loads batch_size = {per_rank} rows per step (DDP's own meaning: per process), "
+        rows = (f"each rank loads batch_size = {per_rank} rows per step (per process: every rank's own DataLoader), "
                 f"a global batch of {ranks * per_rank}")
     else:
         rows = f"each rank loads ceil({config.batch_size} / {ranks}) = {plural(per_rank, 'row')} per step"
@@ -62,7 +62,7 @@ def step_lines(trace: Trace, step: int, repeated: int | None = None) -> list[str
             text += f"; gradients averaged over the ranks in {plural(len(buckets), 'bucket')} all-reduced"
         elif (step + 1) % accumulate and step != last:
             until = min(last, step - step % accumulate + accumulate - 1)
-            text += f"; no all-reduce: under no_sync the gradients add up until step {until + 1:,}"
+            text += f"; no all-reduce: under no_sync the gradients add up until step {counted(until)}"
         else:
             text += "; no all-reduce ran"
     return [text] + ranks_lines

@@ -19,7 +19,7 @@ from dpviz.engines.ddp.read.summary import OVERLAP_LABEL
 from dpviz.engines.ddp.read.tables import backwards, bucket_layout, computing_overlap, epochs_of, under_no_sync
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
-from dpviz.analysis.wording import human_bytes, numbered, numbered_range
+from dpviz.analysis.wording import counted, human_bytes, numbered, numbered_range
 from dpviz.figures.bounds import MAX_MARKS
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
 from dpviz.figures.style import DETAILS, GAP_PX, MARGIN, NAME_LIMIT, NARROWEST_PX, legend_entries, plural, styled, text_px, title_block_px
@@ -137,10 +137,12 @@ def _bar(part: pd.DataFrame, *, name: str, color, pattern, min_ms: float, bucket
     )
 
 
-def _mark_px_per_ms(table: pd.DataFrame) -> tuple[float, float]:
-    """(pixels per ms, type size) of the steps' names on the narrowest chart, in whichever of the usual and
-    the presenting look gives a name the most milliseconds (larger type on a narrower plot)."""
+def _mark_px_per_ms(table: pd.DataFrame, x_range: tuple[float, float] | None = None) -> tuple[float, float]:
+    """(pixels per ms, type size) of the steps' names on the narrowest chart, opened on `x_range` (ms) when given, in
+    whichever of the usual and the presenting look gives a name the most milliseconds (larger type on a narrower plot)."""
     span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
+    if x_range is not None:
+        span_ms = x_range[1] - x_range[0]
     looks = [(NARROWEST_PX - (MARGIN["l"] + MARGIN["r"]) * scale, MARK_SIZE * scale) for scale in (1.0, PRESENTING)]
     width, size = min(looks, key=lambda look: look[0] / look[1])
     return (width / span_ms if span_ms > 0 else float("inf")), size
@@ -160,13 +162,14 @@ def _placed(times: list[float], labels: list[str], px_per_ms: float, size: float
     return rows
 
 
-def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str, int]]:
+def step_marks(trace: Trace, table: pd.DataFrame,
+               x_range: tuple[float, float] | None = None) -> list[tuple[float, str, int]]:
     """(time in ms, label, row) where each step of the table begins on its earliest rank, counted from 1:
     'step 3', or 'step 3: no_sync' for a training step that all-reduced nothing. A name goes in the first
     row where it ends before the next begins on the narrowest chart (row 1 over row 0). When some would
     meet in both rows, the steps after the first are named by their number alone ('step 1', '2', '3', as
     the measured DataParallel timeline names its batches); one that still meets is left out (its dotted
-    line and the hovers still mark it). None past MAX_STEP_MARKS steps."""
+    line and the hovers still mark it). None past MAX_STEP_MARKS steps. `x_range`: the ms the chart opens on."""
     steps = table[table["phase"] != "broadcast"].groupby("batch")["start_ms"].min()
     if len(steps) > MAX_STEP_MARKS:
         return []
@@ -175,12 +178,12 @@ def step_marks(trace: Trace, table: pd.DataFrame) -> list[tuple[float, str, int]
     reduces = bool(trace.vocabulary.names_where_bucketed)  # an engine with collectives per bucket (not a pipeline)
     words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") \
         if reduces and b in trained and b not in reduced else ""
-    px_per_ms, size = _mark_px_per_ms(table)
+    px_per_ms, size = _mark_px_per_ms(table, x_range)
     times = [float(t) for t in steps.to_numpy()]
-    labels = [f"step {b + 1:,}{words(b)}" for b in steps.index]
+    labels = [f"step {counted(b)}{words(b)}" for b in steps.index]
     rows = _placed(times, labels, px_per_ms, size)
     if None in rows:
-        labels = [label if i == 0 else f"{b + 1:,}{words(b)}" for i, (b, label) in enumerate(zip(steps.index, labels))]
+        labels = [label if i == 0 else f"{counted(b)}{words(b)}" for i, (b, label) in enumerate(zip(steps.index, labels))]
         rows = _placed(times, labels, px_per_ms, size)
     return [(t, label, row) for t, label, row in zip(times, labels, rows) if row is not None]
 
@@ -279,7 +282,10 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     x_range = _zoomed(trace, table)
     if x_range is not None:
         step = int(table.loc[(table["bucket"] >= 0), "batch"].max())
-        lines.append(trace.vocabulary.words["timeline_zoom"].format(step=f"{step + 1:,}"))
+        lines.append(trace.vocabulary.words["timeline_zoom"].format(step=counted(step)))
+    elif (opened := on_the_steps(trace, table)) is not None:
+        x_range, words = opened
+        lines.append(words)
     span_ms = float(table["end_ms"].max() - table["start_ms"].min()) if len(table) else 0.0
     if x_range is not None:
         span_ms = x_range[1] - x_range[0]
@@ -289,12 +295,12 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     if shown < total:
         lines.append(f"at most {window_size(trace):,} steps per window ({MAX_MARKS:,} marks)")
     if trace.failure is not None and first_batch <= trace.failure.batch <= last_batch:
-        lines.append(f"step {trace.failure.batch + 1:,} failed: {plotly_text(trace.failure.headline, 80)}")
+        lines.append(f"step {counted(trace.failure.batch)} failed: {plotly_text(trace.failure.headline, 80)}")
     if epochs_of(trace) > 1:
         lines.append(f"{plural(epochs_of(trace), 'epoch')}")
     notes = ["<br>".join([ddp_note(trace)] + lines)]  # a line each: a narrow page cuts a long one
     fig = plot_timeline_ddp(table, vocabulary=trace.vocabulary, ranks=len(trace.lanes), title=title, notes=notes,
-                            marks=step_marks(trace, table), x_range=x_range)
+                            marks=step_marks(trace, table, x_range), x_range=x_range)
     return fig.update_layout(meta={DETAILS: "\n\n".join(details)}) if details else fig
 
 
@@ -313,3 +319,31 @@ def _zoomed(trace: Trace, table: pd.DataFrame) -> tuple[float, float] | None:
     low, high = float(work["start_ms"].min()), float(work["end_ms"].max())
     pad = ZOOM_PAD * (high - low)
     return low - pad, high + pad
+
+
+# Before step 1 every rank sets up once (DDP()'s broadcast, fully_shard, PipelineStage()) and waits for its first rows:
+# a few ms, or a second on a busy machine, where a forward-only step takes a tenth of a ms. Past this share of the
+# window the timeline opens on the steps, and says what it left out.
+SETUP_SHARE = 1 / 4
+
+
+def setup_phases(vocabulary: Vocabulary) -> set[str]:
+    """The phases each rank runs once before it loads its first rows: those before "load" in the vocabulary's order."""
+    order = vocabulary.order
+    return {name for name, at in order.items() if at < order["load"]} if "load" in order else set()
+
+
+def on_the_steps(trace: Trace, table: pd.DataFrame) -> tuple[tuple[float, float], str] | None:
+    """Where a timeline opens when what ran before step 1 would take more than SETUP_SHARE of its width: from the
+    steps' first span to the last span's end (ms), and the note that says what is left of it; None otherwise."""
+    setup = table["phase"].isin(setup_phases(trace.vocabulary))
+    if not setup.any() or setup.all():
+        return None
+    begin, end = float(table["start_ms"].min()), float(table["end_ms"].max())
+    steps = float(table.loc[~setup, "start_ms"].min())
+    if steps - begin <= SETUP_SHARE * (end - begin):
+        return None
+    labels = ", ".join(trace.vocabulary.phase(name).label for name in dict.fromkeys(table.loc[setup, "phase"]))
+    pad = ZOOM_PAD * (end - steps)
+    return (steps - pad, end + pad), (f"opened on the steps: the {steps - begin:,.1f} ms before step 1 ({labels}) "
+                                      "are left of it (double-click: the whole run)")

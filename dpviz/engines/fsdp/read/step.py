@@ -32,6 +32,7 @@ HOLDS = {
     "reduce_scatter": ("shard", "shard"),
     "step": ("updated", "shard"),
 }
+PHASE_NOUN = "phase"  # what the title and the slider count, from 1: the frames, one per phase
 PARAMS_Y, GRADS_Y, BAR_H = -0.2, 0.2, 0.32  # within a rank's lane: its parameters above, its gradient below
 LANE_PX, PLOT_BASE_PX = 110, 60
 
@@ -105,7 +106,8 @@ def _words(trace: Trace, row, name: str, shards: list[int]) -> str:
 
 def _title(trace: Trace, batch: int, row, frames: int, name: str, shards: list[int]) -> str:
     label = "start of the step" if row.phase == "start" else trace.vocabulary.phase(row.phase).label
-    head = f"Step {batch + 1:,} · {plotly_text(name, NAME_LIMIT)} · {row.frame} of {frames}: {label}"
+    # "phase 3 of 7", as the slider counts its frames: never a bare "3 of 7" beside "sharded module 3 of 7"
+    head = f"Step {batch + 1:,} · {plotly_text(name, NAME_LIMIT)} · {PHASE_NOUN} {row.frame} of {frames}: {label}"
     words = _words(trace, row, plotly_text(name, NAME_LIMIT), shards)
     return f"{head}<br>{wrap(words[0].upper() + words[1:], TITLE_SIZE)}"
 
@@ -179,7 +181,9 @@ def plot_layer_steps(table: pd.DataFrame, shards: list[int], trace: Trace, title
     styled(fig, titles[0], notes, height=PLOT_BASE_PX + LANE_PX * ranks + 160)
     frames = [go.Frame(name=str(row.frame), data=_frame_data(row, shards, trace), traces=[0, 1, 2],
                        layout=go.Layout(title=dict(text=title))) for row, title in zip(rows, titles)]
-    return animated(fig, frames, titles, "phase ")
+    fig = animated(fig, frames, titles, f"{PHASE_NOUN} ")
+    fig.layout.sliders[0].currentvalue.suffix = f" of {len(frames):,}"  # "phase 3 of 7", as the title says it
+    return fig
 
 
 def step_fsdp_figure(trace: Trace, batch: int = 0, module: int | None = None) -> go.Figure:
@@ -198,8 +202,8 @@ def step_fsdp_figure(trace: Trace, batch: int = 0, module: int | None = None) ->
     table = prepare_layer_steps(trace, batch, module)
     titles = [_title(trace, batch, row, len(table), name, shards) for row in table.itertuples()]
     modules = len(trace.facts["modules"][0])
-    notes = [f"sharded module {module + 1:,} of {modules:,}, the largest" if module == largest_module(trace)
-             else f"sharded module {module + 1:,} of {modules:,}",
+    which = f"sharded module {module + 1:,} of {modules:,} ({plotly_text(name, NAME_LIMIT)})"  # the timeline's count
+    notes = [f"{which}, the largest" if module == largest_module(trace) else which,
              "bars: what each rank holds of the module's parameters (above) and of the gradient it makes in this step "
              "(below); a dotted box: what it does not hold",
              "the frames follow the spans rank 0 recorded, in the order they began"]

@@ -85,7 +85,8 @@ def _ranks(trace: Trace) -> str:
         "on this machine's CPU, talking over gloo (no GPU was used, none simulated)"
     text = (f"**Processes, each with a shard of the model.** FSDP (FSDP2's fully_shard) ran {plural(k, 'rank')}: "
             f"{plural(k, 'Python process')} {where}. Unlike DDP, no rank holds the whole model: each keeps its own "
-            "rows of every parameter (dim 0, an even share), and gathers the rest only while a module runs.")
+            f"rows of every parameter (dim 0, ceil(rows/{k}) a rank, the last ranks fewer: about 1/{k}), and gathers "
+            "the rest only while a module runs.")
     if k > 1 and trace.backend == "cpu":
         text += (f" The {k} processes share the machine's few CPU cores, so the measured times show time-sharing "
                  "more than the cost of the work or of communication.")

@@ -1,0 +1,36 @@
+"""The Memory view's caption for FSDP: each rank holds 1/W of every parameter (its own rows of dim 0, as FSDP2 cuts
+them), with the gradients and the optimizer state of that shard only; the figures read from the trace's facts.
+
+    sharded_why(trace, table, unit)   # the spec's `memory_why`
+
+FSDP2 gives rank r rows r·c to (r+1)·c of a parameter of d rows, c = ceil(d / W): the last ranks may hold fewer
+rows (none, past the last), which FSDP pads to c rows for its all-gather (dpviz.engines.fsdp.plan).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from dpviz.figures.byte_unit import ByteUnit
+from dpviz.figures.memory_lead import fullest_lead
+from dpviz.trace import Trace
+
+
+def sharded_why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
+    """How much the ranks hold at their fullest, then what each holds of the model: its shard."""
+    k = len(trace.lanes)
+    text = (fullest_lead(trace, table, unit) + f"<br>Each rank holds about 1/{k} of every parameter: its own rows of "
+            f"dim 0,<br>ceil(rows/{k}) a rank, the last ranks fewer (padded for the all-gather)")
+    held = trace.facts.get("held")
+    if held and None not in held:
+        mine = [rank["parameters"]["elements"] for rank in held]
+        model = sum(mine)
+        most = trace.vocabulary.lane_name(mine.index(max(mine)))
+        text += (f":<br>here {mine[0]:,} of the model's {model:,} parameter elements, each rank the same"
+                 if len(set(mine)) == 1 else
+                 f":<br>here {min(mine):,} to {max(mine):,} of the model's {model:,} parameter elements "
+                 f"({most} the most)")
+    if trace.config.train:
+        text += ",<br>with the gradients and the optimizer state of its shard only"
+    whole = ("from its forward to its backward (reshard_after_forward=False)" if not trace.config.reshard_after_forward
+             else "while it runs")
+    return text + f".<br>A module's parameters are whole only {whole}: the gathered parameters."
