@@ -37,7 +37,8 @@ def test_engine_both_compares_and_draws_every_view_for_each_engine():
     assert not app.exception and [t.label for t in app.tabs][0] == "Compare"
     assert len(app.get("plotly_chart")) == 1  # the comparison figure
     text = shown_text(app)
-    assert "no scatter, no replicate, no gather" in text and "DataParallel moves" in text
+    assert "no scatter, no replicate, no gather" in text and "DataParallel's GPU 0 sends" in text
+    assert "These settings cannot show GPU 0 as the hub" in text and "Use 3 GPUs to see" in text  # 2 GPUs: one spoke
     for label in ("Split per batch", "Timeline", "Memory"):
         show_tab(app, label)
         assert not app.exception and len(app.get("plotly_chart")) == 2, label  # DataParallel's beside DDP's
@@ -117,7 +118,9 @@ def test_the_compare_preset_opens_both_engines_at_8_devices_with_gpu0_first():
     from dpviz.figures.style import unwrap
 
     title = unwrap(json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"])
-    assert "GPU 0 moves" in title and "what a DDP rank moves" in title  # the Compare tab's chart comes first
+    assert "GPU 0 sends" in title and "what a DDP rank sends" in title  # the Compare tab's chart comes first
+    text = shown_text(app)
+    assert "not on GPUs" in text and "faster on GPUs" in text and "measurably faster" not in text  # CPU: no verdict
 
 
 def test_a_run_waits_for_room_held_by_another_session_then_runs(monkeypatch):

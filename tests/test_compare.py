@@ -6,7 +6,8 @@ import statistics
 
 import pytest
 
-from dpviz.analysis.compare import _ms, comparison, model_bytes, moves_per_step, per_device, step_seconds, traffic
+from dpviz.analysis.compare import (_ms, comparison, model_bytes, modelled_times, moves_per_step, per_device, step_seconds,
+                                    traffic)
 from dpviz.analysis.step_times import LINKS, Measured, measured, modelled, verdict
 from dpviz.analysis.traffic_model import StepSizes, growth
 from dpviz.engines import ENGINES
@@ -18,10 +19,17 @@ from dpviz.engines import engine
 dataparallel, distributed = ENGINES["dp"].part("moves_at"), ENGINES["ddp"].part("moves_at")
 from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
 
+UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+
 
 @functools.cache
 def runs(**settings):
     return engine("dp").record(RunConfig(**settings)), engine("ddp").record(RunConfig(engine="ddp", **settings))
+
+
+def axis_unit(fig, axis: str = "yaxis") -> int:
+    """Bytes in one unit of a figure's axis, the unit its title names: "sent per step (MiB)"."""
+    return UNITS[fig.layout[axis].title.text.rsplit("(", 1)[1].rstrip(")")]
 
 
 def test_dataparallel_sends_chunks_and_model_copies_and_takes_back_outputs_and_gradients():
@@ -72,8 +80,8 @@ def test_the_sentences_quote_the_runs_numbers():
     assert "GPU 0" in text and "no scatter, no replicate, no gather" in text and "(computed)" in text
     summary = measured(dp)
     most = max(summary.high, measured(ddp).high)  # both engines' times in one unit
-    assert (f"DataParallel {_ms(summary.median, most)} (middle half {_ms(summary.low, most)} to {_ms(summary.high, most)}, "
-            "2 steps after the first)") in text
+    assert (f"DataParallel: measured {_ms(summary.median, most)} (the median of 2 steps after the first; middle half "
+            f"{_ms(summary.low, most)} to {_ms(summary.high, most)}), modelled {modelled_times(dp, ddp)[0]}") in text
     assert summary.median == statistics.median(step_seconds(dp)[1:])  # the first step, a warm-up, left out
     assert "handled 96 rows (96 distinct)" in text and "loaded 96 rows (96 distinct)" in text
     _, padded = runs(gpus=3, data_size=10, batch_size=6, shuffle=False)
@@ -90,12 +98,13 @@ def test_the_comparison_figure_draws_each_engines_traffic_by_what_moves():
     right = {bar.name for bar in fig.data if bar.xaxis == "x2"}
     assert left == {"input chunk", "parameter copy", "output gathered", "output gradient", "sum of gradients"}  # the phase's own name
     assert right == {"all-reduce", "buffers"}  # BatchNorm's buffers, from rank 0
-    gpu0 = sum(bar.y[list(bar.x).index("GPU 0")] for bar in fig.data if bar.xaxis == "x" and "GPU 0" in bar.x)
-    assert gpu0 == pytest.approx(max(f.bytes_per_step for f in per_device(dp)), abs=1) and "GPU 0 moves" in unwrap(fig.layout.annotations[0].text)
+    unit = axis_unit(fig)
+    gpu0 = sum(bar.y[list(bar.x).index("GPU 0")] for bar in fig.data if bar.xaxis == "x" and "GPU 0" in bar.x) * unit
+    assert gpu0 == pytest.approx(max(f.bytes_per_step for f in per_device(dp)), abs=1) and "GPU 0 sends" in unwrap(fig.layout.annotations[0].text)
     rank = max(f.bytes_per_step for f in per_device(ddp))
-    assert f"GPU 0 moves {gpu0 / rank:.1f}× what a DDP rank moves" in unwrap(fig.layout.title.text)
+    assert f"GPU 0 sends {gpu0 / rank:.1f}× what a DDP rank sends" in unwrap(fig.layout.title.text)
     # both top panels on one scale, so GPU 0's bar and a rank's are compared by height
-    assert fig.layout.yaxis.range == fig.layout.yaxis2.range and fig.layout.yaxis.range[1] >= gpu0
+    assert fig.layout.yaxis.range == fig.layout.yaxis2.range and fig.layout.yaxis.range[1] * unit >= gpu0
 
 
 def test_the_ddp_flow_shows_each_rank_reading_its_own_rows_into_one_all_reduce():
@@ -136,10 +145,12 @@ def test_gpu0_grows_with_every_device_while_a_ranks_all_reduce_stays_under_twice
     rows = growth(sizes, range(2, 17), dataparallel, distributed)
     used = lambda count: len(chunk_sizes(sizes.rows, count))  # torch.chunk may leave the last devices idle
     assert all(b.gpu0 > a.gpu0 if used(b.devices) > used(a.devices) else b.gpu0 == a.gpu0 for a, b in zip(rows, rows[1:]))
-    assert all(r.rank < 2 * (2 * sizes.gradients) + sizes.buffers * (r.devices - 1) for r in rows)  # sent + received
+    assert all(r.rank < 2 * sizes.gradients + sizes.buffers * (r.devices - 1) for r in rows)  # sent: the ring's share
     for count in range(3, 17):  # GPU 0 stands out: it carries what every other GPU moves, together
         moves = [sent + received for sent, received in dataparallel(sizes, count)]
         assert moves[0] == sum(moves[1:]) and moves[0] >= (used(count) - 1) * max(moves[1:]) * 0.9
+        sent = [sent for sent, _ in dataparallel(sizes, count)]  # and sends each other GPU more than it sends back
+        assert sent[0] >= (used(count) - 1) * max(sent[1:]) and [r.gpu0 for r in rows if r.devices == count] == [sent[0]]
 
 
 def test_the_growth_panel_draws_the_formulas_and_marks_this_run():
@@ -149,8 +160,10 @@ def test_the_growth_panel_draws_the_formulas_and_marks_this_run():
     fig = comparison_figure(dp, ddp)
     lines = {trace.name: trace for trace in fig.data if trace.type == "scatter"}
     rows = growth(StepSizes.of(dp, ddp), range(2, 17), dataparallel, distributed)
-    assert list(lines["DataParallel: GPU 0"].y) == [r.gpu0 for r in rows]
-    assert list(lines["DDP: any rank"].y) == [r.rank for r in rows]
+    unit = axis_unit(fig, "yaxis3")  # the panel's unit, the bars' (one per figure)
+    assert unit == axis_unit(fig)
+    assert [y * unit for y in lines["DataParallel: GPU 0"].y] == pytest.approx([r.gpu0 for r in rows])
+    assert [y * unit for y in lines["DDP: any rank"].y] == pytest.approx([r.rank for r in rows])
     assert [shape.x0 for shape in fig.layout.shapes] == [4]
 
 
@@ -170,19 +183,57 @@ def test_the_modelled_time_is_the_busiest_links_bytes_over_its_bandwidth():
     assert modelled(moves, pcie) > modelled(moves_per_step(ddp), pcie)  # GPU 0's link is the bottleneck
 
 
-def test_five_reloads_of_the_same_link_never_reverse_which_engine_is_called_faster():
+def test_five_reloads_of_the_same_link_never_call_an_engine_faster_on_a_cpu_and_model_the_same_times():
     said = []
     for _ in range(5):  # five reloads of engine=both&gpus=4&train=true&data_size=300 (10 steps), each run anew
         dp = engine("dp").record(RunConfig(gpus=4, train=True, data_size=300))
         ddp = engine("ddp").record(RunConfig(engine="ddp", gpus=4, train=True, data_size=300))
         text = " ".join(comparison(dp, ddp))
-        said.append(("DataParallel's middle half" in text, "DDP's middle half" in text,
-                     text[text.index("Modelled"):]))
-    assert not any(dp_faster for dp_faster, _, _ in said) or not any(ddp_faster for _, ddp_faster, _ in said)
-    assert len({modelled_sentence for _, _, modelled_sentence in said}) == 1  # the same every time
+        said.append(("faster here" in text or "measurably faster" in text, tuple(modelled_times(dp, ddp))))
+    assert not any(faster for faster, _ in said)  # threads and processes on a CPU: no verdict, whichever ran quicker
+    assert len({modelled for _, modelled in said}) == 1  # the same every time
 
 
-UNIT = r"\d[\d,.]* ([KMG]iB|B|µs|ms)\b"
+def slowed(trace, factor: float):
+    """`trace` with every span `factor` times as long, from the same start: its steps take `factor` times as long."""
+    import dataclasses
+
+    spans = [dataclasses.replace(s, start=s.start * factor, end=s.end * factor) for s in trace.spans]
+    return dataclasses.replace(trace, spans=spans)
+
+
+def test_cpu_times_call_no_engine_faster_and_each_stands_beside_its_spread_and_modelled_time():
+    import re
+
+    dp, ddp = runs(gpus=2, train=True, data_size=300)  # 10 steps: 9 after the warm-up, enough for a verdict on GPUs
+    ddp = slowed(ddp, 1000)  # every DDP step far slower than every DataParallel step: spreads far apart
+    assert verdict(measured(dp), measured(ddp)) == "dp"  # what a verdict would say, were these GPUs
+    sentences = comparison(dp, ddp)
+    text = " ".join(sentences)
+    assert "faster" not in text.replace("neither engine faster", "")  # no verdict from CPU threads and processes
+    assert "on this machine's CPU, not on GPUs" in text and "threads" in text and "processes" in text
+    timed = next(s for s in sentences if s.startswith("Time per step"))
+    for name, model in zip(("DataParallel", "DDP"), modelled_times(dp, ddp)):
+        # the engine's time: its median with its middle half, and beside it the time modelled on real links
+        clause = re.search(rf"\b{name}: measured (.*?\)), modelled (.*?)\. ", timed)
+        assert clause and "middle half" in clause[1] and clause[2] == model, (name, timed)
+        assert all(link.name in model for link in LINKS)
+    times = re.findall(r"\d[\d,.]* (?:ns|µs|ms|s)\b", text)
+    quoted = {m for m in re.findall(r"\d[\d,.]* (?:ns|µs|ms|s)\b", timed)}
+    assert set(times) <= quoted  # no time anywhere else under the chart, alone
+
+
+def test_on_gpus_a_winner_is_named_only_beside_its_spread_and_modelled_time():
+    import dataclasses
+
+    dp, ddp = runs(gpus=2, train=True, data_size=300)
+    gpus = [dataclasses.replace(t, backend="cuda") for t in (dp, slowed(ddp, 1000))]
+    timed = next(s for s in comparison(*gpus) if s.startswith("Time per step"))
+    assert "Measured on these GPUs: DataParallel's middle half of steps lies wholly below the other's" in timed
+    assert timed.count("middle half") == 3 and timed.count(", modelled ") == 2
+
+
+UNIT = r"\d[\d,.]* ([KMG]iB|B|ns|µs|ms)\b"
 
 
 def test_memory_and_bytes_side_by_side_in_one_unit_and_no_range_of_one_value():
@@ -194,12 +245,15 @@ def test_memory_and_bytes_side_by_side_in_one_unit_and_no_range_of_one_value():
     peaks = [f.peak_memory for f in per_device(ddp)]
     assert len(set(peaks)) == 1  # every rank holds the same: one figure, not a range
     assert "between" not in memory and not re.search(r"between (\S+ \S+) and \1", " ".join(sentences))
-    for sentence in (memory, sentences[0]):  # DataParallel's figures and DDP's, read side by side
+    for sentence in (memory, next(s for s in sentences if s.startswith("Per step"))):  # DataParallel's and DDP's, side by side
         assert len(set(re.findall(UNIT, sentence))) == 1, sentence
-    pairs = re.findall(r"over [^,]+, (\S+ \S+) with DataParallel and (\S+ \S+) with DDP", " ".join(sentences))
-    assert pairs and all(a.split()[1] == b.split()[1] for a, b in pairs), pairs  # each link's two times, one unit
-    measured_times = next(s for s in sentences if s.startswith("Measured"))
-    assert len(set(re.findall(UNIT, measured_times))) == 1, measured_times
+    engines = [[part.split(" over ") for part in said.split(", ")] for said in modelled_times(dp, ddp)]
+    for (a, link), (b, same) in zip(*engines):  # each link's two times, DataParallel's and DDP's, in one unit
+        assert link == same and a.split()[1] == b.split()[1], engines
+    timed = next(s for s in sentences if s.startswith("Time per step"))
+    measured_times = re.findall(r"measured (\S+ \S+) \(the median of \d+ steps? after the first; middle half (\S+ \S+) "
+                                r"to (\S+ \S+)\)", timed)
+    assert len(measured_times) == 2 and len({t.split()[1] for t in sum(measured_times, ())}) == 1, timed
 
 
 def test_bytes_alike_and_bytes_range():
@@ -209,3 +263,37 @@ def test_bytes_alike_and_bytes_range():
     assert bytes_range(640, 640) == "640 B" and bytes_range(1260, 1261) == "1.23 KiB"  # the same when read
     assert bytes_range(512, 2048) == "between 0.50 KiB and 2.00 KiB"
     assert bytes_alike(3 * 1024 ** 2, 1024)[1] != "0.00 MiB"  # small beside large keeps its digits
+
+
+@pytest.mark.parametrize("settings, change", [
+    (dict(), "turn on training and use 3 GPUs"),  # the page's defaults: 2 GPUs, forward only
+    (dict(gpus=2, train=True), "use 3 GPUs"),
+    (dict(gpus=4), "turn on training"),
+    (dict(gpus=4, train=True, data_size=8, batch_size=2), "use batches of 3 rows or more on 3 GPUs or more"),
+    (dict(gpus=3, train=True, data_size=16, batch_size=4), "use 4 GPUs"),  # torch.chunk: 2 + 2 rows on 3 GPUs
+])
+def test_settings_that_cannot_show_gpu0_as_the_hub_say_what_would(settings, change):
+    from dpviz.analysis.hub_lesson import hub_lesson
+    from dpviz.figures.compare import comparison_figure
+
+    dp, ddp = runs(**settings)
+    lesson = hub_lesson(dp, ddp)
+    assert not lesson.shows and lesson.change == change
+    title = unwrap(comparison_figure(dp, ddp).layout.title.text)
+    assert title == f"These settings cannot show GPU 0 as the hub: {change}"  # no ratio over bars that cannot show it
+    first = comparison(dp, ddp)[0]
+    assert first.startswith(f"These settings cannot show GPU 0 as the hub ({lesson.why}). {change[0].upper()}{change[1:]} to see")
+
+
+def test_the_settings_the_lesson_names_show_gpu0_as_the_hub():
+    """What the defaults' sentence asks for (training, 3 GPUs), run: GPU 0 sends more than twice what any other
+    device sends, and the title says how much more than a DDP rank."""
+    from dpviz.analysis.hub_lesson import hub_lesson
+    from dpviz.figures.compare import comparison_figure
+
+    dp, ddp = runs(gpus=3, train=True)
+    assert hub_lesson(dp, ddp).shows
+    a, b = per_device(dp), per_device(ddp)
+    assert a[0].bytes_per_step > 2 * max(f.bytes_per_step for f in a[1:] + b)
+    title = unwrap(comparison_figure(dp, ddp).layout.title.text)
+    assert title.startswith("Every step, GPU 0 sends") and not any(s.startswith("These settings") for s in comparison(dp, ddp))

@@ -128,3 +128,33 @@ def test_the_figure_draws_both_panels_from_the_runs():
 def test_the_figure_refuses_no_runs():
     with pytest.raises(ValueError, match="at least one run"):
         memory_compare_figure([])
+
+
+def test_the_compare_bars_and_the_diamonds_count_the_same_bytes_sent():
+    """One trace, two figures: each DataParallel GPU's and DDP rank's bar on the Both page's Compare figure reads the
+    bytes its diamond reads on this page's, both what the device sends per step (DDP's rank 0 its buffers too)."""
+    import dataclasses
+
+    from dpviz.figures.compare import comparison_figure
+
+    units = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+    # bytes in one unit of an axis, the unit its title ends with: "per step (KiB)"; plain bytes where it names none
+    unit = lambda fig, axis: units.get(fig.layout[axis].title.text.rsplit("(", 1)[-1].rstrip(")"), 1)
+    buffers = dict(SETTINGS, model="mlp")  # BatchNorm's buffers: rank 0 broadcasts them before each forward
+    for settings in (SETTINGS, buffers):
+        dp, ddp = (engine(name).record(RunConfig(engine=name, **settings)) for name in ("dp", "ddp"))
+        compare, every = comparison_figure(dp, ddp), memory_compare_figure([dp, ddp])
+        bars: dict[tuple[str, str], float] = {}
+        for bar in compare.data:
+            if bar.type == "bar":
+                engine_name = "DataParallel" if bar.xaxis == "x" else "DDP"
+                for device, height in zip(bar.x, bar.y):
+                    key = (engine_name, device.split()[-1])
+                    bars[key] = bars.get(key, 0) + height * unit(compare, "yaxis")
+        diamonds = next(t for t in every.data if t.name == COMPUTED)
+        sent = {(e, d): y * unit(every, "yaxis2") for e, d, y in zip(*diamonds.x, diamonds.y)}
+        assert {k: v for k, v in sent.items() if v} == pytest.approx(bars), settings
+        if settings is buffers:
+            assert sent[("DDP", "0")] > sent[("DDP", "1")] > 0  # rank 0 sends the buffers as well
+    assert "sent per step" in compare.layout.yaxis.title.text and "sends" in diamonds.hovertemplate
+    assert all("sent per step" in bar.hovertemplate for bar in compare.data if bar.type == "bar")

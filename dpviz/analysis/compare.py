@@ -1,26 +1,29 @@
 """DataParallel against DistributedDataParallel on the same settings, from the two runs' traces.
 
     table = traffic(trace)               # bytes each device sends and receives per step, by what moves
-    rows = per_device(dp, ddp)           # per device: bytes per step, peak memory, time per step, rows seen
+    rows = per_device(trace)             # per device: bytes it sends per step, peak memory, rows seen
     sentences = comparison(dp, ddp)      # why DDP does less per step, in the runs' own numbers
 
 Bytes that cross between devices are computed from the traces (the rows each device got, the tensors'
 sizes, the parameter and gradient bytes of the memory ledger), not measured: on simulated devices and
-CPU processes nothing crosses a real link. Times per step are measured; memory is measured on GPUs
-and computed elsewhere. Every figure says which. No torch: a loaded trace compares too.
+CPU processes nothing crosses a real link. A device's bytes per step are the bytes it sends, the one count
+every figure uses (the Compare figure's bars, the Memory page's diamonds: dpviz.analysis.memory_compare). Times
+per step are measured, each with its spread and beside the time the same bytes would take on real links
+(modelled); memory is measured on GPUs and computed elsewhere. Every figure says which. No torch: a loaded
+trace compares too.
 """
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 from dpviz.engines import ENGINES
-from dpviz.analysis.step_times import LINKS, measured, modelled, step_seconds, verdict  # noqa: F401  step_seconds named here too
+from dpviz.analysis.hub_lesson import hub_lesson
+from dpviz.analysis.step_times import LINKS, measured, modelled, on_gpus, step_seconds, verdict  # noqa: F401  step_seconds named here too
 from dpviz.trace import Trace
+# the sizes a step's traffic is made of live with the formulas; the engines' readers read them from here too
+from dpviz.analysis.traffic_model import FLOAT_BYTES, model_bytes, row_bytes  # noqa: F401
 from dpviz.analysis.wording import bytes_alike
-
-FLOAT_BYTES = 4  # dpviz's models run in float32
 
 
 @dataclass(frozen=True)
@@ -34,19 +37,10 @@ class Move:
     received: int
 
 
-def row_bytes(shape: list[int], rows: int) -> int:
-    return math.prod(shape) // rows * FLOAT_BYTES if rows and shape else 0
-
-
 def ledger(trace: Trace, lane: int, *categories: str) -> int | None:
     """The largest figure the memory ledger holds for `categories` on `lane` (computed traces only)."""
     sizes = [m.bytes for m in trace.memory if m.lane == lane and m.category in categories]
     return max(sizes) if sizes else None
-
-
-def model_bytes(trace: Trace) -> tuple[int | None, int | None]:
-    """(parameters and buffers, gradients) of the model, from the trace's computed memory ledger."""
-    return trace.spec.part("model_bytes")(trace)
 
 
 def traffic(trace: Trace) -> list[Move]:
@@ -61,7 +55,7 @@ class DeviceFigures:
     engine: str
     lane: int
     name: str
-    bytes_per_step: int  # sent + received, computed
+    bytes_per_step: int  # sent per step, computed
     peak_memory: int | None  # measured on GPUs, computed elsewhere
     memory_kind: str
     rows: int  # rows its forwards handled over the run (padding rows included)
@@ -69,17 +63,14 @@ class DeviceFigures:
 
 
 def per_device(trace: Trace) -> list[DeviceFigures]:
-    moved: dict[int, int] = defaultdict(int)
-    for move in traffic(trace):
-        moved[move.lane] += move.sent + move.received
-    steps = max(1, len(trace.batches))
+    moved = {lane: sent for lane, (sent, _) in zip((lane.id for lane in trace.lanes), moves_per_step(trace))}
     figures = []
     for lane in trace.lanes:
         rows = [row for s in trace.spans if s.phase == "forward" and s.lane == lane.id for row in trace.sample_ids(s)]
         peak = max((sum(m.bytes for m in trace.memory if m.lane == lane.id and m.batch == b and m.phase == p)
                     for b, p in {(m.batch, m.phase) for m in trace.memory}), default=None)
         figures.append(DeviceFigures(trace.engine, lane.id, trace.vocabulary.lane_name(lane.id),
-                                     moved[lane.id] // steps, peak, trace.memory_kind, len(rows), len(set(rows))))
+                                     moved[lane.id], peak, trace.memory_kind, len(rows), len(set(rows))))
     return figures
 
 
@@ -92,9 +83,12 @@ def _rows_seen(trace: Trace) -> str:
 
 
 def comparison(dp: Trace, ddp: Trace) -> list[str]:
-    """Plain sentences, every number from the two runs."""
+    """Plain sentences, every number from the two runs; first, when these settings cannot show GPU 0 as the hub,
+    what would (the Compare figure's title says it too, from the same hub_lesson)."""
     a, b = per_device(dp), per_device(ddp)
-    sentences = []
+    lesson = hub_lesson(dp, ddp)
+    sentences = [] if lesson.shows else [
+        f"These settings cannot show {dp.vocabulary.lane_name(dp.lanes[0].id)} as the hub ({lesson.why}). {lesson.sentence}"]
     if a and b:
         first = a[0]
         others = [f.bytes_per_step for f in a[1:]]
@@ -102,13 +96,17 @@ def comparison(dp: Trace, ddp: Trace) -> list[str]:
         even = len({f.bytes_per_step for f in b}) == 1
         # One unit for the three, so they compare at a glance.
         through, other, ddp_most = bytes_alike(first.bytes_per_step, max(others, default=0), most_ddp)
+        train = dp.config.train
+        back = (f"{other} each, back to {first.name} (their outputs{' and gradients' if train else ''})" if others
+                else "nothing")
+        ranks = (f"A DDP rank sends at most {ddp_most}, "
+                 f"{'the same on every rank' if even else 'about the same on every rank (rank 0 also sends its buffers)'}"
+                 if most_ddp else "DDP's ranks send nothing")
         sentences.append(
-            f"Per step, DataParallel moves {through} through {first.name} (computed): it "
-            f"sends every other device its chunk of the batch and a fresh copy of the model, and takes back every "
-            f"output{' and every gradient' if dp.config.train else ''}; the others move "
-            f"{other if others else 'nothing'} each. DDP moves at most {ddp_most} "
-            f"per rank, {'the same on every rank' if even else 'about the same on every rank (rank 0 also sends its buffers)'}: "
-            f"no scatter, no replicate, no gather{', only the gradients all-reduced' if ddp.config.train else ''}.")
+            f"Per step, DataParallel's {first.name} sends {through} (computed): every other device its chunk of the "
+            f"batch and a fresh copy of the model{', and the gradient of each output' if train else ''}; the others "
+            f"send {back}. {ranks}: no scatter, no replicate, no gather"
+            f"{', only its share of the gradients all-reduced' if ddp.config.train else ''}.")
     sentences += times_sentences(dp, ddp)
     if a and b:
         sentences.append(
@@ -136,43 +134,70 @@ def moves_per_step(trace: Trace) -> list[tuple[int, int]]:
     return [(sent[lane.id] // steps, received[lane.id] // steps) for lane in trace.lanes]
 
 
+def sent_per_step(trace: Trace) -> list[float]:
+    """Bytes each lane sends in an average step of the run (computed, as traffic()): what the Compare figure's bars
+    and the Memory page's diamonds of DataParallel and DDP both count."""
+    sent: dict[int, int] = defaultdict(int)
+    for move in traffic(trace):
+        sent[move.lane] += move.sent
+    steps = max(1, len(trace.batches))
+    return [sent[lane.id] / steps for lane in trace.lanes]
+
+
 def _ms(seconds: float, largest: float | None = None) -> str:
-    """A time in µs or ms, the unit chosen by `largest` (the largest time it is read beside) when given."""
+    """A time in ns, µs or ms, the unit chosen by `largest` (the largest time it is read beside) when given."""
     scale = seconds if largest is None else largest
+    if scale < 1e-6:
+        return f"{seconds * 1e9:.1f} ns"
     if scale < 1e-4:
         return f"{seconds * 1e6:.1f} µs"
     return f"{seconds * 1e3:.2f} ms" if scale < 0.01 else f"{seconds * 1e3:.1f} ms"
 
 
-def times_sentences(dp: Trace, ddp: Trace) -> list[str]:
-    """The measured time per step with its spread, what this machine can tell from it, and the time the
-    bytes would take on named links (modelled, the same on every reload)."""
-    sentences = []
-    a, b = measured(dp), measured(ddp)
-    if a is not None and b is not None:
-        most = max(a.high, b.high)  # both engines' times in one unit
-        where = lambda t, m: (f"{_ms(m.median, most)} (middle half {_ms(m.low, most)} to {_ms(m.high, most)}, "
-                              f"{m.count} step{'s' if m.count != 1 else ''} after the first)")
-        hosts = (f"{'threads standing in for GPUs' if dp.simulated else 'real GPUs'} against "
-                 f"{'processes sharing the CPU' if ddp.backend == 'cpu' else 'one process per GPU'}")
-        faster = verdict(a, b)
-        if faster is None:
-            tell = ("The two spreads overlap, so on this machine no difference between them is measurable: a "
-                    "reload may put either ahead.")
-        else:
-            name = ENGINES[faster].short
-            tell = (f"{name}'s middle half of steps lies wholly below the other's: measurably faster on this "
-                    "machine.")
-        sentences.append(f"Measured time per step ({hosts}): DataParallel {where(dp, a)}, DDP {where(ddp, b)}. {tell}")
+def modelled_times(dp: Trace, ddp: Trace) -> list[str | None] | None:
+    """Per engine (DataParallel's, DDP's), its time for one step's transfers over each of LINKS, each link's pair
+    in one unit: "0.24 ms over PCIe 4.0 x16, 25.3 µs over NVLink (A100)", None for an engine that sends nothing;
+    None when nothing crosses between devices in either run. The same on every reload: bytes over bandwidth."""
     dp_moves, ddp_moves = moves_per_step(dp), moves_per_step(ddp)
-    if any(sum(m) for m in dp_moves + ddp_moves):
-        parts = []
-        for link in LINKS:
-            pair = modelled(dp_moves, link), modelled(ddp_moves, link)
-            parts.append(f"over {link.name}, {_ms(pair[0], max(pair))} with DataParallel and "
-                         f"{_ms(pair[1], max(pair))} with DDP")
+    if not any(sum(m) for m in dp_moves + ddp_moves):
+        return None
+    pairs = [(modelled(dp_moves, link), modelled(ddp_moves, link)) for link in LINKS]
+    return [", ".join(f"{_ms(pair[i], max(pair))} over {link.name}" for link, pair in zip(LINKS, pairs))
+            if any(pair[i] for pair in pairs) else None for i in (0, 1)]
+
+
+def times_sentences(dp: Trace, ddp: Trace) -> list[str]:
+    """Each engine's time per step: measured, with its spread, beside the time its bytes would take on real links
+    (modelled), then what each of the two can tell. On a CPU the measured times are the host's threads and
+    processes, not GPUs: no engine is called faster from them."""
+    a, b = measured(dp), measured(ddp)
+    model = modelled_times(dp, ddp)
+    if a is None and b is None and model is None:
+        return []
+    most = max((m.high for m in (a, b) if m is not None), default=0)  # both engines' measured times in one unit
+
+    def clause(name: str, m, modelled_text: str | None) -> str:
+        said = (f"measured {_ms(m.median, most)} (the median of {m.count} step{'s' if m.count != 1 else ''} after the "
+                f"first; middle half {_ms(m.low, most)} to {_ms(m.high, most)})" if m is not None
+                else "not measured (one step, a warm-up, only)")
+        return f"{name}: {said}, modelled {modelled_text}" if modelled_text else \
+            f"{name}: {said}, sends nothing, so no transfer time is modelled"
+
+    engines = [clause("DataParallel", a, model[0] if model else None), clause("DDP", b, model[1] if model else None)]
+    if on_gpus(dp, ddp):
+        faster = verdict(a, b)
+        told = ("Measured on these GPUs: " + (f"{ENGINES[faster].short}'s middle half of steps lies wholly below the "
+                                              "other's, measurably faster here." if faster else
+                                              "the spreads overlap, so no difference is measurable here."))
+    else:
+        hosts = ([] if on_gpus(dp) else ["DataParallel's GPUs are threads"]) + \
+            ([] if on_gpus(ddp) else ["DDP's ranks are processes sharing the cores"])
+        told = (f"Measured on this machine's CPU, not on GPUs ({', '.join(hosts)}): these times call neither engine "
+                "faster on GPUs.")
+    sentences = [f"Time per step. {'. '.join(engines)}. {told}"]
+    if model is not None:
         sentences.append(
-            f"Modelled for {len(dp.lanes)} GPUs, each with a link of its own (the bytes above at the link's peak "
-            f"bandwidth each way; compute and latency left out), one step's transfers take {'; '.join(parts)}. The "
-            "busiest device decides: DataParallel's GPU 0, through which every chunk, copy and output passes.")
+            f"Modelled: one step's transfers on {len(dp.lanes)} GPUs, each with a link of its own, at the link's "
+            "peak bandwidth each way (compute and latency left out). The busiest device decides: DataParallel's "
+            f"{dp.vocabulary.lane_name(dp.lanes[0].id)}, through which every chunk, copy and output passes.")
     return sentences

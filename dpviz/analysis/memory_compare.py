@@ -9,12 +9,14 @@ kinds put in common terms by their `family` (DDP's gradient buckets and FSDP's g
 communication buffers). Bytes handed to collectives are what the ranks wrote down as they called them
 (facts["moved"]: the tensors' sizes); the bytes a rank sends for them are computed from the textbook ring
 algorithms NCCL runs (each engine's `wire` part), not measured: gloo on the CPU runs other algorithms, and
-FSDP's reduce-scatter as an all-reduce. No torch.
+FSDP's reduce-scatter as an all-reduce. Sent, not sent and received: the one count of the Both page's Compare
+figure too, whose DDP and DataParallel bars are these same numbers (dpviz.analysis.compare.sent_per_step). No torch.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
 from dpviz.analysis.wording import bytes_alike, human_bytes, numbered
 from dpviz.trace import Trace
@@ -72,7 +74,7 @@ class LaneBytes:
     engine: str
     lane: str
     measured: dict[str, float]  # collective -> bytes of the tensors handed to it, per step on average
-    computed: float | None  # bytes the lane sends per step by the textbook algorithm; None: nothing to compute from
+    computed: float | None  # bytes the lane sends per step (the count the Compare figure's bars draw); None: unknown
 
     @property
     def total(self) -> float:
@@ -112,12 +114,14 @@ def ring_share(ranks: int) -> float:
 
 # ---- the words on and under the chart
 
-def state_title(traces: list[Trace]) -> str:
-    """'Parameters, gradients and optimizer state on the fullest device: DDP 200 B, ZeRO-1 180 B, FSDP 104 B'."""
+def state_title(traces: list[Trace], amount: Callable[[float], str] | None = None) -> str:
+    """'Parameters, gradients and optimizer state on the fullest device: DDP 200 B, ZeRO-1 180 B, FSDP 104 B', each
+    amount written by `amount` (a figure's own unit) or, without one, in the largest's unit."""
     most = [(t.spec.short, max((m.model_state for m in memory_by_kind(t)), default=0)) for t in traces]
     if not any(amount for _, amount in most):
         return "Memory and bytes per device"
-    shown = bytes_alike(*(amount for _, amount in most))
+    sizes = [size for _, size in most]
+    shown = [amount(size) for size in sizes] if amount is not None else bytes_alike(*sizes)
     return ("Parameters, gradients and optimizer state on the fullest device: "
             + ", ".join(f"{name} {amount}" for (name, _), amount in zip(most, shown)))
 

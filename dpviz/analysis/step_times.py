@@ -1,13 +1,15 @@
 """Time per step, said honestly: measured with its spread, and modelled for named hardware.
 
     summary = measured(trace)                  # median, quartiles and count over the steps after the first
+    on_gpus(dp_trace, ddp_trace)               # whether the times are of GPUs at all (not a CPU's threads)
     verdict(dp_summary, ddp_summary)           # which is faster, only where the spreads do not overlap
     modelled(moves, LINKS[0])                  # seconds the busiest link needs for one step's bytes
 
 Measured times on a CPU are the host's: threads standing in for GPUs, processes sharing the cores, a
-machine that may be busy. A single median flips between two runs of the same link, so a winner is named
-only when the middle halves of the two engines' steps (first to third quartile) do not overlap; otherwise
-the page says no difference is measurable here. The modelled time is what the bytes each device moves
+machine that may be busy. They say nothing of GPUs, so no winner is named from them (`on_gpus`). On GPUs a
+single median still flips between two runs of the same link, so a winner is named only when the middle halves
+of the two engines' steps (first to third quartile) do not overlap; otherwise the page says no difference is
+measurable here. The modelled time is what the bytes each device moves
 would take over a named link at its peak bandwidth per direction, latency and compute left out: the same
 every time for the same settings, and labelled as modelled.
 """
@@ -49,6 +51,11 @@ def measured(trace: Trace) -> Measured | None:
         return Measured(times[0], times[0], times[0], 1)
     low, _, high = statistics.quantiles(times, n=4, method="inclusive")
     return Measured(statistics.median(times), low, high, len(times))
+
+
+def on_gpus(*traces: Trace) -> bool:
+    """Whether every run's times are of real GPUs: not threads standing in for them, not processes on a CPU."""
+    return all(trace.backend == "cuda" for trace in traces)
 
 
 MIN_STEPS = 5  # fewer steps after the warm-up than this say nothing about a difference

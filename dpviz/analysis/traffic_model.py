@@ -1,6 +1,6 @@
 """Bytes each device sends and receives in one step, from the formulas of DataParallel and DDP, at any count.
 
-    sizes = StepSizes.of(dp_trace, ddp_trace)     # a batch's rows, bytes per row, the model's bytes
+    sizes = StepSizes.of(dp_trace, ddp_trace)     # a batch's rows, bytes per row, the model's bytes (model_bytes)
     growth(sizes, range(2, 17), dp.spec.part("moves_at"), ddp.spec.part("moves_at"))
                                                   # how GPU 0's load and a rank's grow with the count
 
@@ -17,11 +17,22 @@ tests/test_compare.py checks these against the bytes two real runs moved at 2, 4
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from dpviz.analysis.compare import model_bytes, row_bytes
 from dpviz.trace import Trace
+
+FLOAT_BYTES = 4  # dpviz's models run in float32
+
+
+def row_bytes(shape: list[int], rows: int) -> int:
+    return math.prod(shape) // rows * FLOAT_BYTES if rows and shape else 0
+
+
+def model_bytes(trace: Trace) -> tuple[int | None, int | None]:
+    """(parameters and buffers, gradients) of the model, from the trace's computed memory ledger."""
+    return trace.spec.part("model_bytes")(trace)
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,8 @@ MovesAt = Callable[["StepSizes", int], list[tuple[int, int]]]  # an engine's for
 
 @dataclass(frozen=True)
 class Growth:
-    """At one device count: bytes per step through DataParallel's GPU 0, its busiest other GPU, and DDP's busiest rank."""
+    """At one device count: bytes per step that DataParallel's GPU 0, its busiest other GPU and DDP's busiest rank
+    send (what the Compare figure's bars count, and the Memory page's diamonds)."""
 
     devices: int
     gpu0: int
@@ -64,11 +76,11 @@ class Growth:
 
 
 def growth(sizes: StepSizes, counts: Iterable[int], gathering: MovesAt, reducing: MovesAt) -> list[Growth]:
-    """At each count: the busiest devices of an engine that gathers on device 0 (DataParallel's `moves_at`)
-    and of one whose ranks all-reduce (DDP's)."""
+    """At each count: the bytes sent by the busiest devices of an engine that gathers on device 0 (DataParallel's
+    `moves_at`) and of one whose ranks all-reduce (DDP's)."""
     rows = []
     for count in counts:
-        dp = [sent + received for sent, received in gathering(sizes, count)]
-        ddp = [sent + received for sent, received in reducing(sizes, count)]
+        dp = [sent for sent, _ in gathering(sizes, count)]
+        ddp = [sent for sent, _ in reducing(sizes, count)]
         rows.append(Growth(count, dp[0], max(dp[1:], default=0), max(ddp, default=0)))
     return rows

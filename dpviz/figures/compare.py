@@ -1,10 +1,13 @@
-"""DataParallel beside DDP: what each device moves per step, and how that grows with the device count.
+"""DataParallel beside DDP: what each device sends per step, and how that grows with the device count.
 
-Top: one stacked bar per device, bytes per step on average by what moves (computed from the two runs, see
-dpviz.analysis.compare): DataParallel's GPU 0 sends every chunk and model copy and takes back every output and
-gradient, while DDP's ranks each all-reduce the same share. Below: the same formulas at 2 to 16 devices
-(dpviz.analysis.traffic_model): GPU 0's load grows with every device added, a rank's all-reduce stays under twice the
-gradients each way.
+Top: one stacked bar per device, the bytes it sends per step on average by what it sends (computed from the two
+runs, see dpviz.analysis.compare): DataParallel's GPU 0 sends every other GPU its chunk and a model copy (and in
+training each output's gradient), each other GPU sends back its output (and its gradients), while DDP's ranks each
+send their share of the all-reduce. Below: the same formulas at 2 to 16 devices (dpviz.analysis.traffic_model):
+what GPU 0 sends grows with every device added, what a rank sends for its all-reduce stays under twice the
+gradients. The bars count what the Memory page's diamonds count (dpviz.analysis.memory_compare): bytes sent.
+Every amount, ticks and titles alike, in one binary unit (dpviz.figures.byte_unit). Settings that cannot show
+GPU 0 as the hub say so in the title, and what to change (dpviz.analysis.hub_lesson).
 Drawn from plain lists: the Compare tab needs no pandas.
 """
 from __future__ import annotations
@@ -15,10 +18,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.analysis.compare import traffic
+from dpviz.analysis.hub_lesson import hub_lesson
 from dpviz.engines import vocabulary
 from dpviz.trace import Trace
 from dpviz.analysis.traffic_model import StepSizes, growth
-from dpviz.analysis.wording import bytes_alike, human_bytes
+from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color
 from dpviz.figures.style import styled
 
@@ -40,10 +44,10 @@ LINES = (("gpu0", "DataParallel: GPU 0", "solid"), ("other_gpu", "DataParallel: 
 
 
 def prepare_traffic(trace: Trace) -> dict[str, list[tuple[str, float]]]:
-    """Per kind of traffic, (device, bytes sent plus received per step on average), devices in order."""
+    """Per kind of traffic, (device, bytes it sends per step on average), devices in order."""
     totals: dict[tuple[int, str], int] = defaultdict(int)
     for move in traffic(trace):
-        totals[(move.lane, move.what)] += move.sent + move.received
+        totals[(move.lane, move.what)] += move.sent
     steps = max(1, len(trace.batches))
     return {what: [(trace.vocabulary.lane_name(lane.id), totals.get((lane.id, what), 0) / steps) for lane in trace.lanes]
             for what in WHAT_COLORS}
@@ -57,7 +61,10 @@ def device_totals(table: dict[str, list[tuple[str, float]]]) -> dict[str, float]
     return dict(totals)
 
 
-def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices: int, *, title: str,
+SENT = "sent per step"  # what both panels' axes count, in the figure's unit
+
+
+def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices: int, *, unit: ByteUnit, title: str,
                     notes: list[str]) -> go.Figure:
     fig = make_subplots(rows=2, cols=2, shared_yaxes=False, specs=[[{}, {}], [{"colspan": 2}, None]],
                         subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.3, row_heights=[0.55, 0.45])
@@ -69,30 +76,31 @@ def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices:
                 continue
             name = WHAT_NAMES.get(what, what)
             fig.add_trace(go.Bar(
-                x=[d for d, _ in part], y=[m for _, m in part], name=name, legendgroup=what,
+                x=[d for d, _ in part], y=unit.scaled(m for _, m in part), name=name, legendgroup=what,
                 showlegend=what not in shown, marker=dict(color=color, line=dict(color=OUTLINE, width=0.6)),
-                customdata=[human_bytes(m) for _, m in part],
-                hovertemplate=f"%{{x}}<br>{name}: %{{customdata}} per step (computed)<extra></extra>",
+                customdata=[unit.amount(m) for _, m in part],
+                hovertemplate=f"%{{x}}<br>{name}: %{{customdata}} sent per step (computed)<extra></extra>",
             ), row=1, col=col)
             shown.add(what)
-    top = max((max(device_totals(table).values(), default=0) for table in tables), default=0)
+    top = max((max(device_totals(table).values(), default=0) for table in tables), default=0) / unit.size
     for col in (1, 2):  # one scale for both engines: GPU 0's bar against a rank's, side by side
         fig.update_yaxes(range=[0, top * 1.08 or 1], row=1, col=col)
-    fig.update_yaxes(title_text="bytes per step", row=1, col=1)
+    fig.update_yaxes(**unit.axis(SENT), row=1, col=1)
+    fig.update_yaxes(exponentformat="none", separatethousands=True, row=1, col=2)  # its ticks read as the left's
     for key, name, dash in LINES:
         ys = [getattr(g, key) for g in grown]
         color = device_color(0) if key == "gpu0" else DDP.phase("allreduce").color if key == "rank" else device_color(1)
         fig.add_trace(go.Scatter(
-            x=[g.devices for g in grown], y=ys, name=name, mode="lines+markers", showlegend=False,
-            line=dict(color=color, dash=dash, width=3), marker=dict(size=7), customdata=[human_bytes(y) for y in ys],
-            hovertemplate=f"%{{x}} devices<br>{name}: %{{customdata}} per step (computed)<extra></extra>",
+            x=[g.devices for g in grown], y=unit.scaled(ys), name=name, mode="lines+markers", showlegend=False,
+            line=dict(color=color, dash=dash, width=3), marker=dict(size=7), customdata=[unit.amount(y) for y in ys],
+            hovertemplate=f"%{{x}} devices<br>{name}: %{{customdata}} sent per step (computed)<extra></extra>",
         ), row=2, col=1)
         # named at the line's end rather than in the legend: the legend keeps to what the bars stack
-        fig.add_annotation(x=grown[-1].devices, y=ys[-1], text=name, showarrow=False, xanchor="right",
+        fig.add_annotation(x=grown[-1].devices, y=ys[-1] / unit.size, text=name, showarrow=False, xanchor="right",
                            yanchor="top" if key == "other_gpu" else "bottom", font=dict(color=color), row=2, col=1)
     fig.add_vline(x=devices, line=dict(color=GUIDE, dash="dot", width=2), row=2, col=1)
     fig.update_xaxes(title_text="devices (GPUs for DataParallel, ranks for DDP)", dtick=2, row=2, col=1)
-    fig.update_yaxes(title_text="bytes per step", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(rangemode="tozero", **unit.axis(SENT), row=2, col=1)
     fig.update_layout(barmode="stack")  # styled() puts the legend over the panels' titles
     return styled(fig, title, notes, height=480)  # with its title, legend and a preset's line, on a 1024 × 768 first screen
 
@@ -100,20 +108,24 @@ def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices:
 def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:
     tables = [prepare_traffic(dp), prepare_traffic(ddp)]
     totals = [device_totals(t) for t in tables]
+    grown = growth(StepSizes.of(dp, ddp), COUNTS, dp.spec.part("moves_at"), ddp.spec.part("moves_at"))
     first = dp.vocabulary.lane_name(dp.lanes[0].id)
     gpu0, rank = totals[0].get(first, 0), max(totals[1].values(), default=0)
-    dp_bytes, ddp_bytes = bytes_alike(gpu0, rank)  # side by side in one unit
-    titles = [f"DataParallel: {first} moves {dp_bytes}" if gpu0 else "DataParallel",
-              f"DDP: at most {ddp_bytes} a rank" if rank else "DDP: nothing moves",
+    # One unit for the whole figure, the tallest bar's (the unit its titles and the sentences under it say): the
+    # growth panel's lines may pass 1,024 of it at 16 devices, its ticks then "1,500".
+    unit = byte_unit(max([gpu0, rank, *(max(t.values(), default=0) for t in totals)]))
+    titles = [f"DataParallel: {first} sends {unit.amount(gpu0)}" if gpu0 else "DataParallel: nothing sent",
+              f"DDP: at most {unit.amount(rank)} a rank" if rank else "DDP: nothing sent",
               "The same formulas at 2 to 16 devices (the dotted line: this run)"]
-    if gpu0 and rank:
-        title = f"Every step, {first} moves {gpu0 / rank:.1f}× what a DDP rank moves"
-    elif gpu0:
-        title = f"Every step, {first} moves {human_bytes(gpu0)}; DDP's ranks move nothing"
+    lesson = hub_lesson(dp, ddp)
+    if not lesson.shows:  # the visitor's settings stay; the figure says what would show its lesson
+        title = f"These settings cannot show {first} as the hub: {lesson.change}"
+    elif rank:
+        title = f"Every step, {first} sends {gpu0 / rank:.1f}× what a DDP rank sends"
     else:
-        title = "What moves between devices in one step"
-    notes = [f"{len(dp.lanes)} {'simulated devices' if dp.simulated else 'GPUs'} against {len(ddp.lanes)} ranks "
+        title = f"Every step, {first} sends {unit.amount(gpu0)}; DDP's ranks send nothing"
+    notes = [f"{lesson.why[:1].upper()}{lesson.why[1:]}" if not lesson.shows else "",
+             f"{len(dp.lanes)} {'simulated devices' if dp.simulated else 'GPUs'} against {len(ddp.lanes)} ranks "
              f"({'processes on the CPU' if ddp.backend == 'cpu' else 'one process per GPU'})",
-             "bytes computed from the rows, outputs, parameters and gradients each run recorded"]
-    grown = growth(StepSizes.of(dp, ddp), COUNTS, dp.spec.part("moves_at"), ddp.spec.part("moves_at"))
-    return plot_comparison(tables, titles, grown, len(dp.lanes), title=title, notes=notes)
+             "bytes each device sends, computed from the rows, outputs, parameters and gradients each run recorded"]
+    return plot_comparison(tables, titles, grown, len(dp.lanes), unit=unit, title=title, notes=notes)

@@ -5,7 +5,9 @@ Top: one stacked bar per device (a rank, or a simulated GPU), grouped by engine,
 parameters, gradients, optimizer state, activations and communication buffers, from each engine's memory ledger
 (dpviz.analysis.memory_compare). Bottom: per device, the bytes of the tensors it handed its collectives per step
 (measured: what the rank code passed them), stacked by collective, and a diamond at the bytes it sends per step
-by the textbook ring algorithms NCCL runs (computed). Drawn from plain lists: no pandas.
+by the textbook ring algorithms NCCL runs (computed; DataParallel's: its copies), the count the Both page's
+Compare bars draw. Every amount, ticks and title alike, in one binary unit (dpviz.figures.byte_unit). Drawn from
+plain lists: no pandas.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step, memory_by_kind, state_title
-from dpviz.analysis.wording import human_bytes
 from dpviz.engines import vocabulary
+from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import OUTLINE
 from dpviz.figures.style import styled
 from dpviz.trace import Trace
@@ -63,7 +65,8 @@ def prepare(traces: list[Trace]) -> tuple[list[tuple[str, str]], dict[str, list[
     return positions, order(memory, FAMILIES), order(handed, COLLECTIVES), computed, moments
 
 
-def plot_memory_compare(positions, memory, handed, computed, moments, *, title: str, notes: list[str]) -> go.Figure:
+def plot_memory_compare(positions, memory, handed, computed, moments, *, unit: ByteUnit, title: str,
+                        notes: list[str]) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.3,  # room for two rows of names: devices, engines
                         subplot_titles=["Memory per device at its fullest, by kind (from the tensors it holds)",
                                         "Bytes per step: handed to each collective (measured); ◆ sent (computed)"])
@@ -73,31 +76,31 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, title: 
     names = [f"{engine} {lane}" for engine, lane in positions]
     for family, amounts in memory.items():
         fig.add_trace(go.Bar(
-            x=x, y=amounts, name=family,
+            x=x, y=unit.scaled(amounts), name=family,
             marker=dict(color=FAMILY_COLORS.get(family, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
-            customdata=[[human_bytes(a), m, n] for a, m, n in zip(amounts, moments, names)],
+            customdata=[[unit.amount(a), m, n] for a, m, n in zip(amounts, moments, names)],
             hovertemplate=f"%{{customdata[2]}}<br>{family}: %{{customdata[0]}}<br>at %{{customdata[1]}}<extra></extra>",
         ), row=1, col=1)
     for collective, amounts in handed.items():
         fig.add_trace(go.Bar(
-            x=x, y=amounts, name=collective,
+            x=x, y=unit.scaled(amounts), name=collective,
             marker=dict(color=COLLECTIVE_COLORS.get(collective, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
-            customdata=[[human_bytes(a), n] for a, n in zip(amounts, names)],
+            customdata=[[unit.amount(a), n] for a, n in zip(amounts, names)],
             hovertemplate=f"%{{customdata[1]}}<br>{collective}: %{{customdata[0]}} of tensors per step (measured)"
                           "<extra></extra>",
         ), row=2, col=1)
     shown = [(i, c) for i, c in enumerate(computed) if c is not None]
     if shown:
         fig.add_trace(go.Scatter(
-            x=[[x[0][i] for i, _ in shown], [x[1][i] for i, _ in shown]], y=[c for _, c in shown], name=COMPUTED,
+            x=[[x[0][i] for i, _ in shown], [x[1][i] for i, _ in shown]], y=unit.scaled(c for _, c in shown), name=COMPUTED,
             mode="markers",
             # white edged in dark grey: shows on the light page and on the dark one
             marker=dict(symbol="diamond", size=13, color="#FFFFFF", line=dict(color=OUTLINE, width=2)),
-            customdata=[[human_bytes(c), names[i]] for i, c in shown],
+            customdata=[[unit.amount(c), names[i]] for i, c in shown],
             hovertemplate="%{customdata[1]}<br>sends %{customdata[0]} per step (computed)<extra></extra>",
         ), row=2, col=1)
-    fig.update_yaxes(title_text="bytes", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="bytes per step", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(rangemode="tozero", **unit.axis("memory"), row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", **unit.axis("per step"), row=2, col=1)
     # Beside the panels, the kinds, the collectives, then ◆, top to bottom: thirteen entries in rows above the
     # chart would push the bytes panel off a projector's first screen.
     fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="v", x=1.01, xanchor="left",
@@ -112,8 +115,12 @@ def memory_compare_figure(traces: list[Trace]) -> go.Figure:
     positions, memory, handed, computed, moments = prepare(traces)
     ranks = {len(t.lanes) for t in traces}
     devices = f"{ranks.pop()} devices each" if len(ranks) == 1 else "devices as each ran"
-    title = state_title(traces)
+    # One unit for both panels and the title: the tallest stack's, or the highest diamond's.
+    stacks = [sum(column[i] for column in table.values()) for table in (memory, handed) for i in range(len(positions))]
+    unit = byte_unit(max([*stacks, *(c for c in computed if c is not None)], default=0))
+    title = state_title(traces, unit.amount)
     notes = [f"{', '.join(t.spec.short for t in traces)} at the same settings, {devices}",
              "memory: the tensors each device holds", "collectives: the tensors each rank handed them (measured)",
-             "◆ sent: NCCL's ring algorithms (computed; gloo runs others)"]
-    return plot_memory_compare(positions, memory, handed, computed, moments, title=title, notes=notes)
+             "◆ sent: what each device sends, by NCCL's ring algorithms and DataParallel's copies (computed; gloo runs "
+             "others)"]
+    return plot_memory_compare(positions, memory, handed, computed, moments, unit=unit, title=title, notes=notes)

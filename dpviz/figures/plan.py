@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from dpviz.analysis.wording import human_bytes
+from dpviz.figures.byte_unit import byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE
 from dpviz.figures.memory_compare import FAMILY_COLORS
 from dpviz.figures.style import styled
@@ -28,22 +28,24 @@ def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
     engines = list(found["engines"].values())
     labels = [planned["label"] for planned in engines]
     rows = [fullest(planned["devices"]) for planned in engines]
+    totals = [sum(row[kind] for kind in HELD) for row in rows]
+    # GiB, the device's memory's unit (its line): every amount on the figure in it, the bars' totals too
+    unit = byte_unit(max([*totals, memory_gb * GIB]))
     fig = go.Figure()
     for kind in HELD:
-        values = [row[kind] / GIB for row in rows]
+        values = [row[kind] / unit.size for row in rows]
         fig.add_trace(go.Bar(x=labels, y=values, name=kind, marker=dict(color=FAMILY_COLORS[kind],
                                                                         line=dict(color=OUTLINE, width=0.6)),
-                             customdata=[human_bytes(row[kind]) for row in rows],
+                             customdata=[unit.amount(row[kind]) for row in rows],
                              hovertemplate=f"%{{x}}<br>{kind}: %{{customdata}} on the fullest device<extra></extra>"))
-    fig.add_hline(y=memory_gb, line=dict(color=GUIDE, dash="dash", width=2),
+    fig.add_hline(y=memory_gb * GIB / unit.size, line=dict(color=GUIDE, dash="dash", width=2),
                   annotation_text=f"{memory_gb} GB per device", annotation_position="top left")
     ok = fits(found, memory_gb)
-    for label, row, name in zip(labels, rows, found["engines"]):
-        total = sum(row[kind] for kind in HELD)
-        fig.add_annotation(x=label, y=total / GIB, yanchor="bottom", showarrow=False,
-                           text=f"<b>{'fits' if ok[name] else 'does not fit'}</b><br>{human_bytes(total)}")
-    top = max(max(sum(row[kind] for kind in HELD) for row in rows) / GIB, memory_gb)
-    fig.update_yaxes(title_text="GiB on the fullest device", range=[0, top * 1.25], rangemode="tozero")
+    for label, total, name in zip(labels, totals, found["engines"]):
+        fig.add_annotation(x=label, y=total / unit.size, yanchor="bottom", showarrow=False,
+                           text=f"<b>{'fits' if ok[name] else 'does not fit'}</b><br>{unit.amount(total)}")
+    top = max(max(totals) / unit.size, memory_gb * GIB / unit.size)
+    fig.update_yaxes(range=[0, top * 1.25], rangemode="tozero", **unit.axis("on the fullest device"))
     fig.update_layout(barmode="stack")
     count = sum(1 for value in ok.values() if value)
     optimizer = {"sgd": "SGD", "adam": "Adam"}.get(found["optimizer"], found["optimizer"])

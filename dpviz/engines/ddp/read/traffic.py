@@ -5,10 +5,9 @@ from __future__ import annotations
 from dpviz.trace import Trace
 from dpviz.analysis.compare import Move
 from dpviz.analysis.traffic_model import StepSizes
-from dpviz.analysis.memory_compare import held_bytes
 from dpviz.analysis.compare import ledger
 from dpviz.analysis.compare import model_bytes
-from dpviz.analysis.memory_compare import ring_share
+from dpviz.analysis.compare import sent_per_step
 
 
 def ddp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
@@ -44,10 +43,10 @@ def _bucket_bytes(trace: Trace, step: int) -> list[int]:
 
 
 def ddp_wire(trace: Trace) -> list[float | None]:
-    """DDP: a ring all-reduce of the gradients, 2(W-1)/W of their bytes sent by every rank, every step that trains."""
-    gradients = held_bytes(trace, "gradients", sharded=False) if trace.config.train else 0
-    ranks = len(trace.lanes)
-    return [None if gradients is None else 2 * ring_share(ranks) * gradients] * ranks
+    """DDP: what each rank sends per step, from its traffic (ddp_traffic): a ring all-reduce's 2(W-1)/W of the
+    gradient bytes on every step that all-reduced, and rank 0's buffers to every other rank before each forward
+    that broadcast them. The count the Compare figure's bars draw for the same run."""
+    return list(sent_per_step(trace))
 
 
 def moves_at(sizes: StepSizes, ranks: int) -> list[tuple[int, int]]:

@@ -1,14 +1,13 @@
 """What DataParallel moves between devices: its copies of the model, the batch and the outputs, recorded and by formula."""
 from __future__ import annotations
 
-from collections import defaultdict
-
 from dpviz.trace import Trace
 from dpviz.analysis.compare import Move
 from dpviz.analysis.traffic_model import StepSizes
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.analysis.compare import ledger
 from dpviz.analysis.compare import model_bytes
+from dpviz.analysis.compare import sent_per_step
 from dpviz.analysis.compare import row_bytes
 
 
@@ -44,13 +43,7 @@ def dp_traffic(trace: Trace) -> list[Move]:
 
 def dp_wire(trace: Trace) -> list[float | None]:
     """DataParallel: what each device sends per step, computed from its copies (dpviz.analysis.compare.traffic)."""
-    from dpviz.analysis.compare import traffic
-
-    sent: dict[int, int] = defaultdict(int)
-    for move in traffic(trace):
-        sent[move.lane] += move.sent
-    steps = max(1, len(trace.batches))
-    return [sent[lane.id] / steps for lane in trace.lanes]
+    return list(sent_per_step(trace))
 
 
 def moves_at(sizes: StepSizes, devices: int) -> list[tuple[int, int]]:

@@ -1,0 +1,73 @@
+"""Whether the Both page's settings can show its lesson, DataParallel's GPU 0 as the hub, and what to change if not.
+
+    lesson = hub_lesson(dp_trace, ddp_trace)
+    lesson.shows        # False at the page's defaults: 2 GPUs, forward only
+    lesson.why          # 'on 2 GPUs, GPU 0 serves only one other; forward only, a DDP rank has no gradients to all-reduce'
+    lesson.change       # 'turn on training and use 3 GPUs'
+    lesson.sentence     # 'Turn on training and use 3 GPUs to see GPU 0 send the model to every other GPU and ...'
+
+GPU 0 is a hub when it serves two other GPUs or more: with one, the link between the two carries the same bytes
+either way, and GPU 0's bar can match GPU 1's. Training is what DDP's ranks pay for (the all-reduce of the
+gradients) and what DataParallel's GPU 0 pays most for (every replica's gradients back): forward only, a DDP
+rank moves nothing to set GPU 0 against. The device count that shows it is found from DataParallel's own
+formula (its `moves_at`, torch.chunk's sizes): a batch of few rows leaves devices idle, and idle ones are no spokes.
+The page keeps the visitor's settings and says this instead: the Compare figure's title and notes, and the
+first sentence under it (dpviz.analysis.compare.comparison).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dpviz.analysis.traffic_model import StepSizes
+from dpviz.config import LIMITS
+from dpviz.trace import Trace
+
+SPOKES = 2  # other GPUs GPU 0 must serve to be a hub
+
+
+@dataclass(frozen=True)
+class HubLesson:
+    """Whether a comparison shows GPU 0 as the hub; when not, why, what to change and what that shows."""
+
+    shows: bool
+    why: str = ""  # what in the settings hides it
+    change: str = ""  # what to change, computed from the settings: "turn on training and use 3 GPUs"
+    sees: str = ""  # what the changed settings show
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.change[:1].upper()}{self.change[1:]} to see {self.sees}." if self.change else ""
+
+
+def spokes(sizes: StepSizes, devices: int, moves_at) -> int:
+    """How many GPUs besides GPU 0 get rows of a full batch at `devices` (DataParallel's formula)."""
+    return sum(1 for sent, received in moves_at(sizes, devices)[1:] if sent or received)
+
+
+def hub_lesson(dp: Trace, ddp: Trace) -> HubLesson:
+    moves_at = dp.spec.part("moves_at")
+    sizes = StepSizes.of(dp, ddp)
+    devices, train = len(dp.lanes), dp.config.train
+    first = dp.vocabulary.lane_name(dp.lanes[0].id)
+    served = spokes(sizes, devices, moves_at)
+    if train and served >= SPOKES:
+        return HubLesson(True)
+    problems, changes = [], []
+    if served < SPOKES:
+        if devices > SPOKES:  # GPUs enough, rows too few: torch.chunk leaves the others idle
+            problems.append(f"a batch of {sizes.rows} row{'s' if sizes.rows != 1 else ''} reaches "
+                            f"{'no GPU' if served == 0 else 'only one GPU'} besides {first}")
+        else:
+            problems.append(f"on {devices} GPU{'s' if devices != 1 else ''}, {first} serves "
+                            f"{'no other GPU' if served == 0 else 'only one other'}")
+        # the fewest GPUs at which torch.chunk gives rows to two others besides GPU 0, within the page's limits
+        enough = next((n for n in range(devices + 1, LIMITS["gpus"][1] + 1) if spokes(sizes, n, moves_at) >= SPOKES), None)
+        changes.append(f"use {enough} GPUs" if enough is not None else
+                       f"use batches of {SPOKES + 1} rows or more on {SPOKES + 1} GPUs or more")
+    if not train:
+        problems.append("forward only, a DDP rank has no gradients to all-reduce")
+        changes.insert(0, "turn on training")
+    sees = (f"{first} send the model to every other GPU and take back their gradients, while a DDP rank sends only its "
+            "share of the all-reduce")
+    return HubLesson(False, "; ".join(problems), " and ".join(changes), sees)
+
