@@ -88,8 +88,8 @@ DDP_PRESETS: dict[str, Preset] = {p.name: p for p in (
            {"engine": "ddp", "gpus": 2, "epochs": 2, "set_epoch": False, "data_size": 20, "batch_size": 10},
            opens="samples"),
     Preset("ddp-unused-parameter", "DDP: a parameter that gets no gradient",
-           "A layer forward never uses: step 0 ends without all-reducing (its bucket never fills) and "
-           "the next step's forward raises. find_unused_parameters=True fixes it.",
+           "A layer forward never uses: step 1 ends without all-reducing (its bucket never fills) and "
+           "step 2's forward raises. find_unused_parameters=True fixes it.",
            {"engine": "ddp", "gpus": 2, "model": "unused", "train": True}, opens="timeline"),
     Preset("ddp-uneven", "DDP: ranks with different numbers of batches",
            "Rows split by hand: rank 0 gets 4 batches, ranks 1-2 get 3. Rank 0's fourth all-reduce waits "

@@ -26,8 +26,8 @@ def test_ten_rows_on_three_gpus_split_4_4_2():
 
 def test_tutorial_last_batch_on_three_gpus():
     t = text(gpus=3)
-    assert "batches 0-2 (30 rows each) split 10, 10, 10" in t
-    assert "batch 3 (10 rows) splits 4, 4, 2" in t
+    assert "batches 1-3 (30 rows each) split 10, 10, 10" in t  # counted from 1, as a reader counts them
+    assert "batch 4 (10 rows) splits 4, 4, 2" in t
     assert "drop_last=False" in t  # why the last batch is short
 
 
@@ -78,11 +78,11 @@ def test_time_paragraph_uses_measured_phases():
 def test_way_back_names_the_chunk_sizes_and_the_sum_on_gpu_zero():
     t = text(gpus=3, train=True)
     assert "**The way back.**" in t
-    assert "10, 10, 10 rows in batches 0-2; 4, 4, 2 rows in batch 3" in t
+    assert "10, 10, 10 rows in batches 1-3; 4, 4, 2 rows in batch 4" in t
     assert "**sums** the 3 replicas' gradients onto GPU 0" in t and "not an average" in t
     assert "optimizer step then runs on GPU 0" in t and "one after another on the CPU autograd thread" in t
     eight = text(gpus=8, train=True)
-    assert "2, 2, 2, 2, 2 rows in batch 3" in eight and "(8 in batches 0-2, 5 in batch 3)" in eight
+    assert "2, 2, 2, 2, 2 rows in batch 4" in eight and "(8 in batches 1-3, 5 in batch 4)" in eight
     assert "way back" not in text(gpus=3)  # forward only
     assert "nothing is split and nothing is summed" in text(gpus=1, train=True)
     real = "\n".join(explain(as_cuda(recorded(gpus=3, train=True))))
@@ -91,14 +91,14 @@ def test_way_back_names_the_chunk_sizes_and_the_sum_on_gpu_zero():
 
 def test_memory_paragraph_uses_the_samples():
     t = text(gpus=3, train=True)
-    assert "GPU 0 peaks at 1.23 KiB after the backward of batch 0" in t
+    assert "GPU 0 peaks at 1.23 KiB after the backward of batch 1" in t
     assert "no other GPU holds more than 456 B (GPU 1, after backward), so GPU 0 needs 2.8× as much" in t
     assert "the whole batch (600 B, where the others hold at most 200 B)" in t
     assert "the summed gradients (48 B) and the optimizer state (48 B), which no other GPU ever holds" in t
     eight = text(gpus=8, train=True)
     assert "no other GPU holds more than 240 B" in eight and "5.0× as much" in eight
     forward = text(gpus=2)
-    assert "peaks at 1,008 B after the gather of batch 0" in forward and "the gathered output (240 B)" in forward
+    assert "peaks at 1,008 B after the gather of batch 1" in forward and "the gathered output (240 B)" in forward
     assert "loss" not in forward.split("How much more")[1].split("**")[1]
     assert "How much more" not in text(gpus=1)
 
@@ -106,7 +106,7 @@ def test_memory_paragraph_uses_the_samples():
 def test_pitfall_explanations_hold_for_the_edge_cases():
     from dpviz.presets import PRESETS
 
-    first = " ".join(explain(record(RunConfig(inputs="kwargs", gpus=16))))  # 30 rows make 15 chunks: batch 0 fails
+    first = " ".join(explain(record(RunConfig(inputs="kwargs", gpus=16))))  # 30 rows make 15 chunks: the first batch fails
     assert "in its first batch" in first and "earlier batches worked" not in first
     assert "a multiple of 16 rows" in first
     loss = " ".join(explain(record(RunConfig(model="loss", gpus=3, train=True))))
@@ -119,7 +119,7 @@ def test_pitfall_explanations_hold_for_the_edge_cases():
     image = " ".join(explain(record(RunConfig(model="cnn", input_size=1, gpus=4, data_size=95))))
     assert "BatchNorm2d in training mode" in image
     failed_training = " ".join(explain(record(PRESETS["batchnorm-one-row"].config)))
-    assert "rows in batch 3" not in failed_training  # the way back leaves out the batch that never got to its loss
+    assert "rows in batch 4" not in failed_training  # the way back leaves out the batch that never got to its loss
 
 
 # DistributedDataParallel: the explanation of a real DDP run, every number from its trace.

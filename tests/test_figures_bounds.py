@@ -21,7 +21,7 @@ def test_count_marks_counts_every_kind_of_mark_and_frames():
 def test_split_runs_and_labels():
     chunks = [(4, 4), (4, 4), (4, 4), (2,), (4, 4)]
     assert split_runs(chunks) == [(0, 2), (3, 3), (4, 4)]
-    assert batch_label(3, 3) == "batch 3" and batch_label(0, 19_998) == "batches 0-19,998"
+    assert batch_label(3, 3) == "batch 4" and batch_label(0, 19_998) == "batches 1-19,999"  # read from 1
 
 
 def test_representative_batches_keep_first_last_and_every_new_split():

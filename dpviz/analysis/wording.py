@@ -4,6 +4,7 @@
     human_bytes(1536)          # '1.50 KiB'
     device_list([3, 4, 5, 6])  # 'GPUs 3-6'
     numbered(3, 4, "batch")    # 'batch 4 of 4': batches and steps are counted from 1 wherever they are read
+    f"batch {counted(3)}"      # 'batch 4': the number alone, where the sentence has no room for the total
 """
 from __future__ import annotations
 
@@ -33,16 +34,22 @@ def human_bytes(n: float) -> str:
     return f"{value:,.{digits}f} {unit}"
 
 
+def counted(index: int) -> str:
+    """'4' for index 3: a batch, step or microbatch as a reader counts it. Traces count them from 0, every text and
+    figure from 1; GPUs and ranks keep torch's own numbers, from 0."""
+    return f"{index + 1:,}"
+
+
 def numbered(index: int, total: int, noun: str) -> str:
     """'batch 4 of 4' for index 3: traces count batches and steps from 0, readers from 1, everywhere."""
-    return f"{noun} {index + 1:,} of {total:,}"
+    return f"{noun} {counted(index)} of {total:,}"
 
 
 def numbered_range(first: int, last: int, total: int, noun: str) -> str:
     """'batches 1-8 of 20' for indices 0..7 ('batch 3 of 20' when first == last); noun is the plural."""
     if first == last:
         return numbered(first, total, noun[:-2] if noun.endswith("ches") else noun.rstrip("s"))
-    return f"{noun} {first + 1:,}-{last + 1:,} of {total:,}"
+    return f"{noun} {counted(first)}-{counted(last)} of {total:,}"
 
 
 def device_list(devices: list[int]) -> str:

@@ -12,6 +12,8 @@ from typing import Iterable, Sequence
 
 import plotly.graph_objects as go
 
+from dpviz.analysis.wording import counted
+
 MAX_MARKS = 10_000
 # Animation frames of the step-through view: beyond this a slider step is narrower than a pixel.
 MAX_FRAMES = 50
@@ -53,8 +55,8 @@ def split_runs(chunks: Sequence[tuple[int, ...]]) -> list[tuple[int, int]]:
 
 
 def batch_label(first: int, last: int) -> str:
-    """"batch 3" or "batches 0-2"."""
-    return f"batch {first:,}" if first == last else f"batches {first:,}-{last:,}"
+    """"batch 4" for index 3, "batches 1-3" for indices 0..2: counted from 1, as a reader counts them."""
+    return f"batch {counted(first)}" if first == last else f"batches {counted(first)}-{counted(last)}"
 
 
 def representative_batches(chunks: Sequence[tuple[int, ...]], limit: int) -> list[int]:

@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from dpviz.analysis.batch_facts import called_without_rows, chunks_per_batch
 from dpviz.analysis.tables import batch_split
+from dpviz.analysis.wording import counted
 from dpviz.trace import Trace
 from dpviz.figures.bounds import MAX_MARKS, split_runs
 from dpviz.figures.colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
@@ -70,8 +71,7 @@ def prepare_split(trace: Trace) -> pd.DataFrame:
         table.insert(0, "bar", bar)
         table["first_batch"], table["last_batch"] = first, last
         table["batches"] = last - first + 1
-        # numbered from 1, as every reader numbers batches
-        table["label"] = f"{first + 1:,}" if first == last else f"{first + 1:,}-{last + 1:,}<br>({last - first + 1:,} batches)"
+        table["label"] = counted(first) if first == last else f"{counted(first)}-{counted(last)}<br>({last - first + 1:,} batches)"
         frames.append(table)
     return pd.concat(frames, ignore_index=True)
 
@@ -92,7 +92,7 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
     for device in range(devices):
         part = table[(table["device"] == device) & (table["state"] == "rows")]
         hover = [
-            f"{plural(n, 'batch')} (batches {a + 1:,}-{b + 1:,})" if n > 1 else f"batch {a + 1:,}"
+            f"{plural(n, 'batch')} (batches {counted(a)}-{counted(b)})" if n > 1 else f"batch {counted(a)}"
             for n, a, b in zip(part["batches"], part["first_batch"], part["last_batch"])
         ]
         fig.add_trace(

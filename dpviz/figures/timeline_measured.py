@@ -20,6 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dpviz.analysis.batch_facts import batch_spans
+from dpviz.analysis.wording import counted
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
 from dpviz.figures.timeline_look import BAND, GUIDE, IDLE, draw_order, phase_bars, phase_hover
@@ -104,10 +105,10 @@ def batch_labels(extents: list[tuple[int, float, float]], width: float) -> dict[
     has room for that, else the bare '4' (the axis of batches is plain from the first band); a band too
     narrow for its form goes unlabelled (its hover still names it)."""
     shares = {b: (x1 - x0) / width if width > 0 else 1.0 for b, x0, x1 in extents}
-    long = {b: f"batch {b + 1:,}" for b in shares}
+    long = {b: f"batch {counted(b)}" for b in shares}
     if all(_fits(text, shares[b]) for b, text in long.items()):
         return long
-    return {b: f"{b + 1:,}" if _fits(f"{b + 1:,}", share) else "" for b, share in shares.items()}
+    return {b: counted(b) if _fits(counted(b), share) else "" for b, share in shares.items()}
 
 
 def add_batch_bands(fig: go.Figure, extents: list[tuple[int, float, float]], axes: tuple[str, str], width: float) -> None:

@@ -17,6 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dpviz.trace import Trace
+from dpviz.analysis.wording import counted
 from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
 from dpviz.figures.timeline_look import GUIDE, IDLE, draw_order, drawn_phases, phase_bars, phase_hover
 
@@ -102,7 +103,7 @@ def add_steps(fig: go.Figure, bars: pd.DataFrame, slots: pd.DataFrame, vocabular
                                  (part["x1"] - part["x0"]).to_numpy(), customdata=customdata, hover=hover, axes=(x, y)))
     batches = slots.groupby("batch", sort=False).agg(x0=("x0", "min"), x1=("x1", "max")).reset_index()
     for i, r in enumerate(batches.itertuples()):
-        fig.add_annotation(text=f"batch {r.batch + 1:,}", x=(r.x0 + r.x1) / 2, xref=x, y=1, yref=f"{y} domain",
+        fig.add_annotation(text=f"batch {counted(r.batch)}", x=(r.x0 + r.x1) / 2, xref=x, y=1, yref=f"{y} domain",
                            yanchor="bottom", yshift=2, showarrow=False, font=dict(size=13), name=f"batch {r.batch}")
         if i:
             before = batches.iloc[i - 1]

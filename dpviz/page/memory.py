@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpviz.config import RunConfig
+from dpviz.analysis.wording import counted
 from dpviz.echo import markdown_text
 from dpviz.engines import ENGINES
 from dpviz.page.findings import keep_units
@@ -43,7 +44,7 @@ def show_memory(config: RunConfig) -> None:
         traces.append(trace)
     for trace in traces:
         if trace.failure is not None:
-            st.error(f"**{trace.spec.runs}: {trace.spec.unit} {trace.failure.batch + 1:,} failed**: "
+            st.error(f"**{trace.spec.runs}: {trace.spec.unit} {counted(trace.failure.batch)} failed**: "
                      f"{markdown_text(trace.failure.message, 300)}")
     if not config.train:
         st.info("Forward only: no gradients, no optimizer state, no all-reduce. Turn on **Train** (and choose Adam "

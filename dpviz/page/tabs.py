@@ -11,7 +11,7 @@ from dpviz.figures.style import chart_details, presentation
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, View, views_of
 from dpviz.presets import COMPARE_PRESETS, preset_of
 from dpviz.trace import Trace
-from dpviz.analysis.wording import describe_devices, numbered, plural
+from dpviz.analysis.wording import counted, describe_devices, numbered, plural
 from dpviz.engines.run import cuda_device_count
 from dpviz.page.findings import downloads, keep_units, what_happened
 from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
@@ -27,7 +27,7 @@ def tab_label(view: View, trace: Trace) -> str:
 
 def failed_unit(trace: Trace) -> str:
     """'Batch 4', the failed batch or step as a reader counts it (from 1)."""
-    return f"{trace.spec.unit.title()} {trace.failure.batch + 1:,}"
+    return f"{trace.spec.unit.title()} {counted(trace.failure.batch)}"
 
 
 def opening_note(trace: Trace, tab: str | None) -> None:
@@ -63,7 +63,7 @@ def outcome_details(trace: Trace) -> None:
     for note in trace.warnings:
         st.warning(f"{code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)} "
                    f"({note.count:,} time{'s' if note.count != 1 else ''}, "
-                   f"first in {unit} {note.batch + 1:,})")
+                   f"first in {unit} {counted(note.batch)})")
 
 
 def opening_batch(trace: Trace) -> int:

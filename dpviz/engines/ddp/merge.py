@@ -11,6 +11,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
+from dpviz.analysis.wording import counted
 from dpviz.config import RunConfig
 from dpviz.trace import Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
 from dpviz.engines.ranks.launch import consequence
@@ -155,8 +156,9 @@ def failure_of(ranks: list[dict], launched: dict) -> Failure | None:
     if finished and waiting and all(consequence(f["message"]) for _, f in failures):
         rank, f = waiting[0]
         done = len(ranks[finished[0]]["steps"])
-        return Failure(f["step"] or 0, "Timeout",
-                       f"rank {rank} waited {launched['timeout_s']:g} s in an all-reduce of step {f['step']} while "
+        step = f["step"] or 0
+        return Failure(step, "Timeout",
+                       f"rank {rank} waited {launched['timeout_s']:g} s in an all-reduce of step {counted(step)} while "
                        f"{'rank' if len(finished) == 1 else 'ranks'} {', '.join(map(str, finished))}, out of batches "
                        f"after {done} step{'s' if done != 1 else ''}, waited at the end for the others: the ranks "
                        f"called different collectives, and the run was ended at the timeout ({f['message']}).", rank)
@@ -168,7 +170,7 @@ def failure_of(ranks: list[dict], launched: dict) -> Failure | None:
     if stopped:
         rank = stopped[0]
         step = max(0, len(launched.get("loaded", [[]] * (rank + 1))[rank]) - 1)
-        return Failure(step, "Timeout", f"rank {rank} stopped answering in step {step}; the other ranks waited "
+        return Failure(step, "Timeout", f"rank {rank} stopped answering in step {counted(step)}; the other ranks waited "
                        f"{launched['timeout_s']:g} s in a collective it never joined, and the run was ended.", rank)
     if failures:
         rank, f = failures[0]

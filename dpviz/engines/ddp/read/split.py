@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.echo import plotly_text
+from dpviz.analysis.wording import counted
 from dpviz.engines.ddp.read.tables import epochs_of, rank_rows, repeated_rows
 from dpviz.trace import Trace
 from dpviz.figures.bounds import MAX_MARKS, split_runs
@@ -43,8 +44,7 @@ def prepare_split_ddp(trace: Trace) -> pd.DataFrame:
         runs = split_runs(per_step)[: MAX_MARKS // per_bar]
     records = []
     for bar, (first, last) in enumerate(runs):
-        # numbered from 1, as every reader numbers steps
-        label = f"{first + 1:,}" if first == last else f"{first + 1:,}-{last + 1:,}<br>({last - first + 1:,} steps)"
+        label = counted(first) if first == last else f"{counted(first)}-{counted(last)}<br>({last - first + 1:,} steps)"
         forwards = rank_rows(trace, first)
         for k, rank in enumerate(ranks):
             rows, repeated = per_step[first][k]
@@ -57,7 +57,7 @@ def _segment(part: pd.DataFrame, rank: int, name: str, values: pd.Series, repeat
              showlegend: bool = True) -> go.Bar:
     color = device_color(rank)
     what = "rows repeated from earlier in the epoch (DistributedSampler's padding)" if repeat else "rows loaded"
-    hover = [f"step {a + 1:,}" if a == b else f"steps {a + 1:,}-{b + 1:,}" for a, b in zip(part["first_batch"], part["last_batch"])]
+    hover = [f"step {counted(a)}" if a == b else f"steps {counted(a)}-{counted(b)}" for a, b in zip(part["first_batch"], part["last_batch"])]
     where = [rows_text(f, r) for f, r in zip(part["first_row"], part["rows"])]
     return go.Bar(
         x=part["label"], y=values, name=name, legendgroup=name, showlegend=showlegend,
@@ -135,7 +135,7 @@ def split_ddp_figure(trace: Trace) -> go.Figure:
     if shown < total:
         notes.append(f"first {plural(shown, 'step')} of {total:,} shown (at most {MAX_MARKS:,} marks)")
     if trace.failure is not None:  # the error's words are the file's: plotly reads HTML
-        notes.append(f"step {trace.failure.batch + 1:,} failed: {plotly_text(trace.failure.headline, 80)}")
+        notes.append(f"step {counted(trace.failure.batch)} failed: {plotly_text(trace.failure.headline, 80)}")
     if repeats and len(table) and bars * len(trace.lanes) <= TEXT_CELLS:
         notes.append("* in the grid: the rank loaded a row again")
     names = [trace.vocabulary.lane_name(lane.id) for lane in trace.lanes]

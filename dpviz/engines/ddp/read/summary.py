@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dpviz.analysis.batch_facts import phase_times
 from dpviz.engines.ddp.read.tables import bucket_layouts, collectives, computing_overlap, per_rank_batch, rank_rows, repeats_per_step, synced_steps
 from dpviz.trace import Trace
-from dpviz.analysis.wording import human_bytes, plural
+from dpviz.analysis.wording import counted, human_bytes, plural
 
 
 # What the share measures, in the metric's own label: the timeline draws the same spans (tables_ddp.computing_overlap).
@@ -82,7 +82,7 @@ def buckets_text(counts: list[tuple[int, int]]) -> str:
     """'1 in step 1, then 3 from step 2': how many buckets each recorded layout had (steps counted from 1)."""
     if not counts:
         return "not recorded"
-    parts = [f"{n:,} from step {step + 1:,}" if k else f"{n:,} in step {step + 1:,}" if len(counts) > 1 else f"{n:,}"
+    parts = [f"{n:,} from step {counted(step)}" if k else f"{n:,} in step {counted(step)}" if len(counts) > 1 else f"{n:,}"
              for k, (step, n) in enumerate(counts)]
     return ", then ".join(parts)
 
@@ -111,7 +111,7 @@ def key_figures_ddp(trace: Trace) -> dict[str, str]:
     if trace.config.train:  # values stay short (a metric cuts what does not fit): the words go in the labels
         counts = [n for _, n in s.bucket_counts]
         if len(counts) > 1:
-            figures[f"buckets (step {s.bucket_counts[0][0] + 1:,}, then rebuilt)"] = ", then ".join(f"{n:,}" for n in counts[:2])
+            figures[f"buckets (step {counted(s.bucket_counts[0][0])}, then rebuilt)"] = ", then ".join(f"{n:,}" for n in counts[:2])
         elif counts:
             figures["gradient buckets"] = f"{counts[0]:,}"
         figures["bucket all-reduces"] = f"{s.allreduces:,}"  # collectives, each joined by every rank

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.trace import Trace
 from dpviz.figures.style import plural
-from dpviz.analysis.wording import DEVICE_NAME_LIMIT
+from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
 from dpviz.echo import one_line
@@ -55,7 +55,7 @@ def ddp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
     exit status: ranks are processes, never called GPUs unless each has one."""
     ranks = len(trace.lanes)
     if trace.failure is not None:
-        print(f"dpviz: {trace.spec.label} failed in {trace.spec.unit} {trace.failure.batch + 1} of {config.num_batches} on "
+        print(f"dpviz: {trace.spec.label} failed in {trace.spec.unit} {counted(trace.failure.batch)} of {config.num_batches} on "
               f"{plural(ranks, 'rank')}: {one_line(trace.failure.message)}", file=sys.stderr)
         return 1
     if trace.backend == "cuda":

@@ -8,7 +8,7 @@ from dpviz.engines.dp.read.explain_pitfalls import pitfalls
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.analysis.batch_facts import batch_spans, chunks_per_batch, memory_peaks, phase_times
 from dpviz.trace import Trace
-from dpviz.analysis.wording import device_list, human_bytes, plural, replica_threads, sizes_text
+from dpviz.analysis.wording import counted, device_list, human_bytes, plural, replica_threads, sizes_text
 
 
 DEVICE_NAME_LIMIT = 40  # characters of a device's name from a trace file
@@ -16,9 +16,9 @@ DEVICE_NAME_LIMIT = 40  # characters of a device's name from a trace file
 
 def _batches_text(batches: list[int]) -> str:
     if len(batches) == 1:
-        return f"batch {batches[0]:,}"
+        return f"batch {counted(batches[0])}"
     if batches == list(range(batches[0], batches[-1] + 1)):
-        return f"batches {batches[0]:,}-{batches[-1]:,}"
+        return f"batches {counted(batches[0])}-{counted(batches[-1])}"
     return f"{plural(len(batches), 'batch')}"
 
 
@@ -52,7 +52,7 @@ def _batches(trace: Trace) -> str:
     text = (f"**Batches.** {plural(sum(sizes), 'row')} in batches of {trace.config.batch_size:,} "
             f"make {plural(len(sizes), 'batch')}: {' and '.join(parts)}.")
     if len(sizes) > 1 and sizes[-1] < max(sizes):
-        text += (f" The DataLoader keeps the short last batch (drop_last=False), so batch {len(sizes) - 1:,} "
+        text += (f" The DataLoader keeps the short last batch (drop_last=False), so batch {counted(len(sizes) - 1)} "
                  f"has only {plural(sizes[-1], 'row')}.")
     return text
 
@@ -208,7 +208,7 @@ def _memory(trace: Trace) -> str | None:
     how = ("Computed from tensor sizes" if trace.memory_kind == "computed"
            else "Measured with `torch.cuda.memory_allocated`")
     text = (f"**How much more {me} holds.** {how}, {me} peaks at {human_bytes(mine.bytes)} "
-            f"after the {mine.phase} of batch {mine.batch:,}; no other GPU holds more than "
+            f"after the {mine.phase} of batch {counted(mine.batch)}; no other GPU holds more than "
             f"{human_bytes(other.bytes)} (GPU {other.device}, after {other.phase})")
     text += f", so {me} needs {mine.bytes / other.bytes:.1f}× as much." if other.bytes else "."
     if trace.memory_kind != "computed":
@@ -263,7 +263,7 @@ def _slices(trace: Trace) -> str | None:
     ]
     order = ("a random draw of dataset rows, because shuffle=True" if trace.config.shuffle
              else "consecutive dataset rows, because shuffle=False")
-    return (f"**Contiguous slices.** Each GPU gets one contiguous slice of its batch (in batch 0: {', '.join(parts)}"
+    return (f"**Contiguous slices.** Each GPU gets one contiguous slice of its batch (in batch {counted(0)}: {', '.join(parts)}"
             f"{', …' if len(replicas) > 3 else ''}). The batch itself is {order}. (DistributedDataParallel's "
             "sampler instead deals rows out in strides, one per process.)")
 
@@ -314,7 +314,7 @@ def _single_rows(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
         return None  # the failure's own paragraph says what the one row did
     lane = trace.replicas(b)[replica].lane
     more = f" (and {plural(len(hits) - 1, 'other batch')})" if len(hits) > 1 else ""
-    text = f"**One-row chunks.** Batch {b:,} gives GPU {lane} a single row{more}."
+    text = f"**One-row chunks.** Batch {counted(b)} gives GPU {lane} a single row{more}."
     if trace.config.model == "cnn":
         return text + (" The CNN's BatchNorm2d takes its statistics over every pixel of the image too, so one image "
                        "is enough; a BatchNorm1d on feature vectors would fail on it in training mode.")

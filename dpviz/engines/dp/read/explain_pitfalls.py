@@ -14,7 +14,7 @@ from collections import defaultdict
 
 from dpviz.echo import LIMIT, MESSAGE_LIMIT, code_span, markdown_text
 from dpviz.catalogue import INPUT_SPECS
-from dpviz.analysis.wording import device_list, plural, sizes_text
+from dpviz.analysis.wording import counted, device_list, plural, sizes_text
 from dpviz.trace import ArgumentSample, Trace
 
 
@@ -61,7 +61,7 @@ def _why_failed(trace: Trace) -> str | None:
         empty = [r for r, args in got.items() if not any(a.path.split("[")[0] in positional for a in args)]
         keywords = sorted({a.path.rstrip("=") for a in mine})
         chunks = len(got) - len(empty)
-        return (f"Batch {failure.batch:,} has {plural(batch.rows, 'row')}, which `torch.chunk` cut into only "
+        return (f"Batch {counted(failure.batch)} has {plural(batch.rows, 'row')}, which `torch.chunk` cut into only "
                 f"{plural(chunks, 'chunk')} for {plural(gpus, 'GPU')}; the keyword "
                 f"{_listed([code_span(k, LIMIT) for k in keywords])} is not a tensor, so scatter copied it to all {gpus}. "
                 f"`scatter_kwargs` then pads the shorter list, the positional arguments, with empty tuples: "
@@ -88,7 +88,7 @@ def _why_failed(trace: Trace) -> str | None:
         layer = "BatchNorm2d" if re.search(r"torch\.Size\(\[1(, \d+){3}\]\)", failure.message) else "BatchNorm1d"
         whole = (" On one GPU the whole batch would have been fine." if batch.rows > 1 else
                  " The batch itself has one row, so one GPU would fail too.")
-        return (f"Batch {failure.batch:,} has {plural(batch.rows, 'row')}, split {sizes_text(rows)} over "
+        return (f"Batch {counted(failure.batch)} has {plural(batch.rows, 'row')}, split {sizes_text(rows)} over "
                 f"{plural(gpus, 'GPU')}, so GPU {lane}'s replica got a single row, and {layer} in training mode "
                 "(a module's default until `.eval()`, training or not) needs more than one value per channel to take "
                 f"a batch variance.{whole} Fix: DataLoader(drop_last=True), or a batch size whose chunks never come "
@@ -102,7 +102,7 @@ def _failure(trace: Trace) -> str | None:
         return None
     done = len(trace.batches) - 1
     after = f"after {plural(done, 'batch')} that worked" if done else "in its first batch"
-    text = (f"**The run stopped at batch {failure.batch:,}** of {trace.config.num_batches:,}, {after}. DataParallel "
+    text = (f"**The run stopped at batch {counted(failure.batch)}** of {trace.config.num_batches:,}, {after}. DataParallel "
             f"raised {code_span(failure.headline, MESSAGE_LIMIT)}; the replica's own error "
             f"was {code_span(failure.original, MESSAGE_LIMIT)}.")
     why = _why_failed(trace)
@@ -114,14 +114,14 @@ def _warnings(trace: Trace) -> list[str]:
     losses = trace.facts.get("losses", [])
     for note in trace.warnings:
         text = (f"**A warning, {plural(note.count, 'time')}.** {code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)} "
-                f"(first in batch {note.batch:,}).")
+                f"(first in batch {counted(note.batch)}).")
         if note.message.startswith("Was asked to gather") and losses:
             last = losses[-1]
             gathered, rows = last["gathered"], last["chunk_rows"]
             mean = sum(gathered) / len(gathered)
             weighted = sum(g * r for g, r in zip(gathered, rows)) / max(1, sum(rows))
             text += (f" Each replica returned a 0-dim loss, which cannot be concatenated, so gather made them a "
-                     f"vector with one loss per GPU: in batch {last['batch']:,}, {sizes_text([round(g, 4) for g in gathered])} "
+                     f"vector with one loss per GPU: in batch {counted(last['batch'])}, {sizes_text([round(g, 4) for g in gathered])} "
                      f"for chunks of {sizes_text(rows)} rows.")
             if len(set(rows)) > 1:
                 text += (f" Its mean, {mean:.4f}, is not the whole batch's loss, {last['whole']:.4f}: the mean weighs "
@@ -177,7 +177,7 @@ def _inputs(trace: Trace) -> str | None:
         parts.append(f"{_what(a)} is {how}{extra}")
     if len(whole) > SHOWN:
         parts.append(f"{len(whole) - SHOWN:,} more arguments were handed whole")
-    return f"**What each replica got** (batch {batch:,}): " + "; ".join(parts) + "."
+    return f"**What each replica got** (batch {counted(batch)}): " + "; ".join(parts) + "."
 
 
 def _dim(trace: Trace) -> str | None:

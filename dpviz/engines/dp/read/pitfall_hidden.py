@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from dpviz.echo import plotly_text
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.trace import Trace
-from dpviz.analysis.wording import plural
+from dpviz.analysis.wording import counted, plural
 from dpviz.engines.dp.read.pitfall_checks import misplaced, shows_hidden_cut
 from dpviz.engines.dp.read.pitfall_layout import panel_headings, title_on_top
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, device_pattern, text_color_on
@@ -124,7 +124,7 @@ def hidden_dim_figure(trace: Trace) -> go.Figure | None:
     headings = [f"<b>What DataParallel did</b>: every tensor cut on dim {dim};<br>scatter keeps as many replicas as the fewest pieces"]
     if meant is not None:
         headings.append(f"<b>What was meant</b>: {name} cut on {_dim_name(path, meant)},<br>in step with the other inputs")
-    said = f"batch {batch:,}"
+    said = f"batch {counted(batch)}"
     if trace.failure is not None and trace.failure.batch == batch:
         said += f" failed:<br>{plotly_text(trace.failure.original, 90)}"
     notes = [f"{said}<br>{backend_note(trace)}"]

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.trace import Trace
-from dpviz.analysis.wording import plural, sizes_text
+from dpviz.analysis.wording import counted, plural, sizes_text
 from dpviz.engines.dp.read.pitfall_checks import shows_loss_bias
 from dpviz.engines.dp.read.pitfall_layout import panel_headings, title_on_top
 from dpviz.figures.colors import OUTLINE, device_color, device_pattern, text_color_on, with_alpha
@@ -43,9 +43,9 @@ def prepare_losses(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _heading(m: pd.Series, chunks: list[int]) -> str:
     split = f"chunks of {sizes_text(chunks)} rows"
     if len(set(chunks)) == 1:
-        return f"<b>Batch {m.batch:,}</b>, {split}:<br>equal chunks, so the two means agree"
+        return f"<b>Batch {counted(m.batch)}</b>, {split}:<br>equal chunks, so the two means agree"
     bias = (m.mean_of_gathered - m.whole) / m.whole * 100 if m.whole else 0.0
-    return (f"<b>Batch {m.batch:,}</b>, {split}: the vector's mean is {bias:+.0f}% off,<br>"
+    return (f"<b>Batch {counted(m.batch)}</b>, {split}: the vector's mean is {bias:+.0f}% off,<br>"
             f"its {min(chunks)}-row chunk counting as much as a {max(chunks)}-row one")
 
 
@@ -79,7 +79,7 @@ def plot_losses(table: pd.DataFrame, means: pd.DataFrame, *, title: str, notes: 
                 text=["", written], textposition="middle right", cliponaxis=False,
                 hovertemplate=f"{name}: {value:.4f}<extra></extra>",
             ), row=row, col=1)
-        fig.update_xaxes(range=[0, m.rows], title_text=f"rows of batch {m.batch:,}", row=row, col=1)
+        fig.update_xaxes(range=[0, m.rows], title_text=f"rows of batch {counted(m.batch)}", row=row, col=1)
         top = max(part["loss"].max(), m.whole, m.mean_of_gathered) * 1.15
         fig.update_yaxes(range=[0, top], title_text="loss", row=row, col=1)
         headings.append(_heading(m, part["rows"].tolist()))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from dpviz.analysis.batch_facts import calls_without_chunk, chunks_per_batch, memory_peaks, phase_times
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import HOST
-from dpviz.analysis.wording import human_bytes, plural
+from dpviz.analysis.wording import counted, human_bytes, plural
 
 if TYPE_CHECKING:  # for the annotations only: a DataParallel run's figures never import pandas
     pass
@@ -136,7 +136,7 @@ def summary_rows_dp(trace: Trace) -> list[tuple[str, str]]:
     if peaks is not None:
         first, other = peaks
         how = "computed from tensor sizes" if trace.memory_kind == "computed" else "measured: torch.cuda.memory_allocated"
-        text = f"GPU {first.device}: {human_bytes(first.bytes)} after {first.phase} of batch {first.batch + 1:,}"
+        text = f"GPU {first.device}: {human_bytes(first.bytes)} after {first.phase} of batch {counted(first.batch)}"
         if other is not None:
             text += f"; other GPUs at most {human_bytes(other.bytes)} (GPU {other.device}, after {other.phase})"
         rows.append(("peak memory", f"{text} ({how})"))

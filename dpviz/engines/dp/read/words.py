@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
 from dpviz.trace import Trace
 from dpviz.figures.style import plural
-from dpviz.analysis.wording import DEVICE_NAME_LIMIT
+from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
 from dpviz.analysis.wording import replica_threads
@@ -79,7 +79,7 @@ def dp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
     kind = "real GPUs" if trace.backend == "cuda" else "simulated devices"
     batches = len(trace.batches)
     if trace.failure is not None:
-        print(f"dpviz: DataParallel failed in batch {trace.failure.batch + 1} of {config.num_batches} on {config.gpus} {kind}: "
+        print(f"dpviz: DataParallel failed in batch {counted(trace.failure.batch)} of {config.num_batches} on {config.gpus} {kind}: "
               f"{trace.failure.headline}", file=sys.stderr)
         return 1
     kind = kind if config.gpus > 1 else kind[:-1]  # "1 simulated device", "1 real GPU"

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from dpviz.engines.pipeline.read.bubble import lay_out, opening_step, percent, schedule_order, slot_share, slots
 from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES
+from dpviz.analysis.wording import counted
 from dpviz.engines.pipeline.read.schedule import KINDS, label_colors, microbatch_color, stage_label
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.style import backend_note, styled
@@ -45,7 +46,7 @@ def schedules_figure(trace: Trace) -> go.Figure:
             laid = lay_out([schedule_order(name, stages, micro, s) for s in range(stages)])
         if laid is not None:
             layouts[name] = (laid, ran)
-    titles = [f"{SCHEDULE_NAMES[name]}{' (this run, step ' + str(step + 1) + ')' if ran else ' (torch’s order, not run)'}: "
+    titles = [f"{SCHEDULE_NAMES[name]}{' (this run, step ' + counted(step) + ')' if ran else ' (torch’s order, not run)'}: "
               f"idle {percent(slot_share(laid))}, stage 1 keeps {in_flight(laid)[0]} microbatches"
               for name, (laid, ran) in layouts.items()]
     fig = make_subplots(rows=len(layouts), cols=1, vertical_spacing=0.16, subplot_titles=titles, shared_xaxes=False)
@@ -61,7 +62,7 @@ def schedules_figure(trace: Trace) -> go.Figure:
             fig.add_trace(go.Bar(
                 y=[stage_label(p[0]) for p in mine], x=[1] * len(mine), base=[p[2] for p in mine], orientation="h",
                 name=label, showlegend=first, legendgroup=label, width=0.8,
-                text=[f"{kind}{p[1] + 1}" for p in mine], textposition="inside", insidetextanchor="middle", textangle=0,
+                text=[f"{kind}{counted(p[1])}" for p in mine], textposition="inside", insidetextanchor="middle", textangle=0,
                 textfont=dict(color=label_colors([p[1] for p in mine])),
                 marker=dict(color=[microbatch_color(p[1]) for p in mine], line=dict(color=OUTLINE, width=1),
                             pattern=dict(shape=pattern, fgcolor="white", solidity=0.35, fillmode="overlay") if pattern else None),

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.echo import plotly_text
+from dpviz.analysis.wording import counted
 from dpviz.engines.pipeline.read.bubble import (SCHEDULE_NAMES, computes, ended, idle_share, percent, slot_share, slots,
                                                 textbook_share, window)
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, text_color_on
@@ -53,7 +54,7 @@ def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, flo
             name=label, legendgroup=label, showlegend=legend, width=0.8,
             marker=dict(color=[microbatch_color(b[2]) for b in mine], line=dict(color=OUTLINE, width=1),
                         pattern=dict(shape=pattern, fgcolor="white", solidity=0.35, fillmode="overlay") if pattern else None),
-            text=[f"{kind}{b[2] + 1}" for b in mine], textposition="inside", insidetextanchor="middle",
+            text=[f"{kind}{counted(b[2])}" for b in mine], textposition="inside", insidetextanchor="middle",
             textfont=dict(color=label_colors([b[2] for b in mine])), textangle=0,
             customdata=[[b[2] + 1, b[3], b[4]] for b in mine],
             hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata[0]}}<br>from %{{customdata[1]:.2f}} {unit}, "
@@ -92,7 +93,7 @@ def stopped_figure(trace: Trace, batch: int) -> go.Figure:
     fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
     failure = trace.failure
     who = f"{stage_label(failure.replica)} " if failure is not None and failure.replica is not None else ""
-    title = (f"Step {batch + 1} did not end: {who}failed with "
+    title = (f"Step {counted(batch)} did not end: {who}failed with "
              f"{plotly_text(failure.headline if failure else 'an error', HEADLINE_LIMIT)}")
     return styled(fig, title, [schedule_words(trace), "the passes that ran before it; the bubble is a whole step's",
                                backend_note(trace)], height=BASE_PX + ROW_PX * stages + 60)
@@ -128,7 +129,7 @@ def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
             base=[ms(s.start) for s in losses], orientation="h", name="loss", width=0.3,
             marker=dict(color=LOSS_COLOR), customdata=[[s.microbatch + 1] for s in losses],
             hovertemplate="%{y}: loss of microbatch %{customdata[0]}<extra></extra>"), row=row, col=1)
-    title = f"Step {batch + 1}: the bubble leaves each stage idle {percent(textbook)} of the step; measured, {percent(measured)}"
+    title = f"Step {counted(batch)}: the bubble leaves each stage idle {percent(textbook)} of the step; measured, {percent(measured)}"
     notes = [schedule_words(trace), f"(S − 1) / (M + S − 1) = {stages - 1} / {micro + stages - 1}", backend_note(trace)]
     names = [stage_label(s) for s in range(stages)][::-1]
     fig.update_layout(barmode="overlay", uniformtext=dict(mode="hide", minsize=9), bargap=0.2)

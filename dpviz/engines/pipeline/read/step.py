@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from dpviz.analysis.wording import human_bytes
+from dpviz.analysis.wording import counted, human_bytes
 from dpviz.engines.dp.read.step import animated
 from dpviz.engines.pipeline.read.bubble import slots
 from dpviz.engines.pipeline.read.schedule import (KINDS, label_colors, microbatch_color, schedule_words, stage_label,
@@ -41,7 +41,7 @@ def _said(trace: Trace, step: int, laid, slot: int) -> str:
         for kind, micro, start in row:
             if start != slot:
                 continue
-            what = f"{stage_label(stage)} {KINDS[kind][0]} of microbatch {micro + 1}"
+            what = f"{stage_label(stage)} {KINDS[kind][0]} of microbatch {counted(micro)}"
             if kind == "F" and stage < last and (stage, "send_activations") in sizes:
                 what += f", {human_bytes(sizes[stage, 'send_activations'])} of activations to {stage_label(stage + 1)}"
             elif kind == "B" and stage > 0 and (stage, "send_gradients") in sizes:
@@ -65,7 +65,7 @@ def step_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
         return [go.Bar(y=names, x=[length] * stages, base=[0] * stages, orientation="h", name="idle (waiting)",
                        marker=dict(color=IDLE_GREY, line=dict(width=0)), width=0.8, hoverinfo="skip")] + [
             go.Bar(y=[stage_label(p[1]) for p in mine], x=[1] * len(mine), base=[p[3] for p in mine], orientation="h",
-                   name=label, width=0.8, text=[f"{kind}{p[2] + 1}" for p in mine], textposition="inside",
+                   name=label, width=0.8, text=[f"{kind}{counted(p[2])}" for p in mine], textposition="inside",
                    insidetextanchor="middle", textangle=0, textfont=dict(color=label_colors([p[2] for p in mine])),
                    marker=dict(color=[microbatch_color(p[2]) for p in mine],
                                opacity=1.0, line=dict(color=[OUTLINE if p[3] < slot else "#000000" for p in mine],
@@ -83,6 +83,6 @@ def step_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     fig.update_layout(barmode="overlay", bargap=0.2, uniformtext=dict(mode="hide", minsize=9), showlegend=False,
                       xaxis=dict(title="slots: one forward or backward each", range=[0, length], dtick=max(1, length // 12)),
                       yaxis=dict(categoryorder="array", categoryarray=names[::-1], title=None))
-    styled(fig, titles[0], [schedule_words(trace), f"step {batch + 1}", backend_note(trace)],
+    styled(fig, titles[0], [schedule_words(trace), f"step {counted(batch)}", backend_note(trace)],
            height=BASE_PX + ROW_PX * stages)
     return animated(fig, frames, titles, "slot ")

@@ -18,7 +18,7 @@ import re
 from statistics import mean
 
 from dpviz.analysis.batch_facts import phase_times
-from dpviz.analysis.wording import DEVICE_NAME_LIMIT, human_bytes, numbered, plural
+from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted, human_bytes, numbered, plural
 from dpviz.echo import MESSAGE_LIMIT, code_span, cut, markdown_text
 from dpviz.engines.ddp.read.explain import _warnings
 from dpviz.engines.ddp.read.summary import _peaks
@@ -46,10 +46,6 @@ _DEFAULT_LANE = re.compile(r"^stage \d+ \((.*)\)$")  # merge's lane names: "stag
 def _stage(lane: int) -> str:
     """A stage as a reader counts it: from 1 (lanes count from 0)."""
     return f"stage {lane + 1:,}"
-
-
-def _n(step: int) -> str:
-    return f"{step + 1:,}"
 
 
 def _listed(items: list[str], limit: int = SHOWN) -> str:
@@ -127,7 +123,7 @@ def _activation_peak(trace: Trace, step: int) -> list[int] | None:
 
 def _order_text(trace: Trace, step: int, stage: int) -> str:
     """'F1 F2 F3 F4 B1 B2 B3 B4': the stage's forwards and backwards in the step, microbatches counted from 1."""
-    ran = [f"{kind}{micro + 1}" for kind, micro in order(trace, step, stage)]
+    ran = [f"{kind}{counted(micro)}" for kind, micro in order(trace, step, stage)]
     return " ".join(ran[:ORDER_SHOWN]) + (f" … ({len(ran) - ORDER_SHOWN:,} more)" if len(ran) > ORDER_SHOWN else "")
 
 
@@ -164,7 +160,7 @@ def key_figures_pipeline(trace: Trace) -> dict[str, str]:
     if step is not None:
         measured = _idle(trace, step)
         if measured is not None:
-            figures[f"idle in step {_n(step)} (textbook)"] = \
+            figures[f"idle in step {counted(step)} (textbook)"] = \
                 f"{percent(measured)} ({percent(textbook_share(stages, config.microbatches))})"
         figures["microbatches held at most, per stage"] = _held_text(_held_most(trace, step))
         sent = sum(size for _, size in _sends_of(trace, step).values())
@@ -233,7 +229,7 @@ def summary_rows_pipeline(trace: Trace) -> list[tuple[str, str]]:
                                                 sends.get((s + 1, "send_gradients"), (0, 0)))
             cuts.append(f"{_stage(s)} → {s + 2:,}: {plural(count, 'activation')} ({human_bytes(size)}), back "
                         f"{plural(back, 'gradient')} ({human_bytes(back_size)})")
-        rows.append((f"sent in step {_n(step)}", "; ".join(cuts[:SHOWN]) + (f"; and {len(cuts) - SHOWN:,} more cuts"
+        rows.append((f"sent in step {counted(step)}", "; ".join(cuts[:SHOWN]) + (f"; and {len(cuts) - SHOWN:,} more cuts"
                                                                              if len(cuts) > SHOWN else "")))
         shares = [(s, _idle(trace, s)) for s in _ended(trace)]
         shares = [(s, share) for s, share in shares if share is not None]
@@ -242,10 +238,10 @@ def summary_rows_pipeline(trace: Trace) -> list[tuple[str, str]]:
         if measured is not None:
             spread = (f" ({percent(min(v for _, v in shares))} to {percent(max(v for _, v in shares))} over "
                       f"{plural(len(shares), 'step')})" if len(shares) > 1 else "")
-            rows.append(("idle share (bubble)", f"{percent(measured)} in step {_n(step)}{spread}, measured; the "
+            rows.append(("idle share (bubble)", f"{percent(measured)} in step {counted(step)}{spread}, measured; the "
                          f"textbook's (S − 1) / (M + S − 1) = {stages - 1} / {config.microbatches + stages - 1} is "
                          f"{percent(textbook)}"))
-        rows.append((f"microbatches held at most in step {_n(step)}", _per_stage(
+        rows.append((f"microbatches held at most in step {counted(step)}", _per_stage(
             [f"{n:,}" for n in _held_most(trace, step)])))
     for phase, time in phase_times(trace).items():
         known = phase in trace.vocabulary.order
@@ -282,7 +278,7 @@ def _failure(trace: Trace) -> str | None:
     if failure is None:
         return None
     who = _stage(failure.replica) if failure.replica is not None else "a stage"
-    text = (f"**Step {_n(failure.batch)} failed** on {who}: {code_span(failure.headline, MESSAGE_LIMIT)}. Every "
+    text = (f"**Step {counted(failure.batch)} failed** on {who}: {code_span(failure.headline, MESSAGE_LIMIT)}. Every "
             "stage stopped with it, and the trace ends there.")
     if _per_microbatch(trace) == 1 and "Expected more than 1 value per channel" in failure.message:
         text += (f" Each microbatch held a single row (batch_size {trace.config.batch_size:,} cut into "
@@ -360,7 +356,7 @@ def _order(trace: Trace) -> str | None:
     stages, micro = len(trace.lanes), trace.config.microbatches
     name, _, _ = _schedule(trace)
     first, last = _order_text(trace, step, 0), _order_text(trace, step, stages - 1)
-    ran = (f"In step {_n(step)} {_stage(0)} ran {first}" + (f", and {_stage(stages - 1)} {last}" if last != first else
+    ran = (f"In step {counted(step)} {_stage(0)} ran {first}" + (f", and {_stage(stages - 1)} {last}" if last != first else
                                                               ", every stage in the same order"))
     held = _held_most(trace, step)
     peak = _activation_peak(trace, step)
@@ -391,7 +387,7 @@ def _bubble(trace: Trace) -> str | None:
     textbook = textbook_share(stages, micro)
     start, end = window(trace, step)
     worked = sum(busy(trace, step, s) for s in range(stages))
-    text = (f"**The bubble.** In step {_n(step)} the stages sat idle {percent(measured)} of the time from its first "
+    text = (f"**The bubble.** In step {counted(step)} the stages sat idle {percent(measured)} of the time from its first "
             f"forward to its last backward, where the textbook's bubble at these settings, (S − 1) / (M + S − 1) = "
             f"{stages - 1} / {micro + stages - 1}, is {percent(textbook)}. Of {stages} × {_ms(end - start)} the "
             f"stages computed {_ms(worked)} in all; the rest they waited for a microbatch from a neighbour.")
@@ -399,7 +395,7 @@ def _bubble(trace: Trace) -> str | None:
         before = _idle(trace, 0)
         if before is not None:
             text += (f" (Step 1, which also sent each stage's tensor shapes ahead, sat idle {percent(before)}: the "
-                     f"views open on step {_n(step)}.)")
+                     f"views open on step {counted(step)}.)")
     if abs(measured - textbook) > GAP:
         text += " " + _gap(trace, step, measured, textbook)
     return text
@@ -449,7 +445,7 @@ def _sends(trace: Trace) -> str | None:
                                         if len(cuts) > SHOWN else "")
     total = sum(size for _, size in sends.values())
     _, grads = pipeline_model_bytes(trace)
-    text = (f"**Activations forward, gradients back.** In step {_n(step)} {listed}. That is all that crossed between "
+    text = (f"**Activations forward, gradients back.** In step {counted(step)} {listed}. That is all that crossed between "
             f"the processes, {human_bytes(total)} in the step: point to point between neighbours, one tensor a "
             "microbatch each way, no all-reduce and no parameter.")
     if grads:
