@@ -17,7 +17,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("input", "Input"),
     ("forward", "Forward"),
     ("backward", "Backward"),
-    ("update", "Optimizer step"),
+    ("update", "Optimizer"),
 )
 COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
 MOVES_PER_COLUMN = 2  # DataParallel's forward: the replicate, then the gather; FSDP's backward: gather, reduce-scatter

@@ -2,9 +2,11 @@
 
 Each device has a box per column, saying what it holds or does there; what moves between devices runs in the
 column's left strip: a bar in the move's colour (the colour its phase has on the Timeline) with an arrow to or
-from each device that takes part, and the bytes on the arrow. An arrow into the bar is what a device sends, an
-arrow into a box what it receives, a two-headed one a collective (it hands its bytes in and gets a result back).
-A pipeline's sends go from one stage to the next, so they are drawn between neighbouring rows instead.
+from each device that takes part. An arrow into the bar is what a device sends, an arrow into a box what it
+receives, a two-headed one a collective (it hands its bytes in and gets a result back). A pipeline's sends go
+from one stage to the next, so they are drawn between neighbouring rows instead. The bytes sit where each arrow
+ends, in the box, after the move's swatch: "out", "in" or "↔" and the size (a chart 440 pixels wide has no
+room beside the arrows for them; the hover gives every digit).
 
 Pure: an engine's reader fills dpviz.analysis.one_step.OneStep from a trace; this draws it.
 """
@@ -19,57 +21,83 @@ from dpviz.analysis.wording import human_bytes
 from dpviz.figures.colors import GUIDE, THEME_TEXT, device_color, with_alpha
 from dpviz.figures.style import GAP_PX, LINE_EM, styled, title_block_px
 
-BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.31, 0.985, 0.4  # a box, in its column (0 to 1) and its row (centre ± half)
-BAR_X = (0.03, 0.09)  # the first move's bar, the second's
-CELL_SIZE, BYTES_SIZE, HEAD_SIZE = 13, 12, 15  # a box's words, an arrow's bytes, a column's heading
-ROW_PX = {0: 62, 1: 66, 2: 92}  # a row's height: with no moves in any column, one, two (two arrows and their bytes)
+BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.125, 0.99, 0.42  # a box, in its column (0 to 1) and its row (centre ± half)
+BAR_X = (0.025, 0.075)  # the first move's bar, the second's
+GAP = 0.09  # the break in the second bar where the first move's arrows cross it, in rows
+CELL_SIZE, HEAD_SIZE = 12, 14  # a box's words, a column's heading
+LINE_PX = CELL_SIZE * LINE_EM  # a line of a box
+ROW_GAP_PX = 14  # between two boxes of a column
 FAILED = "#CC3311"  # the edge of the box a step failed in (the failure colour of the other views)
-STEM_PX = 4  # an arrow's line width
+STEM_PX = 3  # an arrow's line width
+WORDS = {"sent": "out", "received": "in", "both": "↔"}  # a box's line of bytes: what the device did
 
 
 def _offsets(moves: int) -> tuple[float, ...]:
     """Where each move's arrows cross a row, from its centre: two moves share the row, one above the other."""
-    return (0.0,) if moves < 2 else (-0.22, 0.2)
+    return (0.0,) if moves < 2 else (-0.2, 0.2)
 
 
-def _lines(cell) -> str:
-    return "<br>".join(cell.lines)
+def _bytes_lines(picture: OneStep, lane: int, key: str, colors: dict[str, str]) -> list[str]:
+    """A line per move of the column this lane takes part in: the move's swatch, in, out or ↔, and the bytes."""
+    lines = []
+    for move in picture.moves_in(key):
+        sent, received = move.sent.get(lane, 0), move.received.get(lane, 0)
+        if lane not in move.sent and lane not in move.received:
+            continue
+        both = move.shape == ALL or (sent and received)
+        word, size = (WORDS["both"], sent or received) if both else (WORDS["sent"], sent) if sent else (WORDS["received"], received)
+        lines.append(f"<span style='color:{colors[move.phase]}'>■</span> {word} {short_bytes(size)}")
+    return lines
+
+
+def short_bytes(n: float) -> str:
+    """'648 B', '2.0 KiB', '45 MiB': two significant figures, for a narrow box (the hover keeps every digit)."""
+    text = human_bytes(n)
+    number, unit = text.rsplit(" ", 1)
+    if unit == "B":
+        return text
+    value = float(number.replace(",", ""))
+    return f"{value:.1f} {unit}" if value < 10 else f"{value:,.0f} {unit}"
 
 
 def one_step_figure(picture: OneStep, colors: dict[str, str]) -> go.Figure:
     """The figure of `picture`; `colors` maps each move's phase to its colour."""
     lanes = list(picture.lane_ids)
     row = {lane: i for i, lane in enumerate(lanes)}
-    most = max((len(picture.moves_in(key)) for key, _ in COLUMNS), default=0)
     shapes, notes_on, hover_x, hover_y, hover_text = [], [], [], [], []
+    most_lines = 1
     for c, (key, _) in enumerate(COLUMNS):
         for lane in lanes:
             cell = picture.cells[(lane, key)]
             y = row[lane]
-            failed = picture.failed == key
+            failed = picture.failed == key and not cell.idle
+            # The fill says whose box it is; the edge only bounds it (the rows are named on the left).
             shapes.append(dict(
                 type="rect", x0=c + BOX_LEFT, x1=c + BOX_RIGHT, y0=y - BOX_HALF, y1=y + BOX_HALF, layer="below",
                 fillcolor="rgba(0,0,0,0)" if cell.idle else with_alpha(device_color(lane), 0.22),
-                line=dict(color=FAILED if failed and not cell.idle else GUIDE if cell.idle else device_color(lane),
-                          width=3 if failed and not cell.idle else 1.5, dash="dot" if cell.idle else "solid"),
+                line=dict(color=FAILED if failed else GUIDE if cell.idle else device_color(lane),
+                          width=3 if failed else 1, dash="dot" if cell.idle else "solid"),
                 name="box"))
-            notes_on.append(dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=y, text=_lines(cell), showarrow=False,
+            lines = list(cell.lines) + _bytes_lines(picture, lane, key, colors)
+            most_lines = max(most_lines, len(lines))
+            notes_on.append(dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=y, text="<br>".join(lines), showarrow=False,
                                  font=dict(size=CELL_SIZE, color=THEME_TEXT), name="cell"))
             if cell.hover:
                 hover_x.append(c + (BOX_LEFT + BOX_RIGHT) / 2)
                 hover_y.append(y)
                 hover_text.append(cell.hover)
         moves = picture.moves_in(key)
-        for move, bar, offset in zip(moves, BAR_X, _offsets(len(moves))):
-            color = colors[move.phase]
-            drawn = _arrows(move, c + bar, c + BOX_LEFT, offset, row, color)
+        crossings = [row[lane] + _offsets(len(moves))[0] for lane in moves[0].lanes if lane in row] if len(moves) > 1 else []
+        for i, (move, bar, offset) in enumerate(zip(moves, BAR_X, _offsets(len(moves)))):
+            drawn = _arrows(move, c + bar, c + BOX_LEFT, offset, row, colors[move.phase], crossings if i else [])
             shapes += drawn[0]
             notes_on += drawn[1]
-            if move.hover:
-                hover_x.append(c + (bar + BOX_LEFT) / 2)
-                hover_y.append(row[move.lanes[0]] + offset)
-                hover_text.append(move.hover)
-    fig = go.Figure(go.Scatter(x=hover_x, y=hover_y, mode="markers", marker=dict(size=28, opacity=0),
+            for lane in move.lanes:
+                if lane in row:
+                    hover_x.append(c + (bar + BOX_LEFT) / 2)
+                    hover_y.append(row[lane] + offset)
+                    hover_text.append(f"{move.hover or move.name}: {_hover_bytes(move, lane)}")
+    fig = go.Figure(go.Scatter(x=hover_x, y=hover_y, mode="markers", marker=dict(size=18, opacity=0),
                                hovertext=hover_text, hovertemplate="%{hovertext}<extra></extra>", showlegend=False))
     headings = [dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=1, xref="x", yref="paper", yanchor="bottom", yshift=GAP_PX // 2,
                      text=_heading(title, picture, key, colors), showarrow=False, name="column",
@@ -79,15 +107,27 @@ def one_step_figure(picture: OneStep, colors: dict[str, str]) -> go.Figure:
     styled(fig, picture.title, list(picture.notes))
     head_lines = 1 + max(len(picture.moves_in(key)) for key, _ in COLUMNS)
     over = math.ceil(head_lines * HEAD_SIZE * LINE_EM) + GAP_PX
-    plot_px = ROW_PX[most] * len(lanes)
+    # A row as tall as the fullest box's lines need, its box 2 × BOX_HALF of it.
+    row_px = max(48, math.ceil((most_lines * LINE_PX + 8) / (2 * BOX_HALF)))
     top, bottom = title_block_px(fig) + GAP_PX + over, 24
     fig.update_layout(
-        margin=dict(t=top, b=bottom, l=84, r=12), height=top + plot_px + bottom, hovermode="closest",
+        margin=dict(t=top, b=bottom, l=MARGIN_LEFT_PX, r=8), height=top + row_px * len(lanes) + bottom, hovermode="closest",
         xaxis=dict(range=[0, len(COLUMNS)], visible=False, fixedrange=True),
         yaxis=dict(range=[len(lanes) - 0.5, -0.5], tickvals=list(range(len(lanes))), ticktext=list(picture.lanes),
                    showgrid=False, zeroline=False, fixedrange=True, ticks=""),
     )
     return fig
+
+
+MARGIN_LEFT_PX = 64  # the lanes' names: "stage 16" at the ticks' size
+
+
+def _hover_bytes(move: Arrow, lane: int) -> str:
+    sent, received = move.sent.get(lane, 0), move.received.get(lane, 0)
+    if move.shape == ALL:
+        return f"hands in {human_bytes(sent or received)}"
+    return ", ".join(part for part in (f"sends {human_bytes(sent)}" if sent else "",
+                                       f"receives {human_bytes(received)}" if received else "") if part)
 
 
 def _heading(title: str, picture: OneStep, key: str, colors: dict[str, str]) -> str:
@@ -100,9 +140,11 @@ def _heading(title: str, picture: OneStep, key: str, colors: dict[str, str]) -> 
     return "<br>".join(lines + [" "] * (most - len(lines)))
 
 
-def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, int], color: str):
+def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, int], color: str,
+            crossings: list[float]):
     """The shapes and annotations of one move: its bar and an arrow per lane (HUB, ALL), or an arrow from each
-    lane to its neighbour (NEXT, BACK); each arrow with its bytes."""
+    lane to its neighbour (NEXT, BACK). The bar breaks where another move's arrows cross it (`crossings`), so
+    each mark keeps its own colour there."""
     shapes, notes = [], []
     lanes = [lane for lane in move.lanes if lane in row]
     if move.shape in (NEXT, BACK):
@@ -112,15 +154,16 @@ def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, i
                 continue
             y0, y1 = row[lane], row[to]
             step = 1 if y1 > y0 else -1
-            tail, head = y0 + step * (BOX_HALF - 0.05), y1 - step * (BOX_HALF - 0.05)
-            notes.append(_arrow(bar + 0.05, tail, bar + 0.05, head, color, "end"))
-            notes.append(dict(x=bar + 0.09, y=(y0 + y1) / 2, xanchor="left", text=human_bytes(move.sent[lane]),
-                              showarrow=False, font=dict(size=BYTES_SIZE, color=THEME_TEXT), name="bytes"))
+            tail, head = y0 + step * (BOX_HALF - 0.1), y1 - step * (BOX_HALF - 0.1)
+            notes.append(_arrow(bar + 0.02, tail, bar + 0.02, head, color, "end"))
         return shapes, notes
     ys = [row[lane] + offset for lane in lanes]
     if len(ys) > 1:
-        shapes.append(dict(type="line", x0=bar, x1=bar, y0=min(ys), y1=max(ys), line=dict(color=color, width=STEM_PX),
-                           name="bar"))
+        low, high = min(ys), max(ys)
+        cuts = sorted(y for y in crossings if low < y < high)
+        for start, end in zip([low] + [y + GAP for y in cuts], [y - GAP for y in cuts] + [high]):
+            shapes.append(dict(type="line", x0=bar, x1=bar, y0=start, y1=end, line=dict(color=color, width=STEM_PX),
+                               name="bar"))
     for lane, y in zip(lanes, ys):
         sent, received = move.sent.get(lane, 0), move.received.get(lane, 0)
         both = move.shape == ALL or (sent and received)
@@ -130,16 +173,13 @@ def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, i
             notes.append(_arrow(box, y, bar, y, color, "end"))
         else:
             notes.append(_arrow(bar, y, box, y, color, "end"))
-        shown = sent if (sent and (both or not received)) else received
-        notes.append(dict(x=(bar + box) / 2, y=y, yanchor="bottom", yshift=1, text=human_bytes(shown), showarrow=False,
-                          font=dict(size=BYTES_SIZE, color=THEME_TEXT), name="bytes"))
     return shapes, notes
 
 
 def _arrow(x0: float, y0: float, x1: float, y1: float, color: str, side: str) -> dict:
     """An arrow from (x0, y0) to (x1, y1) in data coordinates, its head at the end (`side` "end+start": both)."""
     return dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="", showarrow=True,
-                arrowhead=2, arrowsize=1.1, arrowwidth=STEM_PX - 1, arrowcolor=color, arrowside=side,
+                arrowhead=2, arrowsize=1, arrowwidth=STEM_PX, arrowcolor=color, arrowside=side,
                 standoff=0, startstandoff=0, name="arrow")
 
 

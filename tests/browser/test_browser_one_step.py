@@ -11,7 +11,7 @@ from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception, screensho
 
 pytestmark = pytest.mark.browser
 
-COLUMNS = ["Input", "Forward", "Backward", "Optimizer step"]
+COLUMNS = ["Input", "Forward", "Backward", "Optimizer"]
 # The engine radio's label, the lanes' noun, and the moves the column headings name (dpviz.analysis.one_step).
 ENGINES = [
     ("dp", "GPU", {"scatter", "replicate", "gather", "output grads", "grads summed"}),

@@ -57,7 +57,7 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
     if params == 0:  # dim 0 of every parameter had fewer rows than there are ranks: this one got none
         cells["update"] = idle(f"{name} holds no rows of any parameter: nothing to step")
         return cells
-    cells["update"] = Cell((f"{optimizer_label(config)} on {share}",)
+    cells["update"] = Cell((f"{optimizer_label(config)} step", f"on {share}")
                            + ((f"state {human_bytes(state)}",) if state else (human_bytes(params),) if params else ()),
                            hover=f"{name} steps its own shard of every parameter; nothing moves")
     return cells
