@@ -12,7 +12,7 @@ from dpviz.engines.dp.workers import POOL
 from user_text_traces import EVIL, LINK, MARKUP, outside_code, payload_json, unescape_markdown
 
 TIMEOUT = 120
-TABS = ["One step", "Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
+TABS = ["One step", "Flow", "Split", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
 
 
 def page(**query) -> AppTest:
@@ -329,7 +329,7 @@ def test_a_preset_opens_on_its_tab_and_a_failure_is_said_above_the_tabs():
     assert app.radio(key="inputs_batch").value == 3  # the failed batch
     show_tab(app, "Flow")
     app.button(key="preset_idle-gpus").click().run()  # another preset: its own tab, whatever was shown
-    assert not app.exception and app.session_state["tab"] == "Split per batch"
+    assert not app.exception and app.session_state["tab"] == "Split"
 
 
 def test_settings_that_happen_to_be_a_presets_keep_the_tab_shown():
@@ -337,7 +337,7 @@ def test_settings_that_happen_to_be_a_presets_keep_the_tab_shown():
     show_tab(app, "Memory")
     app.slider(key="gpus").set_value(8).run()  # the idle-gpus preset's settings, reached by the slider
     assert not app.exception and app.session_state["tab"] == "Memory"
-    assert app.info[0].value.startswith("**Pitfall: Idle GPUs on a short last batch.** Shown in **Split per batch**.")
+    assert app.info[0].value.startswith("**Pitfall: Idle GPUs on a short last batch.** Shown in **Split**.")
 
 
 def test_the_timelines_detail_waits_behind_an_expander_under_it():

@@ -27,7 +27,7 @@ def test_a_ddp_link_runs_ranks_and_its_first_tab_draws_them():
     assert app.radio(key="engine_choice").value == "ddp" and app.slider(key="gpus").value == 3
     assert app.tabs[0].label != "Flow" or "ranks" in shown_text(app)  # a tab that draws DDP comes first
     assert app.get("plotly_chart"), "the first screen shows a chart"
-    assert "Split per step" in [t.label for t in app.tabs] and "Split per batch" not in [t.label for t in app.tabs]
+    assert "Split" in [t.label for t in app.tabs] and "Inputs" not in [t.label for t in app.tabs]  # DataParallel's only
     assert "3 ranks" in shown_text(app) and "GPU 0" not in shown_text(app)
     assert app.query_params["engine"] == "ddp"
 
@@ -39,7 +39,7 @@ def test_engine_both_compares_and_draws_every_view_for_each_engine():
     text = shown_text(app)
     assert "no scatter, no replicate, no gather" in text and "DataParallel's GPU 0 sends" in text
     assert "These settings cannot show GPU 0 as the hub" in text and "Use 3 GPUs to see" in text  # 2 GPUs: one spoke
-    for label in ("Split per batch", "Timeline", "Memory"):
+    for label in ("Split", "Timeline", "Memory"):
         show_tab(app, label)
         assert not app.exception and len(app.get("plotly_chart")) == 2, label  # DataParallel's beside DDP's
     show_tab(app, "Inputs")  # DataParallel's alone: DDP's side has nothing to draw there

@@ -180,7 +180,7 @@ assert app.header[0].value == "How Toy Parallel shares the work", app.header[0].
 assert app.radio(key="engine_choice").value == "toy" and app.get("plotly_chart")
 assert app.query_params["engine"] == "toy"
 tabs = [tab.label for tab in app.tabs]
-assert "Spans per rank" in tabs and tabs.index("Spans per rank") == tabs.index("Split per step") + 1, tabs
+assert "Spans per rank" in tabs and tabs.index("Spans per rank") == tabs.index("Split") + 1, tabs
 print("ok", len(views))
 '''
 

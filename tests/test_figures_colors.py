@@ -147,6 +147,21 @@ def _engines():
     return [DP, DDP]
 
 
+def _every_engine():
+    from dpviz.engines import ENGINES
+    return [spec.part("vocabulary") for spec in ENGINES.values()]
+
+
+@pytest.mark.parametrize("vocabulary", _every_engine(), ids=lambda v: v.engine)
+def test_every_engines_own_colours_show_on_both_themes(vocabulary):
+    """Every engine's phases with a colour of their own are marks on the page's background (a thin bar on the
+    Timeline, an arrow in One step): 3:1 on the light and the dark page. (A pipeline's send of activations was
+    #2255AA, 2.7:1 on the dark page.)"""
+    own = {p.color for p in vocabulary.phases if p.color != "lane"}
+    for color in own:
+        assert min(contrast_ratio(color, bg) for bg in (LIGHT_BACKGROUND, DARK_BACKGROUND)) >= 3, color
+
+
 @pytest.mark.parametrize("vocabulary", _engines(), ids=lambda v: v.engine)
 @pytest.mark.parametrize("vision", list(CVD))
 def test_memory_kinds_stay_apart_and_are_no_device_colour(vision, vocabulary):

@@ -117,8 +117,8 @@ def test_ddp_all_reduces_every_gradient_and_zero1_broadcasts_each_ranks_own_para
     broadcast = arrow("zero1", "update", "broadcast")
     assert sum(broadcast.sent.values()) == model_bytes("parameters")  # each parameter from its one owner
     assert min(broadcast.sent.values()) > 0
-    assert picture("ddp").cells[(0, "update")].lines[:2] == ("SGD step", "every param")
-    assert all(picture("zero1").cells[(rank, "update")].lines[0].startswith("steps ") for rank in range(4))
+    assert picture("ddp").cells[(0, "update")].lines[:2] == ("SGD step", "all params")
+    assert all(picture("zero1").cells[(rank, "update")].lines[0] == "steps" for rank in range(4))
 
 
 def test_fsdp_gathers_and_reduce_scatters_the_parameters_padded_to_a_multiple_of_the_ranks():

@@ -28,7 +28,7 @@ print(len(key_figures(trace)), len(explain(trace)) > 3, "pandas" in sys.modules)
 # Nor the other views' code, nor DDP's summary and explanations.
 print(sorted(m for m in ("dpviz.figures.split", "dpviz.figures.timeline", "dpviz.figures.memory", "dpviz.figures.report",
                          "dpviz.engines.ddp.read.summary", "dpviz.engines.ddp.read.explain", "dpviz.analysis.tables") if m in sys.modules))
-next(view for view in VIEWS if view.tab == "Split per batch").build(trace)
+next(view for view in VIEWS if view.tab == "Split").build(trace)
 print("pandas" in sys.modules)
 """
 

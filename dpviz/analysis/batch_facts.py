@@ -20,6 +20,12 @@ from dataclasses import dataclass
 from dpviz.trace import Span, Trace
 
 
+def batches_planned(trace: Trace) -> int:
+    """The batches (steps) the run set out to take: every title's "of N". A failed run stops short of its plan, and
+    a reader that counted only what ran would say "step 1 of 2" beside another's "step 2 of 4"."""
+    return max(trace.config.num_batches, len(trace.batches))
+
+
 def called_without_rows(span: Span) -> bool:
     """A replica scatter_kwargs padded with an empty tuple: called with the keywords alone, no tensor of the batch."""
     return span.rows == 0 or span.input_shape is None

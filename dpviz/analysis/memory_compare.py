@@ -18,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
+from dpviz.analysis.batch_facts import batches_planned
 from dpviz.analysis.wording import bytes_alike, human_bytes, numbered
 from dpviz.trace import Trace
 
@@ -63,7 +64,7 @@ def memory_by_kind(trace: Trace) -> list[LaneMemory]:
         label = vocabulary.phase(phase).label if phase in order else phase
         ordered = {k: kinds[k] for k in FAMILIES if kinds.get(k)} | {k: v for k, v in kinds.items() if k not in FAMILIES}
         out.append(LaneMemory(trace.spec.short, vocabulary.lane_name(lane.id),
-                              f"{numbered(batch, len(trace.batches), trace.spec.unit)}, after {label}", ordered))
+                              f"{numbered(batch, batches_planned(trace), trace.spec.unit)}, after {label}", ordered))
     return out
 
 

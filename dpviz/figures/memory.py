@@ -14,6 +14,7 @@ the axis titles; hovers give each amount in its own unit (`human_bytes`).
 """
 from __future__ import annotations
 
+from dpviz.analysis.batch_facts import batches_planned
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -252,7 +253,7 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     table = prepare_memory(trace, batch)
     kind = trace.memory_kind
     step = trace.spec.unit
-    title = f"Memory per {trace.vocabulary.lane_noun} after each phase of {numbered(batch, len(trace.batches), step)}"
+    title = f"Memory per {trace.vocabulary.lane_noun} after each phase of {numbered(batch, batches_planned(trace), step)}"
     first = trace.lanes[0].id
     mine = table.loc[table["device"] == first, "total"].max()
     if len(trace.lanes) > 1 and mine > table.loc[table["device"] != first, "total"].max():

@@ -5,8 +5,8 @@ column's left strip: a bar in the move's colour (the colour its phase has on the
 from each device that takes part. An arrow into the bar is what a device sends, an arrow into a box what it
 receives, a two-headed one a collective (it hands its bytes in and gets a result back). A pipeline's sends go
 from one stage to the next, so they are drawn between neighbouring rows instead. The bytes sit where each arrow
-ends, in the box, after the move's swatch: "out", "in" or "↔" and the size (a chart 440 pixels wide has no
-room beside the arrows for them; the hover gives every digit).
+ends, in the box, after the move's swatch (a chart 440 pixels wide has no room beside the arrows for them; the
+hover gives every digit, and whether the device sent or received them).
 
 Pure: an engine's reader fills dpviz.analysis.one_step.OneStep from a trace; this draws it.
 """
@@ -21,15 +21,15 @@ from dpviz.analysis.wording import human_bytes
 from dpviz.figures.colors import GUIDE, THEME_TEXT, device_color, with_alpha
 from dpviz.figures.style import GAP_PX, LINE_EM, styled, title_block_px
 
-BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.125, 0.99, 0.42  # a box, in its column (0 to 1) and its row (centre ± half)
-BAR_X = (0.025, 0.075)  # the first move's bar, the second's
-GAP = 0.09  # the break in the second bar where the first move's arrows cross it, in rows
-CELL_SIZE, HEAD_SIZE = 12, 14  # a box's words, a column's heading
+BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.28, 0.99, 0.42  # a box, in its column (0 to 1) and its row (centre ± half)
+BAR_X = (0.04, 0.16)  # the first move's bar, the second's
+GAP = 0.15  # the break in the second bar where the first move's arrows cross it, in rows
+CELL_SIZE, HEAD_SIZE = 11, 14  # a box's words, a column's heading
 LINE_PX = CELL_SIZE * LINE_EM  # a line of a box
 ROW_GAP_PX = 14  # between two boxes of a column
 FAILED = "#CC3311"  # the edge of the box a step failed in (the failure colour of the other views)
-STEM_PX = 3  # an arrow's line width
-WORDS = {"sent": "out", "received": "in", "both": "↔"}  # a box's line of bytes: what the device did
+STEM_PX = 2  # an arrow's line width
+STANDOFF_PX = 3  # between an arrow's ends and what it points at
 
 
 def _offsets(moves: int) -> tuple[float, ...]:
@@ -44,9 +44,8 @@ def _bytes_lines(picture: OneStep, lane: int, key: str, colors: dict[str, str]) 
         sent, received = move.sent.get(lane, 0), move.received.get(lane, 0)
         if lane not in move.sent and lane not in move.received:
             continue
-        both = move.shape == ALL or (sent and received)
-        word, size = (WORDS["both"], sent or received) if both else (WORDS["sent"], sent) if sent else (WORDS["received"], received)
-        lines.append(f"<span style='color:{colors[move.phase]}'>■</span> {word} {short_bytes(size)}")
+        # Which way is the arrow's to say (its heads); the box gives the size it carried for this device.
+        lines.append(f"<span style='color:{colors[move.phase]}'>■</span> {short_bytes(sent or received)}")
     return lines
 
 
@@ -179,8 +178,9 @@ def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, i
 def _arrow(x0: float, y0: float, x1: float, y1: float, color: str, side: str) -> dict:
     """An arrow from (x0, y0) to (x1, y1) in data coordinates, its head at the end (`side` "end+start": both)."""
     return dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="", showarrow=True,
-                arrowhead=2, arrowsize=1, arrowwidth=STEM_PX, arrowcolor=color, arrowside=side,
-                standoff=0, startstandoff=0, name="arrow")
+                arrowhead=2, arrowsize=0.8, arrowwidth=STEM_PX, arrowcolor=color, arrowside=side,
+                # A hair short of the box and the bar: the arrow's colour never runs into the box's edge.
+                standoff=STANDOFF_PX, startstandoff=STANDOFF_PX, name="arrow")
 
 
 def move_colors(trace) -> dict[str, str]:

@@ -156,7 +156,7 @@ VIEWS: tuple[View, ...] = (
     # Then every engine's step in one layout: a class flips the engine and points at what changed.
     View("one_step", "One step", "One step, every device", "one-step", one_step_any, BATCH, report=_one_steps),
     View("flow", "Flow", "Flow of a batch", "flow", flow_any, BATCH, report=_flows),
-    View("split", "Split per batch", "Split per batch", "split", split_figure),
+    View("split", "Split", "Split per batch", "split", split_figure),  # the tab short: ten tabs fit 1024 pixels
     View("timeline", "Timeline", "Timeline", "timeline", timeline_figure, WINDOW, window=window_size,
          detail=timeline_batches, detail_window=DETAIL_BATCHES),
     View("samples", "Sample map", "Sample map", "sample-map", sample_map_figure),

@@ -21,7 +21,7 @@ COMPARE = "Compare"  # the side-by-side page's first tab
 
 
 def tab_label(view: View, trace: Trace) -> str:
-    """A view's tab in the trace's words: "Split per step" under DDP."""
+    """A view's tab in the trace's words: a tab naming its unit ("… per batch") says "… per step" under DDP."""
     return view.tab.replace("per batch", f"per {trace.spec.unit}")
 
 

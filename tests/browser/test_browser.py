@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.browser
 
 # The tabs the page must have; any others it grows are drawn and checked too.
-TABS = ["One step", "Flow", "Split per batch", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
+TABS = ["One step", "Flow", "Split", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
 CHART_TABS = TABS[:-1]
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 ACTIVE_PANEL = "[data-testid=stTabPanel]:not([data-st-inactive])"
@@ -130,7 +130,7 @@ def test_every_view_draws_without_exception(page, artifacts):
 def test_eight_gpus_on_the_slider_change_the_split(page):
     open_page(page)
     assert split_rows(tutorial_log(page)) == [[15, 15]] * 3 + [[5, 5]]
-    show_tab(page, "Split per batch").locator(SVG).first.wait_for()
+    show_tab(page, "Split").locator(SVG).first.wait_for()
     before = chart_traces(page, "split")
     assert "GPU 1" in legend(page, "split") and "GPU 7" not in legend(page, "split")
 
@@ -146,7 +146,7 @@ def test_eight_gpus_on_the_slider_change_the_split(page):
     assert split_rows(tutorial_log(page)) == [[4] * 7 + [2]] * 3 + [[2] * 5]
     assert simulated_devices(8) in device_count(page)
     assert "gpus=8" in page.url
-    show_tab(page, "Split per batch").locator(SVG).first.wait_for()
+    show_tab(page, "Split").locator(SVG).first.wait_for()
     after = chart_traces(page, "split")
     assert after != before, "the split chart did not change with the GPU count"
     assert {f"GPU {i}" for i in range(8)} <= set(legend(page, "split"))

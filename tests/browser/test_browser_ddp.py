@@ -49,7 +49,7 @@ def test_engine_both_draws_dataparallel_beside_ddp(page, artifacts):
     page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}", timeout=180_000)
     assert_no_exception(page)
     assert "no scatter, no replicate, no gather" in page.locator(ACTIVE_PANEL).inner_text()  # the Compare tab
-    for name in ("Split per batch", "Timeline", "Memory"):
+    for name in ("Split", "Timeline", "Memory"):
         panel = show_tab(page, name)
         page.wait_for_selector(IDLE)
         charts = panel.locator("[data-testid=stPlotlyChart]")

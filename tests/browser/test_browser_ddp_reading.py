@@ -36,8 +36,7 @@ def fresh(browser, app_url, width: int, height: int = 768):
 
 def drawn(page, tab: str, key: str) -> str:
     """Show `tab`, wait for its chart (widget key `key`) to be drawn; the chart's selector."""
-    if tab != "Flow":
-        show_tab(page, tab)
+    show_tab(page, tab)  # One step is the first tab; Flow the second
     page.wait_for_selector(IDLE)
     root = f"{ACTIVE_PANEL} .st-key-{key}"
     page.wait_for_selector(f"{root} .main-svg")

@@ -20,7 +20,7 @@ ENGINES = [
     ("fsdp", "rank", {"all-gather", "reduce-scatter"}),
     ("pipeline", "stage", {"activations", "gradients"}),
 ]
-BYTES = re.compile(r"^[\d,.]+ (B|KiB|MiB)$")
+BYTES = re.compile(r"■ [\d,.]+ (B|KiB|MiB)")  # a box's line of bytes, after its move's swatch
 
 
 def _chart(page):
@@ -55,8 +55,9 @@ def test_flipping_the_engine_keeps_one_steps_columns_and_draws_each_engines_move
             where = centres
         assert all(abs(a - b) <= 2 for a, b in zip(centres, where)), (label, centres, where)
         arrows = chart.locator("g.annotation-arrow-g").count()
-        sizes = [t for t in texts if BYTES.match(t.strip())]
-        assert arrows > 0 and len(sizes) == arrows, (label, arrows, sizes)  # bytes on every arrow
+        sizes = [m.group(0) for t in texts for m in BYTES.finditer(t)]
+        # Bytes where every arrow ends: one per device a collective or a copy involves, two per send between stages.
+        assert arrows > 0 and len(sizes) >= arrows, (label, arrows, sizes)
         ticks = chart.locator(".ytick text").all_text_contents()
         assert ticks == [f"{noun} {i + (1 if noun == 'stage' else 0)}" for i in range(4)], (label, ticks)
         screenshot_full_page(page, artifacts / f"one-step-{noun}-{label.lower()}.png")

@@ -34,7 +34,7 @@ VOCABULARY = Vocabulary(
         Phase("forward", EVERY_LANE, "forward", "forward: one microbatch through the stage's layers",
               place="every stage, per microbatch", per_microbatch=True),
         Phase("send_activations", EVERY_LANE, "send activations", "send: the microbatch's activations to the next stage",
-              color="#2255AA", place="every stage but the last", per_microbatch=True),
+              color="#6655CC", place="every stage but the last", per_microbatch=True),
         Phase("loss", ONE_LANE, "loss", "loss: the microbatch's loss on the last stage", hatch=".", place="the last stage",
               training=True, per_microbatch=True),
         Phase("receive_gradients", EVERY_LANE, "receive gradients",

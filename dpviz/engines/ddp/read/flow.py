@@ -14,6 +14,7 @@ its own colour, written in the colour that contrasts most with it (colors.text_c
 """
 from __future__ import annotations
 
+from dpviz.analysis.batch_facts import batches_planned
 import math
 
 import plotly.graph_objects as go
@@ -128,7 +129,7 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
                   hovertemplate="%{customdata}<extra></extra>"),
     )
     rows = sum(r["rows"] for r in ranks)
-    total = max(trace.config.num_batches, len(trace.batches))
+    total = batches_planned(trace)
     title = (f"{numbered(step, total, 'step').capitalize()}: {plural(rows, 'row')} on {plural(n, vocabulary.lane_noun)}, "
              "each reading its own")
     notes = [backend_note(trace), "no scatter, no replicate, no gather" + (": only the gradients move" if reduces else

@@ -1,6 +1,7 @@
 """A DDP run's log: what each rank's DataLoader gave it and what its forward saw, step by step."""
 from __future__ import annotations
 
+from dpviz.analysis.batch_facts import batches_planned
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.echo import cut
 from dpviz.trace import Trace
@@ -49,7 +50,7 @@ def step_lines(trace: Trace, step: int, repeated: int | None = None) -> list[str
 
         repeats = tables_ddp.repeats_per_step(trace)
         repeated = repeats[step] if step < len(repeats) else 0
-    total = max(trace.config.num_batches, len(trace.batches))  # a failed run stops short of its plan
+    total = batches_planned(trace)  # a failed run stops short of its plan
     text = f"{numbered(step, total, 'Step')}: {plural(batch.rows, 'row')} on {plural(ranks, 'rank')}"
     text += f" ({repeated} repeated by the sampler's padding)" if repeated else ""
     if failed:

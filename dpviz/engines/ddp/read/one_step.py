@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable
 
+from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
 from dpviz.analysis.compare import traffic
@@ -67,15 +68,15 @@ def ddp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]:
         cells["backward"] = idle("forward only: turn training on to see the gradients all-reduced")
         cells["update"] = idle("forward only")
         return cells
-    cells["backward"] = Cell((f"backward {rows}", "all grads"), hover=f"{name} computes every parameter's gradient")
+    cells["backward"] = Cell(("backward", "all grads"), hover=f"{name} computes every parameter's gradient on its {plural(rows, 'row')}")
     mine, model = held(trace, rank), _owned(trace)
     owns, state = mine.get("owns") or [], (mine.get("optimizer state") or {}).get("bytes")
     if len(owns) < len(model):  # the ranks split the parameters (ZeRO-1): each steps its own
-        cells["update"] = Cell((f"steps {len(owns)} of {len(model)}",)
+        cells["update"] = Cell(("steps", f"{len(owns)} of {len(model)}")
                                + ((f"state {human_bytes(state)}",) if state is not None else ()),
                                hover=f"{name} keeps the optimizer's state of, and steps, only {', '.join(n for n, _ in owns)}")
     else:
-        cells["update"] = Cell((f"{optimizer_label(config)} step", "every param")
+        cells["update"] = Cell((f"{optimizer_label(config)} step", "all params")
                                + ((f"state {human_bytes(state)}",) if state else ()),
                                hover=f"{name} steps its own full copy, with the same mean gradients as every rank")
     return cells
@@ -115,7 +116,7 @@ def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, st
         if handed:
             sent = sent_of(trace, collective, handed) if sent_of else handed
             arrows.append(Arrow(column, name, phase, ALL, sent, dict(handed), hover=hovers.get(collective, name)))
-    total = max(trace.config.num_batches, len(trace.batches))
+    total = batches_planned(trace)
     what = ", ".join(dict.fromkeys(a.name for a in arrows)) or "nothing"
     title = f"{numbered(step, total, trace.spec.unit).capitalize()}: each rank its own rows; between the ranks, {what}"
     notes = (backend_note(trace), bytes_note)

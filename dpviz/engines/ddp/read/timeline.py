@@ -60,13 +60,15 @@ def _listed(names: list[str]) -> str:
 
 
 def bucket_text(trace: Trace, step: int, index: int | None) -> str:
-    """'bucket 1 of 2: net.0.bias, net.0.weight (384 B)', from the layout in effect in `step` (plotly HTML)."""
+    """'bucket 1 (torch's index; 2 in all): …', from the layout in effect in `step` (plotly HTML). Buckets keep the
+    index DDP's reducer gives them, from 0, as What happened names them: no "of N" beside a number from 0."""
     layout = bucket_layout(trace, step)
     bucket = next((b for b in layout if b.get("index") == index), None)
     if bucket is None:
         return f"bucket {index}"
     params = list(bucket.get("params") or [])
-    return (f"bucket {index} of {len(layout)}: {plural(len(params), 'parameter')}, {human_bytes(bucket.get('bytes', 0))}"
+    return (f"bucket {index} (torch's index; {len(layout)} in all): {plural(len(params), 'parameter')}, "
+            f"{human_bytes(bucket.get('bytes', 0))}"
             f"<br>{_listed(params)}")
 
 

@@ -14,6 +14,7 @@ a device that got nothing is idle. Data: flow_links.py; drawing: flow_draw.py.
 """
 from __future__ import annotations
 
+from dpviz.analysis.batch_facts import batches_planned
 import textwrap
 from typing import TYPE_CHECKING
 
@@ -101,7 +102,7 @@ def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
     idle = [lane.id for lane in trace.lanes if lane.id not in {s.lane for s in forwards}]
     gpus, out = plural(len(trace.lanes), words.lane_noun), device_name(trace.output_device)
     failure, failed = trace.failure, failed_replica(trace, batch)
-    total = trace.config.num_batches if failure is not None else len(trace.batches)
+    total = batches_planned(trace)
     head = f"{numbered(batch, total, 'Batch')}: {plural(facts.rows, 'row')}"
     if len(trace.lanes) == 1 or "replicate" not in steps and len(with_rows) == 1 and failure is None:
         lines = [f"{head} on {out}", words.word("not_gathered")]

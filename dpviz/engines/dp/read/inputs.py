@@ -9,6 +9,7 @@ batch, and for a batch that failed.
 """
 from __future__ import annotations
 
+from dpviz.analysis.batch_facts import batches_planned
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -149,7 +150,7 @@ def inputs_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     table = prepare_inputs(trace, batch)
     whole = sorted(set(table.loc[table["mode"].isin(["shared", "copied"]), "argument"]))
     missing = table[table["mode"] == "missing"]
-    title = f"{numbered(batch, len(trace.batches), 'Batch')}: what each GPU received,<br>tensors split along dim {trace.dim}"
+    title = f"{numbered(batch, batches_planned(trace), 'Batch')}: what each GPU received,<br>tensors split along dim {trace.dim}"
     if whole:
         title += f", {_names(whole)} whole"
     notes = [backend_note(trace)]

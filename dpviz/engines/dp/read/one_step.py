@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
 from dpviz.analysis.compare import traffic
@@ -62,9 +63,9 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
             cells[(lane, "backward")] = idle("forward only: turn training on to see the backward")
             cells[(lane, "update")] = idle("forward only")
             continue
-        cells[(lane, "backward")] = Cell((f"backward {mine}", "sums grads") if at_home else (f"backward {mine}",),
+        cells[(lane, "backward")] = Cell(("backward", "sums grads") if at_home else ("backward",),
                                          hover=f"{name} backpropagates through its chunk")
-        cells[(lane, "update")] = (Cell((f"{optimizer_label(config)} step", "every param"),
+        cells[(lane, "update")] = (Cell((f"{optimizer_label(config)} step", "all params"),
                                         hover=f"{name} steps the only copy of the parameters that outlives the step")
                                    if at_home else idle("the replica is dropped after the step: nothing to update"))
     sent: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
@@ -78,7 +79,7 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
     arrows = tuple(Arrow(column, name, phase, HUB, dict(sent[what]), dict(received[what]),
                          hover=_hover(what, trace))
                    for what, (column, name, phase) in MOVES.items() if sent[what] or received[what])
-    total = max(config.num_batches, len(trace.batches))
+    total = batches_planned(trace)
     into = sum(a.sent.get(home, 0) for a in arrows)
     title = (f"{numbered(step, total, 'batch').capitalize()}: every copy leaves from GPU 0 and comes back to it"
              if len(rows) > 1 else f"{numbered(step, total, 'batch').capitalize()}: one GPU, nothing moves")

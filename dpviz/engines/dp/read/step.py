@@ -10,6 +10,7 @@ changes only the traces' opacity, so a 16-GPU training batch stays a few kilobyt
 """
 from __future__ import annotations
 
+from dpviz.analysis.batch_facts import batches_planned
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -45,7 +46,7 @@ def prepare_steps(trace: Trace, batch: int) -> pd.DataFrame:
 
 
 def _title(trace: Trace, batch: int, row, frames: int) -> str:
-    head = f"{numbered(batch, len(trace.batches), 'Batch')} · step {row.frame} of {frames}: {row.name}"
+    head = f"{numbered(batch, batches_planned(trace), 'Batch')} · step {row.frame} of {frames}: {row.name}"
     # Soft breaks (style.wrap), so presentation() can wrap the words again at its larger size.
     return f"{head}<br>{wrap(row.words[0].upper() + row.words[1:], TITLE_SIZE)}"
 

@@ -38,7 +38,7 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
     gathers = ("gathers", plural(modules, "module")) if modules else ("gathers all",)
     cells = {
         "input": Cell((plural(rows, "row"), "its own"), hover=f"{name} reads its own rows (its DistributedSampler shard)"),
-        "forward": Cell((f"holds {share}",) + gathers
+        "forward": Cell(_holds(share) + gathers
                         + (("loss",) if config.train else ()),
                         hover=f"{name} holds 1/{ranks} of each parameter"
                               + (f" ({human_bytes(params)})" if params is not None else "")
@@ -50,7 +50,7 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
         cells["update"] = idle("forward only")
         return cells
     grads = (mine.get("gradients") or {}).get("bytes")
-    cells["backward"] = Cell(gathers + (f"keeps {share}",),
+    cells["backward"] = Cell(gathers + (("keeps 1/" + share.split("/")[1],) if "/" in share else ("keeps", share)),
                              hover=f"{name} keeps only its 1/{ranks} of the summed gradients"
                                    + (f" ({human_bytes(grads)})" if grads is not None else ""))
     state = (mine.get("optimizer state") or {}).get("bytes")
@@ -61,6 +61,11 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
                            + ((f"state {human_bytes(state)}",) if state else (human_bytes(params),) if params else ()),
                            hover=f"{name} steps its own shard of every parameter; nothing moves")
     return cells
+
+
+def _holds(share: str) -> tuple[str, ...]:
+    """'holds 1/4' on one line; 'holds' over '196 B' where the share is bytes (a narrow box)."""
+    return (f"holds {share}",) if "/" in share else ("holds", share)
 
 
 def _share(trace: Trace, rank: int) -> str:

@@ -7,6 +7,7 @@ ever moves. Bytes are what each stage's sends carried in the step (facts["sent"]
 """
 from __future__ import annotations
 
+from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
 from dpviz.analysis.one_step import BACK, NEXT, Arrow, Cell, OneStep, failed_column, idle, optimizer_label
@@ -46,9 +47,9 @@ def one_step_pipeline(trace: Trace, step: int) -> OneStep:
             cells[(stage, "input")] = Cell(("labels",), hover=f"{name} takes the labels, for the loss")
         else:
             cells[(stage, "input")] = idle(f"{name} takes nothing from the data: its input is the stage before's output")
-        cells[(stage, "forward")] = Cell((_layers(trace, stage), f"{micro} forwards") + (("loss",) if stage == last and trained else ()),
+        cells[(stage, "forward")] = Cell((_layers(trace, stage), f"forward × {micro}") + (("loss",) if stage == last and trained else ()),
                                          hover=f"{name} runs its own layers on each microbatch")
-        cells[(stage, "backward")] = Cell((f"{micro} backwards",), hover=f"{name} backpropagates each microbatch through its layers")
+        cells[(stage, "backward")] = Cell(("backward", f"× {micro}"), hover=f"{name} backpropagates each microbatch through its layers")
         params = (held(trace, stage).get("parameters") or {}).get("bytes")
         cells[(stage, "update")] = (Cell((f"{optimizer_label(config)} step", human_bytes(params)),
                                          hover=f"{name} steps only its own layers' parameters")
@@ -61,7 +62,7 @@ def one_step_pipeline(trace: Trace, step: int) -> OneStep:
             to = 1 if shape == NEXT else -1
             arrows.append(Arrow(column, label, phase, shape, out, {s + to: b for s, b in out.items() if s + to in lanes},
                                 hover=HOVERS[phase]))
-    total = max(config.num_batches, len(trace.batches))
+    total = batches_planned(trace)
     title = (f"{numbered(step, total, trace.spec.unit).capitalize()}: each stage its own layers; between neighbours, "
              + (" and ".join(a.name for a in arrows) or "nothing"))
     notes = (backend_note(trace), f"{plural(micro, 'microbatch')} through {plural(len(lanes), 'stage')}",

@@ -14,6 +14,7 @@ span or escaped in markdown, cut and on one line in the log and the table. No to
 """
 from __future__ import annotations
 
+from dpviz.analysis.batch_facts import batches_planned
 import re
 from statistics import mean
 
@@ -525,7 +526,7 @@ def tutorial_log_pipeline(trace: Trace) -> str:
     in it: the sizes it took and gave, the order it ran its microbatches in, what it sent."""
     lines = _header(trace)
     config, stages = trace.config, len(trace.lanes)
-    total = max(config.num_batches, len(trace.batches))  # a failed run stops short of its plan
+    total = batches_planned(trace)
     textbook = textbook_share(stages, config.microbatches)
     for batch in trace.batches:
         step = batch.index

@@ -1,0 +1,52 @@
+"""Every engine's page and every preset, read back from the rendered pixels at 1400, 1024 (Presenting off and
+on) and 800 pixels wide, on the light and the dark theme: nothing overlaps, nothing is cut mid-word or split
+from its unit, text reads 4.5:1 and lines 3:1 on what they cross, and the first screen is not mostly blank
+(tests/browser/layout_checks.py says how each is read).
+
+    .venv/bin/python -m pytest tests/browser/test_browser_layout.py -q
+
+A page is opened once per theme (Streamlit's charts take the theme they were drawn in) and then resized: the
+charts follow the width as plotly does on a real window, and Presenting reruns the page at the larger type.
+"""
+from __future__ import annotations
+
+import pytest
+
+from dpviz.presets import ALL_PRESETS, COMPARE_PRESETS
+from layout_checks import first_screen_problems
+from test_browser import IDLE, SVG
+from test_browser_classroom import fresh
+from test_browser_projector import present
+
+pytestmark = pytest.mark.browser
+
+PAGES = ([f"?engine={name}" for name in ("dp", "ddp", "zero1", "fsdp", "pipeline", "both", "memory")]
+         + [f"?preset={name}" for name in [*ALL_PRESETS, *COMPARE_PRESETS]])
+# (width, height, presenting): a wide screen, a projector's 1024 × 768 with and without Presenting, a narrow window.
+SCREENS = [(1400, 900, False), (1024, 768, False), (800, 768, False), (1024, 768, True)]
+RUN_TIMEOUT_MS = 240_000  # a page of every engine starts four engines' processes: minutes on a busy machine
+
+
+@pytest.mark.parametrize("query", PAGES)
+def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, artifacts, query):
+    problems = []
+    for scheme in ("light", "dark"):
+        context, page = fresh(browser, app_url, {"width": SCREENS[0][0], "height": SCREENS[0][1]}, scheme=scheme)
+        try:
+            page.set_default_timeout(RUN_TIMEOUT_MS)
+            page.goto(f"/{query}")
+            page.wait_for_selector(f"[data-testid=stPlotlyChart] {SVG}")
+            page.wait_for_selector(IDLE)
+            for width, height, presenting in SCREENS:
+                page.set_viewport_size({"width": width, "height": height})
+                if presenting:
+                    present(page)
+                page.wait_for_timeout(600)  # plotly redraws at the new width
+                found = first_screen_problems(page)
+                if found:
+                    name = f"layout-{query.strip('?').replace('=', '-')}-{width}-{scheme}{'-presenting' if presenting else ''}"
+                    page.screenshot(path=artifacts / f"{name}.png")
+                problems += [f"{width}{' presenting' if presenting else ''} {scheme}: {p}" for p in found]
+        finally:
+            context.close()
+    assert not problems, "\n".join(problems[:40])
