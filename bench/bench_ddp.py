@@ -10,7 +10,7 @@ For each rank count, in one run:
   dp          the median of REPEATS recordings of the DataParallel engine (simulated devices), same config
 and, from the later runs' traces, the median over runs of the slowest rank's process start (fork of
 the forkserver to the rank's first line), process group init, DDP() construction (broadcast of rank
-0's parameters), step 0 (one bucket, all-reduced after the whole backward) and the median later step.
+0's parameters), step 1 (one bucket, all-reduced after the whole backward) and the median later step.
 Ratios are against the DataParallel engine measured in the same run. Every rank sets one thread
 (torch.set_num_threads(1)): on a machine with few cores, step times above 2 ranks are mostly the
 processes taking turns on the cores, not communication.
@@ -105,7 +105,7 @@ def main() -> None:
     load_start = os.getloadavg()
     rows = [measure(ranks) for ranks in args.ranks]
     print(f"{'ranks':>5} {'first ddp':>10} {'later ddp':>10} {'dp':>8} {'first/dp':>9} {'later/dp':>9} "
-          f"{'start':>7} {'init':>7} {'DDP()':>7} {'step 0':>8} {'step n':>8}")
+          f"{'start':>7} {'init':>7} {'DDP()':>7} {'step 1':>8} {'step n':>8}")
     for r in rows:
         print(f"{r['ranks']:>5} {r['first_ddp_s']:>9.2f}s {r['later_ddp_s']:>9.2f}s {r['dp_s']:>7.3f}s "
               f"{r['first_ddp_s'] / r['dp_s']:>8.0f}x {r['later_ddp_s'] / r['dp_s']:>8.1f}x "

@@ -113,7 +113,7 @@ def first_chart(f: dict[str, Any]) -> str:
 def ddp_ranks(f: dict[str, Any]) -> str:
     rows = [[str(r["ranks"]), ms(r["first_ddp_s"]), ms(r["later_ddp_s"]), ms(r["dp_s"]), ratio(r["later_ddp_s"] / r["dp_s"]),
              ms(r["start_s"]), ms(r["init_s"]), ms(r["ddp_s"]), ms(r["step0_s"]), ms(r["later_s"])] for r in f["rows"]]
-    return table(["ranks", "first", "later", "dp", "later ÷ dp", "start", "init", "DDP()", "step 0", "later step"], rows)
+    return table(["ranks", "first", "later", "dp", "later ÷ dp", "start", "init", "DDP()", "step 1", "later step"], rows)
 
 
 def suite(f: dict[str, Any]) -> str:
