@@ -117,6 +117,7 @@ def test_ddp_all_reduces_every_gradient_and_zero1_broadcasts_each_ranks_own_para
     broadcast = arrow("zero1", "update", "broadcast")
     assert sum(broadcast.sent.values()) == model_bytes("parameters")  # each parameter from its one owner
     assert min(broadcast.sent.values()) > 0
+    assert broadcast.received == {rank: model_bytes("parameters") - sent for rank, sent in broadcast.sent.items()}
     assert picture("ddp").cells[(0, "update")].lines[:2] == ("SGD step", "all params")
     assert all(picture("zero1").cells[(rank, "update")].lines[0] == "steps" for rank in range(4))
 

@@ -93,11 +93,12 @@ def _owned(trace: Trace) -> list[str]:
 
 def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, str, str]], cells_of: Cells,
                    hovers: dict[str, str],
-                   sent_of: Callable[[Trace, str, dict[int, int]], dict[int, int]] | None = None,
+                   sent_of: Callable[[Trace, str, dict[int, int]], tuple[dict[int, int], dict[int, int]]] | None = None,
                    bytes_note: str = "bytes: what each rank handed the collective") -> OneStep:
     """A step of an engine of processes: each rank's cells (`cells_of`), its collectives (`collectives`: what the
     ranks handed each one, facts["moved"]), and the buffers' broadcast DDP's traffic counts; `sent_of` says what a
-    rank sends of what it handed a collective (all of it, unless the engine knows better)."""
+    rank sends and receives of what it handed a collective (all of it both ways, unless the engine knows better:
+    then the arrows say which way, a two-headed one only where a rank does both)."""
     check_batch(trace, step)
     lanes = [lane.id for lane in trace.lanes]
     rows = {s.lane: s.rows for s in trace.spans_of(step, "forward") if s.lane is not None}
@@ -114,8 +115,9 @@ def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, st
     for collective, (column, name, phase) in collectives.items():
         handed = moved.get(collective)
         if handed:
-            sent = sent_of(trace, collective, handed) if sent_of else handed
-            arrows.append(Arrow(column, name, phase, ALL, sent, dict(handed), hover=hovers.get(collective, name)))
+            sent, received = sent_of(trace, collective, handed) if sent_of else (dict(handed), dict(handed))
+            shape = ALL if sent == received else HUB
+            arrows.append(Arrow(column, name, phase, shape, sent, received, hover=hovers.get(collective, name)))
     total = batches_planned(trace)
     what = ", ".join(dict.fromkeys(a.name for a in arrows)) or "nothing"
     title = f"{numbered(step, total, trace.spec.unit).capitalize()}: each rank its own rows; between the ranks, {what}"
@@ -124,17 +126,22 @@ def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, st
                    notes, failed_column(trace, step, COLUMN_OF))
 
 
-def broadcast_sent(trace: Trace, collective: str, handed: dict[int, int]) -> dict[int, int]:
-    """ZeRO-1's broadcast: every rank takes part in every owner's broadcast; what it sends is its own parameters."""
+def broadcast_sent(trace: Trace, collective: str, handed: dict[int, int]) -> tuple[dict[int, int], dict[int, int]]:
+    """ZeRO-1's broadcast: every rank takes part in every owner's broadcast (it handed each the whole parameters);
+    it sends its own parameters and receives the others'. A rank that owns none only receives."""
     if collective != "broadcast":
-        return dict(handed)
-    out = {}
-    for rank in handed:
+        return dict(handed), dict(handed)
+    sent, received = {}, {}
+    for rank, size in handed.items():
         mine = held(trace, rank)
         params = mine.get("parameters") or {}
         per = params["bytes"] / params["elements"] if params.get("elements") else 4
-        out[rank] = int(sum(elements for _, elements in mine.get("owns") or []) * per)
-    return out
+        own = int(sum(elements for _, elements in mine.get("owns") or []) * per)
+        if own:
+            sent[rank] = own
+        if size - own:
+            received[rank] = size - own
+    return sent, received
 
 
 def one_step_ddp(trace: Trace, step: int) -> OneStep:
