@@ -1,7 +1,7 @@
 """Text from a URL, a flag or a file, shown as text: never as markdown, HTML, a link or an image.
 
     echo("x" * 500)          # "'xxx…'": how a visitor's value is named in a sentence, cut short
-    cut(text, 40)            # `text`, at most 40 characters, an ellipsis where it was cut
+    cut(text, 40)            # `text`, at most 40 characters, cut after a whole word, then " …"
     markdown_text(text)      # markdown that Streamlit renders exactly as `text`
     code_span(text)          # `text` in a markdown code span that the text cannot close
     plotly_text(text)        # `text` for plotly's labels, hovers, titles and for HTML
@@ -18,6 +18,7 @@ from typing import Any
 LIMIT = 80  # characters of a value named in a sentence: a setting, a file name, a device name
 MESSAGE_LIMIT = 300  # characters of an error or a warning quoted from a run: a real one's line fits
 ELLIPSIS = "…"
+_SPACE = re.compile(r"\s")
 # Invisible, and not a line-break opportunity. Streamlit turns some plain text into links, emoji
 # and icons after markdown escapes are resolved (GFM's www., http:// and e-mail autolinks, :smile:,
 # :material/icon:); a word joiner after the ':' or '@', or inside 'www.', keeps them text.
@@ -29,12 +30,22 @@ _BACKTICKS = re.compile(r"`+")
 _WWW = re.compile(r"(www)(\\\.)", re.IGNORECASE)
 
 
+def _whole_words(text: str, room: int) -> str | None:
+    """`text`'s opening words that fit `room` characters with " …" after them, or None when that would
+    drop more than half of the room: one long token (a path, a number, 'xxxx…') is better cut inside."""
+    spaces = [m.start() for m in _SPACE.finditer(text, 0, max(0, room - 1))]
+    head = text[: spaces[-1]].rstrip() if spaces else ""
+    return head if head and len(head) >= room // 2 else None
+
+
 def cut(text: Any, limit: int | None = LIMIT) -> str:
-    """`text` as a string of at most `limit` characters, ending in an ellipsis where it was cut."""
+    """`text` as a string of at most `limit` characters. Where it is cut, it ends on a whole word and " …" (a
+    reader sees a sentence left off, not a word cut in two, "iteratio…"), or inside one long token."""
     text = str(text)
     if limit is None or len(text) <= limit:
         return text
-    return text[: max(0, limit - 1)] + ELLIPSIS
+    head = _whole_words(text, limit)
+    return text[: max(0, limit - 1)] + ELLIPSIS if head is None else head + " " + ELLIPSIS
 
 
 def echo(value: Any, limit: int = LIMIT) -> str:
@@ -47,8 +58,12 @@ def echo(value: Any, limit: int = LIMIT) -> str:
     keep = min(len(value), limit)  # a string stays quoted: cut inside the quotes
     while keep and len(repr(value[:keep])) > limit - 1:
         keep -= 1
-    quoted = repr(value[:keep])
-    return quoted[:-1] + ELLIPSIS + quoted[-1]
+    head = _whole_words(value[: keep + 1], keep + 1)  # the characters that fit, " …" after them
+    if head is None:
+        quoted = repr(value[:keep])
+        return quoted[:-1] + ELLIPSIS + quoted[-1]
+    quoted = repr(head)
+    return quoted[:-1] + " " + ELLIPSIS + quoted[-1]
 
 
 def _plain(text: Any, limit: int | None) -> str:

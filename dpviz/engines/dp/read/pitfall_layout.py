@@ -6,9 +6,21 @@ the title to the top instead, so the two never overlap.
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
+from dpviz.figures.style import line_count
+
 HEADING_SIZE = 14
+HEADING_LINE_EM = 1.3  # a heading's line, in ems of its font
+HEADING_SHIFT_PX = 4  # between a heading and its panel
+
+
+def heading_px(headings: list[str]) -> int:
+    """The pixels the tallest of `headings` takes over its panel: its lines, and the gap under them."""
+    lines = max((line_count(heading) for heading in headings), default=0)
+    return math.ceil(lines * HEADING_SIZE * HEADING_LINE_EM) + HEADING_SHIFT_PX
 
 
 def panel_headings(fig: go.Figure, headings: list[str]) -> None:
@@ -16,7 +28,8 @@ def panel_headings(fig: go.Figure, headings: list[str]) -> None:
     for row, heading in enumerate(headings, start=1):
         axis = "" if row == 1 else row
         fig.add_annotation(text=heading, x=0, y=1, xref=f"x{axis} domain", yref=f"y{axis} domain", xanchor="left",
-                           yanchor="bottom", yshift=4, showarrow=False, align="left", font=dict(size=HEADING_SIZE))
+                           yanchor="bottom", yshift=HEADING_SHIFT_PX, showarrow=False, align="left",
+                           font=dict(size=HEADING_SIZE))
 
 
 def title_on_top(fig: go.Figure, margin_top: int) -> None:
