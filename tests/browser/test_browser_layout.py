@@ -32,10 +32,6 @@ NOT_YET: dict[str, str] = {
     "?engine=memory": "Memory, every engine: engine names overlap at 800",
     "?preset=ddp-adam-state": "Memory, every engine: engine names and the lower title overlap at 800",
     "?preset=zero1-uneven": "Memory, every engine: engine names and the lower title overlap at 800",
-    "?preset=pipeline-bubble": "Schedule: a cell's label in the colour behind it",
-    "?preset=pipeline-small-bubble": "Schedule: cell labels overlap at 800",
-    "?preset=pipeline-one-microbatch": "Schedule: a cell's label in the colour behind it",
-    "?preset=pipeline-1f1b-memory": "GPipe and 1F1B: a label over the tick labels",
 }
 
 

@@ -13,13 +13,16 @@ from plotly.subplots import make_subplots
 
 from dpviz.engines.pipeline.read.bubble import lay_out, opening_step, percent, schedule_order, slot_share, slots
 from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES
+from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px, panel_gap_px
 from dpviz.analysis.wording import counted
-from dpviz.engines.pipeline.read.schedule import KINDS, label_colors, microbatch_color, stage_label
+from dpviz.engines.pipeline.read.schedule import KINDS, hatch, label_colors, microbatch_color, stage_label
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
-from dpviz.figures.style import backend_note, styled
+from dpviz.figures.style import BASE_TOP_PX, CELL_TEXT, MARGIN, backend_note, styled
 from dpviz.trace import Trace
 
-ROW_PX, BASE_PX = 30, 250  # both grids of 4 stages on a projector's first screen
+# A stage's row in a panel, and the title block and the x axis: both grids of 4 stages on a projector's first screen,
+# with the room between them that their ticks and the lower one's title take.
+ROW_PX, BASE_PX = 30, 200
 
 
 def in_flight(laid: list[list[tuple[str, int, int]]]) -> list[int]:
@@ -49,7 +52,10 @@ def schedules_figure(trace: Trace) -> go.Figure:
     titles = [f"{SCHEDULE_NAMES[name]}{' (this run, step ' + counted(step) + ')' if ran else ' (torch’s order, not run)'}: "
               f"idle {percent(slot_share(laid))}, stage 1 keeps {in_flight(laid)[0]} microbatches"
               for name, (laid, ran) in layouts.items()]
-    fig = make_subplots(rows=len(layouts), cols=1, vertical_spacing=0.16, subplot_titles=titles, shared_xaxes=False)
+    gap = sum(panel_gap_px(title) for title in titles[1:])
+    height = round(BASE_PX + ROW_PX * stages * len(layouts) + gap)
+    fig = make_subplots(rows=len(layouts), cols=1, subplot_titles=titles, shared_xaxes=False,  # styled() keeps the
+                        vertical_spacing=gap / (height - BASE_TOP_PX - MARGIN["b"]))     # plot's height in pixels
     length = max(s + 1 for laid, _ in layouts.values() for row in laid for _, _, s in row)
     names = [stage_label(s) for s in range(stages)]
     for row_at, (name, (laid, _)) in enumerate(layouts.items(), start=1):
@@ -57,16 +63,20 @@ def schedules_figure(trace: Trace) -> go.Figure:
         fig.add_trace(go.Bar(y=names, x=[length] * stages, base=[0] * stages, orientation="h", name="idle (waiting)",
                              showlegend=first, legendgroup="idle", marker=dict(color=IDLE_GREY, line=dict(width=0)),
                              width=0.8, hoverinfo="skip"), row=row_at, col=1)
+        passes = [(k, stage, m, s) for stage, row in enumerate(laid) for k, m, s in row]
+        labels, size = cell_labels([(k, m) for k, _, m, _ in passes], [cell_px(1, length)] * len(passes))
         for kind, (label, pattern) in KINDS.items():
-            mine = [(stage, m, s) for stage, row in enumerate(laid) for k, m, s in row if k == kind]
+            mine = [(p, text) for p, text in zip(passes, labels) if p[0] == kind]
             fig.add_trace(go.Bar(
-                y=[stage_label(p[0]) for p in mine], x=[1] * len(mine), base=[p[2] for p in mine], orientation="h",
+                y=[stage_label(p[1]) for p, _ in mine], x=[1] * len(mine), base=[p[3] for p, _ in mine], orientation="h",
                 name=label, showlegend=first, legendgroup=label, width=0.8,
-                text=[f"{kind}{counted(p[1])}" for p in mine], textposition="inside", insidetextanchor="middle", textangle=0,
-                textfont=dict(color=label_colors([p[1] for p in mine])),
-                marker=dict(color=[microbatch_color(p[1]) for p in mine], line=dict(color=OUTLINE, width=1),
-                            pattern=dict(shape=pattern, fgcolor="white", solidity=0.35, fillmode="overlay") if pattern else None),
-                hovertemplate=f"%{{y}}: %{{text}}<extra>{SCHEDULE_NAMES[name]}</extra>"), row=row_at, col=1)
+                text=[text for _, text in mine], textposition="inside", insidetextanchor="middle", textangle=0,
+                textfont=dict(color=label_colors([p[2] for p, _ in mine]), size=size), meta=CELL_TEXT,
+                marker=dict(color=[microbatch_color(p[2]) for p, _ in mine], line=dict(color=OUTLINE, width=1),
+                            pattern=hatch(pattern, [p[2] for p, _ in mine])),
+                customdata=[counted(p[2]) for p, _ in mine],  # the hover names the pass whether or not its cell does
+                hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata}}<extra>{SCHEDULE_NAMES[name]}</extra>"),
+                row=row_at, col=1)
     fig.update_layout(barmode="overlay", bargap=0.2, uniformtext=dict(mode="hide", minsize=9))
     fig.update_yaxes(categoryorder="array", categoryarray=names[::-1], title=None)
     fig.update_xaxes(range=[0, length], dtick=max(1, length // 12))
@@ -82,4 +92,4 @@ def schedules_figure(trace: Trace) -> go.Figure:
             if kept["1f1b"] < kept["gpipe"] else
             f"and with as many microbatches as stages both keep all {kept['gpipe']} on the first stage (more "
             "microbatches: 1F1B keeps at most S)")
-    return styled(fig, title, notes, height=BASE_PX + ROW_PX * stages * len(layouts))
+    return styled(fig, title, notes, height=height)

@@ -14,13 +14,16 @@ from dpviz.echo import plotly_text
 from dpviz.analysis.wording import counted
 from dpviz.engines.pipeline.read.bubble import (SCHEDULE_NAMES, computes, ended, idle_share, percent, slot_share, slots,
                                                 textbook_share, window)
-from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, text_color_on
-from dpviz.figures.style import backend_note, check_batch, styled
+from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px, panel_gap_px
+from dpviz.figures.colors import IDLE_GREY, OUTLINE, TEXT, WHITE, device_color, text_color_on
+from dpviz.figures.style import BASE_TOP_PX, CELL_TEXT, MARGIN, backend_note, check_batch, styled
 from dpviz.engines.pipeline.vocabulary import VOCABULARY
 from dpviz.trace import Trace
 
 LOSS_COLOR = "#444444"  # the last stage's losses: thin, dark, none a microbatch's colour
-ROW_PX, BASE_PX = 30, 200  # both grids of 4 stages on a projector's first screen, under the page's step slider
+# A stage's row in a panel, and the title block and the x axis: both grids of 4 stages on a projector's first screen,
+# under the page's step slider, with the room between them that their ticks and the lower one's title take.
+ROW_PX, BASE_PX = 30, 170
 KINDS = {"F": ("forward", ""), "B": ("backward", "x")}
 
 
@@ -34,6 +37,16 @@ def label_colors(microbatches: list[int]) -> list[str]:
     return [text_color_on(microbatch_color(m)) for m in microbatches]
 
 
+def hatch(pattern: str, microbatches: list[int]) -> dict | None:
+    """A backward's hatch (`pattern`; none for a forward) over each microbatch's colour, in the ink its label does not
+    take: white under black text, black under white, so the hatch lightens or darkens the colour away from the label
+    and never takes from its contrast."""
+    if not pattern:
+        return None
+    inks = [WHITE if ink == TEXT else TEXT for ink in label_colors(microbatches)]
+    return dict(shape=pattern, fgcolor=inks, solidity=0.35, fillmode="overlay")
+
+
 def stage_label(stage: int) -> str:
     return VOCABULARY.lane_name(stage)  # "stage 1" for lane 0, as every view names it
 
@@ -45,18 +58,20 @@ def schedule_words(trace: Trace) -> str:
 
 
 def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, float]], unit: str, legend: bool,
-            single: bool = False) -> None:
-    """Forward and backward bars (kind, stage, microbatch, start, length) in one panel."""
+            span: float, single: bool = False) -> None:
+    """Forward and backward bars (kind, stage, microbatch, start, length) in one panel whose axis is `span` long, each
+    labelled where its cell holds the label on the narrowest chart (grid_fit)."""
+    labels, size = cell_labels([(b[0], b[2]) for b in bars], [cell_px(b[4], span) for b in bars])
     for kind, (label, pattern) in KINDS.items():
-        mine = [b for b in bars if b[0] == kind]
+        mine = [(b, text) for b, text in zip(bars, labels) if b[0] == kind]
         fig.add_trace(go.Bar(
-            y=[stage_label(b[1]) for b in mine], x=[b[4] for b in mine], base=[b[3] for b in mine], orientation="h",
-            name=label, legendgroup=label, showlegend=legend, width=0.8,
-            marker=dict(color=[microbatch_color(b[2]) for b in mine], line=dict(color=OUTLINE, width=1),
-                        pattern=dict(shape=pattern, fgcolor="white", solidity=0.35, fillmode="overlay") if pattern else None),
-            text=[f"{kind}{counted(b[2])}" for b in mine], textposition="inside", insidetextanchor="middle",
-            textfont=dict(color=label_colors([b[2] for b in mine])), textangle=0,
-            customdata=[[b[2] + 1, b[3], b[4]] for b in mine],
+            y=[stage_label(b[1]) for b, _ in mine], x=[b[4] for b, _ in mine], base=[b[3] for b, _ in mine],
+            orientation="h", name=label, legendgroup=label, showlegend=legend, width=0.8,
+            marker=dict(color=[microbatch_color(b[2]) for b, _ in mine], line=dict(color=OUTLINE, width=1),
+                        pattern=hatch(pattern, [b[2] for b, _ in mine])),
+            text=[text for _, text in mine], textposition="inside", insidetextanchor="middle", textangle=0,
+            textfont=dict(color=label_colors([b[2] for b, _ in mine]), size=size), meta=CELL_TEXT,
+            customdata=[[b[2] + 1, b[3], b[4]] for b, _ in mine],
             hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata[0]}}<br>from %{{customdata[1]:.2f}} {unit}, "
                           f"%{{customdata[2]:.2f}} {unit}<extra></extra>"), **({} if single else dict(row=row, col=1)))
 
@@ -83,8 +98,8 @@ def stopped_figure(trace: Trace, batch: int) -> go.Figure:
         end = max(s.end for s in spans)
         _idle(fig, 1, stages, (end - start) * 1e3, "ms", True, single=True)
         _passes(fig, 1, [("F" if s.phase == "forward" else "B", s.lane, s.microbatch, (s.start - start) * 1e3,
-                          s.duration * 1e3) for s in spans], "ms", True, single=True)
-        fig.update_xaxes(title="milliseconds since the step's first forward", rangemode="tozero")
+                          s.duration * 1e3) for s in spans], "ms", True, (end - start) * 1e3, single=True)
+        fig.update_xaxes(title="milliseconds since the step's first forward", range=[0, (end - start) * 1e3])
     else:
         _idle(fig, 1, stages, 1.0, "ms", False, single=True)
         fig.update_xaxes(showticklabels=False, title="no microbatch's forward ended")
@@ -96,7 +111,7 @@ def stopped_figure(trace: Trace, batch: int) -> go.Figure:
     title = (f"Step {counted(batch)} did not end: {who}failed with "
              f"{plotly_text(failure.headline if failure else 'an error', HEADLINE_LIMIT)}")
     return styled(fig, title, [schedule_words(trace), "the passes that ran before it; the bubble is a whole step's",
-                               backend_note(trace)], height=BASE_PX + ROW_PX * stages + 60)
+                               backend_note(trace)], height=BASE_PX + ROW_PX * stages + 90)
 
 
 def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
@@ -109,19 +124,23 @@ def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
     start, end = window(trace, batch)
     measured, textbook = idle_share(trace, batch), textbook_share(stages, micro)
     grid = laid is not None
-    fig = make_subplots(rows=2 if grid else 1, cols=1, vertical_spacing=0.2, subplot_titles=(
-        [f"In order, each pass one slot: idle {percent(slot_share(laid))} of the stages' slots"] if grid else [])
-        + [f"As measured: idle {percent(measured)} of the stages' time"])
+    titles = ([f"In order, each pass one slot: idle {percent(slot_share(laid))} of the stages' slots"] if grid else []) \
+        + [f"As measured: idle {percent(measured)} of the stages' time"]
+    gap = panel_gap_px(titles[-1]) if grid else 0.0
+    height = round(BASE_PX + ROW_PX * stages * len(titles) + gap)
+    fig = make_subplots(rows=len(titles), cols=1, subplot_titles=titles,
+                        vertical_spacing=gap / (height - BASE_TOP_PX - MARGIN["b"]))  # styled() keeps the plot's height
     if grid:
         length = max(s + 1 for stage in laid for _, _, s in stage)
         _idle(fig, 1, stages, length, "slots", True)
-        _passes(fig, 1, [(kind, stage, m, s, 1.0) for stage, row in enumerate(laid) for kind, m, s in row], "slots", True)
+        _passes(fig, 1, [(kind, stage, m, s, 1.0) for stage, row in enumerate(laid) for kind, m, s in row], "slots", True,
+                length)
     row = 2 if grid else 1
     ms = lambda t: (t - start) * 1e3
     _idle(fig, row, stages, ms(end), "ms", not grid)
     spans = [s for s in computes(trace, batch) if s.phase != "loss"]
     _passes(fig, row, [("F" if s.phase == "forward" else "B", s.lane, s.microbatch, ms(s.start), s.duration * 1e3)
-                       for s in spans], "ms", not grid)
+                       for s in spans], "ms", not grid, ms(end))
     losses = [s for s in computes(trace, batch) if s.phase == "loss"]
     if losses:
         fig.add_trace(go.Bar(
@@ -134,7 +153,8 @@ def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
     names = [stage_label(s) for s in range(stages)][::-1]
     fig.update_layout(barmode="overlay", uniformtext=dict(mode="hide", minsize=9), bargap=0.2)
     fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
+    # Each axis spans its panel's bars exactly: the labels were fitted to those widths (grid_fit).
     if grid:
-        fig.update_xaxes(rangemode="tozero", dtick=max(1, length // 12), row=1, col=1)  # its title says: slots
-    fig.update_xaxes(title="milliseconds since the step's first forward", rangemode="tozero", row=row, col=1)
-    return styled(fig, title, notes, height=BASE_PX + ROW_PX * stages * (2 if grid else 1))
+        fig.update_xaxes(range=[0, length], dtick=max(1, length // 12), row=1, col=1)  # its title says: slots
+    fig.update_xaxes(title="milliseconds since the step's first forward", range=[0, ms(end)], row=row, col=1)
+    return styled(fig, title, notes, height=height)

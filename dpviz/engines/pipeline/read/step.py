@@ -14,10 +14,11 @@ import plotly.graph_objects as go
 from dpviz.analysis.wording import counted, human_bytes
 from dpviz.engines.dp.read.step import animated
 from dpviz.engines.pipeline.read.bubble import slots
-from dpviz.engines.pipeline.read.schedule import (KINDS, label_colors, microbatch_color, schedule_words, stage_label,
-                                                  stopped_figure)
+from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px
+from dpviz.engines.pipeline.read.schedule import (KINDS, hatch, label_colors, microbatch_color, schedule_words,
+                                                  stage_label, stopped_figure)
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
-from dpviz.figures.style import TITLE_SIZE, backend_note, check_batch, styled, wrap
+from dpviz.figures.style import CELL_TEXT, TITLE_SIZE, backend_note, check_batch, styled, wrap
 from dpviz.trace import Trace
 
 ROW_PX, BASE_PX = 60, 330
@@ -59,19 +60,23 @@ def step_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     length = max(s + 1 for row in laid for _, _, s in row)
     names = [stage_label(s) for s in range(stages)]
     passes = sorted(((kind, stage, m, s) for stage, row in enumerate(laid) for kind, m, s in row), key=lambda p: p[3])
+    # Each pass's label where its slot holds it on the narrowest chart (grid_fit), the same in every frame.
+    texts, size = cell_labels([(p[0], p[2]) for p in passes], [cell_px(1, length)] * len(passes))
+    label_of = dict(zip(passes, texts))
 
     def bars(slot: int) -> list[go.Bar]:
         shown = [p for p in passes if p[3] <= slot]
         return [go.Bar(y=names, x=[length] * stages, base=[0] * stages, orientation="h", name="idle (waiting)",
                        marker=dict(color=IDLE_GREY, line=dict(width=0)), width=0.8, hoverinfo="skip")] + [
             go.Bar(y=[stage_label(p[1]) for p in mine], x=[1] * len(mine), base=[p[3] for p in mine], orientation="h",
-                   name=label, width=0.8, text=[f"{kind}{counted(p[2])}" for p in mine], textposition="inside",
-                   insidetextanchor="middle", textangle=0, textfont=dict(color=label_colors([p[2] for p in mine])),
+                   name=label, width=0.8, text=[label_of[p] for p in mine], textposition="inside",
+                   insidetextanchor="middle", textangle=0, textfont=dict(color=label_colors([p[2] for p in mine]), size=size),
+                   meta=CELL_TEXT, customdata=[counted(p[2]) for p in mine],
                    marker=dict(color=[microbatch_color(p[2]) for p in mine],
                                opacity=1.0, line=dict(color=[OUTLINE if p[3] < slot else "#000000" for p in mine],
                                                       width=[1 if p[3] < slot else 4 for p in mine]),
-                               pattern=dict(shape=pattern, fgcolor="white", solidity=0.35, fillmode="overlay") if pattern else None),
-                   hovertemplate="%{y}: %{text}<extra></extra>")
+                               pattern=hatch(pattern, [p[2] for p in mine])),
+                   hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata}}<extra></extra>")
             for kind, (label, pattern) in KINDS.items() for mine in [[p for p in shown if p[0] == kind]]]
 
     fig = go.Figure(data=bars(0))

@@ -1,0 +1,100 @@
+"""The pipeline's slot grids on the narrowest chart, usual and presenting: every label drawn in a pass's cell fits it
+(the others are left out, and the hover names every pass in full), a backward's hatch never takes from its label's
+contrast, and two stacked panels leave room for the upper one's ticks and the lower one's title.
+
+Two small real runs, recorded once (one gloo process per stage): 4 stages with 4 microbatches, whose 14 slots hold
+every label, and with 16, whose 38 slots are too narrow for any.
+"""
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import pytest
+
+from dpviz.config import RunConfig
+from dpviz.engines import engine
+from dpviz.engines.pipeline.read.compare import schedules_figure
+from dpviz.engines.pipeline.read.schedule import schedule_figure
+from dpviz.engines.pipeline.read.step import step_pipeline_figure
+from dpviz.figures.colors import contrast_ratio
+from dpviz.figures.style import FONT_SIZE, LINE_EM, TICK_SIZE, line_count, presentation, text_px
+
+CHART_PX = 440  # the page's chart in an 800 px window (452 px measured there)
+PLOTLY_PAD_PX = 3  # plotly keeps bar text this far inside the bar's edge
+BASE = dict(engine="pipeline", train=True, inputs="tensor", model="mlp", gpus=4, schedule="gpipe", batch_size=32,
+            data_size=64)  # two steps, microbatches of 2 rows (BatchNorm needs more than one)
+
+
+@cache
+def run(microbatches: int):
+    return engine("pipeline").record(RunConfig(**BASE, microbatches=microbatches))
+
+
+def figures(microbatches: int):
+    trace = run(microbatches)
+    return {"schedule": schedule_figure(trace, 1), "schedules": schedules_figure(trace),
+            "step": step_pipeline_figure(trace, 1)}
+
+
+def labelled_bars(fig):
+    return [t for t in fig.data if t.type == "bar" and t.text is not None]
+
+
+def axis_of(fig, trace):
+    return fig.layout["xaxis" + (trace.xaxis or "x")[1:]]
+
+
+@pytest.mark.parametrize("microbatches", [4, 16])
+def test_every_label_fits_its_cell_on_the_narrowest_chart_and_the_hover_names_every_pass(microbatches):
+    for name, fig in figures(microbatches).items():
+        for look in (fig, presentation(fig)):
+            plot_px = CHART_PX - look.layout.margin.l - look.layout.margin.r
+            for trace in labelled_bars(look):
+                size = trace.textfont.size
+                assert size is not None and size >= 9, (name, size)  # its own size, not plotly's fit of the moment
+                axis = axis_of(look, trace)
+                assert axis.range is not None, f"{name}: the axis the labels were fitted to is set"
+                span = axis.range[1] - axis.range[0]
+                for label, length in zip(trace.text, trace.x):
+                    if label:
+                        cell = plot_px * length / span
+                        assert text_px(label, size) + 2 * PLOTLY_PAD_PX <= cell, (name, label, cell)
+                # The hover does not read the label, which may be left out: it names the pass itself.
+                assert "%{text}" not in trace.hovertemplate and "microbatch" in trace.hovertemplate, name
+
+
+def test_a_few_microbatches_keep_every_label_and_many_leave_out_what_would_run_together():
+    few = figures(4)["schedule"]
+    grid = [t for t in labelled_bars(few) if t.xaxis == "x"]
+    assert sorted(label for t in grid for label in t.text) == sorted(f"{k}{m}" for k in "FB" for m in range(1, 5)
+                                                                     for _ in range(4))
+    many = figures(16)
+    for name in ("schedules", "step"):
+        assert not any(label for t in labelled_bars(many[name]) for label in t.text), name
+    assert not any(label for t in labelled_bars(many["schedule"]) if t.xaxis == "x" for label in t.text)
+
+
+@pytest.mark.parametrize("microbatches", [4, 16])
+def test_a_backwards_hatch_never_takes_from_its_labels_contrast(microbatches):
+    for name, fig in figures(microbatches).items():
+        for trace in labelled_bars(fig):
+            pattern = trace.marker.pattern
+            for k, fill in enumerate(trace.marker.color):
+                ink = trace.textfont.color[k]
+                assert contrast_ratio(ink, fill) >= 4.5, (name, ink, fill)
+                if pattern.shape:  # any blend of the fill and the hatch contrasts with the label as the fill does, or more
+                    assert contrast_ratio(ink, pattern.fgcolor[k]) >= contrast_ratio(ink, fill), (name, ink, fill)
+
+
+@pytest.mark.parametrize("microbatches", [4, 16])
+def test_stacked_panels_leave_room_for_the_upper_ones_ticks_and_the_lower_ones_title(microbatches):
+    for name in ("schedule", "schedules"):
+        fig = figures(microbatches)[name]
+        plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+        domains = sorted((fig.layout[k].domain for k in fig.layout if re.match(r"yaxis\d*$", k)), key=lambda d: -d[1])
+        assert len(domains) == 2, name
+        (lower, upper) = domains[1], domains[0]
+        title = next(a for a in fig.layout.annotations if abs(a.y - lower[1]) < 1e-6)
+        words = TICK_SIZE * LINE_EM + line_count(title.text) * (title.font.size or FONT_SIZE) * LINE_EM
+        assert (upper[0] - lower[1]) * plot_px >= words + 12, (name, title.text)
