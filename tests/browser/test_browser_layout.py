@@ -59,3 +59,45 @@ def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, art
         finally:
             context.close()
     assert not problems, "\n".join(problems[:40])
+
+
+# Every tab of every engine's page (training, 4 devices: every view has something to draw), at the two screens
+# where room is shortest: a narrow window on the light theme, and a projector's Presenting on the dark.
+TAB_PAGES = [f"?engine={name}&gpus=4&train=true" for name in ("dp", "ddp", "zero1", "fsdp", "pipeline")]
+TAB_SCREENS = [("light", 800, 768, False), ("dark", 1024, 768, True)]
+TABS_NOT_YET: dict[str, str] = {
+    "?engine=dp&gpus=4&train=true": "Timeline's and Flow's column names overlap at 800; Memory's numbers on grey at 4.2:1",
+    "?engine=ddp&gpus=4&train=true": "Flow's column names touch at 800; Memory's numbers on grey at 4.2:1",
+    "?engine=zero1&gpus=4&train=true": "Memory's numbers on grey at 4.2:1",
+    "?engine=fsdp&gpus=4&train=true": "Memory's numbers on grey at 4.2:1",
+    "?engine=pipeline&gpus=4&train=true": "Memory at 800: the stages' lines lost where they cross a green band",
+}
+
+
+@pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=TABS_NOT_YET[q], strict=False)]
+                                                if q in TABS_NOT_YET else []) for q in TAB_PAGES])
+def test_every_tab_of_every_engines_page_reads_narrow_and_presented(browser, app_url, artifacts, query):
+    problems = []
+    for scheme, width, height, presenting in TAB_SCREENS:
+        context, page = fresh(browser, app_url, {"width": width, "height": height}, scheme=scheme)
+        try:
+            page.set_default_timeout(RUN_TIMEOUT_MS)
+            page.goto(f"/{query}")
+            page.wait_for_selector(SVG)
+            page.wait_for_selector(IDLE)
+            if presenting:
+                present(page)
+            for tab in [t.strip() for t in page.get_by_role("tab").all_inner_texts()]:
+                if tab == "Tutorial log":  # text, not a chart
+                    continue
+                page.get_by_role("tab", name=tab, exact=True).click()
+                page.wait_for_timeout(300)
+                page.wait_for_selector(IDLE)
+                page.wait_for_timeout(600)  # plotly's drawing after the script
+                found = first_screen_problems(page)
+                if found:
+                    page.screenshot(path=artifacts / f"layout-tab-{query.strip('?').split('&')[0].replace('=', '-')}-{tab}-{width}-{scheme}.png")
+                problems += [f"{tab} {width}{' presenting' if presenting else ''} {scheme}: {p}" for p in found]
+        finally:
+            context.close()
+    assert not problems, "\n".join(problems[:40])
