@@ -167,6 +167,36 @@ def test_the_growth_panel_draws_the_formulas_and_marks_this_run():
     assert [shape.x0 for shape in fig.layout.shapes] == [4]
 
 
+def test_the_growth_lines_are_keyed_under_the_chart_in_the_pages_ink_and_this_run_is_marked_over_them():
+    """The lines' names ran into the axis's numbers and each other, written in the lines' colours (2.3:1 on white);
+    the dotted mark of this run's count was drawn across GPU 0's line; eight 'GPU 3's ran together on a 440 px
+    chart; an amount broke from its unit ('at most 1.75' / 'MiB a rank')."""
+    import re
+
+    from dpviz.figures.colors import THEME_TEXT
+    from dpviz.figures.compare import comparison_figure
+    from dpviz.figures.style import SOFT_BREAK, presentation
+
+    dp, ddp = runs(gpus=8, **SIZES)
+    fig = comparison_figure(dp, ddp)
+    lines = [trace for trace in fig.data if trace.type == "scatter"]
+    assert {line.legend for line in lines} == {"legend2"} and fig.layout.legend2.font.color == THEME_TEXT
+    assert fig.layout.legend2.y < 0 and fig.layout.margin.b > 60  # under the panels, in a margin made for its rows
+    assert not [a.text for a in fig.layout.annotations if a.font.color]  # no text in a line's colour
+    [mark] = fig.layout.shapes
+    assert mark.x0 == mark.x1 == 8 and mark.y0 > max(line.y[list(line.x).index(8)] for line in lines)
+    assert mark.y1 <= fig.layout.yaxis3.range[1]
+    assert list(fig.layout.xaxis.ticktext) == [str(i) for i in range(8)] and fig.layout.xaxis.title.text == "GPU"
+    assert list(fig.layout.xaxis2.ticktext) == [str(i) for i in range(8)] and fig.layout.xaxis2.title.text == "rank"
+    assert [bar.x[0] for bar in fig.data if bar.type == "bar"][0].startswith("GPU")  # the hover names it whole
+    two = comparison_figure(*runs(gpus=2, **SIZES))
+    assert list(two.layout.xaxis.ticktext) == ["GPU 0", "GPU 1"]  # two names fit side by side
+    for figure in (fig, presentation(fig)):
+        for title in figure.layout.annotations:
+            for amount in re.findall(r"\d[\d,.]* (?:B|KiB|MiB|GiB)", unwrap(title.text)):
+                assert any(amount in line for line in title.text.split(SOFT_BREAK)), title.text
+
+
 def test_a_winner_is_named_only_when_the_spreads_do_not_overlap():
     quick, slow = Measured(1.0, 0.9, 1.1, 10), Measured(2.0, 1.8, 2.2, 10)
     assert verdict(quick, slow) == "dp" and verdict(slow, quick) == "ddp"

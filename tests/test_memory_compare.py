@@ -125,6 +125,22 @@ def test_the_figure_draws_both_panels_from_the_runs():
     assert shown.layout.title.font.size > fig.layout.title.font.size and shown.layout.legend.x == fig.layout.legend.x
 
 
+def test_the_legend_sits_under_the_panels_and_leaves_them_the_charts_width():
+    """Beside the panels, the legend left the plot 160 px of a 440 px chart: the engines' names ran together and
+    into the bytes panel's title. Under them, in a bottom margin made for its rows at the narrowest chart."""
+    from dpviz.figures.memory_compare import UNDER_AXIS_PX
+    from dpviz.figures.style import LEGEND_ROW_PX, legend_rows
+
+    fig = memory_compare_figure([recorded(name) for name in ("dp", *ENGINES)])
+    legend = fig.layout.legend
+    assert legend.orientation == "h" and legend.y < 0 and legend.yanchor == "top" and legend.x == 0
+    assert fig.layout.margin.b >= UNDER_AXIS_PX + legend_rows([t.name for t in fig.data]) * LEGEND_ROW_PX
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert -legend.y * plot_px == pytest.approx(UNDER_AXIS_PX)  # under both rows of the bytes panel's names
+    shown = presentation(fig)
+    assert shown.layout.legend.font.size > fig.layout.legend.font.size and shown.layout.margin.b > fig.layout.margin.b
+
+
 def test_the_figure_refuses_no_runs():
     with pytest.raises(ValueError, match="at least one run"):
         memory_compare_figure([])

@@ -12,6 +12,7 @@ Drawn from plain lists: the Compare tab needs no pandas.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import plotly.graph_objects as go
@@ -24,7 +25,7 @@ from dpviz.trace import Trace
 from dpviz.analysis.traffic_model import StepSizes, growth
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color
-from dpviz.figures.style import styled
+from dpviz.figures.style import MARGIN, NARROWEST_PX, TICK_GAP_PX, TICK_SIZE, legend_under_plot, styled, text_px
 
 # The two engines this page sets side by side, in their own colours and words (the registry's vocabularies).
 DP, DDP = vocabulary("dp"), vocabulary("ddp")
@@ -62,6 +63,25 @@ def device_totals(table: dict[str, list[tuple[str, float]]]) -> dict[str, float]
 
 
 SENT = "sent per step"  # what both panels' axes count, in the figure's unit
+# The growth panel's lines are keyed in a legend of their own under its axis (style.legend_under_plot), the text in
+# the page's ink and the colour on the swatch: named at the lines' ends, the names of the two low lines ran into each
+# other and into the axis's numbers, and in their own colours read at 2.3:1 on white.
+UNDER_AXIS_PX = 62  # from the plot's bottom to that legend: the axis's numbers and its one-line title
+PRESENTING = 1.35  # presentation()'s scale: the device names must fit at its larger type too
+
+
+def device_ticks(names: list[str], share: float) -> dict:
+    """The x axis of one engine's bars: under each its device's name ("GPU 3") where every name fits side by side
+    on the narrowest chart at Presenting's larger type, else its number ("3") under the axis title "GPU", every
+    k-th where even the numbers would run together. The hovers name the device whole."""
+    size = TICK_SIZE * PRESENTING
+    slot = (NARROWEST_PX - (MARGIN["l"] + MARGIN["r"]) * PRESENTING) * share / max(len(names), 1)
+    if max((text_px(n, size) for n in names), default=0) + TICK_GAP_PX <= slot:
+        return dict(tickmode="array", tickvals=names, ticktext=names)
+    numbers = [n.rsplit(" ", 1)[-1] for n in names]
+    step = max(1, math.ceil((max(text_px(n, size) for n in numbers) + TICK_GAP_PX) / slot))
+    kind = names[0].rsplit(" ", 1)[0] if " " in names[0] else ""
+    return dict(tickmode="array", tickvals=names[::step], ticktext=numbers[::step], title_text=kind)
 
 
 def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices: int, *, unit: ByteUnit, title: str,
@@ -82,27 +102,38 @@ def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices:
                 hovertemplate=f"%{{x}}<br>{name}: %{{customdata}} sent per step (computed)<extra></extra>",
             ), row=1, col=col)
             shown.add(what)
+        devices_in = [device for device, _ in table[next(iter(WHAT_COLORS))]]
+        share = fig.layout["xaxis" if col == 1 else "xaxis2"].domain
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=devices_in,
+                         **device_ticks(devices_in, share[1] - share[0]), row=1, col=col)
     top = max((max(device_totals(table).values(), default=0) for table in tables), default=0) / unit.size
     for col in (1, 2):  # one scale for both engines: GPU 0's bar against a rank's, side by side
         fig.update_yaxes(range=[0, top * 1.08 or 1], row=1, col=col)
     fig.update_yaxes(**unit.axis(SENT), row=1, col=1)
     fig.update_yaxes(exponentformat="none", separatethousands=True, row=1, col=2)  # its ticks read as the left's
+    highest = max((getattr(g, key) for g in grown for key, _, _ in LINES), default=0) / unit.size
+    here = [max(getattr(g, key) for key, _, _ in LINES) / unit.size for g in grown if g.devices == devices]
+    # room over the lines at this run's count for the dotted mark that stands there
+    ceiling = max(highest * 1.08, (here[0] if here else 0) + highest * 0.25) or 1
     for key, name, dash in LINES:
         ys = [getattr(g, key) for g in grown]
         color = device_color(0) if key == "gpu0" else DDP.phase("allreduce").color if key == "rank" else device_color(1)
         fig.add_trace(go.Scatter(
-            x=[g.devices for g in grown], y=unit.scaled(ys), name=name, mode="lines+markers", showlegend=False,
-            line=dict(color=color, dash=dash, width=3), marker=dict(size=7), customdata=[unit.amount(y) for y in ys],
+            x=[g.devices for g in grown], y=unit.scaled(ys), name=name, mode="lines+markers", legend="legend2",
+            # small points: a line running over another's point still has that point's page on both its sides
+            line=dict(color=color, dash=dash, width=3), marker=dict(size=5), customdata=[unit.amount(y) for y in ys],
             hovertemplate=f"%{{x}} devices<br>{name}: %{{customdata}} sent per step (computed)<extra></extra>",
         ), row=2, col=1)
-        # named at the line's end rather than in the legend: the legend keeps to what the bars stack
-        fig.add_annotation(x=grown[-1].devices, y=ys[-1] / unit.size, text=name, showarrow=False, xanchor="right",
-                           yanchor="top" if key == "other_gpu" else "bottom", font=dict(color=color), row=2, col=1)
-    fig.add_vline(x=devices, line=dict(color=GUIDE, dash="dot", width=2), row=2, col=1)
-    fig.update_xaxes(title_text="devices (GPUs for DataParallel, ranks for DDP)", dtick=2, row=2, col=1)
-    fig.update_yaxes(rangemode="tozero", **unit.axis(SENT), row=2, col=1)
-    fig.update_layout(barmode="stack")  # styled() puts the legend over the panels' titles
-    return styled(fig, title, notes, height=480)  # with its title, legend and a preset's line, on a 1024 × 768 first screen
+    # This run's count: a dotted mark from over its points to the panel's top, crossing no line (drawn across them
+    # it was grey on GPU 0's blue, 1:1).
+    fig.add_shape(type="line", x0=devices, x1=devices, y0=here[0] + highest * 0.08 if here else 0, y1=ceiling,
+                  line=dict(color=GUIDE, dash="dot", width=2), row=2, col=1)
+    # one line even at Presenting's size: the legend under it says which lines are GPUs and which ranks
+    fig.update_xaxes(title_text="devices (GPUs or ranks)", dtick=2, row=2, col=1)
+    fig.update_yaxes(range=[0, ceiling], **unit.axis(SENT), row=2, col=1)
+    fig.update_layout(barmode="stack")  # styled() puts the bars' legend over the panels' titles
+    styled(fig, title, notes, height=480)  # with its title, legend and a preset's line, on a 1024 × 768 first screen
+    return legend_under_plot(fig, [name for _, name, _ in LINES], UNDER_AXIS_PX, legend="legend2")
 
 
 def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:

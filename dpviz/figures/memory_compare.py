@@ -18,7 +18,7 @@ from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step,
 from dpviz.engines import vocabulary
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import OUTLINE
-from dpviz.figures.style import styled
+from dpviz.figures.style import legend_under_plot, styled
 from dpviz.trace import Trace
 
 DDP, FSDP = vocabulary("ddp"), vocabulary("fsdp")  # the registry's: whose colours the kinds and collectives take
@@ -36,6 +36,7 @@ COLLECTIVE_COLORS = {
     "reduce-scatter": FSDP.phase("reduce_scatter").color,
 }
 COMPUTED = "sent per step (computed)"
+UNDER_AXIS_PX = 60  # from the bytes panel's bottom to the legend: its devices' numbers, then its engines' names
 
 
 def prepare(traces: list[Trace]) -> tuple[list[tuple[str, str]], dict[str, list[float]], dict[str, list[float]],
@@ -101,11 +102,12 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, unit: B
         ), row=2, col=1)
     fig.update_yaxes(rangemode="tozero", **unit.axis("memory"), row=1, col=1)
     fig.update_yaxes(rangemode="tozero", **unit.axis("per step"), row=2, col=1)
-    # Beside the panels, the kinds, the collectives, then ◆, top to bottom: thirteen entries in rows above the
-    # chart would push the bytes panel off a projector's first screen.
-    fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="v", x=1.01, xanchor="left",
-                                                   y=1, yanchor="top"))
-    return styled(fig, title, notes, height=540)  # with a preset's line over it, on a projector's first screen
+    # Under the panels, in rows (style.legend_under_plot): the kinds, the collectives, then ◆. Beside them it left the
+    # plot 160 px of a 440 px chart, too narrow for the engines' names; above them its rows would push the bytes
+    # panel off a projector's first screen.
+    fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="h"))  # placed: not over the title
+    styled(fig, title, notes, height=540)  # with a preset's line over it, on a projector's first screen
+    return legend_under_plot(fig, [t.name for t in fig.data], UNDER_AXIS_PX)
 
 
 def memory_compare_figure(traces: list[Trace]) -> go.Figure:

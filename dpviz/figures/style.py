@@ -126,6 +126,15 @@ def _bound(before: str, after: str) -> bool:
     return bool(_NUMBER.match(last) or _NUMBER.match(following.rstrip(":;,")))
 
 
+# A unit after a number ("1.75 MiB", "3.1 ms", "4 ×"): the two are never put on different lines.
+_UNIT = re.compile(r"(B|KiB|MiB|GiB|TiB|ns|µs|ms|s|%|×)(?![\w])")
+
+
+def _unit_split(before: str, after: str) -> bool:
+    """A break between a number and its unit."""
+    return bool(_NUMBER.match(before.rsplit(" ", 1)[-1]) and _UNIT.match(after))
+
+
 def _short(text: str) -> bool:
     """A line of one or two short words, which reads as left over."""
     return len(text.split()) <= 2 and visible_length(text) <= 12
@@ -149,7 +158,7 @@ def _wrap_line(line: str, limit: int) -> list[str]:
             if seen > limit or i == 0:
                 continue
             first, tail = rest[:i].rstrip(), rest[i + 1:].lstrip()
-            if not first or not tail:
+            if not first or not tail or _unit_split(first, tail):
                 continue
             cost, lines = best(tail)
             mark = next((bonus for m, bonus in _MARKS if first.endswith(m)), 0)
@@ -183,7 +192,8 @@ def legend_entries(fig: go.Figure) -> list[str]:
     """The names the legend shows: traces in it (plotly leaves out heatmaps, sankeys and tables unless told)."""
     if fig.layout.showlegend is False:
         return []
-    flags = [(t, t["showlegend"] if "showlegend" in t else False) for t in fig.data]  # a sankey has no legend
+    flags = [(t, t["showlegend"] if "showlegend" in t else False) for t in fig.data  # a sankey has no legend
+             if ("legend" not in t or t["legend"] in (None, "legend"))]  # a second legend's are not this one's
     shown = [t.name or "" for t, flag in flags if flag is True
              or (flag is None and t.type not in ("heatmap", "table", "pie", "histogram2d"))]
     return shown if len(shown) > 1 or any(flag is True for _, flag in flags) else []
@@ -272,6 +282,19 @@ def legend_px(fig: go.Figure, width_px: float = NARROWEST_PX, *, size: float | N
 def _legend_placed(fig: go.Figure) -> bool:
     legend = fig.layout.legend
     return any(v is not None for v in (legend.x, legend.y, legend.orientation))
+
+
+def legend_under_plot(fig: go.Figure, names: list[str], under_px: float, legend: str = "legend") -> go.Figure:
+    """After styled(): `legend` (its entries `names`) in rows under the plot, `under_px` below its bottom edge (past
+    the bottom axis's labels), the bottom margin and the height grown by the rows it takes on the narrowest chart.
+    Placed on the paper inside that margin, it makes plotly push no margin: the panels keep styled()'s size at every
+    width, and presentation() grows the margin, the gap and the type together."""
+    layout = fig.layout
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    bottom = math.ceil(under_px + legend_rows(names) * LEGEND_ROW_PX + BOX_PX)
+    placed = dict(orientation="h", x=0, xanchor="left", y=-under_px / plot_px, yanchor="top",
+                  font=dict(size=LEGEND_SIZE, color=THEME_TEXT))
+    return fig.update_layout({legend: placed}, margin_b=bottom, height=layout.height + bottom - layout.margin.b)
 
 
 def title_block_px(fig: go.Figure) -> int:
@@ -382,7 +405,8 @@ def light(fig: go.Figure) -> go.Figure:
     fig.update_yaxes(**axis)
     # The theme's ink (THEME_TEXT) has no Streamlit to swap it in: the light look's dark text instead.
     layout = fig.layout
-    for font in (layout.title.font, layout.title.subtitle.font, layout.legend.font, layout.legend.title.font,
+    legends = [layout[k] for k in layout if re.match(r"legend\d*$", k)]  # a second legend's too
+    for font in (layout.title.font, layout.title.subtitle.font, *(g.font for g in legends), layout.legend.title.font,
                  *(a.font for a in layout.annotations)):
         if font.color == THEME_TEXT:
             font.color = TEXT
@@ -561,7 +585,8 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
     for frame in out.frames or ():  # an animation's frames carry titles of their own
         if frame.layout and frame.layout.title and frame.layout.title.text:
             frame.layout.title.text = wrap(unwrap(frame.layout.title.text), title.font.size)
-    layout.legend.font.size = _scaled(layout.legend.font.size or LEGEND_SIZE, scale)
+    for name in [k for k in layout if re.match(r"legend\d*$", k)]:  # a figure's second legend grows alike
+        layout[name].font.size = _scaled(layout[name].font.size or LEGEND_SIZE, scale)
     if layout.legend.title.font.size:
         layout.legend.title.font.size = _scaled(layout.legend.title.font.size, scale)
     if layout.legend.entrywidth and layout.legend.entrywidthmode != "fraction":
