@@ -173,3 +173,24 @@ def test_every_line_of_every_box_fits_its_box_at_the_narrowest_and_presenting(na
             for line in note.text.split("<br>"):
                 shown = re.sub(r"<[^>]+>", "", line)  # the swatch's colour markup takes no room
                 assert text_px(shown, size) <= box_px - 4, (name, present, shown)
+
+
+def test_a_failed_step_draws_what_ran_and_nothing_after_where_it_stopped():
+    from dpviz.presets import ALL_PRESETS
+
+    # ddp-uneven: rank 0's fourth all-reduce waits for ranks that have run out of rows, until the timeout.
+    trace = engine("ddp").record(ALL_PRESETS["ddp-uneven"].config)
+    shown = read("ddp", trace, trace.failure.batch)
+    assert shown.failed == "backward"
+    assert not shown.cells[(0, "backward")].idle and shown.cells[(0, "update")].idle  # it never stepped
+    assert all(shown.cells[(rank, column)].idle for rank in (1, 2) for column in ("input", "forward", "backward", "update"))
+    # ddp-unused-parameter: step 2's forward raises in DDP's own check, after every rank loaded its rows.
+    trace = engine("ddp").record(ALL_PRESETS["ddp-unused-parameter"].config)
+    shown = read("ddp", trace, trace.failure.batch)
+    assert shown.failed == "forward" and not shown.arrows
+    assert all(shown.cells[(rank, "forward")].lines == ("raised",) for rank in (0, 1))
+    assert all(shown.cells[(rank, "update")].idle for rank in (0, 1))
+    # batchnorm-one-row: the last batch's 1-row chunk fails in replica 2's forward; no GPU steps.
+    trace = engine("dp").record(ALL_PRESETS["batchnorm-one-row"].config)
+    shown = read("dp", trace, trace.failure.batch)
+    assert shown.failed == "forward" and all(shown.cells[(lane.id, "update")].idle for lane in trace.lanes)

@@ -91,6 +91,14 @@ def idle(why: str = "") -> Cell:
     return Cell(("—",), idle=True, hover=why)
 
 
+def stopped(cells: dict[tuple[int, str], Cell], failed: str | None) -> dict[tuple[int, str], Cell]:
+    """`cells` with every column after the one a failed step stopped in left empty: nothing after it ran."""
+    if failed is None:
+        return cells
+    after = COLUMN_KEYS[COLUMN_KEYS.index(failed) + 1:]
+    return {key: idle("the step stopped before this") if key[1] in after else cell for key, cell in cells.items()}
+
+
 def optimizer_label(config) -> str:
     """'SGD', 'Adam': the optimizer a training run steps, as torch names it."""
     return {"sgd": "SGD", "adam": "Adam"}.get(config.optimizer, str(config.optimizer))

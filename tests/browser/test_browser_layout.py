@@ -27,11 +27,6 @@ SCREENS = [(1400, 900, False), (1024, 768, False), (800, 768, False), (1024, 768
 RUN_TIMEOUT_MS = 240_000  # a page of every engine starts four engines' processes: minutes on a busy machine
 # Pages whose first screens do not read right yet, and why: marked xfail (not strict), each to leave this list.
 NOT_YET: dict[str, str] = {
-    "?engine=both": "Compare: legend over the tick labels, legend text in the marks' colours",
-    "?preset=compare-gpu0": "Compare: legend over the ticks, a number split from its unit, labels overlap at 800",
-    "?engine=memory": "Memory, every engine: engine names overlap at 800",
-    "?preset=ddp-adam-state": "Memory, every engine: engine names and the lower title overlap at 800",
-    "?preset=zero1-uneven": "Memory, every engine: engine names and the lower title overlap at 800",
 }
 
 

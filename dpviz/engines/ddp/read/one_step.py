@@ -17,7 +17,9 @@ from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
 from dpviz.analysis.compare import traffic
-from dpviz.analysis.one_step import ALL, HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label
+from dpviz.analysis.one_step import (
+    ALL, COLUMN_KEYS, HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label, stopped,
+)
 from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.figures.one_step import move_colors, one_step_figure
 from dpviz.figures.style import backend_note, check_batch
@@ -103,9 +105,20 @@ def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, st
     lanes = [lane.id for lane in trace.lanes]
     rows = {s.lane: s.rows for s in trace.spans_of(step, "forward") if s.lane is not None}
     cells: dict[tuple[int, str], Cell] = {}
+    failed = failed_column(trace, step, COLUMN_OF)
     for lane in lanes:
         for column, cell in cells_of(trace, step, lane, rows.get(lane, 0)).items():
             cells[(lane, column)] = cell
+        if failed is not None and lane not in rows:
+            name = trace.vocabulary.lane_name(lane)
+            loaded = any(s.lane == lane for s in trace.spans_of(step, "load"))
+            for column in COLUMN_KEYS:
+                cells[(lane, column)] = idle(f"{name} has no rows for this step: it ran out and waits at the end")
+            if loaded:  # the step stopped as this rank's forward began (DDP's own checks raise there)
+                failed = "forward" if failed == "input" else failed
+                cells[(lane, "input")] = Cell(("loaded",), hover=f"{name} loaded its rows")
+                cells[(lane, "forward")] = Cell(("raised",), hover=trace.failure.headline)
+    cells = stopped(cells, failed)
     arrows = []
     buffers = [m for m in traffic(trace) if m.step == step and m.what == "buffers"]
     if buffers:
@@ -123,7 +136,7 @@ def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, st
     title = f"{numbered(step, total, trace.spec.unit).capitalize()}: each rank its own rows; between the ranks, {what}"
     notes = (backend_note(trace), bytes_note)
     return OneStep(title, tuple(trace.vocabulary.lane_name(l) for l in lanes), tuple(lanes), cells, tuple(arrows),
-                   notes, failed_column(trace, step, COLUMN_OF))
+                   notes, failed)
 
 
 def broadcast_sent(trace: Trace, collective: str, handed: dict[int, int]) -> tuple[dict[int, int], dict[int, int]]:

@@ -13,7 +13,7 @@ from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
 from dpviz.analysis.compare import traffic
-from dpviz.analysis.one_step import HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label
+from dpviz.analysis.one_step import HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label, stopped
 from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.figures.one_step import move_colors, one_step_figure
 from dpviz.figures.style import backend_note, check_batch
@@ -79,6 +79,8 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
     arrows = tuple(Arrow(column, name, phase, HUB, dict(sent[what]), dict(received[what]),
                          hover=_hover(what, trace))
                    for what, (column, name, phase) in MOVES.items() if sent[what] or received[what])
+    failed = failed_column(trace, step, COLUMN_OF)
+    cells = stopped(cells, failed)
     total = batches_planned(trace)
     into = sum(a.sent.get(home, 0) for a in arrows)
     title = (f"{numbered(step, total, 'batch').capitalize()}: every copy leaves from GPU 0 and comes back to it"
@@ -86,7 +88,7 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
     notes = (backend_note(trace), f"GPU 0 sends {human_bytes(into)} this step" if into else "",
              "bytes: the tensors copied")
     return OneStep(title, tuple(trace.vocabulary.lane_name(l) for l in lanes), tuple(lanes), cells, arrows,
-                   tuple(n for n in notes if n), failed_column(trace, step, COLUMN_OF))
+                   tuple(n for n in notes if n), failed)
 
 
 def _hover(what: str, trace: Trace) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
-from dpviz.analysis.one_step import BACK, NEXT, Arrow, Cell, OneStep, failed_column, idle, optimizer_label
+from dpviz.analysis.one_step import BACK, NEXT, Arrow, Cell, OneStep, failed_column, idle, optimizer_label, stopped
 from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.engines.ddp.read.one_step import held
 from dpviz.engines.pipeline.read.traffic import sent_bytes
@@ -62,13 +62,15 @@ def one_step_pipeline(trace: Trace, step: int) -> OneStep:
             to = 1 if shape == NEXT else -1
             arrows.append(Arrow(column, label, phase, shape, out, {s + to: b for s, b in out.items() if s + to in lanes},
                                 hover=HOVERS[phase]))
+    failed = failed_column(trace, step, COLUMN_OF)
+    cells = stopped(cells, failed)
     total = batches_planned(trace)
     title = (f"{numbered(step, total, trace.spec.unit).capitalize()}: each stage its own layers; between neighbours, "
              + (" and ".join(a.name for a in arrows) or "nothing"))
     notes = (backend_note(trace), f"{plural(micro, 'microbatch')} through {plural(len(lanes), 'stage')}",
              "bytes: what each stage sent, its microbatches summed")
     return OneStep(title, tuple(trace.vocabulary.lane_name(s) for s in lanes), tuple(lanes), cells, tuple(arrows),
-                   notes, failed_column(trace, step, COLUMN_OF))
+                   notes, failed)
 
 
 def one_step_pipeline_figure(trace: Trace, step: int) -> go.Figure:
