@@ -337,17 +337,18 @@ def _warnings(trace: Trace) -> list[str]:
             f"{code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)}" for note in trace.warnings]
 
 
+def run_and_data(trace: Trace) -> list[str | None]:
+    """The paragraphs every engine of ranks opens with after its own first one: how the run ended, its warnings, and
+    how each rank's DataLoader and DistributedSampler fed it (ZeRO-1's and FSDP's are DDP's here)."""
+    return [_failure(trace), *_warnings(trace), _batch(trace), _strides(trace), _padding(trace), _coverage(trace),
+            _epochs(trace)]
+
+
 def explain_ddp(trace: Trace) -> list[str]:
     """Short markdown paragraphs explaining what this DDP run did and why, with its own numbers."""
     paragraphs = [
         _ranks(trace),
-        _failure(trace),
-        *_warnings(trace),
-        _batch(trace),
-        _strides(trace),
-        _padding(trace),
-        _coverage(trace),
-        _epochs(trace),
+        *run_and_data(trace),
         _broadcast(trace),
         _buckets(trace),
         _allreduce(trace),

@@ -154,13 +154,7 @@ def explain_fsdp(trace: Trace) -> list[str]:
     """Short markdown paragraphs explaining what this FSDP run did, with its own numbers."""
     paragraphs = [
         _ranks(trace),
-        ddp._failure(trace),
-        *ddp._warnings(trace),
-        ddp._batch(trace),
-        ddp._strides(trace),
-        ddp._padding(trace),
-        ddp._coverage(trace),
-        ddp._epochs(trace),
+        *ddp.run_and_data(trace),
         _shards(trace),
         _tied(trace),
         _gathers(trace),

@@ -101,13 +101,7 @@ def explain_zero1(trace: Trace) -> list[str]:
     trained = shards(trace) is not None
     paragraphs = [
         _ranks(trace),
-        ddp._failure(trace),
-        *ddp._warnings(trace),
-        ddp._batch(trace),
-        ddp._strides(trace),
-        ddp._padding(trace),
-        ddp._coverage(trace),
-        ddp._epochs(trace),
+        *ddp.run_and_data(trace),
         ddp._broadcast(trace, "From then on each rank keeps its own whole copy; after each step, each owner's updated "
                               "parameters cross between the processes too (below)." if trained else None),
         ddp._buckets(trace),
