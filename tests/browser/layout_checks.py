@@ -85,6 +85,11 @@ def _rgb(css: str) -> tuple[int, int, int] | None:
     return tuple(int(float(n)) for n in numbers[:3])
 
 
+def _pixels(image):
+    """Every pixel of `image`, row by row (Pillow 12 renamed getdata)."""
+    return (image.get_flattened_data if hasattr(image, "get_flattened_data") else image.getdata)()
+
+
 def _hex(rgb) -> str:
     return "#%02X%02X%02X" % tuple(rgb[:3])
 
@@ -100,7 +105,7 @@ def _background(image, box: dict, dpr: float) -> tuple[int, int, int] | None:
     right, bottom = min(image.width, int((box["x"] + box["w"]) * dpr)), min(image.height, int((box["y"] + box["h"]) * dpr))
     if right - left < 2 or bottom - top < 2:
         return None
-    counts = Counter(image.crop((left, top, right, bottom)).getdata())
+    counts = Counter(_pixels(image.crop((left, top, right, bottom))))
     return counts.most_common(1)[0][0][:3]
 
 
@@ -150,7 +155,7 @@ def first_screen_problems(page) -> list[str]:
                 problems.append(f"text at {ratio:.1f}:1: {t['text'][:40]!r} ({_hex(fill)} on {_hex(back)})")
     for cut in CUT.finditer(found["words"] + " " + " ".join(t["text"] for t in texts)):
         problems.append(f"cut mid-word: {cut.group(0)!r}")
-    page_back = Counter(image.getdata()).most_common(1)[0][0][:3]  # the page's own background: most of any screen
+    page_back = Counter(_pixels(image)).most_common(1)[0][0][:3]  # the page's own background: most of any screen
     for line in found["lines"]:
         stroke = _rgb(line["stroke"])
         if stroke is None:
@@ -173,7 +178,7 @@ def first_screen_problems(page) -> list[str]:
         blank = 0
         for y0, y1 in bands:
             crop = image.crop((int(plot["x"] * dpr), int(y0 * dpr), int((plot["x"] + plot["w"]) * dpr), int(y1 * dpr)))
-            inked = sum(1 for c in crop.getdata() if not _near(c[:3], page_back, 24))
+            inked = sum(1 for c in _pixels(crop) if not _near(c[:3], page_back, 24))
             blank += inked < 0.01 * crop.width * crop.height
         if blank > MOST_BLANK * len(bands):
             problems.append(f"mostly blank: {blank} of {len(bands)} bands of the chart under its title hold no ink")
