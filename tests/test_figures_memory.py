@@ -8,7 +8,8 @@ import pytest
 
 from dpviz.figures import MAX_MARKS, count_marks, memory_figure, prepare_memory
 from dpviz.engines.dp.vocabulary import VOCABULARY
-from dpviz.figures.colors import device_color
+from dpviz.analysis.batch_facts import memory_batches
+from dpviz.figures.colors import contrast_ratio, device_color, text_color_on
 from dpviz.figures.memory import byte_unit
 from dpviz.engines.dp.ledger import CATEGORIES
 from dpviz.analysis.wording import human_bytes
@@ -20,9 +21,16 @@ def _grid(fig):
     """{(step label, column): total bytes} from the grid, and its cells' written numbers."""
     (heat,) = [t for t in fig.data if t.type == "heatmap"]
     z = np.asarray(heat.z)
+    written = {(y, x): t for x, y, t in _cell_numbers(fig)}
     return ({(s, c): z[i][j] for i, s in enumerate(heat.y) for j, c in enumerate(heat.x)},
-            {(s, c): heat.text[i][j] if heat.text is not None else "" for i, s in enumerate(heat.y)
-             for j, c in enumerate(heat.x)})
+            {(s, c): written.get((s, c), "") for s in heat.y for c in heat.x})
+
+
+def _cell_numbers(fig):
+    """(column, step, text) of each number written on the grid's cells: text traces on the grid's axes."""
+    on_grid = [t for t in fig.data if t.type == "scatter" and t.mode == "text" and t.xaxis in (None, "x")
+               and t.yaxis in (None, "y")]
+    return [(x, y, text) for t in on_grid for x, y, text in zip(t.x, t.y, t.text)]
 
 
 def _step(phase):
@@ -148,6 +156,48 @@ def test_sixteen_devices_write_only_the_two_totals_that_matter_over_the_bars():
     assert list(memory_figure(recorded(gpus=3, train=True)).data[-1].x) == ["GPU 0", "GPU 1", "GPU 2"]
 
 
+def _scale_at(scale, t: float) -> str:
+    """The colour a continuous colourscale paints at `t` in [0, 1]: its two stops either side mixed channel by
+    channel, as plotly mixes them."""
+    t = min(max(t, 0.0), 1.0)
+    stops = [(float(p), [int(c[k:k + 2], 16) for k in (1, 3, 5)]) for p, c in scale]
+    (p0, c0), (p1, c1) = next((a, b) for a, b in zip(stops, stops[1:]) if a[0] <= t <= b[0])
+    share = (t - p0) / (p1 - p0) if p1 > p0 else 1.0
+    return "#" + "".join(f"{round(a + share * (b - a)):02X}" for a, b in zip(c0, c1))
+
+
+@pytest.mark.parametrize("gpus", [2, 8, 16])
+@pytest.mark.parametrize("train", [False, True], ids=["forward", "train"])
+def test_every_number_on_a_cell_reads_on_its_grey(gpus, train):
+    """'344' in white on a mid grey (#7B7B7B) and '204' in #444444 on #ABABAB read at 4.2:1: plotly's own choice of
+    ink for a heatmap's text. Each number on a cell takes black or white, whichever contrasts more with the grey
+    the grid's colourscale paints it, and reads at 4.5:1 at least (WCAG AA) on every cell of every sampled batch;
+    the bars' totals, over the bars on the page, take the page theme's ink."""
+    trace = recorded(gpus=gpus, train=train)
+    inks = set()
+    for batch in memory_batches(trace):
+        fig = memory_figure(trace, batch)
+        (heat,) = [t for t in fig.data if t.type == "heatmap"]
+        fills = {(s, c): _scale_at(heat.colorscale, (heat.z[i][j] - heat.zmin) / (heat.zmax - heat.zmin))
+                 for i, s in enumerate(heat.y) for j, c in enumerate(heat.x)}
+        written = 0
+        for t in fig.data:
+            if t.type == "scatter" and t.name == "cell totals":
+                for x, y, ink in zip(t.x, t.y, t.textfont.color):
+                    assert contrast_ratio(ink, fills[(y, x)]) >= 4.5, f"{ink} on {fills[(y, x)]} at {x}, {y}"
+                    inks.add(ink)
+                    written += 1
+        assert written == (len(fills) if gpus <= 8 else 0)  # every cell's number, or (past eight) none
+        (totals,) = [t for t in fig.data if t.name == "totals"]
+        assert totals.textfont.color is None and totals.textposition == "top center"
+    if gpus <= 8 and train:  # device 0's dark cells and the others' light ones: an ink per cell
+        assert inks == {"#000000", "#FFFFFF"}
+    # Whatever the amounts: every grey of the ramp has an ink of 4.5:1 (black or white, whichever reads).
+    for share in np.linspace(0, 1, 257):
+        fill = _scale_at(heat.colorscale, share)
+        assert contrast_ratio(text_color_on(fill), fill) >= 4.5, fill
+
+
 def test_batch_must_be_a_sampled_one():
     trace = recorded(gpus=3, train=True)
     with pytest.raises(ValueError, match="memory was sampled for batches 0 and 3 only, got 1"):
@@ -181,8 +231,8 @@ def test_steps_and_columns_named_as_the_other_views_name_them(gpus):
         assert list(axis.tickvals) == (columns if gpus <= 8 else columns[::2]) == list(axis.ticktext)
     if gpus > 4:
         assert fig.layout.xaxis2.title.text == "GPU"
-    (heat,) = [t for t in fig.data if t.type == "heatmap"]
-    assert heat.textfont.size >= 11
+    numbers = [t for t in fig.data if t.type == "scatter" and t.name == "cell totals"]
+    assert len(numbers) == (gpus <= 8) and all(t.textfont.size >= 11 for t in numbers)
     assert list(fig.layout.xaxis2.categoryarray) == columns  # an idle GPU's empty bar keeps its column
 
 

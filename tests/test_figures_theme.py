@@ -82,12 +82,17 @@ def _hex(color) -> str | None:
 
 
 def _colorscale_at(scale, t: float) -> str:
-    """The colour a (stepped) colourscale gives at `t` in [0, 1]."""
-    chosen = scale[0][1]
-    for position, color in scale:
-        if position <= t + 1e-12:
-            chosen = color
-    return chosen
+    """The colour a colourscale gives at `t` in [0, 1], as plotly paints it: the last stop at or before `t`
+    mixed channel by channel with the next one. A stepped scale's two stops either side of `t` are one
+    colour (its step's); a continuous one (a grey ramp) gives the grey between them."""
+    t = min(max(t, 0.0), 1.0)
+    at = max((i for i, (position, _) in enumerate(scale) if position <= t + 1e-12), default=0)
+    (start, low), (end, high) = scale[at], scale[min(at + 1, len(scale) - 1)]
+    if end <= start or _hex(low) is None or _hex(high) is None:
+        return low
+    share = (t - start) / (end - start)
+    ends = [[int(c[k:k + 2], 16) for k in (1, 3, 5)] for c in (low, high)]
+    return "#" + "".join(f"{round(a + share * (b - a)):02X}" for a, b in zip(*ends))
 
 
 def _cell_color(heatmap, x, y) -> str | None:

@@ -2,11 +2,12 @@
 
 Two panels share one column per device. Top: a grid, one row per phase in pipeline order (the
 vocabulary's own step names), each cell the device's total after that phase, darker for more, so
-sixteen devices by nine phases read at a glance in a narrow chart; the hover breaks a cell down by
-kind of tensor. Bottom: the moment device 0 is fullest, one bar per device stacked by kind (computed
-from tensor sizes by the engine's memory ledger: what only device 0 holds, its parameters, gradients
-and optimizer state, sits at the bottom, where the other bars have nothing), or one bar per device in
-its own colour as torch.cuda.memory_allocated measured it on real GPUs. Memory is sampled for the
+sixteen devices by nine phases read at a glance in a narrow chart; its number is written black or white,
+whichever reads on its grey, and the hover breaks it down by kind of tensor. Bottom: the moment
+device 0 is fullest, one bar per device stacked by kind (computed from tensor sizes by the engine's
+memory ledger: what only device 0 holds, its parameters, gradients and optimizer state, sits at the
+bottom, where the other bars have nothing), or one bar per device in its own colour as
+torch.cuda.memory_allocated measured it on real GPUs. Memory is sampled for the
 first and the last batch; the last may split differently.
 
 Every amount on the figure is in one unit, the one the fullest device fills (`byte_unit`), named in
@@ -26,7 +27,7 @@ from plotly.subplots import make_subplots
 
 from dpviz.analysis.wording import human_bytes, numbered
 from dpviz.figures.byte_unit import ByteUnit, byte_unit  # noqa: F401  byte_unit read from here too
-from dpviz.figures.colors import OUTLINE, device_color, device_pattern
+from dpviz.figures.colors import OUTLINE, THEME_TEXT, blend, device_color, device_pattern, text_color_on
 from dpviz.figures.memory_lead import fullest_lead
 from dpviz.figures.style import plain_label
 from dpviz.figures.style import (
@@ -122,17 +123,16 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
 
     totals = slots.pivot(index="step", columns="device", values="total").loc[steps, devices]
     hovers = {(s, d): _cell_hover(part, vocabulary.lane_name(d), s, kind) for (s, d), part in table.groupby(["step", "device"])}
-    texts = _cell_texts(totals, unit)
+    amounts = totals.to_numpy(dtype=float)
+    fullest = float(amounts.max()) or 1.0
     fig.add_trace(go.Heatmap(
-        z=totals.to_numpy(dtype=float), x=columns, y=steps, colorscale=AMOUNT_SCALE, zmin=0,
-        zmax=float(totals.to_numpy().max()) or 1.0, showscale=False, xgap=2, ygap=2,
-        text=texts, texttemplate="%{text}" if texts else None,
-        # plotly writes it dark or light to contrast with the cell
-        textfont=dict(size=CELL_FONT if named else SMALL_CELL_FONT),
+        z=amounts, x=columns, y=steps, colorscale=AMOUNT_SCALE, zmin=0, zmax=fullest, showscale=False, xgap=2, ygap=2,
         customdata=[[hovers[(s, d)] for d in devices] for s in steps],
         hovertemplate="%{customdata}<extra></extra>", name="total",
-        meta=CELL_TEXT,  # sized to its cells: larger, the numbers would run together
     ), row=1, col=1)
+    texts = _cell_texts(totals, unit)
+    if texts:
+        _cell_numbers(fig, texts, amounts / fullest, columns, steps, CELL_FONT if named else SMALL_CELL_FONT)
 
     at = table[table["step"] == moment]
     if kind == "measured":
@@ -154,8 +154,9 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
                     customdata=[human_bytes(b) for b in part["bytes"]],
                     hovertemplate=f"%{{x}} after {moment}: %{{customdata}} of {category}<extra></extra>"), row=2, col=1)
         # Above the grid, in rows of its own (styled() keeps room for them): never on a cell or a column name.
+        # The theme's own ink (THEME_TEXT), not its faded grey (3.7:1 on white), as styled() gives the entries.
         fig.update_layout(legend=dict(title=dict(text="kind of tensor (the bars):", side="top",
-                                                 font=dict(size=LEGEND_SIZE)), traceorder="normal"))
+                                                 font=dict(size=LEGEND_SIZE, color=THEME_TEXT)), traceorder="normal"))
     peaks = at.drop_duplicates("device")
     if len(peaks) > WRITTEN_TOTALS:  # sixteen numbers side by side would run together: the two that matter
         rest = peaks[peaks["device"] != devices[0]]
@@ -212,6 +213,28 @@ def name_step(columns: list[str], plot_px: float, size: float) -> int:
     widest = max((text_px(c, size) for c in columns), default=0) + TICK_GAP_PX
     column_px = plot_px / max(len(columns), 1)
     return max(1, -int(-widest // column_px))
+
+
+def amount_fill(share: float) -> str:
+    """The grey of a cell holding `share` (0 to 1) of the fullest cell's amount: AMOUNT_SCALE at that point,
+    mixed channel by channel as plotly mixes a colourscale's two ends."""
+    (_, lightest), (_, darkest) = AMOUNT_SCALE
+    return blend(darkest, min(max(share, 0.0), 1.0), lightest)
+
+
+def _cell_numbers(fig: go.Figure, texts: list[list[str]], shares, columns: list[str], steps: list[str],
+                  size: float) -> None:
+    """Each cell's number, black or white, whichever contrasts more with its grey (text_color_on): a
+    heatmap writes all its cells in one colour, and plotly's own pick (#444 or white) leaves the mid greys
+    at 4.2:1; black or white gives every grey of the ramp at least 4.5:1. A text trace has a colour per
+    cell; sized to its cells, presentation() leaves it so (CELL_TEXT)."""
+    cells = [(c, s, texts[i][j], shares[i][j]) for i, s in enumerate(steps) for j, c in enumerate(columns)]
+    fig.add_trace(go.Scatter(
+        x=[c for c, _, _, _ in cells], y=[s for _, s, _, _ in cells], mode="text", text=[t for _, _, t, _ in cells],
+        textfont=dict(size=size, color=[text_color_on(amount_fill(share)) for _, _, _, share in cells]),
+        hoverinfo="skip", showlegend=False, name="cell totals",
+        meta=CELL_TEXT,  # larger, the numbers would run together
+    ), row=1, col=1)
 
 
 def _cell_texts(totals: pd.DataFrame, unit: ByteUnit) -> list[list[str]] | None:

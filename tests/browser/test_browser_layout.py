@@ -61,11 +61,8 @@ def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, art
 TAB_PAGES = [f"?engine={name}&gpus=4&train=true" for name in ("dp", "ddp", "zero1", "fsdp", "pipeline")]
 TAB_SCREENS = [("light", 800, 768, False), ("dark", 1024, 768, True)]
 TABS_NOT_YET: dict[str, str] = {
-    "?engine=dp&gpus=4&train=true": "Timeline's and Flow's column names overlap at 800; Memory's numbers on grey at 4.2:1",
-    "?engine=ddp&gpus=4&train=true": "Flow's column names touch at 800; Memory's numbers on grey at 4.2:1",
-    "?engine=zero1&gpus=4&train=true": "Memory's numbers on grey at 4.2:1",
-    "?engine=fsdp&gpus=4&train=true": "Memory's numbers on grey at 4.2:1",
-    "?engine=pipeline&gpus=4&train=true": "Memory at 800: the stages' lines lost where they cross a green band",
+    "?engine=dp&gpus=4&train=true": "Timeline's and Flow's column names overlap at 800",
+    "?engine=ddp&gpus=4&train=true": "Flow's column names touch at 800",
 }
 
 

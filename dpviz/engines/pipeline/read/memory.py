@@ -6,6 +6,10 @@ each stage holds for the whole run (its parameters, their gradients, its optimiz
 
 GPipe runs every forward before any backward, so its first stage holds all M microbatches' activations at once;
 1F1B starts backwards early and holds at most S (stage s: S - s).
+
+Each stage's activations take a panel of their own, one under the other on one scale, its name at its right: drawn
+over each other, the stages' lines rose and fell at the same passes, so one ran along another for whole steps and
+crossed it where no colour of the two stood out (stage 1's blue under stage 2's orange, 2.4:1).
 """
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES, ended
 from dpviz.engines.pipeline.read.schedule import schedule_words, stage_label, stopped_figure
 from dpviz.figures.byte_unit import byte_unit
 from dpviz.figures.colors import device_color
-from dpviz.figures.style import backend_note, check_batch, styled
+from dpviz.figures.style import (AXIS_TITLE_SIZE, BASE_TOP_PX, MARGIN, TICK_SIZE, backend_note, check_batch, styled,
+                                 text_px)
 from dpviz.trace import Trace
 
 HELD = (("parameters", "#7766BB"), ("gradients", "#AA4444"), ("optimizer state", "#CC9999"))
@@ -32,6 +37,13 @@ def flight_of(trace: Trace, batch: int) -> list[list[list]]:
     return rows
 
 
+# A stage's panel; the room between two (the lower one's top tick and the upper one's 0 apart, at Presenting's
+# size too); under the stages, their passes' numbers, the axis title and the held bars' title; the held bars' panel.
+STAGE_PX, STAGE_GAP_PX, UNDER_STAGES_PX, HELD_PX = 80, 28, 100, 210
+NAME_GAP_PX = 8  # between a panel's right edge and its stage's name
+PASSES_TITLE = "the stage's passes in order (forward or backward)"
+
+
 def memory_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     check_batch(trace, batch)
     if not ended(trace, batch):  # the activations of a step that stopped part way are no step's
@@ -42,30 +54,55 @@ def memory_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     kept = {kind: [(h or {}).get(kind, {}).get("bytes", 0) for h in held] for kind, _ in HELD}
     # One unit for both panels, the largest amount either draws: a stage's activations or what it holds.
     unit = byte_unit(max([row[3] for mine in rows for row in mine] + [sum(v) for v in zip(*kept.values())], default=0))
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22, row_heights=[0.62, 0.38], subplot_titles=(
-        "Activations kept for microbatches in flight, pass by pass", "What each stage holds for the whole run"))
+    stages = len(rows)
+    plot_px = stages * STAGE_PX + (stages - 1) * STAGE_GAP_PX + UNDER_STAGES_PX + HELD_PX
+    # An empty row (None) between the stages and the held bars holds the passes' numbers and the bars' title.
+    fig = make_subplots(
+        rows=stages + 2, cols=1, specs=[[{}]] * stages + [[None], [{}]],
+        row_heights=[STAGE_PX] * stages + [UNDER_STAGES_PX - 2 * STAGE_GAP_PX, HELD_PX],
+        vertical_spacing=STAGE_GAP_PX / plot_px,
+        subplot_titles=["Activations kept for microbatches in flight, pass by pass"] + [""] * (stages - 1)
+        + ["What each stage holds for the whole run"])
+    top = max((row[3] for mine in rows for row in mine), default=0) / unit.size or 1.0
+    passes = max(len(mine) for mine in rows)
+    dtick = max(1, passes // 10)
     for stage, mine in enumerate(rows):
         fig.add_trace(go.Scatter(
             x=list(range(1, len(mine) + 1)), y=unit.scaled(row[3] for row in mine), mode="lines+markers",
-            name=stage_label(stage), line=dict(color=device_color(stage), width=3, shape="hv"),
+            name=stage_label(stage), showlegend=False, line=dict(color=device_color(stage), width=3, shape="hv"),
             marker=dict(color=device_color(stage), size=7),
             customdata=[[row[1], row[2] + 1, row[4], unit.amount(row[3])] for row in mine],
             hovertemplate=f"{stage_label(stage)}, pass %{{x}}: after the %{{customdata[0]}} of microbatch "
                           "%{customdata[1]}<br>%{customdata[2]} microbatches in flight, %{customdata[3]}<extra></extra>"),
-            row=1, col=1)
+            row=stage + 1, col=1)
+        last = stage == stages - 1
+        # Every stage on one scale, so their heights compare; the passes named once, under the last stage. No grid
+        # lines: each rise and fall of a stage's steps would cross them, a pale rule over its colour; the ticks and
+        # the markers' hovers give the amounts.
+        fig.update_yaxes(range=[0, top * 1.15], nticks=3, showgrid=False, exponentformat="none", separatethousands=True,
+                         row=stage + 1, col=1)
+        fig.update_xaxes(matches=None if stage == 0 else "x", range=[0.5, passes + 0.5], dtick=dtick,
+                         showticklabels=last, title_text=PASSES_TITLE if last else None, row=stage + 1, col=1)
+        axis = "" if stage == 0 else stage + 1
+        fig.add_annotation(text=stage_label(stage), x=1, xref="paper", xanchor="left", xshift=NAME_GAP_PX,
+                           y=0.5, yref=f"y{axis} domain", yanchor="middle", showarrow=False, font=dict(size=TICK_SIZE))
     for kind, color in HELD:
         values = kept[kind]
         fig.add_trace(go.Bar(x=names, y=unit.scaled(values), name=kind, marker=dict(color=color),
                              customdata=[unit.amount(v) for v in values],
-                             hovertemplate=f"%{{x}}: {kind} %{{customdata}}<extra></extra>"), row=2, col=1)
+                             hovertemplate=f"%{{x}}: {kind} %{{customdata}}<extra></extra>"), row=stages + 2, col=1)
+    fig.update_yaxes(**unit.axis("held"), row=stages + 2, col=1)
+    # The stages' one axis title, at the chart's left edge beside their panels' ticks (one per panel would not fit).
+    fig.add_annotation(text=f"activations kept ({unit.name})", textangle=-90, x=0, xref="paper", xanchor="left",
+                       xshift=-MARGIN["l"], y=1 - (stages * STAGE_PX + (stages - 1) * STAGE_GAP_PX) / 2 / plot_px,
+                       yref="paper", yanchor="middle", showarrow=False, font=dict(size=AXIS_TITLE_SIZE))
     most = [max((row[4] for row in mine), default=0) for mine in rows]
     config = trace.config
     bound = config.microbatches if config.schedule == "gpipe" else config.gpus
     title = (f"Step {batch + 1}: the first stage kept up to {plural(most[0], 'microbatch')}' activations at once under "
              f"{SCHEDULE_NAMES[config.schedule]} ({'all M' if config.schedule == 'gpipe' else 'at most S'} = {bound})")
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(title="the stage's passes in order (forward or backward)", dtick=max(1, len(rows[0]) // 10),
-                     row=1, col=1)
-    fig.update_yaxes(**unit.axis("activations kept"), row=1, col=1)
-    fig.update_yaxes(**unit.axis("held"), row=2, col=1)
-    return styled(fig, title, [schedule_words(trace), backend_note(trace)], height=640)
+    styled(fig, title, [schedule_words(trace), backend_note(trace)], height=plot_px + BASE_TOP_PX + MARGIN["b"])
+    # Room at the right for the stages' names.
+    right = MARGIN["r"] + NAME_GAP_PX + max(text_px(n, TICK_SIZE) for n in map(stage_label, range(stages)))
+    return fig.update_layout(margin_r=round(right))

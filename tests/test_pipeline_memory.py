@@ -1,0 +1,103 @@
+"""A pipeline's Memory view: each stage's activations in a panel of its own, one scale for all, pass by pass as the
+trace's facts "flight" record them, the stage named beside its panel; what each stage holds in bars under them.
+
+Drawn over each other, the stages' step lines rose and fell at the same passes and ran along and across each other
+(stage 1's blue under stage 2's orange, 2.4:1): one panel per stage leaves no line on another.
+
+Two small real runs, recorded once (one gloo process per stage): the MLP as 2 stages under GPipe, the transformer
+as 4 stages under 1F1B.
+"""
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from dpviz.config import RunConfig
+from dpviz.engines import engine
+from dpviz.engines.pipeline.read.memory import memory_pipeline_figure
+from dpviz.figures.byte_unit import byte_unit
+from dpviz.figures.colors import device_color
+from dpviz.figures.style import presentation, text_px, unwrap
+
+RUNS = {
+    "gpipe": dict(model="mlp", gpus=2, data_size=64, batch_size=16, microbatches=4, schedule="gpipe"),
+    "1f1b": dict(model="transformer", gpus=4, data_size=64, batch_size=32, microbatches=8, schedule="1f1b"),
+}
+
+
+@cache
+def run(name: str):
+    trace = engine("pipeline").record(RunConfig(engine="pipeline", train=True, inputs="tensor", **RUNS[name]))
+    assert trace.failure is None
+    return trace
+
+
+def _lines(fig):
+    return [t for t in fig.data if t.type == "scatter"]
+
+
+def _domain(fig, trace) -> tuple[float, float]:
+    return tuple(fig.layout["yaxis" + (trace.yaxis or "y")[1:]].domain)
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_each_stage_draws_its_activations_in_a_panel_of_its_own(name):
+    trace = run(name)
+    flight = trace.facts["flight"]
+    for step in (0, len(trace.batches) - 1):
+        fig = memory_pipeline_figure(trace, step)
+        lines = _lines(fig)
+        stages = len(flight)
+        assert [t.name for t in lines] == [f"stage {s + 1}" for s in range(stages)]
+        assert len({t.yaxis for t in lines}) == stages  # no two stages' lines on one panel
+        # Top to bottom in stage order, none overlapping the next.
+        domains = [_domain(fig, t) for t in lines]
+        assert all(upper[0] > lower[1] for upper, lower in zip(domains, domains[1:]))
+        held = trace.facts["held"]
+        kinds = ("parameters", "gradients", "optimizer state")
+        unit = byte_unit(max([row[3] for stage in flight for row in stage]
+                             + [sum(h[k]["bytes"] for k in kinds) for h in held]))
+        ranges = set()
+        for stage, line in enumerate(lines):
+            rows = [row for row in flight[stage] if row[0] == step]
+            assert line.line.color == device_color(stage) and not line.showlegend
+            assert list(line.x) == list(range(1, len(rows) + 1))
+            assert [y * unit.size for y in line.y] == pytest.approx([row[3] for row in rows])  # the bytes kept
+            axis = fig.layout["yaxis" + line.yaxis[1:]]
+            ranges.add(tuple(axis.range))
+            assert axis.showgrid is False
+            # Its name beside its own panel, right of the plot.
+            (label,) = [a for a in fig.layout.annotations if a.yref == f"{line.yaxis} domain"]
+            assert label.text == line.name and label.x == 1 and label.xanchor == "left"
+        assert len(ranges) == 1  # one scale: the stages' heights compare
+        # The passes are counted once, under the last stage, on an axis every stage's panel follows.
+        xaxes = [fig.layout["xaxis" + line.xaxis[1:]] for line in lines]
+        assert [a.showticklabels for a in xaxes] == [False] * (stages - 1) + [True]
+        assert all(a.matches == "x" for a in xaxes[1:])
+        (title,) = [a for a in fig.layout.annotations if a.textangle == -90]
+        assert title.text == f"activations kept ({unit.name})" and fig.layout.yaxis.title.text is None
+        titles = [unwrap(a.text) for a in fig.layout.annotations if a.yref == "paper" and a.textangle != -90]
+        assert titles == ["Activations kept for microbatches in flight, pass by pass",
+                          "What each stage holds for the whole run"]
+
+
+@pytest.mark.parametrize("presenting", [False, True], ids=["plain", "presenting"])
+def test_the_stages_names_fit_the_right_margin(presenting):
+    fig = memory_pipeline_figure(run("1f1b"), 0)
+    fig = presentation(fig) if presenting else fig
+    names = [a for a in fig.layout.annotations if (a.yref or "").endswith("domain")]
+    assert len(names) == 4
+    for name in names:
+        assert name.xshift + text_px(name.text, name.font.size) <= fig.layout.margin.r
+
+
+def test_the_stages_panels_leave_room_between_their_ticks():
+    """A panel's 0 and the next panel's top tick, at Presenting's size, do not meet."""
+    fig = presentation(memory_pipeline_figure(run("1f1b"), 0))
+    lines = _lines(fig)
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    size = fig.layout.yaxis.tickfont.size
+    for upper, lower in zip(lines, lines[1:]):
+        gap_px = (_domain(fig, upper)[0] - _domain(fig, lower)[1]) * plot_px
+        assert gap_px >= size * 1.3  # half a tick label above and half below
