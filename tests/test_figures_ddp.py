@@ -351,6 +351,27 @@ def test_ddp_flow_names_its_columns_over_every_node_in_either_look(name):
         assert unwrap(fig.layout.title.text).startswith(f"Step {FLOWS[name] + 1} of {len(trace.batches)}:")
 
 
+@pytest.mark.parametrize("name", ["four_train", "four_forward"])
+def test_ddp_flow_column_names_never_meet_on_the_narrowest_chart_or_presenting(name):
+    """The columns' names, each as wide as its widest line, keep apart on an 800 px window's chart (about 440 px)
+    and presenting at 1024 px (about 620, type and margins 1.35 times): "all-reduce" met "optimizer" on both."""
+    from dpviz.engines.ddp.read.flow import flow_ddp_figure
+    from dpviz.figures.style import presentation, text_px
+
+    fig = flow_ddp_figure(ddp_trace(name), 0)
+    for chart, look in ((440, fig), (620, presentation(fig))):
+        plot = chart - look.layout.margin.l - look.layout.margin.r
+        boxes = []
+        for a in (a for a in look.layout.annotations if a.name == "column"):
+            width = max(text_px(line, a.font.size) for line in a.text.split("<br>"))
+            left = a.x * plot - {"left": 0, "center": width / 2, "right": width}[a.xanchor]
+            boxes.append((left, left + width, a.text))
+        boxes.sort()
+        for (_, right, one), (left, _, other) in zip(boxes, boxes[1:]):
+            assert left - right >= 4, (chart, one, other)
+        assert boxes[0][0] >= -look.layout.margin.l and boxes[-1][1] <= plot + look.layout.margin.r  # in the chart
+
+
 @pytest.mark.parametrize("name", ["four_train", "three_ordered"])
 def test_ddp_flow_names_each_rank_on_its_band_in_a_readable_colour(name):
     from dpviz.figures.colors import contrast_ratio, device_color

@@ -361,3 +361,18 @@ def test_replicate_lines_and_the_scatter_node_stand_out_on_both_themes(backgroun
     assert replicate and len(batch) == 1
     for mark in replicate + batch:
         assert contrast_ratio(_rgba(mark.fillcolor, background), background) >= 3.5, mark.meta
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_step_names_sit_level_or_upright_in_the_room_under_the_lanes(present):
+    """The steps' names are level where they fit, else upright: tilted part way, a name's box spans the next
+    column's on a narrow chart. Upright, the longest still ends inside the chart, presenting too."""
+    from dpviz.figures.style import presentation, text_px
+
+    fig = flow_figure(recorded(gpus=4, train=True), 3)
+    fig = presentation(fig) if present else fig
+    axis = fig.layout.xaxis
+    assert {abs(a) for a in axis.autotickangles} <= {0, 90}
+    assert "sum of gradients" in axis.ticktext
+    size = axis.tickfont.size
+    assert fig.layout.margin.b >= max(text_px(t, size) for t in axis.ticktext) + 8  # and the tick's gap

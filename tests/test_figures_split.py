@@ -151,3 +151,21 @@ def test_many_batches_drop_the_outlines_and_gaps_that_would_outweigh_thin_bars()
     grid = lambda fig: next(t for t in fig.data if t.type == "heatmap")
     assert all(t.marker.line.width == 0.6 for t in bars(few)) and grid(few).xgap == 2
     assert all(t.marker.line.width == 0 for t in bars(many)) and grid(many).xgap == 0
+
+
+@pytest.mark.parametrize("gpus", [4, 8, 16])
+def test_the_legend_has_room_for_its_rows_over_the_plot_on_the_narrowest_chart(gpus):
+    """At 4 GPUs the legend takes two rows on an 800 px window's chart (about 440 px, less the axes' names):
+    the room over the plot holds them under the subtitle (one row was kept, and GPU 0-2 sat on the subtitle)."""
+    from dpviz.figures.style import GAP_PX, legend_px, text_px, title_block_px
+
+    fig = split_figure(recorded(gpus=gpus))
+    margin = fig.layout.margin
+    names = [t.name for t in fig.data if t.type == "bar" and t.name.startswith("GPU")]
+    # The left margin, set, holds the devices' names, the axis title's line and their gaps: plotly's automargin
+    # would push it there anyway, leaving the legend less than planned.
+    assert margin.l >= text_px(names[-1], 14) + 1.3 * 15 + 2 * 15
+    room = margin.t - title_block_px(fig) - GAP_PX
+    assert room >= legend_px(fig, 440, margins=(margin.l, margin.r))
+    per_row = (440 - margin.l - margin.r) // (40 + text_px("GPU 0", 14) + 5)  # plotly's entries: swatch, name, gap
+    assert room >= -(-len(names) // per_row) * 26

@@ -1,6 +1,7 @@
 """Timeline: DataParallel's steps in order above, the measured times below, one lane per device in each;
 batch bands at each batch's real extent, outliers cut and marked, a typical batch past the detail bound."""
 import dataclasses
+import math
 import os
 import re
 
@@ -8,11 +9,12 @@ import numpy as np
 
 import pytest
 
-from dpviz.figures.style import NARROWEST_PX, text_px, unwrap
+from dpviz.figures.style import NARROWEST_PX, TICK_SIZE, text_px, unwrap
 
 from dpviz import RunConfig
 from dpviz.figures import MAX_MARKS, count_marks, prepare_timeline, timeline_figure, timeline_window
-from dpviz.figures.timeline import timeline_details
+from dpviz.figures.timeline import (LEFT_PX, NARROW_CHART_PX, PRESENTING, PRESENTING_CHART_PX, RIGHT_PX, name_slots,
+                                   timeline_details)
 from dpviz.figures.colors import device_color, device_pattern
 from dpviz.figures.timeline_look import LEGEND_TITLE
 from dpviz.figures.timeline_measured import MIN_SHARE, measured_scale
@@ -558,3 +560,58 @@ def test_the_lanes_names_of_both_panels_grow_under_presenting():
     for axis in ("yaxis", "yaxis2", "xaxis", "xaxis2"):  # the measured panel's too, not the theme's small ticks
         assert fig.layout[axis].tickfont.size == TICK_SIZE
         assert shown.layout[axis].tickfont.size == round(TICK_SIZE * 1.35, 1)
+
+
+# A name's box tilted t degrees: its length across (cos t) and its line's height (about 1.15 em) up (sin t).
+LINE_BOX_EM = 1.15
+
+
+@pytest.mark.parametrize("gpus, train", [(1, False), (4, False), (4, True), (16, True)])
+def test_slot_names_keep_apart_on_the_narrowest_chart_and_presenting(gpus, train):
+    """Each slot's name, tilted as drawn, is no wider than its slot on an 800 px window's chart and presenting at
+    1024 px (1.35 times the type and the margins): neighbouring names never meet (at -60° they did, 29 times)."""
+    fig = timeline_figure(recorded(gpus=gpus, train=train))
+    axis = fig.layout.xaxis
+    tilt = math.radians(-(axis.tickangle or 0))
+    across = axis.range[1] - axis.range[0]
+    assert [t for t in axis.ticktext if t] == list(axis.ticktext)  # every slot named: they fit
+    for chart, scale in ((NARROW_CHART_PX, 1.0), (PRESENTING_CHART_PX, PRESENTING)):
+        slot = (chart - (fig.layout.margin.l + fig.layout.margin.r) * scale) / across
+        size = TICK_SIZE * scale
+        box = max(text_px(t, size) for t in axis.ticktext) * math.cos(tilt) + LINE_BOX_EM * size * math.sin(tilt)
+        assert box <= slot, (chart, box, slot)
+    # The room under the steps panel holds the longest name's drop, above the measured panel's title.
+    steps, measured = fig.layout.yaxis.domain, fig.layout.yaxis2.domain
+    plot = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    longest = max(text_px(t, TICK_SIZE) for t in axis.ticktext)
+    assert (steps[0] - measured[1]) * plot >= longest * math.sin(tilt) + 46
+
+
+def test_slots_too_narrow_for_upright_names_keep_every_few():
+    """Where even upright names would meet, every few slots keep theirs (the bars' hovers name every step)."""
+    import plotly.graph_objects as go
+
+    names = ["scatter", "replicate", "forward", "gather"] * 15
+    fig = go.Figure(layout=dict(xaxis=dict(range=[0, len(names)], tickvals=list(range(len(names))), ticktext=names)))
+    name_slots(fig, "x")
+    kept = [i for i, t in enumerate(fig.layout.xaxis.ticktext) if t]
+    assert fig.layout.xaxis.tickangle == -90 and 1 < len(kept) < len(names)
+    gap = kept[1] - kept[0]
+    assert all(b - a == gap for a, b in zip(kept, kept[1:]))
+    assert (NARROW_CHART_PX - LEFT_PX - RIGHT_PX) / len(names) * gap >= LINE_BOX_EM * TICK_SIZE  # kept names clear
+
+
+def test_legend_rows_fit_their_room_on_the_narrowest_chart():
+    """Two entries to a row on an 800 px window's chart, as plotly lays them out (an entry: its width, 40 px of
+    swatch and gaps, 5 between), and the room kept over the steps panel holds the rows that makes."""
+    fig = timeline_figure(recorded(gpus=4, train=True))
+    legend, margin = fig.layout.legend, fig.layout.margin
+    plot_w = NARROW_CHART_PX - margin.l - margin.r
+    step = legend.entrywidth + 40 + 5
+    per_row = max(k for k in range(1, 10) if k * step - 5 < plot_w)
+    assert per_row >= 2
+    entries = [t for t in fig.data if t.showlegend]
+    rows = -(-len(entries) // per_row)
+    plot = fig.layout.height - margin.t - margin.b
+    room = (legend.y - 1) * plot - 46  # from the legend's top to the steps panel's title
+    assert room >= rows * 26 + 19  # its rows, and its title's line

@@ -11,6 +11,8 @@ a failing batch always has a bar of its own.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -22,7 +24,8 @@ from dpviz.analysis.wording import counted
 from dpviz.trace import Trace
 from dpviz.figures.bounds import MAX_MARKS, split_runs
 from dpviz.figures.colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
-from dpviz.figures.style import NARROWEST_PX, device_name, plural, rows_text, styled
+from dpviz.figures.style import (GAP_PX, MARGIN, NARROWEST_PX, TICK_SIZE, device_name, legend_px, plural, rows_text,
+                                 styled, text_px, title_block_px)
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
 THIN_BAR_PX = 8  # a bar narrower than this on the narrowest chart is drawn without outline or gap
@@ -30,6 +33,13 @@ EMPTY_FILL = with_alpha("#808080", 0.12)  # a called-with-no-rows cell: there, b
 IDLE_LABEL = "idle: no replica"
 EMPTY_LABEL = "called, no rows"
 RAISED = "✗ raised"
+# The left margin, set: the devices' names beside the grid, the axis title's line and the gaps around them (105 px
+# at 4 GPUs, 113 at 16, measured): plotly's automargin would take it anyway, leaving the legend above the plot
+# less room than styled() planned.
+NAMES_GAP_PX = 62
+# The narrowest the chart is drawn: 452 px measured in an 800 px window (NARROWEST_PX, 468, the most it may be);
+# the legend's rows are counted at 440, so they fit wherever the page's width falls between.
+CHART_PX = 440
 
 
 def _marks_per_bar(devices: int) -> int:
@@ -137,7 +147,17 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
     fig.update_xaxes(type="category", title_text=x_title, row=2, col=1)
     fig.update_yaxes(title_text="rows of the batch", row=1, col=1)
     fig.update_yaxes(autorange="reversed", title_text="device", tickmode="linear", row=2, col=1)
-    return styled(fig, title, notes, height=bars_px + grid_px + 200)
+    left = math.ceil(text_px(device_name(devices - 1), TICK_SIZE)) + NAMES_GAP_PX
+    return _room_for_legend(styled(fig, title, notes, height=bars_px + grid_px + 200), left)
+
+
+def _room_for_legend(fig: go.Figure, left: int) -> go.Figure:
+    """The `left` margin the axes' names take, and above the plot the rows the legend takes over what that
+    leaves of the narrowest chart (a row more than styled() kept, at 4 GPUs): the top margin and the
+    height grow by them, so the legend stays under the subtitle and the plot keeps its size."""
+    need = title_block_px(fig) + GAP_PX + legend_px(fig, CHART_PX, margins=(left, MARGIN["r"]))
+    grow = max(need - fig.layout.margin.t, 0)
+    return fig.update_layout(margin=dict(l=left, t=fig.layout.margin.t + grow), height=fig.layout.height + grow)
 
 
 def _mark_empty_and_raised(fig: go.Figure, table: pd.DataFrame, labels: list[str]) -> None:

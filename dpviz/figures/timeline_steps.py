@@ -23,7 +23,8 @@ from dpviz.figures.timeline_look import GUIDE, IDLE, draw_order, drawn_phases, p
 
 STEPS_COLUMNS = ["device", "phase", "batch", "slot", "x0", "x1", "rows", "first_row"]
 SLOT_COLUMNS = ["batch", "phase", "slot", "x0", "x1"]
-# Slots the panel shows at most, so a slot stays about 25 px wide on the narrowest chart (~380 px of plot).
+# Slots the panel shows at most (the window's last batch may add its own): with the gaps between batches, a
+# slot keeps about 18 px of the narrowest chart's 324 px of plot, room for an upright name (timeline.name_slots).
 STEP_SLOTS = 12
 FILL = 0.84  # the share of its slot a bar fills: the gap between slots separates the steps
 BATCH_GAP = 0.5  # slots between two consecutive batches
@@ -114,7 +115,7 @@ def add_steps(fig: go.Figure, bars: pd.DataFrame, slots: pd.DataFrame, vocabular
                 fig.add_annotation(text="⋯", x=middle, xref=x, y=0.5, yref=f"{y} domain", showarrow=False,
                                    font=dict(size=18), bgcolor="rgba(128,128,128,0.25)", name="skipped")
     fig.update_layout({f"xaxis{x[1:]}": dict(
-        tickmode="array", tickvals=((slots["x0"] + slots["x1"]) / 2).tolist(), tickangle=-60, showgrid=False,
+        tickmode="array", tickvals=((slots["x0"] + slots["x1"]) / 2).tolist(), showgrid=False,
         ticktext=[slot_label(vocabulary, p) for p in slots["phase"]], zeroline=False,
         range=[float(slots["x0"].min()) - 0.15, float(slots["x1"].max()) + 0.15], autorange=False,
     )})

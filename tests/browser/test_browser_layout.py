@@ -61,8 +61,6 @@ def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, art
 TAB_PAGES = [f"?engine={name}&gpus=4&train=true" for name in ("dp", "ddp", "zero1", "fsdp", "pipeline")]
 TAB_SCREENS = [("light", 800, 768, False), ("dark", 1024, 768, True)]
 TABS_NOT_YET: dict[str, str] = {
-    "?engine=dp&gpus=4&train=true": "Timeline's and Flow's column names overlap at 800",
-    "?engine=ddp&gpus=4&train=true": "Flow's column names touch at 800",
 }
 
 

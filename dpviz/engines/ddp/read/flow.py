@@ -24,13 +24,21 @@ from dpviz.analysis.wording import human_bytes, numbered
 from dpviz.figures.colors import OUTLINE, device_color, text_color_on, with_alpha
 from dpviz.engines.dp.read.flow import BATCH_COLOR
 from dpviz.engines.dp.read.flow_draw import FAILED_COLOR
-from dpviz.figures.style import GAP_PX, LINE_EM, backend_note, check_batch, plural, styled, title_block_px
+from dpviz.figures.style import (GAP_PX, LINE_EM, MARGIN, backend_note, check_batch, plural, styled, text_px,
+                                 title_block_px)
 
 PREVIEW = 6  # dataset rows named in a hover before "…"
 PAD_PX, THICKNESS_PX = 22, 22  # between two ranks' nodes (a rank's tag is about as tall), and a node's width
 LANE_PX, MIN_PLOT_PX = 70, 260  # the plot's height: per rank, and at least
 COLUMN_SIZE, COLUMN_GAP_PX = 14, 8  # the columns' names: their size, and their gap over the nodes
 TAG_SIZE = 14  # a rank's name on its band, its rows under it: two short lines fit the band on a projector
+# The columns' places, as shares of the plot's width: the dataset, each rank's rows, its compute, and its step at
+# the right edge; the all-reduce's is worked out between the last two (hub_x).
+DATASET_X, ROWS_X, COMPUTE_X, STEP_X = 0.01, 0.28, 0.55, 0.99
+# A Sankey has no axis to name beside it: a narrow left margin leaves the columns' names the chart's width.
+LEFT_PX = 20
+# The narrowest the chart is drawn: 452 px measured in an 800 px window (NARROWEST_PX, 468, the most it may be).
+CHART_PX = 440
 
 
 def prepare_flow_ddp(trace: Trace, step: int) -> list[dict]:
@@ -68,6 +76,18 @@ def _lines(text: str) -> int:
     return text.count("<br>") + 1
 
 
+def _widest(words: str) -> float:
+    """Pixels of the widest line of a column's name."""
+    return max(text_px(line, COLUMN_SIZE) for line in words.split("<br>"))
+
+
+def hub_x(compute: str, step: str) -> float:
+    """The all-reduce column's place: midway between the compute column's name (centred over its column) and
+    the step's (ending at the plot's right edge) on the narrowest chart, so its own name has the room between."""
+    plot = CHART_PX - LEFT_PX - MARGIN["r"]
+    return (COMPUTE_X * plot + _widest(compute) / 2 + STEP_X * plot - _widest(step)) / 2 / plot
+
+
 def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     ranks = prepare_flow_ddp(trace, step)
     vocabulary = trace.vocabulary
@@ -86,7 +106,10 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     compute = "forward, loss, backward" if trace.config.train else "forward (output kept on the rank)"
     labels += [f"{vocabulary.lane_name(r['rank'])}: {compute}" for r in ranks]
     colors = [BATCH_COLOR] + [device_color(r["rank"]) for r in ranks] * 2
-    x = [0.01] + [0.28] * n + [0.55] * n
+    compute_words = "forward,<br>loss,<br>backward" if trace.config.train else "forward"
+    step_words = vocabulary.phase("step").label.replace(" ", "<br>")
+    hub = hub_x(compute_words, step_words)
+    x = [DATASET_X] + [ROWS_X] * n + [COMPUTE_X] * n
     y = [0.5] + spread * 2
     source, target, value, link_colors, hover = [], [], [], [], []
     for i, r in enumerate(ranks):
@@ -98,27 +121,26 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
         hover += [f"{vocabulary.lane_name(r['rank'])} reads its own rows: {shown}",
                   f"{vocabulary.lane_name(r['rank'])} computes on its own copy of the model"]
     if reduces:
-        hub = len(labels)
+        hub_node = len(labels)
         labels.append("all-reduce (mean)")
         colors.append(FAILED_COLOR if failed else allreduce_color)
-        x.append(0.78)
+        x.append(hub)
         y.append(0.5)
         labels += [f"{vocabulary.lane_name(r['rank'])}: {vocabulary.phase('step').label}" for r in ranks]
         colors += [device_color(r["rank"]) for r in ranks]
-        x += [0.99] * n
+        x += [STEP_X] * n
         y += spread
         for i, r in enumerate(ranks):
             sent = human_bytes(r["allreduced"] or 0)
-            source += [1 + n + i, hub]
-            target += [hub, hub + 1 + i]
+            source += [1 + n + i, hub_node]
+            target += [hub_node, hub_node + 1 + i]
             value += [r["rows"], r["rows"]]
             link_colors += [with_alpha(allreduce_color, 0.35)] * 2
             hover += [f"{vocabulary.lane_name(r['rank'])} sends its gradients ({sent}) into the all-reduce",
                       f"{vocabulary.lane_name(r['rank'])} gets the mean of every rank's gradients back"]
-    columns = [(0.01, "dataset"), (0.28, "its own<br>rows"),
-               (0.55, "forward,<br>loss,<br>backward" if trace.config.train else "forward")]
+    columns = [(DATASET_X, "dataset"), (ROWS_X, "its own<br>rows"), (COMPUTE_X, compute_words)]
     if reduces:
-        columns += [(0.78, "all-reduce<br>(mean)"), (0.99, vocabulary.phase("step").label.replace(" ", "<br>"))]
+        columns += [(hub, "all-reduce<br>(mean)"), (STEP_X, step_words)]
     # No label on the nodes (plotly writes it on the band beside them in the theme's ink, white on a pastel band
     # on the dark page): each rank's name is a tag on its band instead; hovers keep every node's words.
     sankey = go.Sankey(
@@ -140,7 +162,7 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     names = [dict(x=cx, y=1.0, xref="paper", yref="paper", xanchor="right" if cx > 0.9 else "left" if cx < 0.1 else "center",
                   yanchor="bottom", yshift=COLUMN_GAP_PX, text=words, showarrow=False, font=dict(size=COLUMN_SIZE),
                   name="column") for cx, words in columns]
-    tags = [dict(x=0.28, xref="paper", xshift=THICKNESS_PX / 2 + 4, xanchor="left", y=1 - centre, yref="paper",
+    tags = [dict(x=ROWS_X, xref="paper", xshift=THICKNESS_PX / 2 + 4, xanchor="left", y=1 - centre, yref="paper",
                  yanchor="middle", text=f"{vocabulary.lane_name(r['rank'])}<br>{plural(r['rows'], 'row')}",
                  showarrow=False, bgcolor=device_color(r["rank"]), borderpad=2,
                  font=dict(size=TAG_SIZE, color=text_color_on(device_color(r["rank"]))), name="rank tag")
@@ -150,4 +172,4 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     # Under the title block: the columns' names (up to three lines) and their gap over the nodes.
     over = math.ceil(max(_lines(w) for _, w in columns) * COLUMN_SIZE * LINE_EM) + COLUMN_GAP_PX + 6
     top, bottom = title_block_px(fig) + GAP_PX + over, fig.layout.margin.b
-    return fig.update_layout(margin_t=top, height=top + plot_px + bottom)
+    return fig.update_layout(margin_t=top, margin_l=LEFT_PX, height=top + plot_px + bottom)

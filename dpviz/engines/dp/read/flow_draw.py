@@ -36,9 +36,10 @@ FAILED_COLOR = "#CC3311"
 # against every device colour and the red 3.6:1 against black.
 FAILED_CASING = "#000000"
 FAILED_PX, FAILED_CASING_PX = 3, 9  # 3 px of black outside the red: a clear edge on the smallest node too
-# Pixels below the lanes: the steps' names, which turn upright (about 100 px) when a narrow chart has no
-# room for them level. Above them, the title block as the house look wraps it (style.house_layout).
-MARGIN_B = 110
+# Pixels below the lanes: the steps' names, which turn upright when a narrow chart has no room for them
+# level ("sum of gradients" about 110 px, and the tick's gap). Above them, the title block as the house look
+# wraps it (style.house_layout).
+MARGIN_B = 124
 PARAMETERS_ROW = -1  # the replicate step's source: GPU 0's parameters, in a row of their own above the lanes
 
 
@@ -203,8 +204,9 @@ def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps
         xaxis=dict(range=[-0.5, max(len(steps) - 1, 1) + room], tickvals=list(range(len(steps))),
                    ticktext=[step_name(trace, s) for s in steps], tickfont=dict(size=LABEL_SIZE),
                    showgrid=False, zeroline=False, fixedrange=True, showline=False,
-                   # Tilted, a step's name ends under its column and runs left: the last stays in the chart.
-                   autotickangles=[0, -30, -90]),
+                   # Level where the names fit, else upright: a name tilted part way keeps clear of the next
+                   # along its slant, but its box spans the next column's (eight columns on a narrow chart).
+                   autotickangles=[0, -90]),
         yaxis=dict(range=[lanes - 0.5, geometry.top - 0.5], tickvals=ticks, ticktext=texts,
                    tickfont=dict(size=LABEL_SIZE), showgrid=True, gridcolor=with_alpha("#808080", 0.15),
                    zeroline=False, fixedrange=True, automargin=True, ticks=""))

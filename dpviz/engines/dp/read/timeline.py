@@ -19,7 +19,7 @@ from dpviz.figures.timeline_words import (scale_detail, scale_note, steps_note, 
 from dpviz.analysis.wording import numbered_range
 from dpviz.figures.timeline import lay_out
 from dpviz.figures.timeline import panels_for
-from dpviz.figures.timeline import step_axis_px
+from dpviz.figures.timeline import name_slots
 
 
 def dp_window_size(trace: Trace) -> int:
@@ -50,8 +50,7 @@ def timeline_dp_figure(trace: Trace, first_batch: int, last_batch: int, *, show:
             picked = step_batches(trace, first_batch, last_batch)
             bars, slots = prepare_steps(trace, picked)
             add_steps(fig, bars, slots, vocabulary, panel.axes)
-            labels = list(fig.layout[f"xaxis{panel.axes[0][1:]}"].ticktext or ())
-            panels[panels.index(panel)] = replace(panel, axis_px=step_axis_px(labels))
+            panels[panels.index(panel)] = replace(panel, axis_px=name_slots(fig, panel.axes[0]))
             drawn |= set(bars["phase"])
             titles["steps"] = "DataParallel's steps in order (not to scale)"
             notes.append(steps_note(picked, first_batch, last_batch))
