@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from dpviz.analysis.one_step import ALL, BACK, COLUMNS, NEXT, Arrow, OneStep
 from dpviz.analysis.wording import human_bytes
 from dpviz.figures.colors import GUIDE, THEME_TEXT, device_color, with_alpha
-from dpviz.figures.style import GAP_PX, LINE_EM, styled, title_block_px
+from dpviz.figures.style import GAP_PX, LINE_EM, house_layout, merged
 
 BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.28, 0.99, 0.42  # a box, in its column (0 to 1) and its row (centre ± half)
 BAR_X = (0.04, 0.16)  # the first move's bar, the second's
@@ -96,26 +96,28 @@ def one_step_figure(picture: OneStep, colors: dict[str, str]) -> go.Figure:
                     hover_x.append(c + (bar + BOX_LEFT) / 2)
                     hover_y.append(row[lane] + offset)
                     hover_text.append(f"{move.hover or move.name}: {_hover_bytes(move, lane)}")
-    fig = go.Figure(go.Scatter(x=hover_x, y=hover_y, mode="markers", marker=dict(size=18, opacity=0),
-                               hovertext=hover_text, hovertemplate="%{hovertext}<extra></extra>", showlegend=False))
     headings = [dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=1, xref="x", yref="paper", yanchor="bottom", yshift=GAP_PX // 2,
                      text=_heading(title, picture, key, colors), showarrow=False, name="column",
                      font=dict(size=HEAD_SIZE, color=THEME_TEXT))
                 for c, (key, title) in enumerate(COLUMNS)]
-    fig.update_layout(shapes=shapes, annotations=notes_on + headings)
-    styled(fig, picture.title, list(picture.notes))
     head_lines = 1 + max(len(picture.moves_in(key)) for key, _ in COLUMNS)
     over = math.ceil(head_lines * HEAD_SIZE * LINE_EM) + GAP_PX
+    # The house look as a plain dict, the figure made with it in one go: plotly validates a figure's hundred
+    # annotations once, not again for each update (a new run draws this first).
+    layout = house_layout(picture.title, list(picture.notes), least_top=False, over=over)
+    top, bottom = layout["margin"]["t"], 24
     # A row as tall as the fullest box's lines need, its box 2 × BOX_HALF of it.
     row_px = max(48, math.ceil((most_lines * LINE_PX + 8) / (2 * BOX_HALF)))
-    top, bottom = title_block_px(fig) + GAP_PX + over, 24
-    fig.update_layout(
-        margin=dict(t=top, b=bottom, l=MARGIN_LEFT_PX, r=8), height=top + row_px * len(lanes) + bottom, hovermode="closest",
+    layout = merged(layout, dict(
+        shapes=shapes, annotations=notes_on + headings, hovermode="closest",
+        margin=dict(t=top, b=bottom, l=MARGIN_LEFT_PX, r=8), height=top + row_px * len(lanes) + bottom,
         xaxis=dict(range=[0, len(COLUMNS)], visible=False, fixedrange=True),
         yaxis=dict(range=[len(lanes) - 0.5, -0.5], tickvals=list(range(len(lanes))), ticktext=list(picture.lanes),
                    showgrid=False, zeroline=False, fixedrange=True, ticks=""),
-    )
-    return fig
+    ))
+    hovers = go.Scatter(x=hover_x, y=hover_y, mode="markers", marker=dict(size=18, opacity=0), hovertext=hover_text,
+                        hovertemplate="%{hovertext}<extra></extra>", showlegend=False)
+    return go.Figure(hovers, layout=layout)
 
 
 MARGIN_LEFT_PX = 64  # the lanes' names: "stage 16" at the ticks' size

@@ -16,7 +16,7 @@ from typing import Callable
 from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
-from dpviz.analysis.compare import traffic
+from dpviz.engines.ddp.read.traffic import ddp_step_traffic
 from dpviz.analysis.one_step import (
     ALL, COLUMN_KEYS, HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label, stopped,
 )
@@ -120,7 +120,7 @@ def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, st
                 cells[(lane, "forward")] = Cell(("raised",), hover=trace.failure.headline)
     cells = stopped(cells, failed)
     arrows = []
-    buffers = [m for m in traffic(trace) if m.step == step and m.what == "buffers"]
+    buffers = [m for m in ddp_step_traffic(trace, step) if m.what == "buffers"]
     if buffers:
         arrows.append(Arrow("forward", "buffers", "buffers", HUB, {m.lane: m.sent for m in buffers if m.sent},
                             {m.lane: m.received for m in buffers if m.received}, hover=BUFFERS))

@@ -20,20 +20,24 @@ def ddp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
 def ddp_traffic(trace: Trace) -> list[Move]:
     """A ring all-reduce sends and receives 2(K-1)/K of the gradient bytes on every rank; rank 0's
     buffers go to every other rank before each forward that broadcasts them."""
-    params, grads = model_bytes(trace)
+    sizes = model_bytes(trace)
+    return [move for batch in trace.batches for move in ddp_step_traffic(trace, batch.index, sizes)]
+
+
+def ddp_step_traffic(trace: Trace, step: int, sizes: tuple[int | None, int | None] | None = None) -> list[Move]:
+    """ddp_traffic's moves of one step (a view of one step need not count a long run's every step)."""
+    params, grads = sizes if sizes is not None else model_bytes(trace)
     ranks = len(trace.lanes)
     buffers = (params or 0) - (grads or 0)
     moves = []
-    for batch in trace.batches:
-        reduced = {s.lane for s in trace.spans_of(batch.index, "allreduce")}
-        for lane in reduced:
-            share = round(2 * (ranks - 1) / ranks * sum(_bucket_bytes(trace, batch.index)))
-            moves.append(Move(batch.index, lane, "all-reduce", share, share))
-        broadcast = {s.lane for s in trace.spans_of(batch.index, "buffers")}
-        if buffers > 0 and broadcast and ranks > 1:
-            for lane in broadcast:
-                moves.append(Move(batch.index, lane, "buffers", buffers * (ranks - 1) if lane == 0 else 0,
-                                  0 if lane == 0 else buffers))
+    reduced = {s.lane for s in trace.spans_of(step, "allreduce")}
+    for lane in reduced:
+        share = round(2 * (ranks - 1) / ranks * sum(_bucket_bytes(trace, step)))
+        moves.append(Move(step, lane, "all-reduce", share, share))
+    broadcast = {s.lane for s in trace.spans_of(step, "buffers")}
+    if buffers > 0 and broadcast and ranks > 1:
+        for lane in broadcast:
+            moves.append(Move(step, lane, "buffers", buffers * (ranks - 1) if lane == 0 else 0, 0 if lane == 0 else buffers))
     return moves
 
 

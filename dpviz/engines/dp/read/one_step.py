@@ -12,7 +12,7 @@ from collections import defaultdict
 from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
-from dpviz.analysis.compare import traffic
+from dpviz.engines.dp.read.traffic import dp_step_traffic
 from dpviz.analysis.one_step import HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label, stopped
 from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.figures.one_step import move_colors, one_step_figure
@@ -70,8 +70,8 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
                                    if at_home else idle("the replica is dropped after the step: nothing to update"))
     sent: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     received: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for move in traffic(trace):
-        if move.step == step and move.what in MOVES:
+    for move in dp_step_traffic(trace, step):
+        if move.what in MOVES:
             if move.sent:
                 sent[move.what][move.lane] += move.sent
             if move.received:

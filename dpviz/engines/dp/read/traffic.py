@@ -16,10 +16,16 @@ def dp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
 
 
 def dp_traffic(trace: Trace) -> list[Move]:
-    params, grads = model_bytes(trace)
+    sizes = model_bytes(trace)
+    return [move for batch in trace.batches for move in dp_step_traffic(trace, batch.index, sizes)]
+
+
+def dp_step_traffic(trace: Trace, step: int, sizes: tuple[int | None, int | None] | None = None) -> list[Move]:
+    """dp_traffic's moves of one batch (a view of one batch need not count a long run's every batch)."""
+    params, grads = sizes if sizes is not None else model_bytes(trace)
     out = trace.output_device
     moves = []
-    for batch in trace.batches:
+    for batch in trace.batches[step:step + 1]:
         in_row, out_row = row_bytes(batch.input_shape, batch.rows), row_bytes(batch.output_shape, batch.rows)
         for replica in trace.replicas(batch.index):
             lane = replica.lane
