@@ -7,7 +7,7 @@ Drives app.py in-process with Streamlit's AppTest (the same script run a browser
 the network), so every time here is script time. For both configurations (the tutorial's, and data
 size 1,000,000 in batches of 256 on 16 devices) it times: the first run, a rerun after changing the
 number of GPUs (the large one: the seed) so that a new run is recorded, a rerun after changing back
-(served from the session's runs), a rerun after moving the Flow tab's batch slider (figures only), and showing each other tab
+(served from the session's runs), a rerun after moving the first tab's batch slider (One step's: figures only), and showing each other tab
 once (its view is built when first shown). For the tutorial's it then times new runs, each changing
 one control from the run before (the number of GPUs, the batch size, the model: every one a
 configuration the session has not run), and prints their median. It also prints the size of each
@@ -133,16 +133,16 @@ def measure(name: str, query: dict[str, str], minimal: MinimalPage, figures: dic
     first = timed(app.run)
     print(f"{name}:")
     # A new run: the tutorial's on another number of GPUs; the large one with another seed, so its
-    # chunks are the baseline's. Then back (from the session's runs), then the Flow tab's slider.
+    # chunks are the baseline's. Then back (from the session's runs), then the first tab's (One step's) slider.
     setting, widget = ("gpus", app.slider) if not query else ("seed", app.number_input)
     before = widget(key=setting).value
     after = (8 if before != 8 else 4) if not query else before + 1
     changed = timed(lambda: widget(key=setting).set_value(after).run())
     back = timed(lambda: widget(key=setting).set_value(before).run())
-    batch = app.slider(key="flow_batch") if any(s.key == "flow_batch" for s in app.slider) else None
+    batch = app.slider(key="one_step_batch") if any(s.key == "one_step_batch" for s in app.slider) else None
     moved = timed(lambda: batch.set_value(0).run()) if batch is not None else float("nan")
     print(f"  first run {first:6.2f} s | {setting} {before}->{after} (new run) {changed:6.2f} s | "
-          f"back to {before} (from memory) {back:6.2f} s | flow batch slider {moved:6.2f} s")
+          f"back to {before} (from memory) {back:6.2f} s | first tab's batch slider {moved:6.2f} s")
     figures.update(first_run_s=first, new_run_s=changed, new_run_change=f"{setting} {before} to {after}",
                    back_s=back, slider_s=moved)
     if not query:

@@ -56,7 +56,7 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def page_tutorial(f: dict[str, Any]) -> str:
     return table(
         ["first run", f"a new run, median of {f['new_runs']} (least, most)", "a minimal page's rerun, between them",
-         "changed back", "Flow's batch slider", "each other tab, first shown", "figures over the tabs"],
+         "changed back", "the first tab's batch slider", "each other tab, first shown", "figures over the tabs"],
         [[ms(f["first_run_s"]), f"**{ms(f['new_runs_median_s'])}** ({ms(f['new_runs_least_s'])}, {ms(f['new_runs_most_s'])})",
           ms(f["minimal_rerun_median_s"]), ms(f["back_s"]), ms(f["slider_s"]),
           f"{ms(f['tabs_least_s'])} to {ms(f['tabs_most_s'])}",
