@@ -153,11 +153,12 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
 
 def _room_for_legend(fig: go.Figure, left: int) -> go.Figure:
     """The `left` margin the axes' names take, and above the plot the rows the legend takes over what that
-    leaves of the narrowest chart (a row more than styled() kept, at 4 GPUs): the top margin and the
-    height grow by them, so the legend stays under the subtitle and the plot keeps its size."""
+    leaves of the narrowest chart (a row more than styled() kept, at 4 GPUs): the top margin grows by them and the
+    plot gives them up, so the legend stays under the subtitle and the whole chart still fits a projector's first
+    screen under the banner and the tabs."""
     need = title_block_px(fig) + GAP_PX + legend_px(fig, CHART_PX, margins=(left, MARGIN["r"]))
     grow = max(need - fig.layout.margin.t, 0)
-    return fig.update_layout(margin=dict(l=left, t=fig.layout.margin.t + grow), height=fig.layout.height + grow)
+    return fig.update_layout(margin=dict(l=left, t=fig.layout.margin.t + grow))
 
 
 def _mark_empty_and_raised(fig: go.Figure, table: pd.DataFrame, labels: list[str]) -> None:

@@ -27,7 +27,7 @@ MEAN_LINE, MEAN_CASING = "#808080", "#000000"
 LINE_PX, CASING_PX = 3, 8
 DASHES = {"dash": "9px,6px", "solid": "solid"}
 AXIS_ROOM_PX = 64  # under a panel: its ticks and its axis title (then the legend, or the next panel's heading)
-PANEL_PX = 150  # a panel's plot
+PANEL_PX = 140  # a panel's plot: both panels on a projector's first screen, under the banner and the tabs
 
 
 def prepare_losses(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -23,7 +23,7 @@ from dpviz.trace import Trace
 LOSS_COLOR = "#444444"  # the last stage's losses: thin, dark, none a microbatch's colour
 # A stage's row in a panel, and the title block and the x axis: both grids of 4 stages on a projector's first screen,
 # under the page's step slider, with the room between them that their ticks and the lower one's title take.
-ROW_PX, BASE_PX = 30, 170
+ROW_PX, BASE_PX = 30, 150  # both grids of 4 stages on a projector's first screen, under the banner and the tabs
 KINDS = {"F": ("forward", ""), "B": ("backward", "x")}
 
 
