@@ -26,7 +26,6 @@ BAR_X = (0.04, 0.16)  # the first move's bar, the second's
 GAP = 0.15  # the break in the second bar where the first move's arrows cross it, in rows
 CELL_SIZE, HEAD_SIZE = 11, 14  # a box's words, a column's heading
 LINE_PX = CELL_SIZE * LINE_EM  # a line of a box
-ROW_GAP_PX = 14  # between two boxes of a column
 FAILED = "#CC3311"  # the edge of the box a step failed in (the failure colour of the other views)
 STEM_PX = 2  # an arrow's line width
 STANDOFF_PX = 3  # between an arrow's ends and what it points at
