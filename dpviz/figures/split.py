@@ -91,7 +91,7 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
     # The grid gets a fixed height per device so every name fits; the bars what is left of about 360 px, so
     # at 8 GPUs the whole chart, its title and legend above, sits on a projector's first screen (1024 × 768).
     grid_px = 20 * devices
-    bars_px = max(180, 360 - grid_px)
+    bars_px = max(160, 340 - grid_px)  # the bars give up what the legend's rows take: a projector's first screen
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[bars_px, grid_px], vertical_spacing=0.05)
     labels = table.drop_duplicates("bar")["label"].tolist()
     bars = len(labels)
@@ -153,12 +153,11 @@ def plot_split(table: pd.DataFrame, *, devices: int, title: str, notes: list[str
 
 def _room_for_legend(fig: go.Figure, left: int) -> go.Figure:
     """The `left` margin the axes' names take, and above the plot the rows the legend takes over what that
-    leaves of the narrowest chart (a row more than styled() kept, at 4 GPUs): the top margin grows by them and the
-    plot gives them up, so the legend stays under the subtitle and the whole chart still fits a projector's first
-    screen under the banner and the tabs."""
+    leaves of the narrowest chart (a row more than styled() kept, at 4 GPUs): the top margin and the
+    height grow by them, so the legend stays under the subtitle and the grid keeps rows a presented name fits."""
     need = title_block_px(fig) + GAP_PX + legend_px(fig, CHART_PX, margins=(left, MARGIN["r"]))
     grow = max(need - fig.layout.margin.t, 0)
-    return fig.update_layout(margin=dict(l=left, t=fig.layout.margin.t + grow))
+    return fig.update_layout(margin=dict(l=left, t=fig.layout.margin.t + grow), height=fig.layout.height + grow)
 
 
 def _mark_empty_and_raised(fig: go.Figure, table: pd.DataFrame, labels: list[str]) -> None:
