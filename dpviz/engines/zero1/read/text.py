@@ -12,7 +12,7 @@ from __future__ import annotations
 from dpviz.engines.ddp.read import explain as ddp
 from dpviz.engines.ddp.read.summary import key_figures_ddp, summarize_ddp, summary_rows_ddp
 from dpviz.engines.zero1.read.shards import SHOWN, Shard, broadcasts, shards, split_text, state_words
-from dpviz.analysis.wording import bytes_range, human_bytes, plural
+from dpviz.analysis.wording import bytes_range, counted, human_bytes, plural
 from dpviz.trace import Trace
 
 
@@ -76,7 +76,7 @@ def _stepped(trace: Trace) -> str | None:
     sent = broadcasts(trace)
     if sent:
         step, calls, size = sent
-        text += (f" In step {step + 1:,} each rank took part in {plural(calls, 'broadcast')} of {human_bytes(size)} of "
+        text += (f" In step {counted(step)} each rank took part in {plural(calls, 'broadcast')} of {human_bytes(size)} of "
                  "parameters in all, sending its own and receiving the others', on top of the all-reduce.")
     return text
 
@@ -144,7 +144,7 @@ def summary_rows_zero1(trace: Trace) -> list[tuple[str, str]]:
         if sent:
             step, calls, size = sent
             extra.append(("broadcast after the step", f"each owner's updated parameters: {plural(calls, 'broadcast')}, "
-                                                      f"{human_bytes(size)} per rank in step {step + 1:,}"))
+                                                      f"{human_bytes(size)} per rank in step {counted(step)}"))
     elif not trace.config.train:
         extra.append(("optimizer state", "none: forward only, no optimizer ran"))
     return rows[:5] + extra + rows[5:]
