@@ -8,6 +8,8 @@ and drawing a trace (dpviz.trace.json_io, dpviz.figures) never pays for it.
 """
 from importlib import import_module
 
+__version__ = "0.1.0"  # pyproject.toml reads it from here
+
 from dpviz.config import ConfigError, RunConfig
 from dpviz.trace.own_model import Args
 from dpviz.trace import Batch, Lane, Span, Trace

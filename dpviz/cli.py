@@ -1,4 +1,6 @@
-"""Command line: run the DataParallel tutorial (or DistributedDataParallel), print its log, write the trace files.
+"""Command line: run the DataParallel tutorial (or any other engine), print its log, write the trace files.
+
+`dpviz` (the installed command) and `python -m dpviz` are the same command (dpviz/command.py starts both):
 
     python -m dpviz --batch-size 30 --data-size 100 --gpus 8 --trace run.json --chrome-trace run.perfetto.json
     python -m dpviz --model gru_dim1 --inputs hidden --gpus 3
@@ -21,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
+from dpviz import __version__
 from dpviz.exports import chrome_trace
 from dpviz.trace import json_io as trace_json
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, OWN
@@ -75,15 +78,21 @@ def _limits(name: str, default: object = None) -> str:
     return f"{low:,} to {high:,}; default {getattr(DEFAULTS, name) if default is None else default}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+PROG = "python -m dpviz"  # how messages name the command; the installed `dpviz` command names itself
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m dpviz",
+        prog=prog,
         allow_abbrev=False,  # --gpu must not pass for --gpus: a preset is overridden only by options named in full
         description="Run PyTorch's DataParallel tutorial (nn.Linear under nn.DataParallel on random data), print the "
         "sizes each replica saw as the tutorial does, and record the run as a trace. Without enough GPUs the "
-        "devices are simulated by CPU threads that follow DataParallel's rules exactly. With --engine ddp the "
-        "same model runs under the real DistributedDataParallel, one process per rank (gloo on the CPU, NCCL "
-        "with a GPU per rank), also under torchrun across machines.",
+        "devices are simulated by CPU threads that follow DataParallel's rules exactly. With --engine ddp, zero1, "
+        "fsdp or pipeline the same model runs under the real DistributedDataParallel, ZeroRedundancyOptimizer, "
+        "FSDP2 or torch's pipeline schedules, one process per rank (gloo on the CPU, NCCL with a GPU per rank), "
+        f"also under torchrun across machines. Two more commands: '{prog} plan' plans a model's memory per device "
+        f"under every engine at real size and runs nothing ('{prog} plan --help'); '{prog} page' opens the page "
+        f"('{prog} page --help').",
         epilog=f"Limits: at most {MAX_BATCHES:,} batches per run ({MAX_TRAIN_BATCHES:,} with --train) and "
         f"data_size x (numbers per row) at most {MAX_DATASET_ELEMENTS:,}. Models: "
         + "; ".join(f"{m}: {MODEL_SPECS[m].label}" for m in MODELS) + ". Inputs: "
@@ -93,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         + ". Exit status 2 means a bad option, 1 that DataParallel or a DDP rank raised during the run.",
     )
     add = parser.add_argument
+    add("--version", action="version", version=f"dpviz {__version__}")
     add("--batch-size", type=_setting("batch_size"), default=DEFAULTS.batch_size,
         help=f"rows per batch ({_limits('batch_size')}); with --engine ddp the global batch: each rank loads "
         "ceil(batch size / ranks) rows a step")
@@ -162,18 +172,18 @@ def _add_option(add: Callable[..., object], option: Option) -> None:
             help=f"{words} ({_limits(option.name, option.unset)})")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Run the command line; returns the exit status. SIGTERM, SIGINT and SIGHUP end the run (its processes,
     its half-written files) and return 128 + the signal's number, after one line saying so."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["plan"]:  # a model's memory per device under every engine, from its shapes: runs nothing
         from dpviz.cli_plan import main as plan
 
-        return plan(arguments[1:])
+        return plan(arguments[1:], prog=f"{prog} plan")
     written: list[Path] = []
     with stop_on_signals():
         try:
-            return _main(argv, written)
+            return _main(argv, written, prog)
         except Stopped as stop:
             return stopped(stop, written)
 
@@ -186,8 +196,8 @@ def stopped(stop: Stopped, written: Sequence[Path] = ()) -> int:
     return stop.exit_status
 
 
-def _main(argv: Sequence[str] | None, written: list[Path]) -> int:
-    parser = build_parser()
+def _main(argv: Sequence[str] | None, written: list[Path], prog: str) -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     own_model = args.model if ":" in args.model else None  # a module of the user's own, built below
     if own_model is None and (args.example or args.loss):

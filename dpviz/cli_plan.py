@@ -24,10 +24,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m dpviz plan") -> argparse.ArgumentParser:
     from dpviz.engines.plans import DTYPES, SIZES
 
-    parser = _Parser(prog="python -m dpviz plan", description=(
+    parser = _Parser(prog=prog, description=(
         "Plan a model's memory per device under every engine from its shapes (measured on the meta device): "
         "parameters, gradients, optimizer state and activations of the example batch, and the bytes each device "
         "sends per step."))
@@ -44,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str]) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str], prog: str = "python -m dpviz plan") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     from dpviz.engines.plans import plan
 

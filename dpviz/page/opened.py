@@ -1,4 +1,5 @@
-"""A trace file named when the page was started: `streamlit run app.py -- --trace run.json`.
+"""A trace file named when the page was started: `dpviz page --trace run.json` (`streamlit run app.py -- --trace
+run.json` in the checkout).
 
 The page reads the file as it reads an upload (JSON only, checked, never executed); it never imports or runs
 code a visitor names. Recording your own model is done on your machine by the command line, whose --trace file
@@ -18,7 +19,7 @@ from dpviz.trace.json_io import MAX_TRACE_BYTES, TraceError, loads
 
 OWN_MODEL_HINT = ("Your own model: record it on your machine with `python -m dpviz --model my_model.py:build "
                   "--trace run.json` (any engine), then upload run.json here or start the page with "
-                  "`streamlit run app.py -- --trace run.json`.")
+                  "`dpviz page --trace run.json`.")
 
 
 def named_path(argv: list[str] | None = None) -> str | None:

@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pytest
 
@@ -85,20 +85,21 @@ def browser():
 
 
 @contextlib.contextmanager
-def streamlit_server(log_path: Path, cgroup: Path | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
-    """A real `streamlit run app.py` from the repository root, once it answers: (its process, its URL); in the
-    cgroup folder `cgroup` when given (the server and every process it starts). Stopped at the end (SIGTERM, as
-    a host stops it) unless the caller stopped it already."""
+def streamlit_server(log_path: Path, cgroup: Path | None = None, program: Sequence[str] = (),
+                     cwd: Path = ROOT) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A real `streamlit run app.py` from the repository root (or `program`, from `cwd`: `dpviz page` from a user's
+    folder), once it answers: (its process, its URL); in the cgroup folder `cgroup` when given (the server and every
+    process it starts). Stopped at the end (SIGTERM, as a host stops it) unless the caller stopped it already."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [
-        sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+        *(program or (sys.executable, "-m", "streamlit", "run", "app.py")), "--server.headless", "true",
         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
     ]
     if cgroup is not None:  # join the cgroup, then become the server: the same process, limited
         command = ["sh", "-c", f'echo $$ > "{cgroup}/cgroup.procs" && exec "$@"', "sh", *command]
     with open(log_path, "wb") as log:
-        server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        server = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + SERVER_START_TIMEOUT
             while not _healthy(url):
