@@ -31,7 +31,7 @@ from dpviz.engines.ddp.observer import RankObserver
 from dpviz.engines.ddp.sharding import per_rank_batch, plan, rank_shares, shard_start
 from dpviz.engines.ranks.program import RankProgram, Step, local, whole_optimizer
 from dpviz.engines.workload.input_forms import first_tensor
-from dpviz.engines.workload.memory import nbytes
+from dpviz.engines.workload.memory import nbytes, stored_bytes
 
 
 def loader(config: RunConfig, plain: Any, rank: int, world: int) -> tuple[DataLoader, DistributedSampler | None]:
@@ -127,15 +127,15 @@ def _train(config, work, observer: RankObserver, model, output, teacher, x, call
     loss.backward()  # the all-reduces are launched from inside, bucket by bucket
     observer.add("backward", start, observer.now(), (0, rows), (out_shape, None))
     observer.drop("activations")
-    observer.set("gradients", sum(nbytes(local(p.grad)) for p in model.parameters() if p.grad is not None))
+    observer.set("gradients", stored_bytes([local(p.grad) for p in model.parameters() if p.grad is not None]))
     observer.snapshot("backward")
     if syncs:
         start = observer.now()
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         observer.add("step", start, observer.now())
-        observer.set("optimizer state", nbytes([local(value) for kept in holder.state.values() for value in kept.values()
-                                                if isinstance(value, torch.Tensor)]))  # this rank's own, a shard under ZeRO
+        observer.set("optimizer state", stored_bytes([local(value) for kept in holder.state.values() for value in
+                                                      kept.values() if isinstance(value, torch.Tensor)]))  # this rank's own, a shard under ZeRO
         observer.snapshot("step")
 
 

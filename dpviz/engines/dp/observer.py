@@ -18,7 +18,7 @@ from torch import nn
 
 from dpviz.engines.workload.input_forms import describe, first_tensor
 from dpviz.engines.dp.ledger import ComputedMemory, MeasuredMemory
-from dpviz.engines.workload.memory import module_bytes, nbytes
+from dpviz.engines.workload.memory import module_bytes, nbytes, stored_bytes
 from dpviz.engines.dp.simulated import current_device
 from dpviz.engines.dp.vocabulary import VOCABULARY
 from dpviz.trace import ArgumentSample, Span
@@ -284,7 +284,8 @@ class Observer:
         self.memory.drop("parameter copies", "activations", "backward buffers")
         for lane in self.device_ids[1:]:
             self.memory.drop_lane(lane, "batch and chunks")
-        self.memory.hold(first, "gradients", nbytes([p.grad for p in self.model.parameters() if p.grad is not None]))
+        # Each storage once: on GPUs the summed gradients are views of reduce_add_coalesced's flat buffers.
+        self.memory.hold(first, "gradients", stored_bytes([p.grad for p in self.model.parameters() if p.grad is not None]))
         if self.direct_backward is not None:
             batch, replica, device, state = self.direct_backward
             self._backward_span(batch, replica, device, state, max(self.accumulated, default=self.now()))
@@ -304,8 +305,9 @@ class Observer:
         self.memory.drop("optimizer state")
         # Its buffers per element of a parameter (SGD's momentum, Adam's two moments), as a rank's held state counts
         # them: Adam's step counters, one number per parameter tensor, left out.
-        self.memory.hold(first, "optimizer state", nbytes([s for state in optimizer.state.values() for s in state.values()
-                                                           if isinstance(s, torch.Tensor) and s.dim() > 0]))
+        self.memory.hold(first, "optimizer state", stored_bytes([s for state in optimizer.state.values()
+                                                                 for s in state.values()
+                                                                 if isinstance(s, torch.Tensor) and s.dim() > 0]))
         self._snapshot("step")
 
     def next_batch(self) -> None:

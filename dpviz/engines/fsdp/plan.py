@@ -1,8 +1,12 @@
 """FSDP's plan: each rank keeps its dim-0 shard of every parameter (FSDP2 gives rank r rows r·c .. (r+1)·c of a
 parameter of d rows, c = ceil(d / W)), the gradients and the optimizer's state of that shard only, and the
 activations of its own rows; while a sharded module runs its parameters are whole (padded to W·c rows: `gathered`,
-the largest module's). It sends (W-1)/W of the parameters per all-gather, forward and backward, and of the
-gradients per reduce-scatter."""
+the largest module's). It sends (W-1)/W of the padded parameters per all-gather, forward and backward, and of the
+padded gradients per reduce-scatter.
+
+Bytes are what torch allocates. Every rank allocates c rows of each parameter, the last ranks' fewer (or no) real
+rows padded, and one reduce-scatter output of c rows per parameter with a gradient, which the gradients view;
+Adam's and SGD's state follows each shard's real rows, unpadded."""
 from __future__ import annotations
 
 from math import prod
@@ -26,6 +30,13 @@ def padded_bytes(param: Param, ranks: int) -> int:
     return -(-param.shape[0] // ranks) * ranks * prod(param.shape[1:]) * param.element_size
 
 
+def shard_bytes(param: Param, ranks: int) -> int:
+    """What every rank allocates for its shard of `param` (and for its gradient's): c padded rows."""
+    if not param.shape:
+        return param.bytes
+    return padded_bytes(param, ranks) // ranks
+
+
 def plan(shape: ModelShape, gpus: int, optimizer: str) -> list[dict[str, int]]:
     rows = rows_per_device(shape.rows, gpus)
     by_name = {p.name: p for p in shape.params}
@@ -33,13 +44,14 @@ def plan(shape: ModelShape, gpus: int, optimizer: str) -> list[dict[str, int]]:
     in_units = {p.name for group in grouped for p in group}
     grouped.append([p for p in shape.params if p.name not in in_units])  # the root's group
     gathered = max((sum(padded_bytes(p, gpus) for p in group) for group in grouped), default=0)
-    sent = 3 * ring_share(gpus) * shape.parameter_bytes  # all-gather forward and backward, reduce-scatter
+    padded = sum(padded_bytes(p, gpus) for p in shape.params)
+    sent = 3 * ring_share(gpus) * padded  # all-gather forward and backward, reduce-scatter: padded shards each
+    grads = [p for p in shape.params if p.trainable and p.reached]
+    held = sum(shard_bytes(p, gpus) for p in shape.params)  # the same on every rank
+    grad_bytes = sum(shard_bytes(p, gpus) for p in grads)
     devices = []
     for rank in range(gpus):
-        held = sum(shard_elements(p, rank, gpus) * p.element_size for p in shape.params)
-        grads = [p for p in shape.params if p.trainable and p.reached]
-        grad_elements = sum(shard_elements(p, rank, gpus) for p in grads)
-        grad_bytes = sum(shard_elements(p, rank, gpus) * p.element_size for p in grads)
+        grad_elements = sum(shard_elements(p, rank, gpus) for p in grads)  # the state: real rows only
         planned = device(held, grad_bytes, state_bytes(grads, optimizer, grad_elements), shape.activations(rows[rank]), sent)
         devices.append({**planned, "gathered": gathered})
     return devices

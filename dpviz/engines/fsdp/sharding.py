@@ -32,7 +32,7 @@ from torch.distributed.fsdp._fully_shard._fsdp_common import TrainingState
 from dpviz.engines.ddp.observer import RankObserver
 from dpviz.engines.ranks.program import local
 from dpviz.engines.workload.units import TIED, shard_units, tied_groups
-from dpviz.engines.workload.memory import nbytes
+from dpviz.engines.workload.memory import nbytes, stored_bytes
 from dpviz.engines.workload.input_forms import first_tensor
 
 
@@ -81,7 +81,8 @@ class ShardObserver(RankObserver):
         self.memory_steps, self.memory_samples = memory_steps, []
         self.moved: dict[tuple[int, str], list[int]] = {}
         self.in_backward = False  # a step's all-gathers after its first pre_backward are backward's
-        self.held = {"parameters": nbytes([local(p) for p in model.parameters()]) +
+        # Each shard's storage, padded to a multiple of the ranks' rows: what every rank allocates, real rows or none.
+        self.held = {"parameters": stored_bytes([local(p) for p in model.parameters()]) +
                      nbytes(list(model.buffers()))}
         self.gathered_bytes: dict[int, int] = {}  # per group: bytes of its whole (unsharded) parameters
         self.groups: list[tuple[int, Any]] = []

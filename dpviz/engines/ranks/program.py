@@ -29,6 +29,7 @@ import torch.distributed as dist
 from dpviz.config import RunConfig
 from dpviz.engines.processes import delta
 from dpviz.engines.workload import tutorial_data as tutorial
+from dpviz.engines.workload.memory import stored_bytes
 
 CLOCK_ROUNDS = 5  # barriers whose exit times give each rank's clock offset from rank 0
 # How long a collective before the first step may wait (the clocks' barriers, DDP's broadcast, a shard's setup):
@@ -227,7 +228,10 @@ def held(model: torch.nn.Module, holder: torch.optim.Optimizer | None) -> dict[s
     their gradients, and the state of the optimizer that steps on this rank (`holder`: under ZeRO-1 the local
     optimizer of its own shard), with the parameters whose state that is (`owns`, [name, elements] each).
     The state counts the tensors kept per element of a parameter (SGD's momentum buffer, Adam's two moments);
-    Adam's step counters, one number per parameter tensor, are left out."""
+    Adam's step counters, one number per parameter tensor, are left out.
+    Elements are the model's own (an FSDP shard's real rows); bytes are what torch allocated for them, each
+    storage once (stored_bytes): FSDP2 allocates every shard padded to the same rows on every rank, and one
+    reduce-scatter output per sharded module that its gradients view."""
     names = {id(p): name for name, p in model.named_parameters()}
     parameters = [local(p) for p in model.parameters()]  # a sharded parameter (FSDP): the rank's own shard
     gradients = [local(p.grad) for p in model.parameters() if p.grad is not None]
@@ -235,8 +239,7 @@ def held(model: torch.nn.Module, holder: torch.optim.Optimizer | None) -> dict[s
                                        if isinstance(value, torch.Tensor) and value.dim() > 0]
     owns = [] if holder is None else [[names[id(p)], local(p).numel()] for group in holder.param_groups
                                       for p in group["params"]]
-    count = lambda tensors: {"elements": sum(t.numel() for t in tensors),
-                             "bytes": sum(t.numel() * t.element_size() for t in tensors)}
+    count = lambda tensors: {"elements": sum(t.numel() for t in tensors), "bytes": stored_bytes(tensors)}
     return {"parameters": count(parameters), "gradients": count(gradients), "optimizer state": count(state),
             "owns": owns}
 

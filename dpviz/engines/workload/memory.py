@@ -7,7 +7,6 @@ from typing import Any
 import torch
 
 
-
 def nbytes(obj: Any) -> int:
     """Bytes of every tensor in a (nested) structure; other objects count nothing."""
     if isinstance(obj, torch.Tensor):
@@ -17,6 +16,27 @@ def nbytes(obj: Any) -> int:
     if isinstance(obj, (list, tuple)):
         return sum(nbytes(v) for v in obj)
     return 0
+
+
+def stored_bytes(tensors: Any) -> int:
+    """Bytes torch allocated under `tensors`: each storage once, whole, however many tensors view it. What
+    nbytes() misses: FSDP2's shards view storages padded to a multiple of the ranks (a last rank's empty shard
+    still has its rows allocated), and the gradients of one sharded module are views of one reduce-scatter output."""
+    seen: dict[tuple[str, int], int] = {}
+    for tensor in _tensors(tensors):
+        storage = tensor.untyped_storage()
+        seen[(str(tensor.device), storage.data_ptr())] = storage.nbytes()
+    return sum(seen.values())
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors(v)]
+    return []
 
 
 def module_bytes(module: torch.nn.Module) -> int:

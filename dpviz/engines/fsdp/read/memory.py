@@ -4,7 +4,8 @@ them), with the gradients and the optimizer state of that shard only; the figure
     sharded_why(trace, table, unit)   # the spec's `memory_why`
 
 FSDP2 gives rank r rows r·c to (r+1)·c of a parameter of d rows, c = ceil(d / W): the last ranks may hold fewer
-rows (none, past the last), which FSDP pads to c rows for its all-gather (dpviz.engines.fsdp.plan).
+real rows (none, past the last), and FSDP2 pads their shards to c rows, so every rank allocates c rows of each
+parameter, and of its gradient (dpviz.engines.fsdp.plan).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def sharded_why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
     """How much the ranks hold at their fullest, then what each holds of the model: its shard."""
     k = len(trace.lanes)
     text = (fullest_lead(trace, table, unit) + f"<br>Each rank holds about 1/{k} of every parameter: its own rows of "
-            f"dim 0,<br>ceil(rows/{k}) a rank, the last ranks fewer (padded for the all-gather)")
+            f"dim 0,<br>ceil(rows/{k}) a rank, the last ranks' fewer real rows padded to as many (every rank allocates alike)")
     held = trace.facts.get("held")
     if held and None not in held:
         mine = [rank["parameters"]["elements"] for rank in held]

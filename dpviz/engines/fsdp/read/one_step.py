@@ -69,8 +69,8 @@ def _holds(share: str) -> tuple[str, ...]:
 
 
 def _share(trace: Trace, rank: int) -> str:
-    """'1/4' when every rank holds as many bytes of the parameters; else this rank's bytes ('none' for 0): FSDP cuts
-    each parameter by rows of dim 0, so a parameter with fewer rows than ranks leaves some ranks without."""
+    """'1/4' when every rank holds as many bytes of the parameters; else this rank's bytes ('none' for 0). FSDP2
+    pads every shard to the same rows, so its ranks allocate alike; a trace that counted real rows only differs."""
     sizes = [(held(trace, r).get("parameters") or {}).get("bytes") for r in range(len(trace.lanes))]
     mine = sizes[rank]
     if mine is None or len(set(sizes)) == 1:

@@ -104,6 +104,11 @@ def _shards(trace: Trace) -> str | None:
     kind = trace.config.optimizer
     text += (": Adam's two moments of its shard." if kind == "adam" else ": SGD's momentum of its shard." if kind == "sgd"
              else ".")
+    if len({rank["parameters"]["elements"] for rank in held}) > 1:  # uneven real rows, padded to the same storage
+        text += (f" FSDP2 pads each parameter's rows to a multiple of {len(held)}: a rank with fewer real rows (or none) "
+                 f"still allocates as many, {human_bytes(first['parameters']['bytes'])} of parameters and "
+                 f"{human_bytes(first['gradients']['bytes'])} of gradients on every rank; its optimizer state follows "
+                 "its real rows only.")
     return text + (f" DDP would keep all of them on every rank, {len(held)} times as much.")
 
 
