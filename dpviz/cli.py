@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from dpviz import __version__
+from dpviz.command import COMMANDS
 from dpviz.exports import chrome_trace
 from dpviz.trace import json_io as trace_json
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, OWN
@@ -90,9 +91,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "devices are simulated by CPU threads that follow DataParallel's rules exactly. With --engine ddp, zero1, "
         "fsdp or pipeline the same model runs under the real DistributedDataParallel, ZeroRedundancyOptimizer, "
         "FSDP2 or torch's pipeline schedules, one process per rank (gloo on the CPU, NCCL with a GPU per rank), "
-        f"also under torchrun across machines. Two more commands: '{prog} plan' plans a model's memory per device "
-        f"under every engine at real size and runs nothing ('{prog} plan --help'); '{prog} page' opens the page "
-        f"('{prog} page --help').",
+        "also under torchrun across machines. More commands: "
+        + "; ".join(f"'{prog} {name}' {words} ('{prog} {name} --help')" for name, (_, words) in COMMANDS.items()) + ".",
         epilog=f"Limits: at most {MAX_BATCHES:,} batches per run ({MAX_TRAIN_BATCHES:,} with --train) and "
         f"data_size x (numbers per row) at most {MAX_DATASET_ELEMENTS:,}. Models: "
         + "; ".join(f"{m}: {MODEL_SPECS[m].label}" for m in MODELS) + ". Inputs: "
@@ -175,11 +175,6 @@ def _add_option(add: Callable[..., object], option: Option) -> None:
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Run the command line; returns the exit status. SIGTERM, SIGINT and SIGHUP end the run (its processes,
     its half-written files) and return 128 + the signal's number, after one line saying so."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == ["plan"]:  # a model's memory per device under every engine, from its shapes: runs nothing
-        from dpviz.cli_plan import main as plan
-
-        return plan(arguments[1:], prog=f"{prog} plan")
     written: list[Path] = []
     with stop_on_signals():
         try:

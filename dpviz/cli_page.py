@@ -4,12 +4,11 @@
     dpviz page --trace run.json                          # a recorded run, as `streamlit run app.py -- --trace run.json`
     dpviz page --server.port 8600 --server.headless true # any of Streamlit's own settings, as `streamlit run` takes them
 
-Streamlit runs dpviz/page/script/app.py, with the page's Streamlit settings beside it. A bad option is one line on
-stderr and exit status 2, before any server starts.
+Streamlit runs dpviz/page/script/app.py, with the page's Streamlit settings beside it. A bad option or value is one
+line on stderr and exit status 2, before any server starts.
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -26,7 +25,7 @@ options:
   --SECTION.OPTION VALUE
                         any of Streamlit's own settings, as `streamlit run` takes them: --server.port 8600,
                         --server.address 0.0.0.0, --server.headless true (no browser opened), ...
-                        (`streamlit config show` lists them)
+                        (`streamlit run --help` lists them); they win over every config.toml
 """
 
 
@@ -35,35 +34,41 @@ class PageError(Exception):
 
 
 def main(argv: Sequence[str], prog: str = "dpviz page") -> int:
-    """Serve the page until it is stopped; 2 and one line for a bad option."""
-    try:
-        trace, settings = parse(argv)
-    except PageError as error:
-        print(f"{prog}: {_printable(str(error))}", file=sys.stderr)
-        return 2
-    except _Help:
+    """Serve the page until it is stopped; 2 and one line for a bad option or value."""
+    if any(argument in ("-h", "--help") for argument in argv):
         print(USAGE.format(prog=prog), end="")
         return 0
+    import click
     from streamlit.web import cli as streamlit
 
-    page_arguments = ["--", "--trace", trace] if trace else []
-    # Click's own main: it ends the process with the server's exit status (0 after Ctrl-C).
-    streamlit.main.main(args=["run", str(SCRIPT), *settings, *page_arguments], prog_name="streamlit")
+    try:
+        trace, settings = parse(argv, streamlit_options(streamlit.main_run))
+        page_arguments = ["--", "--trace", trace] if trace else []
+        # Not standalone: Click would print a usage block for a bad value; here it is one line like every other.
+        streamlit.main.main(args=["run", str(SCRIPT), *settings, *page_arguments], prog_name="streamlit",
+                            standalone_mode=False)
+    except PageError as error:
+        return _refused(prog, str(error))
+    except click.ClickException as error:  # a value Streamlit refuses: --server.port abc
+        return _refused(prog, error.format_message())
+    except click.exceptions.Abort:
+        return 130
     return 0
 
 
-class _Help(Exception):
-    pass
+def _refused(prog: str, message: str) -> int:
+    line = " ".join(message.split())
+    print(f"{prog}: {''.join(c if c.isprintable() else repr(c)[1:-1] for c in line)}", file=sys.stderr)
+    return 2
 
 
-def parse(argv: Sequence[str]) -> tuple[str | None, list[str]]:
-    """The trace to open (an absolute path, or None) and Streamlit's settings as `streamlit run` takes them."""
-    trace, settings, names = None, [], None
-    arguments = list(argv)
+def parse(argv: Sequence[str], names: set[str]) -> tuple[str | None, list[str]]:
+    """The trace to open (an absolute path, or None) and Streamlit's settings as `streamlit run` takes them;
+    `names` are the settings' flags (--server.port, ...)."""
+    trace, settings = None, []
+    arguments = [argument for argument in argv if argument != "--"]  # `-- --trace x`, as the checkout's command has it
     while arguments:
         argument = arguments.pop(0)
-        if argument in ("-h", "--help"):
-            raise _Help
         name, given, value = argument.partition("=")
         if not name.startswith("--"):
             raise PageError(f"it takes options only, got {_cut(argument)!r}; see --help.")
@@ -73,13 +78,17 @@ def parse(argv: Sequence[str]) -> tuple[str | None, list[str]]:
             value = arguments.pop(0)
         if name == "--trace":
             trace = _trace(value)
-            continue
-        names = names if names is not None else _streamlit_options()
-        if name[2:] not in names:
+        elif name in names:
+            settings += [name, value]
+        else:
             raise PageError(f"{_cut(name)} is neither --trace nor one of Streamlit's settings (such as --server.port; "
-                            "`streamlit config show` lists them).")
-        settings += [name, value]
+                            "`streamlit run --help` lists them).")
     return trace, settings
+
+
+def streamlit_options(run_command) -> set[str]:
+    """The flags `streamlit run` takes for Streamlit's settings (--server.port, --theme.base, ...)."""
+    return {flag for param in run_command.params for flag in getattr(param, "opts", ()) if "." in flag}
 
 
 def _trace(value: str) -> str:
@@ -96,30 +105,5 @@ def _trace(value: str) -> str:
     return str(path.resolve())
 
 
-def _streamlit_options() -> set[str]:
-    """The names of Streamlit's settings (server.port, theme.base, ...), which `streamlit run` takes as flags.
-
-    Read from the table Streamlit declares them in, not from get_config_options(): that would parse the settings
-    before `streamlit run` does, and Streamlit then warns that the server's settings changed. Where a Streamlit
-    lacks the table, every name passes here and `streamlit run` refuses an unknown one itself."""
-    from streamlit import config
-
-    declared = getattr(config, "_config_options_template", None)
-    return set(declared) if declared else _Everything()
-
-
-class _Everything(set):
-    def __contains__(self, name: object) -> bool:
-        return True
-
-
 def _cut(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:], prog=os.path.basename(sys.argv[0])))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
 
@@ -24,7 +23,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-def build_parser(prog: str = "python -m dpviz plan") -> argparse.ArgumentParser:
+PROG = "python -m dpviz plan"  # how messages name the command; the installed `dpviz plan` names itself
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     from dpviz.engines.plans import DTYPES, SIZES
 
     parser = _Parser(prog=prog, description=(
@@ -44,7 +46,7 @@ def build_parser(prog: str = "python -m dpviz plan") -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str], prog: str = "python -m dpviz plan") -> int:
+def main(argv: Sequence[str], prog: str = PROG) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     from dpviz.engines.plans import plan
@@ -96,7 +98,3 @@ def table(found: dict) -> str:
 def _one_line(error: BaseException) -> str:
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in first)[:300]
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

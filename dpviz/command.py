@@ -10,22 +10,27 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import import_module
 from typing import NoReturn
 
 from dpviz.stopping import Stopped, ignore_signals, stop_on_signals
 
+# The commands beside a run: name -> (the module whose main(argv, prog) runs it, what it does, for --help).
+COMMANDS = {
+    "plan": ("dpviz.cli_plan", "plans a model's memory per device under every engine at real size and runs nothing"),
+    "page": ("dpviz.cli_page", "opens the page"),
+}
+
 
 def main(prog: str = "dpviz") -> NoReturn:
     """Run the command named by sys.argv and exit with its status."""
-    arguments = sys.argv[1:]
-    if arguments[:1] == ["page"]:  # Streamlit's server answers signals itself, so it starts before any handler
-        from dpviz.cli_page import main as page
-
-        sys.exit(page(arguments[1:], prog=f"{prog} page"))
     if os.getcwd() not in sys.path:
         # `python -m dpviz` puts the working folder first on sys.path, a console script puts its own folder there:
         # `--model mypackage.models:build` must find the user's package from their folder under both.
         sys.path.insert(0, os.getcwd())
+    arguments = sys.argv[1:]
+    if arguments[:1] and arguments[0] in COMMANDS:
+        sys.exit(_command(arguments[0], arguments[1:], f"{prog} {arguments[0]}"))
     # Once the run is over (its files renamed into place, its last line printed), a stop changes nothing:
     # the process is ending anyway, and a handler left to Python's teardown would print a traceback.
     ignore_signals()
@@ -47,3 +52,15 @@ def main(prog: str = "dpviz") -> NoReturn:
         sys.stderr.flush()
         os._exit(code or 0)
     sys.exit(code)
+
+
+def _command(name: str, arguments: list[str], prog: str) -> int:
+    run = import_module(COMMANDS[name][0]).main
+    if name == "page":  # Streamlit's server answers signals itself
+        return run(arguments, prog=prog)
+    try:
+        with stop_on_signals():
+            return run(arguments, prog=prog)
+    except Stopped as stop:
+        print(f"dpviz: stopped by {stop.words}.", file=sys.stderr)
+        return stop.exit_status

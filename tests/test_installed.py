@@ -204,6 +204,8 @@ def test_torchrun_runs_the_installed_dpviz_on_a_users_model_from_the_users_folde
     (["--trace", "missing.json"], "dpviz page: --trace: no file 'missing.json'"),
     (["--trace"], "dpviz page: --trace needs a value."),
     (["run.json"], "dpviz page: it takes options only, got 'run.json'"),
+    (["--", "--trace", "missing.json"], "dpviz page: --trace: no file 'missing.json'"),  # the checkout's form
+    (["--server.port", "many"], "dpviz page: Invalid value for '--server.port'"),  # a value Streamlit refuses
 ])
 def test_dpviz_page_refuses_a_bad_option_in_one_line_before_serving(tmp_path, arguments, said):
     done = run(COMMAND, "page", *arguments, cwd=tmp_path)
