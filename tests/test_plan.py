@@ -25,7 +25,7 @@ from dpviz.engines.workload.shapes import measure
 from dpviz.engines.zero1.plan import partition
 
 from budget import limit
-from plan_runs import ROWS, UNEVEN, held, live, live_pipeline, uneven_model
+from plan_runs import UNEVEN, held, live, live_pipeline, uneven_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = [name for name, spec in MODEL_SPECS.items() if spec.listed]
@@ -120,6 +120,29 @@ def test_a_model_a_pipeline_cannot_cut_is_refused_with_the_runs_own_sentence():
         found = plan(model, gpus=gpus, optimizer="adam", rows=8, **settings)
         assert found["engines"]["pipeline"] == {"label": "Pipeline", "refused": str(refused.value)}, model
         assert "devices" in found["engines"]["ddp"]  # the others plan all the same
+
+
+def test_a_users_sequential_is_cut_and_planned_as_a_run_cuts_it_or_refused_in_its_sentence():
+    from torch import nn
+
+    from dpviz import record
+    from dpviz.engines.workload.own import OwnModelError
+
+    module, batch = uneven_model()  # Linear, ReLU, Linear: a stage each, the ReLU's with nothing to learn
+    trace = record(module, batch, engine="pipeline", gpus=3, train=True, optimizer="adam", microbatches=4)
+    assert trace.failure is None, trace.failure
+    planned = plan(module, batch, gpus=3, optimizer="adam")["engines"]["pipeline"]["devices"]
+    assert [d["layers"] for d in planned] == trace.facts["layers"] == [["0"], ["1"], ["2"]]
+    for kind in HELD:
+        assert held(trace, kind) == [d[kind] for d in planned], kind
+    assert planned[1]["optimizer state"] == 0 and planned[1]["parameters"] == 0
+    for stage, sends in enumerate(trace.facts["sent"]):  # every step's sends, each stage's sum
+        steps = {row[0] for row in sends}
+        assert steps and {sum(row[3] for row in sends if row[0] == step) for step in steps} == {planned[stage]["sent"]}
+    for model, words in ((nn.Linear(5, 3), "not an nn.Sequential"), (nn.Sequential(nn.Linear(5, 3), nn.ReLU()), "has 2 layers")):
+        with pytest.raises(OwnModelError, match=words) as refused:
+            record(model, batch, engine="pipeline", gpus=3, train=True, microbatches=4)
+        assert plan(model, batch, gpus=3)["engines"]["pipeline"]["refused"] == str(refused.value)
 
 
 def test_a_tied_parameter_is_planned_once_and_in_one_fsdp_group():
