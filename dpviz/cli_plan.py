@@ -2,6 +2,7 @@
 
     python -m dpviz plan --model transformer --size 7b --gpus 8 --optimizer adam --dtype bfloat16 --json plan.json
     python -m dpviz plan --model my_model.py:build --example my_model.py:make_batch --gpus 4
+    python -m dpviz plan --model transformer --size 7b --gpus 8 --schedule 1f1b --microbatches 8
 
 Nothing runs on a device: the model is measured on the meta device (dpviz.engines.plans). A bad value is one line
 on stderr and exit status 2.
@@ -27,7 +28,7 @@ PROG = "python -m dpviz plan"  # how messages name the command; the installed `d
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    from dpviz.engines.plans import DTYPES, SIZES
+    from dpviz.engines.plans import DTYPES, SIZES, plan_options
 
     parser = _Parser(prog=prog, description=(
         "Plan a model's memory per device under every engine from its shapes (measured on the meta device): "
@@ -42,6 +43,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--gpus", type=int, required=True, help="devices (ranks) to plan for, 1 to 1,024")
     parser.add_argument("--optimizer", default="sgd", help="sgd (with momentum) or adam (default sgd)")
     parser.add_argument("--dtype", choices=list(DTYPES), help="the parameters' dtype (default: the model's own)")
+    for option in plan_options().values():  # an engine's own, as its runs take them (a pipeline's schedule)
+        parser.add_argument(f"--{option.name.replace('_', '-')}", type=_setting(option.name), default=option.unset,
+                            choices=option.choices or None, metavar=None if option.choices else "N",
+                            help=f"{option.help} (default {option.unset})")
     parser.add_argument("--json", type=Path, help="write the plan as JSON to this file")
     return parser
 
@@ -49,12 +54,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def main(argv: Sequence[str], prog: str = PROG) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    from dpviz.engines.plans import plan
+    from dpviz.engines.plans import plan, plan_options
 
     try:
         model, example = _model(args)
         found = plan(model, example, gpus=args.gpus, optimizer=args.optimizer, dtype=args.dtype, size=args.size,
-                     rows=args.rows, input_size=args.input_size)
+                     rows=args.rows, input_size=args.input_size, **{name: getattr(args, name) for name in plan_options()})
     except (ValueError, TypeError) as error:
         parser.exit(2, f"{parser.prog}: {_one_line(error)}\n")
     print(table(found))
@@ -64,6 +69,19 @@ def main(argv: Sequence[str], prog: str = PROG) -> int:
         except OSError as error:
             parser.exit(2, f"{parser.prog}: cannot write {str(args.json)[:80]!r}: {error.strerror}.\n")
     return 0
+
+
+def _setting(name: str):
+    from dpviz.config import ConfigError, parse_setting
+
+    def parse(text: str) -> object:
+        try:
+            return parse_setting(name, text)
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
 
 
 def _model(args: argparse.Namespace):
@@ -90,8 +108,15 @@ def table(found: dict) -> str:
     width = max(len(planned["label"]) for planned in found["engines"].values())
     lines.append(f"{'':{width}}  " + "  ".join(f"{kind:>15}" for kind in KINDS))
     for planned in found["engines"].values():
+        if "refused" in planned:  # an engine that cannot run the model so (a pipeline of more stages than layers):
+            # the live engine's own sentence, in its row; the others' plans stand, so the command succeeds
+            lines.append(f"{planned['label']:{width}}  not planned: {_one_line(ValueError(planned['refused']))}")
+            continue
         most = planned["most"]
         lines.append(f"{planned['label']:{width}}  " + "  ".join(f"{human_bytes(most[kind]):>15}" for kind in KINDS))
+    for planned in found["engines"].values():  # the settings of its own an engine was planned at
+        if planned.get("options"):
+            lines.append(f"{planned['label']}: " + ", ".join(f"{key} {value}" for key, value in planned["options"].items()))
     return "\n".join(lines)
 
 

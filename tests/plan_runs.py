@@ -63,3 +63,14 @@ def held(trace: Trace, kind: str) -> list[int]:
         out.append(max((sum(m.bytes for m in samples if (m.batch, m.phase) == at and m.category in kinds)
                         for at in moments), default=0))
     return out
+
+
+@cache
+def live_pipeline(model: str, stages: int, optimizer: str, schedule: str, microbatches: int) -> Trace:
+    """A pipeline's training run of `model` cut into `stages` stages: 2 steps of ROWS rows (the plan's example
+    batch), so that every step's sends and the activations kept in the first and last are recorded."""
+    config = RunConfig(engine="pipeline", model=model, gpus=stages, train=True, optimizer=optimizer, data_size=2 * ROWS,
+                       batch_size=ROWS, schedule=schedule, microbatches=microbatches)
+    trace = engine("pipeline").record(config)
+    assert trace.failure is None, trace.failure
+    return trace

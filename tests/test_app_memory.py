@@ -46,3 +46,28 @@ def test_at_real_size_plans_every_engine_and_holds_the_toy_run_to_the_same_rules
     app.number_input(key="real_gpus").set_value(1024).run()
     app.radio(key="real_memory").set_value(24).run()
     assert not app.exception and "1,024 devices of 24 GB" in app.get("plotly_chart")[1].proto.spec
+
+
+def test_at_real_size_plans_a_pipeline_a_stage_per_gpu_with_its_own_controls():
+    from dpviz.engines.pipeline.layers import problem_of
+    from dpviz.engines.pipeline.spec import schedule_problem
+
+    app = page(engine=MEMORY, **SETTINGS)
+    assert not app.exception
+    # 7B's 34 layers over 8 GPUs, GPipe's 4 microbatches of 2 sequences in flight on each stage: it fits 80 GB.
+    assert app.selectbox(key="real_schedule").value == "gpipe" and app.number_input(key="real_microbatches").value == 4
+    chart = app.get("plotly_chart")[1].proto.spec
+    assert "Pipeline" in chart and "schedule gpipe, microbatches 4" in chart
+    assert "**Pipeline**: fits." in shown_text(app)
+    # 1F1B with fewer microbatches than stages: torch refuses it, and the page says so in the pipeline's place,
+    # the other engines planned as before.
+    app.selectbox(key="real_schedule").set_value("1f1b").run()
+    assert not app.exception
+    text = shown_text(app)
+    assert f"**Pipeline**: {schedule_problem('1f1b', 4, 8)}" in text and "**FSDP**: fits." in text
+    assert "not planned" in app.get("plotly_chart")[1].proto.spec
+    app.number_input(key="real_microbatches").set_value(8).run()
+    assert not app.exception and "**Pipeline**: fits." in shown_text(app)
+    # More GPUs than the model has layers: the run's own sentence.
+    app.number_input(key="real_gpus").set_value(64).run()
+    assert not app.exception and f"**Pipeline**: {problem_of('transformer', 64, 34)}" in shown_text(app)

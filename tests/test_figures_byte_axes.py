@@ -154,9 +154,12 @@ def test_the_plan_at_real_size_reads_in_one_unit():
     from dpviz.engines.plans import plan
     from dpviz.figures.plan import plan_figure
 
+    # A sequence per GPU, as the page plans it: at 8 a pipeline of 8 stages is drawn, at 1,024 it is refused (GPT-2
+    # small has 14 layers) and its place says so with no amount.
     for gpus, memory in ((8, 80), (1024, 24)):
-        check_one_unit(plan_figure(plan("transformer", size="gpt2-small", gpus=gpus, optimizer="adam", rows=1), memory,
-                                   "GPT-2 small"), f"plan {gpus}")
+        found = plan("transformer", size="gpt2-small", gpus=gpus, optimizer="adam", rows=gpus)
+        assert ("refused" in found["engines"]["pipeline"]) == (gpus == 1024)
+        check_one_unit(plan_figure(found, memory, "GPT-2 small"), f"plan {gpus}")
 
 
 def test_the_check_finds_a_figure_in_two_units():

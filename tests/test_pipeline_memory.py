@@ -5,7 +5,7 @@ Drawn over each other, the stages' step lines rose and fell at the same passes a
 (stage 1's blue under stage 2's orange, 2.4:1): one panel per stage leaves no line on another.
 
 Two small real runs, recorded once (one gloo process per stage): the MLP as 2 stages under GPipe, the transformer
-as 4 stages under 1F1B.
+as 4 stages under 1F1B. The plan of their settings keeps as many microbatches on each stage as the run held.
 """
 from __future__ import annotations
 
@@ -101,3 +101,21 @@ def test_the_stages_panels_leave_room_between_their_ticks():
     for upper, lower in zip(lines, lines[1:]):
         gap_px = (_domain(fig, upper)[0] - _domain(fig, lower)[1]) * plot_px
         assert gap_px >= size * 1.3  # half a tick label above and half below
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_the_plan_keeps_as_many_microbatches_as_each_stage_of_the_run_held(name):
+    """The plan of the run's own settings (dpviz.engines.plans): each stage keeps, at most, as many microbatches'
+    activations as the run's stage held at once (GPipe every one, 1F1B min(M, S - s)), and holds what it held."""
+    from dpviz.engines import ENGINES
+    from dpviz.engines.plans import measure_catalogue
+
+    trace, settings = run(name), RUNS[name]
+    shape = measure_catalogue(settings["model"], rows=settings["batch_size"])
+    planned = ENGINES["pipeline"].part("plan")(shape, settings["gpus"], trace.config.optimizer,
+                                               schedule=settings["schedule"], microbatches=settings["microbatches"])
+    held = [max(row[4] for row in rows) for rows in trace.facts["flight"]]
+    assert [stage["microbatches kept"] for stage in planned] == held
+    assert held == {"gpipe": [4, 4], "1f1b": [4, 3, 2, 1]}[name]
+    for kind in ("parameters", "gradients", "optimizer state"):
+        assert [stage[kind] for stage in planned] == [h[kind]["bytes"] for h in trace.facts["held"]], kind

@@ -1,7 +1,8 @@
 """A model's plan, from its shapes, against torch: ZeroRedundancyOptimizer's own partition, and what the ranks of
 live DDP, ZeRO-1 and FSDP runs held (facts["held"]) and DataParallel's devices held (its memory ledger), for
-the catalogue's models and a user's uneven one under every engine; the transformer at real sizes on the meta
-device; the command line."""
+the catalogue's models and a user's uneven one under every engine; a pipeline's stages against live pipeline runs
+(what each stage held, sent and kept in flight); the transformer at real sizes on the meta device; the command
+line."""
 from __future__ import annotations
 
 import json
@@ -18,13 +19,13 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.config import RunConfig
 from dpviz.engines import ENGINES, engine
-from dpviz.engines.plans import SIZES, plan, plan_shape
+from dpviz.engines.plans import SIZES, plan, plan_shape, scaled
 from dpviz.engines.workload.models import build_model, random_rows
 from dpviz.engines.workload.shapes import measure
 from dpviz.engines.zero1.plan import partition
 
 from budget import limit
-from plan_runs import UNEVEN, held, live, uneven_model
+from plan_runs import UNEVEN, held, live, live_pipeline, uneven_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = [name for name, spec in MODEL_SPECS.items() if spec.listed]
@@ -33,7 +34,7 @@ HELD = ("parameters", "gradients", "optimizer state")
 
 def shape_of(name: str):
     model, _ = build_model(name, 5, 2)
-    return measure(model, random_rows(name, 5, 8))
+    return measure(model, random_rows(name, 5, 8), catalogue=name)
 
 
 def uneven_shape():
@@ -72,6 +73,76 @@ def test_the_plan_is_what_every_device_of_a_live_run_held(engine_name, name, gpu
     for kind in HELD:
         assert held(trace, kind) == [device[kind] for device in planned], f"{kind} of {name} on {gpus}"
     assert planned[0]["activations"] > 0
+
+
+# A pipeline: the transformer at 4 and 2 stages, each schedule and each optimizer once, 4 microbatches of the
+# plan's example batch. The run is the oracle for what each stage held, what it sent each step and how many
+# microbatches' activations it kept at once.
+PIPELINES = [(4, "sgd", "gpipe"), (4, "adam", "1f1b"), (2, "sgd", "1f1b"), (2, "adam", "gpipe")]
+
+
+@pytest.mark.parametrize("stages, optimizer, schedule", PIPELINES)
+def test_a_pipelines_plan_is_what_every_stage_of_a_live_run_held_sent_and_kept(stages, optimizer, schedule):
+    trace = live_pipeline("transformer", stages, optimizer, schedule, 4)
+    planned = ENGINES["pipeline"].part("plan")(shape_of("transformer"), stages, optimizer, schedule=schedule,
+                                               microbatches=4)
+    assert [d["layers"] for d in planned] == trace.facts["layers"]  # cut as the run cut it
+    for kind in HELD:
+        assert held(trace, kind) == [d[kind] for d in planned], kind
+    assert all(d["optimizer state"] > 0 for d in planned)
+    for stage, sends in enumerate(trace.facts["sent"]):  # every step's activations on, gradients back
+        per_step = {}
+        for step, _, _, size in sends:
+            per_step[step] = per_step.get(step, 0) + size
+        assert sorted(per_step) == [0, 1] and set(per_step.values()) == {planned[stage]["sent"]}, stage
+    kept = [max(row[4] for row in rows) for rows in trace.facts["flight"]]
+    assert [d["microbatches kept"] for d in planned] == kept
+    assert kept == ([4] * stages if schedule == "gpipe" else [min(4, stages - s) for s in range(stages)])
+
+
+@pytest.mark.parametrize("stages, micro", [(4, 4), (4, 8), (2, 8)])
+def test_1f1b_keeps_min_m_and_s_minus_s_microbatches_where_gpipe_keeps_m(stages, micro):
+    shape = scaled(shape_of("transformer"), 16)  # 16 rows: M of 4 or 8 microbatches
+    gpipe, one = (ENGINES["pipeline"].part("plan")(shape, stages, "adam", schedule=schedule, microbatches=micro)
+                  for schedule in ("gpipe", "1f1b"))
+    for stage, (g, o) in enumerate(zip(gpipe, one)):
+        assert g["activations"] > 0
+        assert g["activations"] * min(micro, stages - stage) == o["activations"] * micro, stage
+        assert {k: g[k] for k in HELD + ("sent",)} == {k: o[k] for k in HELD + ("sent",)}  # the schedule moves none
+
+
+def test_a_model_a_pipeline_cannot_cut_is_refused_with_the_runs_own_sentence():
+    for model, gpus, settings in (("mlp", 8, {}), ("gru", 2, {}), ("transformer", 1, {}),
+                                  ("transformer", 4, {"schedule": "1f1b", "microbatches": 2}),
+                                  ("transformer", 2, {"microbatches": 3})):
+        with pytest.raises(ValueError) as refused:
+            RunConfig(engine="pipeline", model=model, gpus=gpus, train=True, batch_size=8, data_size=8, **settings)
+        found = plan(model, gpus=gpus, optimizer="adam", rows=8, **settings)
+        assert found["engines"]["pipeline"] == {"label": "Pipeline", "refused": str(refused.value)}, model
+        assert "devices" in found["engines"]["ddp"]  # the others plan all the same
+
+
+def test_a_users_sequential_is_cut_and_planned_as_a_run_cuts_it_or_refused_in_its_sentence():
+    from torch import nn
+
+    from dpviz import record
+    from dpviz.engines.workload.own import OwnModelError
+
+    module, batch = uneven_model()  # Linear, ReLU, Linear: a stage each, the ReLU's with nothing to learn
+    trace = record(module, batch, engine="pipeline", gpus=3, train=True, optimizer="adam", microbatches=4)
+    assert trace.failure is None, trace.failure
+    planned = plan(module, batch, gpus=3, optimizer="adam")["engines"]["pipeline"]["devices"]
+    assert [d["layers"] for d in planned] == trace.facts["layers"] == [["0"], ["1"], ["2"]]
+    for kind in HELD:
+        assert held(trace, kind) == [d[kind] for d in planned], kind
+    assert planned[1]["optimizer state"] == 0 and planned[1]["parameters"] == 0
+    for stage, sends in enumerate(trace.facts["sent"]):  # every step's sends, each stage's sum
+        steps = {row[0] for row in sends}
+        assert steps and {sum(row[3] for row in sends if row[0] == step) for step in steps} == {planned[stage]["sent"]}
+    for model, words in ((nn.Linear(5, 3), "not an nn.Sequential"), (nn.Sequential(nn.Linear(5, 3), nn.ReLU()), "has 2 layers")):
+        with pytest.raises(OwnModelError, match=words) as refused:
+            record(model, batch, engine="pipeline", gpus=3, train=True, microbatches=4)
+        assert plan(model, batch, gpus=3)["engines"]["pipeline"]["refused"] == str(refused.value)
 
 
 def test_a_tied_parameter_is_planned_once_and_in_one_fsdp_group():
@@ -114,6 +185,29 @@ def test_the_transformer_at_real_size_plans_on_the_meta_device(size):
     assert ddp[0]["activations"] > 0 and found["engines"]["dp"]["devices"][0]["parameters"] == 4 * count
 
 
+def test_the_7b_transformer_plans_as_8_stages_on_the_meta_device():
+    from dpviz.engines.pipeline.layers import split
+
+    dims = SIZES["7b"]
+    found = plan("transformer", size="7b", gpus=8, optimizer="adam", rows=8, schedule="1f1b", microbatches=8)
+    stages = found["engines"]["pipeline"]["devices"]
+    layers = ["embed + position", *(f"blocks.{i}" for i in range(dims["blocks"])), "norm + head"]
+    assert [d["layers"] for d in stages] == [[layers[i] for i in cut] for cut in split(len(layers), 8)]
+    # Every parameter on one stage, and its gradient and Adam's two moments with it.
+    count = found["model"]["parameters"]
+    assert sum(d["parameters"] for d in stages) == 4 * count
+    assert all(2 * d["gradients"] == d["optimizer state"] == 2 * d["parameters"] for d in stages)
+    block = 4 * (12 * dims["width"] ** 2 + 10 * dims["width"])
+    assert stages[2]["parameters"] == 4 * block  # blocks 9 to 12 alone
+    # A microbatch is one sequence of 1,024 tokens: its activations (width floats a token) on to the next stage, their
+    # gradients back, for every one of the 8.
+    boundary = 1024 * dims["width"] * 4
+    assert [d["sent"] for d in stages] == [8 * boundary] + [16 * boundary] * 6 + [8 * boundary]
+    assert [d["microbatches kept"] for d in stages] == [8, 7, 6, 5, 4, 3, 2, 1]
+    per = [d["activations"] // d["microbatches kept"] for d in stages]
+    assert per[2] == per[3] and per[1] > per[2]  # four blocks each; five on the second stage
+
+
 def test_the_command_line_writes_the_plan_and_refuses_bad_values_in_one_line(tmp_path):
     out = tmp_path / "plan.json"
     done = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "transformer", "--gpus", "4",
@@ -125,9 +219,25 @@ def test_the_command_line_writes_the_plan_and_refuses_bad_values_in_one_line(tmp
     for name, planned in document["engines"].items():
         assert len(planned["devices"]) == 4
         assert set(planned["devices"][0]) >= {"parameters", "gradients", "optimizer state", "activations", "sent"}
-    assert "DistributedDataParallel" in done.stdout and "FSDP" in done.stdout
+    assert "DistributedDataParallel" in done.stdout and "FSDP" in done.stdout and "Pipeline" in done.stdout
+    assert document["engines"]["pipeline"]["options"] == {"schedule": "gpipe", "microbatches": 4}  # a run's defaults
+    # The pipeline's settings as a run takes them; a model it cannot cut is its one line, the others planned still.
+    done = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "transformer", "--gpus", "4",
+                           "--schedule", "1f1b", "--microbatches", "8", "--json", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=limit(starts=1, then_s=30))
+    assert done.returncode == 0 and "Pipeline: schedule 1f1b, microbatches 8" in done.stdout, done.stderr
+    assert [d["microbatches kept"] for d in json.loads(out.read_text())["engines"]["pipeline"]["devices"]] == [4, 3, 2, 1]
+    cut = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "mlp", "--gpus", "8"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=limit(starts=1, then_s=30))
+    with pytest.raises(ValueError) as refused:
+        RunConfig(engine="pipeline", model="mlp", gpus=8, train=True)
+    # The other engines' plans stand: the command succeeds, the pipeline's row is the run's own sentence.
+    rows = {line.split()[0]: line for line in cut.stdout.splitlines()[2:]}
+    assert cut.returncode == 0 and cut.stderr == "", cut.stderr
+    assert rows["Pipeline"].split(None, 1)[1] == f"not planned: {refused.value}" and "ZeRO-1" in rows
     for args, words in ((["--gpus", "0"], "gpus must be"), (["--optimizer", "lamb"], "optimizer must be"),
-                        (["--size", "7b", "--model", "mlp"], "size is one of")):
+                        (["--size", "7b", "--model", "mlp"], "size is one of"),
+                        (["--microbatches", "65"], "microbatches must be"), (["--schedule", "zb"], "--schedule")):
         bad = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "transformer", "--gpus", "2", *args],
                              cwd=ROOT, capture_output=True, text=True, timeout=limit(starts=1, then_s=30))
         assert bad.returncode == 2 and words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

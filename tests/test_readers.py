@@ -43,7 +43,7 @@ READING_SIDE = sorted({
     *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "options", "sharding", "facts", "check", "plan")),
     *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check", "plan")),
     *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts", "plan")),
-    *(f"dpviz.engines.pipeline.{name}" for name in ("spec", "vocabulary", "options", "layers", "check", "facts")),
+    *(f"dpviz.engines.pipeline.{name}" for name in ("spec", "vocabulary", "options", "layers", "check", "facts", "plan")),
 })
 LOADED = f"""
 def loaded():

@@ -58,9 +58,15 @@ class MovesAt(Protocol):
         """(sent, received) bytes per device in one step at a device count, by the engine's formula."""
 
 class Plan(Protocol):
-    def __call__(self, shape: Any, gpus: int, optimizer: str) -> list[dict[str, int]]:
+    def __call__(self, shape: Any, gpus: int, optimizer: str, **options: Any) -> list[dict[str, int]]:
         """A model's bytes per device (parameters, gradients, optimizer state, activations, sent) from its shapes
-        (dpviz.engines.planning.ModelShape)."""
+        (dpviz.engines.planning.ModelShape). `options`: those of its own options it names as keyword-only
+        parameters (a pipeline's schedule). ValueError (one sentence) when it cannot run the model so."""
+
+class PlanLayers(Protocol):
+    def __call__(self, model: Any, example: Any, catalogue: str | None) -> list[tuple[str, Any]]:
+        """The model's layers, in order, each (name, module), as the engine cuts it; ValueError (one sentence)
+        when it cannot. `catalogue`: the catalogue's name for the model, None for one's own."""
 
 class TimelineRange(Protocol):
     def __call__(self, trace: Trace, first_batch: int, last_batch: int, *, show: str, detail: bool | None) -> Any:
@@ -178,6 +184,7 @@ class Parts:
     rank_program: Lazy[Any] | None = None
     moves_at: Lazy[MovesAt] | None = None
     plan: Lazy[Plan] | None = None  # a model's memory per device, from its shapes (python -m dpviz plan)
+    plan_layers: Lazy[PlanLayers] | None = None  # the layers a plan measures one by one (ModelShape.layers)
     timeline_detail: Lazy[TimelineDetail] | None = None
     own_batch: Lazy[OwnBatch] | None = None
     opening_batch: Lazy[OfTrace] | None = None  # the 0-based batch or step the views open on

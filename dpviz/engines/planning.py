@@ -41,6 +41,24 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Layer:
+    """One of the layers an engine cuts a model into (a pipeline's stages take runs of them), over the example batch:
+    its parameters, what autograd saved in it, and the tensors it takes and hands on."""
+
+    name: str  # "blocks.0", "embed + position"
+    params: tuple[str, ...]  # the names of its parameters (Param.name)
+    saved_bytes: int  # saved for backward in this layer, its input's and output's storages left out
+    input_bytes: int
+    output_bytes: int
+    saves_input: bool  # whether backward needs the tensor it takes (a Linear does, a ReLU its output)
+    saves_output: bool
+
+    def scaled(self, factor: float) -> "Layer":
+        return Layer(self.name, self.params, round(self.saved_bytes * factor), round(self.input_bytes * factor),
+                     round(self.output_bytes * factor), self.saves_input, self.saves_output)
+
+
+@dataclass(frozen=True)
 class ModelShape:
     """What the plan needs of a model, measured once (plain data)."""
 
@@ -54,6 +72,9 @@ class ModelShape:
     output_bytes: int  # the model's output for it
     dtype: str = "float32"
     notes: tuple[str, ...] = field(default=())
+    catalogue: str | None = None  # the catalogue's name for the model ("transformer"); None for a module of one's own
+    layers: tuple[Layer, ...] = ()  # as an engine cuts the model into a sequence (Parts.plan_layers)
+    uncut: str | None = None  # why that engine cannot cut it (its sentence), when it cannot
 
     @property
     def parameter_bytes(self) -> int:

@@ -7,6 +7,8 @@ the model's own shapes (dpviz.engines.planning's rules, each engine's `plan` par
 The document: {"model": {...}, "gpus": G, "optimizer": ..., "engines": {"ddp": {"label": ..., "devices": [{
 "parameters": B, "gradients": B, "optimizer state": B, "activations": B, "sent": B}, ...]}, ...}}. Bytes are
 whole numbers; "activations" are those of the example batch's rows as the engine spreads them (the global batch).
+An engine whose plan reads options of its own says which ("options": {"schedule": "gpipe", ...}); one that cannot
+run the model so is {"label": ..., "refused": its sentence}, with no devices.
 """
 from __future__ import annotations
 
@@ -30,15 +32,39 @@ def engines_that_plan() -> list[str]:
     return [name for name, spec in ENGINES.items() if spec.has("plan")]
 
 
-def plan_shape(shape: ModelShape, gpus: int, optimizer: str) -> dict[str, Any]:
-    """The plan of a measured shape on `gpus` devices with `optimizer`, every engine that plans."""
+def plan_options() -> dict[str, Any]:
+    """The engines' own options that their plans read (a plan names them as keyword-only parameters: a pipeline's
+    schedule and microbatches), by name, each as its engine declares it (dpviz.engines.spec.Option)."""
+    found = {}
+    for name in engines_that_plan():
+        spec = ENGINES[name]
+        found.update({option.name: option for option in spec.options if option.name in _read_by_plan(spec)})
+    return found
+
+
+def _read_by_plan(spec: Any) -> set[str]:
+    import inspect
+
+    return {p.name for p in inspect.signature(spec.part("plan")).parameters.values() if p.kind is p.KEYWORD_ONLY}
+
+
+def plan_shape(shape: ModelShape, gpus: int, optimizer: str, **options: Any) -> dict[str, Any]:
+    """The plan of a measured shape on `gpus` devices with `optimizer`, every engine that plans, each reading those
+    of `options` that are its own (unset ones at their defaults). An engine that cannot run the model so is
+    {"label": ..., "refused": its sentence}."""
     engines = {}
     for name in engines_that_plan():
         spec = ENGINES[name]
-        devices = spec.part("plan")(shape, gpus, optimizer)
+        own = {key: value for key, value in options.items() if key in _read_by_plan(spec)}
+        try:
+            devices = spec.part("plan")(shape, gpus, optimizer, **own)
+        except ValueError as error:
+            engines[name] = {"label": spec.label, "refused": str(error)}
+            continue
         engines[name] = {"label": spec.label, "devices": devices,
                          "most": {kind: max(d[kind] for d in devices) for kind in KINDS},
-                         "fullest": max(sum(d[k] for k in KINDS if k != "sent") for d in devices)}
+                         "fullest": max(sum(d[k] for k in KINDS if k != "sent") for d in devices),
+                         **({"options": own} if own else {})}
     return {"model": {"class": shape.name, "parameters": sum(p.numel for p in shape.params),
                       "parameter bytes": shape.parameter_bytes, "buffer bytes": shape.buffer_bytes,
                       "rows": shape.rows, "dtype": shape.dtype, "units": len(shape.units)},
@@ -51,7 +77,8 @@ def scaled(shape: ModelShape, rows: int) -> ModelShape:
 
     factor = rows / shape.rows if shape.rows else 0
     return dataclasses.replace(shape, rows=rows, saved_bytes=round(shape.saved_bytes * factor),
-                               input_bytes=round(shape.input_bytes * factor), output_bytes=round(shape.output_bytes * factor))
+                               input_bytes=round(shape.input_bytes * factor), output_bytes=round(shape.output_bytes * factor),
+                               layers=tuple(layer.scaled(factor) for layer in shape.layers))
 
 
 def measure_catalogue(name: str, size: str | None = None, rows: int = 1, input_size: int = 5,
@@ -63,20 +90,27 @@ def measure_catalogue(name: str, size: str | None = None, rows: int = 1, input_s
     from dpviz.engines.workload.shapes import measure
 
     model, example = _catalogue(name, size, rows, input_size, output_size)
-    return measure(model, example, dtype=None if dtype is None else getattr(torch, dtype))
+    return measure(model, example, dtype=None if dtype is None else getattr(torch, dtype), catalogue=name)
 
 
 def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", dtype: str | None = None,
-         loss: Any = None, size: str | None = None, rows: int = 8, input_size: int = 5, output_size: int = 2
-         ) -> dict[str, Any]:
+         loss: Any = None, size: str | None = None, rows: int = 8, input_size: int = 5, output_size: int = 2,
+         **options: Any) -> dict[str, Any]:
     """The plan of `model` (a module, or a catalogue model's name) on `example` (a batch; for a catalogue model,
     `rows` random rows), on `gpus` devices, training with `optimizer` ("sgd" or "adam") in `dtype` ("float32",
     "bfloat16" or the model's own). `size` ("gpt2-small", "1b", "7b") builds the catalogue's transformer at that
-    size on the meta device. ValueError (one sentence) for a value it cannot plan."""
+    size on the meta device. `options`: the engines' own that their plans read (plan_options: schedule="1f1b",
+    microbatches=8). ValueError (one sentence) for a value it cannot plan."""
     import torch
 
+    from dpviz.config import check_setting
     from dpviz.engines.workload.shapes import measure
 
+    for key, value in options.items():
+        if key not in plan_options():
+            raise ValueError(f"{key} is no setting a plan reads; it reads {', '.join(plan_options())}.")
+        check_setting(key, value)
+    catalogue = model if isinstance(model, str) else None
     if optimizer not in ("sgd", "adam"):
         raise ValueError(f"optimizer must be sgd or adam, got {optimizer!r}.")
     if not isinstance(gpus, int) or isinstance(gpus, bool) or not 1 <= gpus <= 1024:
@@ -89,8 +123,8 @@ def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", 
         raise ValueError("size builds the catalogue's transformer; a module of your own has its own size.")
     if example is None:
         raise ValueError("a module of your own needs an example batch to plan its activations.")
-    shape = measure(model, example, loss, dtype=None if dtype is None else getattr(torch, dtype))
-    return plan_shape(shape, gpus, optimizer)
+    shape = measure(model, example, loss, dtype=None if dtype is None else getattr(torch, dtype), catalogue=catalogue)
+    return plan_shape(shape, gpus, optimizer, **options)
 
 
 def _catalogue(name: str, size: str | None, rows: int, input_size: int, output_size: int) -> tuple[Any, Any]:

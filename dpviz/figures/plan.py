@@ -19,13 +19,15 @@ def fullest(devices: list[dict]) -> dict:
 
 
 def fits(found: dict, memory_gb: int) -> dict[str, bool]:
-    """Per engine, whether its fullest device holds no more than `memory_gb` GB (GiB, as GPU makers count)."""
+    """Per engine that planned, whether its fullest device holds no more than `memory_gb` GB (GiB, as GPU makers
+    count); an engine that refused the model is not among them."""
     return {name: sum(fullest(planned["devices"])[kind] for kind in HELD) <= memory_gb * GIB
-            for name, planned in found["engines"].items()}
+            for name, planned in found["engines"].items() if "refused" not in planned}
 
 
 def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
-    engines = list(found["engines"].values())
+    planned_ones = {name: planned for name, planned in found["engines"].items() if "refused" not in planned}
+    engines = list(planned_ones.values())
     labels = [planned["label"] for planned in engines]
     rows = [fullest(planned["devices"]) for planned in engines]
     totals = [sum(row[kind] for kind in HELD) for row in rows]
@@ -41,10 +43,14 @@ def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
     fig.add_hline(y=memory_gb * GIB / unit.size, line=dict(color=GUIDE, dash="dash", width=2),
                   annotation_text=f"{memory_gb} GB per device", annotation_position="top left")
     ok = fits(found, memory_gb)
-    for label, total, name in zip(labels, totals, found["engines"]):
+    for label, total, name in zip(labels, totals, planned_ones):
         fig.add_annotation(x=label, y=total / unit.size, yanchor="bottom", showarrow=False,
                            text=f"<b>{'fits' if ok[name] else 'does not fit'}</b><br>{unit.amount(total)}")
-    top = max(max(totals) / unit.size, memory_gb * GIB / unit.size)
+    refused = [planned["label"] for planned in found["engines"].values() if "refused" in planned]
+    for label in refused:  # in its place, no bar: its sentence is said under the figure
+        fig.add_trace(go.Bar(x=[label], y=[0], showlegend=False, hoverinfo="skip", marker=dict(color=GUIDE)))
+        fig.add_annotation(x=label, y=0, yanchor="bottom", showarrow=False, text="<b>not planned</b><br>see below")
+    top = max(max(totals, default=0) / unit.size, memory_gb * GIB / unit.size)
     fig.update_yaxes(range=[0, top * 1.25], rangemode="tozero", **unit.axis("on the fullest device"))
     fig.update_layout(barmode="stack")
     count = sum(1 for value in ok.values() if value)
@@ -54,4 +60,6 @@ def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
     per = -(-found["model"]["rows"] // found["gpus"])
     notes = [f"planned from the model's shapes on the meta device ({found['model']['parameters']:,} parameters, "
              f"{found['model']['dtype']}), not run; activations of {per:,} row{'s' if per != 1 else ''} per device"]
+    notes += [f"{planned['label']}: " + ", ".join(f"{key} {value}" for key, value in planned["options"].items())
+              for planned in engines if planned.get("options")]  # a pipeline's stage: its schedule's microbatches
     return styled(fig, title, notes, height=420)

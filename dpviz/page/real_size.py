@@ -1,6 +1,8 @@
 """"At real size", under the page "Memory, every engine": the catalogue's transformer at GPT-2-small, 1B or 7B
 shapes on up to 1,024 GPUs of 24, 40 or 80 GB, planned per engine from its shapes (dpviz.engines.plans), with a
 line at the device's memory; and the same rules applied to the toy run above, held against what its ranks held.
+The options an engine's plan reads that no control above sets (a pipeline's schedule and microbatches) have
+widgets here; an engine that cannot run the model so says why in its place.
 
 The server imports no torch: a model's shape is measured once per size in a process of its own (on the meta
 device, nothing allocated) and kept; the plan itself is arithmetic."""
@@ -12,6 +14,7 @@ import streamlit as st
 
 from dpviz.analysis.wording import human_bytes
 from dpviz.config import RunConfig
+from dpviz.echo import markdown_text
 from dpviz.engines.plans import TOKENS, plan_shape, scaled
 from dpviz.trace import Trace
 
@@ -51,17 +54,39 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
                                "allocated, nothing runs.")
     gpus = middle.number_input("GPUs", min_value=1, max_value=1024, value=8, step=1, key="real_gpus")
     memory = right.radio("GB per GPU", MEMORIES, index=2, horizontal=True, key="real_memory")
+    options = plan_controls()
     optimizer = config.optimizer if config.train else "adam"
-    found = plan_shape(scaled(shape_at(size), int(gpus)), int(gpus), optimizer)  # one sequence per GPU
+    found = plan_shape(scaled(shape_at(size), int(gpus)), int(gpus), optimizer, **options)  # one sequence per GPU
     figure = plan_figure(found, int(memory), f"A transformer with {SIZES[size]}")
     st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                     config=CHART_CONFIG, key="real_size_chart")
     ok = fits(found, int(memory))
-    st.markdown(" ".join(f"**{planned['label']}**: {'fits' if ok[name] else 'does not fit'}."
+    st.markdown(" ".join(f"**{planned['label']}**: {'fits' if ok[name] else 'does not fit'}." if name in ok
+                         else f"**{planned['label']}**: {markdown_text(planned['refused'], 300)}"
                          for name, planned in found["engines"].items())
-                + f" Training with {optimizer} in float32, one sequence of {TOKENS:,} tokens per GPU, no activation "
-                  "checkpointing; the plan's rules are those the toy run above is held against.")
+                + f" Training with {optimizer} in float32, one sequence of {TOKENS:,} tokens per GPU (a pipeline cuts the "
+                  "same batch into its microbatches, a stage per GPU), no activation checkpointing; the plan's rules "
+                  "are those the toy runs are held against.")
     st.markdown(toy_words(config, traces))
+
+
+def plan_controls() -> dict:
+    """A widget for each option an engine's plan reads that the page's own controls do not set here (a pipeline's
+    schedule and microbatches: the runs on this page are of the other engines), as the engine declares it."""
+    from dpviz.engines.plans import plan_options
+
+    declared = list(plan_options().values())
+    chosen = {}
+    for column, option in zip(st.columns(max(1, len(declared))), declared):
+        key = f"real_{option.name}"
+        if option.kind == "choice":
+            chosen[option.name] = column.selectbox(option.label, option.choices, index=option.choices.index(option.unset),
+                                                   key=key, help=option.help)
+        else:
+            low, high = option.limits
+            chosen[option.name] = int(column.number_input(option.label, min_value=int(low), max_value=int(high),
+                                                          value=option.unset, step=1, key=key, help=option.help))
+    return chosen
 
 
 def toy_words(config: RunConfig, traces: list[Trace]) -> str:

@@ -22,9 +22,7 @@ def problem(config) -> str | None:
     """Why these settings do not make a pipeline, in one sentence; None when they do. A user's module is held to its
     layers, its batch and that batch's rows once it is built (stages.own_problem)."""
     stages, own = config.gpus, config.model == OWN
-    if stages < 2:
-        return "a pipeline cuts the model into stages, one per process, so it needs at least 2 stages."
-    why = None if own else problem_of(config.model, stages)
+    why = too_few(stages) or (None if own else problem_of(config.model, stages))
     if why:
         return why
     if not own and config.inputs != "tensor":
@@ -35,11 +33,26 @@ def problem(config) -> str | None:
     if config.data_size < config.batch_size:
         return (f"data_size {config.data_size:,} is less than one batch of {config.batch_size:,}, and a pipeline leaves a "
                 "short last batch out; raise data_size or lower batch_size.")
-    if config.schedule == "1f1b" and config.microbatches < stages:
-        return (f"1f1b's first stage runs as many forwards as there are stages before its first backward, so torch's "
-                f"Schedule1F1B needs at least {stages} microbatches for {stages} stages, got {config.microbatches}; use "
-                "gpipe or more microbatches.")
+    why = schedule_problem(config.schedule, config.microbatches, stages)
+    if why:
+        return why
     return None if own else uneven(config.batch_size, config.microbatches)
+
+
+def too_few(stages: int) -> str | None:
+    """Why `stages` stages make no pipeline, or None."""
+    if stages < 2:
+        return "a pipeline cuts the model into stages, one per process, so it needs at least 2 stages."
+    return None
+
+
+def schedule_problem(schedule: str, micro: int, stages: int) -> str | None:
+    """Why torch's `schedule` does not run `micro` microbatches through `stages` stages, or None."""
+    if schedule == "1f1b" and micro < stages:
+        return (f"1f1b's first stage runs as many forwards as there are stages before its first backward, so torch's "
+                f"Schedule1F1B needs at least {stages} microbatches for {stages} stages, got {micro}; use "
+                "gpipe or more microbatches.")
+    return None
 
 
 def uneven(batch_size: int, micro: int) -> str | None:
@@ -117,6 +130,8 @@ SPEC = EngineSpec(
         timeline_window=DDP.parts.timeline_window,
         rank_program="dpviz.engines.pipeline.rank:PROGRAM",
         own_batch="dpviz.engines.pipeline.stages:own_problem",  # a user's module: its layers and its batch
+        plan="dpviz.engines.pipeline.plan:plan",
+        plan_layers="dpviz.engines.pipeline.stages:plan_layers",  # the layers a stage takes, measured one by one
         opening_batch=f"{_READ}.bubble:opening_step",
         views={
             "one_step": f"{_READ}.one_step:one_step_pipeline_figure",

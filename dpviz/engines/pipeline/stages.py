@@ -17,6 +17,9 @@ from torch import nn
 from dpviz.engines.pipeline.layers import LAYERS, problem_of, split
 from dpviz.engines.pipeline.spec import uneven
 
+NOT_ONE_TENSOR = ("your batch is not one tensor; a pipeline's first stage takes the one tensor of rows, and each stage "
+                  "hands the next the one tensor it made, so the batch must be a tensor.")
+
 
 class TokensIn(nn.Module):
     """The transformer's first layer: token embedding plus position embedding (its forward's first line)."""
@@ -96,9 +99,18 @@ def own_problem(work: Any, scattered: torch.Tensor | None) -> str | None:
     if why:
         return why
     if len(work.args) != 1 or work.kwargs or not isinstance(work.args[0], torch.Tensor):
-        return ("your batch is not one tensor; a pipeline's first stage takes the one tensor of rows, and each stage "
-                "hands the next the one tensor it made, so the batch must be a tensor.")
+        return NOT_ONE_TENSOR
     return uneven(work.config.batch_size, work.config.microbatches)
+
+
+def plan_layers(model: nn.Module, example: Any, catalogue: str | None) -> list[tuple[str, nn.Module]]:
+    """The layers a plan measures one by one (dpviz.engines.workload.shapes), as the stages take them: those of
+    layers_of; ValueError (the sentence a run would say) for a module that is no sequence or a batch that is not
+    one tensor. How many stages they make is the plan's to judge (plan.py)."""
+    layers = layers_of(model, catalogue if catalogue in LAYERS else "your model")
+    if not isinstance(example, torch.Tensor):
+        raise ValueError(NOT_ONE_TENSOR)
+    return layers
 
 
 def stage_module(model: nn.Module, name: str, stages: int, stage: int) -> tuple[Layers, list[str]]:

@@ -14,31 +14,24 @@ import torch
 from torch import nn
 
 from dpviz.engines.workload.units import TIED, shard_units, tied_groups
-from dpviz.engines.planning import ModelShape, Param
+from dpviz.engines.planning import Layer, ModelShape, Param
 from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.engines.workload.memory import nbytes
 
 
 def measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Tensor] | None = None, *,
-            dtype: torch.dtype | None = None) -> ModelShape:
+            dtype: torch.dtype | None = None, catalogue: str | None = None) -> ModelShape:
     """The shape of `model` on `example` (a tensor, or what dpviz.Args passes), in `dtype` if given (its own else).
-    `loss(output, example)` makes the scalar backward starts from (the output's mean when not given)."""
+    `loss(output, example)` makes the scalar backward starts from (the output's mean when not given). `catalogue`:
+    the catalogue's name for the model (None for one's own), which says how an engine cuts it into layers."""
     meta = _on_meta(model, dtype)
     example = _to_meta(example, dtype)
     names = {id(p): name for name, p in meta.named_parameters()}
     for tied in tied_groups(meta):
         names[id(meta.get_parameter(tied[0]))] = TIED.join(tied)
+    layers, uncut = _layers(meta, example, catalogue, names)
     saved: dict[int, int] = {}
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        # Each storage once: a view autograd keeps (a weight's transpose, a slice) holds no memory of its own, and a
-        # weight's is the parameter's, already counted.
-        base = tensor._base if tensor._base is not None else tensor
-        if not isinstance(base, nn.Parameter):
-            saved[id(base)] = base.numel() * base.element_size()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+    with torch.autograd.graph.saved_tensors_hooks(_packer(saved), lambda tensor: tensor):
         output = meta(*example.args, **example.kwargs) if hasattr(example, "args") else meta(example)
     out = first_tensor(output)
     scalar = loss(output, example) if loss is not None else (out.float().mean() if out is not None else None)
@@ -49,7 +42,53 @@ def measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Ten
                    for p in meta.parameters())
     units = tuple((name, tuple(names[id(p)] for p in unit.parameters())) for name, unit in shard_units(meta))
     return ModelShape(type(model).__name__, params, nbytes(list(meta.buffers())), units, rows, sum(saved.values()),
-                      nbytes(_leaves(example)), nbytes(output), str(dtype or _dtype_of(meta)).replace("torch.", ""))
+                      nbytes(_leaves(example)), nbytes(output), str(dtype or _dtype_of(meta)).replace("torch.", ""),
+                      catalogue=catalogue, layers=layers, uncut=uncut)
+
+
+def _packer(saved: dict[int, int]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A saved-tensors pack hook that writes each storage autograd keeps into `saved` (id -> bytes), once."""
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        # Each storage once: a view autograd keeps (a weight's transpose, a slice) holds no memory of its own, and a
+        # weight's is the parameter's, already counted.
+        base = _base(tensor)
+        if not isinstance(base, nn.Parameter):
+            saved[id(base)] = base.numel() * base.element_size()
+        return tensor
+    return pack
+
+
+def _base(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor._base if tensor._base is not None else tensor
+
+
+def _layers(meta: nn.Module, example: Any, catalogue: str | None,
+            names: dict[int, str]) -> tuple[tuple[Layer, ...], str | None]:
+    """The model's layers as the engine that cuts models into them takes them (its plan_layers part), each run on
+    what the one before gave, what autograd saves in each measured apart: a stage's activations are its layers'.
+    () and that engine's sentence when it cannot cut the model."""
+    from dpviz.engines import ENGINES
+
+    cutting = [spec.part("plan_layers") for spec in ENGINES.values() if spec.has("plan_layers")]
+    if not cutting:
+        return (), None
+    one = hasattr(example, "args") and len(example.args) == 1 and not example.kwargs  # dpviz.Args(x) passes x
+    x = example.args[0] if one else example
+    try:
+        layers = cutting[0](meta, x, catalogue)
+    except ValueError as error:
+        return (), str(error)
+    measured = []
+    for name, layer in layers:
+        saved: dict[int, int] = {}
+        with torch.autograd.graph.saved_tensors_hooks(_packer(saved), lambda tensor: tensor):
+            y = layer(x)
+        ends = {id(_base(t)) for t in (x, y) if isinstance(t, torch.Tensor)}
+        params = tuple(dict.fromkeys(names[id(p)] for p in layer.parameters()))
+        measured.append(Layer(name, params, sum(b for key, b in saved.items() if key not in ends), nbytes(x), nbytes(y),
+                              id(_base(x)) in saved, id(_base(y)) in saved))
+        x = y
+    return tuple(measured), None
 
 
 def _dtype_of(model: nn.Module) -> torch.dtype:
