@@ -46,3 +46,19 @@ def test_at_real_size_plans_every_engine_and_holds_the_toy_run_to_the_same_rules
     app.number_input(key="real_gpus").set_value(1024).run()
     app.radio(key="real_memory").set_value(24).run()
     assert not app.exception and "1,024 devices of 24 GB" in app.get("plotly_chart")[1].proto.spec
+
+
+def test_at_real_size_offers_mixed_precision_and_says_why_zero1_is_not_the_papers():
+    app = page(engine=MEMORY, **SETTINGS)
+    app.number_input(key="real_gpus").set_value(64).run()
+    app.radio(key="real_precision").set_value("mixed").run()
+    assert not app.exception
+    text = shown_text(app)
+    assert "mixed precision (bfloat16 compute" in text and "DistributedDataParallel 16;" in text
+    assert "FSDP 0.25" in text and "ZeroRedundancyOptimizer" in text and "31.4 GB" in text
+
+
+def test_a_mixed_toy_run_is_held_to_the_mixed_plan():
+    app = page(engine=MEMORY, precision="mixed", **SETTINGS)
+    assert not app.exception and app.query_params["precision"] == "mixed"
+    assert "holds exactly what the live runs' ranks held" in shown_text(app)
