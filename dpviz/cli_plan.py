@@ -1,6 +1,6 @@
 """`python -m dpviz plan`: a model's memory per device under every engine, from its shapes, as a table and JSON.
 
-    python -m dpviz plan --model transformer --size 7b --gpus 8 --optimizer adam --dtype bfloat16 --json plan.json
+    python -m dpviz plan --model transformer --size 7b --gpus 8 --optimizer adam --precision mixed --json plan.json
     python -m dpviz plan --model my_model.py:build --example my_model.py:make_batch --gpus 4
     python -m dpviz plan --model transformer --size 7b --gpus 8 --schedule 1f1b --microbatches 8
 
@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import NoReturn, Sequence
 
+from dpviz.analysis.model_state import lines as model_state_lines
 from dpviz.analysis.wording import human_bytes
 
 KINDS = ("parameters", "gradients", "optimizer state", "activations", "sent")
@@ -28,7 +29,7 @@ PROG = "python -m dpviz plan"  # how messages name the command; the installed `d
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    from dpviz.engines.plans import DTYPES, SIZES, plan_options
+    from dpviz.engines.plans import DTYPES, PRECISIONS, SIZES, plan_options
 
     parser = _Parser(prog=prog, description=(
         "Plan a model's memory per device under every engine from its shapes (measured on the meta device): "
@@ -42,7 +43,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--rows", type=int, default=8, help="rows of a catalogue model's example batch (default 8)")
     parser.add_argument("--gpus", type=int, required=True, help="devices (ranks) to plan for, 1 to 1,024")
     parser.add_argument("--optimizer", default="sgd", help="sgd (with momentum) or adam (default sgd)")
-    parser.add_argument("--dtype", choices=list(DTYPES), help="the parameters' dtype (default: the model's own)")
+    parser.add_argument("--dtype", choices=list(DTYPES),
+                        help="the parameters' dtype, and so their gradients' and the optimizer's state (default: the "
+                             "model's own)")
+    parser.add_argument("--precision", choices=list(PRECISIONS), default="full",
+                        help="full: compute in the parameters' dtype (default); mixed: compute in bfloat16 over float32 "
+                             "parameters, gradients and optimizer state (torch.autocast; FSDP2's MixedPrecisionPolicy)")
     for option in plan_options().values():  # an engine's own, as its runs take them (a pipeline's schedule)
         parser.add_argument(f"--{option.name.replace('_', '-')}", type=_setting(option.name), default=option.unset,
                             choices=option.choices or None, metavar=None if option.choices else "N",
@@ -59,7 +65,8 @@ def main(argv: Sequence[str], prog: str = PROG) -> int:
     try:
         model, example = _model(args)
         found = plan(model, example, gpus=args.gpus, optimizer=args.optimizer, dtype=args.dtype, size=args.size,
-                     rows=args.rows, input_size=args.input_size, **{name: getattr(args, name) for name in plan_options()})
+                     rows=args.rows, input_size=args.input_size, precision=args.precision,
+                     **{name: getattr(args, name) for name in plan_options()})
     except (ValueError, TypeError) as error:
         parser.exit(2, f"{parser.prog}: {_one_line(error)}\n")
     print(table(found))
@@ -104,7 +111,8 @@ def table(found: dict) -> str:
     """The plan as the terminal shows it: per engine, the fullest device's bytes of each kind."""
     model = found["model"]
     lines = [f"{model['class']}: {model['parameters']:,} parameters ({human_bytes(model['parameter bytes'])}, "
-             f"{model['dtype']}), {found['gpus']:,} devices, {found['optimizer']}; the fullest device under each engine:"]
+             f"{model['dtype']}{_computing(model)}), {found['gpus']:,} devices, {found['optimizer']}; the fullest device "
+             "under each engine:"]
     width = max(len(planned["label"]) for planned in found["engines"].values())
     lines.append(f"{'':{width}}  " + "  ".join(f"{kind:>15}" for kind in KINDS))
     for planned in found["engines"].values():
@@ -117,7 +125,11 @@ def table(found: dict) -> str:
     for planned in found["engines"].values():  # the settings of its own an engine was planned at
         if planned.get("options"):
             lines.append(f"{planned['label']}: " + ", ".join(f"{key} {value}" for key, value in planned["options"].items()))
-    return "\n".join(lines)
+    return "\n".join(lines + model_state_lines(found))
+
+
+def _computing(model: dict) -> str:
+    return ", computing in bfloat16" if model.get("precision") == "mixed" else ""
 
 
 def _one_line(error: BaseException) -> str:

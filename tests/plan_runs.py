@@ -28,9 +28,9 @@ def uneven_model() -> tuple[nn.Module, torch.Tensor]:
 
 
 @cache
-def live(engine_name: str, model: str, gpus: int) -> Trace | None:
+def live(engine_name: str, model: str, gpus: int, precision: str = "full") -> Trace | None:
     """One training run of `model` under `engine_name` on `gpus` devices with Adam (None when the engine refuses
-    the model: a DataParallel pitfall's model is not one a rank runs, and the other way round)."""
+    the model: a DataParallel pitfall's model is not one a rank runs, and the other way round), in `precision`."""
     if model == UNEVEN:
         module, batch = uneven_model()
         trace = record(module, batch, engine=engine_name, gpus=gpus, train=True, optimizer="adam",
@@ -38,6 +38,7 @@ def live(engine_name: str, model: str, gpus: int) -> Trace | None:
         assert trace.failure is None, trace.failure
         return trace
     settings = {"find_unused": True} if engine_name in ("ddp", "zero1") and model == "unused" else {}
+    settings["precision"] = precision
     if engine_name == "dp":
         settings["backend"] = "simulated"
     try:

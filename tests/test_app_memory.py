@@ -71,3 +71,19 @@ def test_at_real_size_plans_a_pipeline_a_stage_per_gpu_with_its_own_controls():
     # More GPUs than the model has layers: the run's own sentence.
     app.number_input(key="real_gpus").set_value(64).run()
     assert not app.exception and f"**Pipeline**: {problem_of('transformer', 64, 34)}" in shown_text(app)
+
+
+def test_at_real_size_offers_mixed_precision_and_says_why_zero1_is_not_the_papers():
+    app = page(engine=MEMORY, **SETTINGS)
+    app.number_input(key="real_gpus").set_value(64).run()
+    app.radio(key="real_precision").set_value("mixed").run()
+    assert not app.exception
+    text = shown_text(app)
+    assert "mixed precision (bfloat16 compute" in text and "DistributedDataParallel 16;" in text
+    assert "FSDP 0.25" in text and "ZeroRedundancyOptimizer" in text and "31.4 GB" in text
+
+
+def test_a_mixed_toy_run_is_held_to_the_mixed_plan():
+    app = page(engine=MEMORY, precision="mixed", **SETTINGS)
+    assert not app.exception and app.query_params["precision"] == "mixed"
+    assert "holds exactly what the live runs' ranks held" in shown_text(app)

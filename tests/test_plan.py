@@ -241,3 +241,90 @@ def test_the_command_line_writes_the_plan_and_refuses_bad_values_in_one_line(tmp
         bad = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "transformer", "--gpus", "2", *args],
                              cwd=ROOT, capture_output=True, text=True, timeout=limit(starts=1, then_s=30))
         assert bad.returncode == 2 and words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+# Mixed precision: what the plan says each device holds is what the ranks of live mixed runs held (float32
+# parameters or master shards, float32 gradients and Adam's state), for the MLP (FSDP keeps its batch norm float32)
+# and the transformer at 2 and 4 devices.
+@pytest.mark.parametrize("engine_name", ["dp", "ddp", "zero1", "fsdp"])
+@pytest.mark.parametrize("name, gpus", [("mlp", 2), ("mlp", 4), ("transformer", 2), ("transformer", 4)])
+def test_the_mixed_plan_is_what_every_device_of_a_live_mixed_run_held(engine_name, name, gpus):
+    trace = live(engine_name, name, gpus, "mixed")
+    model, _ = build_model(name, 5, 2)
+    shape = measure(model, random_rows(name, 5, 8), precision="mixed")
+    planned = ENGINES[engine_name].part("plan")(shape, gpus, "adam")
+    for kind in HELD:
+        assert held(trace, kind) == [device[kind] for device in planned], f"{kind} of {name} on {gpus}"
+    assert held(trace, "parameters") == held(live(engine_name, name, gpus), "parameters")  # float32, as in full
+
+
+# The transformer (LayerNorm, attention, GELU, linear layers). Not the MLP: CPU batch norm's kernel saves one more
+# float32 tensor per channel for backward than its fake (meta) kernel says (64 bytes at its 16 channels).
+@pytest.mark.parametrize("name", ["transformer"])
+def test_what_the_mixed_plan_saves_for_backward_is_what_autocast_saves_on_the_cpu(name):
+    """Measured on fake tensors, against a real forward under CPU autocast: the same storages autograd saves, each
+    once (autocast's bfloat16 copies of the weights among them, parameters not), and as many of those copies."""
+    model, _ = build_model(name, 5, 2)
+    rows = random_rows(name, 5, 8)
+    saved, copies = {}, {}
+
+    def pack(tensor):
+        base = tensor._base if tensor._base is not None else tensor
+        if not isinstance(base, torch.nn.Parameter):
+            saved[id(base)] = base.numel() * base.element_size()
+            if base.dtype == torch.bfloat16 and any(base.data_ptr() != 0 and torch.equal(base, p.detach().to(base.dtype))
+                                                    and base.shape == p.shape for p in model.parameters()):
+                copies[id(base)] = saved[id(base)]
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(rows).float().mean()
+        loss.backward()
+    shape = measure(model, rows, precision="mixed")
+    assert shape.saved_bytes == sum(saved.values()) and shape.weight_copies == sum(copies.values()) > 0
+    assert shape.precision == "mixed" and {p.element_size for p in shape.params} == {4}
+    assert {p.element_size for p in shape.policy.params} == {2}  # what FSDP2's policy gathers
+
+
+def test_the_plan_gives_the_zero_papers_bytes_a_parameter_for_mixed_precision_adam():
+    """Rajbhandari et al. (2020), Figure 1: Ψ = 7.5B parameters on N_d = 64 devices, mixed-precision Adam (K = 12):
+    (2 + 2 + K)Ψ = 120 GB, (2 + 2)Ψ + KΨ/N_d = 31.4 GB, 2Ψ + (2 + K)Ψ/N_d = 16.6 GB, (2 + 2 + K)Ψ/N_d = 1.9 GB.
+    The plan of the 7B transformer on 64 devices gives DDP the baseline's 16 bytes a parameter and FSDP the last
+    stage's 16/64, exactly; ZeRO-1 (ZeroRedundancyOptimizer) 4 + 4 + 8/64 over its devices, not P_os's 4 + 12/64."""
+    from fractions import Fraction
+
+    from dpviz.analysis.model_state import paper, per_parameter
+
+    psi, devices = 7_500_000_000, 64
+    theirs = paper(devices)
+    gb = {stage: float(bytes_each * psi) / 1e9 for stage, bytes_each in theirs.items()}
+    assert [round(gb[s], 1) for s in ("baseline", "P_os", "P_os+g", "P_os+g+p")] == [120.0, 31.4, 16.6, 1.9]
+    found = plan("transformer", size="7b", gpus=devices, optimizer="adam", rows=1, precision="mixed")
+    ours = per_parameter(found)
+    assert ours["ddp"] == theirs["baseline"] == 16
+    assert ours["fsdp"] == theirs["P_os+g+p"] == Fraction(16, devices)
+    assert ours["zero1"] == 4 + 4 + Fraction(8, devices) != theirs["P_os"]
+    assert theirs["P_os"] == 2 + 2 + Fraction(12, devices)
+    assert per_parameter(found, fullest=True)["ddp"] == 16  # every DDP device holds it all
+    # Per device of DDP: float32 parameters and gradients, Adam's two float32 moments, whatever the compute.
+    count = found["model"]["parameters"]
+    first = found["engines"]["ddp"]["devices"][0]
+    assert (first["parameters"], first["gradients"], first["optimizer state"]) == (4 * count, 4 * count, 8 * count)
+    # What FSDP2 gathers and sends in bfloat16: the largest unit's parameters at 2 bytes, half of a full run's.
+    full = plan("transformer", size="7b", gpus=devices, optimizer="adam", rows=1)
+    assert found["engines"]["fsdp"]["devices"][0]["gathered"] * 2 == full["engines"]["fsdp"]["devices"][0]["gathered"]
+
+
+def test_the_command_line_plans_mixed_precision_and_refuses_it_with_bfloat16_parameters(tmp_path):
+    out = tmp_path / "plan.json"
+    done = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "transformer", "--gpus", "4",
+                           "--optimizer", "adam", "--precision", "mixed", "--json", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=limit(starts=1, then_s=30))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["model"]["precision"] == "mixed"
+    assert "computing in bfloat16" in done.stdout and "ZeroRedundancyOptimizer" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "transformer", "--gpus", "2",
+                          "--precision", "mixed", "--dtype", "bfloat16"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=limit(starts=1, then_s=30))
+    assert bad.returncode == 2 and "precision mixed" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -75,6 +75,12 @@ class ModelShape:
     catalogue: str | None = None  # the catalogue's name for the model ("transformer"); None for a module of one's own
     layers: tuple[Layer, ...] = ()  # as an engine cuts the model into a sequence (Parts.plan_layers)
     uncut: str | None = None  # why that engine cannot cut it (its sentence), when it cannot
+    precision: str = "full"  # "mixed": bfloat16 compute over these float32 parameters, measured under autocast
+    # Mixed precision under FSDP2's MixedPrecisionPolicy: the same model with the parameters it gathers and computes
+    # with in bfloat16 (its batch norms' in float32) and what autograd saves so; None when not mixed.
+    policy: "ModelShape | None" = None
+    # Of saved_bytes, autocast's bfloat16 copies of the weights: one per device whatever its rows (not scaled by them)
+    weight_copies: int = 0
 
     @property
     def parameter_bytes(self) -> int:
@@ -87,9 +93,10 @@ class ModelShape:
     def activations(self, rows: int) -> int:
         """Bytes one device holds for `rows` rows between forward and backward: what autograd saved, the rows and
         the output, scaled from the example batch (each grows with the rows)."""
-        if self.rows == 0:
+        if self.rows == 0 or rows == 0:
             return 0
-        return round((self.saved_bytes + self.input_bytes + self.output_bytes) * rows / self.rows)
+        grows = self.saved_bytes - self.weight_copies + self.input_bytes + self.output_bytes
+        return round(grows * rows / self.rows) + self.weight_copies
 
 
 def state_bytes(params: list[Param] | tuple[Param, ...], optimizer: str, elements: int | None = None,

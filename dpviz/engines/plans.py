@@ -25,6 +25,7 @@ SIZES = {
     "7b": {"vocabulary": 32000, "sequence": 4096, "width": 4096, "heads": 32, "blocks": 32},
 }
 DTYPES = ("float32", "bfloat16")
+PRECISIONS = ("full", "mixed")  # compute in the parameters' dtype, or in bfloat16 over float32 parameters
 TOKENS = 1024  # tokens in each row of a real-size transformer's example batch (its context may be longer)
 
 
@@ -67,7 +68,7 @@ def plan_shape(shape: ModelShape, gpus: int, optimizer: str, **options: Any) -> 
                          **({"options": own} if own else {})}
     return {"model": {"class": shape.name, "parameters": sum(p.numel for p in shape.params),
                       "parameter bytes": shape.parameter_bytes, "buffer bytes": shape.buffer_bytes,
-                      "rows": shape.rows, "dtype": shape.dtype, "units": len(shape.units)},
+                      "rows": shape.rows, "dtype": shape.dtype, "precision": shape.precision, "units": len(shape.units)},
             "gpus": gpus, "optimizer": optimizer, "engines": engines}
 
 
@@ -76,13 +77,15 @@ def scaled(shape: ModelShape, rows: int) -> ModelShape:
     import dataclasses
 
     factor = rows / shape.rows if shape.rows else 0
-    return dataclasses.replace(shape, rows=rows, saved_bytes=round(shape.saved_bytes * factor),
+    grows = shape.saved_bytes - shape.weight_copies  # autocast's copies of the weights do not grow with the rows
+    return dataclasses.replace(shape, rows=rows, saved_bytes=round(grows * factor) + shape.weight_copies,
                                input_bytes=round(shape.input_bytes * factor), output_bytes=round(shape.output_bytes * factor),
-                               layers=tuple(layer.scaled(factor) for layer in shape.layers))
+                               layers=tuple(layer.scaled(factor) for layer in shape.layers),
+                               policy=shape.policy and scaled(shape.policy, rows))
 
 
 def measure_catalogue(name: str, size: str | None = None, rows: int = 1, input_size: int = 5,
-                      output_size: int = 2, dtype: str | None = None) -> ModelShape:
+                      output_size: int = 2, dtype: str | None = None, precision: str = "full") -> ModelShape:
     """The shape of a catalogue model (at `size`, on the meta device), measured on `rows` rows: torch, in the
     process that calls it (a page asks a process of its own: dpviz.engines.apart.call_apart)."""
     import torch
@@ -90,17 +93,19 @@ def measure_catalogue(name: str, size: str | None = None, rows: int = 1, input_s
     from dpviz.engines.workload.shapes import measure
 
     model, example = _catalogue(name, size, rows, input_size, output_size)
-    return measure(model, example, dtype=None if dtype is None else getattr(torch, dtype), catalogue=name)
+    return measure(model, example, dtype=None if dtype is None else getattr(torch, dtype), precision=precision,
+                   catalogue=name)
 
 
 def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", dtype: str | None = None,
          loss: Any = None, size: str | None = None, rows: int = 8, input_size: int = 5, output_size: int = 2,
-         **options: Any) -> dict[str, Any]:
+         precision: str = "full", **options: Any) -> dict[str, Any]:
     """The plan of `model` (a module, or a catalogue model's name) on `example` (a batch; for a catalogue model,
-    `rows` random rows), on `gpus` devices, training with `optimizer` ("sgd" or "adam") in `dtype` ("float32",
-    "bfloat16" or the model's own). `size` ("gpt2-small", "1b", "7b") builds the catalogue's transformer at that
-    size on the meta device. `options`: the engines' own that their plans read (plan_options: schedule="1f1b",
-    microbatches=8). ValueError (one sentence) for a value it cannot plan."""
+    `rows` random rows), on `gpus` devices, training with `optimizer` ("sgd" or "adam"), its parameters in `dtype`
+    ("float32", "bfloat16" or the model's own), computing in them (`precision` "full") or in bfloat16 over float32
+    parameters ("mixed": autocast, FSDP2's MixedPrecisionPolicy). `size` ("gpt2-small", "1b", "7b") builds the
+    catalogue's transformer at that size on the meta device. `options`: the engines' own that their plans read
+    (plan_options: schedule="1f1b", microbatches=8). ValueError (one sentence) for a value it cannot plan."""
     import torch
 
     from dpviz.config import check_setting
@@ -117,13 +122,19 @@ def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", 
         raise ValueError(f"gpus must be a whole number from 1 to 1,024, got {gpus!r}.")
     if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}.")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
+    if precision == "mixed" and dtype == "bfloat16":
+        raise ValueError("precision mixed keeps the parameters in float32 beside bfloat16 compute, so it takes no "
+                         "dtype bfloat16 (alone, that plans pure bfloat16 training).")
     if isinstance(model, str):
         model, example = _catalogue(model, size, rows, input_size, output_size)
     elif size is not None:
         raise ValueError("size builds the catalogue's transformer; a module of your own has its own size.")
     if example is None:
         raise ValueError("a module of your own needs an example batch to plan its activations.")
-    shape = measure(model, example, loss, dtype=None if dtype is None else getattr(torch, dtype), catalogue=catalogue)
+    shape = measure(model, example, loss, dtype=None if dtype is None else getattr(torch, dtype), precision=precision,
+                    catalogue=catalogue)
     return plan_shape(shape, gpus, optimizer, **options)
 
 

@@ -12,34 +12,37 @@ import functools
 
 import streamlit as st
 
+from dpviz.analysis.model_state import lines as model_state_lines
 from dpviz.analysis.wording import human_bytes
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
-from dpviz.engines.plans import TOKENS, plan_shape, scaled
+from dpviz.engines.plans import PRECISIONS, TOKENS, plan_shape, scaled
 from dpviz.trace import Trace
 
 SIZES = {"gpt2-small": "GPT-2 small", "1b": "about 1B parameters", "7b": "about 7B parameters"}
 MEMORIES = (24, 40, 80)  # GB per device: the common cards' memory
+COMPUTING = {"full": "float32", "mixed": "mixed precision (bfloat16 compute, float32 parameters and state)"}
 HELD = ("parameters", "gradients", "optimizer state")
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 
 
-@functools.lru_cache(maxsize=len(SIZES))
-def shape_at(size: str):
-    """The transformer's shape at `size`, one row (a sequence of TOKENS tokens) long, in float32, measured apart."""
+@functools.lru_cache(maxsize=2 * len(SIZES))
+def shape_at(size: str, precision: str = "full"):
+    """The transformer's shape at `size`, one row (a sequence of TOKENS tokens) long, float32 parameters computing in
+    float32 or (`precision` mixed) bfloat16, measured apart."""
     from dpviz.engines.apart import call_apart
     from dpviz.engines.plans import measure_catalogue
 
-    return call_apart(measure_catalogue, "transformer", size, 1, 5, 2, None)
+    return call_apart(measure_catalogue, "transformer", size, 1, 5, 2, None, precision)
 
 
 @functools.lru_cache(maxsize=32)
-def toy_shape(model: str, rows: int, input_size: int, output_size: int):
-    """The shape of the catalogue model a live run ran, on the run's batch, measured apart."""
+def toy_shape(model: str, rows: int, input_size: int, output_size: int, precision: str = "full"):
+    """The shape of the catalogue model a live run ran, on the run's batch, in its precision, measured apart."""
     from dpviz.engines.apart import call_apart
     from dpviz.engines.plans import measure_catalogue
 
-    return call_apart(measure_catalogue, model, None, rows, input_size, output_size, None)
+    return call_apart(measure_catalogue, model, None, rows, input_size, output_size, None, precision)
 
 
 def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
@@ -54,9 +57,12 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
                                "allocated, nothing runs.")
     gpus = middle.number_input("GPUs", min_value=1, max_value=1024, value=8, step=1, key="real_gpus")
     memory = right.radio("GB per GPU", MEMORIES, index=2, horizontal=True, key="real_memory")
+    precision = left.radio("Precision", PRECISIONS, index=PRECISIONS.index(config.precision), horizontal=True,
+                           key="real_precision", help="full: float32 throughout. mixed: bfloat16 compute over float32 "
+                           "parameters, gradients and optimizer state (torch.autocast; FSDP2's MixedPrecisionPolicy).")
     options = plan_controls()
     optimizer = config.optimizer if config.train else "adam"
-    found = plan_shape(scaled(shape_at(size), int(gpus)), int(gpus), optimizer, **options)  # one sequence per GPU
+    found = plan_shape(scaled(shape_at(size, precision), int(gpus)), int(gpus), optimizer, **options)  # a sequence a GPU
     figure = plan_figure(found, int(memory), f"A transformer with {SIZES[size]}")
     st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                     config=CHART_CONFIG, key="real_size_chart")
@@ -64,9 +70,12 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
     st.markdown(" ".join(f"**{planned['label']}**: {'fits' if ok[name] else 'does not fit'}." if name in ok
                          else f"**{planned['label']}**: {markdown_text(planned['refused'], 300)}"
                          for name, planned in found["engines"].items())
-                + f" Training with {optimizer} in float32, one sequence of {TOKENS:,} tokens per GPU (a pipeline cuts the "
-                  "same batch into its microbatches, a stage per GPU), no activation checkpointing; the plan's rules "
-                  "are those the toy runs are held against.")
+                + f" Training with {optimizer} in {COMPUTING[precision]}, one sequence of {TOKENS:,} tokens per GPU (a "
+                  "pipeline cuts the same batch into its microbatches, a stage per GPU), no activation checkpointing; "
+                  "the plan's rules are those the toy runs are held against.")
+    said = model_state_lines(found)
+    if said:
+        st.markdown(" ".join(said))
     st.markdown(toy_words(config, traces))
 
 
@@ -96,7 +105,7 @@ def toy_words(config: RunConfig, traces: list[Trace]) -> str:
     held = [trace for trace in traces if trace.failure is None and trace.facts.get("held")]
     if not held:
         return ""
-    shape = toy_shape(config.model, config.batch_size, config.input_size, config.output_size)
+    shape = toy_shape(config.model, config.batch_size, config.input_size, config.output_size, config.precision)
     found = plan_shape(shape, config.gpus, config.optimizer)
     parts, unequal = [], []
     for trace in held:

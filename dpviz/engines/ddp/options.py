@@ -40,3 +40,9 @@ class DdpOptions:
         "What each rank steps when training: SGD with momentum keeps one buffer per parameter, Adam two (its "
         "optimizer state is twice the parameters).",
         kind="choice", choices=("sgd", "adam"))
+    precision: str = option(
+        "full", "Precision",
+        "full: everything in float32. mixed: forward and loss compute in bfloat16 while the parameters, gradients and "
+        "the optimizer's state stay float32 (torch.autocast under DataParallel, DDP and ZeRO-1; FSDP2's "
+        "MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)).",
+        kind="choice", choices=("full", "mixed"))

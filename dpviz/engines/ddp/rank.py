@@ -32,6 +32,7 @@ from dpviz.engines.ddp.sharding import per_rank_batch, plan, rank_shares, shard_
 from dpviz.engines.ranks.program import RankProgram, Step, local, whole_optimizer
 from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.engines.workload.memory import nbytes, stored_bytes
+from dpviz.engines.workload.precision import autocast
 
 
 def loader(config: RunConfig, plain: Any, rank: int, world: int) -> tuple[DataLoader, DistributedSampler | None]:
@@ -59,16 +60,20 @@ def schedule(config: RunConfig, world: int, rank: int):
             yield step, step // per_epoch
 
 
-def step(s: Step) -> None:
+def step(s: Step, cast: bool = True) -> None:
     """One step of this rank: its forward (the observer times the module's inside), and when training its loss,
-    backward and, on a step that synchronises, the optimizer's step; under no_sync() while gradients accumulate."""
+    backward and, on a step that synchronises, the optimizer's step; under no_sync() while gradients accumulate.
+    A mixed-precision run computes forward and the loss under torch.autocast (`cast`; FSDP's policy casts instead)."""
     config, observer = s.config, s.observer
     args, kwargs = s.call
     x = first_tensor((args, kwargs))  # the rows themselves, whatever form the model takes them in
     syncs = not config.train or (s.index + 1) % config.accumulate == 0 or s.index == s.last
     context = contextlib.nullcontext() if syncs else s.wrapped.no_sync()
+    device = x.device.type if isinstance(x, torch.Tensor) else "cpu"
+    compute = (lambda: autocast(config, device)) if cast else contextlib.nullcontext
     with context:
-        output = s.wrapped(*args, **kwargs)
+        with compute():
+            output = s.wrapped(*args, **kwargs)
         rows = len(s.entry["ids"])
         out = first_tensor(output)  # a tuple or dict output: its first tensor, as DataParallel shows
         out_shape = list(out.shape) if out is not None else []
@@ -78,7 +83,7 @@ def step(s: Step) -> None:
         observer.snapshot("forward")
         if config.train:
             _train(config, s.work, observer, s.model, output, s.teacher, x, (args, kwargs), out_shape, rows, syncs,
-                   s.optimizer, s.holder)
+                   s.optimizer, s.holder, compute)
 
 
 def report(wrapped: Any, result: dict, ended: bool) -> None:
@@ -116,10 +121,11 @@ def _logged(wrapped: Any) -> dict:
 
 
 def _train(config, work, observer: RankObserver, model, output, teacher, x, call, out_shape, rows, syncs,
-           optimizer, holder) -> None:
+           optimizer, holder, compute=contextlib.nullcontext) -> None:
     start = observer.now()
-    target = work.target(teacher, x, *call)
-    loss = work.loss(output, target) / config.accumulate  # accumulated grads are a sum
+    target = work.target(teacher, x, *call)  # the data's targets: outside autocast, in float32
+    with compute():
+        loss = work.loss(output, target) / config.accumulate  # accumulated grads are a sum
     observer.add("loss", start, observer.now())
     observer.hold("output and loss", nbytes(loss))
     observer.snapshot("loss")

@@ -16,7 +16,16 @@ def resolve_backend(config: RunConfig, available: int | None = None) -> str:
                 f"backend cuda needs {config.gpus} CUDA device{'s' if config.gpus > 1 else ''} "
                 f"but this machine has {available}; use backend simulated or fewer gpus."
             )
-        return "cuda"
+        return _cast_on_cuda(config)
     if config.backend == "auto" and available >= config.gpus >= 2:
-        return "cuda"
+        return _cast_on_cuda(config)
     return "simulated"
+
+
+def _cast_on_cuda(config: RunConfig) -> str:
+    """Real DataParallel's replicas would not compute in bfloat16: torch's parallel_apply enters autocast in each
+    replica's thread with the caller's `enabled` only, and a new thread's CUDA autocast dtype is float16."""
+    if config.precision == "mixed":
+        raise ConfigError("precision mixed computes in bfloat16, but nn.DataParallel's replica threads enter CUDA "
+                          "autocast in its default float16; use backend simulated (CPU autocast defaults to bfloat16).")
+    return "cuda"

@@ -11,3 +11,4 @@ from dpviz.engines.spec import same
 @dataclass(frozen=True)
 class DpOptions:
     optimizer: str = same(DdpOptions, "optimizer")
+    precision: str = same(DdpOptions, "precision")

@@ -24,6 +24,7 @@ from dpviz.engines.dp.observer import Observer
 from dpviz.engines.dp.simulated import SimulatedDataParallel
 from dpviz.engines.dp.workers import POOL
 from dpviz.trace import Batch, Failure, Lane, Trace, WarningNote
+from dpviz.engines.workload.precision import autocast
 from dpviz.engines.workload.warning_capture import collecting
 
 
@@ -119,7 +120,9 @@ def record(config: RunConfig, progress: Progress | None = None, workload: Any = 
             index = len(batches)
             caught.batch = index
             try:
-                with collecting(caught.add, observer.threads):
+                # Mixed precision: autocast entered here, in the caller's thread; parallel_apply enters it again in
+                # each replica's thread (autocast is thread-local), as torch's does.
+                with collecting(caught.add, observer.threads), autocast(config, "cpu"):
                     output = parallel(*args, **kwargs)
             except Exception as error:  # what the user's loop would die of: record it and stop
                 observer.failed()
@@ -132,7 +135,7 @@ def record(config: RunConfig, progress: Progress | None = None, workload: Any = 
             if config.train:
                 try:
                     target = work.target(teacher, x, args, kwargs)
-                    _train_step(observer, output, lambda out: work.loss(out, target), optimizer)
+                    _train_step(observer, output, lambda out: _cast_loss(config, work, out, target), optimizer)
                 except Exception as error:  # a user's loss or backward that fails: what their loop would die of
                     failure = _failure(error, index, source=not work.facts())
                     batches.append(batch(_shape(output)))
@@ -176,6 +179,12 @@ def _train_step(observer: Observer, output: torch.Tensor, loss_of: Callable[[tor
     start = observer.now()
     optimizer.step()
     observer.stepped(start, optimizer)
+
+
+def _cast_loss(config: RunConfig, work: Any, output: Any, target: Any) -> torch.Tensor:
+    """The loss under autocast when the run is mixed, as torch's recipe computes it (backward runs outside)."""
+    with autocast(config, "cpu"):
+        return work.loss(output, target)
 
 
 def _losses(observer: Observer, model: nn.Module, args: tuple, kwargs: dict, output: torch.Tensor, batch: int) -> dict:

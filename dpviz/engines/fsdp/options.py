@@ -17,6 +17,7 @@ class FsdpOptions:
     set_epoch: bool = same(DdpOptions, "set_epoch")
     timeout_s: int = same(DdpOptions, "timeout_s")
     optimizer: str = same(DdpOptions, "optimizer")
+    precision: str = same(DdpOptions, "precision")
     reshard_after_forward: bool = option(
         True, "fully_shard(reshard_after_forward=True)",
         "On: each module's gathered parameters are freed after its forward and gathered again for its backward. Off: "

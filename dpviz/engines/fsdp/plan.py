@@ -6,9 +6,14 @@ padded gradients per reduce-scatter.
 
 Bytes are what torch allocates. Every rank allocates c rows of each parameter, the last ranks' fewer (or no) real
 rows padded, and one reduce-scatter output of c rows per parameter with a gradient, which the gradients view;
-Adam's and SGD's state follows each shard's real rows, unpadded."""
+Adam's and SGD's state follows each shard's real rows, unpadded.
+
+Under mixed precision (MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)) the shards, their
+gradients and the state stay float32; what is gathered, all-gathered and computed with is bfloat16 (the shape's
+`policy`), and the gradients are reduce-scattered in float32."""
 from __future__ import annotations
 
+import dataclasses
 from math import prod
 
 from dpviz.engines.planning import ModelShape, Param, device, ring_share, rows_per_device, state_bytes
@@ -39,19 +44,31 @@ def shard_bytes(param: Param, ranks: int) -> int:
 
 def plan(shape: ModelShape, gpus: int, optimizer: str) -> list[dict[str, int]]:
     rows = rows_per_device(shape.rows, gpus)
-    by_name = {p.name: p for p in shape.params}
+    cast = shape.policy or shape  # what is gathered and computed with: bfloat16 under mixed precision
+    by_name = {p.name: p for p in cast.params}
     grouped = [[by_name[name] for name in names if name in by_name] for _, names in shape.units]
     in_units = {p.name for group in grouped for p in group}
-    grouped.append([p for p in shape.params if p.name not in in_units])  # the root's group
+    grouped.append([p for p in cast.params if p.name not in in_units])  # the root's group
     gathered = max((sum(padded_bytes(p, gpus) for p in group) for group in grouped), default=0)
     padded = sum(padded_bytes(p, gpus) for p in shape.params)
-    sent = 3 * ring_share(gpus) * padded  # all-gather forward and backward, reduce-scatter: padded shards each
+    # All-gathers forward and backward of the padded parameters as computed with, a reduce-scatter of the padded
+    # gradients as kept.
+    sent = ring_share(gpus) * (2 * sum(padded_bytes(p, gpus) for p in cast.params) + padded)
     grads = [p for p in shape.params if p.trainable and p.reached]
     held = sum(shard_bytes(p, gpus) for p in shape.params)  # the same on every rank
     grad_bytes = sum(shard_bytes(p, gpus) for p in grads)
     devices = []
     for rank in range(gpus):
         grad_elements = sum(shard_elements(p, rank, gpus) for p in grads)  # the state: real rows only
-        planned = device(held, grad_bytes, state_bytes(grads, optimizer, grad_elements), shape.activations(rows[rank]), sent)
+        planned = device(held, grad_bytes, state_bytes(grads, optimizer, grad_elements), activations(shape, rows[rank]),
+                         sent)
         devices.append({**planned, "gathered": gathered})
     return devices
+
+
+def activations(shape: ModelShape, rows: int) -> int:
+    """What a rank keeps for backward over `rows` rows: under mixed precision, what the policy's bfloat16 modules
+    save and return, beside the rows as loaded."""
+    if shape.policy is None:
+        return shape.activations(rows)
+    return dataclasses.replace(shape.policy, input_bytes=shape.input_bytes).activations(rows)

@@ -34,6 +34,7 @@ from dpviz.engines.ranks.program import local
 from dpviz.engines.workload.units import TIED, shard_units, tied_groups
 from dpviz.engines.workload.memory import nbytes, stored_bytes
 from dpviz.engines.workload.input_forms import first_tensor
+from dpviz.engines.workload.precision import mixed, policy
 
 
 def wrap(model: nn.Module, config: Any, rank: int, cuda: bool, local_rank: int,
@@ -41,9 +42,10 @@ def wrap(model: nn.Module, config: Any, rank: int, cuda: bool, local_rank: int,
     """fully_shard each unit, then the root; the model (now sharded in place), its observer, the seconds it took."""
     begin = time.perf_counter()
     units = shard_units(model)
+    cast = lambda module: {"mp_policy": policy(config, module)} if mixed(config) else {}  # else FSDP2's default
     for _, unit in units:
-        fully_shard(unit, reshard_after_forward=config.reshard_after_forward)
-    fully_shard(model, reshard_after_forward=config.reshard_after_forward)
+        fully_shard(unit, reshard_after_forward=config.reshard_after_forward, **cast(unit))
+    fully_shard(model, reshard_after_forward=config.reshard_after_forward, **cast(model))
     sharded = time.perf_counter()
     observer = ShardObserver(rank, model, [name for name, _ in units] + [""], cuda, memory_steps,
                              "NCCL" if cuda else "gloo", config.dim)
@@ -100,7 +102,9 @@ class ShardObserver(RankObserver):
                                  "held": sum(local(p).numel() for p in params)})  # elements of this rank's shards
             # What FSDP2's all-gather output holds while the group is whole: every rank's padded shard (dim 0 padded
             # to a multiple of the ranks), not the parameters' own sizes.
-            self.gathered_bytes[id(group)] = sum(p.padded_sharded_param_size.numel() * world * p.sharded_param.element_size()
+            # Under a MixedPrecisionPolicy the gathered parameters are its param_dtype's (bfloat16), not the shards'.
+            self.gathered_bytes[id(group)] = sum(p.padded_sharded_param_size.numel() * world *
+                                                 (group.mp_policy.param_dtype or p.sharded_param.dtype).itemsize
                                                  for p in group.fsdp_params)
             self._time_group(at, group)
             group._all_gather_comm = _Counted(group._all_gather_comm, self._gathering)

@@ -19,6 +19,9 @@ from dpviz.engines.planning import Layer, ModelShape, device, state_bytes
 def problem(shape: ModelShape, stages: int, schedule: str, microbatches: int) -> str | None:
     """Why a run would not make `shape` a pipeline of `stages` stages under `schedule` with `microbatches`, in the
     run's own sentence (spec.problem, stages.own_problem); None when it would."""
+    if shape.precision != "full":  # its layers are measured in full precision only, as it runs
+        return ("a pipeline run computes in its parameters' own dtype (it takes no precision option), so it is "
+                "planned with precision full only.")
     name = shape.catalogue
     if name is None:  # one's own: cut by its children, when it is a sequence at all
         cut = shape.uncut or problem_of("your model", stages, len(shape.layers))

@@ -8,6 +8,8 @@ seconds); a model with real weights is measured on a meta copy of itself, so mea
 from __future__ import annotations
 
 import copy
+import dataclasses
+from contextlib import nullcontext
 from typing import Any, Callable
 
 import torch
@@ -20,30 +22,73 @@ from dpviz.engines.workload.memory import nbytes
 
 
 def measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Tensor] | None = None, *,
-            dtype: torch.dtype | None = None, catalogue: str | None = None) -> ModelShape:
+            dtype: torch.dtype | None = None, precision: str = "full", catalogue: str | None = None) -> ModelShape:
     """The shape of `model` on `example` (a tensor, or what dpviz.Args passes), in `dtype` if given (its own else).
     `loss(output, example)` makes the scalar backward starts from (the output's mean when not given). `catalogue`:
-    the catalogue's name for the model (None for one's own), which says how an engine cuts it into layers."""
-    meta = _on_meta(model, dtype)
-    example = _to_meta(example, dtype)
+    the catalogue's name for the model (None for one's own), which says how an engine cuts it into layers.
+
+    `precision` "mixed": float32 parameters, forward and loss under torch.autocast to bfloat16, which meta tensors
+    do not dispatch to, so measured on fake CPU tensors (FakeTensorMode: nothing allocated either). What autograd
+    saves then holds autocast's bfloat16 copies of the weights its matmuls use (freed by backward, not before);
+    `policy` is the model as FSDP2's MixedPrecisionPolicy computes it. Its layers are not measured: the engine that
+    cuts models into layers runs in full precision only. ValueError (one sentence) for a model whose parameters are
+    not float32 (mixed precision keeps float32 ones)."""
+    if precision == "full":
+        return _measure(model, example, loss, dtype, catalogue=catalogue)
+    own = dtype or _dtype_of(model)
+    if own != torch.float32:
+        raise ValueError(f"precision mixed keeps the parameters in float32 beside bfloat16 compute, but these are "
+                         f"{str(own).replace('torch.', '')}; plan them in float32, or with precision full.")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from dpviz.engines.workload.precision import COMPUTE
+
+    fake = FakeTensorMode(allow_non_fake_inputs=True)  # entered only where tensors are made and run: the model
+    shape = _measure(model, example, loss, torch.float32, device="cpu", mode=fake,  # is copied outside it
+                     compute=lambda: torch.autocast("cpu", dtype=COMPUTE), catalogue=catalogue, layered=False)
+    policy = _measure(model, example, loss, COMPUTE, policy=True, layered=False)
+    return dataclasses.replace(shape, precision="mixed", policy=policy)
+
+
+def _measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Tensor] | None, dtype: torch.dtype | None,
+             *, device: str = "meta", mode: Any = None, compute: Callable[[], Any] = nullcontext,
+             policy: bool = False, catalogue: str | None = None, layered: bool = True) -> ModelShape:
+    meta = _on_meta(model, dtype, device, mode, policy)
+    with mode or nullcontext():
+        example = _to_meta(example, dtype, device)
     names = {id(p): name for name, p in meta.named_parameters()}
     for tied in tied_groups(meta):
         names[id(meta.get_parameter(tied[0]))] = TIED.join(tied)
-    layers, uncut = _layers(meta, example, catalogue, names)
+    layers, uncut = _layers(meta, example, catalogue, names) if layered else ((), None)
     saved: dict[int, int] = {}
-    with torch.autograd.graph.saved_tensors_hooks(_packer(saved), lambda tensor: tensor):
-        output = meta(*example.args, **example.kwargs) if hasattr(example, "args") else meta(example)
-    out = first_tensor(output)
-    scalar = loss(output, example) if loss is not None else (out.float().mean() if out is not None else None)
-    if scalar is not None and scalar.requires_grad:
-        scalar.backward()
+    copies: set[int] = set()
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        # Each storage once: a view autograd keeps (a weight's transpose, a slice) holds no memory of its own, and a
+        # weight's is the parameter's, already counted (autocast's bfloat16 copy of one is not: it is counted).
+        base = _base(tensor)
+        if not isinstance(base, nn.Parameter):
+            saved[id(base)] = base.numel() * base.element_size()
+            if _cast_of_parameter(base):
+                copies.add(id(base))
+        return tensor
+
+    with mode or nullcontext(), torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        with compute():  # forward and the loss, as a training loop computes them
+            output = meta(*example.args, **example.kwargs) if hasattr(example, "args") else meta(example)
+            out = first_tensor(output)
+            scalar = loss(output, example) if loss is not None else (out.float().mean() if out is not None else None)
+        if scalar is not None and scalar.requires_grad:
+            scalar.backward()
     rows = _rows(example)
     params = tuple(Param(names[id(p)], tuple(p.shape), p.element_size(), p.requires_grad, p.grad is not None)
                    for p in meta.parameters())
     units = tuple((name, tuple(names[id(p)] for p in unit.parameters())) for name, unit in shard_units(meta))
     return ModelShape(type(model).__name__, params, nbytes(list(meta.buffers())), units, rows, sum(saved.values()),
                       nbytes(_leaves(example)), nbytes(output), str(dtype or _dtype_of(meta)).replace("torch.", ""),
-                      catalogue=catalogue, layers=layers, uncut=uncut)
+                      catalogue=catalogue, layers=layers, uncut=uncut,
+                      weight_copies=sum(saved[key] for key in copies))
+
 
 
 def _packer(saved: dict[int, int]) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -91,41 +136,56 @@ def _layers(meta: nn.Module, example: Any, catalogue: str | None,
     return tuple(measured), None
 
 
+
+def _cast_of_parameter(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` is a parameter cast to another dtype (autocast's copy of a weight, cached for its region)."""
+    node = tensor.grad_fn
+    if node is None or type(node).__name__ != "ToCopyBackward0":
+        return False
+    return any(isinstance(getattr(parent, "variable", None), nn.Parameter) for parent, _ in node.next_functions if parent)
+
+
 def _dtype_of(model: nn.Module) -> torch.dtype:
     return next((p.dtype for p in model.parameters()), torch.float32)
 
 
-def _on_meta(model: nn.Module, dtype: torch.dtype | None) -> nn.Module:
-    """A copy of `model` on the meta device, in `dtype`: each tensor replaced once, so that a parameter several
-    modules share stays one parameter (Module.to would give each module its own). Nothing is allocated."""
+def _on_meta(model: nn.Module, dtype: torch.dtype | None, device: str = "meta", mode: Any = None,
+             policy: bool = False) -> nn.Module:
+    """A copy of `model` on the meta device (or fake CPU tensors, inside `mode`), in `dtype`: each tensor replaced
+    once, so that a parameter several modules share stays one parameter (Module.to would give each module its own).
+    Nothing is allocated. `policy`: as FSDP2's MixedPrecisionPolicy casts, the parameters only, a batch norm's not."""
+    from dpviz.engines.workload.precision import keeps_float32
+
     meta = copy.deepcopy(model)  # the caller's module keeps its own tensors (a meta copy costs nothing)
     made: dict[int, torch.Tensor] = {}
 
-    def moved(tensor: torch.Tensor) -> torch.Tensor:
+    def moved(tensor: torch.Tensor, cast: bool) -> torch.Tensor:
         if id(tensor) not in made:
-            kind = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
-            empty = torch.empty(tensor.shape, dtype=kind, device="meta")
+            kind = dtype if cast and dtype is not None and tensor.is_floating_point() else tensor.dtype
+            empty = torch.empty(tensor.shape, dtype=kind, device=device)
             made[id(tensor)] = nn.Parameter(empty, tensor.requires_grad) if isinstance(tensor, nn.Parameter) else empty
         return made[id(tensor)]
 
-    for module in meta.modules():
-        for table in (module._parameters, module._buffers):
-            for name, tensor in list(table.items()):
-                if tensor is not None:
-                    table[name] = moved(tensor)
+    with mode or nullcontext():
+        for module in meta.modules():
+            for table, cast in ((module._parameters, not (policy and keeps_float32(module))), (module._buffers, not policy)):
+                for name, tensor in list(table.items()):
+                    if tensor is not None:
+                        table[name] = moved(tensor, cast)
     return meta
 
 
-def _to_meta(example: Any, dtype: torch.dtype | None) -> Any:
+def _to_meta(example: Any, dtype: torch.dtype | None, device: str = "meta") -> Any:
     if isinstance(example, torch.Tensor):
-        moved = example.to("meta")
-        return moved.to(dtype) if dtype is not None and moved.is_floating_point() else moved
+        kind = dtype if dtype is not None and example.is_floating_point() else example.dtype
+        return torch.empty(example.shape, dtype=kind, device=device)
     if isinstance(example, dict):
-        return {key: _to_meta(value, dtype) for key, value in example.items()}
+        return {key: _to_meta(value, dtype, device) for key, value in example.items()}
     if isinstance(example, (list, tuple)):
-        return type(example)(_to_meta(value, dtype) for value in example)
+        return type(example)(_to_meta(value, dtype, device) for value in example)
     if hasattr(example, "args"):
-        return type(example)(*_to_meta(list(example.args), dtype), **_to_meta(dict(example.kwargs), dtype))
+        return type(example)(*_to_meta(list(example.args), dtype, device),
+                             **_to_meta(dict(example.kwargs), dtype, device))
     return example
 
 
