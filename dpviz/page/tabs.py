@@ -179,7 +179,11 @@ CONTROLS = {
 
 
 def view_of(trace: Trace, view: View) -> None:
-    CONTROLS[view.control](trace, view)
+    lacking = view.lacks(trace)  # a loaded file may lack what this view draws: said in its place
+    if lacking is not None:
+        st.info(markdown_text(lacking))
+    else:
+        CONTROLS[view.control](trace, view)
 
 
 def view_tabs(labels: list[str], opening: str | None = None):

@@ -118,6 +118,7 @@ SPEC = EngineSpec(
         rank_program="dpviz.engines.pipeline.rank:PROGRAM",
         own_batch="dpviz.engines.pipeline.stages:own_problem",  # a user's module: its layers and its batch
         opening_batch=f"{_READ}.bubble:opening_step",
+        view_lacks=f"{_READ}.lacks:pipeline_lacks",
         views={
             "one_step": f"{_READ}.one_step:one_step_pipeline_figure",
             "timeline": "dpviz.figures.timeline:timeline_figure",
