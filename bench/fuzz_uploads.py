@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fuzz_uploads.py                 # 2,000 cases from seed 0
     .venv/bin/python bench/fuzz_uploads.py --cases 5000 --seed 7
+    .venv/bin/python bench/fuzz_uploads.py --cases 0 --field-cases 300   # one field off, every engine, only
 
 A few small real runs are recorded (the tutorial, a training run, failing and warning pitfalls, a GRU
 on dim 1 with its hidden state, one device, and one dressed as a CUDA run), written as trace files and
@@ -12,7 +13,10 @@ trace_json.loads as text, as bytes or as UTF-8 with raw non-ASCII characters. It
 TraceError whose message is one sentence, or give a trace that every view draws (draw_everything: each
 view of the page's registry, dpviz.figures.views, with every batch or window it offers, then the key
 figures, the explanation, the HTML report, the tutorial log and both downloads).
-Any other outcome is a failure, printed with the seed and case that reproduce it; the script exits 1.
+A view the file lacks something for must say so in one sentence instead (View.lacks, as the page does).
+Then the field cases (bench/field_cases.py): a real run of every engine with one field changed, removed or retyped,
+held to the same rule. Any other outcome is a failure, printed with the seed and case that reproduce it; the script
+exits 1.
 tests/test_upload_fuzz.py runs a few hundred cases of the same generator.
 """
 from __future__ import annotations
@@ -41,6 +45,7 @@ from dpviz.figures import views
 from dpviz.figures.report import markdown_to_html
 from dpviz.presets import PRESETS
 from dpviz.trace import Trace
+from field_cases import RUNS, field_cases  # noqa: E402  beside this file
 
 # Values no real run writes where they land, or only in one place.
 NASTY: list[Any] = [
@@ -217,8 +222,13 @@ def draw_everything(trace: Trace, every: bool = True, verify: bool = True, repor
     `verify` adds what only a test does: the Chrome trace as strict JSON and the written trace read back
     as the same file. Without `report` the HTML report (which draws the views again) is left out, but
     not the parts only it has."""
-    for view in views.VIEWS:
+    for view in views.views_of(trace):
         if view.shows(trace):  # as the page: a view with nothing for this run (no pitfall) has no tab
+            lacking = view.lacks(trace)  # what the file lacks for it: the page says so in its place
+            if lacking is not None:
+                if not one_sentence(lacking):
+                    raise AssertionError(f"{view.key}: what the file lacks is not one sentence: {lacking!r}")
+                continue
             for args in _choices(trace, view, every):
                 drawn = view.build(trace, *args)
                 if view.control == views.TEXT:
@@ -261,7 +271,11 @@ class Tally:
 def run_case(seed: int, index: int, tally: Tally, draw: Callable[[Trace], None] = draw_everything) -> None:
     """Load case `index` of `seed` and draw it if it loads; a failure is recorded with what reproduces it."""
     text, changes = make_case(seed, index)
-    where = f"seed {seed} case {index} ({'; '.join(changes)})"
+    judge(text, f"seed {seed} case {index} ({'; '.join(changes)})", tally, draw)
+
+
+def judge(text: str | bytes, where: str, tally: Tally, draw: Callable[[Trace], None] = draw_everything) -> None:
+    """Load `text` and draw it if it loads; a failure is recorded under `where`, what reproduces it."""
     try:
         trace = trace_json.loads(text)
     except TraceError as error:
@@ -283,9 +297,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--field-cases", type=int, default=100, help="cases of one field off, per engine")
     args = parser.parse_args()
-    if args.cases < 1:
-        parser.error("--cases must be at least 1")
+    if args.cases < 0 or args.field_cases < 0:
+        parser.error("--cases and --field-cases must be at least 0")
     start = time.perf_counter()
     base_documents()
     tally = Tally()
@@ -294,12 +309,21 @@ def main() -> None:
         if (index + 1) % 100 == 0:
             print(f"  {index + 1:,} cases: {tally.rejected:,} rejected, {tally.drawn:,} drawn, "
                   f"{len(tally.failures):,} failed", flush=True)
-    for failure in tally.failures:
-        print(f"FAILED {failure}")
     print(f"seed {args.seed}, {args.cases:,} cases in {time.perf_counter() - start:,.0f} s: "
           f"{tally.rejected:,} rejected with one sentence, {tally.drawn:,} accepted and drawn, "
-          f"{len(tally.failures):,} failed")
-    sys.exit(1 if tally.failures else 0)
+          f"{len(tally.failures):,} failed", flush=True)
+    fields = {engine: Tally() for engine in RUNS}
+    start = time.perf_counter()
+    for engine, where, text in field_cases(args.seed, args.field_cases):
+        judge(text, f"seed {args.seed} {where}", fields[engine], lambda trace: draw_everything(trace, every=False))
+    for engine, each in fields.items():
+        print(f"one field off, {engine}: {each.rejected + each.drawn + len(each.failures):,} cases, {each.rejected:,} "
+              f"rejected with one sentence, {each.drawn:,} accepted and drawn, {len(each.failures):,} failed")
+    print(f"one field off: {time.perf_counter() - start:,.0f} s")
+    failures = tally.failures + [failure for each in fields.values() for failure in each.failures]
+    for failure in failures:
+        print(f"FAILED {failure}")
+    sys.exit(1 if failures else 0)
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ def plotly_text(text: Any, limit: int | None = None) -> str:
     return html.escape(_plain(text, limit), quote=False)
 
 
-def one_line(message: str) -> str:
+def one_line(message: str, limit: int = MESSAGE_LIMIT) -> str:
     """A message from a run as the last line quotes it: its first line, control characters escaped, cut."""
     first = (message.strip().splitlines() or [""])[0]
-    return cut("".join(c if c.isprintable() else repr(c)[1:-1] for c in first), MESSAGE_LIMIT)
+    return cut("".join(c if c.isprintable() else repr(c)[1:-1] for c in first), limit)

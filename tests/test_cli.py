@@ -128,7 +128,10 @@ def test_a_preset_that_dataparallel_fails_prints_the_error_writes_the_trace_and_
     assert lines[-1] == trace.failure.original  # the replica's own error closes the log, as Python prints it
     assert f"{trace.failure.type}: {trace.failure.message.splitlines()[0]}" in lines
     assert "/work/" not in result.stdout  # tracebacks name torch/... and dpviz/..., not the machine's folders
-    assert f"failed in batch 4 of 4 on 8 simulated devices: {trace.failure.headline}" in result.stderr
+    # What DataParallel said, then the replica's own error: the line ends as the log does
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        f"failed in batch 4 of 4 on 8 simulated devices: {trace.failure.message.splitlines()[0]} "
+        f"The replica's own error: {trace.failure.original}")
 
 
 def test_options_given_with_a_preset_override_it(tmp_path):

@@ -202,3 +202,47 @@ def test_mutated_ddp_traces_are_refused_with_a_sentence_or_draw_every_view():
             tally.failures.append(f"{where}: a view raised\n{traceback.format_exc(limit=-4)}")
     assert not tally.failures, "\n\n".join(tally.failures)
     assert tally.rejected + tally.drawn == DDP_CASES
+
+
+FIELD_CASES = 12  # per engine: bench/fuzz_uploads.py runs hundreds
+
+
+def test_one_field_off_of_every_engines_run_is_refused_or_draws():
+    """A real run of each engine with one field changed, removed or retyped: refused with one sentence, or every
+    view draws or says in one sentence what the file lacks for it."""
+    from fuzz_uploads import judge
+    from field_cases import RUNS, field_cases
+
+    tallies = {engine: Tally() for engine in RUNS}
+    for engine, where, text in field_cases(SEED, FIELD_CASES):
+        judge(text, where, tallies[engine], lambda trace: draw_everything(trace, every=False, report=False))
+    assert not [f for t in tallies.values() for f in t.failures], "\n\n".join(f for t in tallies.values() for f in t.failures)
+    assert all(t.rejected + t.drawn == FIELD_CASES for t in tallies.values())
+
+
+def _lacking(engine: str, run: int, edit) -> tuple:
+    """An engine's run with `edit` made to its file, loaded: its views and what each lacks."""
+    from field_cases import documents
+    from dpviz.figures.views import views_of
+
+    trace = trace_json.loads(_edited(json.loads(documents(engine)[run]), edit))
+    draw_everything(trace, every=False, report=True)  # every other view draws, the report leaves the lacking out
+    return {view.key: view.lacks(trace) for view in views_of(trace) if view.shows(trace)}
+
+
+def test_a_dataparallel_file_without_arguments_says_so_in_the_inputs_view():
+    lacking = _lacking("dp", 1, lambda d: d.update(arguments=[]))  # kwargs-small-batch, a failing run
+    assert one_sentence(lacking["inputs"]) and "records no replica's arguments" in lacking["inputs"]
+    assert [key for key, said in lacking.items() if said] == ["inputs"]
+
+
+def test_a_pipeline_file_without_its_activations_says_so_in_the_memory_view():
+    lacking = _lacking("pipeline", 0, lambda d: d["facts"].pop("flight"))
+    assert one_sentence(lacking["memory"]) and "facts 'flight'" in lacking["memory"]
+    assert [key for key, said in lacking.items() if said] == ["memory"]
+
+
+def test_a_ddp_step_numbered_out_of_place_is_refused():
+    from field_cases import documents
+
+    _refused(_edited(json.loads(documents("ddp")[1]), lambda d: d["batches"][1].update(index=2)), "batch 1 is numbered 2")

@@ -91,6 +91,9 @@ class Timeline(Protocol):
 class SampledBatches(Protocol):
     def __call__(self, trace: Trace) -> list[int]: """The batches a view can show of this trace."""
 
+class Lacks(Protocol):
+    def __call__(self, trace: Trace, view: str) -> str | None: """What the trace lacks for view `view`, in one sentence, or None."""
+
 class Applies(Protocol):
     def __call__(self, trace: Trace) -> bool: """Whether a view has anything to show for this trace."""
 
@@ -190,6 +193,8 @@ class Parts:
     opening_batch: Lazy[OfTrace] | None = None  # the 0-based batch or step the views open on
     pitfall_shown: Lazy[Applies] | None = None  # whether the Pitfall view has anything for this trace
     inputs_sampled: Lazy[SampledBatches] | None = None  # the batches whose arguments the trace kept
+    # What a loaded file lacks for one of its views (a field an edited file left out), said in that view's place
+    view_lacks: Lazy[Lacks] | None = None
     # The toolkit's views it draws (dpviz.figures.views), by key: a view with no entry is not shown for its traces.
     views: Mapping[str, Lazy[Any]] = field(default_factory=dict)
     own_views: tuple[View, ...] = ()  # views of its own, beside the toolkit's

@@ -28,5 +28,5 @@ def warnings_and_failure(trace: Trace, batch: int) -> list[str]:
     lines = [f"{w.category}: {w.message}" for w in trace.warnings if w.batch == batch]
     failure = trace.failure
     if failure is not None and failure.batch == batch:
-        lines += ["Traceback (most recent call last):", "  ...", f"{failure.type}: {failure.message}"]
+        lines += ["Traceback (most recent call last):", "  ...", *failure.printed.splitlines()]
     return lines

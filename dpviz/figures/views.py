@@ -100,8 +100,17 @@ class View:
         """Whether the page gives this view a tab for `trace`: its engine draws it, and it has something."""
         return self.draws(trace) and (self.shown is None or self.shown(trace))
 
+    def lacks(self, trace: Trace) -> str | None:
+        """What `trace` lacks for this view to draw, in one sentence, or None when it draws: decided once, here, for
+        the page (which says it in the view's place), the report (which leaves the view out) and the upload fuzzer."""
+        if self.sampled is not None and not self.sampled(trace):
+            return self.missing
+        return trace.spec.part("view_lacks")(trace, self.key) if trace.spec.has("view_lacks") else None
+
     def figures_for_report(self, trace: Trace) -> list[tuple[str, Any]]:
         """What the report shows of this view: (figure id, figure or text) pairs, none when it has nothing."""
+        if self.lacks(trace) is not None:
+            return []
         if self.report is not None:
             return self.report(trace)
         return [(self.anchor, self.build(trace))]
@@ -163,7 +172,8 @@ VIEWS: tuple[View, ...] = (
     View("step", "Step through", "Step through a batch", "step", step_figure, BATCH),
     View("inputs", "Inputs", "What each GPU received", "inputs", inputs_figure, SAMPLED, report=_inputs,
          sampled=argument_batches,
-         missing="This trace does not record what each replica received (it predates dpviz's trace version 2)."),
+         missing="This file records no replica's arguments (a file of a dpviz before trace version 2, or one edited "
+                 "since), so there is nothing to show of what each replica received."),
     View("memory", "Memory", "Memory per GPU", "memory", memory_figure, SAMPLED, report=_memories,
          sampled=memory_batches, missing="This trace holds no memory figures."),
     View("log", "Tutorial log", "Tutorial log", "log", bounded_log, TEXT, report=lambda trace: [("log", bounded_log(trace))]),

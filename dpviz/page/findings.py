@@ -5,6 +5,8 @@ import re
 
 import streamlit as st
 
+from dpviz.analysis.failure_words import failure_parts
+from dpviz.echo import code_span
 from dpviz.exports import chrome_trace
 from dpviz.trace import json_io as trace_json
 from dpviz.analysis.explain import explain
@@ -82,3 +84,9 @@ def report(trace: Trace) -> str:
     from dpviz.figures.report import html_report
 
     return html_report(trace)
+
+
+def failure_markdown(trace: Trace) -> str:
+    """The failure's one line (dpviz.analysis.failure_words) as markdown: what dpviz saw and torch's cause as code."""
+    lead, joint, cause = failure_parts(trace)
+    return f"{code_span(lead)}{joint}{code_span(cause)}" if lead else code_span(cause)  # the joint: the engine's words

@@ -10,7 +10,7 @@ from dpviz.config import RunConfig
 from dpviz.analysis.wording import counted
 from dpviz.echo import markdown_text
 from dpviz.engines import ENGINES
-from dpviz.page.findings import keep_units
+from dpviz.page.findings import failure_markdown, keep_units
 from dpviz.page.running import run, same_settings
 from dpviz.page.session import Runs, drawing
 from dpviz.page.state import PRESENT
@@ -45,7 +45,7 @@ def show_memory(config: RunConfig) -> None:
     for trace in traces:
         if trace.failure is not None:
             st.error(f"**{trace.spec.runs}: {trace.spec.unit} {counted(trace.failure.batch)} failed**: "
-                     f"{markdown_text(trace.failure.message, 300)}")
+                     f"{failure_markdown(trace)}")
     if not config.train:
         st.info("Forward only: no gradients, no optimizer state, no all-reduce. Turn on **Train** (and choose Adam "
                 "as the optimizer, which every engine here then steps) to see what ZeRO-1 and FSDP shard.")

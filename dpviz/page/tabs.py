@@ -6,6 +6,7 @@ import dataclasses
 
 import streamlit as st
 
+from dpviz.analysis.failure_words import failure_parts
 from dpviz.echo import MESSAGE_LIMIT, code_span, markdown_text
 from dpviz.figures.style import chart_details, presentation
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, View, views_of
@@ -13,11 +14,12 @@ from dpviz.presets import COMPARE_PRESETS, preset_of
 from dpviz.trace import Trace
 from dpviz.analysis.wording import counted, describe_devices, numbered, plural
 from dpviz.engines.run import cuda_device_count
-from dpviz.page.findings import downloads, keep_units, what_happened
+from dpviz.page.findings import downloads, failure_markdown, keep_units, what_happened
 from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 COMPARE = "Compare"  # the side-by-side page's first tab
+OPENING_LIMIT = 160  # characters of the cause in the box above the tabs: two lines at 1024 pixels
 
 
 def tab_label(view: View, trace: Trace) -> str:
@@ -35,12 +37,15 @@ def opening_note(trace: Trace, tab: str | None) -> None:
     failed. A projector's first screen is the heading, this line, the tabs and the chart; what to look for,
     the error and the devices are under the chart (outcome_details)."""
     preset = preset_of(trace.config)
-    failed = f" {failed_unit(trace)} failed, as it would in your training loop." if trace.failure else ""
+    # The cause alone, cut shorter than under the chart: this box shares the first screen with the chart.
+    cause = f": {code_span(failure_parts(trace, OPENING_LIMIT)[2])}" if trace.failure else ""
+    failed = f" {failed_unit(trace)} failed, as it would in your training loop{cause}" if trace.failure else ""
     if preset is not None:
         where = f" Shown in **{tab}**." if tab else ""  # what to look for: under the chart
         st.info(f"**Pitfall: {preset.title}.**{where}{failed}")
     elif trace.failure is not None:
-        st.error(f"**{failed_unit(trace)} failed**, as it would in your training loop: the error is under the chart.")
+        st.error(f"**{failed_unit(trace)} failed**, as it would in your training loop (the whole error is under the "
+                 f"chart){cause}")
 
 
 def outcome_details(trace: Trace) -> None:
@@ -53,13 +58,9 @@ def outcome_details(trace: Trace) -> None:
     failure = trace.failure
     unit = trace.spec.unit
     if failure is not None:
-        whose = trace.vocabulary.word("own_error")
-        own = "" if failure.original.strip() in failure.headline else \
-            f"  \n{whose}: {code_span(failure.original, MESSAGE_LIMIT)}"
-        st.error(f"**{failed_unit(trace)} failed**, as it would in your training loop: "
-                 f"{code_span(failure.headline, MESSAGE_LIMIT)}{own}")
+        st.error(f"**{failed_unit(trace)} failed**, as it would in your training loop: {failure_markdown(trace)}")
         with st.expander("The whole error, as Python prints it"):
-            st.code(f"{failure.type}: {failure.message}", language=None)
+            st.code(failure.printed, language=None)
     for note in trace.warnings:
         st.warning(f"{code_span(f'{note.category}: {note.message}', MESSAGE_LIMIT)} "
                    f"({note.count:,} time{'s' if note.count != 1 else ''}, "
@@ -178,7 +179,11 @@ CONTROLS = {
 
 
 def view_of(trace: Trace, view: View) -> None:
-    CONTROLS[view.control](trace, view)
+    lacking = view.lacks(trace)  # a loaded file may lack what this view draws: said in its place
+    if lacking is not None:
+        st.info(markdown_text(lacking))
+    else:
+        CONTROLS[view.control](trace, view)
 
 
 def view_tabs(labels: list[str], opening: str | None = None):

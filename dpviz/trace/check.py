@@ -54,6 +54,9 @@ def _check_batches(trace: Trace) -> None:
     if failure is not None and not 0 <= failure.batch == len(trace.batches) - 1 < config.num_batches:
         raise TraceError(f"the run failed in batch {failure.batch:,}, which should be the trace's last of at most "
                          f"{config.num_batches:,} batches, but the trace has {len(trace.batches):,}.")
+    for position, batch in enumerate(trace.batches):  # every engine's: the views look a batch's spans up by its number
+        if batch.index != position:
+            raise TraceError(f"batch {position:,} is numbered {batch.index:,}.")
     if not trace.vocabulary.rows_once:
         return  # its engine's check knows how its batches repeat rows (DistributedSampler's padding)
     expected_rows = [config.batch_size] * (config.num_batches - 1) + [config.data_size - config.batch_size * (config.num_batches - 1)]
@@ -61,8 +64,6 @@ def _check_batches(trace: Trace) -> None:
         raise TraceError(f"the batches' sizes do not follow from data_size {config.data_size:,} and batch_size {config.batch_size:,}.")
     seen = bytearray(config.data_size)
     for position, batch in enumerate(trace.batches):
-        if batch.index != position:
-            raise TraceError(f"batch {position:,} is numbered {batch.index:,}.")
         if len(batch.input_shape) <= config.dim or batch.input_shape[config.dim] != batch.rows:
             raise TraceError(f"batch {position:,} holds {batch.rows:,} rows but its input shape is {batch.input_shape}.")
         for sample in batch.sample_ids:  # in range: checked when read

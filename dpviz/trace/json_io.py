@@ -59,10 +59,18 @@ def to_dict(trace: Trace) -> dict[str, Any]:
         "memory": [[getattr(m, name) for name in MEMORY_FIELDS] for m in trace.memory],
         "argument_fields": ARGUMENT_FIELDS,
         "arguments": [[getattr(a, name) for name in ARGUMENT_FIELDS] for a in trace.arguments],
-        "failure": dataclasses.asdict(trace.failure) if trace.failure else None,
+        "failure": _failure_dict(trace.failure),
         "warnings": [dataclasses.asdict(w) for w in trace.warnings],
         "facts": trace.facts,
     }
+
+
+def _failure_dict(failure: Failure | None) -> dict[str, Any] | None:
+    """A failure's fields; its cause only where one was kept, so that a file written before it reads back the same."""
+    if failure is None:
+        return None
+    fields = dataclasses.asdict(failure)
+    return fields if failure.cause else {key: value for key, value in fields.items() if key != "cause"}
 
 
 def _span_table(spans: list[Span]) -> dict[str, Any]:
@@ -191,7 +199,8 @@ def _outcome(data: dict[str, Any]) -> dict[str, Any]:
         failure = Failure(whole(failure["batch"], "failure batch", -2**63, 2**63 - 1),  # checked against the batches
                           text_of(failure["type"], "failure type", MAX_NAME),
                           text_of(failure["message"], "failure message"),
-                          optional_whole(failure["replica"], "failure replica", 0, MAX_DEVICES - 1))
+                          optional_whole(failure["replica"], "failure replica", 0, MAX_DEVICES - 1),
+                          text_of(failure.get("cause", ""), "failure cause", MAX_TEXT))
     notes = [
         WarningNote(text_of(w["category"], "warning category", MAX_NAME), text_of(w["message"], "warning message"),
                     whole(w["batch"], "warning batch", 0, MAX_BATCHES - 1),

@@ -104,13 +104,16 @@ class ArgumentSample:
 
 @dataclass(frozen=True)
 class Failure:
-    """What DataParallel raised, as the user sees it: the exception's type and its whole message
-    ("Caught TypeError in replica 5 on device 5.\nOriginal Traceback ...")."""
+    """What the run raised, as the user sees it: the exception's type and its whole message (DataParallel's
+    "Caught TypeError in replica 5 on device 5.\nOriginal Traceback ...", or a rank's own error after "rank 0: "),
+    and torch's own cause where the message is dpviz's or holds more than the error: a rank's exception as Python's
+    last traceback line prints it ("RuntimeError: Expected to have finished reduction ...")."""
 
     batch: int
     type: str
     message: str
     replica: int | None = None  # the replica named in the message, when a replica failed
+    cause: str = ""  # torch's own last line, kept where the message cannot give it back (files before it: "")
 
     @property
     def headline(self) -> str:
@@ -118,10 +121,25 @@ class Failure:
         return f"{self.type}: {self.message.splitlines()[0] if self.message else ''}"
 
     @property
+    def printed(self) -> str:
+        """The whole error as Python prints its last lines: type and message, and the kept cause under them where the
+        message is dpviz's sentence and does not quote it (a rank's timeout)."""
+        said = self.cause.split(": ", 1)[-1]
+        return f"{self.type}: {self.message}" + (f"\n{self.cause}" if self.cause and said not in self.message else "")
+
+    @property
     def original(self) -> str:
-        """The replica's own error (the last line of the original traceback), or the headline."""
+        """torch's own cause: the kept cause, else the original exception's line at the foot of the traceback a
+        replica's message holds (the first line after its last frame), else the headline."""
+        if self.cause:
+            return self.cause
         lines = [line for line in self.message.splitlines() if line.strip()]
-        return lines[-1] if len(lines) > 1 else self.headline
+        frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+        if not frames:
+            return lines[-1] if len(lines) > 1 else self.headline
+        # A frame's source line and ^^^ markers are indented; the exception's own text starts at the margin.
+        after = [line for line in lines[frames[-1] + 1:] if not line.startswith(" ")]
+        return after[0] if after else lines[-1]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ as a fact, not applied. Ranks on another machine (under torchrun) are shifted by
 """
 from __future__ import annotations
 
+import dataclasses
+
 import statistics
 from collections import Counter
 from typing import Any
@@ -28,7 +30,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     loaded = launched.get("loaded") or [[step["ids"] for step in r["steps"]] for r in ranks]
     count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
     if failure is not None:
-        failure = Failure(count - 1, failure.type, failure.message, failure.replica)
+        failure = dataclasses.replace(failure, batch=count - 1)
     loaded = _fill(config, loaded, count)  # per step, [] where a rank has no batch
     batches, offsets_in_step = _batches(config, ranks, loaded, count)
     spans = []
@@ -161,11 +163,11 @@ def failure_of(ranks: list[dict], launched: dict) -> Failure | None:
                        f"rank {rank} waited {launched['timeout_s']:g} s in an all-reduce of step {counted(step)} while "
                        f"{'rank' if len(finished) == 1 else 'ranks'} {', '.join(map(str, finished))}, out of batches "
                        f"after {done} step{'s' if done != 1 else ''}, waited at the end for the others: the ranks "
-                       f"called different collectives, and the run was ended at the timeout ({f['message']}).", rank)
+                       f"called different collectives, and the run was ended at the timeout.", rank, _cause(f))
     own = [(rank, f) for rank, f in failures if not consequence(f["message"])]
     if own:
         rank, f = own[0]
-        return Failure(f["step"] or 0, f["type"], f"rank {rank}: {f['message']}", rank)
+        return Failure(f["step"] or 0, f["type"], f"rank {rank}: {f['message']}", rank, _cause(f))
     stopped = [rank for rank in launched.get("stopped") or [] if not ranks[rank].get("failure")]
     if stopped:
         rank = stopped[0]
@@ -174,8 +176,15 @@ def failure_of(ranks: list[dict], launched: dict) -> Failure | None:
                        f"{launched['timeout_s']:g} s in a collective it never joined, and the run was ended.", rank)
     if failures:
         rank, f = failures[0]
-        return Failure(f["step"] or 0, f["type"], f"rank {rank}: {f['message']}", rank)
+        return Failure(f["step"] or 0, f["type"], f"rank {rank}: {f['message']}", rank, _cause(f))
     return None
+
+
+def _cause(failure: dict) -> str:
+    """A rank's error as Python's last traceback line prints it: torch's own words, which the message ("rank 0: ...",
+    or the sentence of a timeout) wraps in dpviz's."""
+    lines = failure["message"].splitlines()
+    return f"{failure['type']}: {lines[0] if lines else ''}"
 
 
 def warnings_of(ranks: list[dict], launched: dict, count: int) -> list[WarningNote]:

@@ -2,12 +2,14 @@
 loaded), one time axis (DDP's: dpviz.engines.ddp.merge, whose clocks, failures and warnings it shares)."""
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 from dpviz.config import RunConfig
 from dpviz.engines.ddp.merge import facts_of, failure_of, time_axis, warnings_of
 from dpviz.engines.pipeline.vocabulary import VOCABULARY
-from dpviz.trace import Batch, Failure, Lane, MemorySample, Span, Trace
+from dpviz.trace import Batch, Lane, MemorySample, Span, Trace
 from dpviz.trace.vocabulary import EVERY_LANE
 
 _EVERY_STAGE = set(VOCABULARY.where(EVERY_LANE))  # phases every stage runs: each span names its stage as its replica
@@ -22,7 +24,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     failure = failure_of(ranks, launched)
     count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
     if failure is not None:
-        failure = Failure(count - 1, failure.type, failure.message, failure.replica)
+        failure = dataclasses.replace(failure, batch=count - 1)
     batches = [_batch(config, ranks, launched, step) for step in range(count)]
     spans = []
     for stage, report in enumerate(ranks):

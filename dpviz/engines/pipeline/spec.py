@@ -133,6 +133,7 @@ SPEC = EngineSpec(
         plan="dpviz.engines.pipeline.plan:plan",
         plan_layers="dpviz.engines.pipeline.stages:plan_layers",  # the layers a stage takes, measured one by one
         opening_batch=f"{_READ}.bubble:opening_step",
+        view_lacks=f"{_READ}.lacks:pipeline_lacks",
         views={
             "one_step": f"{_READ}.one_step:one_step_pipeline_figure",
             "timeline": "dpviz.figures.timeline:timeline_figure",

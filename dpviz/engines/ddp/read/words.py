@@ -9,7 +9,7 @@ from dpviz.figures.style import plural
 from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
-from dpviz.echo import one_line
+from dpviz.analysis.failure_words import failure_text
 import sys
 
 
@@ -56,7 +56,7 @@ def ddp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
     ranks = len(trace.lanes)
     if trace.failure is not None:
         print(f"dpviz: {trace.spec.label} failed in {trace.spec.unit} {counted(trace.failure.batch)} of {config.num_batches} on "
-              f"{plural(ranks, 'rank')}: {one_line(trace.failure.message)}", file=sys.stderr)
+              f"{plural(ranks, 'rank')}: {failure_text(trace)}", file=sys.stderr)
         return 1
     if trace.backend == "cuda":
         where = "one process per GPU, NCCL"

@@ -11,6 +11,7 @@ from dpviz.figures.style import plural
 from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
+from dpviz.analysis.failure_words import failure_text
 from dpviz.analysis.wording import replica_threads
 import sys
 
@@ -80,7 +81,7 @@ def dp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
     batches = len(trace.batches)
     if trace.failure is not None:
         print(f"dpviz: DataParallel failed in batch {counted(trace.failure.batch)} of {config.num_batches} on {config.gpus} {kind}: "
-              f"{trace.failure.headline}", file=sys.stderr)
+              f"{failure_text(trace)}", file=sys.stderr)
         return 1
     kind = kind if config.gpus > 1 else kind[:-1]  # "1 simulated device", "1 real GPU"
     print(f"dpviz: {batches} batch{'es' if batches != 1 else ''} on {config.gpus} {kind} in {trace.duration:.3f} s.", file=sys.stderr)
