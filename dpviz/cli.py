@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from dpviz import __version__
-from dpviz.command import COMMANDS
+from dpviz.commands import COMMANDS
 from dpviz.exports import chrome_trace
 from dpviz.trace import json_io as trace_json
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS, OWN
+from dpviz.cli_types import setting as _setting
 from dpviz.config import (
     BACKENDS, CHOICES, ENGINE_NAMES, FLOAT_LIMITS, INPUTS, LIMITS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, MODELS,
-    ConfigError, ENGINE_OPTIONS, RunConfig, parse_setting,
+    ConfigError, ENGINE_OPTIONS, RunConfig,
 )
 from dpviz.echo import one_line
 from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, SHARDED_PRESETS, presets_of
@@ -61,17 +62,6 @@ def _preset(name: str) -> str:
     if name not in ALL_PRESETS:
         raise argparse.ArgumentTypeError(f"invalid choice: '{name}' ({len(ALL_PRESETS)} presets, listed by --help)")
     return name
-
-
-def _setting(name: str) -> Callable[[str], object]:
-    def parse(text: str) -> object:
-        try:
-            return parse_setting(name, text)
-        except ConfigError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    parse.__name__ = name  # argparse names the type in its messages
-    return parse
 
 
 def _limits(name: str, default: object = None) -> str:

@@ -29,6 +29,7 @@ PROG = "python -m dpviz plan"  # how messages name the command; the installed `d
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    from dpviz.cli_types import setting as _setting
     from dpviz.engines.plans import DTYPES, PRECISIONS, SIZES, plan_options
 
     parser = _Parser(prog=prog, description=(
@@ -76,19 +77,6 @@ def main(argv: Sequence[str], prog: str = PROG) -> int:
         except OSError as error:
             parser.exit(2, f"{parser.prog}: cannot write {str(args.json)[:80]!r}: {error.strerror}.\n")
     return 0
-
-
-def _setting(name: str):
-    from dpviz.config import ConfigError, parse_setting
-
-    def parse(text: str) -> object:
-        try:
-            return parse_setting(name, text)
-        except ConfigError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    parse.__name__ = name  # argparse names the type in its messages
-    return parse
 
 
 def _model(args: argparse.Namespace):

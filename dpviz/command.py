@@ -13,13 +13,9 @@ import sys
 from importlib import import_module
 from typing import NoReturn
 
+from dpviz.commands import COMMANDS
 from dpviz.stopping import Stopped, ignore_signals, stop_on_signals
 
-# The commands beside a run: name -> (the module whose main(argv, prog) runs it, what it does, for --help).
-COMMANDS = {
-    "plan": ("dpviz.cli_plan", "plans a model's memory per device under every engine at real size and runs nothing"),
-    "page": ("dpviz.cli_page", "opens the page"),
-}
 
 
 def main(prog: str = "dpviz") -> NoReturn:

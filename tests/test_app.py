@@ -113,6 +113,26 @@ def test_an_uploaded_trace_is_shown_and_a_bad_one_warns():
     assert app.slider(key="gpus").value == 3
 
 
+def test_an_uploaded_file_that_lacks_what_a_view_draws_says_so_in_that_views_place():
+    app = page()
+    recorded = json.loads(trace_json.dumps(record(RunConfig(gpus=3, seed=1))))
+    recorded["arguments"] = []  # a file that records no replica's arguments: the Inputs view has nothing to draw
+    app.file_uploader[0].upload("lacking.json", json.dumps(recorded).encode(), "application/json").run()
+    assert not app.exception and "uploaded trace" in shown_text(app)
+    lacks = trace_json.loads(json.dumps(recorded))
+    from dpviz.figures.views import views_of
+
+    (inputs,) = [view for view in views_of(lacks) if view.key == "inputs"]
+    said = inputs.lacks(lacks)
+    assert said is not None
+    show_tab(app, inputs.tab)
+    assert not app.exception
+    assert [info.value for info in app.info if "arguments" in str(info.value)] == [markdown_text(said)]
+    assert not app.get("plotly_chart")  # nothing drawn in its place
+    show_tab(app, "Split")  # every other view draws as before
+    assert not app.exception and split_rows(app) == [[10, 10, 10]] * 3 + [[4, 4, 2]]
+
+
 def test_training_from_a_link_draws_the_way_back():
     app = page(train="true", gpus="3")
     assert not app.exception and app.toggle(key="train").value is True

@@ -120,7 +120,7 @@ def test_the_page_ends_its_failure_boxes_with_the_replicas_own_error():
     assert error.startswith("**Batch 4 failed**") and error.endswith(f"The replica's own error: {code_span(want)}")
     assert "\n" not in error
     opening = next(i.value for i in app.info if i.value.startswith("**Pitfall: "))  # above the tabs
-    assert opening.endswith(f"Batch 4 failed, as it would in your training loop: {code_span(want)}"), opening
+    assert opening.endswith(f"Batch 4 failed: {code_span(want)}"), opening
 
 
 def test_the_page_ends_a_ddp_failure_with_ddps_own_error():

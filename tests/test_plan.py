@@ -75,21 +75,21 @@ def test_the_plan_is_what_every_device_of_a_live_run_held(engine_name, name, gpu
     assert planned[0]["activations"] > 0
 
 
-# A pipeline: the transformer at 4 and 2 stages, each schedule and each optimizer once, 4 microbatches of the
-# plan's example batch. The run is the oracle for what each stage held, what it sent each step and how many
-# microbatches' activations it kept at once.
-PIPELINES = [(4, "sgd", "gpipe"), (4, "adam", "1f1b"), (2, "sgd", "1f1b"), (2, "adam", "gpipe")]
+# A pipeline: the transformer at 4 and 2 stages, each schedule and each optimizer once, the MLP and the CNN at 4,
+# 4 microbatches of the plan's example batch. The run is the oracle for what each stage held, what it sent each
+# step and how many microbatches' activations it kept at once.
+PIPELINES = [("transformer", 4, "sgd", "gpipe"), ("transformer", 4, "adam", "1f1b"), ("transformer", 2, "sgd", "1f1b"),
+             ("transformer", 2, "adam", "gpipe"), ("mlp", 4, "adam", "gpipe"), ("cnn", 4, "adam", "1f1b")]
 
 
-@pytest.mark.parametrize("stages, optimizer, schedule", PIPELINES)
-def test_a_pipelines_plan_is_what_every_stage_of_a_live_run_held_sent_and_kept(stages, optimizer, schedule):
-    trace = live_pipeline("transformer", stages, optimizer, schedule, 4)
-    planned = ENGINES["pipeline"].part("plan")(shape_of("transformer"), stages, optimizer, schedule=schedule,
-                                               microbatches=4)
+@pytest.mark.parametrize("name, stages, optimizer, schedule", PIPELINES)
+def test_a_pipelines_plan_is_what_every_stage_of_a_live_run_held_sent_and_kept(name, stages, optimizer, schedule):
+    trace = live_pipeline(name, stages, optimizer, schedule, 4)
+    planned = ENGINES["pipeline"].part("plan")(shape_of(name), stages, optimizer, schedule=schedule, microbatches=4)
     assert [d["layers"] for d in planned] == trace.facts["layers"]  # cut as the run cut it
     for kind in HELD:
         assert held(trace, kind) == [d[kind] for d in planned], kind
-    assert all(d["optimizer state"] > 0 for d in planned)
+    assert any(d["optimizer state"] > 0 for d in planned)  # a stage of a ReLU alone steps nothing
     for stage, sends in enumerate(trace.facts["sent"]):  # every step's activations on, gradients back
         per_step = {}
         for step, _, _, size in sends:

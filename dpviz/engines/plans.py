@@ -56,7 +56,9 @@ def plan_shape(shape: ModelShape, gpus: int, optimizer: str, **options: Any) -> 
     engines = {}
     for name in engines_that_plan():
         spec = ENGINES[name]
-        own = {key: value for key, value in options.items() if key in _read_by_plan(spec)}
+        read = _read_by_plan(spec)  # its own options, at a run's defaults where not given: the plan says which it used
+        own = {option.name: option.unset for option in spec.options if option.name in read}
+        own.update({key: value for key, value in options.items() if key in read})
         try:
             devices = spec.part("plan")(shape, gpus, optimizer, **own)
         except ValueError as error:

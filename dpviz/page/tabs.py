@@ -19,7 +19,7 @@ from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB,
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 COMPARE = "Compare"  # the side-by-side page's first tab
-OPENING_LIMIT = 160  # characters of the cause in the box above the tabs: two lines at 1024 pixels
+OPENING_LIMIT = 120  # characters of the cause in the box above the tabs: two lines at 1024 pixels, presented
 
 
 def tab_label(view: View, trace: Trace) -> str:
@@ -39,7 +39,8 @@ def opening_note(trace: Trace, tab: str | None) -> None:
     preset = preset_of(trace.config)
     # The cause alone, cut shorter than under the chart: this box shares the first screen with the chart.
     cause = f": {code_span(failure_parts(trace, OPENING_LIMIT)[2])}" if trace.failure else ""
-    failed = f" {failed_unit(trace)} failed, as it would in your training loop{cause}" if trace.failure else ""
+    # Under a preset's title the failure is expected: its unit and torch's cause, kept to the box's two lines.
+    failed = f" {failed_unit(trace)} failed{cause}" if trace.failure else ""
     if preset is not None:
         where = f" Shown in **{tab}**." if tab else ""  # what to look for: under the chart
         st.info(f"**Pitfall: {preset.title}.**{where}{failed}")
