@@ -19,7 +19,10 @@ from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB,
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 COMPARE = "Compare"  # the side-by-side page's first tab
-OPENING_LIMIT = 120  # characters of the cause in the box above the tabs: two lines at 1024 pixels, presented
+# Characters of the box above the tabs, its failure's cause cut to what is left: two lines at 1024 pixels, presented
+# (a preset's title, its tab and its cause of 220 characters took three, and pushed the chart off the first screen).
+OPENING_LIMIT = 180
+OPENING_CAUSE_MIN = 40  # a cause is never cut shorter: the error's type and the start of its words
 
 
 def tab_label(view: View, trace: Trace) -> str:
@@ -37,16 +40,24 @@ def opening_note(trace: Trace, tab: str | None) -> None:
     failed. A projector's first screen is the heading, this line, the tabs and the chart; what to look for,
     the error and the devices are under the chart (outcome_details)."""
     preset = preset_of(trace.config)
-    # The cause alone, cut shorter than under the chart: this box shares the first screen with the chart.
-    cause = f": {code_span(failure_parts(trace, OPENING_LIMIT)[2])}" if trace.failure else ""
-    # Under a preset's title the failure is expected: its unit and torch's cause, kept to the box's two lines.
-    failed = f" {failed_unit(trace)} failed{cause}" if trace.failure else ""
+    where = f" Shown in **{tab}**." if tab else ""  # what to look for: under the chart
     if preset is not None:
-        where = f" Shown in **{tab}**." if tab else ""  # what to look for: under the chart
-        st.info(f"**Pitfall: {preset.title}.**{where}{failed}")
+        # Under a preset's title the failure is expected: its unit and torch's cause.
+        lead = f"**Pitfall: {preset.title}.**{where}" + (f" {failed_unit(trace)} failed" if trace.failure else "")
+        st.info(lead + _cause(trace, lead))
     elif trace.failure is not None:
-        st.error(f"**{failed_unit(trace)} failed**, as it would in your training loop (the whole error is under the "
-                 f"chart){cause}")
+        lead = (f"**{failed_unit(trace)} failed**, as it would in your training loop (the whole error is under the "
+                "chart)")
+        st.error(lead + _cause(trace, lead))
+
+
+def _cause(trace: Trace, lead: str) -> str:
+    """': `torch's cause`', cut at a whole word so that the box with its `lead` keeps to two lines on a projector
+    (the cause's words differ from run to run: gloo's timeout, a peer gone); '' when the run did not fail."""
+    if trace.failure is None:
+        return ""
+    shown = len(lead.replace("**", ""))  # as the box shows it, markup gone
+    return f": {code_span(failure_parts(trace, max(OPENING_CAUSE_MIN, OPENING_LIMIT - shown))[2])}"
 
 
 def outcome_details(trace: Trace) -> None:
