@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from dpviz.engines import ENGINES
 from dpviz.figures.byte_unit import byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE
 from dpviz.figures.memory_compare import FAMILY_COLORS
 from dpviz.figures.style import styled
 
 HELD = ("parameters", "gradients", "optimizer state", "activations")
+LABEL_WIDTH = 14  # characters of an engine's name under its bar: five bars share a 440-pixel chart
 GIB = 2**30
 
 
@@ -25,10 +27,15 @@ def fits(found: dict, memory_gb: int) -> dict[str, bool]:
             for name, planned in found["engines"].items() if "refused" not in planned}
 
 
+def axis_name(name: str, label: str) -> str:
+    """An engine's name under its bar: its short one where the label would crowd its neighbours' ("DDP")."""
+    return label if len(label) <= LABEL_WIDTH else ENGINES[name].short
+
+
 def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
     planned_ones = {name: planned for name, planned in found["engines"].items() if "refused" not in planned}
     engines = list(planned_ones.values())
-    labels = [planned["label"] for planned in engines]
+    labels = [axis_name(name, planned["label"]) for name, planned in planned_ones.items()]
     rows = [fullest(planned["devices"]) for planned in engines]
     totals = [sum(row[kind] for kind in HELD) for row in rows]
     # GiB, the device's memory's unit (its line): every amount on the figure in it, the bars' totals too
@@ -46,7 +53,7 @@ def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
     for label, total, name in zip(labels, totals, planned_ones):
         fig.add_annotation(x=label, y=total / unit.size, yanchor="bottom", showarrow=False,
                            text=f"<b>{'fits' if ok[name] else 'does not fit'}</b><br>{unit.amount(total)}")
-    refused = [planned["label"] for planned in found["engines"].values() if "refused" in planned]
+    refused = [axis_name(name, planned["label"]) for name, planned in found["engines"].items() if "refused" in planned]
     for label in refused:  # in its place, no bar: its sentence is said under the figure
         fig.add_trace(go.Bar(x=[label], y=[0], showlegend=False, hoverinfo="skip", marker=dict(color=GUIDE)))
         fig.add_annotation(x=label, y=0, yanchor="bottom", showarrow=False, text="<b>not planned</b><br>see below")
@@ -55,11 +62,14 @@ def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
     fig.update_layout(barmode="stack")
     count = sum(1 for value in ok.values() if value)
     optimizer = {"sgd": "SGD", "adam": "Adam"}.get(found["optimizer"], found["optimizer"])
-    title = (f"{title_model} on {found['gpus']:,} devices of {memory_gb} GB, training with {optimizer}: "
-             f"{count} of {len(ok)} engines fit")
+    mixed = found["model"].get("precision") == "mixed"
+    unplanned = f" ({', '.join(refused)} not planned)" if refused else ""
+    title = (f"{title_model} on {found['gpus']:,} devices of {memory_gb} GB, training with {optimizer}"
+             f"{' in mixed precision' if mixed else ''}: {count} of {len(ok)} engines fit{unplanned}")
     per = -(-found["model"]["rows"] // found["gpus"])
     notes = [f"planned from the model's shapes on the meta device ({found['model']['parameters']:,} parameters, "
-             f"{found['model']['dtype']}), not run; activations of {per:,} row{'s' if per != 1 else ''} per device"]
+             f"{found['model']['dtype']}{', computing in bfloat16' if mixed else ''}), not run; activations of "
+             f"{per:,} row{'s' if per != 1 else ''} per device"]
     notes += [f"{planned['label']}: " + ", ".join(f"{key} {value}" for key, value in planned["options"].items())
               for planned in engines if planned.get("options")]  # a pipeline's stage: its schedule's microbatches
     return styled(fig, title, notes, height=420)
