@@ -154,3 +154,22 @@ def test_a_long_lead_gives_up_its_room_and_control_characters_stay_escaped():
     lead, joint, cause = failure_parts(trace)
     assert cause == "RuntimeError: Timed out\\x1b[31m" and lead.endswith(" …") and joint == " The replica's own error: "
     assert "\n" not in failure_text(trace) and len(failure_text(trace)) < 2 * MESSAGE_LIMIT
+
+
+@pytest.mark.parametrize("cause, shown", [
+    # gloo's words for the same lesson differ from run to run: a timeout, or a peer that left first
+    ("RuntimeError: Timed out waiting 3000ms for recv operation to complete",
+     "RuntimeError: Timed out waiting 3000ms for recv operation to complete"),
+    ("RuntimeError: Connection closed by peer [127.0.0.1]:28562. This is typically caused by a peer that has exited",
+     "RuntimeError: Connection closed by peer [127.0.0.1]:28562."),
+])
+def test_the_box_above_the_tabs_shows_the_causes_first_sentence_within_its_two_lines(cause, shown):
+    from dpviz.page.tabs import OPENING_LIMIT, _cause
+
+    trace = record(RunConfig(gpus=2))
+    failed = dataclasses.replace(trace, failure=Failure(batch=0, type="RuntimeError", message="rank 0: " + cause[14:],
+                                                        cause=cause))
+    lead = "**Pitfall: DDP: ranks with different numbers of batches.** Shown in **Split**. Step 4 failed"
+    said = _cause(failed, lead)
+    assert said == f": {code_span(shown)}"
+    assert len(lead.replace("**", "")) + len(shown) <= OPENING_LIMIT

@@ -3,11 +3,12 @@ choice of sampled batches, a block of text), and the Both page's comparison and 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import streamlit as st
 
 from dpviz.analysis.failure_words import failure_parts
-from dpviz.echo import MESSAGE_LIMIT, code_span, markdown_text
+from dpviz.echo import MESSAGE_LIMIT, code_span, markdown_text, one_line
 from dpviz.figures.style import chart_details, presentation
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, View, views_of
 from dpviz.presets import COMPARE_PRESETS, preset_of
@@ -21,8 +22,9 @@ CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 COMPARE = "Compare"  # the side-by-side page's first tab
 # Characters of the box above the tabs, its failure's cause cut to what is left: two lines at 1024 pixels, presented
 # (a preset's title, its tab and its cause of 220 characters took three, and pushed the chart off the first screen).
-OPENING_LIMIT = 180
+OPENING_LIMIT = 172
 OPENING_CAUSE_MIN = 40  # a cause is never cut shorter: the error's type and the start of its words
+FIRST_SENTENCE = re.compile(r".*?\.(?=\s+[A-Z])")  # up to a full stop that a new sentence follows
 
 
 def tab_label(view: View, trace: Trace) -> str:
@@ -52,12 +54,15 @@ def opening_note(trace: Trace, tab: str | None) -> None:
 
 
 def _cause(trace: Trace, lead: str) -> str:
-    """': `torch's cause`', cut at a whole word so that the box with its `lead` keeps to two lines on a projector
-    (the cause's words differ from run to run: gloo's timeout, a peer gone); '' when the run did not fail."""
+    """': `torch's cause`', its first sentence cut at a whole word, so that the box with its `lead` keeps to two
+    lines on a projector (the cause's words differ from run to run: gloo's "Timed out waiting 3000ms ..." or
+    "Connection closed by peer [...]. This is typically caused by ..."); '' when the run did not fail."""
     if trace.failure is None:
         return ""
     shown = len(lead.replace("**", ""))  # as the box shows it, markup gone
-    return f": {code_span(failure_parts(trace, max(OPENING_CAUSE_MIN, OPENING_LIMIT - shown))[2])}"
+    cause = failure_parts(trace)[2]
+    first = FIRST_SENTENCE.match(cause)
+    return f": {code_span(one_line(first.group(0) if first else cause, max(OPENING_CAUSE_MIN, OPENING_LIMIT - shown)))}"
 
 
 def outcome_details(trace: Trace) -> None:
