@@ -23,19 +23,20 @@ def stored_bytes(tensors: Any) -> int:
     nbytes() misses: FSDP2's shards view storages padded to a multiple of the ranks (a last rank's empty shard
     still has its rows allocated), and the gradients of one sharded module are views of one reduce-scatter output."""
     seen: dict[tuple[str, int], int] = {}
-    for tensor in _tensors(tensors):
+    for tensor in tensors_in(tensors):
         storage = tensor.untyped_storage()
         seen[(str(tensor.device), storage.data_ptr())] = storage.nbytes()
     return sum(seen.values())
 
 
-def _tensors(obj: Any) -> list[torch.Tensor]:
+def tensors_in(obj: Any) -> list[torch.Tensor]:
+    """Every tensor in a (nested) structure of dicts, lists and tuples, in order."""
     if isinstance(obj, torch.Tensor):
         return [obj]
     if isinstance(obj, dict):
-        return [t for v in obj.values() for t in _tensors(v)]
+        return [t for v in obj.values() for t in tensors_in(v)]
     if isinstance(obj, (list, tuple)):
-        return [t for v in obj for t in _tensors(v)]
+        return [t for v in obj for t in tensors_in(v)]
     return []
 
 

@@ -18,7 +18,7 @@ from torch import nn
 from dpviz.engines.workload.units import TIED, shard_units, tied_groups
 from dpviz.engines.planning import Layer, ModelShape, Param
 from dpviz.engines.workload.input_forms import first_tensor
-from dpviz.engines.workload.memory import nbytes
+from dpviz.engines.workload.memory import nbytes, tensors_in
 
 
 def measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Tensor] | None = None, *,
@@ -190,15 +190,8 @@ def _to_meta(example: Any, dtype: torch.dtype | None, device: str = "meta") -> A
 
 
 def _leaves(example: Any) -> list[torch.Tensor]:
-    if hasattr(example, "args"):
-        return _leaves([list(example.args), dict(example.kwargs)])
-    if isinstance(example, torch.Tensor):
-        return [example]
-    if isinstance(example, dict):
-        return [t for value in example.values() for t in _leaves(value)]
-    if isinstance(example, (list, tuple)):
-        return [t for value in example for t in _leaves(value)]
-    return []
+    """The example's tensors, dpviz.Args' positional and keyword ones too."""
+    return tensors_in([list(example.args), dict(example.kwargs)] if hasattr(example, "args") else example)
 
 
 def _rows(example: Any) -> int:
