@@ -2,20 +2,17 @@
 under each engine of a plan, beside the ZeRO paper's figures for mixed-precision Adam (Rajbhandari et al., 2020,
 Figure 1: 2 + 2 + K bytes a parameter, K = 12, for Ψ parameters on N_d devices). Exact fractions, no torch.
 
-    per_parameter(found)          # {"ddp": Fraction(16), "zero1": Fraction(65, 8), "fsdp": Fraction(1, 4), ...}
+    per_parameter(found)          # {engine: Fraction(bytes a parameter per device)}: 16 for DDP, 1/4 for FSDP at 64
     paper(64)                     # {"baseline": 16, "P_os": 4 + 12/64, "P_os+g": 2 + 14/64, "P_os+g+p": 16/64}
 """
 from __future__ import annotations
 
 from fractions import Fraction
 
+from dpviz.engines import ENGINES
+
 HELD = ("parameters", "gradients", "optimizer state")
 PAPER_K = 12  # mixed-precision Adam's float32 master parameters, momentum and variance: 4 + 4 + 4 bytes
-# What torch's ZeroRedundancyOptimizer holds against the paper's P_os (DeepSpeed's ZeRO-1), in one sentence.
-WHY_ZERO1 = ("ZeRO-1 here is torch's ZeroRedundancyOptimizer, which shards only the optimizer's state and leaves "
-             "every device its whole float32 parameters and gradients (4 + 4 bytes a parameter), where the paper's "
-             "P_os (DeepSpeed) keeps float16 parameters and gradients (2 + 2) and shards the float32 master copy "
-             "with the optimizer's state (12 / N_d).")
 
 
 def paper(devices: int) -> dict[str, Fraction]:
@@ -38,7 +35,7 @@ def per_parameter(found: dict, fullest: bool = False) -> dict[str, Fraction]:
 
 def lines(found: dict) -> list[str]:
     """What a mixed-precision Adam plan says beside the paper: each engine's bytes a parameter, the paper's at the
-    same devices, and why ZeRO-1 differs; nothing for another plan (the paper's figures are for that one)."""
+    same devices, and what an engine says of itself beside them (its paper_note); nothing for another plan (the paper's figures are for that one)."""
     if found["model"].get("precision") != "mixed" or found["optimizer"] != "adam":
         return []
     devices, ours, fullest = found["gpus"], per_parameter(found), per_parameter(found, fullest=True)
@@ -50,7 +47,7 @@ def lines(found: dict) -> list[str]:
             f"The ZeRO paper's on {devices:,} devices: baseline {_number(theirs['baseline'])}, P_os "
             f"{_number(theirs['P_os'])}, P_os+g {_number(theirs['P_os+g'])}, P_os+g+p {_number(theirs['P_os+g+p'])} "
             f"(at 7.5B parameters: {', '.join(f'{float(v) * 7.5:,.1f} GB' for v in theirs.values())}).",
-            WHY_ZERO1]
+            *(ENGINES[name].part("paper_note") for name in ours if ENGINES[name].has("paper_note"))]
 
 
 def _number(value: Fraction) -> str:

@@ -188,6 +188,8 @@ class Parts:
     moves_at: Lazy[MovesAt] | None = None
     plan: Lazy[Plan] | None = None  # a model's memory per device, from its shapes (python -m dpviz plan)
     plan_layers: Lazy[PlanLayers] | None = None  # the layers a plan measures one by one (ModelShape.layers)
+    # One sentence a mixed-precision Adam plan says of this engine beside the ZeRO paper's figures (where they differ)
+    paper_note: Lazy[str] | None = None
     timeline_detail: Lazy[TimelineDetail] | None = None
     own_batch: Lazy[OwnBatch] | None = None
     opening_batch: Lazy[OfTrace] | None = None  # the 0-based batch or step the views open on

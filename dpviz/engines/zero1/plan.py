@@ -6,6 +6,12 @@ from __future__ import annotations
 from dpviz.engines.ddp.plan import plan as ddp_plan
 from dpviz.engines.planning import ModelShape, Param, ring_share, state_bytes
 
+# Beside the ZeRO paper's P_os, what torch's ZeroRedundancyOptimizer holds, in one sentence (dpviz.analysis.model_state)
+PAPER_NOTE = ("ZeRO-1 here is torch's ZeroRedundancyOptimizer, which shards only the optimizer's state and leaves "
+              "every device its whole float32 parameters and gradients (4 + 4 bytes a parameter), where the paper's "
+              "P_os (DeepSpeed) keeps float16 parameters and gradients (2 + 2) and shards the float32 master copy "
+              "with the optimizer's state (12 / N_d).")
+
 
 def partition(params: tuple[Param, ...] | list[Param], ranks: int) -> list[list[Param]]:
     """ZeroRedundancyOptimizer._partition_parameters, in plain Python: the trainable parameters sorted by size

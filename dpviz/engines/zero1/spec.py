@@ -25,6 +25,7 @@ SPEC = dataclasses.replace(
         check="dpviz.engines.zero1.check:check_trace",
         rank_program="dpviz.engines.zero1.rank:PROGRAM",
         plan="dpviz.engines.zero1.plan:plan",
+        paper_note="dpviz.engines.zero1.plan:PAPER_NOTE",
         wire="dpviz.engines.zero1.read.traffic:zero1_wire",
         summary="dpviz.engines.zero1.read.text:key_figures_zero1",
         summary_rows="dpviz.engines.zero1.read.text:summary_rows_zero1",
