@@ -1,4 +1,5 @@
-"""The DataParallel / DDP comparison, computed from two real runs on the same settings."""
+"""The comparison of two engines, computed from two real runs on the same settings: DataParallel against DDP here,
+every other pair in tests/test_compare_pairs.py."""
 from __future__ import annotations
 
 import functools
@@ -41,6 +42,9 @@ def test_dataparallel_sends_chunks_and_model_copies_and_takes_back_outputs_and_g
         replicas = dp.replicas(batch.index)
         others = [r for r in replicas if r.lane != 0]
         received = lambda what, lane: sum(m.received for m in moves if m.what == what and m.lane == lane)
+        assert {(m.what, m.kind, m.backward) for m in moves} == {
+            ("input chunk", "scatter", False), ("parameter copy", "broadcast", False), ("output gathered", "gather", False),
+            ("output gradient", "scatter", True), ("gradient sum", "reduce", True)}  # each by the kind that carries it
         assert received("input chunk", 0) == 0 and sum(received("input chunk", r.lane) for r in others) \
             == sum(r.rows for r in others) * 5 * 4
         assert all(received("parameter copy", r.lane) == params for r in others)
@@ -55,7 +59,8 @@ def test_ddp_all_reduces_a_ring_share_of_the_gradients_on_every_rank():
     for batch in ddp.batches:
         moves = [m for m in traffic(ddp) if m.step == batch.index]
         assert sorted(m.lane for m in moves) == [0, 1, 2, 3]
-        assert all(m.what == "all-reduce" and m.sent == m.received == round(2 * 3 / 4 * grads) for m in moves)
+        assert all(m.what == m.kind == "all-reduce" and m.backward and m.sent == m.received == round(2 * 3 / 4 * grads)
+                   for m in moves)
 
 
 def test_forward_only_ddp_without_buffers_moves_nothing_while_dataparallel_still_copies_the_model():
@@ -77,15 +82,16 @@ def test_per_device_figures_show_device_zero_carrying_dataparallel():
 def test_the_sentences_quote_the_runs_numbers():
     dp, ddp = runs(gpus=4, train=True, model="mlp", data_size=96, batch_size=32)
     text = " ".join(comparison(dp, ddp))
-    assert "GPU 0" in text and "no scatter, no replicate, no gather" in text and "(computed)" in text
+    assert "GPU 0 sends" in text and "each other rank at most" in text and "(computed)" in text
+    assert "all-reduce" in text and "parameter copy" in text  # what each sends, by what moves
     summary = measured(dp)
     most = max(summary.high, measured(ddp).high)  # both engines' times in one unit
     assert (f"DataParallel: measured {_ms(summary.median, most)} (the median of 2 steps after the first; middle half "
             f"{_ms(summary.low, most)} to {_ms(summary.high, most)}), modelled {modelled_times(dp, ddp)[0]}") in text
     assert summary.median == statistics.median(step_seconds(dp)[1:])  # the first step, a warm-up, left out
-    assert "handled 96 rows (96 distinct)" in text and "loaded 96 rows (96 distinct)" in text
+    assert "DataParallel's GPUs handled 96 rows (96 distinct)" in text and "DDP's ranks handled 96 rows (96 distinct)" in text
     _, padded = runs(gpus=3, data_size=10, batch_size=6, shuffle=False)
-    assert "loaded 12 rows (10 distinct: 2 loaded again)" in " ".join(comparison(runs(gpus=3, data_size=10, batch_size=6,
+    assert "handled 12 rows (10 distinct: 2 loaded again)" in " ".join(comparison(runs(gpus=3, data_size=10, batch_size=6,
                                                                                       shuffle=False)[0], padded))
 
 
@@ -96,13 +102,20 @@ def test_the_comparison_figure_draws_each_engines_traffic_by_what_moves():
     fig = comparison_figure(dp, ddp)
     left = {bar.name for bar in fig.data if bar.xaxis == "x"}
     right = {bar.name for bar in fig.data if bar.xaxis == "x2"}
-    assert left == {"input chunk", "parameter copy", "output gathered", "output gradient", "sum of gradients"}  # the phase's own name
-    assert right == {"all-reduce", "buffers"}  # BatchNorm's buffers, from rank 0
+    assert left == {"input chunk (scatter)", "parameter copy (broadcast)", "output gathered",
+                    "output gradient (scatter)", "gradient sum (reduce)"}  # what moves, and the kind that carries it
+    assert right == {"all-reduce", "buffers (broadcast)"}  # BatchNorm's buffers, from rank 0
+    from dpviz.trace.legend import KINDS
+    for bar in fig.data:  # coloured by kind, the legend's, hatched when it moves for the backward pass
+        if bar.type == "bar":
+            kind = "gather" if bar.name == "output gathered" else bar.name.rsplit("(", 1)[-1].rstrip(")")
+            assert bar.marker.color == KINDS[kind].color
+            assert (bar.marker.pattern.shape == "x") == (bar.name in ("output gradient (scatter)", "gradient sum (reduce)", "all-reduce"))
     unit = axis_unit(fig)
     gpu0 = sum(bar.y[list(bar.x).index("GPU 0")] for bar in fig.data if bar.xaxis == "x" and "GPU 0" in bar.x) * unit
     assert gpu0 == pytest.approx(max(f.bytes_per_step for f in per_device(dp)), abs=1) and "GPU 0 sends" in unwrap(fig.layout.annotations[0].text)
     rank = max(f.bytes_per_step for f in per_device(ddp))
-    assert f"GPU 0 sends {gpu0 / rank:.1f}× what a DDP rank sends" in unwrap(fig.layout.title.text)
+    assert f"DataParallel's GPU 0 sends {gpu0 / rank:.1f}× what DDP's rank 0 sends" in unwrap(fig.layout.title.text)  # BatchNorm's buffers: rank 0 sends most
     # both top panels on one scale, so GPU 0's bar and a rank's are compared by height
     assert fig.layout.yaxis.range == fig.layout.yaxis2.range and fig.layout.yaxis.range[1] * unit >= gpu0
 
@@ -135,22 +148,23 @@ def test_the_formulas_give_the_bytes_the_two_runs_moved(devices):
     assert sizes.buffers > 0 and sizes.gradients > 0
     assert dataparallel(sizes, devices) == moves_per_step(dp)
     assert distributed(sizes, devices) == moves_per_step(ddp)
-    [row] = growth(sizes, [devices], dataparallel, distributed)
-    assert row.gpu0 == per_device(dp)[0].bytes_per_step and row.rank == max(f.bytes_per_step for f in per_device(ddp))
+    [first], [second] = growth(sizes, [devices], dataparallel), growth(sizes, [devices], distributed)
+    assert first.first == per_device(dp)[0].bytes_per_step and second.most == max(f.bytes_per_step for f in per_device(ddp))
 
 
 def test_gpu0_grows_with_every_device_while_a_ranks_all_reduce_stays_under_twice_the_gradients_each_way():
     dp, ddp = runs(gpus=4, **SIZES)
     sizes = StepSizes.of(dp, ddp)
-    rows = growth(sizes, range(2, 17), dataparallel, distributed)
+    rows = [(g, r) for g, r in zip(growth(sizes, range(2, 17), dataparallel), growth(sizes, range(2, 17), distributed))]
     used = lambda count: len(chunk_sizes(sizes.rows, count))  # torch.chunk may leave the last devices idle
-    assert all(b.gpu0 > a.gpu0 if used(b.devices) > used(a.devices) else b.gpu0 == a.gpu0 for a, b in zip(rows, rows[1:]))
-    assert all(r.rank < 2 * sizes.gradients + sizes.buffers * (r.devices - 1) for r in rows)  # sent: the ring's share
+    assert all(b.first > a.first if used(b.devices) > used(a.devices) else b.first == a.first
+               for (a, _), (b, _) in zip(rows, rows[1:]))
+    assert all(r.most < 2 * sizes.gradients + sizes.buffers * (r.devices - 1) for _, r in rows)  # sent: the ring's share
     for count in range(3, 17):  # GPU 0 stands out: it carries what every other GPU moves, together
         moves = [sent + received for sent, received in dataparallel(sizes, count)]
         assert moves[0] == sum(moves[1:]) and moves[0] >= (used(count) - 1) * max(moves[1:]) * 0.9
         sent = [sent for sent, _ in dataparallel(sizes, count)]  # and sends each other GPU more than it sends back
-        assert sent[0] >= (used(count) - 1) * max(sent[1:]) and [r.gpu0 for r in rows if r.devices == count] == [sent[0]]
+        assert sent[0] >= (used(count) - 1) * max(sent[1:]) and [g.first for g, _ in rows if g.devices == count] == [sent[0]]
 
 
 def test_the_growth_panel_draws_the_formulas_and_marks_this_run():
@@ -159,11 +173,12 @@ def test_the_growth_panel_draws_the_formulas_and_marks_this_run():
     dp, ddp = runs(gpus=4, **SIZES)
     fig = comparison_figure(dp, ddp)
     lines = {trace.name: trace for trace in fig.data if trace.type == "scatter"}
-    rows = growth(StepSizes.of(dp, ddp), range(2, 17), dataparallel, distributed)
+    sizes = StepSizes.of(dp, ddp)
     unit = axis_unit(fig, "yaxis3")  # the panel's unit, the bars' (one per figure)
     assert unit == axis_unit(fig)
-    assert [y * unit for y in lines["DataParallel: GPU 0"].y] == pytest.approx([r.gpu0 for r in rows])
-    assert [y * unit for y in lines["DDP: any rank"].y] == pytest.approx([r.rank for r in rows])
+    assert [y * unit for y in lines["DataParallel: GPU 0"].y] == pytest.approx([r.first for r in growth(sizes, range(2, 17), dataparallel)])
+    assert [y * unit for y in lines["DataParallel: any other GPU"].y] == pytest.approx([r.other for r in growth(sizes, range(2, 17), dataparallel)])
+    assert [y * unit for y in lines["DDP: any rank"].y] == pytest.approx([r.most for r in growth(sizes, range(2, 17), distributed)])
     assert [shape.x0 for shape in fig.layout.shapes] == [4]
 
 
@@ -199,7 +214,7 @@ def test_the_growth_lines_are_keyed_under_the_chart_in_the_pages_ink_and_this_ru
 
 def test_a_winner_is_named_only_when_the_spreads_do_not_overlap():
     quick, slow = Measured(1.0, 0.9, 1.1, 10), Measured(2.0, 1.8, 2.2, 10)
-    assert verdict(quick, slow) == "dp" and verdict(slow, quick) == "ddp"
+    assert verdict(quick, slow) == 0 and verdict(slow, quick) == 1
     assert verdict(quick, Measured(1.05, 1.0, 1.5, 10)) is None  # overlapping middle halves
     assert verdict(quick, Measured(2.0, 1.8, 2.2, 2)) is None  # too few steps after the warm-up
     assert verdict(None, quick) is None
@@ -237,13 +252,13 @@ def test_cpu_times_call_no_engine_faster_and_each_stands_beside_its_spread_and_m
 
     dp, ddp = runs(gpus=2, train=True, data_size=300)  # 10 steps: 9 after the warm-up, enough for a verdict on GPUs
     ddp = slowed(ddp, 1000)  # every DDP step far slower than every DataParallel step: spreads far apart
-    assert verdict(measured(dp), measured(ddp)) == "dp"  # what a verdict would say, were these GPUs
+    assert verdict(measured(dp), measured(ddp)) == 0  # what a verdict would say, were these GPUs
     sentences = comparison(dp, ddp)
     text = " ".join(sentences)
     assert "faster" not in text.replace("neither engine faster", "")  # no verdict from CPU threads and processes
     assert "on this machine's CPU, not on GPUs" in text and "threads" in text and "processes" in text
     timed = next(s for s in sentences if s.startswith("Time per step"))
-    for name, model in zip(("DataParallel", "DDP"), modelled_times(dp, ddp)):
+    for name, model in zip((dp.spec.label, ddp.spec.label), modelled_times(dp, ddp)):
         # the engine's time: its median with its middle half, and beside it the time modelled on real links
         clause = re.search(rf"\b{name}: measured (.*?\)), modelled (.*?)\. ", timed)
         assert clause and "middle half" in clause[1] and clause[2] == model, (name, timed)
@@ -303,7 +318,7 @@ def test_bytes_alike_and_bytes_range():
     (dict(gpus=3, train=True, data_size=16, batch_size=4), "use 4 GPUs"),  # torch.chunk: 2 + 2 rows on 3 GPUs
 ])
 def test_settings_that_cannot_show_gpu0_as_the_hub_say_what_would(settings, change):
-    from dpviz.analysis.hub_lesson import hub_lesson
+    from dpviz.engines.dp.read.hub_lesson import hub_lesson
     from dpviz.figures.compare import comparison_figure
 
     dp, ddp = runs(**settings)
@@ -318,7 +333,7 @@ def test_settings_that_cannot_show_gpu0_as_the_hub_say_what_would(settings, chan
 def test_the_settings_the_lesson_names_show_gpu0_as_the_hub():
     """What the defaults' sentence asks for (training, 3 GPUs), run: GPU 0 sends more than twice what any other
     device sends, and the title says how much more than a DDP rank."""
-    from dpviz.analysis.hub_lesson import hub_lesson
+    from dpviz.engines.dp.read.hub_lesson import hub_lesson
     from dpviz.figures.compare import comparison_figure
 
     dp, ddp = runs(gpus=3, train=True)
@@ -326,4 +341,4 @@ def test_the_settings_the_lesson_names_show_gpu0_as_the_hub():
     a, b = per_device(dp), per_device(ddp)
     assert a[0].bytes_per_step > 2 * max(f.bytes_per_step for f in a[1:] + b)
     title = unwrap(comparison_figure(dp, ddp).layout.title.text)
-    assert title.startswith("Every step, GPU 0 sends") and not any(s.startswith("These settings") for s in comparison(dp, ddp))
+    assert title.startswith("Every step, DataParallel's GPU 0 sends") and not any(s.startswith("These settings") for s in comparison(dp, ddp))

@@ -220,7 +220,7 @@ def test_memory_kinds_show_on_both_themes(vocabulary):
         assert contrast_ratio(kind.color, DARK_BACKGROUND) >= 3, f"{kind.name} ({kind.color}) vanishes on the dark page"
 
 
-@pytest.mark.parametrize("vocabulary", _engines(), ids=lambda v: v.engine)
+@pytest.mark.parametrize("vocabulary", _every_engine(), ids=lambda v: v.engine)
 def test_phase_colours_show_on_both_themes_and_stay_apart(vocabulary):
     """A phase with a colour of its own (a host copy, DDP's communication) is a thin bar in the timeline:
     3:1 on both pages by its fill, apart from the engine's other such phases under the four visions,
@@ -235,24 +235,41 @@ def test_phase_colours_show_on_both_themes_and_stay_apart(vocabulary):
         assert min(_min_difference([c, d], vision) for c in own for d in device_colors(16) + [IDLE_GREY]) >= 10
 
 
-def test_fsdps_three_collectives_read_as_three_hues():
-    """FSDP draws each module's all-gather in forward, its all-gather in backward and its reduce-scatter on one thin
-    row under the rank, side by side; as three pinks (#DD00BB, #AA3377, #EE3377: hues within 30° in CIELAB,
-    CIEDE2000 13 to 16 apart) a class could not tell them apart. Three hues now: 60° or more apart, CIEDE2000 30 or
-    more between any two and 15 (CIE76) under each of the four visions; each 3:1 on both pages, apart from the
-    engine's other phase colours on that row (15) and from every device colour above it (10)."""
-    from dpviz.engines.fsdp.vocabulary import VOCABULARY as FSDP
+def test_the_legends_kinds_read_apart_and_as_no_device():
+    """One colour per kind of collective in every engine (dpviz.trace.legend): magenta was DDP's all-reduce and FSDP's
+    forward all-gather, and tan brown DDP's broadcast and FSDP's reduce-scatter. Each kind now 3:1 on both pages,
+    15 (CIE76) or more from every other kind under each of the four visions, and 10 from every device colour and
+    idle grey, so that what moves never reads as a device."""
+    from dpviz.trace.legend import KINDS
 
-    collectives = [FSDP.phase(name).color for name in ("gather", "gather_backward", "reduce_scatter")]
-    others = [p.color for p in FSDP.phases if p.color != "lane" and p.color not in collectives]
-    hues = {c: math.degrees(math.atan2(b, a)) % 360 for c, (_, a, b) in zip(collectives, map(cielab, collectives))}
-    for color in collectives:
+    colors = [kind.color for kind in KINDS.values()]
+    assert len(set(colors)) == len(colors) == 8
+    for color in colors:
         assert HEX.match(color) and min(contrast_ratio(color, bg) for bg in (LIGHT_BACKGROUND, DARK_BACKGROUND)) >= 3
-    for first, second in itertools.combinations(collectives, 2):
-        turn = abs(hues[first] - hues[second]) % 360
-        assert min(turn, 360 - turn) >= 60, (first, second)
-        assert delta_e2000(first, second) >= 30, (first, second)
     for vision in CVD:
-        assert _min_difference(collectives, vision) >= 15, vision
-        assert min(_min_difference([c, o], vision) for c in collectives for o in others) >= 15, vision
-        assert min(_min_difference([c, d], vision) for c in collectives for d in device_colors(16) + [IDLE_GREY]) >= 10
+        assert _min_difference(colors, vision) >= 15, vision
+        assert min(_min_difference([c, d], vision) for c in colors for d in device_colors(16) + [IDLE_GREY]) >= 10
+
+
+@pytest.mark.parametrize("vocabulary", _every_engine(), ids=lambda v: v.engine)
+def test_every_engine_draws_what_moves_in_the_legends_colours(vocabulary):
+    """A phase that moves data takes its kind's colour, whatever the engine; two of one kind in one engine (FSDP's
+    all-gathers, a pipeline's sends and receives) differ by their hatch."""
+    from dpviz.trace.legend import KINDS
+
+    moving = vocabulary.moving
+    assert moving, vocabulary.engine
+    for phase in moving:
+        assert phase.color == KINDS[phase.kind].color
+    for first, second in itertools.combinations(moving, 2):
+        if first.kind == second.kind:
+            assert first.hatch != second.hatch, (first.name, second.name)
+
+
+def test_a_phase_that_moves_data_refuses_a_colour_of_its_own():
+    from dpviz.trace.vocabulary import EVERY_LANE, Phase
+
+    with pytest.raises(ValueError, match="legend's colour"):
+        Phase("allreduce", EVERY_LANE, "all-reduce", "all-reduce", color="#DD00BB", kind="all-reduce")
+    with pytest.raises(ValueError, match="legend's kinds are"):
+        Phase("allreduce", EVERY_LANE, "all-reduce", "all-reduce", kind="all-to-all")

@@ -53,7 +53,7 @@ def test_each_preset_is_offered_for_its_engine_and_opens_a_view_it_draws():
         config = preset.config
         assert ALL_PRESETS[name] is preset and name in presets_of(config.engine) and preset_of(config) is preset
         if preset.opens == EVERY_ENGINE:  # read beside the other engines: that page draws every engine's memory
-            assert ENGINES[config.engine].has("wire") and ENGINES[config.engine].has("view.memory"), name
+            assert ENGINES[config.engine].memory_page and ENGINES[config.engine].has("view.memory"), name
         else:
             assert preset.opens in {view.key for view in VIEWS} and ENGINES[config.engine].has(f"view.{preset.opens}"), name
     assert {p.opens for p in SHARDED_PRESETS.values()} >= {EVERY_ENGINE}

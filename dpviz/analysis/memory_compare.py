@@ -1,6 +1,6 @@
 """Where the memory goes: each engine's memory per device by kind, and the bytes each rank hands its collectives.
 
-    memory_by_kind(trace)        # per lane, at its fullest moment: bytes by FAMILIES (from the memory ledger)
+    memory_by_kind(trace)        # per lane, at the end of the last full step: bytes by FAMILIES (the memory ledger)
     bytes_per_step(trace)        # per lane: bytes handed to each collective per step (measured), sent (computed)
     reading([ddp, zero1, fsdp])  # one line: what the runs side by side show, every number from them
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dpviz.analysis.batch_facts import batches_planned
+from dpviz.analysis.traffic import sent_per_step
 from dpviz.analysis.wording import bytes_alike, human_bytes, numbered
 from dpviz.trace import Trace
 
@@ -29,11 +30,11 @@ COLLECTIVES = ("all-reduce", "broadcast", "all-gather (forward)", "all-gather (b
 
 @dataclass(frozen=True)
 class LaneMemory:
-    """One lane (a rank, or a simulated GPU) of one run, at the moment it held the most."""
+    """One lane (a rank, or a simulated GPU) of one run, read at the moment every device of every engine is read."""
 
     engine: str  # the engine's short label: "DDP"
     lane: str  # "rank 0"
-    moment: str  # "step 1 of 3, after backward"
+    moment: str  # "the end of step 3 of 3 (after optimizer step); activations at their peak in it"
     kinds: dict[str, int]  # family -> bytes, FAMILIES first, any other kind (a GPU's measured figure) after
 
     @property
@@ -45,26 +46,49 @@ class LaneMemory:
         return sum(self.kinds.get(kind, 0) for kind in MODEL_STATE)
 
 
+def moment_step(trace: Trace) -> int | None:
+    """The step every device is read at: the last one in which every device ran a whole batch (the last with the
+    most rows), so that no engine's ranks are read mid-warm-up or on a short last batch; None without a ledger."""
+    sampled = {m.batch for m in trace.memory}
+    if not sampled:
+        return None
+    full = max((b.rows for b in trace.batches if b.index in sampled), default=0)
+    return max((b.index for b in trace.batches if b.index in sampled and b.rows == full), default=max(sampled))
+
+
 def memory_by_kind(trace: Trace) -> list[LaneMemory]:
-    """Per lane, its ledger at the (step, phase) where its total was largest, by family of kind."""
+    """Per lane, like with like across engines: what it keeps (parameters, gradients, optimizer state, a bucket) at
+    the end of `moment_step`, after the optimizer's step and before the gradients are zeroed (its last phase that
+    sampled the ledger), and what is made and freed within a step (activations, gathered parameters) at its peak
+    in that step, by family of kind."""
+    step = moment_step(trace)
+    if step is None:
+        return []
     vocabulary = trace.vocabulary
-    totals: dict[tuple[int, int, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for sample in trace.memory:
-        kind = vocabulary.memory_kind(sample.category)
-        family = kind.compared_as if kind is not None else sample.category
-        totals[(sample.lane, sample.batch, sample.phase)][family] += sample.bytes
     order = vocabulary.order
+    at: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for sample in trace.memory:
+        if sample.batch == step:
+            at[(sample.lane, sample.phase)][sample.category] += sample.bytes
     out = []
     for lane in trace.lanes:
-        moments = [(key, kinds) for key, kinds in totals.items() if key[0] == lane.id]
-        if not moments:
+        phases = sorted((phase for key_lane, phase in at if key_lane == lane.id), key=lambda p: order.get(p, len(order)))
+        if not phases:
             continue
-        # the fullest moment; of equals, the earliest (step, then the phase's place in the pipeline)
-        (_, batch, phase), kinds = max(moments, key=lambda m: (sum(m[1].values()), -m[0][1], -order.get(m[0][2], 0)))
-        label = vocabulary.phase(phase).label if phase in order else phase
-        ordered = {k: kinds[k] for k in FAMILIES if kinds.get(k)} | {k: v for k, v in kinds.items() if k not in FAMILIES}
+        last = phases[-1]
+        kinds: dict[str, int] = defaultdict(int)
+        for category in {c for phase in phases for c in at[(lane.id, phase)]}:
+            kind = vocabulary.memory_kind(category)
+            family = kind.compared_as if kind is not None else category
+            if kind is not None and kind.transient:  # made and freed within the step: its peak
+                kinds[family] += max(at[(lane.id, phase)].get(category, 0) for phase in phases)
+            else:  # kept from step to step: as the step leaves it
+                kinds[family] += at[(lane.id, last)].get(category, 0)
+        label = vocabulary.phase(last).label if last in order else last
+        ordered = {k: kinds[k] for k in FAMILIES if kinds.get(k)} | {k: v for k, v in kinds.items() if k not in FAMILIES and v}
         out.append(LaneMemory(trace.spec.short, vocabulary.lane_name(lane.id),
-                              f"{numbered(batch, batches_planned(trace), trace.spec.unit)}, after {label}", ordered))
+                              f"the end of {numbered(step, batches_planned(trace), trace.spec.unit)} (after {label}); "
+                              "what a step makes and frees at its peak in it", ordered))
     return out
 
 
@@ -86,7 +110,7 @@ def bytes_per_step(trace: Trace) -> list[LaneBytes]:
     """Per lane: what it handed each collective, averaged over the run's steps, and what it sends (computed)."""
     moved = trace.facts.get("moved") or []
     steps = max(1, len(trace.batches))
-    wire = trace.spec.part("wire")(trace) if trace.spec.has("wire") else [None] * len(trace.lanes)
+    wire = sent_per_step(trace)
     out = []
     for lane, sent in zip(trace.lanes, wire):
         rows = moved[lane.id] if lane.id < len(moved) and moved[lane.id] else []

@@ -1,8 +1,8 @@
 """Time per step, said honestly: measured with its spread, and modelled for named hardware.
 
     summary = measured(trace)                  # median, quartiles and count over the steps after the first
-    on_gpus(dp_trace, ddp_trace)               # whether the times are of GPUs at all (not a CPU's threads)
-    verdict(dp_summary, ddp_summary)           # which is faster, only where the spreads do not overlap
+    on_gpus(first_trace, second_trace)         # whether the times are of GPUs at all (not a CPU's threads)
+    verdict(first_summary, second_summary)     # 0 or 1, the faster, only where the spreads do not overlap
     modelled(moves, LINKS[0])                  # seconds the busiest link needs for one step's bytes
 
 Measured times on a CPU are the host's: threads standing in for GPUs, processes sharing the cores, a
@@ -61,14 +61,14 @@ def on_gpus(*traces: Trace) -> bool:
 MIN_STEPS = 5  # fewer steps after the warm-up than this say nothing about a difference
 
 
-def verdict(dp: Measured | None, ddp: Measured | None) -> str | None:
-    """"dp" or "ddp" for the measurably faster engine, None when this machine cannot tell them apart."""
-    if dp is None or ddp is None or min(dp.count, ddp.count) < MIN_STEPS:
+def verdict(first: Measured | None, second: Measured | None) -> int | None:
+    """0 or 1, the measurably faster of two engines' steps, None when this machine cannot tell them apart."""
+    if first is None or second is None or min(first.count, second.count) < MIN_STEPS:
         return None
-    if dp.high < ddp.low:
-        return "dp"
-    if ddp.high < dp.low:
-        return "ddp"
+    if first.high < second.low:
+        return 0
+    if second.high < first.low:
+        return 1
     return None
 
 

@@ -1,14 +1,14 @@
 """Bytes each device sends and receives in one step, from the formulas of DataParallel and DDP, at any count.
 
-    sizes = StepSizes.of(dp_trace, ddp_trace)     # a batch's rows, bytes per row, the model's bytes (model_bytes)
-    growth(sizes, range(2, 17), dp.spec.part("moves_at"), ddp.spec.part("moves_at"))
-                                                  # how GPU 0's load and a rank's grow with the count
+    sizes = StepSizes.of(first_trace, second_trace)   # a batch's rows, bytes per row, the model's bytes
+    growth(sizes, range(2, 17), trace.spec.part("moves_at"))
+                                                      # how an engine's first device and its others grow with the count
 
 Each engine writes its own formula, (sent, received) bytes per device at a device count, as its spec's
-`moves_at` part (DataParallel's in dpviz.engines.dp.read.traffic, DDP's in dpviz.engines.ddp.read.traffic).
+`moves_at` part, beside its traffic (dpviz.engines.<engine>.read.traffic).
 
-The same rules dpviz.analysis.compare applies to a recorded run, written as formulas of the device count, so the
-page can say how both engines scale without running 16 of each. DataParallel, every step: GPU 0 sends
+The same rules an engine's traffic applies to a recorded run, written as formulas of the device count, so the
+page can say how two engines scale without running 16 of each. DataParallel, every step: GPU 0 sends
 each other used device its chunk of the batch (torch.chunk's sizes) and a copy of the parameters and
 buffers, and takes back every output; training, it sends each output's gradient back and receives each
 replica's parameter gradients. DDP, every step: a ring all-reduce, in which each rank sends and receives
@@ -51,14 +51,15 @@ class StepSizes:
         return max(0, self.parameters - self.gradients)
 
     @classmethod
-    def of(cls, dp: Trace, ddp: Trace | None = None) -> "StepSizes":
-        """The sizes of `dp`'s first full batch and of its model (DDP's gradient bytes where it ran)."""
-        batch = max(dp.batches, key=lambda b: b.rows)
-        parameters, gradients = model_bytes(dp)
-        if ddp is not None and model_bytes(ddp)[1]:
-            gradients = model_bytes(ddp)[1]
+    def of(cls, first: Trace, second: Trace | None = None) -> "StepSizes":
+        """The sizes of `first`'s fullest batch and of its model (the second run's gradient bytes where it has them:
+        a forward-only DataParallel run keeps no gradients to count)."""
+        batch = max(first.batches, key=lambda b: b.rows)
+        parameters, gradients = model_bytes(first)
+        if second is not None and model_bytes(second)[1]:
+            gradients = model_bytes(second)[1]
         return cls(batch.rows, row_bytes(batch.input_shape, batch.rows), row_bytes(batch.output_shape, batch.rows),
-                   parameters or 0, gradients or 0, dp.config.train)
+                   parameters or 0, gradients or 0, first.config.train)
 
 
 MovesAt = Callable[["StepSizes", int], list[tuple[int, int]]]  # an engine's formula: (sent, received) per device
@@ -66,21 +67,22 @@ MovesAt = Callable[["StepSizes", int], list[tuple[int, int]]]  # an engine's for
 
 @dataclass(frozen=True)
 class Growth:
-    """At one device count: bytes per step that DataParallel's GPU 0, its busiest other GPU and DDP's busiest rank
-    send (what the Compare figure's bars count, and the Memory page's diamonds)."""
+    """One engine at one device count: bytes per step that its first device (DataParallel's output device, rank 0)
+    and the busiest of its others send (what the Compare figure's bars count, and the Memory page's diamonds)."""
 
     devices: int
-    gpu0: int
-    other_gpu: int
-    rank: int
+    first: int
+    other: int
+
+    @property
+    def most(self) -> int:
+        return max(self.first, self.other)
 
 
-def growth(sizes: StepSizes, counts: Iterable[int], gathering: MovesAt, reducing: MovesAt) -> list[Growth]:
-    """At each count: the bytes sent by the busiest devices of an engine that gathers on device 0 (DataParallel's
-    `moves_at`) and of one whose ranks all-reduce (DDP's)."""
+def growth(sizes: StepSizes, counts: Iterable[int], moves_at: MovesAt) -> list[Growth]:
+    """At each count: the bytes sent by an engine's first device and by the busiest of the others, by its formula."""
     rows = []
     for count in counts:
-        dp = [sent for sent, _ in gathering(sizes, count)]
-        ddp = [sent for sent, _ in reducing(sizes, count)]
-        rows.append(Growth(count, dp[0], max(dp[1:], default=0), max(ddp, default=0)))
+        sent = [sent for sent, _ in moves_at(sizes, count)]
+        rows.append(Growth(count, sent[0] if sent else 0, max(sent[1:], default=0)))
     return rows

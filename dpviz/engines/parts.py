@@ -57,6 +57,11 @@ class MovesAt(Protocol):
     def __call__(self, sizes: Any, devices: int) -> list[tuple[int, int]]:
         """(sent, received) bytes per device in one step at a device count, by the engine's formula."""
 
+class CompareLesson(Protocol):
+    def __call__(self, trace: Trace, other: Trace) -> Any:
+        """dpviz.analysis.compare.Lesson: whether `trace` beside `other` shows the engine's lesson."""
+
+
 class Plan(Protocol):
     def __call__(self, shape: Any, gpus: int, optimizer: str, **options: Any) -> list[dict[str, int]]:
         """A model's bytes per device (parameters, gradients, optimizer state, activations, sent) from its shapes
@@ -176,7 +181,6 @@ class Parts:
     outcome: Lazy[Outcome]
     model_bytes: Lazy[OfTrace]  # (parameters, gradients) bytes
     traffic: Lazy[OfTrace]  # [Move]: what each device sent and received, from the trace
-    wire: Lazy[OfTrace]  # per lane, bytes sent per step by the textbook algorithm
     memory_why: Lazy[MemoryWhy]
     timeline_range: Lazy[TimelineRange]
     timeline_window: Lazy[OfTrace]  # how many batches one Timeline shows
@@ -186,6 +190,8 @@ class Parts:
     # What each rank of a process engine runs (dpviz.engines.ranks.program.RankProgram): torch, loaded by its ranks
     rank_program: Lazy[Any] | None = None
     moves_at: Lazy[MovesAt] | None = None
+    # Whether a comparison's settings can show what this engine is compared for, and what to change if not
+    compare_lesson: Lazy[CompareLesson] | None = None
     plan: Lazy[Plan] | None = None  # a model's memory per device, from its shapes (python -m dpviz plan)
     plan_layers: Lazy[PlanLayers] | None = None  # the layers a plan measures one by one (ModelShape.layers)
     # One sentence a mixed-precision Adam plan says of this engine beside the ZeRO paper's figures (where they differ)

@@ -70,6 +70,9 @@ class EngineSpec:
     options_type: type | None = None
     facts: tuple[str, ...] = ()  # the keys of trace.facts its traces may carry
     preload: tuple[str, ...] = ()  # modules the forkserver imports for its runs (dpviz.engines.processes)
+    # Drawn on "Memory, every engine", where every engine runs the same rows on every device; False for an engine
+    # whose devices hold different layers (a pipeline's stages), compared in pairs instead
+    memory_page: bool = True
 
     @property
     def options(self) -> tuple[Option, ...]:

@@ -1,66 +1,32 @@
-"""DataParallel beside DDP: what each device sends per step, and how that grows with the device count.
+"""Two engines side by side: what each device sends per step, and how that grows with the device count.
 
-Top: one stacked bar per device, the bytes it sends per step on average by what it sends (computed from the two
-runs, see dpviz.analysis.compare): DataParallel's GPU 0 sends every other GPU its chunk and a model copy (and in
-training each output's gradient), each other GPU sends back its output (and its gradients), while DDP's ranks each
-send their share of the all-reduce. Below: the same formulas at 2 to 16 devices (dpviz.analysis.traffic_model):
-what GPU 0 sends grows with every device added, what a rank sends for its all-reduce stays under twice the
-gradients. The bars count what the Memory page's diamonds count (dpviz.analysis.memory_compare): bytes sent.
-Every amount, ticks and titles alike, in one binary unit (dpviz.figures.byte_unit). Settings that cannot show
-GPU 0 as the hub say so in the title, and what to change (dpviz.analysis.hub_lesson).
-Drawn from plain lists: the Compare tab needs no pandas.
+Top: for each engine, one stacked bar per device, the bytes it sends per step on average by what it sends
+(computed from the run, dpviz.analysis.traffic), each part in the colour of the kind of collective that carries it
+(dpviz.trace.legend: the same in every engine), hatched where it moves for the backward pass. Both panels share one
+scale, so one engine's busiest device stands against the other's by height. Below: each engine's own formula
+(its `moves_at`) at 2 to 16 devices: its first device and the busiest of the others, or any device where all send
+alike. The bars count what the Memory page's diamonds count: bytes sent. Every amount, ticks and titles alike, in
+one binary unit (dpviz.figures.byte_unit). Where an engine's lesson cannot show at these settings (its
+`compare_lesson`), the title says so, and what to change. Drawn from plain lists: the Compare tab needs no pandas.
 """
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dpviz.analysis.compare import traffic
-from dpviz.analysis.hub_lesson import hub_lesson
-from dpviz.engines import vocabulary
-from dpviz.trace import Trace
+from dpviz.analysis.compare import busiest, lessons, ratio_headline
+from dpviz.analysis.traffic import sent_by_kind, sent_per_step
 from dpviz.analysis.traffic_model import StepSizes, growth
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color
 from dpviz.figures.style import MARGIN, NARROWEST_PX, TICK_GAP_PX, TICK_SIZE, legend_under_plot, styled, text_px
+from dpviz.trace import Trace
+from dpviz.trace.legend import KINDS
 
-# The two engines this page sets side by side, in their own colours and words (the registry's vocabularies).
-DP, DDP = vocabulary("dp"), vocabulary("ddp")
-# One colour per kind of traffic, the same in both panels: the colour of the phase that moves it where
-# there is one (the timelines'), 3:1 on the light and the dark page, apart under colour blindness.
-WHAT_COLORS = {
-    "input chunk": DP.phase("scatter").color, "parameter copy": DP.phase("replicate").color,
-    "output gathered": DP.phase("gather").color, "output gradient": "#AA22EE", "gradient sum": "#EE5555",
-    "all-reduce": DDP.phase("allreduce").color, "buffers": DDP.phase("buffers").color,
-}
-# What the legend calls each kind: the phases' own names where dpviz.analysis.compare's differ.
-WHAT_NAMES = {"gradient sum": DP.phase("reduce").label}
 COUNTS = range(2, 17)  # the device counts the growth panel draws
-# The growth panel's lines: DataParallel's GPU 0 in GPU 0's colour, its busiest other GPU, a DDP rank.
-LINES = (("gpu0", "DataParallel: GPU 0", "solid"), ("other_gpu", "DataParallel: any other GPU", "dot"),
-         ("rank", "DDP: any rank", "dash"))
-
-
-def prepare_traffic(trace: Trace) -> dict[str, list[tuple[str, float]]]:
-    """Per kind of traffic, (device, bytes it sends per step on average), devices in order."""
-    totals: dict[tuple[int, str], int] = defaultdict(int)
-    for move in traffic(trace):
-        totals[(move.lane, move.what)] += move.sent
-    steps = max(1, len(trace.batches))
-    return {what: [(trace.vocabulary.lane_name(lane.id), totals.get((lane.id, what), 0) / steps) for lane in trace.lanes]
-            for what in WHAT_COLORS}
-
-
-def device_totals(table: dict[str, list[tuple[str, float]]]) -> dict[str, float]:
-    totals: dict[str, float] = defaultdict(float)
-    for rows in table.values():
-        for device, moved in rows:
-            totals[device] += moved
-    return dict(totals)
-
+BACKWARD = "x"  # the hatch of what moves for the backward pass, as the timelines hatch backward
 
 SENT = "sent per step"  # what both panels' axes count, in the figure's unit
 # The growth panel's lines are keyed in a legend of their own under its axis (style.legend_under_plot), the text in
@@ -68,6 +34,18 @@ SENT = "sent per step"  # what both panels' axes count, in the figure's unit
 # other and into the axis's numbers, and in their own colours read at 2.3:1 on white.
 UNDER_AXIS_PX = 62  # from the plot's bottom to that legend: the axis's numbers and its one-line title
 PRESENTING = 1.35  # presentation()'s scale: the device names must fit at its larger type too
+
+
+def part_name(kind: str, what: str) -> str:
+    """A bar part's legend entry: what moves, and the kind that carries it where the words do not say it."""
+    return what if what == kind or kind in what else f"{what} ({kind})"
+
+
+def prepare_traffic(trace: Trace) -> list[tuple[str, str, bool, list[tuple[str, float]]]]:
+    """Per part of what moves (kind, name, backward), (device, bytes it sends per step on average), devices in order."""
+    names = [trace.vocabulary.lane_name(lane.id) for lane in trace.lanes]
+    return [(kind, part_name(kind, what), backward, list(zip(names, column)))
+            for (kind, what, backward), column in sent_by_kind(trace).items()]
 
 
 def device_ticks(names: list[str], share: float) -> dict:
@@ -84,79 +62,115 @@ def device_ticks(names: list[str], share: float) -> dict:
     return dict(tickmode="array", tickvals=names[::step], ticktext=numbers[::step], title_text=kind)
 
 
-def plot_comparison(tables: list[dict], titles: list[str], grown: list, devices: int, *, unit: ByteUnit, title: str,
+def growth_lines(traces: tuple[Trace, Trace]) -> list[tuple[str, str, list[tuple[int, int]]]]:
+    """Per engine with a formula: (name, dash, [(devices, bytes sent per step)]): its first device and the busiest
+    of the others where its first device differs (a lead lane), else any device."""
+    sizes = StepSizes.of(*traces)
+    lines = []
+    for trace, dashes in zip(traces, (("solid", "dot"), ("dash", "dashdot"))):
+        if not trace.spec.has("moves_at"):
+            continue
+        rows = growth(sizes, COUNTS, trace.spec.part("moves_at"))
+        label, vocabulary = trace.spec.short, trace.vocabulary
+        if vocabulary.lead_lane:
+            lines.append((f"{label}: {vocabulary.lane_name(0)}", dashes[0], [(r.devices, r.first) for r in rows]))
+            lines.append((f"{label}: any other {vocabulary.lane_noun}", dashes[1], [(r.devices, r.other) for r in rows]))
+        else:
+            lines.append((f"{label}: any {vocabulary.lane_noun}", dashes[0], [(r.devices, r.most) for r in rows]))
+    return lines
+
+
+def plot_comparison(tables: list[list], titles: list[str], lines: list, devices: int, *, unit: ByteUnit, title: str,
                     notes: list[str]) -> go.Figure:
     fig = make_subplots(rows=2, cols=2, shared_yaxes=False, specs=[[{}, {}], [{"colspan": 2}, None]],
                         subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.3, row_heights=[0.55, 0.45])
     shown: set[str] = set()
+    top = 0.0
     for col, table in enumerate(tables, start=1):
-        for what, color in WHAT_COLORS.items():
-            part = [(device, moved) for device, moved in table[what] if moved > 0]
+        totals: dict[str, float] = {}
+        for kind, name, backward, column in table:
+            for device, moved in column:
+                totals[device] = totals.get(device, 0) + moved
+            part = [(device, moved) for device, moved in column if moved > 0]
             if not part:
                 continue
-            name = WHAT_NAMES.get(what, what)
             fig.add_trace(go.Bar(
-                x=[d for d, _ in part], y=unit.scaled(m for _, m in part), name=name, legendgroup=what,
-                showlegend=what not in shown, marker=dict(color=color, line=dict(color=OUTLINE, width=0.6)),
+                x=[d for d, _ in part], y=unit.scaled(m for _, m in part), name=name, legendgroup=name,
+                showlegend=name not in shown,
+                marker=dict(color=KINDS[kind].color, line=dict(color=OUTLINE, width=0.6),
+                            pattern=dict(shape=BACKWARD if backward else "")),
                 customdata=[unit.amount(m) for _, m in part],
                 hovertemplate=f"%{{x}}<br>{name}: %{{customdata}} sent per step (computed)<extra></extra>",
             ), row=1, col=col)
-            shown.add(what)
-        devices_in = [device for device, _ in table[next(iter(WHAT_COLORS))]]
+            shown.add(name)
+        top = max(top, max(totals.values(), default=0))
+        devices_in = list(totals) or [""]
         share = fig.layout["xaxis" if col == 1 else "xaxis2"].domain
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=devices_in,
                          **device_ticks(devices_in, share[1] - share[0]), row=1, col=col)
-    top = max((max(device_totals(table).values(), default=0) for table in tables), default=0) / unit.size
-    for col in (1, 2):  # one scale for both engines: GPU 0's bar against a rank's, side by side
+    top /= unit.size
+    for col in (1, 2):  # one scale for both engines: one's busiest bar against the other's, side by side
         fig.update_yaxes(range=[0, top * 1.08 or 1], row=1, col=col)
     fig.update_yaxes(**unit.axis(SENT), row=1, col=1)
     fig.update_yaxes(exponentformat="none", separatethousands=True, row=1, col=2)  # its ticks read as the left's
-    highest = max((getattr(g, key) for g in grown for key, _, _ in LINES), default=0) / unit.size
-    here = [max(getattr(g, key) for key, _, _ in LINES) / unit.size for g in grown if g.devices == devices]
+    highest = max((y for _, _, points in lines for _, y in points), default=0) / unit.size
+    here = [max(y for d, y in points if d == devices) / unit.size for _, _, points in lines if any(d == devices for d, _ in points)]
     # room over the lines at this run's count for the dotted mark that stands there
-    ceiling = max(highest * 1.08, (here[0] if here else 0) + highest * 0.25) or 1
-    for key, name, dash in LINES:
-        ys = [getattr(g, key) for g in grown]
-        color = device_color(0) if key == "gpu0" else DDP.phase("allreduce").color if key == "rank" else device_color(1)
+    ceiling = max(highest * 1.08, (max(here) if here else 0) + highest * 0.25) or 1
+    for index, (name, dash, points) in enumerate(lines):
+        ys = [y for _, y in points]
         fig.add_trace(go.Scatter(
-            x=[g.devices for g in grown], y=unit.scaled(ys), name=name, mode="lines+markers", legend="legend2",
+            x=[d for d, _ in points], y=unit.scaled(ys), name=name, mode="lines+markers", legend="legend2",
             # small points: a line running over another's point still has that point's page on both its sides
-            line=dict(color=color, dash=dash, width=3), marker=dict(size=5), customdata=[unit.amount(y) for y in ys],
+            line=dict(color=device_color(index), dash=dash, width=3), marker=dict(size=5),
+            customdata=[unit.amount(y) for y in ys],
             hovertemplate=f"%{{x}} devices<br>{name}: %{{customdata}} sent per step (computed)<extra></extra>",
         ), row=2, col=1)
     # This run's count: a dotted mark from over its points to the panel's top, crossing no line (drawn across them
-    # it was grey on GPU 0's blue, 1:1).
-    fig.add_shape(type="line", x0=devices, x1=devices, y0=here[0] + highest * 0.08 if here else 0, y1=ceiling,
+    # it was grey on the first line's blue, 1:1).
+    fig.add_shape(type="line", x0=devices, x1=devices, y0=max(here) + highest * 0.08 if here else 0, y1=ceiling,
                   line=dict(color=GUIDE, dash="dot", width=2), row=2, col=1)
-    # one line even at Presenting's size: the legend under it says which lines are GPUs and which ranks
-    fig.update_xaxes(title_text="devices (GPUs or ranks)", dtick=2, row=2, col=1)
+    fig.update_xaxes(title_text="devices", dtick=2, row=2, col=1)
     fig.update_yaxes(range=[0, ceiling], **unit.axis(SENT), row=2, col=1)
     fig.update_layout(barmode="stack")  # styled() puts the bars' legend over the panels' titles
     styled(fig, title, notes, height=480)  # with its title, legend and a preset's line, on a 1024 × 768 first screen
-    return legend_under_plot(fig, [name for _, name, _ in LINES], UNDER_AXIS_PX, legend="legend2")
+    return legend_under_plot(fig, [name for name, _, _ in lines], UNDER_AXIS_PX, legend="legend2")
 
 
-def comparison_figure(dp: Trace, ddp: Trace) -> go.Figure:
-    tables = [prepare_traffic(dp), prepare_traffic(ddp)]
-    totals = [device_totals(t) for t in tables]
-    grown = growth(StepSizes.of(dp, ddp), COUNTS, dp.spec.part("moves_at"), ddp.spec.part("moves_at"))
-    first = dp.vocabulary.lane_name(dp.lanes[0].id)
-    gpu0, rank = totals[0].get(first, 0), max(totals[1].values(), default=0)
+def panel_title(trace: Trace, unit: ByteUnit) -> str:
+    """'DataParallel: GPU 0 sends 1.2 KiB', 'DDP: at most 296 B a rank', 'FSDP: nothing sent'."""
+    sent = sent_per_step(trace)
+    most = max(sent, default=0)
+    if not most:
+        return f"{trace.spec.short}: nothing sent"
+    if trace.vocabulary.lead_lane and sent.index(most) == 0:
+        return f"{trace.spec.short}: {trace.vocabulary.lane_name(trace.lanes[0].id)} sends {unit.amount(most)}"
+    return f"{trace.spec.short}: at most {unit.amount(most)} a {trace.vocabulary.lane_noun}"
+
+
+def _what_runs(trace: Trace) -> str:
+    noun = trace.vocabulary.lane_noun
+    if trace.simulated:
+        return f"{len(trace.lanes)} simulated {noun}s ({trace.spec.short})"
+    where = "processes on the CPU" if trace.backend == "cpu" else "one process per GPU" if trace.spec.processes else "GPUs"
+    return f"{len(trace.lanes)} {noun}s of {trace.spec.short} ({where})"
+
+
+def comparison_figure(a: Trace, b: Trace) -> go.Figure:
+    traces = (a, b)
+    tables = [prepare_traffic(trace) for trace in traces]
+    lines = growth_lines(traces)
+    most = [busiest(trace)[1] for trace in traces]
     # One unit for the whole figure, the tallest bar's (the unit its titles and the sentences under it say): the
     # growth panel's lines may pass 1,024 of it at 16 devices, its ticks then "1,500".
-    unit = byte_unit(max([gpu0, rank, *(max(t.values(), default=0) for t in totals)]))
-    titles = [f"DataParallel: {first} sends {unit.amount(gpu0)}" if gpu0 else "DataParallel: nothing sent",
-              f"DDP: at most {unit.amount(rank)} a rank" if rank else "DDP: nothing sent",
-              "The same formulas at 2 to 16 devices (the dotted line: this run)"]
-    lesson = hub_lesson(dp, ddp)
-    if not lesson.shows:  # the visitor's settings stay; the figure says what would show its lesson
-        title = f"These settings cannot show {first} as the hub: {lesson.change}"
-    elif rank:
-        title = f"Every step, {first} sends {gpu0 / rank:.1f}× what a DDP rank sends"
-    else:
-        title = f"Every step, {first} sends {unit.amount(gpu0)}; DDP's ranks send nothing"
-    notes = [f"{lesson.why[:1].upper()}{lesson.why[1:]}" if not lesson.shows else "",
-             f"{len(dp.lanes)} {'simulated devices' if dp.simulated else 'GPUs'} against {len(ddp.lanes)} ranks "
-             f"({'processes on the CPU' if ddp.backend == 'cpu' else 'one process per GPU'})",
-             "bytes each device sends, computed from the rows, outputs, parameters and gradients each run recorded"]
-    return plot_comparison(tables, titles, grown, len(dp.lanes), unit=unit, title=title, notes=notes)
+    unit = byte_unit(max(most + [0]))
+    missing = [trace.spec.short for trace in traces if not trace.spec.has("moves_at")]
+    titles = [panel_title(trace, unit) for trace in traces] + [
+        "The same formulas at 2 to 16 devices (the dotted line: this run)" if lines else "No formula by device count"]
+    shown = lessons(a, b)
+    title = (f"These settings cannot {shown[0].cannot}: {shown[0].change}" if shown else ratio_headline(a, b))
+    notes = [f"{shown[0].why[:1].upper()}{shown[0].why[1:]}" if shown else "",
+             f"{_what_runs(a)} against {_what_runs(b)}",
+             "bytes each device sends, computed from the rows, outputs, parameters and gradients each run recorded",
+             f"{' and '.join(missing)}: no formula by device count, this run's bars only" if missing else ""]
+    return plot_comparison(tables, titles, lines, len(a.lanes), unit=unit, title=title, notes=[n for n in notes if n])

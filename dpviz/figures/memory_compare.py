@@ -1,7 +1,8 @@
 """Where the memory goes: the same settings under several engines, each device's memory by kind and the bytes
 it moves per step, side by side.
 
-Top: one stacked bar per device (a rank, or a simulated GPU), grouped by engine, at the moment it held the most:
+Top: one stacked bar per device (a rank, or a simulated GPU), grouped by engine, every device read at the same
+moment (the end of the last full step, after the optimizer's step; what a step makes and frees at its peak in it):
 parameters, gradients, optimizer state, activations and communication buffers, from each engine's memory ledger
 (dpviz.analysis.memory_compare). Bottom: per device, the bytes of the tensors it handed its collectives per step
 (measured: what the rank code passed them), stacked by collective, and a diamond at the bytes it sends per step
@@ -15,26 +16,25 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step, memory_by_kind, state_title
-from dpviz.engines import vocabulary
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import OUTLINE
 from dpviz.figures.style import legend_under_plot, styled
 from dpviz.trace import Trace
+from dpviz.trace.legend import KINDS
 
-DDP, FSDP = vocabulary("ddp"), vocabulary("fsdp")  # the registry's: whose colours the kinds and collectives take
-# The ledger's own colours for the kinds (DDP's), and each collective in the colour of the phase that runs it.
-FAMILY_COLORS = {
-    "parameters": DDP.memory_kind("parameters").color, "gradients": DDP.memory_kind("gradients").color,
-    "optimizer state": DDP.memory_kind("optimizer state").color, "activations": DDP.memory_kind("activations").color,
-    "communication buffers": DDP.memory_kind("gradient buckets").color,
-}
+# One colour per family of kinds, whatever the engine calls its own kinds (a DDP bucket and FSDP's gathered
+# parameters are both communication buffers): the process engines' ledger colours, apart from every device colour.
+FAMILY_COLORS = {"parameters": "#7766BB", "gradients": "#AA4444", "optimizer state": "#CC9999",
+                 "activations": "#33EEEE", "communication buffers": "#FF9966"}
 OTHER_COLOR = "#BBBBBB"  # a GPU's measured figure, one amount with no kinds
-COLLECTIVE_COLORS = {
-    "all-reduce": DDP.phase("allreduce").color, "broadcast": DDP.phase("broadcast").color,
-    # the timeline's all-gathers share the all-reduce's magenta; side by side here they need blues of their own
-    "all-gather (forward)": "#0077BB", "all-gather (backward)": "#33BBEE",
-    "reduce-scatter": FSDP.phase("reduce_scatter").color,
-}
+
+
+def collective_look(collective: str) -> tuple[str, str]:
+    """(colour, hatch) of a collective as the ranks wrote it down ("all-gather (backward)"): its kind's colour in the
+    legend (dpviz.trace.legend), hatched when it ran for the backward pass, as the timelines draw it."""
+    kind, _, when = collective.partition(" (")
+    color = KINDS[kind].color if kind in KINDS else OTHER_COLOR
+    return color, "x" if when.startswith("backward") else ""
 COMPUTED = "sent per step (computed)"
 UNDER_AXIS_PX = 60  # from the bytes panel's bottom to the legend: its devices' numbers, then its engines' names
 
@@ -69,7 +69,8 @@ def prepare(traces: list[Trace]) -> tuple[list[tuple[str, str]], dict[str, list[
 def plot_memory_compare(positions, memory, handed, computed, moments, *, unit: ByteUnit, title: str,
                         notes: list[str]) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.3,  # room for two rows of names: devices, engines
-                        subplot_titles=["Memory per device at its fullest, by kind (from the tensors it holds)",
+                        subplot_titles=["Memory per device by kind, every device at the end of the same step "
+                                        "(from the tensors it holds)",
                                         "Bytes per step: handed to each collective (measured); ◆ sent (computed)"])
     # Under each bar its device's number, under each group its engine: "rank 0" sixteen times over would stand on
     # end and run into the panel below. The hovers name the device whole.
@@ -83,9 +84,10 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, unit: B
             hovertemplate=f"%{{customdata[2]}}<br>{family}: %{{customdata[0]}}<br>at %{{customdata[1]}}<extra></extra>",
         ), row=1, col=1)
     for collective, amounts in handed.items():
+        color, hatch = collective_look(collective)
         fig.add_trace(go.Bar(
             x=x, y=unit.scaled(amounts), name=collective,
-            marker=dict(color=COLLECTIVE_COLORS.get(collective, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
+            marker=dict(color=color, line=dict(color=OUTLINE, width=0.6), pattern=dict(shape=hatch)),
             customdata=[[unit.amount(a), n] for a, n in zip(amounts, names)],
             hovertemplate=f"%{{customdata[1]}}<br>{collective}: %{{customdata[0]}} of tensors per step (measured)"
                           "<extra></extra>",

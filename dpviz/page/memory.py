@@ -20,8 +20,8 @@ CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 
 
 def compared() -> list[str]:
-    """The engines drawn side by side: those that say what their devices send per step."""
-    return [name for name, spec in ENGINES.items() if spec.has("wire")]
+    """The engines drawn side by side: those whose devices all run the same rows' model."""
+    return [name for name, spec in ENGINES.items() if spec.memory_page]
 
 
 def show_memory(config: RunConfig) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from dpviz.trace.legend import KINDS
+
 HOST = "host"  # runs on the calling thread, outside any lane (span.lane is None)
 EVERY_LANE = "every lane"  # one span per lane that took part (a replica's forward)
 ONE_LANE = "one lane"  # one span per batch on a single lane (the loss on the output device)
@@ -35,6 +37,17 @@ class Phase:
     training: bool = False  # only in a training run
     bucketed: bool = False  # one span per gradient bucket (DDP's all-reduce), each naming its bucket
     per_microbatch: bool = False  # one span per microbatch (a pipeline stage's forward), each naming its microbatch
+    # What it moves between devices, as one of the legend's kinds (dpviz.trace.legend): it then takes the kind's
+    # colour, the same in every engine. Empty for work on a device (forward, backward, a step).
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind:
+            if self.kind not in KINDS:
+                raise ValueError(f"phase {self.name!r} moves {self.kind!r}; the legend's kinds are {', '.join(KINDS)}")
+            if self.color not in ("lane", KINDS[self.kind].color):
+                raise ValueError(f"phase {self.name!r} is a {self.kind}, which is drawn in the legend's colour, not {self.color}")
+            object.__setattr__(self, "color", KINDS[self.kind].color)
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,11 @@ class Vocabulary:
     @property
     def names_per_microbatch(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.phases if p.per_microbatch)
+
+    @property
+    def moving(self) -> tuple[Phase, ...]:
+        """Its phases that move data between devices (a kind of the legend's), in order."""
+        return tuple(p for p in self.phases if p.kind)
 
     @property
     def memory_names(self) -> tuple[str, ...]:

@@ -77,7 +77,6 @@ SPEC = EngineSpec(
         outcome="dpviz.engines.ddp.read.words:ddp_outcome",
         model_bytes="dpviz.engines.ddp.read.traffic:ddp_model_bytes",
         traffic="dpviz.engines.ddp.read.traffic:ddp_traffic",
-        wire="dpviz.engines.ddp.read.traffic:ddp_wire",
         memory_why="dpviz.figures.memory:balanced_why",
         opening_batch="dpviz.engines.ddp.read.tables:opening_step",  # the views open on a typical step
         timeline_range="dpviz.engines.ddp.read.timeline:timeline_ddp_figure",

@@ -45,7 +45,6 @@ SPEC = EngineSpec(
         own_batch="dpviz.engines.workload.own:scatter_problem",
         model_bytes="dpviz.engines.dp.read.traffic:dp_model_bytes",
         traffic="dpviz.engines.dp.read.traffic:dp_traffic",
-        wire="dpviz.engines.dp.read.traffic:dp_wire",
         memory_why="dpviz.engines.dp.read.words:device_zero_why",
         timeline_range="dpviz.engines.dp.read.timeline:timeline_dp_figure",
         timeline_window="dpviz.engines.dp.read.timeline:dp_window_size",
@@ -53,6 +52,7 @@ SPEC = EngineSpec(
         pitfall_shown="dpviz.engines.dp.read.pitfall_checks:has_pitfall",
         inputs_sampled="dpviz.engines.dp.read.inputs:argument_batches",
         moves_at="dpviz.engines.dp.read.traffic:moves_at",
+        compare_lesson="dpviz.engines.dp.read.hub_lesson:hub_lesson",
         plan="dpviz.engines.dp.plan:plan",
         views={
             # The views it draws, in no particular order (dpviz.figures.views orders the tabs).

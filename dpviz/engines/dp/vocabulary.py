@@ -17,17 +17,17 @@ VOCABULARY = Vocabulary(
     phases=(
         # Host phases have colours of their own, none a device's (tests/test_figures_colors.py): 3.5:1 on the
         # light and the dark page, apart from one another and from every device colour under colour blindness.
-        Phase("scatter", HOST, "scatter", "scatter: chunk copied to this device", color="#667755"),
-        Phase("replicate", HOST, "replicate", "replicate: model copied to this device", color="#8E6A2A"),
-        Phase("apply", HOST, "apply", "parallel_apply: one thread per replica", color="#667755", drawn=False),
+        Phase("scatter", HOST, "scatter", "scatter: chunk copied to this device", kind="scatter"),
+        Phase("replicate", HOST, "replicate", "replicate: model copied to this device", kind="broadcast"),
+        Phase("apply", HOST, "apply", "parallel_apply: one thread per replica", color="#546C54", drawn=False),
         Phase("forward", EVERY_LANE, "forward", "forward: rows", place="all replicas, overlapping"),
-        Phase("gather", HOST, "gather", "gather: output copied back to the output device", color="#7777DD"),
+        Phase("gather", HOST, "gather", "gather: output copied back to the output device", kind="gather"),
         Phase("loss", ONE_LANE, "loss", "loss on the output device", hatch=".", place="output device", training=True),
         Phase("backward", EVERY_LANE, "backward (×)", "backward: gradient of rows", hatch="x", place="all replicas",
               training=True),
         # One name in every view: the legend, the flow's nodes, the memory view's phases, the key figures.
         Phase("reduce", ONE_LANE, SUM_LABEL, f"{SUM_LABEL}: every replica's gradients added into .grad (a sum, not a mean)",
-              hatch="+", place="device_ids[0]", training=True),
+              hatch="+", place="device_ids[0]", training=True, kind="reduce"),
         Phase("step", ONE_LANE, "optimizer step", "optimizer step: updates the parameters (SGD or Adam, as chosen)", hatch="-", place="device_ids[0]",
               training=True),
     ),

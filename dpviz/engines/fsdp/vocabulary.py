@@ -15,10 +15,8 @@ from dpviz.trace.vocabulary import EVERY_LANE, MemoryKind, Phase, Vocabulary
 from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
 
 _DDP = {phase.name: phase for phase in DDP.phases}
-# The three collectives, side by side on a rank's thin row: three hues (magenta, green, tan, 78° or more apart in
-# CIELAB, CIEDE2000 33 or more between any two), not three pinks; each 3:1 on the light and the dark page and apart
-# from the device colours above them (tests/test_figures_colors.py).
-ALL_GATHER, ALL_GATHER_BACKWARD, REDUCE_SCATTER = "#CC0099", "#117755", "#AA8855"
+# The collectives take the legend's colours (dpviz.trace.legend), as every engine's do: the all-gather in backward
+# is the forward's green, hatched as backward is; the reduce-scatter a hue of its own.
 
 VOCABULARY = Vocabulary(
     engine="fsdp",
@@ -32,21 +30,21 @@ VOCABULARY = Vocabulary(
         _DDP["load"],
         Phase("gather", EVERY_LANE, "all-gather (forward)",
               "all-gather before forward: the module's whole parameters gathered from every rank's shard",
-              color=ALL_GATHER, place="every rank, per sharded module, before its forward", bucketed=True),
+              kind="all-gather", place="every rank, per sharded module, before its forward", bucketed=True),
         Phase("compute", EVERY_LANE, "module forward", "the sharded module's own forward, on its gathered parameters",
-              color="#7766CC", place="every rank, per sharded module", bucketed=True),
+              color="#6054C0", place="every rank, per sharded module", bucketed=True),
         Phase("reshard", EVERY_LANE, "reshard", "reshard: the gathered parameters freed, the rank's shard kept",
-              color="#999933", place="every rank, per sharded module", bucketed=True),
+              color="#6C90C0", place="every rank, per sharded module", bucketed=True),
         Phase("forward", EVERY_LANE, "forward", "forward: rows", place="every rank, on its own rows"),
         _DDP["loss"],
         _DDP["backward"],
         Phase("gather_backward", EVERY_LANE, "all-gather (backward)",
               "all-gather in backward: the module's parameters gathered again for its gradients",
-              color=ALL_GATHER_BACKWARD, place="every rank, per sharded module, in backward", training=True,
+              kind="all-gather", hatch="x", place="every rank, per sharded module, in backward", training=True,
               bucketed=True),
         Phase("reduce_scatter", EVERY_LANE, "reduce-scatter",
               "reduce-scatter: the module's gradients summed over the ranks, each rank keeping its own shard",
-              color=REDUCE_SCATTER, place="every rank, per sharded module, in backward", training=True, bucketed=True),
+              kind="reduce-scatter", place="every rank, per sharded module, in backward", training=True, bucketed=True),
         dataclasses.replace(_DDP["step"], hover="optimizer step: each rank updates its own shard of the "
                                                 "parameters, with its shard of the optimizer state (SGD or Adam)"),
     ),

@@ -105,6 +105,7 @@ SPEC = EngineSpec(
     # DDP's launcher facts (clocks, start-up, exit codes); what each stage held at the end; its layers, what it sent
     # each step, and the activations it kept per microbatch in flight (facts.py); the user's own module.
     facts=("ddp", "held", "model", "layers", "sent", "flight"),
+    memory_page=False,
     parts=Parts(
         vocabulary="dpviz.engines.pipeline.vocabulary:VOCABULARY",
         engine="dpviz.engines.pipeline.engine:ENGINE",
@@ -124,7 +125,6 @@ SPEC = EngineSpec(
         outcome=DDP.parts.outcome,
         model_bytes=f"{_READ}.traffic:pipeline_model_bytes",
         traffic=f"{_READ}.traffic:pipeline_traffic",
-        wire=None,
         memory_why="dpviz.figures.memory:balanced_why",
         timeline_range=DDP.parts.timeline_range,
         timeline_window=DDP.parts.timeline_window,

@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 
+from dpviz.analysis.traffic import Move, ledger
+from dpviz.analysis.traffic_model import StepSizes, model_bytes
 from dpviz.trace import Trace
-from dpviz.analysis.compare import Move
-from dpviz.analysis.traffic_model import StepSizes
-from dpviz.analysis.compare import ledger
-from dpviz.analysis.compare import model_bytes
-from dpviz.analysis.compare import sent_per_step
 
 
 def ddp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
@@ -33,24 +30,18 @@ def ddp_step_traffic(trace: Trace, step: int, sizes: tuple[int | None, int | Non
     reduced = {s.lane for s in trace.spans_of(step, "allreduce")}
     for lane in reduced:
         share = round(2 * (ranks - 1) / ranks * sum(_bucket_bytes(trace, step)))
-        moves.append(Move(step, lane, "all-reduce", share, share))
+        moves.append(Move(step, lane, "all-reduce", share, share, "all-reduce", True))
     broadcast = {s.lane for s in trace.spans_of(step, "buffers")}
     if buffers > 0 and broadcast and ranks > 1:
         for lane in broadcast:
-            moves.append(Move(step, lane, "buffers", buffers * (ranks - 1) if lane == 0 else 0, 0 if lane == 0 else buffers))
+            moves.append(Move(step, lane, "buffers", buffers * (ranks - 1) if lane == 0 else 0, 0 if lane == 0 else buffers,
+                              "broadcast"))
     return moves
 
 
 def _bucket_bytes(trace: Trace, step: int) -> list[int]:
     layouts = [lay for lay in trace.facts.get("ddp", {}).get("buckets", []) if lay["step"] <= step]
     return [b["bytes"] for b in layouts[-1]["buckets"]] if layouts else [model_bytes(trace)[1] or 0]
-
-
-def ddp_wire(trace: Trace) -> list[float | None]:
-    """DDP: what each rank sends per step, from its traffic (ddp_traffic): a ring all-reduce's 2(W-1)/W of the
-    gradient bytes on every step that all-reduced, and rank 0's buffers to every other rank before each forward
-    that broadcast them. The count the Compare figure's bars draw for the same run."""
-    return list(sent_per_step(trace))
 
 
 def moves_at(sizes: StepSizes, ranks: int) -> list[tuple[int, int]]:

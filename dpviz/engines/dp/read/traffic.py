@@ -1,14 +1,10 @@
 """What DataParallel moves between devices: its copies of the model, the batch and the outputs, recorded and by formula."""
 from __future__ import annotations
 
-from dpviz.trace import Trace
-from dpviz.analysis.compare import Move
-from dpviz.analysis.traffic_model import StepSizes
+from dpviz.analysis.traffic import Move, ledger
+from dpviz.analysis.traffic_model import StepSizes, model_bytes, row_bytes
 from dpviz.engines.dp.chunking import chunk_sizes
-from dpviz.analysis.compare import ledger
-from dpviz.analysis.compare import model_bytes
-from dpviz.analysis.compare import sent_per_step
-from dpviz.analysis.compare import row_bytes
+from dpviz.trace import Trace
 
 
 def dp_model_bytes(trace: Trace) -> tuple[int | None, int | None]:
@@ -31,25 +27,20 @@ def dp_step_traffic(trace: Trace, step: int, sizes: tuple[int | None, int | None
             lane = replica.lane
             if lane == trace.lanes[0].id:
                 continue  # chunk 0 stays where the batch is; device 0's replica shares the module's parameters
-            moves.append(Move(batch.index, lane, "input chunk", 0, replica.rows * in_row))
-            moves.append(Move(batch.index, out, "input chunk", replica.rows * in_row, 0))
+            moves.append(Move(batch.index, lane, "input chunk", 0, replica.rows * in_row, "scatter"))
+            moves.append(Move(batch.index, out, "input chunk", replica.rows * in_row, 0, "scatter"))
             if params:
-                moves.append(Move(batch.index, lane, "parameter copy", 0, params))
-                moves.append(Move(batch.index, out, "parameter copy", params, 0))
-            moves.append(Move(batch.index, lane, "output gathered", replica.rows * out_row, 0))
-            moves.append(Move(batch.index, out, "output gathered", 0, replica.rows * out_row))
+                moves.append(Move(batch.index, lane, "parameter copy", 0, params, "broadcast"))
+                moves.append(Move(batch.index, out, "parameter copy", params, 0, "broadcast"))
+            moves.append(Move(batch.index, lane, "output gathered", replica.rows * out_row, 0, "gather"))
+            moves.append(Move(batch.index, out, "output gathered", 0, replica.rows * out_row, "gather"))
             if trace.config.train and trace.spans_of(batch.index, "backward"):
-                moves.append(Move(batch.index, lane, "output gradient", 0, replica.rows * out_row))
-                moves.append(Move(batch.index, out, "output gradient", replica.rows * out_row, 0))
+                moves.append(Move(batch.index, lane, "output gradient", 0, replica.rows * out_row, "scatter", True))
+                moves.append(Move(batch.index, out, "output gradient", replica.rows * out_row, 0, "scatter", True))
                 if grads:
-                    moves.append(Move(batch.index, lane, "gradient sum", grads, 0))
-                    moves.append(Move(batch.index, out, "gradient sum", 0, grads))
+                    moves.append(Move(batch.index, lane, "gradient sum", grads, 0, "reduce", True))
+                    moves.append(Move(batch.index, out, "gradient sum", 0, grads, "reduce", True))
     return moves
-
-
-def dp_wire(trace: Trace) -> list[float | None]:
-    """DataParallel: what each device sends per step, computed from its copies (dpviz.analysis.compare.traffic)."""
-    return list(sent_per_step(trace))
 
 
 def moves_at(sizes: StepSizes, devices: int) -> list[tuple[int, int]]:

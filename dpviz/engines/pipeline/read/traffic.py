@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from dpviz.analysis.compare import Move
+from dpviz.analysis.traffic import Move
 from dpviz.analysis.memory_compare import held_bytes
 from dpviz.trace import Trace
 
@@ -49,5 +49,5 @@ def pipeline_traffic(trace: Trace) -> list[Move]:
         moved[(step, stage, kind)][0] += size
         if 0 <= to < stages:
             moved[(step, to, kind)][1] += size
-    return [Move(step, stage, kind, sent, received)
+    return [Move(step, stage, kind, sent, received, "send/receive", kind == "gradients")
             for (step, stage, kind), (sent, received) in sorted(moved.items()) if sent or received]

@@ -1,8 +1,9 @@
-"""Whether the Both page's settings can show its lesson, DataParallel's GPU 0 as the hub, and what to change if not.
+"""Whether a comparison's settings can show DataParallel's lesson, its GPU 0 as the hub, and what to change if not:
+DataParallel's `compare_lesson` part, asked by every comparison it is in (dpviz.analysis.compare).
 
-    lesson = hub_lesson(dp_trace, ddp_trace)
+    lesson = hub_lesson(dp_trace, other_trace)
     lesson.shows        # False at the page's defaults: 2 GPUs, forward only
-    lesson.why          # 'on 2 GPUs, GPU 0 serves only one other; forward only, a DDP rank has no gradients to all-reduce'
+    lesson.why          # 'on 2 GPUs, GPU 0 serves only one other; forward only, no gradients move'
     lesson.change       # 'turn on training and use 3 GPUs'
     lesson.sentence     # 'Turn on training and use 3 GPUs to see GPU 0 send the model to every other GPU and ...'
 
@@ -16,8 +17,7 @@ first sentence under it (dpviz.analysis.compare.comparison).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from dpviz.analysis.compare import Lesson
 from dpviz.analysis.traffic_model import StepSizes
 from dpviz.config import LIMITS
 from dpviz.trace import Trace
@@ -25,33 +25,19 @@ from dpviz.trace import Trace
 SPOKES = 2  # other GPUs GPU 0 must serve to be a hub
 
 
-@dataclass(frozen=True)
-class HubLesson:
-    """Whether a comparison shows GPU 0 as the hub; when not, why, what to change and what that shows."""
-
-    shows: bool
-    why: str = ""  # what in the settings hides it
-    change: str = ""  # what to change, computed from the settings: "turn on training and use 3 GPUs"
-    sees: str = ""  # what the changed settings show
-
-    @property
-    def sentence(self) -> str:
-        return f"{self.change[:1].upper()}{self.change[1:]} to see {self.sees}." if self.change else ""
-
-
 def spokes(sizes: StepSizes, devices: int, moves_at) -> int:
     """How many GPUs besides GPU 0 get rows of a full batch at `devices` (DataParallel's formula)."""
     return sum(1 for sent, received in moves_at(sizes, devices)[1:] if sent or received)
 
 
-def hub_lesson(dp: Trace, ddp: Trace) -> HubLesson:
+def hub_lesson(dp: Trace, other: Trace) -> Lesson:
     moves_at = dp.spec.part("moves_at")
-    sizes = StepSizes.of(dp, ddp)
+    sizes = StepSizes.of(dp, other)
     devices, train = len(dp.lanes), dp.config.train
     first = dp.vocabulary.lane_name(dp.lanes[0].id)
     served = spokes(sizes, devices, moves_at)
     if train and served >= SPOKES:
-        return HubLesson(True)
+        return Lesson(True)
     problems, changes = [], []
     if served < SPOKES:
         if devices > SPOKES:  # GPUs enough, rows too few: torch.chunk leaves the others idle
@@ -65,9 +51,9 @@ def hub_lesson(dp: Trace, ddp: Trace) -> HubLesson:
         changes.append(f"use {enough} GPUs" if enough is not None else
                        f"use batches of {SPOKES + 1} rows or more on {SPOKES + 1} GPUs or more")
     if not train:
-        problems.append("forward only, a DDP rank has no gradients to all-reduce")
+        problems.append("forward only, no gradients move")
         changes.insert(0, "turn on training")
-    sees = (f"{first} send the model to every other GPU and take back their gradients, while a DDP rank sends only its "
-            "share of the all-reduce")
-    return HubLesson(False, "; ".join(problems), " and ".join(changes), sees)
+    sees = (f"{first} send the model to every other GPU and take back their gradients, against what each of "
+            f"{other.spec.short}'s {other.vocabulary.lane_noun}s sends")
+    return Lesson(False, "; ".join(problems), " and ".join(changes), sees, f"show {first} as the hub")
 
