@@ -1,5 +1,5 @@
 """The page's engine control, driven by AppTest: DataParallel, DistributedDataParallel on real processes,
-and both side by side, from the control, from links and from the pitfall presets."""
+and any two side by side, from the control, from links (old engine=both ones too) and from the pitfall presets."""
 import re
 
 import pytest
@@ -37,14 +37,15 @@ def test_engine_both_compares_and_draws_every_view_for_each_engine():
     assert not app.exception and [t.label for t in app.tabs][0] == "Compare"
     assert len(app.get("plotly_chart")) == 1  # the comparison figure
     text = shown_text(app)
-    assert "no scatter, no replicate, no gather" in text and "DataParallel's GPU 0 sends" in text
+    assert "DataParallel: GPU 0 sends" in text and "DistributedDataParallel: rank 0 sends" in text  # BatchNorm's buffers
     assert "These settings cannot show GPU 0 as the hub" in text and "Use 3 GPUs to see" in text  # 2 GPUs: one spoke
     for label in ("Split", "Timeline", "Memory"):
         show_tab(app, label)
         assert not app.exception and len(app.get("plotly_chart")) == 2, label  # DataParallel's beside DDP's
     show_tab(app, "Inputs")  # DataParallel's alone: DDP's side has nothing to draw there
     assert not app.exception and len(app.get("plotly_chart")) == 1 and "runs only" not in shown_text(app)
-    assert app.query_params["engine"] == "both"
+    assert app.query_params["engine"] == "compare" and app.query_params["engines"] == "dp,ddp"  # an old link, as it now reads
+    assert app.header[0].value == "DataParallel and DistributedDataParallel, side by side"
 
 
 def test_switching_the_control_from_dp_to_ddp_reruns_on_ranks():
@@ -67,7 +68,7 @@ def test_both_engines_run_at_the_count_asked_for():
     app = page(engine="both", gpus="4", train="true")
     assert not app.exception and "Showing" not in shown_text(app)
     assert app.query_params["gpus"] == "4"
-    assert "4 simulated devices against 4 ranks" in " ".join(str(c.proto.spec) for c in app.get("plotly_chart")[:1])
+    assert "4 simulated GPUs (DataParallel) against 4 ranks of DDP" in " ".join(str(c.proto.spec) for c in app.get("plotly_chart")[:1])
 
 
 def test_a_server_with_room_for_fewer_ranks_says_so_in_a_visitors_words(monkeypatch):
@@ -93,7 +94,7 @@ def test_every_ddp_preset_link_runs_and_names_itself(name):
 def test_a_ddp_preset_button_switches_the_engine_and_back():
     app = page()
     assert "preset_ddp-padding" not in [b.key for b in app.button]  # DataParallel's pitfalls only
-    app.radio(key="engine_choice").set_value("both").run()
+    app.radio(key="engine_choice").set_value("compare").run()
     keys = [b.key for b in app.button]
     assert {f"preset_{n}" for n in PRESETS} | {f"preset_{n}" for n in DDP_PRESETS} <= set(keys)
     app.button(key="preset_ddp-padding").click().run()
@@ -110,8 +111,8 @@ def test_a_failing_ddp_run_says_which_step_and_rank():
 
 def test_the_compare_preset_opens_both_engines_at_8_devices_with_gpu0_first():
     app = page(preset="compare-gpu0")
-    assert not app.exception and app.radio(key="engine_choice").value == "both"
-    assert app.query_params["engine"] == "both" and app.query_params["gpus"] == "8" and app.query_params["train"] == "true"
+    assert not app.exception and app.radio(key="engine_choice").value == "compare"
+    assert app.query_params["engine"] == "compare" and app.query_params["gpus"] == "8" and app.query_params["train"] == "true"
     assert "GPU 0 as the bottleneck, 8 devices." in shown_text(app)
     import json
 

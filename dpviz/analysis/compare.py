@@ -127,7 +127,7 @@ def sends_sentence(trace: Trace, amount: Callable[[float], str] | None = None) -
     amount = amount or in_unit_of(most)
     by_kind = sent_by_kind(trace)
     parts = lambda index: _kinds_text({what: column[index] for (_, what, _), column in by_kind.items()}, amount)
-    if len(set(sent)) == 1:
+    if len({parts(index) for index in range(len(sent))}) == 1:  # every device sends the same things
         return f"{trace.spec.label}: each {noun} sends {amount(most)} per step ({parts(0)})"
     top = sent.index(most)
     second = max(size for index, size in enumerate(sent) if index != top)

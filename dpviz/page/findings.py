@@ -12,7 +12,7 @@ from dpviz.trace import json_io as trace_json
 from dpviz.analysis.explain import explain
 from dpviz.analysis.summary import key_figures
 from dpviz.trace import Trace
-from dpviz.page.link import BOTH
+from dpviz.page.link import COMPARE
 from dpviz.page.state import ENGINE, side_key, views
 
 
@@ -69,7 +69,7 @@ def what_happened(trace: Trace, columns: int = 2, heading: bool = True) -> None:
 
 def downloads(trace: Trace) -> None:
     name = f"dpviz-{trace.engine}-{trace.backend}-{trace.config.gpus}{trace.spec.lane_files}"
-    what = trace.spec.runs if st.session_state.get(ENGINE) == BOTH else ""
+    what = trace.spec.runs if st.session_state.get(ENGINE) == COMPARE else ""
     key = side_key(trace, "download")
     st.sidebar.download_button(f"Trace (JSON) {what}".strip(), lambda: trace_json.dumps(trace), f"{name}.json",
                                "application/json", on_click="ignore", key=f"{key}_json")

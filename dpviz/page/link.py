@@ -23,40 +23,59 @@ PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuff
           "model", "inputs", "engine", *ENGINE_OPTIONS)
 
 
-BOTH = "both"  # engine=both: the same settings run under two engines, side by side
+COMPARE = "compare"  # engine=compare&engines=A,B: the same settings run under two engines, side by side
+BOTH = "both"  # the word older links use for the first comparison, of PAIR: they open as engines=dp,ddp
 MEMORY = "memory"  # engine=memory: the same settings under every engine, their memory and bytes in one figure
-PAGES = (BOTH, MEMORY)  # the link's engine words that name a page of several engines, not an engine
-# The two: the one-process engine, and the first engine that runs a process per rank (the link's settings are its).
+PAGES = (COMPARE, BOTH, MEMORY)  # the link's engine words that name a page of several engines, not an engine
+# The pair a comparison opens on: the one-process engine, and the first engine that runs a process per rank.
 PAIR = (FIRST, next(name for name, spec in ENGINES.items() if spec.processes))
 
 
-def to_query(config: RunConfig, both: bool = False, page: str | None = None) -> dict[str, str]:
-    """The query parameters for `config` (booleans as true/false); engine=both when both engines run it,
-    engine=`page` for another page of several engines (MEMORY)."""
+def to_query(config: RunConfig, page: str | None = None, pair: tuple[str, str] | None = None) -> dict[str, str]:
+    """The query parameters for `config` (booleans as true/false); engine=compare&engines=A,B when two engines run
+    it (`pair`, the config's engine the second), engine=`page` for another page of several engines (MEMORY)."""
     values = config.to_dict()
     # An engine's own settings only in its runs' links: a DataParallel link stays as short as before.
     own = ENGINES[config.engine].unset
     names = [name for name in PARAMS if name in own or name not in ENGINE_OPTIONS]
     query = {name: str(values[name]).lower() if isinstance(values[name], bool) else str(values[name]) for name in names}
-    if both:
-        query["engine"] = BOTH
     if page in PAGES:
         query["engine"] = page
+    if page in (COMPARE, BOTH):
+        query["engine"] = COMPARE
+        query["engines"] = ",".join(pair or PAIR)
     return query
 
 
-def wants_both(params: Mapping[str, Any]) -> bool:
-    """Whether the link asks for both engines side by side (engine=both, or a comparison's preset)."""
-    last = lambda raw: str(raw[-1] if isinstance(raw, list) else raw).strip().lower()
+def _last(raw: Any) -> str:
+    return str(raw[-1] if isinstance(raw, list) else raw).strip().lower()
+
+
+def wants_pair(params: Mapping[str, Any]) -> bool:
+    """Whether the link asks for two engines side by side (engine=compare, an old link's engine=both, or a
+    comparison's preset)."""
     if "engine" in params:
-        return last(params["engine"]) == BOTH
-    return "preset" in params and last(params["preset"]) in COMPARE_PRESETS
+        return _last(params["engine"]) in (COMPARE, BOTH)
+    return "preset" in params and _last(params["preset"]) in COMPARE_PRESETS
+
+
+def wanted_pair(params: Mapping[str, Any]) -> tuple[tuple[str, str], list[str]]:
+    """The two engines a comparison's link names (engines=A,B), and a sentence for a list that names no two
+    different engines (PAIR is used instead); PAIR, silently, where the link names none (engine=both)."""
+    if "engines" not in params:
+        return PAIR, []
+    text = _last(params["engines"])
+    names = [name.strip() for name in text.split(",")]
+    if len(names) == 2 and all(name in ENGINES for name in names) and names[0] != names[1]:
+        return (names[0], names[1]), []
+    return PAIR, [f"The link's engines {echo(text)} are not two different engines of {', '.join(ENGINES)}; comparing "
+                  f"{ENGINES[PAIR[0]].label} and {ENGINES[PAIR[1]].label} instead."]
 
 
 def wanted_page(params: Mapping[str, Any]) -> str | None:
-    """The page of several engines a link asks for (BOTH or MEMORY), if any."""
-    if wants_both(params):
-        return BOTH
+    """The page of several engines a link asks for (COMPARE or MEMORY), if any."""
+    if wants_pair(params):
+        return COMPARE
     preset = params.get("preset")
     preset = str(preset[-1] if isinstance(preset, list) else preset).strip().lower() if preset is not None else None
     if preset in LINK_PRESETS and LINK_PRESETS[preset].opens == EVERY_ENGINE and "engine" not in params:
@@ -74,6 +93,8 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
     values: dict[str, Any] = {}
     warnings: list[str] = []
     last = lambda raw: raw[-1] if isinstance(raw, list) else raw  # a repeated parameter: the last one wins
+    pair, said = wanted_pair(params) if wants_pair(params) else (PAIR, [])
+    warnings += said
     if "preset" in params:
         name = str(last(params["preset"])).strip().lower()
         if name in LINK_PRESETS:
@@ -83,10 +104,10 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
                             "(the page's Pitfalls); it was ignored.")
     for name, raw in params.items():
         text = last(raw)
-        if name == "preset":
+        if name in ("preset", "engines"):
             continue
         if name == "engine" and str(text).strip().lower() in PAGES:
-            text = PAIR[1]  # the settings are the second engine's; the page runs the first beside it (wants_both)
+            text = pair[1]  # the settings are the second engine's; the page runs the first beside it (wants_pair)
         if name not in PARAMS:
             warnings.append(f"The link's parameter {echo(name)} is not a dpviz setting and was ignored.")
             continue
@@ -160,3 +181,31 @@ def _show(value: Any) -> str:
     if value is None:
         return "none"
     return str(value).lower() if isinstance(value, bool) else f"{value!r}" if isinstance(value, str) else f"{value:,}"
+
+
+def fit_pair(config: RunConfig, pair: tuple[str, str]) -> tuple[tuple[RunConfig, RunConfig], str | None]:
+    """`config`'s settings fitted to both engines of `pair`, each by its own rules (a pipeline needs a model it can
+    cut, training, a batch its microbatches divide): the two configs, the same in every setting the two share (the
+    second keeps the options `config` gives it, the first its own unset), and one sentence saying what changed
+    (None when nothing did)."""
+    first, second = pair
+    shared = [name for name in config.to_dict() if name not in ENGINE_OPTIONS and name != "engine"]
+    values = config.to_dict()
+    fitted: dict[str, RunConfig] = {}
+    for _ in range(3):  # each engine's change may ask another of the other's; two rounds settle every pair here
+        before = {name: values[name] for name in shared}
+        for name in (second, first):
+            own = {option: values[option] for option in ENGINES[name].unset}
+            fitted[name], _ = settle({**{k: values[k] for k in shared}, **own, "engine": name})
+            values.update({k: getattr(fitted[name], k) for k in shared})
+            values.update({k: getattr(fitted[name], k) for k in ENGINES[name].unset if name == second})
+        if before == {name: values[name] for name in shared}:
+            break
+    configs = tuple(RunConfig(**{**fitted[name].to_dict(), **{k: values[k] for k in shared}}) for name in (first, second))
+    changed = [name for name in shared if getattr(configs[1], name) != getattr(config, name)]
+    changed += [name for name in ENGINES[second].unset if getattr(configs[1], name) != getattr(config, name)]
+    if not changed:
+        return configs, None
+    said = ", ".join(f"{name} = {_show(getattr(configs[1], name))} (not {_show(getattr(config, name))})" for name in changed)
+    return configs, (f"To run the same settings under {ENGINES[first].label} and {ENGINES[second].label}, "
+                     f"these changed: {said}.")

@@ -1,5 +1,5 @@
-"""The page from top to bottom: the heading, the sidebar, then an uploaded trace, one engine's run, or two
-engines' runs of the same settings side by side."""
+"""The page from top to bottom: the heading, the sidebar, then an uploaded trace, one engine's run, two engines'
+runs of the same settings side by side, or every engine's memory."""
 from __future__ import annotations
 
 import streamlit as st
@@ -8,12 +8,12 @@ from dpviz.echo import markdown_text
 from dpviz.engines.apart import warm
 from dpviz.engines import ENGINES
 from dpviz.page.session import drawing
-from dpviz.page.link import BOTH, MEMORY, to_query
+from dpviz.page.link import COMPARE, MEMORY, fit_pair, to_query
 from dpviz.page.memory import TITLE as MEMORY_TITLE, show_memory
-from dpviz.page.running import left_queue, run, same_settings
+from dpviz.page.running import left_queue, run
 from dpviz.page.sidebar import apply_link_once, controls, pitfall_buttons
-from dpviz.page.state import ENGINE, PAIR, say
-from dpviz.page.tabs import show, show_both
+from dpviz.page.state import ENGINE, pair, say
+from dpviz.page.tabs import show, show_pair
 from dpviz.page.opened import opened_trace
 from dpviz.page.upload import uploaded_trace
 
@@ -32,8 +32,15 @@ COMPACT = """
 .stMainBlockContainer [data-testid=stAlertContainer] { padding: 0.6rem 1rem; }
 """
 _warmed: list[bool] = []  # once per server process
-TITLES = {**{name: spec.title for name, spec in ENGINES.items()},
-          BOTH: f"{ENGINES[PAIR[0]].label} and {ENGINES[PAIR[1]].label}, side by side", MEMORY: MEMORY_TITLE}
+TITLES = {**{name: spec.title for name, spec in ENGINES.items()}, MEMORY: MEMORY_TITLE}
+
+
+def title(choice: str) -> str:
+    """The page's heading: an engine's own, every engine's memory, or the two engines compared, by name."""
+    if choice == COMPARE:
+        first, second = pair()
+        return f"{ENGINES[first].label} and {ENGINES[second].label}, side by side"
+    return TITLES[choice]
 
 
 def main() -> None:
@@ -43,13 +50,13 @@ def main() -> None:
         warm()
     apply_link_once()
     st.html(f"<style>{COMPACT}</style>")
-    st.header(TITLES[st.session_state.get(ENGINE, PAIR[0])], anchor=False, help=ABOUT)
+    st.header(title(st.session_state.get(ENGINE, next(iter(ENGINES)))), anchor=False, help=ABOUT)
     config, choice = controls()
     pitfall_buttons(choice)
     if config == st.session_state.link_config:
         for warning in st.session_state.link_warnings:
             say(warning)
-    st.query_params.from_dict(to_query(config, both=choice == BOTH, page=choice))
+    st.query_params.from_dict(to_query(config, page=choice, pair=pair()))
     trace = uploaded_trace() or opened_trace()
     if trace is not None:
         st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; the "
@@ -61,11 +68,14 @@ def main() -> None:
         return
     elif choice == MEMORY:
         show_memory(config)
-    elif choice == BOTH:
-        first, second = run(same_settings(config, PAIR[0]), page=config), run(config)
+    elif choice == COMPARE:
+        (first_config, second_config), changed = fit_pair(config, pair())
+        if changed is not None:
+            say(changed)
+        first, second = run(first_config, page=config), run(second_config, page=config)
         if first is not None and second is not None:
             with drawing():
-                show_both(first, second)
+                show_pair(first, second)
     else:
         trace = run(config)
         if trace is not None:

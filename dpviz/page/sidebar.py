@@ -12,9 +12,9 @@ from dpviz.engines import ENGINES, EngineSpec
 from dpviz.presets import COMPARE_PRESETS, EVERY_ENGINE, LINK_PRESETS, presets_of
 from dpviz.page.budget import BUDGET, PAGE_MOST
 from dpviz.page.run_costs import price
-from dpviz.page.link import BOTH, MEMORY, from_query, settle, wanted_page
+from dpviz.page.link import COMPARE, MEMORY, PAIR, fit_pair, from_query, settle, wanted_pair, wanted_page
 from dpviz.analysis.wording import plural
-from dpviz.page.state import CHOICES, ENGINE, OPEN_PRESET, PAIR, PRESENT, engine_of, say
+from dpviz.page.state import CHOICES, ENGINE, FIRST_ENGINE, OPEN_PRESET, PRESENT, SECOND_ENGINE, engine_of, pair, say
 from dpviz.page.upload import showing_upload
 
 
@@ -27,6 +27,7 @@ def apply_link_once() -> None:
     for name, value in config.to_dict().items():
         st.session_state[name] = value
     st.session_state[ENGINE] = wanted_page(params) or config.engine
+    st.session_state[FIRST_ENGINE], st.session_state[SECOND_ENGINE] = wanted_pair(params)[0]
     preset = str(params.get("preset", "")).strip().lower()
     if preset in LINK_PRESETS:
         st.session_state[OPEN_PRESET] = preset
@@ -41,18 +42,23 @@ def use_preset(name: str) -> None:
     for setting, value in config.to_dict().items():
         st.session_state[setting] = value
     opens = LINK_PRESETS[name].opens
-    st.session_state[ENGINE] = BOTH if name in COMPARE_PRESETS else MEMORY if opens == EVERY_ENGINE else config.engine
+    st.session_state[ENGINE] = COMPARE if name in COMPARE_PRESETS else MEMORY if opens == EVERY_ENGINE else config.engine
+    if name in COMPARE_PRESETS:
+        st.session_state[FIRST_ENGINE], st.session_state[SECOND_ENGINE] = PAIR
     st.session_state[OPEN_PRESET] = name
 
 
 def pitfall_buttons(choice: str) -> None:
-    """One button per preset: the comparisons' on the Both page, each engine's on its own page and on Both."""
+    """One button per preset: the comparisons' on the page of two engines, each engine's on its own page and where
+    it is one of the two compared."""
     st.sidebar.header("Pitfalls")
-    groups = [("the two engines side by side where the difference shows", COMPARE_PRESETS, (BOTH,))]
+    compared = pair() if choice == COMPARE else ()
+    groups = [(f"{ENGINES[PAIR[0]].label} and {ENGINES[PAIR[1]].label} side by side where the difference shows",
+               COMPARE_PRESETS, (COMPARE,) if compared == PAIR else ())]
     for name, spec in ENGINES.items():
         own = presets_of(name)
         where = ", on real processes" if spec.processes else ""
-        groups.append((f"a way {spec.label} surprises people{where}", own, (name, BOTH) if name in PAIR else (name,)))
+        groups.append((f"a way {spec.label} surprises people{where}", own, (name, COMPARE) if name in compared else (name,)))
     every = {name: p for name, p in LINK_PRESETS.items() if p.opens == EVERY_ENGINE}
     groups.append(("where one engine's memory goes, beside the others'", every, (MEMORY,)))
     for words, presets, shown in groups:
@@ -64,20 +70,25 @@ def pitfall_buttons(choice: str) -> None:
 
 
 def controls() -> tuple[RunConfig, str]:
-    """The sidebar's widgets, as a RunConfig that fits every limit, and the engine choice (dp, ddp or both)."""
+    """The sidebar's widgets, as a RunConfig that fits every limit, and the engine choice (an engine, COMPARE or
+    MEMORY)."""
     st.sidebar.toggle("Presenting: larger text in the charts", key=PRESENT,
                       help="For a projector or the back of a classroom: titles, labels, legends and hover text grow.")
     st.sidebar.header("Settings")
     choice = st.sidebar.radio(
         "Engine", list(CHOICES), key=ENGINE, format_func=CHOICES.get,
         help="DataParallel: one process, a thread per replica, the batch scattered and the outputs gathered every "
-        "step. DistributedDataParallel: one real process per rank (gloo on the CPU, NCCL on GPUs), each loading "
-        "its own rows, only the gradients all-reduced. Both: the same settings under each, side by side.",
+        "step. The others run one real process per device (gloo on the CPU, NCCL on GPUs), each loading its own rows: "
+        "DDP all-reduces the gradients, ZeRO-1 also shards the optimizer's state, FSDP the parameters too, a pipeline "
+        "cuts the model's layers into stages. Two engines, compared: the same settings under the two you pick, side "
+        "by side.",
     )
+    if choice == COMPARE:
+        pair_controls()
     number = lambda label, name, help: st.sidebar.number_input(
         label, min_value=LIMITS[name][0], max_value=LIMITS[name][1], step=1, key=name, help=help
     )
-    lanes = "Number of GPUs and of ranks" if choice in (BOTH, MEMORY) else ENGINES[choice].lanes_label
+    lanes = "Number of devices (GPUs, ranks or stages)" if choice in (COMPARE, MEMORY) else ENGINES[choice].lanes_label
     values = {
         "model": st.sidebar.selectbox(
             "Model", MODELS, key="model", format_func=lambda name: MODEL_SPECS[name].label,
@@ -123,6 +134,24 @@ def controls() -> tuple[RunConfig, str]:
     return config, choice
 
 
+def pair_controls() -> None:
+    """The two engines compared, each any engine; picking the other's engine swaps the two, so they always differ."""
+    names = list(ENGINES)
+    first, second = pair()
+    st.session_state[FIRST_ENGINE], st.session_state[SECOND_ENGINE] = first, second
+
+    def swap(changed: str, other: str, was: str) -> None:
+        if st.session_state[changed] == st.session_state[other]:
+            st.session_state[other] = was
+
+    columns = st.sidebar.columns(2)
+    columns[0].selectbox("Compare", names, key=FIRST_ENGINE, format_func=lambda name: ENGINES[name].label,
+                         on_change=swap, args=(FIRST_ENGINE, SECOND_ENGINE, first))
+    columns[1].selectbox("with", names, key=SECOND_ENGINE, format_func=lambda name: ENGINES[name].label,
+                         on_change=swap, args=(SECOND_ENGINE, FIRST_ENGINE, second),
+                         help="The settings below run under both; the options shown are this engine's.")
+
+
 def engine_options(engine: EngineSpec) -> dict:
     """An engine's own settings, in an expander, as it declares them (dpviz.engines.spec.Option): what its
     users tune and where they trip. Settings a run of another engine left out start at their unset values."""
@@ -155,16 +184,20 @@ def ranks_that_fit(config: RunConfig, asked: int, choice: str) -> RunConfig:
     from dpviz.page.memory import compared
     from dpviz.page.running import same_settings
 
-    # Every engine the page runs at these settings must fit: Both runs two, Memory every engine, one at a time.
-    engines = compared() if choice == MEMORY else PAIR if choice == BOTH else (config.engine,)
-    fits = lambda ranks: all(BUDGET.fits_alone(price(same_settings(dataclasses.replace(config, gpus=ranks), name)))
-                             for name in engines)
+    # Every engine the page runs at these settings must fit: a comparison runs two, Memory every engine, one at a time.
+    def runs(ranks: int) -> list[RunConfig]:
+        asked_for = dataclasses.replace(config, gpus=ranks)
+        if choice == COMPARE:  # each engine at the settings fitted to both
+            return list(fit_pair(asked_for, pair())[0])
+        return [same_settings(asked_for, name) for name in (compared() if choice == MEMORY else (config.engine,))]
+
+    fits = lambda ranks: all(BUDGET.fits_alone(price(each)) for each in runs(ranks))
     most = min(PAGE_MOST, asked)
     while most > 1 and not fits(most):
         most -= 1
     if most == asked:
         return config
-    both = " for both engines" if choice == BOTH else " for every engine" if choice == MEMORY else ""
+    both = " for both engines" if choice == COMPARE else " for every engine" if choice == MEMORY else ""
     if most == PAGE_MOST:  # the page's own limit, not the server's memory
         why = f"the page shows at most {PAGE_MOST} ranks, each one a process of its own"
     else:

@@ -1,5 +1,5 @@
 """The views' tabs: what happened above them, each view with its control (a slider over batches, a window, a
-choice of sampled batches, a block of text), and the Both page's comparison and side-by-side views."""
+choice of sampled batches, a block of text), and a comparison's first tab and its two runs' views."""
 from __future__ import annotations
 
 import dataclasses
@@ -272,38 +272,52 @@ def show(trace: Trace) -> None:
     downloads(trace)
 
 
-def show_both(dp: Trace, ddp: Trace) -> None:
-    """The same settings under DataParallel and DDP: what moves, then every view for each, one above the other
-    (or side by side, on request)."""
-    from dpviz.analysis.compare import comparison  # here: pandas, which a page of one engine never needs
+def same_step(*traces: Trace) -> None:
+    """Open every view of one batch of two runs on the same step (a new pair of runs only): the earlier of the two
+    engines' opening steps, which both have; each run's own slider moves it after."""
+    step = min(opening_batch(trace) for trace in traces)
+    for trace in traces:
+        key, of = side_key(trace, "batch"), side_key(trace, "batch_of")
+        if st.session_state.get(of) != trace.config:
+            st.session_state[key], st.session_state[of] = min(step, len(trace.batches) - 1), trace.config
+
+
+def show_pair(first: Trace, second: Trace) -> None:
+    """The same settings under two engines: what moves, then every view for each, one above the other (or side by
+    side, on request)."""
+    from dpviz.analysis.compare import comparison  # here: what a page of one engine never needs
     from dpviz.figures.compare import comparison_figure
 
-    shown = compared(dp, ddp)
+    pair = (first, second)
+    shown = compared(first, second)
+    same_step(first, second)
     if shown is not None:  # dpviz's own words: what the comparison's preset is there to show
         st.info(f"**{shown.title}.** Shown in **{COMPARE}**.")  # what to look for: under the chart
-    for trace in (dp, ddp):
+    for trace in pair:
         if trace.failure is not None:
             st.error(f"**{trace.spec.runs}: {failed_unit(trace)} failed**; the error is under the chart.")
-    views_shown = [view for view in present(views_of(dp, ddp), dp, ddp) if view.draws(dp) or view.draws(ddp)]
+    views_shown = [view for view in present(views_of(first, second), first, second)
+                   if view.draws(first) or view.draws(second)]
     tabs = [COMPARE] + [view.tab for view in views_shown]
-    opening = COMPARE if shown is not None and shown.opens == "compare" and asked_for(dp, ddp) else None
+    opening = COMPARE if shown is not None and shown.opens == "compare" and asked_for(first, second) else None
     for label, tab in zip(tabs, view_tabs(tabs, opening)):
         with tab:
             if not tab.open:
                 continue
             if label == COMPARE:
-                figure = comparison_figure(dp, ddp)
+                figure = comparison_figure(first, second)
                 st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                                 config=CHART_CONFIG, key="compare_chart")
-                for sentence in comparison(dp, ddp):
+                for sentence in comparison(first, second):
                     st.markdown(keep_units(markdown_text(sentence, 2_000)))  # dpviz's own sentence, naming lanes: escaped, not cut
                 continue
             view = next(v for v in views_shown if v.tab == label)
-            drawn = [trace for trace in (dp, ddp) if view.draws(trace)]  # Step through and Inputs: DataParallel's
+            drawn = [trace for trace in pair if view.draws(trace)]  # a view one engine alone draws: its chart alone
             # Half a 1024-pixel window is too narrow for a chart's title, legend and lanes: one above the
             # other unless the visitor has the room and asks for columns.
             if len(drawn) > 1 and st.toggle("Side by side (wide screens)", key=SIDE_BY_SIDE,
-                                            help="DataParallel's chart beside DDP's, each half as wide; off, one above the other."):
+                                            help=f"{first.spec.short}'s chart beside {second.spec.short}'s, each half "
+                                                 "as wide; off, one above the other."):
                 for column, trace in zip(st.columns(2, gap="medium"), drawn):
                     with column:
                         view_of(trace, view)
@@ -313,15 +327,15 @@ def show_both(dp: Trace, ddp: Trace) -> None:
                     view_of(trace, view)
     if shown is not None:
         st.info(f"**{shown.title}.** {shown.look_for}")
-    for column, trace in zip(st.columns(2, gap="large"), (dp, ddp)):
+    for column, trace in zip(st.columns(2, gap="large"), pair):
         with column:
             st.markdown(f"#### {trace.spec.runs}")
             outcome_details(trace)
     st.subheader("What happened")
-    for column, trace in zip(st.columns(2, gap="large"), (dp, ddp)):
+    for column, trace in zip(st.columns(2, gap="large"), pair):
         with column:
             st.markdown(f"#### {trace.spec.runs}")
             what_happened(trace, columns=1, heading=False)
     st.sidebar.header("Files")
-    downloads(dp)
-    downloads(ddp)
+    for trace in pair:
+        downloads(trace)

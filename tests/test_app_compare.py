@@ -1,0 +1,71 @@
+"""The page of two engines compared, any two: a link's engines=A,B, the sidebar's two pickers, the settings fitted
+to both and said in one sentence, the heading naming both, the link round-tripping, both One steps on one step."""
+import itertools
+import json
+
+import pytest
+
+from dpviz.engines import ENGINES
+from dpviz.figures.style import unwrap
+from test_app import page
+from test_app_engines import shown_text, show_tab
+
+
+def chart_title(app) -> str:
+    return unwrap(json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"])
+
+
+def test_a_link_of_two_sharded_engines_compares_them_by_name():
+    app = page(engine="compare", engines="zero1,fsdp", gpus="4", train="true", optimizer="adam")
+    assert not app.exception and app.header[0].value == "ZeRO-1 and FSDP, side by side"
+    assert app.radio(key="engine_choice").value == "compare"
+    assert (app.selectbox(key="compare_first").value, app.selectbox(key="compare_second").value) == ("zero1", "fsdp")
+    assert app.query_params["engine"] == "compare" and app.query_params["engines"] == "zero1,fsdp"
+    assert app.query_params["optimizer"] == "adam" and app.query_params["gpus"] == "4"
+    text = shown_text(app)
+    assert "ZeRO-1: each rank sends" in text and "FSDP: each rank sends" in text
+    assert "updated shards" in text and "parameters gathered" in text and "reduce-scatter" in text
+    assert "what a ZeRO-1 rank sends" in chart_title(app) or "what a FSDP rank sends" in chart_title(app)
+
+
+def test_the_settings_are_fitted_to_both_engines_and_the_change_said_once():
+    # The tutorial's Linear cannot be cut into stages: a link's settings are fitted where the link is read.
+    app = page(engine="compare", engines="dp,pipeline", gpus="2")
+    assert not app.exception and app.header[0].value == "DataParallel and Pipeline, side by side"
+    said = [w.value.replace("\\", "") for w in app.warning]
+    assert len(said) == 1 and "cannot be cut into pipeline stages" in said[0] and "train = true" in said[0]
+    assert "DataParallel: GPU 0 sends" in shown_text(app) and "activations" in shown_text(app)
+    # Picked in the sidebar, the pipeline first beside DDP's settings: fitted to both, and the change said once.
+    app = page(engine="compare", engines="dp,ddp", gpus="2")
+    app.selectbox(key="compare_first").set_value("pipeline").run()
+    assert not app.exception and app.query_params["engines"] == "pipeline,ddp"
+    said = [w.value.replace("\\", "") for w in app.warning if "To run the same settings under" in w.value.replace("\\", "")]
+    assert len(said) == 1 and "Pipeline and DistributedDataParallel" in said[0], said
+    assert "train = true (not false)" in said[0] and "model = 'mlp' (not 'linear')" in said[0]
+    assert app.query_params["train"] == "false"  # the visitor's settings stay; the runs take the fitted ones
+    assert "Pipeline: stage 1 sends" in shown_text(app) and "DistributedDataParallel: rank 0 sends" in shown_text(app)
+
+
+def test_a_bad_engines_list_is_said_in_one_sentence_and_the_first_pair_compared():
+    app = page(engine="compare", engines="dp,dp")
+    assert not app.exception
+    assert any("are not two different engines" in w.value for w in app.warning)
+    assert app.query_params["engines"] == "dp,ddp"
+
+
+def test_the_sidebar_picks_the_pair_and_the_link_follows():
+    app = page(engine="compare", gpus="2", train="true", model="mlp")
+    app.selectbox(key="compare_second").set_value("fsdp").run()
+    assert not app.exception and app.query_params["engines"] == "dp,fsdp"
+    assert app.header[0].value == "DataParallel and FSDP, side by side"
+    app.selectbox(key="compare_first").set_value("fsdp").run()  # the other's engine: the two swap, never the same
+    assert not app.exception and app.query_params["engines"] == "fsdp,dp"
+
+
+def test_both_one_steps_open_on_the_same_step():
+    app = page(engine="compare", engines="dp,ddp", gpus="2", train="true", data_size="120", batch_size="30")
+    show_tab(app, "One step")
+    assert not app.exception
+    titles = [unwrap(json.loads(chart.proto.spec)["layout"]["title"]["text"]) for chart in app.get("plotly_chart")]
+    steps = {title.split(" of ")[0].rsplit(" ", 1)[-1] for title in titles if " of " in title}
+    assert len(titles) == 2 and len(steps) == 1, titles
