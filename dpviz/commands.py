@@ -4,5 +4,6 @@
 # name -> (its module, what it does, as --help says it)
 COMMANDS = {
     "plan": ("dpviz.cli_plan", "plans a model's memory per device under every engine at real size and runs nothing"),
+    "compare": ("dpviz.cli_compare", "runs the same settings under two engines and compares them"),
     "page": ("dpviz.cli_page", "opens the page"),
 }

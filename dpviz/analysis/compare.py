@@ -21,7 +21,7 @@ from dpviz.analysis.step_times import LINKS, measured, modelled, on_gpus, step_s
 # the sizes a step's traffic is made of live with the formulas; the engines' readers read them from here too
 from dpviz.analysis.traffic import Move, moves_per_step, sent_by_kind, sent_per_step, traffic  # noqa: F401
 from dpviz.analysis.traffic_model import FLOAT_BYTES, model_bytes, row_bytes  # noqa: F401
-from dpviz.analysis.wording import bytes_alike
+from dpviz.analysis.wording import bytes_alike, with_article
 from dpviz.trace import Trace
 
 
@@ -86,7 +86,7 @@ def busiest(trace: Trace) -> tuple[str, float]:
         return f"{trace.spec.short}'s {trace.vocabulary.lane_noun}s", 0.0
     most = max(sent)
     if len(sent) > 1 and min(sent) == most:
-        return f"a {trace.spec.short} {trace.vocabulary.lane_noun}", most
+        return with_article(f"{trace.spec.short} {trace.vocabulary.lane_noun}"), most
     lane = trace.lanes[sent.index(most)].id
     return f"{trace.spec.short}'s {trace.vocabulary.lane_name(lane)}", most
 

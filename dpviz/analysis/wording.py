@@ -16,6 +16,14 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "es" if word.endswith(("s", "ch")) else "s")
 
 
+def with_article(phrase: str) -> str:
+    """'a DDP rank', 'an FSDP rank', 'an optimizer': the article as the first word is said (an acronym by its
+    letters' names)."""
+    first = phrase.split(" ", 1)[0]
+    spoken_vowel = first[:1].lower() in "aeio" if not first.isupper() else first[:1] in "AEFHILMNORSX"
+    return f"{'an' if spoken_vowel else 'a'} {phrase}"
+
+
 def sizes_text(sizes) -> str:
     """'4, 4, 2': chunk sizes as the explanations list them."""
     return ", ".join(str(s) for s in sizes)

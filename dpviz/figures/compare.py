@@ -95,7 +95,7 @@ def plot_comparison(tables: list[list], titles: list[str], lines: list, devices:
             if not part:
                 continue
             fig.add_trace(go.Bar(
-                x=[d for d, _ in part], y=unit.scaled(m for _, m in part), name=name, legendgroup=name,
+                x=[d for d, _ in part], y=unit.scaled(m for _, m in part), name=name, legendgroup=name, meta=kind,
                 showlegend=name not in shown,
                 marker=dict(color=KINDS[kind].color, line=dict(color=OUTLINE, width=0.6),
                             pattern=dict(shape=BACKWARD if backward else "")),

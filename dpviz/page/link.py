@@ -183,14 +183,15 @@ def _show(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else f"{value!r}" if isinstance(value, str) else f"{value:,}"
 
 
-def fit_pair(config: RunConfig, pair: tuple[str, str]) -> tuple[tuple[RunConfig, RunConfig], str | None]:
-    """`config`'s settings fitted to both engines of `pair`, each by its own rules (a pipeline needs a model it can
-    cut, training, a batch its microbatches divide): the two configs, the same in every setting the two share (the
-    second keeps the options `config` gives it, the first its own unset), and one sentence saying what changed
-    (None when nothing did)."""
+def fit_pair(config: RunConfig | Mapping[str, Any], pair: tuple[str, str]) -> tuple[tuple[RunConfig, RunConfig], str | None]:
+    """`config`'s settings (a RunConfig, or settings not yet checked together, as a command line gives them) fitted
+    to both engines of `pair`, each by its own rules (a pipeline needs a model it can cut, training, a batch its
+    microbatches divide): the two configs, the same in every setting the two share (the second keeps the options
+    `config` gives it, the first its own unset), and one sentence saying what changed (None when nothing did)."""
     first, second = pair
-    shared = [name for name in config.to_dict() if name not in ENGINE_OPTIONS and name != "engine"]
-    values = config.to_dict()
+    values = config.to_dict() if isinstance(config, RunConfig) else {**DEFAULTS.to_dict(), **config}
+    asked = dict(values)
+    shared = [name for name in values if name not in ENGINE_OPTIONS and name != "engine"]
     fitted: dict[str, RunConfig] = {}
     for _ in range(3):  # each engine's change may ask another of the other's; two rounds settle every pair here
         before = {name: values[name] for name in shared}
@@ -202,10 +203,9 @@ def fit_pair(config: RunConfig, pair: tuple[str, str]) -> tuple[tuple[RunConfig,
         if before == {name: values[name] for name in shared}:
             break
     configs = tuple(RunConfig(**{**fitted[name].to_dict(), **{k: values[k] for k in shared}}) for name in (first, second))
-    changed = [name for name in shared if getattr(configs[1], name) != getattr(config, name)]
-    changed += [name for name in ENGINES[second].unset if getattr(configs[1], name) != getattr(config, name)]
+    changed = [name for name in [*shared, *ENGINES[second].unset] if getattr(configs[1], name) != asked[name]]
     if not changed:
         return configs, None
-    said = ", ".join(f"{name} = {_show(getattr(configs[1], name))} (not {_show(getattr(config, name))})" for name in changed)
+    said = ", ".join(f"{name} = {_show(getattr(configs[1], name))} (not {_show(asked[name])})" for name in changed)
     return configs, (f"To run the same settings under {ENGINES[first].label} and {ENGINES[second].label}, "
                      f"these changed: {said}.")
