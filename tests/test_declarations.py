@@ -244,3 +244,28 @@ def test_a_module_of_ones_own_with_a_tp_plan_computes_under_torchs_parallelize_m
     path.write_text(textwrap.dedent(OWN_TP))
     for rank, result in enumerate(ranks(f"{path}:build")):
         assert result.returncode == 0 and result.stdout.strip() == "equal", (rank, result.stdout, result.stderr[-2000:])
+
+
+# ---- no engine names a model
+
+def test_no_engine_page_or_analysis_names_a_catalogue_model():
+    """What an engine must know of a model is in its declaration: no string in the engines (but the folder that
+    builds the models), the page or the analysis is a model's name ("linear" and "loss" are also a plot's tick mode
+    and a phase, so they are told apart by what they are compared with)."""
+    import ast
+
+    names = set(MODEL_SPECS) - {"own"}
+    found = []
+    for folder in ("engines", "page", "analysis"):
+        for path in sorted((ROOT / "dpviz" / folder).rglob("*.py")):
+            if "workload" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Compare):
+                    said = ast.unparse(node)
+                    if "model" in said and any(isinstance(c, ast.Constant) and c.value in names
+                                               for c in [node.left, *node.comparators]):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {said}")
+                elif isinstance(node, ast.Constant) and node.value in names - {"linear", "loss"}:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert found == []
