@@ -67,7 +67,7 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
     options = plan_controls()
     optimizer = config.optimizer if config.train else "adam"
     found = plan_shape(scaled(shape_at(model, size, precision), int(gpus)), int(gpus), optimizer, **options)  # a row a GPU
-    figure = plan_figure(found, int(memory), f"{spec.label}, {SIZES[model, size]}")
+    figure = plan_figure(found, int(memory), f"A {model} with {SIZES[model, size]}")  # the model's name as a noun
     st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                     config=CHART_CONFIG, key="real_size_chart")
     ok = fits(found, int(memory))
