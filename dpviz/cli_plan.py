@@ -30,7 +30,7 @@ PROG = "python -m dpviz plan"  # how messages name the command; the installed `d
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     from dpviz.cli_types import setting as _setting
-    from dpviz.engines.plans import DTYPES, PRECISIONS, SIZES, plan_options
+    from dpviz.engines.plans import DTYPES, PRECISIONS, plan_options, real_sizes
 
     parser = _Parser(prog=prog, description=(
         "Plan a model's memory per device under every engine from its shapes (measured on the meta device): "
@@ -39,7 +39,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True,
                         help="a catalogue model (transformer, mlp, ...) or your own as FILE.py:FUNCTION (it builds the module)")
     parser.add_argument("--example", help="FILE.py:FUNCTION that makes your model's example batch (needed with your own model)")
-    parser.add_argument("--size", choices=list(SIZES), help="the catalogue's transformer at a real size")
+    parser.add_argument("--size", choices=real_sizes(),
+                        help="a catalogue model at a real size it declares (the transformer's)")
     parser.add_argument("--input-size", type=int, default=5, help="features per row of a catalogue model (default 5)")
     parser.add_argument("--rows", type=int, default=8, help="rows of a catalogue model's example batch (default 8)")
     parser.add_argument("--gpus", type=int, required=True, help="devices (ranks) to plan for, 1 to 1,024")

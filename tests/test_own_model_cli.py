@@ -62,6 +62,16 @@ def batchnorm():
 def raises():
     raise ValueError("no weights here")
 
+def misdeclared():
+    model = TinyLM()
+    model.pipeline_layers = ["embed", "lstm", "tail"]  # no module 'tail'
+    return model
+
+def misplanned():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    model.tp_plan = {"0": "colwise", "1": "rowwise"}  # a ReLU, not a Linear
+    return model
+
 def nothing():
     return None
 '''
@@ -122,6 +132,10 @@ def test_a_language_model_from_a_file_trains_and_writes_a_trace_that_names_it(mo
      ["your model is a TinyLM, not an nn.Sequential"]),
     (["--model", "{models}:batchnorm", "--engine", "pipeline", "--train", "--gpus", "3", "--input-size", "4"],
      ["your model has 2 layers, so it cannot be cut into 3 stages"]),
+    # What a module declares of how it is split is held to the module, whatever the engine
+    (["--model", "{models}:misdeclared", "--example", "{models}:tokens", "--engine", "pipeline", "--train"],
+     ["pipeline_layers names 'tail', which is no module of your TinyLM"]),
+    (["--model", "{models}:misplanned", "--input-size", "4"], ["tp_plan names '1', a ReLU, not an nn.Linear"]),
 ])
 def test_what_cannot_run_is_one_line_and_status_2(models, args, words):
     refused(dpviz(*(a.format(models=models) for a in args)), *words)

@@ -29,3 +29,7 @@ def test_the_library_docs_example_prints_what_its_comments_say():
     lines = run(block("docs/library.md", "TransformerEncoderLayer")).splitlines()
     assert lines[0].startswith("{'class': 'TransformerEncoderLayer', 'parameters': 2224, 'trainable': 2224")
     assert lines[1] == "[3, 3, 2]"
+
+
+def test_the_library_docs_declaring_example_is_cut_as_its_comment_says():
+    assert run(block("docs/library.md", "pipeline_layers = [")).splitlines() == ["[['embed', 'blocks.0'], ['blocks.1', 'head']]"]

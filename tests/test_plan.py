@@ -19,7 +19,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.config import RunConfig
 from dpviz.engines import ENGINES, engine
-from dpviz.engines.plans import SIZES, plan, plan_shape, scaled
+from dpviz.engines.plans import plan, plan_shape, scaled
 from dpviz.engines.workload.models import build_model, random_rows
 from dpviz.engines.workload.shapes import measure
 from dpviz.engines.zero1.plan import partition
@@ -28,6 +28,8 @@ from budget import limit
 from plan_runs import UNEVEN, held, live, live_pipeline, uneven_model
 
 ROOT = Path(__file__).resolve().parents[1]
+# The transformer's real sizes as its declaration gives them (dpviz.catalogue.ModelSpec.sizes)
+SIZES = {size: {"vocabulary": real.input_size, **real.options} for size, real in MODEL_SPECS["transformer"].sizes.items()}
 MODELS = [name for name, spec in MODEL_SPECS.items() if spec.listed]
 HELD = ("parameters", "gradients", "optimizer state")
 

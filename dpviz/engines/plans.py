@@ -2,7 +2,7 @@
 the model's own shapes (dpviz.engines.planning's rules, each engine's `plan` part).
 
     plan(model, example, gpus=8, optimizer="adam")          # a module and its example batch
-    plan("transformer", gpus=1024, optimizer="adam", size="7b")   # the catalogue's transformer at a real size
+    plan("transformer", gpus=1024, optimizer="adam", size="7b")   # a catalogue model at a size it declares
 
 The document: {"model": {...}, "gpus": G, "optimizer": ..., "engines": {"ddp": {"label": ..., "devices": [{
 "parameters": B, "gradients": B, "optimizer state": B, "activations": B, "sent": B}, ...]}, ...}}. Bytes are
@@ -17,16 +17,15 @@ from typing import Any
 from dpviz.engines import ENGINES
 from dpviz.engines.planning import KINDS, ModelShape
 
-# The catalogue's transformer at real sizes (built on the meta device: nothing is allocated): vocabulary, context,
-# width, heads and blocks of GPT-2 small, and of decoders of about 1 and 7 billion parameters.
-SIZES = {
-    "gpt2-small": {"vocabulary": 50257, "sequence": 1024, "width": 768, "heads": 12, "blocks": 12},
-    "1b": {"vocabulary": 50257, "sequence": 2048, "width": 2048, "heads": 16, "blocks": 18},
-    "7b": {"vocabulary": 32000, "sequence": 4096, "width": 4096, "heads": 32, "blocks": 32},
-}
 DTYPES = ("float32", "bfloat16")
 PRECISIONS = ("full", "mixed")  # compute in the parameters' dtype, or in bfloat16 over float32 parameters
-TOKENS = 1024  # tokens in each row of a real-size transformer's example batch (its context may be longer)
+
+
+def real_sizes() -> list[str]:
+    """Every real size a catalogue model declares (dpviz.catalogue.ModelSpec.sizes), each name once."""
+    from dpviz.catalogue import sized_models
+
+    return list(dict.fromkeys(size for spec in sized_models().values() for size in spec.sizes))
 
 
 def engines_that_plan() -> list[str]:
@@ -105,8 +104,8 @@ def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", 
     """The plan of `model` (a module, or a catalogue model's name) on `example` (a batch; for a catalogue model,
     `rows` random rows), on `gpus` devices, training with `optimizer` ("sgd" or "adam"), its parameters in `dtype`
     ("float32", "bfloat16" or the model's own), computing in them (`precision` "full") or in bfloat16 over float32
-    parameters ("mixed": autocast, FSDP2's MixedPrecisionPolicy). `size` ("gpt2-small", "1b", "7b") builds the
-    catalogue's transformer at that size on the meta device. `options`: the engines' own that their plans read
+    parameters ("mixed": autocast, FSDP2's MixedPrecisionPolicy). `size` (one the catalogue model declares:
+    real_sizes) builds it at that size on the meta device. `options`: the engines' own that their plans read
     (plan_options: schedule="1f1b", microbatches=8). ValueError (one sentence) for a value it cannot plan."""
     import torch
 
@@ -132,7 +131,7 @@ def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", 
     if isinstance(model, str):
         model, example = _catalogue(model, size, rows, input_size, output_size)
     elif size is not None:
-        raise ValueError("size builds the catalogue's transformer; a module of your own has its own size.")
+        raise ValueError("size builds a catalogue model at a real size; a module of your own has its own size.")
     if example is None:
         raise ValueError("a module of your own needs an example batch to plan its activations.")
     shape = measure(model, example, loss, dtype=None if dtype is None else getattr(torch, dtype), precision=precision,
@@ -143,8 +142,8 @@ def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", 
 def _catalogue(name: str, size: str | None, rows: int, input_size: int, output_size: int) -> tuple[Any, Any]:
     import torch
 
-    from dpviz.catalogue import MODEL_SPECS
-    from dpviz.engines.workload.models import Transformer, build_model, random_rows
+    from dpviz.catalogue import MODEL_SPECS, sized_models
+    from dpviz.engines.workload.models import build_model, build_real, random_rows
 
     if name not in MODEL_SPECS or not MODEL_SPECS[name].listed:
         raise ValueError(f"model must be one of the catalogue's ({', '.join(n for n, s in MODEL_SPECS.items() if s.listed)}), "
@@ -152,11 +151,9 @@ def _catalogue(name: str, size: str | None, rows: int, input_size: int, output_s
     if size is None:
         model, _ = build_model(name, input_size, output_size)
         return model, random_rows(name, input_size, rows)
-    if name != "transformer" or size not in SIZES:
-        raise ValueError(f"size is one of {', '.join(SIZES)}, for model transformer; got model {name!r}, size {size!r}.")
-    shape = SIZES[size]
-    with torch.device("meta"):
-        model = Transformer(shape["vocabulary"], shape["vocabulary"], width=shape["width"], heads=shape["heads"],
-                            blocks=shape["blocks"], sequence=shape["sequence"])
-        tokens = torch.zeros(rows, min(shape["sequence"], TOKENS), dtype=torch.long)
-    return model, tokens
+    if size not in MODEL_SPECS[name].sizes:
+        sized = sized_models()
+        have = "; ".join(f"{', '.join(spec.sizes)} for model {model}" for model, spec in sized.items())
+        raise ValueError(f"size is one of {have}; got model {name!r}, size {size!r}.")
+    with torch.device("meta"):  # nothing is allocated
+        return build_real(name, size, rows)

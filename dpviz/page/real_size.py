@@ -1,6 +1,7 @@
-""""At real size", under the page "Memory, every engine": the catalogue's transformer at GPT-2-small, 1B or 7B
-shapes on up to 1,024 GPUs of 24, 40 or 80 GB, planned per engine from its shapes (dpviz.engines.plans), with a
-line at the device's memory; and the same rules applied to the toy run above, held against what its ranks held.
+""""At real size", under the page "Memory, every engine": a catalogue model at a real size it declares
+(dpviz.catalogue.ModelSpec.sizes: the transformer at GPT-2-small, 1B or 7B shapes) on up to 1,024 GPUs of 24, 40 or
+80 GB, planned per engine from its shapes (dpviz.engines.plans), with a line at the device's memory; and the same
+rules applied to the toy run above, held against what its ranks held.
 The options an engine's plan reads that no control above sets (a pipeline's schedule and microbatches) have
 widgets here; an engine that cannot run the model so says why in its place.
 
@@ -14,12 +15,14 @@ import streamlit as st
 
 from dpviz.analysis.model_state import lines as model_state_lines
 from dpviz.analysis.wording import human_bytes
+from dpviz.catalogue import sized_models
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
-from dpviz.engines.plans import PRECISIONS, TOKENS, plan_shape, scaled
+from dpviz.engines.plans import PRECISIONS, plan_shape, scaled
 from dpviz.trace import Trace
 
-SIZES = {"gpt2-small": "GPT-2 small", "1b": "about 1B parameters", "7b": "about 7B parameters"}
+# Each real size a catalogue model declares, as (model, size), and what the page calls it
+SIZES = {(model, size): real.label for model, spec in sized_models().items() for size, real in spec.sizes.items()}
 MEMORIES = (24, 40, 80)  # GB per device: the common cards' memory
 COMPUTING = {"full": "float32", "mixed": "mixed precision (bfloat16 compute, float32 parameters and state)"}
 HELD = ("parameters", "gradients", "optimizer state")
@@ -27,13 +30,13 @@ CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 
 
 @functools.lru_cache(maxsize=2 * len(SIZES))
-def shape_at(size: str, precision: str = "full"):
-    """The transformer's shape at `size`, one row (a sequence of TOKENS tokens) long, float32 parameters computing in
-    float32 or (`precision` mixed) bfloat16, measured apart."""
+def shape_at(model: str, size: str, precision: str = "full"):
+    """Catalogue model `model`'s shape at `size`, one row (of the row it declares there) long, float32 parameters
+    computing in float32 or (`precision` mixed) bfloat16, measured apart."""
     from dpviz.engines.apart import call_apart
     from dpviz.engines.plans import measure_catalogue
 
-    return call_apart(measure_catalogue, "transformer", size, 1, 5, 2, None, precision)
+    return call_apart(measure_catalogue, model, size, 1, 5, 2, None, precision)
 
 
 @functools.lru_cache(maxsize=32)
@@ -52,9 +55,10 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
 
     st.subheader("At real size")
     left, middle, right = st.columns(3)
-    size = left.selectbox("Model", list(SIZES), format_func=SIZES.get, index=2, key="real_size",
-                          help="The catalogue's transformer at these shapes, built on the meta device: nothing is "
-                               "allocated, nothing runs.")
+    model, size = left.selectbox("Model", list(SIZES), format_func=SIZES.get, index=len(SIZES) - 1, key="real_size",
+                                 help="A catalogue model at the shapes it declares, built on the meta device: nothing "
+                                      "is allocated, nothing runs.")
+    spec = sized_models()[model]
     gpus = middle.number_input("GPUs", min_value=1, max_value=1024, value=8, step=1, key="real_gpus")
     memory = right.radio("GB per GPU", MEMORIES, index=2, horizontal=True, key="real_memory")
     precision = left.radio("Precision", PRECISIONS, index=PRECISIONS.index(config.precision), horizontal=True,
@@ -62,15 +66,15 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
                            "parameters, gradients and optimizer state (torch.autocast; FSDP2's MixedPrecisionPolicy).")
     options = plan_controls()
     optimizer = config.optimizer if config.train else "adam"
-    found = plan_shape(scaled(shape_at(size, precision), int(gpus)), int(gpus), optimizer, **options)  # a sequence a GPU
-    figure = plan_figure(found, int(memory), f"A transformer with {SIZES[size]}")
+    found = plan_shape(scaled(shape_at(model, size, precision), int(gpus)), int(gpus), optimizer, **options)  # a row a GPU
+    figure = plan_figure(found, int(memory), f"A {model} with {SIZES[model, size]}")  # the model's name as a noun
     st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                     config=CHART_CONFIG, key="real_size_chart")
     ok = fits(found, int(memory))
     st.markdown(" ".join(f"**{planned['label']}**: {'fits' if ok[name] else 'does not fit'}." if name in ok
                          else f"**{planned['label']}**: {markdown_text(planned['refused'], 300)}"
                          for name, planned in found["engines"].items())
-                + f" Training with {optimizer} in {COMPUTING[precision]}, one sequence of {TOKENS:,} tokens per GPU (a "
+                + f" Training with {optimizer} in {COMPUTING[precision]}, {spec.real_row_text(size)} per GPU (a "
                   "pipeline cuts the same batch into its microbatches, a stage per GPU), no activation checkpointing; "
                   "the plan's rules are those the toy runs are held against.")
     said = model_state_lines(found)

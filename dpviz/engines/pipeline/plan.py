@@ -9,7 +9,7 @@ storage once; the schedule sets how many are in flight at once (bubble.schedule_
 GPipe all M, 1F1B min(M, S - s) at stage s)."""
 from __future__ import annotations
 
-from dpviz.engines.pipeline.layers import LAYERS, problem_of, split
+from dpviz.engines.pipeline.layers import OWN, problem_of, split
 from dpviz.engines.pipeline.options import PipelineOptions
 from dpviz.engines.pipeline.read.bubble import schedule_order
 from dpviz.engines.pipeline.spec import schedule_problem, too_few, uneven
@@ -23,10 +23,10 @@ def problem(shape: ModelShape, stages: int, schedule: str, microbatches: int) ->
         return ("a pipeline run computes in its parameters' own dtype (it takes no precision option), so it is "
                 "planned with precision full only.")
     name = shape.catalogue
-    if name is None:  # one's own: cut by its children, when it is a sequence at all
-        cut = shape.uncut or problem_of("your model", stages, len(shape.layers))
+    if name is None:  # one's own: cut as it declares, when it is a sequence at all
+        cut = shape.uncut or problem_of(OWN, stages, len(shape.layers))
     else:  # the catalogue's: a model that is no sequence says why; at a real size, its own count of layers
-        cut = problem_of(name, stages, len(shape.layers) if name in LAYERS else None)
+        cut = problem_of(name, stages, len(shape.layers) if shape.layers else None)
     return (too_few(stages) or cut or schedule_problem(schedule, microbatches, stages)
             or uneven(shape.rows, microbatches))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dpviz.catalogue import OWN
 from dpviz.engines.ddp.spec import SPEC as DDP
 from dpviz.engines.parts import Parts, View
-from dpviz.engines.pipeline.layers import LAYERS, fitting, problem_of
+from dpviz.engines.pipeline.layers import fitting, problem_of
 from dpviz.engines.pipeline.options import PipelineOptions
 from dpviz.engines.spec import EngineSpec
 
@@ -69,8 +69,8 @@ def fit(values: dict) -> dict:
     changes: dict = {"gpus": max(2, values["gpus"]), "inputs": "tensor", "train": True}
     stages = changes["gpus"]
     if values["model"] != OWN and problem_of(values["model"], stages):
-        changes["model"] = fitting(stages)
-        changes["gpus"] = stages = min(stages, len(LAYERS[changes["model"]]))
+        changes["model"], layers = fitting(stages)
+        changes["gpus"] = stages = min(stages, layers)
     batch = values["batch_size"]
     least = stages if values.get("schedule") == "1f1b" else 1
     fits = [m for m in range(least, min(batch, 64) + 1) if batch % m == 0]

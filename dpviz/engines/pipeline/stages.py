@@ -3,9 +3,9 @@ from the run's seed (every rank builds it whole, as DDP's ranks do, and keeps it
 
     stage_module(model, "mlp", stages=2, stage=1)     # net.2 and net.3, the model's own modules, by their names
 
-The transformer's first and last layers are not modules of their own in the model (its forward adds the position
-embedding, and its head reads the last token): here they are, holding the model's own embeddings and head, so
-that the stages together compute exactly what the model's forward does.
+Which layers a model has is its own declaration (dpviz.engines.workload.declared: the catalogue's, or a user's
+`pipeline_layers`, else an nn.Sequential's children); a layer that is a group of modules (a transformer's embeddings
+added) is built by the model, holding its own modules, so that the stages together compute what its forward does.
 """
 from __future__ import annotations
 
@@ -14,33 +14,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpviz.engines.pipeline.layers import LAYERS, problem_of, split
+from dpviz.engines.pipeline.layers import problem_of, split
 from dpviz.engines.pipeline.spec import uneven
+from dpviz.engines.workload import declared
 
 NOT_ONE_TENSOR = ("your batch is not one tensor; a pipeline's first stage takes the one tensor of rows, and each stage "
                   "hands the next the one tensor it made, so the batch must be a tensor.")
-
-
-class TokensIn(nn.Module):
-    """The transformer's first layer: token embedding plus position embedding (its forward's first line)."""
-
-    def __init__(self, embed: nn.Embedding, position: nn.Embedding):
-        super().__init__()
-        self.embed, self.position = embed, position
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return self.embed(input) + self.position(torch.arange(input.shape[1], device=input.device))
-
-
-class LastTokenOut(nn.Module):
-    """The transformer's last layer: its norm and head on the last token (its forward's last line)."""
-
-    def __init__(self, norm: nn.LayerNorm, head: nn.Linear):
-        super().__init__()
-        self.norm, self.head = norm, head
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.norm(x[:, -1]))
+OWN = "your model"  # how a sentence names a module of one's own
 
 
 class Layers(nn.Module):
@@ -70,20 +50,10 @@ class Layers(nn.Module):
         return x
 
 
-def layers_of(model: nn.Module, name: str) -> list[tuple[str, nn.Module]]:
-    """The model's layers, in order, each with its name: the catalogue's as dpviz.engines.pipeline.layers lists
-    them, a user's nn.Sequential by its children."""
-    if name == "transformer":
-        return [(LAYERS[name][0], TokensIn(model.embed, model.position)),
-                *[(f"blocks.{i}", block) for i, block in enumerate(model.blocks)],
-                (LAYERS[name][-1], LastTokenOut(model.norm, model.head))]
-    if name in LAYERS:
-        modules = dict(model.named_modules())
-        return [(layer, modules[layer]) for layer in LAYERS[name]]
-    if not isinstance(model, nn.Sequential):
-        raise ValueError(f"your model is a {type(model).__name__}, not an nn.Sequential, so a pipeline cannot tell "
-                         "its layers apart; put the layers it runs one after another in an nn.Sequential.")
-    return [(child, module) for child, module in model.named_children()]
+def layers_of(model: nn.Module, catalogue: str | None) -> list[tuple[str, nn.Module]]:
+    """The model's layers, in order, each with its name, as it declares them (`catalogue`: the catalogue's name for
+    it, None for a module of one's own). ValueError (one sentence) for a model that declares none."""
+    return declared.layers(model, catalogue)
 
 
 def own_problem(work: Any, scattered: torch.Tensor | None) -> str | None:
@@ -92,10 +62,10 @@ def own_problem(work: Any, scattered: torch.Tensor | None) -> str | None:
     the next the one tensor it made)."""
     stages = work.config.gpus
     try:
-        layers = layers_of(work.model, "your model")
+        layers = layers_of(work.model, None)
     except ValueError as error:
         return str(error)
-    why = problem_of("your model", stages, len(layers))
+    why = problem_of(OWN, stages, len(layers))
     if why:
         return why
     if len(work.args) != 1 or work.kwargs or not isinstance(work.args[0], torch.Tensor):
@@ -107,17 +77,21 @@ def plan_layers(model: nn.Module, example: Any, catalogue: str | None) -> list[t
     """The layers a plan measures one by one (dpviz.engines.workload.shapes), as the stages take them: those of
     layers_of; ValueError (the sentence a run would say) for a module that is no sequence or a batch that is not
     one tensor. How many stages they make is the plan's to judge (plan.py)."""
-    layers = layers_of(model, catalogue if catalogue in LAYERS else "your model")
+    layers = layers_of(model, catalogue)
     if not isinstance(example, torch.Tensor):
         raise ValueError(NOT_ONE_TENSOR)
     return layers
 
 
 def stage_module(model: nn.Module, name: str, stages: int, stage: int) -> tuple[Layers, list[str]]:
-    """Stage `stage`'s layers of `model` (the model's own modules, not copies), and their names."""
-    layers = layers_of(model, name)
-    why = problem_of("your model" if name not in LAYERS else name, stages, len(layers))
-    if why:  # a user's nn.Sequential is counted only now, when it is built
+    """Stage `stage`'s layers of `model` (the model's own modules, not copies), and their names; `name` is the run's
+    model (the catalogue's name, or dpviz.catalogue.OWN)."""
+    from dpviz.catalogue import OWN as OWN_MODEL
+
+    catalogue = None if name == OWN_MODEL else name
+    layers = layers_of(model, catalogue)
+    why = problem_of(OWN if catalogue is None else catalogue, stages, len(layers))
+    if why:  # a user's module is counted only now, when it is built
         raise ValueError(why)
     mine = [layers[i] for i in split(len(layers), stages)[stage]]
     return Layers(model, mine), [layer for layer, _ in mine]

@@ -15,13 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpviz.catalogue import MODEL_SPECS, SEQUENCE_LENGTH, row_shape  # noqa: F401  a model's data, named here too
+from dpviz.catalogue import BLOCKS, MODEL_SPECS, SEQUENCE_LENGTH, row_shape  # noqa: F401  a model's data, named here too
 from dpviz.engines.workload.seeding import seeded
 
 HIDDEN = 16  # hidden width of the MLP and the GRU, and the transformer's width
 CHANNELS = 8  # the CNN's feature maps
 HEADS = 2  # the transformer's attention heads
-BLOCKS = 3  # the transformer's blocks
 
 LABELS = {name: spec.label for name, spec in MODEL_SPECS.items()}  # what the page and the CLI call each model
 
@@ -153,6 +152,29 @@ class Block(nn.Module):
         return x + self.mlp(self.mlp_norm(x))
 
 
+class TokensIn(nn.Module):
+    """The transformer's first layer for a pipeline: token embedding plus position embedding (its forward's first
+    line), holding the model's own embeddings."""
+
+    def __init__(self, embed: nn.Embedding, position: nn.Embedding):
+        super().__init__()
+        self.embed, self.position = embed, position
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self.embed(input) + self.position(torch.arange(input.shape[1], device=input.device))
+
+
+class LastTokenOut(nn.Module):
+    """The transformer's last layer for a pipeline: its norm and head on the last token (its forward's last line)."""
+
+    def __init__(self, norm: nn.LayerNorm, head: nn.Linear):
+        super().__init__()
+        self.norm, self.head = norm, head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(x[:, -1]))
+
+
 class Transformer(nn.Module):
     """Token and position embeddings, BLOCKS blocks in an nn.ModuleList, a LayerNorm and a Linear on the last
     token, which attention lets see the whole row: (rows, SEQUENCE_LENGTH) token ids below input_size in,
@@ -174,6 +196,16 @@ class Transformer(nn.Module):
         # A fresh tensor out, not a view: FSDP2 warns that an in-place op on a module's view output skips its hooks.
         return self.head(self.norm(x[:, -1]))
 
+    def pipeline_layer(self, name: str) -> nn.Module:
+        """The layer its declaration names as a group (dpviz.catalogue: "embed + position", "norm + head"): its
+        forward's first and last lines, as modules holding its own embeddings, norm and head, so that the stages
+        together compute exactly what forward does."""
+        groups = {"embed + position": lambda: TokensIn(self.embed, self.position),
+                  "norm + head": lambda: LastTokenOut(self.norm, self.head)}
+        if name not in groups:
+            raise ValueError(f"the transformer runs no layer {name!r}; its groups are {' and '.join(groups)}.")
+        return groups[name]()
+
 
 def random_rows(name: str, input_size: int, length: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """`length` random rows of model `name`'s data: normal numbers, or token ids below input_size."""
@@ -181,6 +213,17 @@ def random_rows(name: str, input_size: int, length: int, generator: torch.Genera
     if MODEL_SPECS[name].layout == "tokens":
         return torch.randint(input_size, shape, generator=generator)
     return torch.randn(shape, generator=generator)
+
+
+def build_real(name: str, size: str, rows: int) -> tuple[nn.Module, torch.Tensor]:
+    """Catalogue model `name` at its declared real size `size` (dpviz.catalogue.RealSize), and an example batch of
+    `rows` rows of the row it declares (token ids 0 for a model of tokens). Called under torch.device("meta")."""
+    spec = MODEL_SPECS[name]
+    real = spec.sizes[size]
+    model = globals()[spec.builder](real.input_size, real.output_size, **{**spec.options, **real.options})
+    if spec.layout == "tokens":
+        return model, torch.zeros(rows, *real.row, dtype=torch.long)
+    return model, torch.zeros(rows, *real.row)
 
 
 def build_model(name: str, input_size: int, output_size: int) -> tuple[nn.Module, int]:

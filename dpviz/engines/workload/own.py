@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from dpviz.catalogue import OWN
 from dpviz.config import ConfigError, RunConfig
 from dpviz.engines.workload.memory import module_bytes, nbytes
-from dpviz.engines.workload import tutorial_data as tutorial
+from dpviz.engines.workload import declared, tutorial_data as tutorial
 from dpviz.engines.workload.input_forms import first_tensor, flatten
 from dpviz.engines.workload.seeding import seeded
 from dpviz.trace.own_model import MAX_LEAVES, ROWS, Args
@@ -312,6 +312,9 @@ def from_objects(module: Any, batch: Any, config: RunConfig, loss_fn: Callable |
     the example's rows unless given, the data one batch unless given. OwnModelError when it cannot run."""
     if not isinstance(module, nn.Module):
         raise OwnModelError(f"the model must be a torch.nn.Module, got {_kind(module)}.")
+    wrong = declared.problem(module)  # its pipeline_layers or tp_plan naming what it does not hold, whatever the engine
+    if wrong:
+        raise OwnModelError(wrong)
     args, kwargs = call_of(batch)
     if not args:
         raise OwnModelError("the batch needs at least one positional argument: the model is called as model(batch), "

@@ -11,6 +11,7 @@ a trace file's own words (parameter names, error messages) go in as text, cut sh
 """
 from __future__ import annotations
 
+from dpviz.catalogue import MODEL_SPECS
 from dpviz.echo import MESSAGE_LIMIT, code_span
 from dpviz.engines.ddp.read.summary import summarize_ddp
 from dpviz.engines.ddp.read.tables import allreduces, bucket_layouts, epochs_of, rank_rows, repeated_rows, sampler_order, steps_per_epoch, unreduced_steps
@@ -326,7 +327,7 @@ def _failure(trace: Trace) -> str | None:
     text = (f"**Step {counted(failure.batch)} failed** on {who}: {code_span(failure.headline, MESSAGE_LIMIT)}. Every rank "
             "stopped with it, and the trace ends there.")
     rows = {s.rows for s in rank_rows(trace, failure.batch).values()}
-    if rows == {1} and trace.config.train and trace.config.model == "mlp":
+    if rows == {1} and trace.config.train and MODEL_SPECS[trace.config.model].norm == "BatchNorm1d":
         text += (" In that step each rank had a single row, and a BatchNorm1d layer in training mode cannot take its "
                  "statistics over one row: per-rank batches shrink as ranks are added.")
     return text

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from dpviz.catalogue import MODEL_SPECS
 from dpviz.echo import markdown_text
 from dpviz.engines.dp.read.explain_pitfalls import pitfalls
 from dpviz.engines.dp.chunking import chunk_sizes
@@ -166,7 +167,7 @@ def _backward(trace: Trace) -> str | None:
     where = f"GPU {reduces[0].lane}" if reduces else f"GPU {first}"
     if not splits:
         return None
-    own_loss = trace.config.model == "loss"
+    own_loss = MODEL_SPECS[trace.config.model].returns_loss
     loss = "mean of the gathered per-GPU losses" if own_loss else "MSE loss"
     text = (f"**The way back.** After the {loss} on GPU {trace.output_device}, the gather's backward splits the "
             f"output gradient with the forward's chunk sizes, so each GPU gets the gradient of exactly the rows it "
@@ -315,8 +316,8 @@ def _single_rows(trace: Trace, chunks: list[tuple[int, ...]]) -> str | None:
     lane = trace.replicas(b)[replica].lane
     more = f" (and {plural(len(hits) - 1, 'other batch')})" if len(hits) > 1 else ""
     text = f"**One-row chunks.** Batch {counted(b)} gives GPU {lane} a single row{more}."
-    if trace.config.model == "cnn":
-        return text + (" The CNN's BatchNorm2d takes its statistics over every pixel of the image too, so one image "
+    if MODEL_SPECS[trace.config.model].norm == "BatchNorm2d":
+        return text + (" The model's BatchNorm2d takes its statistics over every pixel of the image too, so one image "
                        "is enough; a BatchNorm1d on feature vectors would fail on it in training mode.")
     return text + (" That is harmless for this model, but a BatchNorm1d layer in training mode fails on a one-row "
                    "chunk (try the MLP).")
