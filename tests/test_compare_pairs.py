@@ -97,7 +97,7 @@ def test_every_pair_compares_each_engines_bytes_as_torch_counts_them(first, seco
             assert sent == pytest.approx(expected), trace.engine
         assert all(move.kind in KINDS for move in traffic(trace)), trace.engine
     # the title: the busier device's bytes over the other engine's busiest, as sent
-    (who_a, most_a), (who_b, most_b) = busiest(a), busiest(b)
+    (_, most_a), (_, most_b) = busiest(a), busiest(b)
     title = unwrap(fig.layout.title.text)
     if "cannot show" not in title:
         top, low = max(most_a, most_b), min(most_a, most_b)
