@@ -123,16 +123,40 @@ def test_the_engine_is_a_setting_of_the_link():
     assert config.engine == "dp" and len(warnings) == 1 and "engine must be one of dp" in warnings[0]
 
 
-def test_engine_both_keeps_ddps_settings_and_says_both():
-    from dpviz.page.link import wants_both
+def test_an_old_engine_both_link_keeps_ddps_settings_and_reads_as_a_comparison_of_the_first_pair():
+    from dpviz.page.link import COMPARE, PAIR, wanted_page, wanted_pair, wants_pair
 
     params = {"engine": "both", "gpus": "4", "train": "true", "bucket_cap_mb": "0.5"}
     config, warnings = from_query(params)
-    assert warnings == [] and wants_both(params) and config.engine == "ddp" and config.bucket_cap_mb == 0.5
-    assert to_query(config, both=True)["engine"] == "both" and wants_both(to_query(config, both=True))
-    assert not wants_both({"engine": "ddp"}) and not wants_both({})
+    assert warnings == [] and wants_pair(params) and config.engine == "ddp" and config.bucket_cap_mb == 0.5
+    assert wanted_page(params) == COMPARE and wanted_pair(params) == (PAIR, []) == ((("dp", "ddp")), [])
+    query = to_query(config, page=COMPARE, pair=PAIR)
+    assert query["engine"] == "compare" and query["engines"] == "dp,ddp" and wants_pair(query)
+    assert not wants_pair({"engine": "ddp"}) and not wants_pair({})
 
 
+@pytest.mark.parametrize("first, second", [("zero1", "fsdp"), ("pipeline", "ddp"), ("fsdp", "dp")])
+def test_a_comparison_link_round_trips_with_the_second_engines_settings(first, second):
+    from dpviz.page.link import COMPARE, fit_pair, settle, wanted_pair
+
+    config, said = settle({"engine": second, "gpus": 4, "train": True, "model": "mlp", "batch_size": 32})
+    query = to_query(config, page=COMPARE, pair=(first, second))
+    assert query["engines"] == f"{first},{second}"
+    assert from_query(query) == (config, []) and wanted_pair(query) == ((first, second), [])
+    (a, b), changed = fit_pair(config, (first, second))
+    assert (a.engine, b.engine) == (first, second) and changed is None  # settings both engines run as they are
+    from dpviz.config import ENGINE_OPTIONS
+    shared = [name for name in config.to_dict() if name not in ENGINE_OPTIONS and name != "engine"]
+    assert [getattr(a, name) for name in shared] == [getattr(b, name) for name in shared] == [getattr(config, name) for name in shared]
+
+
+@pytest.mark.parametrize("text", ["dp,dp", "dp", "dp,ddp,fsdp", "tpu,dp", "x" * 5_000])
+def test_a_bad_engines_list_is_one_sentence_and_the_first_pair(text):
+    from dpviz.page.link import PAIR, wanted_pair
+
+    pair, warnings = wanted_pair({"engine": "compare", "engines": text})
+    assert pair == PAIR and len(warnings) == 1 and "are not two different engines" in warnings[0]
+    assert len(warnings[0]) < 400  # the link's text cut short, shown as text
 def test_a_zero1_link_keeps_its_engine_and_the_options_it_shares_with_ddp():
     config = RunConfig(engine="zero1", gpus=3, train=True, optimizer="adam", bucket_cap_mb=0.5)
     assert from_query(to_query(config)) == (config, [])
