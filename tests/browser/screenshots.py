@@ -29,7 +29,7 @@ from dpviz.presets import LINK_PRESETS  # noqa: E402
 
 WIDTHS = {1400: 900, 1024: 768, 800: 700}  # window width: height (1024 × 768: a projector)
 LINKS = ["", "gpus=2&train=true", "gpus=8&train=true", "gpus=16&train=true", "engine=ddp&gpus=4&train=true",
-         "engine=both"] + [f"preset={name}" for name in LINK_PRESETS]
+         "engine=compare&engines=dp,ddp", "engine=compare&engines=zero1,fsdp"] + [f"preset={name}" for name in LINK_PRESETS]
 PRESENTING = "Presenting: larger text in the charts"  # the sidebar's switch
 READY = "[data-testid=stApp][data-test-script-state=notRunning]"
 

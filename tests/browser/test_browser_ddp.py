@@ -48,7 +48,10 @@ def test_engine_both_draws_dataparallel_beside_ddp(page, artifacts):
     page.wait_for_selector(IDLE, timeout=180_000)
     page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}", timeout=180_000)
     assert_no_exception(page)
-    assert "no scatter, no replicate, no gather" in page.locator(ACTIVE_PANEL).inner_text()  # the Compare tab
+    compare = page.locator(ACTIVE_PANEL).inner_text().replace("\u2060", "")  # the Compare tab: each engine's bytes by what moves
+    assert "DataParallel: GPU 0 sends" in compare and "DistributedDataParallel: rank 0 sends" in compare
+    assert "engine=compare" in page.url and "engines=dp%2Cddp" in page.url.replace(",", "%2C")  # an old link, as it now reads
+    assert page.locator(".stMainBlockContainer h2").first.inner_text().strip() == "DataParallel and DistributedDataParallel, side by side"
     for name in ("Split", "Timeline", "Memory"):
         panel = show_tab(page, name)
         page.wait_for_selector(IDLE)
@@ -59,6 +62,18 @@ def test_engine_both_draws_dataparallel_beside_ddp(page, artifacts):
         assert "GPU" in text and "rank" in text, name
     assert_no_exception(page)
     screenshot_full_page(page, artifacts / "both-engines-memory.png")
+
+
+def test_any_two_engines_compare_by_name_and_the_pair_is_picked_in_the_sidebar(page):
+    page.goto("/?engine=compare&engines=zero1,fsdp&gpus=2&train=true&optimizer=adam")
+    page.wait_for_selector(IDLE, timeout=180_000)
+    page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}", timeout=180_000)
+    assert_no_exception(page)
+    assert page.locator(".stMainBlockContainer h2").first.inner_text().strip() == "ZeRO-1 and FSDP, side by side"
+    compare = page.locator(ACTIVE_PANEL).inner_text().replace("\u2060", "")
+    assert "ZeRO-1: each rank sends" in compare and "FSDP: each rank sends" in compare and "reduce-scatter" in compare
+    legend = page.locator(f"{ACTIVE_PANEL} .legendtext").evaluate_all("texts => texts.map(t => t.textContent)")
+    assert "all-reduce" in legend and "gradients (reduce-scatter)" in legend  # one legend of kinds, each engine's parts in it
 
 
 def test_closing_a_side_by_side_tab_mid_run_ends_every_rank(browser, app_url):
