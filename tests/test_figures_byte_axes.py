@@ -16,7 +16,7 @@ import pytest
 from ddp_traces import ddp_trace
 from dpviz.config import RunConfig
 from dpviz.engines import engine
-from dpviz.figures.style import unwrap
+from dpviz.figures.text_fit import unwrap
 from dpviz.figures.views import TEXT, views_of
 from figure_traces import recorded
 

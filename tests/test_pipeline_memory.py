@@ -18,7 +18,8 @@ from dpviz.engines import engine
 from dpviz.engines.pipeline.read.memory import memory_pipeline_figure
 from dpviz.figures.byte_unit import byte_unit
 from dpviz.figures.colors import device_color
-from dpviz.figures.style import presentation, text_px, unwrap
+from dpviz.figures.presenting import presentation
+from dpviz.figures.text_fit import text_px, unwrap
 
 RUNS = {
     "gpipe": dict(model="mlp", gpus=2, data_size=64, batch_size=16, microbatches=4, schedule="gpipe"),

@@ -8,7 +8,7 @@ from dpviz.engines import ENGINES
 from dpviz.figures.byte_unit import byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE
 from dpviz.figures.memory_compare import FAMILY_COLORS
-from dpviz.figures.style import styled
+from dpviz.figures.layout import styled
 
 HELD = ("parameters", "gradients", "optimizer state", "activations")
 LABEL_WIDTH = 14  # characters of an engine's name under its bar: five bars share a 440-pixel chart

@@ -47,7 +47,7 @@ def toy_shape(model: str, rows: int, input_size: int, output_size: int, precisio
 
 def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
     from dpviz.figures.plan import fits, plan_figure
-    from dpviz.figures.style import presentation
+    from dpviz.figures.presenting import presentation
     from dpviz.page.state import PRESENT
 
     st.subheader("At real size")

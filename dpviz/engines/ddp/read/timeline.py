@@ -19,10 +19,15 @@ from dpviz.engines.ddp.read.summary import OVERLAP_LABEL
 from dpviz.engines.ddp.read.tables import backwards, bucket_layout, computing_overlap, epochs_of, under_no_sync
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
-from dpviz.analysis.wording import counted, human_bytes, numbered, numbered_range
+from dpviz.analysis.wording import counted, human_bytes, numbered, numbered_range, plural
 from dpviz.figures.bounds import MAX_MARKS
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
-from dpviz.figures.style import DETAILS, GAP_PX, MARGIN, NAME_LIMIT, NARROWEST_PX, legend_entries, plural, styled, text_px, title_block_px
+from dpviz.figures.chart_details import DETAILS
+from dpviz.figures.layout import styled, title_block_px
+from dpviz.figures.legends import legend_entries
+from dpviz.figures.sizes import GAP_PX, MARGIN, NARROWEST_PX
+from dpviz.figures.text_fit import text_px
+from dpviz.figures.trace_words import NAME_LIMIT
 from dpviz.engines.ddp.read.words import ddp_note
 
 COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "bucket", "detail"]

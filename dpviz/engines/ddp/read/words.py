@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.trace import Trace
-from dpviz.figures.style import plural
-from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted
+from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted, plural
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
 from dpviz.analysis.failure_words import failure_text
