@@ -106,7 +106,7 @@ def test_each_bucket_is_all_reduced_on_every_rank_while_its_backward_runs():
         for rank in range(2):
             reduces = [s for s in trace.spans_of(batch.index, "allreduce") if s.lane == rank]
             backward = next(s for s in trace.spans_of(batch.index, "backward") if s.lane == rank)
-            assert sorted(s.bucket for s in reduces) == [b["index"] for b in layout["buckets"]]
+            assert sorted(s.group for s in reduces) == [b["index"] for b in layout["buckets"]]
             assert all(backward.start <= s.start <= backward.end for s in reduces)  # launched from inside backward
             assert all(s.thread == "gloo" for s in reduces)
 

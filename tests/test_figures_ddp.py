@@ -101,7 +101,7 @@ def test_timeline_has_an_allreduce_bar_per_bucket_per_rank_per_step_beside_its_b
         assert buckets
         for rank in range(trace.config.gpus):
             mine = reduces[(reduces["batch"] == batch.index) & (reduces["device"] == rank)]
-            assert set(mine["bucket"]) == buckets and len(mine) == len(buckets)
+            assert set(mine["group"]) == buckets and len(mine) == len(buckets)
             (back,) = table[(table["phase"] == "backward") & (table["batch"] == batch.index) & (table["device"] == rank)].itertuples()
             for bar in mine.itertuples():
                 assert bar.start_ms < back.end_ms and bar.end_ms > back.start_ms  # overlaps its backward

@@ -128,8 +128,8 @@ def _check_buckets(trace: Trace) -> None:
                 raise TraceError(f"step {span.batch:,} all-reduces, but with accumulate {config.accumulate} it runs "
                                  "under no_sync and all-reduces nothing.")
             layout = [lay for lay in layouts if lay["step"] <= span.batch]
-            if layout and span.bucket not in {b["index"] for b in layout[-1]["buckets"]}:
-                raise TraceError(f"step {span.batch:,} all-reduces bucket {span.bucket}, which its bucket layout lacks.")
+            if layout and span.group not in {b["index"] for b in layout[-1]["buckets"]}:
+                raise TraceError(f"step {span.batch:,} all-reduces bucket {span.group}, which its bucket layout lacks.")
     ddp = trace.facts.get("ddp")
     if ddp is not None:
         batch = config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, config.gpus)

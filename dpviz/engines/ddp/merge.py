@@ -35,12 +35,12 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     batches, offsets_in_step = _batches(config, ranks, loaded, count)
     spans = []
     for rank, report in enumerate(ranks):
-        for phase, step, start, end, _, rows, in_shape, out_shape, thread, bucket in report["spans"]:
+        for phase, step, start, end, _, rows, in_shape, out_shape, thread, group in report["spans"]:
             if step >= count:
                 continue  # after the failing step: the run, as the trace tells it, ended there
             spans.append(Span(phase, step, max(0.0, start - applied[rank] - origin), max(0.0, end - applied[rank] - origin),
                               lane=rank, replica=rank, row_offset=offsets_in_step[step][rank] if rows else 0, rows=rows,
-                              input_shape=in_shape, output_shape=out_shape, thread=thread, bucket=bucket))
+                              input_shape=in_shape, output_shape=out_shape, thread=thread, group=group))
     spans.sort(key=lambda s: (s.batch, s.start))
     memory = [MemorySample(step, phase, rank, category, size) for rank, report in enumerate(ranks)
               for step, phase, category, size in report.get("memory", []) if step < count]

@@ -51,7 +51,7 @@ def prepare_flow_ddp(trace: Trace, step: int) -> list[dict]:
     layouts = [lay for lay in trace.facts.get("ddp", {}).get("buckets", []) if lay["step"] <= step]
     sizes = {b["index"]: b["bytes"] for b in layouts[-1]["buckets"]} if layouts else {}
     for span in trace.spans_of(step, "allreduce"):
-        reduced[span.lane] = reduced.get(span.lane, 0) + sizes.get(span.bucket, 0)
+        reduced[span.lane] = reduced.get(span.lane, 0) + sizes.get(span.group, 0)
     rows = []
     for span in sorted(trace.spans_of(step, "forward"), key=lambda s: s.lane):
         ids = trace.sample_ids(span)

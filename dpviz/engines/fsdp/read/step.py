@@ -68,7 +68,7 @@ def prepare_layer_steps(trace: Trace, batch: int, module: int) -> pd.DataFrame:
     check_batch(trace, batch)
     _, shards = layer_shards(trace, module)
     whole = sum(shards)
-    spans = sorted((s for s in trace.spans_of(batch) if s.bucket == module and s.lane == 0), key=lambda s: s.start)
+    spans = sorted((s for s in trace.spans_of(batch) if s.group == module and s.lane == 0), key=lambda s: s.start)
     steps = [s for s in trace.spans_of(batch, "step") if s.lane == 0]
     rows = [("start", None, None)] + [(s.phase, s.start * 1e3, s.thread) for s in spans + steps[:1]]
     records = []
