@@ -21,7 +21,7 @@ from dpviz.config import MODELS, RNN_MODELS, ConfigError, RunConfig
 from dpviz.engines import engine
 from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ddp.merge import to_trace
-from dpviz.engines.ddp.sharding import per_rank_batch
+from dpviz.engines.ddp.sampler_rows import per_rank_batch
 
 TOLERANCE = 1e-6  # float32 sums in another order (ddp-facts.md §6.3 measured 1.5e-8 after an epoch)
 

@@ -106,10 +106,10 @@ def test_the_stages_panels_leave_room_between_their_ticks():
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_the_plan_keeps_as_many_microbatches_as_each_stage_of_the_run_held(name):
-    """The plan of the run's own settings (dpviz.engines.plans): each stage keeps, at most, as many microbatches'
+    """The plan of the run's own settings (dpviz.engines.plan): each stage keeps, at most, as many microbatches'
     activations as the run's stage held at once (GPipe every one, 1F1B min(M, S - s)), and holds what it held."""
     from dpviz.engines import ENGINES
-    from dpviz.engines.plans import measure_catalogue
+    from dpviz.engines.plan import measure_catalogue
 
     trace, settings = run(name), RUNS[name]
     shape = measure_catalogue(settings["model"], rows=settings["batch_size"])

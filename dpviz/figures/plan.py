@@ -1,5 +1,5 @@
 """A plan at real size, drawn: per engine the fullest device's bytes by kind, stacked, against a line at the
-device's memory, each bar saying whether it fits (dpviz.engines.plans' document)."""
+device's memory, each bar saying whether it fits (dpviz.engines.plan's document)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go

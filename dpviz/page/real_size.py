@@ -1,5 +1,5 @@
 """"At real size", under the page "Memory, every engine": the catalogue's transformer at GPT-2-small, 1B or 7B
-shapes on up to 1,024 GPUs of 24, 40 or 80 GB, planned per engine from its shapes (dpviz.engines.plans), with a
+shapes on up to 1,024 GPUs of 24, 40 or 80 GB, planned per engine from its shapes (dpviz.engines.plan), with a
 line at the device's memory; and the same rules applied to the toy run above, held against what its ranks held.
 The options an engine's plan reads that no control above sets (a pipeline's schedule and microbatches) have
 widgets here; an engine that cannot run the model so says why in its place.
@@ -16,7 +16,7 @@ from dpviz.analysis.model_state import lines as model_state_lines
 from dpviz.analysis.wording import human_bytes
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
-from dpviz.engines.plans import PRECISIONS, TOKENS, plan_shape, scaled
+from dpviz.engines.plan import PRECISIONS, TOKENS, plan_shape, scaled
 from dpviz.trace import Trace
 
 SIZES = {"gpt2-small": "GPT-2 small", "1b": "about 1B parameters", "7b": "about 7B parameters"}
@@ -31,7 +31,7 @@ def shape_at(size: str, precision: str = "full"):
     """The transformer's shape at `size`, one row (a sequence of TOKENS tokens) long, float32 parameters computing in
     float32 or (`precision` mixed) bfloat16, measured apart."""
     from dpviz.engines.apart import call_apart
-    from dpviz.engines.plans import measure_catalogue
+    from dpviz.engines.plan import measure_catalogue
 
     return call_apart(measure_catalogue, "transformer", size, 1, 5, 2, None, precision)
 
@@ -40,7 +40,7 @@ def shape_at(size: str, precision: str = "full"):
 def toy_shape(model: str, rows: int, input_size: int, output_size: int, precision: str = "full"):
     """The shape of the catalogue model a live run ran, on the run's batch, in its precision, measured apart."""
     from dpviz.engines.apart import call_apart
-    from dpviz.engines.plans import measure_catalogue
+    from dpviz.engines.plan import measure_catalogue
 
     return call_apart(measure_catalogue, model, None, rows, input_size, output_size, None, precision)
 
@@ -82,7 +82,7 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
 def plan_controls() -> dict:
     """A widget for each option an engine's plan reads that the page's own controls do not set here (a pipeline's
     schedule and microbatches: the runs on this page are of the other engines), as the engine declares it."""
-    from dpviz.engines.plans import plan_options
+    from dpviz.engines.plan import plan_options
 
     declared = list(plan_options().values())
     chosen = {}
