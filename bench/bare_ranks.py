@@ -42,8 +42,8 @@ def _rank(rank: int, world: int, port: int, engine: str, settings: dict, results
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader, DistributedSampler
 
-    from dpviz.engines.ddp.sharding import per_rank_batch
-    from dpviz.engines.fsdp.sharding import shard_units
+    from dpviz.engines.ddp.sampler_rows import per_rank_batch
+    from dpviz.engines.fsdp.wrapping import shard_units
     from dpviz.engines.workload import tutorial_data as tutorial
     from dpviz.engines.workload.input_forms import first_tensor
 

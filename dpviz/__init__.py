@@ -17,7 +17,7 @@ from dpviz.trace.json_io import TraceError
 
 _RECORDING = {  # name -> the module that defines it, imported when the name is first used
     "record": "dpviz.engines.run",
-    "plan": "dpviz.engines.plans",  # a model's memory per device under every engine, from its shapes
+    "plan": "dpviz.engines.plan",  # a model's memory per device under every engine, from its shapes
     "resolve_backend": "dpviz.engines.dp.devices",
     "SimulatedDataParallel": "dpviz.engines.dp.simulated",
 }

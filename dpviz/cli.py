@@ -35,7 +35,7 @@ from dpviz.config import (
 )
 from dpviz.echo import one_line
 from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, SHARDED_PRESETS, presets_of
-from dpviz.engines import ENGINES, Option, needs, owners
+from dpviz.engines import ENGINES, FIRST, Option, needs, owners, vocabulary
 from dpviz.engines.ranks import torchrun as _torchrun
 from dpviz.engines.ranks.torchrun import under_torchrun
 from dpviz.engines.run import record, resolve
@@ -72,16 +72,37 @@ def _limits(name: str, default: object = None) -> str:
 PROG = "python -m dpviz"  # how messages name the command; the installed `dpviz` command names itself
 
 
+def _other_engines() -> str:
+    """What --engine chooses beyond the tutorial's DataParallel, every engine in the registry named with what it runs
+    and how many processes it starts, in its own word for them."""
+    others = [spec for name, spec in ENGINES.items() if name != FIRST]
+    if not others:
+        return ""
+    names = ", ".join(spec.name for spec in others[:-1]) + (" or " if len(others) > 1 else "") + others[-1].name
+    runs = "; ".join(f"{spec.name}: the real {spec.runs}, one process per {vocabulary(spec.name).lane_noun}"
+                     for spec in others)
+    return (f"With --engine {names} the same model runs under torch's own code ({runs}; gloo on the CPU, NCCL with "
+            "a GPU per process), also under torchrun across machines.")
+
+
+def _process_lanes() -> str:
+    """'with --engine ddp, zero1, fsdp or pipeline, its stages or ranks': what --gpus counts under an engine that
+    starts a process per lane, in the engines' own words (their vocabularies' lane nouns), the most engines' last."""
+    names = [name for name, spec in ENGINES.items() if spec.processes]
+    words = [f"{vocabulary(name).lane_noun}s" for name in names]
+    nouns = sorted(dict.fromkeys(words), key=words.count)
+    listed = ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
+    return f"with --engine {listed}, its {' or '.join(nouns)}"
+
+
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = _Parser(
         prog=prog,
         allow_abbrev=False,  # --gpu must not pass for --gpus: a preset is overridden only by options named in full
         description="Run PyTorch's DataParallel tutorial (nn.Linear under nn.DataParallel on random data), print the "
         "sizes each replica saw as the tutorial does, and record the run as a trace. Without enough GPUs the "
-        "devices are simulated by CPU threads that follow DataParallel's rules exactly. With --engine ddp, zero1, "
-        "fsdp or pipeline the same model runs under the real DistributedDataParallel, ZeroRedundancyOptimizer, "
-        "FSDP2 or torch's pipeline schedules, one process per rank (gloo on the CPU, NCCL with a GPU per rank), "
-        "also under torchrun across machines. More commands: "
+        "devices are simulated by CPU threads that follow DataParallel's rules exactly. " + _other_engines() +
+        " More commands: "
         + "; ".join(f"'{prog} {name}' {words} ('{prog} {name} --help')" for name, (_, words) in COMMANDS.items()) + ".",
         epilog=f"Limits: at most {MAX_BATCHES:,} batches per run ({MAX_TRAIN_BATCHES:,} with --train) and "
         f"data_size x (numbers per row) at most {MAX_DATASET_ELEMENTS:,}. Models: "
@@ -98,7 +119,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "ceil(batch size / ranks) rows a step")
     add("--data-size", type=_setting("data_size"), default=DEFAULTS.data_size, help=f"rows in the random dataset ({_limits('data_size')})")
     add("--gpus", type=_setting("gpus"), default=DEFAULTS.gpus,
-        help=f"devices to spread each batch over ({_limits('gpus')}); with --engine ddp, ranks: one process each, "
+        help=f"devices to spread each batch over ({_limits('gpus')}); {_process_lanes()}: one process each, "
         "GPUs only with backend cuda. Under torchrun, the world size (leave it out, or give the same number)")
     add("--input-size", type=_setting("input_size"), default=DEFAULTS.input_size, help=f"features per row ({_limits('input_size')})")
     add("--output-size", type=_setting("output_size"), default=DEFAULTS.output_size, help=f"outputs per row ({_limits('output_size')})")

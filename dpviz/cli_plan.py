@@ -4,7 +4,7 @@
     python -m dpviz plan --model my_model.py:build --example my_model.py:make_batch --gpus 4
     python -m dpviz plan --model transformer --size 7b --gpus 8 --schedule 1f1b --microbatches 8
 
-Nothing runs on a device: the model is measured on the meta device (dpviz.engines.plans). A bad value is one line
+Nothing runs on a device: the model is measured on the meta device (dpviz.engines.plan). A bad value is one line
 on stderr and exit status 2.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ PROG = "python -m dpviz plan"  # how messages name the command; the installed `d
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     from dpviz.cli_types import setting as _setting
-    from dpviz.engines.plans import DTYPES, PRECISIONS, plan_options, real_sizes
+    from dpviz.engines.plan import DTYPES, PRECISIONS, plan_options, real_sizes
 
     parser = _Parser(prog=prog, description=(
         "Plan a model's memory per device under every engine from its shapes (measured on the meta device): "
@@ -62,7 +62,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def main(argv: Sequence[str], prog: str = PROG) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    from dpviz.engines.plans import plan, plan_options
+    from dpviz.engines.plan import plan, plan_options
 
     try:
         model, example = _model(args)

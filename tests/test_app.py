@@ -369,7 +369,7 @@ def test_the_timelines_detail_waits_behind_an_expander_under_it():
     assert not app.exception
     labels = [e.label for e in app.expander]
     assert "More on these times" in labels
-    from dpviz.figures.style import chart_details
+    from dpviz.figures.chart_details import chart_details
 
     spec = json.loads(app.get("plotly_chart")[0].proto.spec)
     detail = spec["layout"]["meta"]["details"]

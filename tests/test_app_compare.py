@@ -6,7 +6,7 @@ import json
 import pytest
 
 from dpviz.engines import ENGINES
-from dpviz.figures.style import unwrap
+from dpviz.figures.text_fit import unwrap
 from test_app import page
 from test_app_engines import shown_text, show_tab
 

@@ -116,7 +116,7 @@ def test_the_compare_preset_opens_both_engines_at_8_devices_with_gpu0_first():
     assert "GPU 0 as the bottleneck, 8 devices." in shown_text(app)
     import json
 
-    from dpviz.figures.style import unwrap
+    from dpviz.figures.text_fit import unwrap
 
     title = unwrap(json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"])
     assert "GPU 0 sends" in title and "what a DDP rank sends" in title  # the Compare tab's chart comes first

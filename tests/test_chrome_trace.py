@@ -117,7 +117,7 @@ def test_overlapping_all_reduces_go_on_a_second_track_of_their_rank(ddp_run):
     import dataclasses
 
     first = next(s for s in ddp_run.spans if s.phase == "allreduce" and s.lane == 0)
-    late = dataclasses.replace(first, bucket=first.bucket, start=first.start + (first.end - first.start) / 2,
+    late = dataclasses.replace(first, group=first.group, start=first.start + (first.end - first.start) / 2,
                                end=first.end + 0.01)
     trace = dataclasses.replace(ddp_run, spans=[*ddp_run.spans, late])
     events = chrome_trace.to_chrome_trace(trace)["traceEvents"]

@@ -18,7 +18,7 @@ from dpviz.engines import engine
 
 # Each engine's formula of what a device moves per step, at any count: DataParallel's, DDP's.
 dataparallel, distributed = ENGINES["dp"].part("moves_at"), ENGINES["ddp"].part("moves_at")
-from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
+from dpviz.figures.text_fit import unwrap  # titles read without the line breaks styled() wraps them with
 
 UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 
@@ -190,7 +190,8 @@ def test_the_growth_lines_are_keyed_under_the_chart_in_the_pages_ink_and_this_ru
 
     from dpviz.figures.colors import THEME_TEXT
     from dpviz.figures.compare import comparison_figure
-    from dpviz.figures.style import SOFT_BREAK, presentation
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.text_fit import SOFT_BREAK
 
     dp, ddp = runs(gpus=8, **SIZES)
     fig = comparison_figure(dp, ddp)

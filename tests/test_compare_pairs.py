@@ -18,7 +18,7 @@ from dpviz.config import RunConfig
 from dpviz.engines import ENGINES, engine
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.figures.compare import comparison_figure
-from dpviz.figures.style import unwrap
+from dpviz.figures.text_fit import unwrap
 from dpviz.page.link import fit_pair
 from dpviz.trace.legend import KINDS
 

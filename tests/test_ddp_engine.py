@@ -21,7 +21,7 @@ from dpviz.config import MODELS, RNN_MODELS, ConfigError, RunConfig
 from dpviz.engines import engine
 from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ddp.merge import to_trace
-from dpviz.engines.ddp.sharding import per_rank_batch
+from dpviz.engines.ddp.sampler_rows import per_rank_batch
 
 TOLERANCE = 1e-6  # float32 sums in another order (ddp-facts.md §6.3 measured 1.5e-8 after an epoch)
 
@@ -106,7 +106,7 @@ def test_each_bucket_is_all_reduced_on_every_rank_while_its_backward_runs():
         for rank in range(2):
             reduces = [s for s in trace.spans_of(batch.index, "allreduce") if s.lane == rank]
             backward = next(s for s in trace.spans_of(batch.index, "backward") if s.lane == rank)
-            assert sorted(s.bucket for s in reduces) == [b["index"] for b in layout["buckets"]]
+            assert sorted(s.group for s in reduces) == [b["index"] for b in layout["buckets"]]
             assert all(backward.start <= s.start <= backward.end for s in reduces)  # launched from inside backward
             assert all(s.thread == "gloo" for s in reduces)
 

@@ -16,7 +16,7 @@ import pytest
 from ddp_traces import ddp_trace
 from dpviz.config import RunConfig
 from dpviz.engines import engine
-from dpviz.figures.style import unwrap
+from dpviz.figures.text_fit import unwrap
 from dpviz.figures.views import TEXT, views_of
 from figure_traces import recorded
 
@@ -151,7 +151,7 @@ def test_the_pipelines_memory_reads_in_one_unit():
 
 
 def test_the_plan_at_real_size_reads_in_one_unit():
-    from dpviz.engines.plans import plan
+    from dpviz.engines.plan import plan
     from dpviz.figures.plan import plan_figure
 
     # A sequence per GPU, as the page plans it: at 8 a pipeline of 8 stages is drawn, at 1,024 it is refused (GPT-2

@@ -18,7 +18,7 @@ from dpviz.figures.views import VIEWS
 from dpviz.analysis.batch_facts import memory_batches
 from dpviz.engines.ddp.read.tables import bucket_layout
 from ddp_traces import CONFIGS, ddp_trace, record_config
-from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
+from dpviz.figures.text_fit import unwrap  # titles read without the line breaks styled() wraps them with
 
 NAMES = list(CONFIGS)
 
@@ -101,7 +101,7 @@ def test_timeline_has_an_allreduce_bar_per_bucket_per_rank_per_step_beside_its_b
         assert buckets
         for rank in range(trace.config.gpus):
             mine = reduces[(reduces["batch"] == batch.index) & (reduces["device"] == rank)]
-            assert set(mine["bucket"]) == buckets and len(mine) == len(buckets)
+            assert set(mine["group"]) == buckets and len(mine) == len(buckets)
             (back,) = table[(table["phase"] == "backward") & (table["batch"] == batch.index) & (table["device"] == rank)].itertuples()
             for bar in mine.itertuples():
                 assert bar.start_ms < back.end_ms and bar.end_ms > back.start_ms  # overlaps its backward
@@ -287,7 +287,9 @@ def test_the_all_reduce_share_the_timeline_states_is_the_overlap_of_its_drawn_ba
 
 @pytest.mark.parametrize("name", ["four_train", "two_accumulate", "default"])
 def test_step_names_never_meet_on_the_narrowest_chart_in_either_look(name):
-    from dpviz.figures.style import MARGIN, NARROWEST_PX, presentation, text_px
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.sizes import MARGIN, NARROWEST_PX
+    from dpviz.figures.text_fit import text_px
 
     trace = ddp_trace(name) if name != "default" else record_config(RunConfig(engine="ddp", gpus=4, train=True))
     for fig, scale in ((timeline_figure(trace), 1.0), (presentation(timeline_figure(trace)), 1.35)):
@@ -334,7 +336,7 @@ FLOWS = {"four_train": 0, "two_train": 2, "four_forward": 1, "default": 0, "defa
 @pytest.mark.parametrize("name", list(FLOWS))
 def test_ddp_flow_names_its_columns_over_every_node_in_either_look(name):
     from dpviz.engines.ddp.read.flow import flow_ddp_figure
-    from dpviz.figures.style import presentation
+    from dpviz.figures.presenting import presentation
 
     trace = record_config(RunConfig(engine="ddp", gpus=4, train=True)) if name.startswith("default") else ddp_trace(name)
     for fig in (flow_ddp_figure(trace, FLOWS[name]), presentation(flow_ddp_figure(trace, FLOWS[name]))):
@@ -356,7 +358,8 @@ def test_ddp_flow_column_names_never_meet_on_the_narrowest_chart_or_presenting(n
     """The columns' names, each as wide as its widest line, keep apart on an 800 px window's chart (about 440 px)
     and presenting at 1024 px (about 620, type and margins 1.35 times): "all-reduce" met "optimizer" on both."""
     from dpviz.engines.ddp.read.flow import flow_ddp_figure
-    from dpviz.figures.style import presentation, text_px
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.text_fit import text_px
 
     fig = flow_ddp_figure(ddp_trace(name), 0)
     for chart, look in ((440, fig), (620, presentation(fig))):

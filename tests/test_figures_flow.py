@@ -329,7 +329,7 @@ def fig_title(fig):
 def test_presenting_grows_the_lanes_with_their_labels(gpus):
     """Presenting: the labels grow 1.35 times, and the lanes with them, so "GPU 0's parameters" and
     "GPU 0 rows 0-1 (2 rows)" never run into each other (they did at 8 GPUs: 44 px lanes, 49 px labels)."""
-    from dpviz.figures.style import presentation
+    from dpviz.figures.presenting import presentation
 
     fig = presentation(flow_figure(recorded(gpus=gpus, train=True), 0))
     size = fig.layout.yaxis.tickfont.size
@@ -367,7 +367,8 @@ def test_replicate_lines_and_the_scatter_node_stand_out_on_both_themes(backgroun
 def test_step_names_sit_level_or_upright_in_the_room_under_the_lanes(present):
     """The steps' names are level where they fit, else upright: tilted part way, a name's box spans the next
     column's on a narrow chart. Upright, the longest still ends inside the chart, presenting too."""
-    from dpviz.figures.style import presentation, text_px
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.text_fit import text_px
 
     fig = flow_figure(recorded(gpus=4, train=True), 3)
     fig = presentation(fig) if present else fig

@@ -215,7 +215,7 @@ def test_sixteen_devices_stay_small():
 @pytest.mark.parametrize("gpus", [3, 16])
 def test_steps_and_columns_named_as_the_other_views_name_them(gpus):
     from dpviz.engines.dp.read.flow_draw import step_name
-    from dpviz.figures.style import unwrap
+    from dpviz.figures.text_fit import unwrap
 
     trace = recorded(gpus=gpus, train=True)
     fig = memory_figure(trace)
@@ -238,7 +238,8 @@ def test_steps_and_columns_named_as_the_other_views_name_them(gpus):
 
 def _room(fig):
     """(legend top px, legend height px, title block end px, plot top px) of a figure."""
-    from dpviz.figures.style import legend_px, title_block_px
+    from dpviz.figures.layout import title_block_px
+    from dpviz.figures.legends import legend_px
 
     layout = fig.layout
     plot = layout.height - layout.margin.t - layout.margin.b
@@ -254,7 +255,9 @@ def test_the_legend_sits_above_the_grid_and_the_caption_fits_the_chart(gpus, pre
     caption was cut at the chart's right edge when presenting ('1.18 Ki', 'gradier'). Now the legend is
     above the grid, all its rows counted at the narrowest chart, and the caption is wrapped to the
     chart's width at its own size, with the bottom margin to hold every line."""
-    from dpviz.figures.style import NARROWEST_PX, presentation, text_px
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.sizes import NARROWEST_PX
+    from dpviz.figures.text_fit import text_px
 
     fig = memory_figure(recorded(gpus=gpus, train=True))
     fig = presentation(fig) if presenting else fig
@@ -275,7 +278,9 @@ def test_the_legend_sits_above_the_grid_and_the_caption_fits_the_chart(gpus, pre
 def test_column_names_never_run_together(gpus, presenting):
     """'1011121314' under sixteen bars: the names shown fit side by side on the narrowest chart, at
     their size, with a gap; fewer are named (every other one) rather than run together."""
-    from dpviz.figures.style import NARROWEST_PX, presentation, text_px
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.sizes import NARROWEST_PX
+    from dpviz.figures.text_fit import text_px
 
     fig = memory_figure(recorded(gpus=gpus, train=True))
     fig = presentation(fig) if presenting else fig

@@ -20,7 +20,8 @@ from dpviz.config import RunConfig
 from dpviz.engines import engine
 from dpviz.engines.workload.models import build_model
 from dpviz.figures.one_step import BOX_LEFT, BOX_RIGHT, CELL_SIZE, short_bytes
-from dpviz.figures.style import presentation, text_px
+from dpviz.figures.presenting import presentation
+from dpviz.figures.text_fit import text_px
 from dpviz.figures.views import one_step_any, views_of
 
 ENGINES = ("dp", "ddp", "zero1", "fsdp", "pipeline")

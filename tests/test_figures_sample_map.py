@@ -7,7 +7,7 @@ from dpviz.figures import MAX_MARKS, count_marks, prepare_sample_map, sample_map
 from dpviz.figures.colors import TEXT, WHITE, device_color, text_color_on
 from dpviz.figures.sample_map import MIN_MARKER_PX, PLOT_PX, TOP_PANEL_PX, exact_marks, marker_size, top_is_exact
 from figure_traces import LARGEST, MAX_JSON_BYTES, recorded, synthetic
-from dpviz.figures.style import unwrap  # titles read without the line breaks styled() wraps them with
+from dpviz.figures.text_fit import unwrap  # titles read without the line breaks styled() wraps them with
 
 
 def _points(fig):
@@ -78,7 +78,8 @@ def test_narrow_batches_write_their_dataset_rows_large_enough_for_a_class():
     assert len(cells) == 100 and cells[(0, 1)] == str(trace.batches[0].sample_ids[0])  # batch 1's first row
     assert written.xaxis == "x2" and list(fig.layout.xaxis2.range) == [-0.5, 15.5]  # the text adds no padding
     # Each number fits its cell on the narrowest chart, at its size (Arial's widths, on the wide side).
-    from dpviz.figures.style import MARGIN, NARROWEST_PX, text_px
+    from dpviz.figures.sizes import MARGIN, NARROWEST_PX
+    from dpviz.figures.text_fit import text_px
     cell_px = (NARROWEST_PX - MARGIN["l"] - MARGIN["r"]) / 16
     assert max(text_px(t, written.textfont.size) for t in written.text) <= cell_px
 

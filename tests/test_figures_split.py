@@ -7,7 +7,7 @@ from dpviz.figures import MAX_MARKS, count_marks, prepare_split, split_figure
 from dpviz.figures.colors import IDLE_GREY, TEXT, WHITE, contrast_ratio, device_color
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.presets import PRESETS
-from dpviz.figures.style import unwrap
+from dpviz.figures.text_fit import unwrap
 from figure_traces import LARGEST, MAX_JSON_BYTES, as_cuda, recorded, synthetic
 
 
@@ -157,7 +157,10 @@ def test_many_batches_drop_the_outlines_and_gaps_that_would_outweigh_thin_bars()
 def test_the_legend_has_room_for_its_rows_over_the_plot_on_the_narrowest_chart(gpus):
     """At 4 GPUs the legend takes two rows on an 800 px window's chart (about 440 px, less the axes' names):
     the room over the plot holds them under the subtitle (one row was kept, and GPU 0-2 sat on the subtitle)."""
-    from dpviz.figures.style import GAP_PX, legend_px, text_px, title_block_px
+    from dpviz.figures.layout import title_block_px
+    from dpviz.figures.legends import legend_px
+    from dpviz.figures.sizes import GAP_PX
+    from dpviz.figures.text_fit import text_px
 
     fig = split_figure(recorded(gpus=gpus))
     margin = fig.layout.margin

@@ -7,7 +7,7 @@ import pytest
 from dpviz import RunConfig, record
 from dpviz.figures import MAX_FRAMES, MAX_MARKS, count_marks, step_figure
 from dpviz.engines.dp.read.flow_draw import step_name
-from dpviz.figures.style import title_block_px
+from dpviz.figures.layout import title_block_px
 from dpviz.engines.dp.read.step import prepare_steps
 from dpviz.presets import PRESETS
 from figure_traces import LARGEST_TRAINING, MAX_JSON_BYTES, recorded, synthetic

@@ -214,7 +214,7 @@ def test_the_checks_catch_ink_off_the_marks():
     """The checks above fail on what they are for: ink in the layout, on an annotation, beside a mark."""
     import plotly.graph_objects as go
 
-    from dpviz.figures.style import styled
+    from dpviz.figures.layout import styled
 
     fig = styled(go.Figure(go.Bar(x=[0], y=[1], text=["1"], textposition="outside", textfont_color="#222222")), "t", ["n"])
     fig.add_annotation(text="note", font_color="#555555", showarrow=False)
@@ -229,10 +229,9 @@ def test_the_checks_catch_ink_off_the_marks():
 def test_styled_wraps_to_the_narrowest_chart_and_makes_room_for_what_it_adds():
     import plotly.graph_objects as go
 
-    from dpviz.figures.style import (
-        BASE_TOP_PX, GAP_PX, NARROWEST_PX, SOFT_BREAK, SUBTITLE_SIZE, TITLE_SIZE, styled, title_block_px, unwrap,
-        visible_length,
-    )
+    from dpviz.figures.layout import styled, title_block_px
+    from dpviz.figures.sizes import BASE_TOP_PX, GAP_PX, NARROWEST_PX, SUBTITLE_SIZE, TITLE_SIZE
+    from dpviz.figures.text_fit import SOFT_BREAK, unwrap, visible_length
 
     notes = ["simulated GPUs: CPU threads stand in for 8 devices",
              "spans shorter than 1/200 of the window are drawn that long; the hover gives the measured time"]
@@ -253,7 +252,9 @@ def test_styled_wraps_to_the_narrowest_chart_and_makes_room_for_what_it_adds():
 def test_styled_puts_an_unplaced_legend_between_the_subtitle_and_the_plot():
     import plotly.graph_objects as go
 
-    from dpviz.figures.style import LEGEND_ROW_PX, legend_rows, styled, title_block_px
+    from dpviz.figures.layout import styled, title_block_px
+    from dpviz.figures.legends import legend_rows
+    from dpviz.figures.sizes import LEGEND_ROW_PX
 
     bars = [go.Bar(x=[0], y=[1], name=f"GPU {d}") for d in range(16)]
     fig = styled(go.Figure(bars), "Rows per GPU", ["simulated GPUs: CPU threads stand in for 16 devices"])
@@ -269,7 +270,9 @@ def test_styled_puts_an_unplaced_legend_between_the_subtitle_and_the_plot():
 def test_presentation_enlarges_every_type_size_and_the_margins_to_match():
     import plotly.graph_objects as go
 
-    from dpviz.figures.style import presentation, styled, unwrap
+    from dpviz.figures.layout import styled
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.text_fit import unwrap
 
     fig = styled(go.Figure([go.Bar(x=["GPU 0"], y=[1], name="GPU 0", text=["1"], insidetextfont=dict(size=12)),
                             go.Bar(x=["GPU 1"], y=[2], name="GPU 1")]),
@@ -334,7 +337,8 @@ def test_the_hatch_check_catches_a_hatch_that_relies_on_the_template():
 def test_wrap_keeps_numbered_phrases_whole_and_breaks_at_clauses():
     """The titles that broke badly: a number stays with its words, a clause's end is the break, and
     no line is one or two short words left over."""
-    from dpviz.figures.style import SOFT_BREAK, TITLE_SIZE, wrap
+    from dpviz.figures.sizes import TITLE_SIZE
+    from dpviz.figures.text_fit import SOFT_BREAK, wrap
 
     examples = {
         "Batch 0 of 4: 30 rows scattered over 10 of 16 GPUs<br>gathered on GPU 0": ["10 of 16 GPUs"],
@@ -357,7 +361,8 @@ def test_legend_rows_count_entries_as_plotly_lays_them_out():
     grouped legend's rows 10 px apart: styled() keeps room for all of them (16 GPUs: 4 rows, not 3)."""
     import plotly.graph_objects as go
 
-    from dpviz.figures.style import legend_px, legend_rows, styled, title_block_px
+    from dpviz.figures.layout import styled, title_block_px
+    from dpviz.figures.legends import legend_px, legend_rows
 
     names = [f"GPU {d}" for d in range(16)]
     assert legend_rows(["GPU 0", "GPU 1"]) == 1
@@ -372,7 +377,8 @@ def test_legend_rows_count_entries_as_plotly_lays_them_out():
 def _room_above(fig):
     """(top of the legend, bottom of the title block, top of the plot) in px from the figure's top, for
     a horizontal legend above the plot, from the layout's numbers as styled() and presentation() set them."""
-    from dpviz.figures.style import legend_px, title_block_px
+    from dpviz.figures.layout import title_block_px
+    from dpviz.figures.legends import legend_px
 
     layout = fig.layout
     plot = layout.height - layout.margin.t - layout.margin.b
@@ -386,7 +392,7 @@ def _room_above(fig):
 def test_presentation_keeps_the_legend_between_the_subtitle_and_the_plot(view, no_default_template):
     """At 16 GPUs, with every type 1.35 times larger: a legend above the plot starts under the
     re-wrapped subtitle and ends, all its rows counted at the narrowest chart, above the plot."""
-    from dpviz.figures.style import presentation
+    from dpviz.figures.presenting import presentation
 
     fig = _build(view, TRACES["16 GPUs"]())
     if fig is None:
@@ -404,7 +410,7 @@ def test_presentation_grows_the_room_between_stacked_panels():
     """The sample map's panels: the gap between them grows with the type (more where its axis title and
     the lower panel's title take more lines at the larger size), each panel keeping its pixels."""
     from dpviz.figures import sample_map_figure
-    from dpviz.figures.style import presentation
+    from dpviz.figures.presenting import presentation
 
     fig = sample_map_figure(TRACES["8 GPUs"]())
     big = presentation(fig)

@@ -9,7 +9,8 @@ import numpy as np
 
 import pytest
 
-from dpviz.figures.style import NARROWEST_PX, TICK_SIZE, text_px, unwrap
+from dpviz.figures.sizes import NARROWEST_PX, TICK_SIZE
+from dpviz.figures.text_fit import text_px, unwrap
 
 from dpviz import RunConfig
 from dpviz.figures import MAX_MARKS, count_marks, prepare_timeline, timeline_figure, timeline_window
@@ -553,7 +554,8 @@ def test_batch_labels_take_one_form():
 
 
 def test_the_lanes_names_of_both_panels_grow_under_presenting():
-    from dpviz.figures.style import TICK_SIZE, presentation
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.sizes import TICK_SIZE
 
     fig = timeline_figure(recorded(gpus=8, train=True))
     shown = presentation(fig)

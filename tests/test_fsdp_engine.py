@@ -101,7 +101,7 @@ def test_each_sharded_module_is_gathered_run_resharded_and_reduce_scattered_ever
     assert modules == ["net.0", "net.1", "net.3"]  # each module with parameters; the root holds none of its own
     for step in range(len(trace.batches)):
         for rank in range(2):
-            spans = {(s.phase, s.bucket): s for s in trace.spans_of(step) if s.lane == rank and s.bucket is not None}
+            spans = {(s.phase, s.group): s for s in trace.spans_of(step) if s.lane == rank and s.group is not None}
             assert set(spans) == {(phase, index) for phase in MODULE_PHASES for index in range(len(modules))}
             forward = next(s for s in trace.spans_of(step, "forward") if s.lane == rank)
             backward = next(s for s in trace.spans_of(step, "backward") if s.lane == rank)

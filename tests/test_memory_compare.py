@@ -14,7 +14,7 @@ from dpviz.config import RunConfig
 from dpviz.engines import engine
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.figures.memory_compare import COMPUTED, memory_compare_figure
-from dpviz.figures.style import presentation
+from dpviz.figures.presenting import presentation
 from dpviz.trace import json_io as trace_json
 
 RANKS = 2
@@ -131,7 +131,8 @@ def test_the_legend_sits_under_the_panels_and_leaves_them_the_charts_width():
     """Beside the panels, the legend left the plot 160 px of a 440 px chart: the engines' names ran together and
     into the bytes panel's title. Under them, in a bottom margin made for its rows at the narrowest chart."""
     from dpviz.figures.memory_compare import UNDER_AXIS_PX
-    from dpviz.figures.style import LEGEND_ROW_PX, legend_rows
+    from dpviz.figures.legends import legend_rows
+    from dpviz.figures.sizes import LEGEND_ROW_PX
 
     fig = memory_compare_figure([recorded(name) for name in ("dp", *ENGINES)])
     legend = fig.layout.legend

@@ -458,7 +458,7 @@ def failed_run(step: int):
 def test_every_view_and_the_report_draw_a_run_that_failed_and_claim_no_bubble_for_its_failed_step(step):
     from dpviz.engines.pipeline.read.bubble import slots
     from dpviz.figures.report import html_report
-    from dpviz.figures.style import unwrap
+    from dpviz.figures.text_fit import unwrap
     from dpviz.figures.views import BATCH, TEXT, views_of
 
     trace = failed_run(step)

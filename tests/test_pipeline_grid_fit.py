@@ -18,7 +18,9 @@ from dpviz.engines.pipeline.read.compare import schedules_figure
 from dpviz.engines.pipeline.read.schedule import schedule_figure
 from dpviz.engines.pipeline.read.step import step_pipeline_figure
 from dpviz.figures.colors import contrast_ratio
-from dpviz.figures.style import FONT_SIZE, LINE_EM, TICK_SIZE, line_count, presentation, text_px
+from dpviz.figures.presenting import presentation
+from dpviz.figures.sizes import FONT_SIZE, LINE_EM, TICK_SIZE
+from dpviz.figures.text_fit import line_count, text_px
 
 CHART_PX = 440  # the page's chart in an 800 px window (452 px measured there)
 PLOTLY_PAD_PX = 3  # plotly keeps bar text this far inside the bar's edge

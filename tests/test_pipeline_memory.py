@@ -18,7 +18,8 @@ from dpviz.engines import engine
 from dpviz.engines.pipeline.read.memory import memory_pipeline_figure
 from dpviz.figures.byte_unit import byte_unit
 from dpviz.figures.colors import device_color
-from dpviz.figures.style import presentation, text_px, unwrap
+from dpviz.figures.presenting import presentation
+from dpviz.figures.text_fit import text_px, unwrap
 
 RUNS = {
     "gpipe": dict(model="mlp", gpus=2, data_size=64, batch_size=16, microbatches=4, schedule="gpipe"),
@@ -105,10 +106,10 @@ def test_the_stages_panels_leave_room_between_their_ticks():
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_the_plan_keeps_as_many_microbatches_as_each_stage_of_the_run_held(name):
-    """The plan of the run's own settings (dpviz.engines.plans): each stage keeps, at most, as many microbatches'
+    """The plan of the run's own settings (dpviz.engines.plan): each stage keeps, at most, as many microbatches'
     activations as the run's stage held at once (GPipe every one, 1F1B min(M, S - s)), and holds what it held."""
     from dpviz.engines import ENGINES
-    from dpviz.engines.plans import measure_catalogue
+    from dpviz.engines.plan import measure_catalogue
 
     trace, settings = run(name), RUNS[name]
     shape = measure_catalogue(settings["model"], rows=settings["batch_size"])

@@ -19,7 +19,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.config import RunConfig
 from dpviz.engines import ENGINES, engine
-from dpviz.engines.plans import plan, plan_shape, scaled
+from dpviz.engines.plan import plan, plan_shape, scaled
 from dpviz.engines.workload.models import build_model, random_rows
 from dpviz.engines.workload.shapes import measure
 from dpviz.engines.zero1.plan import partition

@@ -49,7 +49,7 @@ def test_the_frames_follow_the_spans_recorded_for_the_module_then_the_step(ranks
     for module in [m["index"] for m in trace.facts["modules"][0]]:
         for step in range(len(trace.batches)):
             table = prepare_layer_steps(trace, step, module)
-            spans = sorted((s for s in trace.spans_of(step) if s.bucket == module and s.lane == 0), key=lambda s: s.start)
+            spans = sorted((s for s in trace.spans_of(step) if s.group == module and s.lane == 0), key=lambda s: s.start)
             recorded = [s.phase for s in spans]
             assert recorded == ["gather", "compute", "reshard", "gather_backward", "reduce_scatter"]
             assert list(table["phase"]) == ["start", *recorded, "step"]
@@ -113,7 +113,7 @@ def test_the_title_and_the_slider_count_the_phases_alike_and_the_module_as_the_t
     notes = figure.layout.title.subtitle.text.replace("<br />", " ").replace("<br>", " ")
     assert f"sharded module {module + 1} of {modules} (" in notes
     table = prepare_timeline_ddp(trace, 0, 0)
-    hovers = table.loc[table["bucket"] == module, "detail"]
+    hovers = table.loc[table["group"] == module, "detail"]
     assert len(hovers) and all(f"sharded module {module + 1} of {modules}" in hover for hover in hovers)
 
 
@@ -170,7 +170,7 @@ def test_the_timeline_opens_on_the_last_steps_work_and_says_what_gloo_ran():
     assert f"opened on step {last + 1}" in notes
     low, high = figure.layout.xaxis.range
     table = prepare_timeline_ddp(trace, 0, last)
-    modules = table[(table["batch"] == last) & (table["bucket"] >= 0)]
+    modules = table[(table["batch"] == last) & (table["group"] >= 0)]
     assert low <= modules["start_ms"].min() and modules["end_ms"].max() <= high  # every module's spans in view
     earlier = table[table["batch"] < last]
     assert earlier["end_ms"].max() < high and (earlier["start_ms"] < low).any()  # the earlier steps are off it

@@ -75,9 +75,9 @@ def test_fsdp_shards_it_block_by_block_and_its_spans_name_every_block():
     assert sampled
     for step in range(len(trace.batches)):
         for rank in range(2):
-            named = {s.bucket for s in trace.spans_of(step) if s.lane == rank and s.phase == "gather"}
+            named = {s.group for s in trace.spans_of(step) if s.lane == rank and s.phase == "gather"}
             assert named == set(range(len(units)))  # one all-gather per sharded module, every block among them
-            reduced = {s.bucket for s in trace.spans_of(step) if s.lane == rank and s.phase == "reduce_scatter"}
+            reduced = {s.group for s in trace.spans_of(step) if s.lane == rank and s.phase == "reduce_scatter"}
             assert set(blocks) <= reduced
             if step not in sampled:
                 continue

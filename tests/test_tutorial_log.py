@@ -93,7 +93,7 @@ def test_ddp_log_has_each_ranks_sizes_in_every_step_as_distributed_sampler_deals
     for step, (opening, ranks) in enumerate(steps):
         forwards = sorted(trace.spans_of(step, "forward"), key=lambda s: s.end)
         assert [int(line.split(":")[0].split()[1]) for line in ranks] == [s.lane for s in forwards]  # as they finished
-        buckets = {s.bucket for s in trace.spans_of(step, "allreduce")}
+        buckets = {s.group for s in trace.spans_of(step, "allreduce")}
         assert buckets and opening == (f"Step {step + 1} of 4: {4 * (8 if step < 3 else 1)} rows on 4 ranks, each rank keeps its "
                                        f"own output (no gather); gradients averaged over the ranks in "
                                        f"{len(buckets)} bucket{'s' if len(buckets) > 1 else ''} all-reduced")

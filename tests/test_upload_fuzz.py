@@ -246,3 +246,19 @@ def test_a_ddp_step_numbered_out_of_place_is_refused():
     from field_cases import documents
 
     _refused(_edited(json.loads(documents("ddp")[1]), lambda d: d["batches"][1].update(index=2)), "batch 1 is numbered 2")
+
+
+@pytest.mark.parametrize("engine", ["ddp", "fsdp"])
+def test_a_file_whose_spans_call_their_group_bucket_still_loads_and_draws(engine):
+    """Files written before a span's group was named for every engine call it "bucket", in the same place."""
+    from field_cases import documents
+
+    text = documents(engine)[0]
+    data = json.loads(text)
+    fields = data["span_fields"]
+    assert "bucket" not in fields and any(row[fields.index("group")] is not None for row in data["spans"])
+    fields[fields.index("group")] = "bucket"
+    loaded = trace_json.loads(json.dumps(data))
+    assert loaded == trace_json.loads(text)
+    assert trace_json.dumps(loaded) == text  # saved again, it names the group
+    draw_everything(loaded, every=False, report=True)

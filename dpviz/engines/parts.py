@@ -65,7 +65,7 @@ class CompareLesson(Protocol):
 class Plan(Protocol):
     def __call__(self, shape: Any, gpus: int, optimizer: str, **options: Any) -> list[dict[str, int]]:
         """A model's bytes per device (parameters, gradients, optimizer state, activations, sent) from its shapes
-        (dpviz.engines.planning.ModelShape). `options`: those of its own options it names as keyword-only
+        (dpviz.engines.plan_rules.ModelShape). `options`: those of its own options it names as keyword-only
         parameters (a pipeline's schedule). ValueError (one sentence) when it cannot run the model so."""
 
 class PlanLayers(Protocol):

@@ -39,7 +39,7 @@ _NAMES = {
     "VIEWS": "views", "View": "views",
     "prepare_sample_map": "sample_map", "sample_map_figure": "views",
     "prepare_split": "split", "split_figure": "views",
-    "device_name": "style",
+    "device_name": "trace_words",
     "prepare_timeline": "timeline", "timeline_figure": "views", "flow_any": "views",
 }
 _RENAMED = {"timeline_window": ("views", "window_size"), "flow_figure": ("views", "flow_any")}

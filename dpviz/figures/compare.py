@@ -21,7 +21,11 @@ from dpviz.analysis.traffic import sent_by_kind, sent_per_step
 from dpviz.analysis.traffic_model import StepSizes, growth
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color
-from dpviz.figures.style import MARGIN, NARROWEST_PX, TICK_GAP_PX, TICK_SIZE, legend_under_plot, styled, text_px
+from dpviz.figures.layout import styled
+from dpviz.figures.legends import legend_under_plot
+from dpviz.figures.presenting import TICK_GAP_PX
+from dpviz.figures.sizes import MARGIN, NARROWEST_PX, TICK_SIZE
+from dpviz.figures.text_fit import text_px
 from dpviz.trace import Trace
 from dpviz.trace.legend import KINDS
 
@@ -29,7 +33,7 @@ COUNTS = range(2, 17)  # the device counts the growth panel draws
 BACKWARD = "x"  # the hatch of what moves for the backward pass, as the timelines hatch backward
 
 SENT = "sent per step"  # what both panels' axes count, in the figure's unit
-# The growth panel's lines are keyed in a legend of their own under its axis (style.legend_under_plot), the text in
+# The growth panel's lines are keyed in a legend of their own under its axis (legends.legend_under_plot), the text in
 # the page's ink and the colour on the swatch: named at the lines' ends, the names of the two low lines ran into each
 # other and into the axis's numbers, and in their own colours read at 2.3:1 on white.
 UNDER_AXIS_PX = 62  # from the plot's bottom to that legend: the axis's numbers and its one-line title

@@ -29,11 +29,13 @@ from dpviz.analysis.wording import human_bytes, numbered
 from dpviz.figures.byte_unit import ByteUnit, byte_unit  # noqa: F401  byte_unit read from here too
 from dpviz.figures.colors import OUTLINE, THEME_TEXT, blend, device_color, device_pattern, text_color_on
 from dpviz.figures.memory_lead import fullest_lead
-from dpviz.figures.style import plain_label
-from dpviz.figures.style import (
-    AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX, SOFT_BREAK, TICK_SIZE,
-    backend_note, legend_px, styled, text_px, title_block_px, wrap,
-)
+from dpviz.figures.trace_words import backend_note, plain_label
+from dpviz.figures.layout import styled, title_block_px
+from dpviz.figures.legends import legend_px
+from dpviz.figures.presenting import CELL_TEXT
+from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX,
+                                 TICK_SIZE)
+from dpviz.figures.text_fit import SOFT_BREAK, text_px, wrap
 
 KIND_LABELS = {
     "computed": "computed from tensor sizes (simulated devices)",

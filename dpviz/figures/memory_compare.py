@@ -18,7 +18,8 @@ from plotly.subplots import make_subplots
 from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step, memory_by_kind, state_title
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import OUTLINE
-from dpviz.figures.style import legend_under_plot, styled
+from dpviz.figures.layout import styled
+from dpviz.figures.legends import legend_under_plot
 from dpviz.trace import Trace
 from dpviz.trace.legend import KINDS
 
@@ -104,7 +105,7 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, unit: B
         ), row=2, col=1)
     fig.update_yaxes(rangemode="tozero", **unit.axis("memory"), row=1, col=1)
     fig.update_yaxes(rangemode="tozero", **unit.axis("per step"), row=2, col=1)
-    # Under the panels, in rows (style.legend_under_plot): the kinds, the collectives, then ◆. Beside them it left the
+    # Under the panels, in rows (legends.legend_under_plot): the kinds, the collectives, then ◆. Beside them it left the
     # plot 160 px of a 440 px chart, too narrow for the engines' names; above them its rows would push the bytes
     # panel off a projector's first screen.
     fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="h"))  # placed: not over the title

@@ -19,7 +19,8 @@ import plotly.graph_objects as go
 from dpviz.analysis.one_step import ALL, BACK, COLUMNS, NEXT, Arrow, OneStep
 from dpviz.analysis.wording import human_bytes
 from dpviz.figures.colors import GUIDE, THEME_TEXT, device_color, with_alpha
-from dpviz.figures.style import GAP_PX, LINE_EM, house_layout, merged
+from dpviz.figures.layout import house_layout, merged
+from dpviz.figures.sizes import GAP_PX, LINE_EM
 
 BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.28, 0.99, 0.42  # a box, in its column (0 to 1) and its row (centre ± half)
 BAR_X = (0.04, 0.16)  # the first move's bar, the second's

@@ -1,5 +1,5 @@
 """A plan at real size, drawn: per engine the fullest device's bytes by kind, stacked, against a line at the
-device's memory, each bar saying whether it fits (dpviz.engines.plans' document)."""
+device's memory, each bar saying whether it fits (dpviz.engines.plan's document)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -8,7 +8,7 @@ from dpviz.engines import ENGINES
 from dpviz.figures.byte_unit import byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE
 from dpviz.figures.memory_compare import FAMILY_COLORS
-from dpviz.figures.style import styled
+from dpviz.figures.layout import styled
 
 HELD = ("parameters", "gradients", "optimizer state", "activations")
 LABEL_WIDTH = 14  # characters of an engine's name under its bar: five bars share a 440-pixel chart

@@ -6,7 +6,7 @@ The memory view appears when the trace has memory samples (every recorded trace 
     open("report.html", "w").write(html_report(trace))
 
 One string; plotly.js is embedded once, so the file opens offline. Its figures are drawn light (white,
-dark ink: style.light), whatever the page's theme. The tutorial log is cut to
+dark ink: layout.light), whatever the page's theme. The tutorial log is cut to
 MAX_LOG_LINES (its first and last lines) so a 10,000-batch run still gives a file a browser opens.
 """
 from __future__ import annotations
@@ -22,7 +22,9 @@ from dpviz.analysis.explain import explain
 from dpviz.analysis.summary import summary_table
 from dpviz.trace import Trace
 from dpviz.figures.log import MAX_LOG_LINES, bounded_log  # noqa: F401  the log's bound, named here too
-from dpviz.figures.style import FONT_FAMILY, backend_note, light
+from dpviz.figures.layout import light
+from dpviz.figures.sizes import FONT_FAMILY
+from dpviz.figures.trace_words import backend_note
 from dpviz.figures.views import TEXT, views_of
 PLOT_CONFIG = {"displaylogo": False}
 CSS = f"""

@@ -20,10 +20,11 @@ from dpviz.figures.bounds import MAX_MARKS
 from dpviz.figures.colors import (
     IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, device_symbol, text_color_on, with_alpha,
 )
-from dpviz.figures.style import (
-    AXIS_TITLE_SIZE, BASE_TOP_PX, CELL_TEXT, FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE, line_count,
-    plural, styled, text_px, wrap,
-)
+from dpviz.analysis.wording import plural
+from dpviz.figures.layout import styled
+from dpviz.figures.presenting import CELL_TEXT
+from dpviz.figures.sizes import AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE
+from dpviz.figures.text_fit import line_count, text_px, wrap
 
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
 ROW_BINS, BATCH_BINS = 100, 40  # binned mode: 2 panels x 100 x 40 cells = 8,000 marks

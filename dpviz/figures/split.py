@@ -20,12 +20,15 @@ from plotly.subplots import make_subplots
 
 from dpviz.analysis.batch_facts import called_without_rows, chunks_per_batch
 from dpviz.analysis.tables import batch_split
-from dpviz.analysis.wording import counted
+from dpviz.analysis.wording import counted, plural
 from dpviz.trace import Trace
 from dpviz.figures.bounds import MAX_MARKS, split_runs
 from dpviz.figures.colors import GUIDE, IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on, with_alpha
-from dpviz.figures.style import (GAP_PX, MARGIN, NARROWEST_PX, TICK_SIZE, device_name, legend_px, plural, rows_text,
-                                 styled, text_px, title_block_px)
+from dpviz.figures.layout import styled, title_block_px
+from dpviz.figures.legends import legend_px
+from dpviz.figures.sizes import GAP_PX, MARGIN, NARROWEST_PX, TICK_SIZE
+from dpviz.figures.text_fit import text_px
+from dpviz.figures.trace_words import device_name, rows_text
 
 TEXT_CELLS = 400  # write rows / "idle" into the bars and cells only while they stay legible
 THIN_BAR_PX = 8  # a bar narrower than this on the narrowest chart is drawn without outline or gap

@@ -26,8 +26,12 @@ import plotly.graph_objects as go
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
 from dpviz.figures.colors import THEME_TEXT
-from dpviz.figures.style import (AXIS_TITLE_SIZE, TICK_SIZE, chart_details, check_batch, legend_px, text_px,
-                                 title_block_px)
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.chart_details import chart_details
+from dpviz.figures.layout import title_block_px
+from dpviz.figures.legends import legend_px
+from dpviz.figures.sizes import AXIS_TITLE_SIZE, TICK_SIZE
+from dpviz.figures.text_fit import text_px
 from dpviz.figures.timeline_look import LEGEND_TITLE, lane_label
 from dpviz.figures.timeline_measured import MIN_SHARE, add_measured, add_typical, drawn_host, prepare_timeline  # noqa: F401
 
@@ -37,7 +41,7 @@ PANELS = ("both", "steps", "measured")
 # Presenting (at 1024 px) the chart is about 620 px wide, its type and margins PRESENTING times larger.
 NARROW_CHART_PX, PRESENTING_CHART_PX, PRESENTING = 440, 620, 1.35
 # Entries of a fixed width, as many to a row as the chart holds: room is kept for the rows they take on
-# the narrowest chart (style.legend_px: two entries of a swatch and "sum of gradients" beside the lane names).
+# the narrowest chart (legends.legend_px: two entries of a swatch and "sum of gradients" beside the lane names).
 LEGEND_ENTRY_PX = 115
 # Vertical layout in pixels, top to bottom: the title block, the legend's title and rows, then each
 # panel (its title and batch labels, its lanes, its axis labels), then the notes.

@@ -1,13 +1,14 @@
 """What the timeline says under its panels: what the times mean and what was done to draw them.
 
-Plotly does not wrap text, so every note is wrapped here (style.wrap, with soft breaks presentation() can
+Plotly does not wrap text, so every note is wrapped here (text_fit.wrap, with soft breaks presentation() can
 wrap again) to the narrowest chart, a 468 px one (an 800 px window less the sidebar), at the notes' font size.
 """
 from __future__ import annotations
 
 from dpviz.trace import Trace
 from dpviz.analysis.wording import plural, replica_threads
-from dpviz.figures.style import NARROWEST_PX, wrap
+from dpviz.figures.sizes import NARROWEST_PX
+from dpviz.figures.text_fit import wrap
 from dpviz.figures.timeline_measured import Measured
 from dpviz.figures.timeline_scale import CAP_FACTOR, CUT_MARK
 from dpviz.figures.bounds import DETAIL_BATCHES

@@ -28,7 +28,7 @@ def show_memory(config: RunConfig) -> None:
     """Run `config` under each engine (from this session's recent runs when it has them), then draw them."""
     from dpviz.analysis.memory_compare import reading  # here: a page of one engine never needs them
     from dpviz.figures.memory_compare import memory_compare_figure
-    from dpviz.figures.style import presentation
+    from dpviz.figures.presenting import presentation
 
     preset = lesson(config)
     if preset is not None:  # above the chart, one line; what to look for under it

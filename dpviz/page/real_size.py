@@ -1,6 +1,6 @@
 """"At real size", under the page "Memory, every engine": a catalogue model at a real size it declares
 (dpviz.catalogue.ModelSpec.sizes: the transformer at GPT-2-small, 1B or 7B shapes) on up to 1,024 GPUs of 24, 40 or
-80 GB, planned per engine from its shapes (dpviz.engines.plans), with a line at the device's memory; and the same
+80 GB, planned per engine from its shapes (dpviz.engines.plan), with a line at the device's memory; and the same
 rules applied to the toy run above, held against what its ranks held.
 The options an engine's plan reads that no control above sets (a pipeline's schedule and microbatches) have
 widgets here; an engine that cannot run the model so says why in its place.
@@ -18,7 +18,7 @@ from dpviz.analysis.wording import human_bytes
 from dpviz.catalogue import sized_models
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
-from dpviz.engines.plans import PRECISIONS, plan_shape, scaled
+from dpviz.engines.plan import PRECISIONS, plan_shape, scaled
 from dpviz.trace import Trace
 
 # Each real size a catalogue model declares, as (model, size), and what the page calls it
@@ -34,7 +34,7 @@ def shape_at(model: str, size: str, precision: str = "full"):
     """Catalogue model `model`'s shape at `size`, one row (of the row it declares there) long, float32 parameters
     computing in float32 or (`precision` mixed) bfloat16, measured apart."""
     from dpviz.engines.apart import call_apart
-    from dpviz.engines.plans import measure_catalogue
+    from dpviz.engines.plan import measure_catalogue
 
     return call_apart(measure_catalogue, model, size, 1, 5, 2, None, precision)
 
@@ -43,14 +43,14 @@ def shape_at(model: str, size: str, precision: str = "full"):
 def toy_shape(model: str, rows: int, input_size: int, output_size: int, precision: str = "full"):
     """The shape of the catalogue model a live run ran, on the run's batch, in its precision, measured apart."""
     from dpviz.engines.apart import call_apart
-    from dpviz.engines.plans import measure_catalogue
+    from dpviz.engines.plan import measure_catalogue
 
     return call_apart(measure_catalogue, model, None, rows, input_size, output_size, None, precision)
 
 
 def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
     from dpviz.figures.plan import fits, plan_figure
-    from dpviz.figures.style import presentation
+    from dpviz.figures.presenting import presentation
     from dpviz.page.state import PRESENT
 
     st.subheader("At real size")
@@ -86,7 +86,7 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
 def plan_controls() -> dict:
     """A widget for each option an engine's plan reads that the page's own controls do not set here (a pipeline's
     schedule and microbatches: the runs on this page are of the other engines), as the engine declares it."""
-    from dpviz.engines.plans import plan_options
+    from dpviz.engines.plan import plan_options
 
     declared = list(plan_options().values())
     chosen = {}

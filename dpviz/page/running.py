@@ -7,7 +7,7 @@ import contextlib
 import streamlit as st
 
 from dpviz.config import ENGINE_OPTIONS, RunConfig
-from dpviz.engines import ENGINES
+from dpviz.engines import ENGINES, vocabulary
 from dpviz.engines.run import runnable
 from dpviz.page.budget import BUDGET, NeverFits, Place
 from dpviz.page.run_costs import price, seconds
@@ -24,7 +24,7 @@ def waiting_for_room(config: RunConfig, page: RunConfig):
     box = st.empty()
     message = []
     processes = ENGINES[config.engine].processes
-    what = f"This run of {plural(config.gpus, 'rank')}" if processes else "This run"
+    what = f"This run of {plural(config.gpus, vocabulary(config.engine).lane_noun)}" if processes else "This run"  # ranks, stages
 
     def waiting(place: Place) -> None:
         still_here()

@@ -9,7 +9,8 @@ import streamlit as st
 
 from dpviz.analysis.failure_words import failure_parts
 from dpviz.echo import MESSAGE_LIMIT, code_span, markdown_text, one_line
-from dpviz.figures.style import chart_details, presentation
+from dpviz.figures.chart_details import chart_details
+from dpviz.figures.presenting import presentation
 from dpviz.figures.views import BATCH, SAMPLED, TEXT, WHOLE, WINDOW, View, views_of
 from dpviz.presets import COMPARE_PRESETS, preset_of
 from dpviz.trace import Trace

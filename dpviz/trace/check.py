@@ -85,6 +85,7 @@ def _check_spans(trace: Trace, lane_ids: list[int]) -> None:
     lanes, train = len(lane_ids), trace.config.train
     rules = _phase_rules(trace)
     vocabulary = trace.vocabulary
+    group_noun = vocabulary.group_noun or "group"  # the engine's word: DDP's bucket, FSDP's sharded module
     for span in trace.spans:
         host, per_replica, training = rules[span.phase]
         lane = span.lane
@@ -94,19 +95,19 @@ def _check_spans(trace: Trace, lane_ids: list[int]) -> None:
                 and (span.phase != "backward" or _gradient(span)))
         if not fits:
             _check_span(trace, span, lane_ids)  # says which rule it breaks
-        if (span.bucket is not None) != vocabulary.phase(span.phase).bucketed:
+        if (span.group is not None) != vocabulary.phase(span.phase).grouped:
             raise TraceError(f"a {span.phase!r} span of batch {span.batch:,} "
-                             f"{'names a bucket' if span.bucket is not None else 'names no bucket'}; only "
-                             f"{' and '.join(vocabulary.names_where_bucketed) or 'no'} spans name one.")
+                             f"{'names a' if span.group is not None else 'names no'} {group_noun}; only "
+                             f"{' and '.join(vocabulary.names_where_grouped) or 'no'} spans name one.")
         if (span.microbatch is not None) != vocabulary.phase(span.phase).per_microbatch:
             raise TraceError(f"a {span.phase!r} span of batch {span.batch:,} names no microbatch; each {span.phase} span "
                              "names the microbatch it was of." if span.microbatch is None else
                              f"a {span.phase!r} span of batch {span.batch:,} names a microbatch; only "
                              f"{' and '.join(vocabulary.names_per_microbatch) or 'no'} spans name one.")
-        key = (span.batch, span.phase, span.replica, span.bucket, span.microbatch)
+        key = (span.batch, span.phase, span.replica, span.group, span.microbatch)
         if key in seen:
             who = f" of replica {span.replica}" if span.replica is not None else ""
-            who += f" for bucket {span.bucket}" if span.bucket is not None else ""
+            who += f" for {group_noun} {span.group}" if span.group is not None else ""
             who += f" for microbatch {span.microbatch}" if span.microbatch is not None else ""
             raise TraceError(f"batch {span.batch:,} has two {span.phase} spans{who}; a run times each once.")
         seen.add(key)
@@ -115,7 +116,7 @@ def _check_spans(trace: Trace, lane_ids: list[int]) -> None:
 def _plain(span: Span) -> bool:
     """A span of a phase that runs once per batch holds its times, batch and lane only."""
     return (span.replica is None and span.order is None and span.input_shape is None and span.output_shape is None
-            and span.thread is None and span.rows == 0 and span.row_offset == 0 and span.bucket is None)
+            and span.thread is None and span.rows == 0 and span.row_offset == 0 and span.group is None)
 
 
 def _gradient(span: Span) -> bool:

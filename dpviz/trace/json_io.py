@@ -19,7 +19,7 @@ from dpviz.trace.check import check
 from dpviz.trace.vocabulary import Vocabulary
 from dpviz.trace.cost import MAX_TRACE_BYTES, parse_bounded  # noqa: F401  the upload limit, named here too
 from dpviz.trace.values import (  # noqa: F401  TraceError: what loading raises, named here too
-    BACKEND_NAMES, MAX_BUCKETS, MAX_MICROBATCHES, MAX_ARGUMENT_PARTS, MAX_ARGUMENT_TEXT, MAX_DEVICES, MAX_LANE_NAME,
+    BACKEND_NAMES, MAX_GROUPS, MAX_MICROBATCHES, MAX_ARGUMENT_PARTS, MAX_ARGUMENT_TEXT, MAX_DEVICES, MAX_LANE_NAME,
     MAX_LOSS, MAX_LOSS_SAMPLES, MAX_MACHINE_GPUS, MAX_MEMORY_BYTES, MAX_NAME, MAX_ROWS, MAX_SECONDS,
     MAX_SETTING_TEXT, MAX_TEXT, MAX_THREAD_NAME, MAX_TORCH_VERSION, MAX_WARNINGS, MEMORY_KINDS, TraceError,
     choice_of, first_line, mapping, number, optional_whole, sequence, shape_of, shown, text_of, typed, whole, wholes,
@@ -27,9 +27,11 @@ from dpviz.trace.values import (  # noqa: F401  TraceError: what loading raises,
 
 
 SPAN_FIELDS = [f.name for f in dataclasses.fields(Span)]
-# Files written before spans had a bucket (all of DataParallel's) name two fields less; before they had a microbatch,
-# one: what they leave out is None.
-SPAN_FIELDS_BEFORE_MICROBATCHES = [name for name in SPAN_FIELDS if name != "microbatch"]
+# A file says which fields its spans hold (span_fields), so a field added or renamed needs no new schema version.
+# Files written before the field was named group call it "bucket", in the same place; before spans had one (all of
+# DataParallel's) they name two fields less; before they had a microbatch, one: what they leave out is None.
+SPAN_FIELDS_NAMING_BUCKET = ["bucket" if name == "group" else name for name in SPAN_FIELDS]
+SPAN_FIELDS_BEFORE_MICROBATCHES = [name for name in SPAN_FIELDS_NAMING_BUCKET if name != "microbatch"]
 SPAN_FIELDS_BEFORE_BUCKETS = [name for name in SPAN_FIELDS_BEFORE_MICROBATCHES if name != "bucket"]
 MEMORY_FIELDS = [f.name for f in dataclasses.fields(MemorySample)]
 ARGUMENT_FIELDS = [f.name for f in dataclasses.fields(ArgumentSample)]
@@ -272,7 +274,7 @@ def _spans(data: dict[str, Any], phases: tuple[str, ...], batches: int) -> list[
     alive: the spans then fill memory of their own, none of the rows' blocks stays pinned by a survivor,
     and letting the rows go at the end gives their memory back whole. A largest trace holds 35 MB less."""
     fields = typed(data["span_fields"], list, "span_fields")
-    if fields not in (SPAN_FIELDS, SPAN_FIELDS_BEFORE_MICROBATCHES, SPAN_FIELDS_BEFORE_BUCKETS):
+    if fields not in (SPAN_FIELDS, SPAN_FIELDS_NAMING_BUCKET, SPAN_FIELDS_BEFORE_MICROBATCHES, SPAN_FIELDS_BEFORE_BUCKETS):
         raise TraceError(f"span_fields should be {SPAN_FIELDS}, got {shown(fields)}.")
     raw_spans = sequence(data["spans"], "spans")
     missing = [None] * (len(SPAN_FIELDS) - len(fields))
@@ -296,7 +298,7 @@ def _plain_span(raw: Any, threads: list[str], known: dict[tuple, list[int]], nam
     """The span, if every value is plainly in range and its shapes are ones already seen; else None and
     _span reads it again to say what is wrong. A 10,000-batch file has 200,000 spans: this is the fast way."""
     try:
-        (phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, bucket,
+        (phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, group,
          microbatch) = raw
         if not (type(raw) is list and type(phase) is str and phase in names and type(batch) is int
                 and 0 <= batch < len(indices) and type(start) in (int, float) and type(end) in (int, float)
@@ -305,7 +307,7 @@ def _plain_span(raw: Any, threads: list[str], known: dict[tuple, list[int]], nam
                 and (lane is None or type(lane) is int and 0 <= lane < MAX_DEVICES)
                 and (replica is None or type(replica) is int and 0 <= replica < MAX_DEVICES)
                 and (order is None or type(order) is int and 0 <= order < MAX_DEVICES)
-                and (bucket is None or type(bucket) is int and 0 <= bucket < MAX_BUCKETS)
+                and (group is None or type(group) is int and 0 <= group < MAX_GROUPS)
                 and (microbatch is None or type(microbatch) is int and 0 <= microbatch < MAX_MICROBATCHES)
                 and (thread is None or type(thread) is int and 0 <= thread < len(threads))
                 and (input_shape is None or type(input_shape) is list)
@@ -319,7 +321,7 @@ def _plain_span(raw: Any, threads: list[str], known: dict[tuple, list[int]], nam
         return None
     # start * 1.0: the same time in a fresh float (the parsed one sits among the rows).
     return Span(names[phase], indices[batch], start * 1.0, end * 1.0, lane, replica, row_offset, rows,
-                shapes[0], shapes[1], None if thread is None else threads[thread], order, bucket, microbatch)
+                shapes[0], shapes[1], None if thread is None else threads[thread], order, group, microbatch)
 
 
 def _copy(value: Any) -> Any:
@@ -329,7 +331,7 @@ def _copy(value: Any) -> Any:
 def _span(raw: Any, threads: list[str], known: dict[tuple, list[int]], phases: tuple[str, ...]) -> Span:
     if type(raw) is not list or len(raw) != len(SPAN_FIELDS):
         raise TraceError(f"a span should be a list of {len(SPAN_FIELDS)} values, got {shown(raw)}.")
-    (phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, bucket,
+    (phase, batch, start, end, lane, replica, row_offset, rows, input_shape, output_shape, thread, order, group,
      microbatch) = raw
     where = "a span"
     if not (type(start) in (int, float) and type(end) in (int, float) and 0 <= start <= end <= MAX_SECONDS):
@@ -350,6 +352,6 @@ def _span(raw: Any, threads: list[str], known: dict[tuple, list[int]], phases: t
         output_shape=None if output_shape is None else shape_of(_copy(output_shape), "a span's output_shape", known),
         thread=None if thread is None else threads[whole(thread, "a span's thread", 0, len(threads) - 1)],
         order=optional_whole(order, f"{where}'s order", 0, MAX_DEVICES - 1),
-        bucket=optional_whole(bucket, f"{where}'s bucket", 0, MAX_BUCKETS - 1),
+        group=optional_whole(group, f"{where}'s group", 0, MAX_GROUPS - 1),
         microbatch=optional_whole(microbatch, f"{where}'s microbatch", 0, MAX_MICROBATCHES - 1),
     )

@@ -67,7 +67,9 @@ class Span:
     output_shape: list[int] | None = None
     thread: str | None = None
     order: int | None = None
-    bucket: int | None = None  # DDP's all-reduce: the gradient bucket's index (facts["ddp"]["buckets"] says what it holds)
+    # The group a grouped phase's span is of; the engine's vocabulary names what a group is (Vocabulary.group_noun):
+    # DDP's and ZeRO-1's gradient bucket (facts["ddp"]["buckets"] says what it holds), FSDP's sharded module.
+    group: int | None = None
     microbatch: int | None = None  # a pipeline's stage: the microbatch this forward, backward or transfer was of
 
     @property

@@ -38,7 +38,9 @@ MAX_WARNINGS = 16  # distinct warnings of a run: dpviz's models raise one at mos
 MAX_ARGUMENT_PARTS = 64  # arguments (or tensors inside one) a replica receives: dpviz's forms pass two, a user's batch more
 MAX_LOSS = 1e12  # a loss sample's magnitude: dpviz's losses on random data are near 1
 MAX_LOSS_SAMPLES = 3  # losses are sampled for the first and the last batch
-MAX_BUCKETS = 64  # DDP gradient buckets of a run: at most one per parameter, and dpviz's models have a few dozen at most
+# Groups a run's spans are of (DDP's gradient buckets, FSDP's sharded modules): at most one per parameter, and
+# dpviz's models have a few dozen at most.
+MAX_GROUPS = 64
 MAX_MICROBATCHES = 64  # a pipeline's microbatches per step (its option's limit)
 SHOWN = 40  # characters of an offending value quoted in an error message
 

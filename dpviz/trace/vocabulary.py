@@ -35,7 +35,7 @@ class Phase:
     place: str = "host"  # where it runs, in words, for the key-figures table
     drawn: bool = True  # False for an envelope whose inside is drawn instead (DataParallel's apply)
     training: bool = False  # only in a training run
-    bucketed: bool = False  # one span per gradient bucket (DDP's all-reduce), each naming its bucket
+    grouped: bool = False  # one span per group (DDP's bucket all-reduce, FSDP's module gather), each naming its group
     per_microbatch: bool = False  # one span per microbatch (a pipeline stage's forward), each naming its microbatch
     # What it moves between devices, as one of the legend's kinds (dpviz.trace.legend): it then takes the kind's
     # colour, the same in every engine. Empty for work on a device (forward, backward, a step).
@@ -80,6 +80,7 @@ class Vocabulary:
     rows_once: bool = True  # every dataset row is in one batch at most (DDP's sampler repeats rows to pad)
     lead_lane: bool = True  # the first lane holds what the others do not (DataParallel's output device); False: all alike
     first_lane: int = 0  # the number the first lane goes by: torch's GPUs and ranks count from 0, a pipeline's stages from 1
+    group_noun: str = ""  # what a grouped phase's span is of ("bucket", "sharded module"); empty: no phase is grouped
     words: dict[str, str] = field(default_factory=dict)  # sentences the views share ("gathered": ...)
 
     def __post_init__(self) -> None:
@@ -113,8 +114,8 @@ class Vocabulary:
         return tuple(p.name for p in self.phases if p.where == where)
 
     @property
-    def names_where_bucketed(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.phases if p.bucketed)
+    def names_where_grouped(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.phases if p.grouped)
 
     @property
     def names_per_microbatch(self) -> tuple[str, ...]:

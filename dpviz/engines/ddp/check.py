@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dpviz.trace import Trace
 from dpviz.trace.values import TraceError
-from dpviz.engines.ddp.sharding import padded_order, padding, per_rank_batch, plan, rank_shares, shard_start
+from dpviz.engines.ddp.sampler_rows import padded_order, padding, per_rank_batch, rank_loads, rank_shares, shard_start
 
 
 def check_trace(trace: Trace) -> None:
@@ -57,8 +57,8 @@ def check_steps(trace: Trace) -> None:
         raise TraceError(f"a DistributedDataParallel trace runs on cuda or cpu, got {trace.backend!r}.")
     check_moved(trace)
     ranks = config.gpus
-    steps = plan(config.data_size, config.batch_size, ranks, batch_per_process=config.batch_per_process,
-                 drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
+    steps = rank_loads(config.data_size, config.batch_size, ranks, batch_per_process=config.batch_per_process,
+                       drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
     per_epoch = len(steps) // config.epochs
     complete = trace.failure is None
     loaded: list[list[list[int]]] = [[[] for _ in range(ranks)] for _ in range(config.epochs)]  # [epoch][rank]
@@ -128,8 +128,8 @@ def _check_buckets(trace: Trace) -> None:
                 raise TraceError(f"step {span.batch:,} all-reduces, but with accumulate {config.accumulate} it runs "
                                  "under no_sync and all-reduces nothing.")
             layout = [lay for lay in layouts if lay["step"] <= span.batch]
-            if layout and span.bucket not in {b["index"] for b in layout[-1]["buckets"]}:
-                raise TraceError(f"step {span.batch:,} all-reduces bucket {span.bucket}, which its bucket layout lacks.")
+            if layout and span.group not in {b["index"] for b in layout[-1]["buckets"]}:
+                raise TraceError(f"step {span.batch:,} all-reduces bucket {span.group}, which its bucket layout lacks.")
     ddp = trace.facts.get("ddp")
     if ddp is not None:
         batch = config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, config.gpus)

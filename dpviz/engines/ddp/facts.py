@@ -10,7 +10,7 @@ from typing import Any
 
 from dpviz.config import MAX_BATCHES
 from dpviz.trace.values import (
-    MAX_BUCKETS, MAX_DEVICES, MAX_MEMORY_BYTES, MAX_NAME, MAX_ROWS, MAX_SECONDS, TraceError, mapping, number, sequence,
+    MAX_GROUPS, MAX_DEVICES, MAX_MEMORY_BYTES, MAX_NAME, MAX_ROWS, MAX_SECONDS, TraceError, mapping, number, sequence,
     shown, text_of, whole, wholes,
 )
 
@@ -113,12 +113,12 @@ def _layout(value: Any) -> dict[str, Any]:
     if sorted(map(str, layout)) != ["buckets", "step"]:
         raise TraceError(f"a bucket layout should hold step and buckets, got {shown(sorted(map(str, layout)))}.")
     buckets = []
-    for bucket in sequence(layout["buckets"], "a layout's buckets", MAX_BUCKETS):
+    for bucket in sequence(layout["buckets"], "a layout's buckets", MAX_GROUPS):
         bucket = mapping(bucket, "a bucket")
         if sorted(map(str, bucket)) != ["bytes", "index", "params"]:
             raise TraceError(f"a bucket should hold index, params and bytes, got {shown(sorted(map(str, bucket)))}.")
         buckets.append({
-            "index": whole(bucket["index"], "a bucket's index", 0, MAX_BUCKETS - 1),
+            "index": whole(bucket["index"], "a bucket's index", 0, MAX_GROUPS - 1),
             "params": [text_of(p, "a parameter name", MAX_NAME) for p in sequence(bucket["params"], "a bucket's params", MAX_PARAMETERS)],
             "bytes": whole(bucket["bytes"], "a bucket's bytes", 0, MAX_MEMORY_BYTES),
         })
@@ -130,7 +130,7 @@ def _reducer(value: Any) -> dict[str, list[int]]:
     unknown = sorted(set(map(str, reducer)) - {"bucket_sizes", "rebuilt_bucket_sizes"})
     if unknown:
         raise TraceError(f"facts ddp reducer holds {shown(unknown[0])}; it holds bucket_sizes and rebuilt_bucket_sizes.")
-    return {name: wholes(sizes, f"facts ddp reducer {name}", 0, MAX_MEMORY_BYTES)[:MAX_BUCKETS]
+    return {name: wholes(sizes, f"facts ddp reducer {name}", 0, MAX_MEMORY_BYTES)[:MAX_GROUPS]
             for name, sizes in reducer.items()}
 
 

@@ -17,7 +17,7 @@ from dpviz.analysis.wording import counted
 from dpviz.config import RunConfig
 from dpviz.trace import Batch, Failure, Lane, MemorySample, Span, Trace, WarningNote
 from dpviz.engines.ranks.launch import consequence
-from dpviz.engines.ddp.sharding import per_rank_batch, plan, shard_start
+from dpviz.engines.ddp.sampler_rows import per_rank_batch, rank_loads, shard_start
 
 
 def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch_version: str, machine_gpus: int,
@@ -35,12 +35,12 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     batches, offsets_in_step = _batches(config, ranks, loaded, count)
     spans = []
     for rank, report in enumerate(ranks):
-        for phase, step, start, end, _, rows, in_shape, out_shape, thread, bucket in report["spans"]:
+        for phase, step, start, end, _, rows, in_shape, out_shape, thread, group in report["spans"]:
             if step >= count:
                 continue  # after the failing step: the run, as the trace tells it, ended there
             spans.append(Span(phase, step, max(0.0, start - applied[rank] - origin), max(0.0, end - applied[rank] - origin),
                               lane=rank, replica=rank, row_offset=offsets_in_step[step][rank] if rows else 0, rows=rows,
-                              input_shape=in_shape, output_shape=out_shape, thread=thread, bucket=bucket))
+                              input_shape=in_shape, output_shape=out_shape, thread=thread, group=group))
     spans.sort(key=lambda s: (s.batch, s.start))
     memory = [MemorySample(step, phase, rank, category, size) for rank, report in enumerate(ranks)
               for step, phase, category, size in report.get("memory", []) if step < count]
@@ -96,8 +96,8 @@ def _fill(config: RunConfig, loaded: list[list[list[int]]], count: int) -> list[
 
 
 def _plan(config: RunConfig, world: int) -> list[list[int]]:
-    return plan(config.data_size, config.batch_size, world, batch_per_process=config.batch_per_process,
-                drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
+    return rank_loads(config.data_size, config.batch_size, world, batch_per_process=config.batch_per_process,
+                      drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
 
 
 def _expected(config: RunConfig, world: int, rank: int, step: int, steps: list[list[int]], per_epoch: int) -> list[int]:

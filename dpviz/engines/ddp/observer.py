@@ -21,7 +21,7 @@ from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.engines.workload.memory import module_bytes, nbytes
 
 # A span as it travels back to the launcher: plain values only (it is pickled through a queue).
-# (phase, step, start, end, row_offset, rows, input_shape, output_shape, thread, bucket)
+# (phase, step, start, end, row_offset, rows, input_shape, output_shape, thread, group: DDP's bucket, FSDP's module)
 RawSpan = tuple
 
 
@@ -81,9 +81,9 @@ class RankObserver:
 
     # ---- spans
     def add(self, phase: str, start: float, end: float, rows: tuple[int, int] = (0, 0), shapes=(None, None),
-            thread: str | None = None, bucket: int | None = None) -> None:
+            thread: str | None = None, group: int | None = None) -> None:
         with self.lock:
-            self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, bucket))
+            self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, group))
 
     def _wrap(self, name: str, make) -> None:
         setattr(self.ddp, name, make(getattr(self.ddp, name)))

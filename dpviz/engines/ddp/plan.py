@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dpviz.analysis.traffic_model import StepSizes
 from dpviz.engines.ddp.read.traffic import moves_at
-from dpviz.engines.planning import ModelShape, device, rows_per_device, state_bytes
+from dpviz.engines.plan_rules import ModelShape, device, rows_per_device, state_bytes
 
 
 def plan(shape: ModelShape, gpus: int, optimizer: str) -> list[dict[str, int]]:

@@ -3,7 +3,7 @@
 
     PROGRAM.loader      each rank's DataLoader over its DistributedSampler shard (or a hand-split shard: uneven)
     PROGRAM.wrap        DistributedDataParallel around the model (its constructor broadcasts rank 0's parameters)
-    PROGRAM.schedule    the steps this rank takes, epoch after epoch (DistributedSampler's plan)
+    PROGRAM.schedule    the steps this rank takes, epoch after epoch (DistributedSampler's rows, sampler_rows.rank_loads)
     PROGRAM.step        forward, loss, backward (the all-reduces launched from inside), optimizer step; under
                         no_sync() while gradients accumulate
     PROGRAM.around      ddp.join() around the loop when asked
@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from dpviz.config import RunConfig
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.engines.ddp.observer import RankObserver
-from dpviz.engines.ddp.sharding import per_rank_batch, plan, rank_shares, shard_start
+from dpviz.engines.ddp.sampler_rows import per_rank_batch, rank_loads, rank_shares, shard_start
 from dpviz.engines.ranks.program import RankProgram, Step, local, whole_optimizer
 from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.engines.workload.memory import nbytes, stored_bytes
@@ -52,8 +52,8 @@ def loader(config: RunConfig, plain: Any, rank: int, world: int) -> tuple[DataLo
 
 def schedule(config: RunConfig, world: int, rank: int):
     """(global step, epoch) for every batch this rank's loader gives, epoch after epoch."""
-    steps = plan(config.data_size, config.batch_size, world, batch_per_process=config.batch_per_process,
-                 drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
+    steps = rank_loads(config.data_size, config.batch_size, world, batch_per_process=config.batch_per_process,
+                       drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
     per_epoch = len(steps) // config.epochs
     for step, rows in enumerate(steps):
         if rows[rank]:

@@ -6,13 +6,13 @@ from dpviz.catalogue import INPUT_SPECS
 from dpviz.engines.parts import Parts
 from dpviz.engines.ddp.options import DdpOptions
 from dpviz.engines.spec import EngineSpec
-from dpviz.engines.ddp.sharding import plan
+from dpviz.engines.ddp.sampler_rows import rank_loads
 
 
 def batches(config) -> int:
     """Steps of the run: every rank has as many (DistributedSampler pads, or drops, to make it so)."""
-    return len(plan(config.data_size, config.batch_size, config.gpus, batch_per_process=config.batch_per_process,
-                    drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs))
+    return len(rank_loads(config.data_size, config.batch_size, config.gpus, batch_per_process=config.batch_per_process,
+                          drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs))
 
 
 def problem(config) -> str | None:

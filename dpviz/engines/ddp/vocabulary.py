@@ -14,10 +14,14 @@ from dpviz.trace.vocabulary import EVERY_LANE, MemoryKind, Phase, Vocabulary
 # Communication between ranks gets colours of its own (as DataParallel's host copies do; the model's copy
 # takes replicate's brown), none a device's and 3:1 on the light and the dark page, so that what moves
 # between processes reads apart from each rank's compute in its own colour.
+# What an all-reduce is of: one of the reducer's gradient buckets, by torch's own index (facts["ddp"]["buckets"]).
+BUCKET = "bucket"
+
 VOCABULARY = Vocabulary(
     engine="ddp",
     title="DistributedDataParallel",
     lane_noun="rank",
+    group_noun=BUCKET,
     rows_once=False,
     lead_lane=False,
     phases=(
@@ -33,7 +37,7 @@ VOCABULARY = Vocabulary(
         Phase("backward", EVERY_LANE, "backward (×)", "backward: gradient of the rank's rows", hatch="x",
               place="every rank", training=True),
         Phase("allreduce", EVERY_LANE, "all-reduce", "all-reduce: a bucket's gradients averaged over the ranks",
-              kind="all-reduce", place="every rank, overlapping backward", training=True, bucketed=True),
+              kind="all-reduce", place="every rank, overlapping backward", training=True, grouped=True),
         Phase("step", EVERY_LANE, "optimizer step", "optimizer step: updates the rank's own parameters (SGD or Adam, as chosen)", hatch="-",
               place="every rank", training=True),
         Phase("join", EVERY_LANE, "join (shadowing)", "join: out of rows, this rank answers the others' all-reduces with zeros",

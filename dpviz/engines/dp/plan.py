@@ -10,7 +10,7 @@ from __future__ import annotations
 from dpviz.analysis.traffic_model import StepSizes
 from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.engines.dp.read.traffic import moves_at
-from dpviz.engines.planning import ModelShape, device, state_bytes
+from dpviz.engines.plan_rules import ModelShape, device, state_bytes
 
 
 def plan(shape: ModelShape, gpus: int, optimizer: str) -> list[dict[str, int]]:

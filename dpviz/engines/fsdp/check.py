@@ -29,7 +29,7 @@ def check_modules(trace: Trace) -> None:
     if any(shape(rank) != shape(reported[0]) for rank in reported):
         raise TraceError("the ranks name different sharded modules; FSDP shards the same modules on every rank.")
     named = {m["index"] for m in reported[0]}
-    spanned = {s.bucket for s in trace.spans if s.bucket is not None}
+    spanned = {s.group for s in trace.spans if s.group is not None}
     if not spanned <= named:
         raise TraceError(f"spans name sharded module {min(spanned - named) + 1:,}, which facts modules does not list.")
     held = held_of(trace)

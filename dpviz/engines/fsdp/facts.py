@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpviz.engines.ddp.facts import MAX_PARAMETERS, read_trace_facts
-from dpviz.trace.values import (MAX_BUCKETS, MAX_DEVICES, MAX_MEMORY_BYTES, MAX_NAME, TraceError, mapping, sequence,
+from dpviz.trace.values import (MAX_GROUPS, MAX_DEVICES, MAX_MEMORY_BYTES, MAX_NAME, TraceError, mapping, sequence,
                                 shown, text_of, whole)
 
 MODULE_KEYS = ["held", "index", "name", "params"]
@@ -29,12 +29,12 @@ def read_trace_facts_fsdp(facts: Any) -> dict[str, Any]:
 def read_modules(value: Any) -> list[dict[str, Any]]:
     """One rank's sharded modules, in the order of their index."""
     modules = []
-    for module in sequence(value, "a rank's sharded modules", MAX_BUCKETS):
+    for module in sequence(value, "a rank's sharded modules", MAX_GROUPS):
         module = mapping(module, "a sharded module")
         if sorted(map(str, module)) != MODULE_KEYS:
             raise TraceError(f"a sharded module should hold {', '.join(MODULE_KEYS)}, got {shown(sorted(map(str, module)))}.")
         modules.append({
-            "index": whole(module["index"], "a sharded module's index", 0, MAX_BUCKETS - 1),
+            "index": whole(module["index"], "a sharded module's index", 0, MAX_GROUPS - 1),
             "name": text_of(module["name"], "a sharded module's name", MAX_NAME),
             "params": [text_of(p, "a parameter name", MAX_NAME)
                        for p in sequence(module["params"], "a sharded module's params", MAX_PARAMETERS)],

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from math import prod
 
-from dpviz.engines.planning import ModelShape, Param, device, ring_share, rows_per_device, state_bytes
+from dpviz.engines.plan_rules import ModelShape, Param, device, ring_share, rows_per_device, state_bytes
 
 
 def shard_elements(param: Param, rank: int, ranks: int) -> int:

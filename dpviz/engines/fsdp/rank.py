@@ -1,5 +1,5 @@
 """FSDP's rank program: DDP's loader, schedule and step, with the model sharded by fully_shard instead of
-wrapped in DistributedDataParallel (sharding.py). A mixed-precision run's step enters no autocast: FSDP2's
+wrapped in DistributedDataParallel (wrapping.py). A mixed-precision run's step enters no autocast: FSDP2's
 MixedPrecisionPolicy casts what each module gathers and computes with."""
 from __future__ import annotations
 
@@ -7,6 +7,6 @@ import dataclasses
 from functools import partial
 
 from dpviz.engines.ddp.rank import PROGRAM as DDP, step
-from dpviz.engines.fsdp.sharding import wrap
+from dpviz.engines.fsdp.wrapping import wrap
 
 PROGRAM = dataclasses.replace(DDP, wrap=wrap, step=partial(step, cast=False))

@@ -5,7 +5,7 @@ parameter (rows k/W.. of dim 0). Per step each rank loads its own rows; in forwa
 parameters are all-gathered just before it runs and freed (resharded) after; the loss; in backward each module's
 parameters are gathered again, its gradients computed and reduce-scattered (each rank keeps the sum of its own
 rows of the gradient); then each rank's optimizer steps its own shard. The collectives of a module are drawn on
-its own sub-row under the rank (`bucket` is the sharded module's index), the rank's own work above.
+its own sub-row under the rank (`group` is the sharded module's index), the rank's own work above.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ VOCABULARY = Vocabulary(
     engine="fsdp",
     title="FSDP",
     lane_noun="rank",
+    group_noun="sharded module",  # what a gather, a reshard or a reduce-scatter is of
     rows_once=False,
     lead_lane=False,
     phases=(
@@ -30,21 +31,21 @@ VOCABULARY = Vocabulary(
         _DDP["load"],
         Phase("gather", EVERY_LANE, "all-gather (forward)",
               "all-gather before forward: the module's whole parameters gathered from every rank's shard",
-              kind="all-gather", place="every rank, per sharded module, before its forward", bucketed=True),
+              kind="all-gather", place="every rank, per sharded module, before its forward", grouped=True),
         Phase("compute", EVERY_LANE, "module forward", "the sharded module's own forward, on its gathered parameters",
-              color="#6054C0", place="every rank, per sharded module", bucketed=True),
+              color="#6054C0", place="every rank, per sharded module", grouped=True),
         Phase("reshard", EVERY_LANE, "reshard", "reshard: the gathered parameters freed, the rank's shard kept",
-              color="#6C90C0", place="every rank, per sharded module", bucketed=True),
+              color="#6C90C0", place="every rank, per sharded module", grouped=True),
         Phase("forward", EVERY_LANE, "forward", "forward: rows", place="every rank, on its own rows"),
         _DDP["loss"],
         _DDP["backward"],
         Phase("gather_backward", EVERY_LANE, "all-gather (backward)",
               "all-gather in backward: the module's parameters gathered again for its gradients",
               kind="all-gather", hatch="x", place="every rank, per sharded module, in backward", training=True,
-              bucketed=True),
+              grouped=True),
         Phase("reduce_scatter", EVERY_LANE, "reduce-scatter",
               "reduce-scatter: the module's gradients summed over the ranks, each rank keeping its own shard",
-              kind="reduce-scatter", place="every rank, per sharded module, in backward", training=True, bucketed=True),
+              kind="reduce-scatter", place="every rank, per sharded module, in backward", training=True, grouped=True),
         dataclasses.replace(_DDP["step"], hover="optimizer step: each rank updates its own shard of the "
                                                 "parameters, with its shard of the optimizer state (SGD or Adam)"),
     ),
@@ -60,7 +61,6 @@ VOCABULARY = Vocabulary(
     words={
         **DDP.words,
         "computed_memory": "computed from the tensors each rank holds (its shards) in its own process",
-        "group_noun": "sharded module",
         "thin_row": "thin row under each {noun}: each sharded module's collectives and forward",
         # The timeline opens on one step's work, where each module's collectives are wide enough to read.
         "timeline_zoom": "opened on step {step} (double-click: every step)",

@@ -28,7 +28,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     batches = [_batch(config, ranks, launched, step) for step in range(count)]
     spans = []
     for stage, report in enumerate(ranks):
-        for phase, step, start, end, offset, rows, in_shape, out_shape, thread, bucket, microbatch in report["spans"]:
+        for phase, step, start, end, offset, rows, in_shape, out_shape, thread, group, microbatch in report["spans"]:
             if step >= count:
                 continue  # after the failing step: the run, as the trace tells it, ended there
             spans.append(Span(phase, step, max(0.0, start - applied[stage] - origin), max(0.0, end - applied[stage] - origin),

@@ -65,12 +65,12 @@ class StageObserver(RankObserver):
 
     # ---- spans
     def add(self, phase: str, start: float, end: float, rows: tuple[int, int] = (0, 0), shapes=(None, None),
-            thread: str | None = None, bucket: int | None = None, microbatch: int | None = None) -> None:
+            thread: str | None = None, group: int | None = None, microbatch: int | None = None) -> None:
         if phase == "load" and self.last and self.rank != 0:
             self._labels = start  # the last stage's rows are its labels' source: timed with the targets made of them
             return
         with self.lock:
-            self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, bucket,
+            self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, group,
                                microbatch))
 
     def labels(self, made: float) -> None:

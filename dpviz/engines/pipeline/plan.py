@@ -13,7 +13,7 @@ from dpviz.engines.pipeline.layers import OWN, problem_of, split
 from dpviz.engines.pipeline.options import PipelineOptions
 from dpviz.engines.pipeline.read.bubble import schedule_order
 from dpviz.engines.pipeline.spec import schedule_problem, too_few, uneven
-from dpviz.engines.planning import Layer, ModelShape, device, state_bytes
+from dpviz.engines.plan_rules import Layer, ModelShape, device, state_bytes
 
 
 def problem(shape: ModelShape, stages: int, schedule: str, microbatches: int) -> str | None:

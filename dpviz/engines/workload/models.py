@@ -182,7 +182,7 @@ class Transformer(nn.Module):
 
     def __init__(self, input_size: int, output_size: int, *, width: int = HIDDEN, heads: int = HEADS,
                  blocks: int = BLOCKS, sequence: int = SEQUENCE_LENGTH):
-        super().__init__()  # the catalogue's at its defaults; a plan builds it at real sizes (dpviz.engines.plans)
+        super().__init__()  # the catalogue's at its defaults; a plan builds it at real sizes (dpviz.engines.plan)
         self.embed = nn.Embedding(input_size, width)
         self.position = nn.Embedding(sequence, width)
         self.blocks = nn.ModuleList(Block(width, heads) for _ in range(blocks))

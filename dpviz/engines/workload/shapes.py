@@ -1,4 +1,4 @@
-"""A model's shape for a plan (dpviz.engines.planning.ModelShape), measured from the model itself: its parameters
+"""A model's shape for a plan (dpviz.engines.plan_rules.ModelShape), measured from the model itself: its parameters
 (shared ones once, under all their names), its buffers, its FSDP units under dpviz's wrap policy, and what its
 example batch costs between forward and backward, found by running forward and backward with saved-tensor hooks.
 
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from dpviz.engines.workload.units import TIED, shard_units, tied_groups
-from dpviz.engines.planning import Layer, ModelShape, Param
+from dpviz.engines.plan_rules import Layer, ModelShape, Param
 from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.engines.workload.memory import nbytes, tensors_in
 

@@ -4,7 +4,7 @@ fewest elements so far), and broadcasts those parameters once it has stepped the
 from __future__ import annotations
 
 from dpviz.engines.ddp.plan import plan as ddp_plan
-from dpviz.engines.planning import ModelShape, Param, ring_share, state_bytes
+from dpviz.engines.plan_rules import ModelShape, Param, ring_share, state_bytes
 
 # Beside the ZeRO paper's P_os, what torch's ZeroRedundancyOptimizer holds, in one sentence (dpviz.analysis.model_state)
 PAPER_NOTE = ("ZeRO-1 here is torch's ZeroRedundancyOptimizer, which shards only the optimizer's state and leaves "

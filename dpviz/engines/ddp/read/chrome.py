@@ -28,12 +28,13 @@ def ddp_events(trace: Trace) -> Iterator[dict[str, Any]]:
                "args": {"name": "compute (the rank's main thread)"}}
         yield {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": COMPUTE_TID, "args": {"sort_index": 0}}
         used = max((track for (span_lane, _), track in tracks.items() if span_lane == pid), default=0)
-        for track in range(used + 1 if trace.vocabulary.names_where_bucketed else 0):  # a pipeline all-reduces nothing
+        for track in range(used + 1 if trace.vocabulary.names_where_grouped else 0):  # a pipeline all-reduces nothing
             name = f"all-reduce ({backends.get(pid, default)})" + (f" #{track + 1}" if track else "")
             yield {"ph": "M", "name": "thread_name", "pid": pid, "tid": ALLREDUCE_TID + track, "args": {"name": name}}
             yield {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": ALLREDUCE_TID + track,
                    "args": {"sort_index": ALLREDUCE_TID + track}}
     layouts = bucket_layouts(trace)
+    group = trace.vocabulary.group_noun or "group"  # the engine's word for what an all-reduce is of: DDP's "bucket"
     for index, span in sorted(enumerate(trace.spans), key=lambda item: (item[1].start, item[1].end)):
         ts = round(span.start * 1e6)
         pid = span.lane if span.lane in lanes else 0
@@ -44,8 +45,8 @@ def ddp_events(trace: Trace) -> Iterator[dict[str, Any]]:
             args.update(rows=span.rows, first_row=span.row_offset, input_shape=span.input_shape,
                         output_shape=span.output_shape)
         elif span.phase == "allreduce":
-            tid, name = ALLREDUCE_TID + tracks.get((pid, index), 0), f"all-reduce bucket {span.bucket}"
-            args.update(bucket=span.bucket, **_bucket(layouts, span))
+            tid, name = ALLREDUCE_TID + tracks.get((pid, index), 0), f"all-reduce {group} {span.group}"
+            args.update({group: span.group}, **_bucket(layouts, span))
             if span.thread:
                 args["backend"] = span.thread
         if span.microbatch is not None:  # a pipeline stage's pass or transfer: which microbatch it was of
@@ -80,6 +81,6 @@ def _bucket(layouts: list[dict[str, Any]], span: Span) -> dict[str, Any]:
     step (the last one recorded at or before it); nothing when the trace does not say."""
     current = [layout for layout in layouts if layout["step"] <= span.batch]
     for bucket in (current[-1].get("buckets") or []) if current else []:
-        if isinstance(bucket, dict) and bucket.get("index") == span.bucket:
+        if isinstance(bucket, dict) and bucket.get("index") == span.group:
             return {"params": bucket.get("params", []), "bytes": bucket.get("bytes")}
     return {}

@@ -20,12 +20,15 @@ import math
 import plotly.graph_objects as go
 
 from dpviz.trace import Trace
-from dpviz.analysis.wording import human_bytes, numbered
+from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.figures.colors import OUTLINE, device_color, text_color_on, with_alpha
 from dpviz.engines.dp.read.flow import BATCH_COLOR
 from dpviz.engines.dp.read.flow_draw import FAILED_COLOR
-from dpviz.figures.style import (GAP_PX, LINE_EM, MARGIN, backend_note, check_batch, plural, styled, text_px,
-                                 title_block_px)
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.layout import styled, title_block_px
+from dpviz.figures.sizes import GAP_PX, LINE_EM, MARGIN
+from dpviz.figures.text_fit import text_px
+from dpviz.figures.trace_words import backend_note
 
 PREVIEW = 6  # dataset rows named in a hover before "…"
 PAD_PX, THICKNESS_PX = 22, 22  # between two ranks' nodes (a rank's tag is about as tall), and a node's width
@@ -48,7 +51,7 @@ def prepare_flow_ddp(trace: Trace, step: int) -> list[dict]:
     layouts = [lay for lay in trace.facts.get("ddp", {}).get("buckets", []) if lay["step"] <= step]
     sizes = {b["index"]: b["bytes"] for b in layouts[-1]["buckets"]} if layouts else {}
     for span in trace.spans_of(step, "allreduce"):
-        reduced[span.lane] = reduced.get(span.lane, 0) + sizes.get(span.bucket, 0)
+        reduced[span.lane] = reduced.get(span.lane, 0) + sizes.get(span.group, 0)
     rows = []
     for span in sorted(trace.spans_of(step, "forward"), key=lambda s: s.lane):
         ids = trace.sample_ids(span)

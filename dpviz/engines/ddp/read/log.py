@@ -57,7 +57,7 @@ def step_lines(trace: Trace, step: int, repeated: int | None = None) -> list[str
         return [text + ", and it failed:"] + ranks_lines
     text += ", each rank keeps its own output (no gather)"
     if trace.config.train:
-        buckets = {s.bucket for s in trace.spans_of(step, "allreduce")}
+        buckets = {s.group for s in trace.spans_of(step, "allreduce")}
         accumulate, last = trace.config.accumulate, trace.config.num_batches - 1
         if buckets:
             text += f"; gradients averaged over the ranks in {plural(len(buckets), 'bucket')} all-reduced"

@@ -22,7 +22,8 @@ from dpviz.analysis.one_step import (
 )
 from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.figures.one_step import move_colors, one_step_figure
-from dpviz.figures.style import backend_note, check_batch
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
 
 # A collective, by the name the ranks wrote down (facts["moved"]): (column, the arrow's name, its phase's colour).

@@ -16,7 +16,7 @@ from dpviz.engines.ddp.read.tables import rank_rows, repeated_rows, sampler_orde
 from dpviz.trace import Trace
 from dpviz.figures.sample_map import MapWords, plot_sample_map
 from dpviz.engines.ddp.read.words import ddp_note
-from dpviz.figures.style import plural
+from dpviz.analysis.wording import plural
 
 
 def prepare_sample_map_ddp(trace: Trace) -> tuple[pd.DataFrame, list[tuple[int, int]]]:

@@ -14,13 +14,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.echo import plotly_text
-from dpviz.analysis.wording import counted
+from dpviz.analysis.wording import counted, plural
 from dpviz.engines.ddp.read.tables import epochs_of, rank_rows, repeated_rows
 from dpviz.trace import Trace
 from dpviz.figures.bounds import MAX_MARKS, split_runs
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, device_colorscale, device_pattern, text_color_on
 from dpviz.engines.ddp.read.words import ddp_note
-from dpviz.figures.style import plural, rows_text, styled
+from dpviz.figures.layout import styled
+from dpviz.figures.trace_words import rows_text
 
 COLUMNS = ["bar", "first_batch", "last_batch", "label", "device", "rows", "first_row", "repeated"]
 REPEAT_PATTERN = "x"

@@ -135,7 +135,7 @@ def allreduces(trace: Trace) -> list[AllReduce]:
         back = backwards.get((span.batch, span.lane))
         b_start, b_end = (back.start, back.end) if back else (float("nan"), float("nan"))
         overlap = max(0.0, min(span.end, b_end) - max(span.start, b_start)) if back else 0.0
-        records.append(AllReduce(span.batch, span.lane, span.bucket, span.start, span.end, b_start, b_end, overlap))
+        records.append(AllReduce(span.batch, span.lane, span.group, span.start, span.end, b_start, b_end, overlap))
     return records
 
 

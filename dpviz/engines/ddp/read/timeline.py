@@ -17,15 +17,21 @@ import plotly.graph_objects as go
 from dpviz.echo import plotly_text
 from dpviz.engines.ddp.read.summary import OVERLAP_LABEL
 from dpviz.engines.ddp.read.tables import backwards, bucket_layout, computing_overlap, epochs_of, under_no_sync
+from dpviz.engines.ddp.vocabulary import BUCKET
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
-from dpviz.analysis.wording import counted, human_bytes, numbered, numbered_range
+from dpviz.analysis.wording import counted, human_bytes, numbered, numbered_range, plural
 from dpviz.figures.bounds import MAX_MARKS
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
-from dpviz.figures.style import DETAILS, GAP_PX, MARGIN, NAME_LIMIT, NARROWEST_PX, legend_entries, plural, styled, text_px, title_block_px
+from dpviz.figures.chart_details import DETAILS
+from dpviz.figures.layout import styled, title_block_px
+from dpviz.figures.legends import legend_entries
+from dpviz.figures.sizes import GAP_PX, MARGIN, NARROWEST_PX
+from dpviz.figures.text_fit import text_px
+from dpviz.figures.trace_words import NAME_LIMIT
 from dpviz.engines.ddp.read.words import ddp_note
 
-COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "bucket", "detail"]
+COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row", "group", "detail"]
 BUCKET_ROWS = 4  # sub-rows for the buckets of one step; more buckets share them (bucket k on row k mod 4)
 COMPUTE_Y, COMPUTE_H = -0.12, 0.56  # the rank's own thread: the upper part of its lane
 REDUCE_TOP, REDUCE_H = 0.18, 0.24  # the all-reduce row: the lower part of the lane
@@ -73,12 +79,12 @@ def bucket_text(trace: Trace, step: int, index: int | None) -> str:
 
 
 def prepare_timeline_ddp(trace: Trace, first_batch: int, last_batch: int) -> pd.DataFrame:
-    """One row per span of steps first_batch..last_batch: rank, phase, step, times in ms, rows, bucket and
+    """One row per span of steps first_batch..last_batch: rank, phase, step, times in ms, rows, group (-1: none) and
     the words of its hover (an all-reduce names its bucket, a forward its rows)."""
     vocabulary = trace.vocabulary
     records = []
-    group = vocabulary.words.get("group_noun")  # what a bucketed span names, when not DDP's gradient bucket
-    groups = 1 + max((s.bucket for s in trace.spans if s.bucket is not None), default=0)
+    group = vocabulary.group_noun  # what a grouped span names: DDP's gradient bucket is told from its layout instead
+    groups = 1 + max((s.group for s in trace.spans if s.group is not None), default=0)
     for b in range(first_batch, last_batch + 1):
         for span in trace.spans_of(b):
             if span.lane is None or span.phase not in vocabulary.order:  # a file may name a phase DDP lacks
@@ -90,13 +96,13 @@ def prepare_timeline_ddp(trace: Trace, first_batch: int, last_batch: int) -> pd.
             if span.phase == "forward":
                 detail += f" {span.row_offset}-{span.row_offset + span.rows - 1} of the step ({plural(span.rows, 'row')})" \
                     if span.rows else " none (no rows)"
-            if phase.bucketed and group:  # e.g. FSDP's sharded module; the thread says what ran it
-                detail += f", {numbered(span.bucket, groups, group)}" + (f" ({span.thread})" if span.thread else "")
-            elif phase.bucketed:
-                detail = f"{vocabulary.lane_name(span.lane)}: all-reduce of {bucket_text(trace, b, span.bucket)}"
-            bucket = -1 if span.bucket is None else span.bucket
+            if phase.grouped and group != BUCKET:  # e.g. FSDP's sharded module; the thread says what ran it
+                detail += f", {numbered(span.group, groups, group)}" + (f" ({span.thread})" if span.thread else "")
+            elif phase.grouped:
+                detail = f"{vocabulary.lane_name(span.lane)}: all-reduce of {bucket_text(trace, b, span.group)}"
+            group_index = -1 if span.group is None else span.group
             records.append((span.lane, span.phase, b, span.start * 1e3, span.end * 1e3, span.rows, span.row_offset,
-                            bucket, detail))
+                            group_index, detail))
         records += _waits(trace, b)
     return pd.DataFrame.from_records(records, columns=COLUMNS)
 
@@ -118,10 +124,10 @@ def _waits(trace: Trace, step: int) -> list[tuple]:
 def _y(part: pd.DataFrame, bucket_rows: int) -> tuple[np.ndarray, float]:
     """Where bars of `part` sit: the compute row, or the all-reduce row's sub-row of each bucket."""
     lanes = part["device"].to_numpy(dtype=float)
-    if part.empty or part["bucket"].iloc[0] < 0:
+    if part.empty or part["group"].iloc[0] < 0:
         return lanes + COMPUTE_Y, COMPUTE_H
     height = REDUCE_H / bucket_rows
-    slot = part["bucket"].to_numpy() % bucket_rows
+    slot = part["group"].to_numpy() % bucket_rows
     return lanes + REDUCE_TOP + height * (slot + 0.5), height * 0.85
 
 
@@ -175,9 +181,9 @@ def step_marks(trace: Trace, table: pd.DataFrame,
     steps = table[table["phase"] != "broadcast"].groupby("batch")["start_ms"].min()
     if len(steps) > MAX_STEP_MARKS:
         return []
-    reduced = set(table.loc[table["bucket"] >= 0, "batch"])
+    reduced = set(table.loc[table["group"] >= 0, "batch"])
     trained = set(table.loc[table["phase"] == "backward", "batch"])
-    reduces = bool(trace.vocabulary.names_where_bucketed)  # an engine with collectives per bucket (not a pipeline)
+    reduces = bool(trace.vocabulary.names_where_grouped)  # an engine with collectives per bucket (not a pipeline)
     words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") \
         if reduces and b in trained and b not in reduced else ""
     px_per_ms, size = _mark_px_per_ms(table, x_range)
@@ -200,8 +206,8 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
     if x_range is not None:
         span_ms = x_range[1] - x_range[0]
     min_ms = MIN_SHARE * span_ms
-    reduces = table[table["bucket"] >= 0]
-    bucket_rows = max(1, min(BUCKET_ROWS, int(reduces["bucket"].max()) + 1 if len(reduces) else 1))
+    reduces = table[table["group"] >= 0]
+    bucket_rows = max(1, min(BUCKET_ROWS, int(reduces["group"].max()) + 1 if len(reduces) else 1))
     for phase in vocabulary.phases:
         part = table[table["phase"] == phase.name]
         if part.empty:
@@ -266,7 +272,7 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     else:
         title = f"Timeline of {numbered_range(first_batch, last_batch, total, 'steps')} (a window of {plural(shown, 'step')})"
     lines = []
-    if (table["bucket"] >= 0).any():
+    if (table["group"] >= 0).any():
         lines.append(trace.vocabulary.words.get("thin_row", "thin row under each {noun}: each gradient bucket's "
                                                 "all-reduce, running beside backward").format(noun=noun))
         gloo = trace.vocabulary.words.get("gloo_reduce_scatter")
@@ -274,7 +280,7 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
             lines.append(gloo.format(noun=noun))
         if "thin_row" not in trace.vocabulary.words:  # the share of backward's compute the bucket all-reduces ran in
             lines.append(overlap_words(trace, first_batch, last_batch))
-    elif trace.vocabulary.names_where_bucketed:
+    elif trace.vocabulary.names_where_grouped:
         lines.append("no all-reduce in these steps" + (": forward only" if not trace.config.train else
                                                        ": under no_sync" if trace.config.accumulate > 1 else ""))
     details = []  # why the times look so and how they were drawn: under the chart, behind an expander
@@ -283,7 +289,7 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
                        "times include waiting for the others to be scheduled.")
     x_range = _zoomed(trace, table)
     if x_range is not None:
-        step = int(table.loc[(table["bucket"] >= 0), "batch"].max())
+        step = int(table.loc[(table["group"] >= 0), "batch"].max())
         lines.append(trace.vocabulary.words["timeline_zoom"].format(step=counted(step)))
     elif (opened := on_the_steps(trace, table)) is not None:
         x_range, words = opened
@@ -314,9 +320,9 @@ def _zoomed(trace: Trace, table: pd.DataFrame) -> tuple[float, float] | None:
     work after its load, from its first rank's start to its last rank's end (ms). Its groups' collectives take
     a few ms each; over a whole window they would be hairlines. None when the engine does not ask, or no step
     has a group's spans."""
-    if "timeline_zoom" not in trace.vocabulary.words or not (table["bucket"] >= 0).any():
+    if "timeline_zoom" not in trace.vocabulary.words or not (table["group"] >= 0).any():
         return None
-    step = int(table.loc[table["bucket"] >= 0, "batch"].max())
+    step = int(table.loc[table["group"] >= 0, "batch"].max())
     work = table[(table["batch"] == step) & (table["phase"] != "load")]
     low, high = float(work["start_ms"].min()), float(work["end_ms"].max())
     pad = ZOOM_PAD * (high - low)

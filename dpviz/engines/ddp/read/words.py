@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dpviz.catalogue import MODEL_SPECS
 from dpviz.trace import Trace
-from dpviz.figures.style import plural
-from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted
+from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted, plural
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
 from dpviz.analysis.failure_words import failure_text
@@ -56,13 +55,13 @@ def ddp_outcome(trace: Trace, config: RunConfig, ranked: bool) -> int:
     ranks = len(trace.lanes)
     if trace.failure is not None:
         print(f"dpviz: {trace.spec.label} failed in {trace.spec.unit} {counted(trace.failure.batch)} of {config.num_batches} on "
-              f"{plural(ranks, 'rank')}: {failure_text(trace)}", file=sys.stderr)
+              f"{plural(ranks, trace.vocabulary.lane_noun)}: {failure_text(trace)}", file=sys.stderr)
         return 1
     if trace.backend == "cuda":
         where = "one process per GPU, NCCL"
     else:
         where = f"{'a process' if ranks == 1 else 'processes'} on the CPU, gloo"
     where += ", under torchrun" if ranked else ""
-    print(f"dpviz: {plural(len(trace.batches), trace.spec.unit)} on {plural(ranks, 'rank')} ({where}) in {trace.duration:.3f} s.",
-          file=sys.stderr)
+    lanes = plural(ranks, trace.vocabulary.lane_noun)  # the engine's own word: ranks
+    print(f"dpviz: {plural(len(trace.batches), trace.spec.unit)} on {lanes} ({where}) in {trace.duration:.3f} s.", file=sys.stderr)
     return 0

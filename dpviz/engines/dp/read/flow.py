@@ -23,10 +23,11 @@ import plotly.graph_objects as go
 from dpviz.echo import plotly_text
 from dpviz.analysis.batch_facts import batch_spans, called_without_rows
 from dpviz.trace import Trace
-from dpviz.analysis.wording import device_list, numbered
+from dpviz.analysis.wording import device_list, numbered, plural
 from dpviz.engines.dp.read.flow_draw import plot_flow_lanes
 from dpviz.engines.dp.read.flow_links import _preview, failed_replica, flow_links, flow_steps
-from dpviz.figures.style import NAME_LIMIT, backend_note, check_batch, device_name, plural, rows_text
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.trace_words import NAME_LIMIT, backend_note, device_name, rows_text
 
 if TYPE_CHECKING:  # for the annotations only: the flow itself is drawn without pandas
     import pandas as pd

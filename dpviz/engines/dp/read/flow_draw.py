@@ -16,8 +16,9 @@ import plotly.graph_objects as go
 from dpviz.trace import Trace
 from dpviz.figures.colors import IDLE_GREY, device_color, device_pattern, text_color_on, with_alpha
 from dpviz.engines.dp.read.flow_links import GATHERED_KINDS, LANE_KINDS, MODEL_KINDS, TALL_KINDS, Link, Node
-from dpviz.figures.style import BASE_TOP_PX, FONT_SIZE, device_name, house_layout, merged
-from dpviz.figures.style import plain_label
+from dpviz.figures.layout import house_layout, merged
+from dpviz.figures.sizes import BASE_TOP_PX, FONT_SIZE
+from dpviz.figures.trace_words import device_name, plain_label
 
 LABEL_SIZE = FONT_SIZE - 2  # the lanes' labels and the steps' names
 LANE_PX = 44  # two lines of LABEL_SIZE text and a gap: lane labels never touch
@@ -38,7 +39,7 @@ FAILED_CASING = "#000000"
 FAILED_PX, FAILED_CASING_PX = 3, 9  # 3 px of black outside the red: a clear edge on the smallest node too
 # Pixels below the lanes: the steps' names, which turn upright when a narrow chart has no room for them
 # level ("sum of gradients" about 110 px, and the tick's gap). Above them, the title block as the house look
-# wraps it (style.house_layout).
+# wraps it (layout.house_layout).
 MARGIN_B = 124
 PARAMETERS_ROW = -1  # the replicate step's source: GPU 0's parameters, in a row of their own above the lanes
 

@@ -21,7 +21,8 @@ from dpviz.echo import plotly_text
 from dpviz.analysis.batch_facts import batch_spans, called_without_rows
 from dpviz.trace import Span, Trace
 from dpviz.analysis.wording import human_bytes, plural
-from dpviz.figures.style import check_batch, device_name, rows_text
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.trace_words import device_name, rows_text
 
 if TYPE_CHECKING:  # for the annotations only: the flow itself is drawn without pandas
     import pandas as pd

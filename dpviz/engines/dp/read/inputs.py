@@ -18,7 +18,8 @@ from dpviz.analysis.wording import device_list, numbered
 from dpviz.trace import Trace
 from dpviz.figures.colors import IDLE_GREY, MISSING, MISSING_PATTERN, OUTLINE, device_color, device_pattern, text_color_on
 from dpviz.engines.dp.read.pitfall_layout import title_on_top
-from dpviz.figures.style import NAME_LIMIT, backend_note, device_name, styled
+from dpviz.figures.layout import styled
+from dpviz.figures.trace_words import NAME_LIMIT, backend_note, device_name
 
 SHARED, COPIED = "#E2CFA4", "#F2B8C6"  # light neutrals: whole objects, apart from every device's own colour
 CELL = 0.9  # a cell's height, in rows

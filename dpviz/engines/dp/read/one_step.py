@@ -16,7 +16,8 @@ from dpviz.engines.dp.read.traffic import dp_step_traffic
 from dpviz.analysis.one_step import HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label, stopped
 from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.figures.one_step import move_colors, one_step_figure
-from dpviz.figures.style import backend_note, check_batch
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
 
 # DataParallel's copies, by the name dp_traffic gives them: (column, the arrow's name, its phase's colour).

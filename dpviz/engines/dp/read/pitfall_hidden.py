@@ -20,7 +20,8 @@ from dpviz.analysis.wording import counted, plural
 from dpviz.engines.dp.read.pitfall_checks import misplaced, shows_hidden_cut
 from dpviz.engines.dp.read.pitfall_layout import panel_headings, title_on_top
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, device_pattern, text_color_on
-from dpviz.figures.style import NAME_LIMIT, backend_note, device_name, styled
+from dpviz.figures.layout import styled
+from dpviz.figures.trace_words import NAME_LIMIT, backend_note, device_name
 
 DIM_NAMES = {"h0": ("layers", "batch", "hidden")}  # the hidden input form's h0, as nn.GRU takes it
 COLUMNS = ["panel", "tensor", "device", "start", "stop", "shape", "text"]

@@ -10,7 +10,7 @@ import math
 
 import plotly.graph_objects as go
 
-from dpviz.figures.style import line_count
+from dpviz.figures.text_fit import line_count
 
 HEADING_SIZE = 14
 HEADING_LINE_EM = 1.3  # a heading's line, in ems of its font

@@ -16,7 +16,9 @@ from dpviz.analysis.wording import counted, plural, sizes_text
 from dpviz.engines.dp.read.pitfall_checks import shows_loss_bias
 from dpviz.engines.dp.read.pitfall_layout import heading_px, panel_headings, title_on_top
 from dpviz.figures.colors import OUTLINE, device_color, device_pattern, text_color_on
-from dpviz.figures.style import backend_note, device_name, legend_px, styled
+from dpviz.figures.layout import styled
+from dpviz.figures.legends import legend_px
+from dpviz.figures.trace_words import backend_note, device_name
 
 COLUMNS = ["batch", "replica", "device", "first_row", "rows", "loss"]
 MEANS = ["batch", "rows", "mean_of_gathered", "row_weighted", "whole"]

@@ -18,7 +18,8 @@ from dpviz.analysis.wording import plural
 from dpviz.engines.dp.read.pitfall_checks import shows_state_lost
 from dpviz.engines.dp.read.pitfall_layout import panel_headings, title_on_top
 from dpviz.figures.colors import OUTLINE, device_color, device_pattern, text_color_on
-from dpviz.figures.style import backend_note, device_name, styled
+from dpviz.figures.layout import styled
+from dpviz.figures.trace_words import backend_note, device_name
 
 COLUMNS = ["label", "kind", "device", "calls", "rows_seen"]
 KEPT, ONE = "#6B6B6B", "#9A9A9A"  # neutral greys, apart from idle grey, for the model and one device

@@ -5,9 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from dpviz.trace import Trace
-from dpviz.figures.style import (
-    backend_note, plural,
-)
+from dpviz.analysis.wording import plural
+from dpviz.figures.trace_words import backend_note
 from dpviz.figures.sample_map import plot_sample_map
 from dpviz.figures.sample_map import prepare_sample_map
 

@@ -6,7 +6,8 @@ import plotly.graph_objects as go
 from dpviz.analysis.batch_facts import called_without_rows
 from dpviz.trace import Trace
 from dpviz.figures.bounds import MAX_MARKS
-from dpviz.figures.style import backend_note, plural
+from dpviz.analysis.wording import plural
+from dpviz.figures.trace_words import backend_note
 from dpviz.figures.split import plot_split
 from dpviz.figures.split import prepare_split
 

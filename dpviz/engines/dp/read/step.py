@@ -20,7 +20,10 @@ from dpviz.engines.dp.read.flow_draw import MARGIN_B, step_name
 from dpviz.engines.dp.read.flow_links import flow_steps
 from dpviz.engines.dp.read.step_words import step_story
 from dpviz.analysis.wording import numbered
-from dpviz.figures.style import GAP_PX, TITLE_SIZE, check_batch, line_count, title_block_px, wrap
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.layout import title_block_px
+from dpviz.figures.sizes import GAP_PX, TITLE_SIZE
+from dpviz.figures.text_fit import line_count, wrap
 
 FRAME_MS = 1600  # long enough to read each frame's title while playing
 EARLIER = 0.25  # the opacity of the steps already taken
@@ -47,7 +50,7 @@ def prepare_steps(trace: Trace, batch: int) -> pd.DataFrame:
 
 def _title(trace: Trace, batch: int, row, frames: int) -> str:
     head = f"{numbered(batch, batches_planned(trace), 'Batch')} · step {row.frame} of {frames}: {row.name}"
-    # Soft breaks (style.wrap), so presentation() can wrap the words again at its larger size.
+    # Soft breaks (text_fit.wrap), so presentation() can wrap the words again at its larger size.
     return f"{head}<br>{wrap(row.words[0].upper() + row.words[1:], TITLE_SIZE)}"
 
 

@@ -11,7 +11,7 @@ from dpviz.analysis.batch_facts import batch_spans, called_without_rows
 from dpviz.trace import Trace
 from dpviz.analysis.wording import device_list, plural
 from dpviz.engines.dp.read.flow_links import failed_replica
-from dpviz.figures.style import NAME_LIMIT, device_name
+from dpviz.figures.trace_words import NAME_LIMIT, device_name
 
 
 def _shape(shape: list[int] | None) -> str:

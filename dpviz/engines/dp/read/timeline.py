@@ -8,7 +8,10 @@ import plotly.graph_objects as go
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import EVERY_LANE, HOST
 from dpviz.figures.bounds import DETAIL_BATCHES, MAX_MARKS
-from dpviz.figures.style import (DETAILS, backend_note, plural, styled)
+from dpviz.analysis.wording import numbered_range, plural
+from dpviz.figures.chart_details import DETAILS
+from dpviz.figures.layout import styled
+from dpviz.figures.trace_words import backend_note
 from dpviz.figures.timeline_look import legend_swatches
 from dpviz.figures.timeline_scale import CUT_MARK
 from dpviz.figures.timeline_measured import add_measured, add_typical, drawn_host, prepare_timeline
@@ -16,7 +19,6 @@ from dpviz.figures.timeline_steps import add_steps, prepare_steps, step_batches
 from dpviz.figures.timeline_summary import batch_extents, prepare_typical_batch
 from dpviz.figures.timeline_words import (scale_detail, scale_note, steps_note, summary_detail, summary_note, times_detail,
                                           times_note, wrapped)
-from dpviz.analysis.wording import numbered_range
 from dpviz.figures.timeline import lay_out
 from dpviz.figures.timeline import panels_for
 from dpviz.figures.timeline import name_slots

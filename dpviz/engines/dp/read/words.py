@@ -7,12 +7,10 @@ from typing import TYPE_CHECKING
 
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
 from dpviz.trace import Trace
-from dpviz.figures.style import plural
-from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted
+from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted, plural, replica_threads
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
 from dpviz.analysis.failure_words import failure_text
-from dpviz.analysis.wording import replica_threads
 import sys
 
 if TYPE_CHECKING:  # annotations only: the command line's last line imports neither pandas nor plotly

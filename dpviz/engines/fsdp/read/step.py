@@ -18,7 +18,11 @@ import plotly.graph_objects as go
 from dpviz.echo import plotly_text
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color, with_alpha
 from dpviz.engines.dp.read.step import animated
-from dpviz.figures.style import NAME_LIMIT, TITLE_SIZE, check_batch, styled, wrap
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.layout import styled
+from dpviz.figures.sizes import TITLE_SIZE
+from dpviz.figures.text_fit import wrap
+from dpviz.figures.trace_words import NAME_LIMIT
 from dpviz.trace import Trace
 
 # What a rank holds of the module after each phase: (parameters, gradient). "shard": its own segment;
@@ -64,7 +68,7 @@ def prepare_layer_steps(trace: Trace, batch: int, module: int) -> pd.DataFrame:
     check_batch(trace, batch)
     _, shards = layer_shards(trace, module)
     whole = sum(shards)
-    spans = sorted((s for s in trace.spans_of(batch) if s.bucket == module and s.lane == 0), key=lambda s: s.start)
+    spans = sorted((s for s in trace.spans_of(batch) if s.group == module and s.lane == 0), key=lambda s: s.start)
     steps = [s for s in trace.spans_of(batch, "step") if s.lane == 0]
     rows = [("start", None, None)] + [(s.phase, s.start * 1e3, s.thread) for s in spans + steps[:1]]
     records = []

@@ -5,7 +5,7 @@ copies, a gather and a reduce-scatter per sharded module instead of bucket all-r
     key_figures_fsdp(trace); summary_rows_fsdp(trace); explain_fsdp(trace); tutorial_log_fsdp(trace)
 
 Every number comes from the trace: what each rank held (facts["held"], counted from its own tensors) and the
-spans of each sharded module (`bucket` is the module's index). No torch.
+spans of each sharded module (`group` is the module's index). No torch.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _held(trace: Trace) -> list[dict] | None:
 
 def modules(trace: Trace) -> int:
     """How many sharded modules the spans name (the root counts when it holds parameters of its own)."""
-    return len({s.bucket for s in trace.spans if s.bucket is not None})
+    return len({s.group for s in trace.spans if s.group is not None})
 
 
 def collectives_per_step(trace: Trace) -> Counter:

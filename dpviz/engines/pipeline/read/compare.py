@@ -17,7 +17,10 @@ from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px, panel_gap
 from dpviz.analysis.wording import counted
 from dpviz.engines.pipeline.read.schedule import KINDS, hatch, label_colors, microbatch_color, stage_label
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
-from dpviz.figures.style import BASE_TOP_PX, CELL_TEXT, MARGIN, backend_note, styled
+from dpviz.figures.layout import styled
+from dpviz.figures.presenting import CELL_TEXT
+from dpviz.figures.sizes import BASE_TOP_PX, MARGIN
+from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
 
 # A stage's row in a panel, and the title block and the x axis: both grids of 4 stages on a projector's first screen,

@@ -11,7 +11,8 @@ that size when the page narrows it, so "F10" ran into "F11". The hovers name eve
 from __future__ import annotations
 
 from dpviz.analysis.wording import counted
-from dpviz.figures.style import FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE, line_count, text_px, wrap
+from dpviz.figures.sizes import FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE
+from dpviz.figures.text_fit import line_count, text_px, wrap
 
 # px, the largest that labels the most cells: at 10, "B4" still fits a slot of 14 (GPipe, 4 stages, 4 microbatches)
 LABEL_SIZES = (12, 11, 10)

@@ -21,8 +21,11 @@ from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES, ended
 from dpviz.engines.pipeline.read.schedule import schedule_words, stage_label, stopped_figure
 from dpviz.figures.byte_unit import byte_unit
 from dpviz.figures.colors import device_color
-from dpviz.figures.style import (AXIS_TITLE_SIZE, BASE_TOP_PX, MARGIN, TICK_SIZE, backend_note, check_batch, styled,
-                                 text_px)
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.layout import styled
+from dpviz.figures.sizes import AXIS_TITLE_SIZE, BASE_TOP_PX, MARGIN, TICK_SIZE
+from dpviz.figures.text_fit import text_px
+from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
 
 HELD = (("parameters", "#7766BB"), ("gradients", "#AA4444"), ("optimizer state", "#CC9999"))

@@ -15,7 +15,8 @@ from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.engines.ddp.read.one_step import held
 from dpviz.engines.pipeline.read.traffic import sent_bytes
 from dpviz.figures.one_step import move_colors, one_step_figure
-from dpviz.figures.style import backend_note, check_batch
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
 
 SENDS = {"send_activations": ("forward", "activations", NEXT), "send_gradients": ("backward", "gradients", BACK)}

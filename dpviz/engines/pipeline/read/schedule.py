@@ -16,7 +16,11 @@ from dpviz.engines.pipeline.read.bubble import (SCHEDULE_NAMES, computes, ended,
                                                 textbook_share, window)
 from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px, panel_gap_px
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, TEXT, WHITE, device_color, text_color_on
-from dpviz.figures.style import BASE_TOP_PX, CELL_TEXT, MARGIN, backend_note, check_batch, styled
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.layout import styled
+from dpviz.figures.presenting import CELL_TEXT
+from dpviz.figures.sizes import BASE_TOP_PX, MARGIN
+from dpviz.figures.trace_words import backend_note
 from dpviz.engines.pipeline.vocabulary import VOCABULARY
 from dpviz.trace import Trace
 

@@ -18,7 +18,12 @@ from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px
 from dpviz.engines.pipeline.read.schedule import (KINDS, hatch, label_colors, microbatch_color, schedule_words,
                                                   stage_label, stopped_figure)
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
-from dpviz.figures.style import CELL_TEXT, TITLE_SIZE, backend_note, check_batch, styled, wrap
+from dpviz.figures.arguments import check_batch
+from dpviz.figures.layout import styled
+from dpviz.figures.presenting import CELL_TEXT
+from dpviz.figures.sizes import TITLE_SIZE
+from dpviz.figures.text_fit import wrap
+from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
 
 ROW_PX, BASE_PX = 60, 330

@@ -12,7 +12,7 @@ rank keeps its shard).
 The observer times FSDP2's own methods on each parameter group (`pre_forward`, which all-gathers; `post_forward`,
 which reshards; `pre_backward`, which all-gathers again; `post_backward`, which reshards and reduce-scatters
 through `foreach_reduce`), wrapped on the instances, as DDP's observer wraps DDP's: what they do is unchanged.
-Each span names its sharded module by its index in `bucket` (the order modules were sharded in, the root last).
+Each span names its sharded module by its index in `group` (the order modules were sharded in, the root last).
 Each parameter group's all-gather and reduce-scatter objects are wrapped too, to write down the bytes of the
 tensors they are handed: the whole (padded) parameters an all-gather fills, the whole (padded) gradients a
 reduce-scatter is given.
@@ -88,7 +88,7 @@ class ShardObserver(RankObserver):
                      nbytes(list(model.buffers()))}
         self.gathered_bytes: dict[int, int] = {}  # per group: bytes of its whole (unsharded) parameters
         self.groups: list[tuple[int, Any]] = []
-        self.modules: list[dict] = []  # per sharded module: its index (a span's bucket), name and parameters
+        self.modules: list[dict] = []  # per sharded module: its index (a span's group), name and parameters
         index = {name: i for i, name in enumerate(order)}
         names = {id(p): name for name, p in model.named_parameters()}
         for tied in tied_groups(model):  # one parameter several modules use: every name it goes by, in one
@@ -124,7 +124,7 @@ class ShardObserver(RankObserver):
                     return method(*args, **kwargs)
                 finally:
                     end = self.now()
-                    self.add(phase, start, end, thread=thread, bucket=index)
+                    self.add(phase, start, end, thread=thread, group=index)
                     self._gathered()
             return call
 
@@ -137,19 +137,19 @@ class ShardObserver(RankObserver):
                 return pre_forward(*args, **kwargs)
             finally:
                 forward_began["at"] = self.now()
-                self.add("gather", start, forward_began["at"], thread=self.thread_name, bucket=index)
+                self.add("gather", start, forward_began["at"], thread=self.thread_name, group=index)
                 self._gathered()
                 self._gather_peak()
 
         def after(*args: Any, **kwargs: Any) -> Any:
             start = self.now()
             if "at" in forward_began:
-                self.add("compute", forward_began.pop("at"), start, bucket=index)
+                self.add("compute", forward_began.pop("at"), start, group=index)
             try:
                 return post_forward(*args, **kwargs)
             finally:
                 if not group.is_unsharded:  # reshard_after_forward=False keeps them whole: nothing was freed
-                    self.add("reshard", start, self.now(), bucket=index)
+                    self.add("reshard", start, self.now(), group=index)
                 self._gathered()
 
         group.pre_forward, group.post_forward = before, after
@@ -172,11 +172,11 @@ class ShardObserver(RankObserver):
         group.pre_backward, group.post_backward = gather_again, backward_done
 
     def add(self, phase: str, start: float, end: float, rows: tuple[int, int] = (0, 0), shapes=(None, None),
-            thread: str | None = None, bucket: int | None = None) -> None:
+            thread: str | None = None, group: int | None = None) -> None:
         """A span; a module's phase met twice in one step (a module called twice) widens the first one."""
-        if bucket is None:
-            return super().add(phase, start, end, rows, shapes, thread, bucket)
-        key = (phase, self.step, bucket)
+        if group is None:
+            return super().add(phase, start, end, rows, shapes, thread, group)
+        key = (phase, self.step, group)
         with self.lock:
             if key in self._kept:
                 at = self._kept[key]
@@ -184,7 +184,7 @@ class ShardObserver(RankObserver):
                 self.spans[at] = (*kept[:2], min(kept[2], start), max(kept[3], end), *kept[4:])
                 return
             self._kept[key] = len(self.spans)
-            self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, bucket))
+            self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, group))
 
     # ---- bytes handed to the collectives
     def _gathering(self, output: torch.Tensor, given: torch.Tensor) -> None:
@@ -221,7 +221,7 @@ class ShardObserver(RankObserver):
             finally:
                 if observer._reducing is not None:
                     observer.add("reduce_scatter", start, observer.now(), thread=observer.reduce_thread,
-                                 bucket=observer._reducing)
+                                 group=observer._reducing)
 
         timed_reduce.__wrapped__ = reduce
         _fsdp_param_group.foreach_reduce = timed_reduce

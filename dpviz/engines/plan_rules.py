@@ -1,5 +1,5 @@
-"""A model's memory per device under every engine, planned from its shapes: what `python -m dpviz plan` and
-`dpviz.plan(...)` print, and what each engine's `plan` part computes (no torch here).
+"""The rules a plan is made with: a model's shape and the bytes each engine's `plan` part places on its devices
+from it, for what `python -m dpviz plan` and `dpviz.plan(...)` print (dpviz.engines.plan; no torch here).
 
     shape = ModelShape(...)                       # measured once (dpviz.engines.workload.shapes.measure)
     ENGINES["zero1"].part("plan")(shape, 8, "adam")   # [{"parameters": B, "gradients": B, ...}, ...] per device

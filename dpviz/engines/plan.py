@@ -1,5 +1,5 @@
 """A model's plan: its memory per device and what each device sends per step, under every engine that plans, from
-the model's own shapes (dpviz.engines.planning's rules, each engine's `plan` part).
+the model's own shapes (the rules of dpviz.engines.plan_rules, each engine's `plan` part).
 
     plan(model, example, gpus=8, optimizer="adam")          # a module and its example batch
     plan("transformer", gpus=1024, optimizer="adam", size="7b")   # a catalogue model at a size it declares
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpviz.engines import ENGINES
-from dpviz.engines.planning import KINDS, ModelShape
+from dpviz.engines.plan_rules import KINDS, ModelShape
 
 DTYPES = ("float32", "bfloat16")
 PRECISIONS = ("full", "mixed")  # compute in the parameters' dtype, or in bfloat16 over float32 parameters

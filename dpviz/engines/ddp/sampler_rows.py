@@ -3,6 +3,7 @@
     per_rank_batch(30, 4)        # 8: each rank's DataLoader batch_size for a global batch of 30
     steps(100, 30, 4)            # 4: 25 rows per rank, in batches of 8, 8, 8, 1
     padded_order(layout, 4)      # the sampler's padded list L, rebuilt from what each rank loaded
+    rank_loads(100, 30, 4)       # [[8, 8, 8, 8], [8, 8, 8, 8], [8, 8, 8, 8], [1, 1, 1, 1]]: rows per step per rank
 
 DistributedSampler (torch/utils/data/distributed.py) pads the (shuffled) list of N indices by repeating
 its start until it divides evenly by W, then gives rank r the indices L[r], L[r + W], L[r + 2W], ...
@@ -69,9 +70,9 @@ def shard_start(data_size: int, ranks: int, rank: int) -> int:
     return sum(rank_shares(data_size, ranks, uneven=True)[:rank])
 
 
-def plan(data_size: int, batch_size: int, ranks: int, *, batch_per_process: bool = False, drop_last: bool = False,
-         uneven: bool = False, epochs: int = 1) -> list[list[int]]:
-    """Rows each rank loads in every step of the run, epoch after epoch: plan[step][rank] (0 when a rank
+def rank_loads(data_size: int, batch_size: int, ranks: int, *, batch_per_process: bool = False, drop_last: bool = False,
+               uneven: bool = False, epochs: int = 1) -> list[list[int]]:
+    """Rows each rank loads in every step of the run, epoch after epoch: rank_loads(...)[step][rank] (0 when a rank
     has run out of batches, which only data split by hand can make happen)."""
     batch = batch_size if batch_per_process else per_rank_batch(batch_size, ranks)
     shares = rank_shares(data_size, ranks, drop_last=drop_last, uneven=uneven)

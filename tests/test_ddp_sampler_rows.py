@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
-from dpviz.engines.ddp.sharding import padded_order, padding, per_rank_batch, rank_indices, step_rows, steps
+from dpviz.engines.ddp.sampler_rows import padded_order, padding, per_rank_batch, rank_indices, step_rows, steps
 
 CASES = [(100, 30, 2), (100, 30, 3), (100, 30, 4), (100, 30, 8), (10, 4, 3), (2, 1, 4), (5, 2, 4), (7, 3, 8),
          (1, 1, 16), (1000, 256, 16), (100, 100, 1), (33, 7, 5)]

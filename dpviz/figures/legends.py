@@ -1,0 +1,118 @@
+"""Legends as plotly lays them out: the entries a figure's legend shows, the rows and pixels a
+horizontal legend takes at a chart's width, and a legend placed above or under the plot.
+
+styled() (dpviz.figures.layout) keeps room for a legend with these; presentation() lays one out again
+at its larger type; a view that places its own legend under the plot calls `legend_under_plot`.
+"""
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from dpviz.figures.colors import THEME_TEXT
+from dpviz.figures.sizes import LEGEND_ROW_PX, LEGEND_SIZE, MARGIN, NARROWEST_PX
+from dpviz.figures.text_fit import line_count, text_px
+
+# A legend the view has not placed: in rows from the plot's left, between the subtitle and the plot.
+TOP_LEGEND = dict(orientation="h", x=0, xanchor="left", xref="paper", y=1, yanchor="bottom", yref="paper")
+
+
+def legend_entries(fig: go.Figure) -> list[str]:
+    """The names the legend shows: traces in it (plotly leaves out heatmaps, sankeys and tables unless told)."""
+    if fig.layout.showlegend is False:
+        return []
+    flags = [(t, t["showlegend"] if "showlegend" in t else False) for t in fig.data  # a sankey has no legend
+             if ("legend" not in t or t["legend"] in (None, "legend"))]  # a second legend's are not this one's
+    shown = [t.name or "" for t, flag in flags if flag is True
+             or (flag is None and t.type not in ("heatmap", "table", "pie", "histogram2d"))]
+    return shown if len(shown) > 1 or any(flag is True for _, flag in flags) else []
+
+
+# Plotly's legend metrics (legend/draw.js): an entry is its swatch and gaps (40 px) and its text, 5 px
+# apart; a row is the text's line (1.3 em, at least 16 px) and 3 px; grouped entries' rows have a 10 px
+# gap more (tracegroupgap); the box adds about 10 px. Measured in Chromium at 14 and 18.9 px type.
+ENTRY_GAP_PX, ITEM_GAP_PX, GROUP_GAP_PX, BOX_PX = 40, 5, 10, 10
+
+
+def _row_px(size: float) -> float:
+    return max(1.3 * size, 16) + 3 + 3  # plotly's row and 3 px to spare
+
+
+def legend_rows(names: list[str], width_px: float = NARROWEST_PX, size: float = LEGEND_SIZE, *,
+                room: float | None = None, entry_px: float | None = None) -> int:
+    """Rows plotly gives a horizontal legend of `names` over a plot `room` px wide (default: a chart
+    `width_px` wide less styled()'s margins). Plotly puts them in one row if they fit, else in columns
+    as wide as the widest entry (`entry_px`: the legend's entrywidth in pixels, when set)."""
+    if not names:
+        return 0
+    room = width_px - MARGIN["l"] - MARGIN["r"] if room is None else room
+    widths = [ENTRY_GAP_PX + (entry_px if entry_px else text_px(n, size)) for n in names]
+    if sum(widths) + ITEM_GAP_PX * (len(widths) - 1) < room:
+        return 1
+    columns = max(1, int((room + ITEM_GAP_PX - 1) // (max(widths) + ITEM_GAP_PX)))
+    return -(-len(names) // columns)
+
+
+def _legend_groups(fig: go.Figure) -> list[list[str]] | None:
+    """The legend's entries by legendgroup, in order, when plotly lays them out grouped; else None."""
+    order = fig.layout.legend.traceorder or ""
+    shown = set(legend_entries(fig))
+    traces = [t for t in fig.data if (t.name or "") in shown and t.showlegend is not False]
+    grouped = "grouped" in order or (not order and any(t.legendgroup for t in traces))
+    if not grouped:
+        return None
+    groups: dict[str, list[str]] = {}
+    for i, t in enumerate(traces):
+        groups.setdefault(t.legendgroup or f"\0{i}", []).append(t.name or "")
+    return list(groups.values())
+
+
+def legend_px(fig: go.Figure, width_px: float = NARROWEST_PX, *, size: float | None = None,
+              margins: tuple[float, float] | None = None) -> int:
+    """Height in pixels of `fig`'s horizontal legend (its title, its rows, its box) on a chart `width_px`
+    wide, laid out as plotly does: one row if it fits, else columns of the widest entry; a grouped
+    legend packs its groups greedily, each group's entries one under another."""
+    names = legend_entries(fig)
+    if not names:
+        return 0
+    legend, margin = fig.layout.legend, fig.layout.margin
+    size = size or legend.font.size or LEGEND_SIZE
+    left, right = margins or (margin.l if margin.l is not None else MARGIN["l"], margin.r if margin.r is not None else MARGIN["r"])
+    room = width_px - left - right
+    entry = legend.entrywidth if legend.entrywidth and legend.entrywidthmode != "fraction" else None
+    groups = _legend_groups(fig)
+    if groups:
+        gap = legend.tracegroupgap if legend.tracegroupgap is not None else GROUP_GAP_PX
+        rows_px, used, tallest = 0.0, 0.0, 0.0
+        for group in groups:
+            step = ENTRY_GAP_PX + max(entry or text_px(n, size) for n in group) + ITEM_GAP_PX
+            if used and used + step > room:
+                rows_px, used, tallest = rows_px + tallest + gap, 0.0, 0.0
+            used += step
+            tallest = max(tallest, len(group) * _row_px(size))
+        body = rows_px + tallest
+    else:
+        body = legend_rows(names, size=size, room=room, entry_px=entry) * _row_px(size)
+    title = legend.title.text
+    title_px = line_count(title) * 1.3 * (legend.title.font.size or size) + 16 if title else 0
+    return math.ceil(body + title_px + BOX_PX)
+
+
+def legend_placed(fig: go.Figure) -> bool:
+    """Whether the view placed its legend itself (styled() places one it has not)."""
+    legend = fig.layout.legend
+    return any(v is not None for v in (legend.x, legend.y, legend.orientation))
+
+
+def legend_under_plot(fig: go.Figure, names: list[str], under_px: float, legend: str = "legend") -> go.Figure:
+    """After styled(): `legend` (its entries `names`) in rows under the plot, `under_px` below its bottom edge (past
+    the bottom axis's labels), the bottom margin and the height grown by the rows it takes on the narrowest chart.
+    Placed on the paper inside that margin, it makes plotly push no margin: the panels keep styled()'s size at every
+    width, and presentation() grows the margin, the gap and the type together."""
+    layout = fig.layout
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    bottom = math.ceil(under_px + legend_rows(names) * LEGEND_ROW_PX + BOX_PX)
+    placed = dict(orientation="h", x=0, xanchor="left", y=-under_px / plot_px, yanchor="top",
+                  font=dict(size=LEGEND_SIZE, color=THEME_TEXT))
+    return fig.update_layout({legend: placed}, margin_b=bottom, height=layout.height + bottom - layout.margin.b)

@@ -1,0 +1,248 @@
+"""Presenting: `presentation(fig)` makes a copy of a styled figure for a projector, its type larger and the
+room around it grown to match, so the plot keeps its share of the chart.
+
+The page shows it when Present is on; `tick_room_px` is the height at which a y axis's own labels clear each
+other, which views that name rows on an axis use at their own size too. A text trace sized to its cells says
+so with CELL_TEXT in its meta, and keeps its size.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import plotly.graph_objects as go
+
+from dpviz.figures.layout import over_plot_px, subplot_titles, title_block_px, wrap_subplot_titles
+from dpviz.figures.legends import legend_entries, legend_px
+from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN,
+                                 NARROWEST_PX, SUBTITLE_SIZE, TICK_SIZE, TITLE_SIZE, TOP_PAD_PX)
+from dpviz.figures.text_fit import SOFT_BREAK, line_count, text_px, unwrap, wrap
+
+_SIZED = ("textfont", "insidetextfont", "outsidetextfont")
+
+
+def _scaled(size, scale: float):
+    if isinstance(size, (int, float)) and not isinstance(size, bool):
+        return round(size * scale, 1)
+    if isinstance(size, (list, tuple)):
+        return [_scaled(s, scale) for s in size]
+    return size
+
+
+# A text trace sized to fit its cells (the sample map's row ids) says so in its meta: presentation()
+# leaves its size, since larger numbers would run together.
+CELL_TEXT = {"sized": "to its cells"}
+
+
+def _legend_above(fig: go.Figure) -> bool:
+    legend = fig.layout.legend
+    return (legend.orientation == "h" and legend.y is not None and legend.y >= 1 and legend.yref in (None, "paper")
+            and bool(legend_entries(fig)))
+
+
+def _gap_text_px(fig: go.Figure, lower: list[float], upper: list[float]) -> float:
+    """Pixels the text in the gap between two stacked panels takes: the upper panel's x ticks and
+    axis title (as wrapped), then the lower panel's subplot title (as wrapped), with gaps between."""
+    px = 24.0
+    for name in [k for k in fig.layout if re.match(r"xaxis\d*$", k)]:
+        axis = fig.layout[name]
+        anchor = fig.layout["yaxis" + (axis.anchor or "y")[1:]] if axis.anchor and axis.anchor != "free" else None
+        if anchor is not None and anchor.domain and anchor.domain[0] == upper[0] and axis.showticklabels is not False:
+            title = (axis.title.font.size or AXIS_TITLE_SIZE) * LINE_EM * line_count(axis.title.text or "")
+            px = max(px, (axis.tickfont.size or TICK_SIZE) * LINE_EM + title + 24)
+    titles = [a for a in subplot_titles(fig) if abs(a.y - lower[1]) < 1e-6]
+    return px + max((line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM for a in titles), default=0) + 8
+
+
+def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
+    """Grow the room between stacked panels by `scale` (their axis labels and headings grow with the
+    type), each panel keeping its height in pixels; what is placed on the paper moves with its panel.
+    Returns the plot area's new height."""
+    names = [k for k in fig.layout if re.match(r"yaxis\d*$", k) and fig.layout[k].domain]
+    spans = sorted({tuple(fig.layout[k].domain) for k in names})
+    if len(spans) < 2:
+        return plot_px
+    merged: list[list[float]] = []
+    for a, b in spans:
+        if merged and a < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    grow = [scale] + [max(scale, _gap_text_px(fig, lower, upper) / max((upper[0] - lower[1]) * plot_px, 1))
+                      for lower, upper in zip(merged, merged[1:])] + [scale]
+    new_px, starts, previous = 0.0, [], 0.0
+    for (a, b), factor in zip(merged, grow):
+        new_px += (a - previous) * plot_px * factor
+        starts.append(new_px)
+        new_px += (b - a) * plot_px
+        previous = b
+    new_px += (1 - previous) * plot_px * scale
+
+    def moved(y):
+        if not isinstance(y, (int, float)) or isinstance(y, bool):
+            return y
+        edge, at = 0.0, 0.0
+        for (a, b), start, factor in zip(merged, starts, grow):
+            if y < a:
+                return (at + (y - edge) * plot_px * factor) / new_px
+            if y <= b:
+                return (start + (y - a) * plot_px) / new_px
+            edge, at = b, start + (b - a) * plot_px
+        return (at + (y - edge) * plot_px * scale) / new_px
+
+    for k in names:
+        a, b = fig.layout[k].domain
+        fig.layout[k].domain = [max(0.0, moved(a)), min(1.0, moved(b))]
+    for item in list(fig.layout.annotations) + list(fig.layout.shapes):
+        if item.yref == "paper":
+            for key in ("y", "y0", "y1"):
+                if key in item and item[key] is not None:
+                    item[key] = moved(item[key])
+    return new_px
+
+
+TICK_GAP_PX = 4  # between two neighbouring tick labels of a y axis, one line's bottom to the next one's top
+
+
+def tick_room_px(fig: go.Figure, plot_px: float) -> float:
+    """The plot area's height in pixels at which no two neighbouring labels of a y axis with labels of
+    its own (tickvals and ticktext, lines as written) overlap: `plot_px` if they already fit."""
+    need = plot_px
+    for name in [k for k in fig.layout if re.match(r"yaxis\d*$", k)]:
+        axis = fig.layout[name]
+        if axis.tickvals is None or axis.ticktext is None or axis.range is None:
+            continue
+        ticks = sorted(zip((float(v) for v in axis.tickvals), axis.ticktext))
+        span = abs(float(axis.range[1]) - float(axis.range[0]))
+        share = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
+        size = axis.tickfont.size or TICK_SIZE
+        for (a, first), (b, second) in zip(ticks, ticks[1:]):
+            if b - a <= 0 or span <= 0:
+                continue
+            px = (line_count(first) + line_count(second)) / 2 * size * LINE_EM + TICK_GAP_PX
+            need = max(need, px * span / ((b - a) * share))
+    return need
+
+
+def _thin_names(fig: go.Figure, plot_px: float) -> None:
+    """An x axis that names its columns (categories, tickvals the same as ticktext) keeps every k-th
+    name when the larger type no longer fits them side by side on the narrowest chart."""
+    for axis in [fig.layout[k] for k in fig.layout if re.match(r"xaxis\d*$", k)]:
+        if axis.type != "category" or axis.categoryarray is None or axis.tickvals is None or axis.ticktext is None:
+            continue
+        names = [str(c) for c in axis.categoryarray]
+        if [str(v) for v in axis.tickvals] != [str(t) for t in axis.ticktext] or not names:
+            continue
+        share = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
+        widest = max(text_px(n, axis.tickfont.size or TICK_SIZE) for n in names) + TICK_GAP_PX
+        step = max(1, math.ceil(widest / (plot_px * share / len(names))))
+        shown = set(str(v) for v in axis.tickvals)
+        kept = [n for n in names[::step] if step > 1 or n in shown]
+        if len(kept) < len(shown):
+            axis.tickvals, axis.ticktext = kept, kept
+
+
+def _notes_below_px(fig: go.Figure) -> float:
+    """The bottom margin a note under the plot (an annotation hung from the paper's bottom) needs."""
+    need = 0.0
+    for a in fig.layout.annotations:
+        if a.yref == "paper" and a.y is not None and a.y <= 0 and a.yanchor == "top" and a.text:
+            need = max(need, -(a.yshift or 0) + line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM + 12)
+    return need
+
+
+def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
+    """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
+    axis titles, legend, annotations, hovers, text on marks) and the room around it too: the title
+    wrapped again at the larger size, a legend above the plot laid out again in the rows it now takes,
+    the room between the title block, the legend and the plot and between stacked panels grown, the
+    margins and the height grown to match, so the plot keeps its share of the chart. Rows a y axis
+    names (the flow's GPUs) grow until their larger labels clear each other. Text on bars too small to
+    hold it is hidden rather than run into its neighbours."""
+    if scale <= 0:
+        raise ValueError(f"scale must be positive, got {scale!r}")
+    out = go.Figure(fig)
+    layout = out.layout
+    old = fig.layout.margin
+    old_top, old_bottom = old.t or BASE_TOP_PX, old.b or MARGIN["b"]
+    old_plot = (fig.layout.height or 520) - old_top - old_bottom
+    old_block = title_block_px(fig)
+    above = _legend_above(fig)
+    if above:  # the legend's place: from the title block to its top, and from its bottom to the plot
+        legend, old_legend = fig.layout.legend, legend_px(fig)
+        lifted = (legend.y - 1) * old_plot
+        legend_top = old_top - lifted - (old_legend if legend.yanchor != "top" else 0)
+        before, after = max(legend_top - old_block, 0), max(old_top - legend_top - old_legend, 0)
+    font = layout.font.size or FONT_SIZE
+    layout.font.size = _scaled(font, scale)
+    title = layout.title
+    title.font.size = _scaled(title.font.size or TITLE_SIZE, scale)
+    title.pad.t = round((title.pad.t or TOP_PAD_PX) * scale)
+    title.subtitle.font.size = _scaled(title.subtitle.font.size or SUBTITLE_SIZE, scale)
+    if title.text:
+        title.text = wrap(unwrap(title.text), title.font.size)
+    if title.subtitle.text:
+        title.subtitle.text = wrap(unwrap(title.subtitle.text), title.subtitle.font.size)
+    for frame in out.frames or ():  # an animation's frames carry titles of their own
+        if frame.layout and frame.layout.title and frame.layout.title.text:
+            frame.layout.title.text = wrap(unwrap(frame.layout.title.text), title.font.size)
+    for name in [k for k in layout if re.match(r"legend\d*$", k)]:  # a figure's second legend grows alike
+        layout[name].font.size = _scaled(layout[name].font.size or LEGEND_SIZE, scale)
+    if layout.legend.title.font.size:
+        layout.legend.title.font.size = _scaled(layout.legend.title.font.size, scale)
+    if layout.legend.entrywidth and layout.legend.entrywidthmode != "fraction":
+        layout.legend.entrywidth = round(layout.legend.entrywidth * scale)
+    layout.hoverlabel.font.size = _scaled(layout.hoverlabel.font.size or FONT_SIZE - 1, scale)
+    for annotation in layout.annotations:
+        annotation.font.size = _scaled(annotation.font.size or font, scale)
+        for key in ("xshift", "yshift"):  # offsets in pixels from a panel: they hold text that grew
+            if annotation[key]:
+                annotation[key] = round(annotation[key] * scale)
+    for axis in [getattr(layout, name) for name in layout if re.match(r"[xy]axis\d*$", name)]:
+        if axis.tickfont.size:
+            axis.tickfont.size = _scaled(axis.tickfont.size, scale)
+        if axis.title.font.size:
+            axis.title.font.size = _scaled(axis.title.font.size, scale)
+    bar_text = []
+    for trace in out.data:
+        if trace.meta == CELL_TEXT:
+            continue
+        for key in _SIZED:
+            if key in trace and trace[key].size is not None:
+                trace[key].size = _scaled(trace[key].size, scale)
+        if trace.type == "sankey" and trace.textfont.size is None:
+            trace.textfont.size = _scaled(font, scale)
+        if trace.type == "bar" and (trace.text is not None or trace.texttemplate):
+            sizes = [trace[k].size for k in ("textfont", "insidetextfont") if isinstance(trace[k].size, (int, float))]
+            bar_text.append(min(sizes, default=_scaled(font, scale)))
+    if bar_text:  # a label that does not fit its bar at the larger size is hidden, not run into the next
+        layout.uniformtext = dict(mode="hide", minsize=min(bar_text))
+    left, right = round((old.l or MARGIN["l"]) * scale), round((old.r or MARGIN["r"]) * scale)
+    layout.margin = dict(l=left, r=right)
+    plot_width = NARROWEST_PX - left - right
+    if layout.legend.title.text:  # a legend's title spans the plot at most
+        layout.legend.title.text = wrap(unwrap(layout.legend.title.text), layout.legend.font.size, plot_width)
+    for axis in [getattr(layout, name) for name in layout if re.match(r"xaxis\d*$", name)]:
+        if axis.title.text:
+            axis.title.text = wrap(unwrap(axis.title.text), axis.title.font.size or _scaled(AXIS_TITLE_SIZE, scale), plot_width)
+    for annotation in layout.annotations:  # a note wrapped by wrap() is wrapped again at its larger size
+        if annotation.text and SOFT_BREAK in annotation.text:
+            room = plot_width - (annotation.xshift or 0) if annotation.xref == "paper" else plot_width
+            annotation.text = wrap(unwrap(annotation.text), annotation.font.size, room)
+    wrap_subplot_titles(out, left + right)
+    _thin_names(out, plot_width)
+    plot_px = _stretch_gaps(out, old_plot, scale)
+    plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
+    block = title_block_px(out)
+    if above:
+        new_legend = legend_px(out)
+        after = max(after * scale, over_plot_px(out))  # the top subplot's title, as wrapped again
+        top = block + before * scale + new_legend + after
+        lifted = (top - block - before * scale) if layout.legend.yanchor == "top" else after
+        layout.legend.y = 1 + lifted / max(plot_px, 1)
+    else:  # what sits between the title block and the plot (a subplot's title, step names) grows with its type
+        top = block + max(old_top - old_block, GAP_PX) * scale
+    bottom = max(old_bottom * scale, _notes_below_px(out))
+    layout.margin = dict(t=round(top), b=round(bottom), l=left, r=right)
+    layout.height = round(top + plot_px + bottom)
+    return out

@@ -1,0 +1,47 @@
+"""How every view names what a trace holds: a device ("GPU 3"), the rows of a batch it got, whether its
+devices were real or simulated, a phase's label in a legend.
+
+A name read from a trace file is cut to NAME_LIMIT characters wherever a view shows it.
+"""
+from __future__ import annotations
+
+import re
+
+from dpviz.analysis.wording import plural
+from dpviz.echo import plotly_text
+from dpviz.trace import Trace
+
+NAME_LIMIT = 40  # characters of a name from a trace file (a device, an argument) in a label or a title
+
+
+def device_name(i: int) -> str:
+    """How every view names device `i` of device_ids."""
+    return f"GPU {i}"
+
+
+def rows_text(first: int, rows: int) -> str:
+    """'rows 12-15 (4 rows)': the slice of a batch starting at row `first`."""
+    if rows == 0:
+        return "no rows"
+    span = f"row {first}" if rows == 1 else f"rows {first}-{first + rows - 1}"
+    return f"{span} ({plural(rows, 'row')})"
+
+
+def backend_note(trace: Trace) -> str:
+    """Says once per figure whether the GPUs were real or simulated, or that the lanes are DDP's processes
+    (HTML-escaped: plotly and the report read HTML)."""
+    return trace.spec.part("note")(trace)
+
+
+def gpu_note(trace: Trace) -> str:
+    """'simulated GPUs: CPU threads stand in for 4 devices', or the real GPUs' model."""
+    count = len(trace.lanes)
+    if trace.simulated:
+        return f"simulated GPUs: CPU threads stand in for {plural(count, 'device')}"
+    model = trace.lanes[0].name.split(" ", 1)[-1] if trace.lanes else "CUDA"
+    return f"real GPUs: {count} × {plotly_text(model, NAME_LIMIT)}"  # a trace file's own text
+
+
+def plain_label(label: str) -> str:
+    """A phase's label without the timeline's hatch hint: 'backward (×)' -> 'backward'."""
+    return re.sub(r"\s*\([^\w\s]\)$", "", label)
