@@ -69,3 +69,19 @@ def test_both_one_steps_open_on_the_same_step():
     titles = [unwrap(json.loads(chart.proto.spec)["layout"]["title"]["text"]) for chart in app.get("plotly_chart")]
     steps = {title.split(" of ")[0].rsplit(" ", 1)[-1] for title in titles if " of " in title}
     assert len(titles) == 2 and len(steps) == 1, titles
+
+
+def test_memory_by_kind_sets_both_engines_devices_side_by_side_at_the_same_moment():
+    app = page(engine="compare", engines="ddp,fsdp", gpus="2", train="true", optimizer="adam")
+    show_tab(app, "Memory by kind")
+    assert not app.exception
+    [chart] = app.get("plotly_chart")
+    spec = json.loads(chart.proto.spec)
+    groups = {x for bar in spec["data"] if bar.get("type") == "bar" for x in bar["x"][0]}
+    assert groups == {"DDP", "FSDP"}  # one group of bars per engine
+    kinds = {bar["name"] for bar in spec["data"] if bar.get("type") == "bar" and bar.get("yaxis", "y") == "y"}
+    assert {"parameters", "gradients", "optimizer state"} <= kinds
+    moments = {c[1] for bar in spec["data"] if bar.get("type") == "bar" and bar.get("yaxis", "y") == "y"
+               for c in bar["customdata"]}
+    assert all(m.startswith("the end of step") for m in moments), moments
+    assert "Parameters, gradients and optimizer state per device" in shown_text(app)

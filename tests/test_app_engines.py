@@ -68,7 +68,7 @@ def test_both_engines_run_at_the_count_asked_for():
     app = page(engine="both", gpus="4", train="true")
     assert not app.exception and "Showing" not in shown_text(app)
     assert app.query_params["gpus"] == "4"
-    assert "4 simulated GPUs (DataParallel) against 4 ranks of DDP" in " ".join(str(c.proto.spec) for c in app.get("plotly_chart")[:1])
+    assert "4 simulated GPUs against 4 DDP ranks" in " ".join(str(c.proto.spec) for c in app.get("plotly_chart")[:1])
 
 
 def test_a_server_with_room_for_fewer_ranks_says_so_in_a_visitors_words(monkeypatch):

@@ -153,11 +153,12 @@ def panel_title(trace: Trace, unit: ByteUnit) -> str:
 
 
 def _what_runs(trace: Trace) -> str:
+    """'4 simulated GPUs', '4 DDP ranks (processes on the CPU)': what stood in for each engine's devices."""
     noun = trace.vocabulary.lane_noun
     if trace.simulated:
-        return f"{len(trace.lanes)} simulated {noun}s ({trace.spec.short})"
-    where = "processes on the CPU" if trace.backend == "cpu" else "one process per GPU" if trace.spec.processes else "GPUs"
-    return f"{len(trace.lanes)} {noun}s of {trace.spec.short} ({where})"
+        return f"{len(trace.lanes)} simulated {noun}s"
+    where = " (processes on the CPU)" if trace.backend == "cpu" else ""
+    return f"{len(trace.lanes)} {trace.spec.short} {noun}s{where}"
 
 
 def comparison_figure(a: Trace, b: Trace) -> go.Figure:
@@ -168,13 +169,14 @@ def comparison_figure(a: Trace, b: Trace) -> go.Figure:
     # One unit for the whole figure, the tallest bar's (the unit its titles and the sentences under it say): the
     # growth panel's lines may pass 1,024 of it at 16 devices, its ticks then "1,500".
     unit = byte_unit(max(most + [0]))
+    # An engine with no formula of sizes alone (its bytes turn on each parameter's padding, or on where the model is
+    # cut) has no line: the panel's title says so, where a note would push the bars off a projector's first screen.
     missing = [trace.spec.short for trace in traces if not trace.spec.has("moves_at")]
-    titles = [panel_title(trace, unit) for trace in traces] + [
-        "The same formulas at 2 to 16 devices (the dotted line: this run)" if lines else "No formula by device count"]
+    growth_title = "The same formulas at 2 to 16 devices (dotted: this run" + (
+        f"; none for {' or '.join(missing)})" if missing else ")")
+    titles = [panel_title(trace, unit) for trace in traces] + [growth_title if lines else "No formula by device count"]
     shown = lessons(a, b)
     title = (f"These settings cannot {shown[0].cannot}: {shown[0].change}" if shown else ratio_headline(a, b))
     notes = [f"{shown[0].why[:1].upper()}{shown[0].why[1:]}" if shown else "",
-             f"{_what_runs(a)} against {_what_runs(b)}",
-             "bytes each device sends, computed from the rows, outputs, parameters and gradients each run recorded",
-             f"{' and '.join(missing)}: no formula by device count, this run's bars only" if missing else ""]
+             f"{_what_runs(a)} against {_what_runs(b)}", "bytes sent, computed from what each run recorded"]
     return plot_comparison(tables, titles, lines, len(a.lanes), unit=unit, title=title, notes=[n for n in notes if n])

@@ -21,6 +21,7 @@ from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB,
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
 COMPARE = "Compare"  # the side-by-side page's first tab
+BY_KIND = "Memory by kind"  # its second: both engines' devices at the same moment, by kind, and what each sends
 # Characters of the box above the tabs, its failure's cause cut to what is left: two lines at 1024 pixels, presented
 # (a preset's title, its tab and its cause of 220 characters took three, and pushed the chart off the first screen).
 OPENING_LIMIT = 172
@@ -287,7 +288,9 @@ def show_pair(first: Trace, second: Trace) -> None:
     """The same settings under two engines: what moves, then every view for each, one above the other (or side by
     side, on request)."""
     from dpviz.analysis.compare import comparison  # here: what a page of one engine never needs
+    from dpviz.analysis.memory_compare import reading
     from dpviz.figures.compare import comparison_figure
+    from dpviz.figures.memory_compare import memory_compare_figure
 
     pair = (first, second)
     shown = compared(first, second)
@@ -299,7 +302,7 @@ def show_pair(first: Trace, second: Trace) -> None:
             st.error(f"**{trace.spec.runs}: {failed_unit(trace)} failed**; the error is under the chart.")
     views_shown = [view for view in present(views_of(first, second), first, second)
                    if view.draws(first) or view.draws(second)]
-    tabs = [COMPARE] + [view.tab for view in views_shown]
+    tabs = [COMPARE, BY_KIND] + [view.tab for view in views_shown]
     opening = COMPARE if shown is not None and shown.opens == "compare" and asked_for(first, second) else None
     for label, tab in zip(tabs, view_tabs(tabs, opening)):
         with tab:
@@ -311,6 +314,14 @@ def show_pair(first: Trace, second: Trace) -> None:
                                 config=CHART_CONFIG, key="compare_chart")
                 for sentence in comparison(first, second):
                     st.markdown(keep_units(markdown_text(sentence, 2_000)))  # dpviz's own sentence, naming lanes: escaped, not cut
+                continue
+            if label == BY_KIND:  # every device of both engines read at the same moment, in the same terms
+                figure = memory_compare_figure(list(pair))
+                st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
+                                config=CHART_CONFIG, key="by_kind_chart")
+                said = reading(list(pair))
+                if said:
+                    st.markdown(keep_units(markdown_text(said, 2_000)))
                 continue
             view = next(v for v in views_shown if v.tab == label)
             drawn = [trace for trace in pair if view.draws(trace)]  # a view one engine alone draws: its chart alone
