@@ -85,3 +85,11 @@ def test_memory_by_kind_sets_both_engines_devices_side_by_side_at_the_same_momen
                for c in bar["customdata"]}
     assert all(m.startswith("the end of step") for m in moments), moments
     assert "Parameters, gradients and optimizer state per device" in shown_text(app)
+
+
+def test_a_pipeline_capped_by_the_page_says_stages():
+    app = page(engine="pipeline", gpus="8", model="cnn", train="true", batch_size="32", microbatches="4")
+    app.slider(key="gpus").set_value(16).run()
+    assert not app.exception
+    # a pipeline's processes are its stages, said in its own word
+    assert "Showing 8 devices, not 16: the page shows at most 8 stages" in shown_text(app).replace("\\", "")

@@ -77,7 +77,7 @@ def test_a_server_with_room_for_fewer_ranks_says_so_in_a_visitors_words(monkeypa
     host_for_ranks(monkeypatch, RunConfig(engine="ddp", gpus=3))
     app = page(engine="both", gpus="6")
     text = shown_text(app)
-    assert not app.exception and "Showing 3 devices for both engines, not 6: this server has memory for 3 ranks at a time" in text
+    assert not app.exception and "Showing 3 devices for both engines, not 6: this server has memory for 3 devices at a time" in text
     said = [str(w.value) for w in app.warning if "this server has memory" in re.sub(r"\\(.)", r"\1", str(w.value))]
     assert said and not any("python -m" in w for w in said)  # the budget speaks to a visitor, not to whoever serves
     assert app.query_params["gpus"] == "3"

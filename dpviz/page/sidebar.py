@@ -198,9 +198,11 @@ def ranks_that_fit(config: RunConfig, asked: int, choice: str) -> RunConfig:
     if most == asked:
         return config
     both = " for both engines" if choice == COMPARE else " for every engine" if choice == MEMORY else ""
+    # The engine's own word for what each process is (a rank, a stage); "device" where several engines share it.
+    noun = ENGINES[config.engine].part("vocabulary").lane_noun if choice not in (COMPARE, MEMORY) else "device"
     if most == PAGE_MOST:  # the page's own limit, not the server's memory
-        why = f"the page shows at most {PAGE_MOST} ranks, each one a process of its own"
+        why = f"the page shows at most {PAGE_MOST} {noun}s, each one a process of its own"
     else:
-        why = f"this server has memory for {plural(most, 'rank')} at a time, each one a process of its own"
+        why = f"this server has memory for {plural(most, noun)} at a time, each one a process of its own"
     say(f"Showing {most} devices{both}, not {asked}: {why}.")
     return dataclasses.replace(config, gpus=most)
