@@ -11,10 +11,11 @@ divide) and the change said in one line on stderr. A bad option is one line on s
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
+
+from dpviz.cli_json import write_json
 
 from dpviz.config import CHOICES, ConfigError, ENGINE_OPTIONS, INPUTS, MODELS, RunConfig, check_setting
 from dpviz.engines import ENGINES
@@ -96,11 +97,7 @@ def main(argv: Sequence[str], prog: str = PROG) -> int:
     traces = (record(one), record(other))
     found = comparison_data(*traces, changed)
     print(table(found))
-    if args.json is not None:
-        try:
-            args.json.write_text(json.dumps(found, indent=1))
-        except OSError as error:
-            parser.exit(2, f"{parser.prog}: cannot write {str(args.json)[:80]!r}: {error.strerror}.\n")
+    write_json(parser, args.json, found)
     return 0
 
 

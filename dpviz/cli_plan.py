@@ -10,9 +10,10 @@ on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import NoReturn, Sequence
+
+from dpviz.cli_json import write_json
 
 from dpviz.analysis.model_state import lines as model_state_lines
 from dpviz.analysis.wording import human_bytes
@@ -72,11 +73,7 @@ def main(argv: Sequence[str], prog: str = PROG) -> int:
     except (ValueError, TypeError) as error:
         parser.exit(2, f"{parser.prog}: {_one_line(error)}\n")
     print(table(found))
-    if args.json is not None:
-        try:
-            args.json.write_text(json.dumps(found, indent=1))
-        except OSError as error:
-            parser.exit(2, f"{parser.prog}: cannot write {str(args.json)[:80]!r}: {error.strerror}.\n")
+    write_json(parser, args.json, found)
     return 0
 
 
