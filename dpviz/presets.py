@@ -30,8 +30,8 @@ class Preset:
     title: str
     look_for: str
     settings: dict[str, Any] = field(default_factory=dict)
-    # The view that shows the lesson (a key of dpviz.figures.views.VIEWS, "compare" for the Both page's
-    # comparison, or EVERY_ENGINE for the page of every engine's memory): the page opens there and the preset's
+    # The view that shows the lesson (a key of dpviz.figures.views.VIEWS, "compare" for the Compare tab of two
+    # engines compared, or EVERY_ENGINE for the page of every engine's memory): the page opens there and the preset's
     # banner names it.
     opens: str = "flow"
 
@@ -150,7 +150,7 @@ PIPELINE_PRESETS: dict[str, Preset] = {p.name: p for p in (
 
 ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS, **SHARDED_PRESETS, **PIPELINE_PRESETS}  # a link's or --preset's
 
-# Comparisons: the same settings under both engines at once (the page's "Both, compared"; links only).
+# Comparisons: the same settings under DataParallel and DDP at once (the page's "Two engines, compared"; links only).
 COMPARE_PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("compare-gpu0", "GPU 0 as the bottleneck, 8 devices",
            "A Linear(512, 512) trained on 8 devices: its parameters (1 MiB) outweigh a batch's rows, so every "

@@ -9,7 +9,7 @@ kinds put in common terms by their `family` (DDP's gradient buckets and FSDP's g
 communication buffers). Bytes handed to collectives are what the ranks wrote down as they called them
 (facts["moved"]: the tensors' sizes); the bytes a rank sends for them are computed from the textbook ring
 algorithms NCCL runs (each engine's `wire` part), not measured: gloo on the CPU runs other algorithms, and
-FSDP's reduce-scatter as an all-reduce. Sent, not sent and received: the one count of the Both page's Compare
+FSDP's reduce-scatter as an all-reduce. Sent, not sent and received: the one count of a comparison's Compare
 figure too, whose DDP and DataParallel bars are these same numbers (dpviz.analysis.compare.sent_per_step). No torch.
 """
 from __future__ import annotations

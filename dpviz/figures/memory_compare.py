@@ -6,7 +6,7 @@ moment (the end of the last full step, after the optimizer's step; what a step m
 parameters, gradients, optimizer state, activations and communication buffers, from each engine's memory ledger
 (dpviz.analysis.memory_compare). Bottom: per device, the bytes of the tensors it handed its collectives per step
 (measured: what the rank code passed them), stacked by collective, and a diamond at the bytes it sends per step
-by the textbook ring algorithms NCCL runs (computed; DataParallel's: its copies), the count the Both page's
+by the textbook ring algorithms NCCL runs (computed; DataParallel's: its copies), the count a comparison's
 Compare bars draw. Every amount, ticks and title alike, in one binary unit (dpviz.figures.byte_unit). Drawn from
 plain lists: no pandas.
 """

@@ -82,7 +82,7 @@ def still_here() -> None:
 
 def run(config: RunConfig, page: RunConfig | None = None) -> Trace | None:
     """The trace of `config`, from this session's recent runs or recorded now (waiting for room first);
-    `page` is the page's own settings, which leaving the queue applies to (both runs on the Both page)."""
+    `page` is the page's own settings, which leaving the queue applies to (both runs of a comparison)."""
     config, reason = runnable(config)
     if reason:
         say(reason)
