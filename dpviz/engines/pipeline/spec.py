@@ -103,8 +103,9 @@ SPEC = EngineSpec(
     options_title="Pipeline options",
     options_type=PipelineOptions,
     # DDP's launcher facts (clocks, start-up, exit codes); what each stage held at the end; its layers, what it sent
-    # each step, and the activations it kept per microbatch in flight (facts.py); the user's own module.
-    facts=("ddp", "held", "model", "layers", "sent", "flight"),
+    # each step, the activations it kept per microbatch in flight, the CPU time of each pass and its process's cores
+    # (facts.py); the user's own module.
+    facts=("ddp", "held", "model", "layers", "sent", "flight", "cpu", "cores"),
     memory_page=False,
     parts=Parts(
         vocabulary="dpviz.engines.pipeline.vocabulary:VOCABULARY",
