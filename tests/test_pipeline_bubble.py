@@ -129,7 +129,7 @@ def test_a_file_without_cpu_times_still_replays_from_wall_times_and_says_so():
     assert "keeps no CPU time per pass" in words and "this host's shared cores" in panels
     words, panels = said(schedule_figure(trace, 1))
     assert f"idle {bubble.percent(bubble.replay(trace, 1).share)} of the step, replayed" in words
-    assert "each pass its own CPU time" in words and "stage 1 is torch's stage_index 0" in words
+    assert "each pass its own CPU time" in words and "stage 1 is torch's stage_index=0" in words
     assert f"{STAGES} processes on this host's {bubble.host_cores(trace):,} core" in panels
 
 

@@ -143,7 +143,8 @@ SPEC = EngineSpec(
             "step": f"{_READ}.step:step_pipeline_figure",
         },
         own_views=(
-            View("grid", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="one_step"),
+            # The first tab, the one a bare link opens on: the bubble is a pipeline's lesson.
+            View("grid", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="pitfall"),
             View("schedules", "GPipe and 1F1B", f"{_READ}.compare:schedules_figure", control="whole", after="memory"),
         ),
     ),

@@ -193,7 +193,7 @@ def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
     notes = [schedule_words(trace), f"textbook: (S − 1) / (M + S − 1) = {stages - 1} / {micro + stages - 1}"]
     if replayed:
         notes.append(clock_note(replayed))
-    notes += ["stage 1 is torch's stage_index 0", backend_note(trace)]
+    notes += ["stage 1 is torch's stage_index=0", backend_note(trace)]
     names = [stage_label(s) for s in range(stages)][::-1]
     fig.update_layout(barmode="overlay", uniformtext=dict(mode="hide", minsize=9), bargap=0.2)
     fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)

@@ -353,7 +353,7 @@ def _stage_layers(trace: Trace) -> str | None:
     shown = "; ".join(parts[:SHOWN]) + (f"; and {plural(len(parts) - SHOWN, 'more stage')}"
                                         if len(parts) > SHOWN else "")
     text = (f"**Each stage holds its own layers.** {shown[0].upper()}{shown[1:]} (stages are counted from 1 here; "
-            "torch's `stage_index` counts from 0, so stage 1 is its stage 0).")
+            "stage 1 is torch's `stage_index=0`).")
     if held is None:
         return text
     total = sum(h["parameters"]["elements"] for h in held)
