@@ -247,3 +247,19 @@ def test_a_trace_without_the_pipelines_facts_still_reads_from_its_spans():
     assert figures["microbatches held at most, per stage"] == "4, 4" and "sent between stages per step" not in figures
     assert len([line for line in tutorial_log_pipeline(bare).splitlines() if line.startswith("stage ")]) == 2 * 4
     assert summary_rows_pipeline(bare)
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b"])
+def test_one_steps_boxes_give_what_each_stage_sent_the_first_no_gradients_the_last_no_activations(name):
+    from dpviz.engines.pipeline.read.one_step import one_step_pipeline
+
+    trace = run(name)
+    stages = len(trace.lanes)
+    picture = one_step_pipeline(trace, 1)
+    sent = {(stage, phase): size for stage, rows in enumerate(trace.facts["sent"]) for step, phase, _, size in rows
+            if step == 1}
+    arrows = {a.phase: a for a in picture.arrows}
+    assert arrows["send_activations"].sent == {s: sent[s, "send_activations"] for s in range(stages - 1)}
+    assert arrows["send_gradients"].sent == {s: sent[s, "send_gradients"] for s in range(1, stages)}
+    for arrow in arrows.values():  # a box shows only what its stage sent: nothing it only received
+        assert arrow.received == {} and arrow.lanes == sorted(arrow.sent)
