@@ -139,3 +139,33 @@ def said(fig) -> tuple[str, str]:
     title = fig.layout.title
     return (plain(title.text) + " " + plain(title.subtitle.text),
             " ".join(plain(a.text) for a in fig.layout.annotations))
+
+
+@cache
+def preset(name: str):
+    from dpviz.engines import engine
+    from dpviz.presets import PIPELINE_PRESETS
+
+    return engine("pipeline").record(PIPELINE_PRESETS[name].config)
+
+
+def test_each_pipeline_preset_opens_on_its_lesson_and_its_run_shows_what_its_text_says():
+    """The presets' words against their own runs, on the step the Schedule opens on: a replayed bubble near 3 / 7 and
+    above it, the last stage (the norm and the head) the least work; 16 microbatches' bubble smaller, toward 3 / 19;
+    1F1B's first stage keeping 4 microbatches where GPipe's keeps 16; one microbatch idle 3 / 4 replayed (one stage
+    at a time: exactly, whatever each pass costs) and more on this host's wall clock, which adds the sends."""
+    from dpviz.presets import PIPELINE_PRESETS
+
+    assert {p.opens for p in PIPELINE_PRESETS.values()} <= {"grid", "schedules"}
+    shown = {name: bubble.replay(preset(name), bubble.opening_step(preset(name))) for name in PIPELINE_PRESETS}
+    four, sixteen = shown["pipeline-bubble"], shown["pipeline-small-bubble"]
+    assert bubble.textbook_share(4, 4) - 0.03 <= four.share <= uneven(4, 4, 1.6)  # 1.6: its first stage, a block and
+    work = [sum(size for *_, size in stage) for stage in four.passes]            # the embeddings, against the head
+    assert min(work) == work[-1]
+    assert bubble.textbook_share(4, 16) - 0.03 <= sixteen.share < four.share
+    one = preset("pipeline-one-microbatch")
+    assert shown["pipeline-one-microbatch"].share == pytest.approx(0.75, abs=1e-9)
+    assert bubble.idle_share(one, bubble.opening_step(one)) > 0.75
+    held = {name: bubble.held_most(preset(name), bubble.opening_step(preset(name)))[0]
+            for name in ("pipeline-small-bubble", "pipeline-1f1b-memory")}
+    assert held == {"pipeline-small-bubble": 16, "pipeline-1f1b-memory": 4}
