@@ -129,22 +129,26 @@ _PIPELINE = {"engine": "pipeline", "gpus": 4, "train": True, "model": "transform
 PIPELINE_PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("pipeline-bubble", "Pipeline: as many microbatches as stages",
            "GPipe on 4 stages with 4 microbatches: each stage waits while the first microbatches fill the pipeline and "
-           "the last drain it, the grey of the Schedule, (S - 1) / (M + S - 1) = 3 / 7 of every stage's time. Raise "
-           "the microbatches to 16 (the next preset) and the bubble falls to 3 / 19.",
+           "the last drain it, the grey of the Schedule's replay (each stage on a device of its own): the textbook's "
+           "(S - 1) / (M + S - 1) = 3 / 7 of every stage's time, a little more here because the last stage (the norm and "
+           "the head) has less to do than the others. Raise the microbatches to 16 (the next preset) and it shrinks "
+           "toward 3 / 19.",
            {**_PIPELINE, "microbatches": 4, "schedule": "gpipe"}, opens="grid"),
     Preset("pipeline-small-bubble", "Pipeline: four times as many microbatches as stages",
-           "GPipe on 4 stages with 16 microbatches of 2 rows: the same fill and drain, now 3 / 19 of each stage's time, "
-           "against 3 / 7 with 4 microbatches. The price is in Memory: GPipe's first stage keeps all 16 microbatches' "
-           "activations until their backward.",
+           "GPipe on 4 stages with 16 microbatches of 2 rows: the same fill and drain, now a smaller share of the step: "
+           "the Schedule's replay shrinks toward the textbook's 3 / 19 from about half the step with 4 microbatches "
+           "(the stages' uneven work keeps it above 3 / 19). The price is in Memory: GPipe's first stage keeps all 16 "
+           "microbatches' activations until their backward.",
            {**_PIPELINE, "microbatches": 16, "schedule": "gpipe"}, opens="grid"),
     Preset("pipeline-1f1b-memory", "Pipeline: 1F1B keeps fewer activations than GPipe",
            "1F1B on 4 stages with 16 microbatches: the first stage starts a backward after 4 forwards, so it never keeps "
-           "more than 4 microbatches' activations, where GPipe keeps all 16; the bubble is the same. GPipe and 1F1B "
-           "draws both; Memory shows this run's, stage by stage.",
+           "more than 4 microbatches' activations, where GPipe keeps all 16; the textbook's bubble is the same. GPipe and 1F1B "
+           "draws both, with what each stage keeps; Memory shows this run's, stage by stage.",
            {**_PIPELINE, "microbatches": 16, "schedule": "1f1b"}, opens="schedules"),
     Preset("pipeline-one-microbatch", "Pipeline: one microbatch, too few for the stages",
-           "The whole batch as one microbatch on 4 stages: only one stage works at a time, so each is idle 3 / 4 of the "
-           "step, (S - 1) / (M + S - 1) with M = 1: four processes doing the work of one, slower for the sends.",
+           "The whole batch as one microbatch on 4 stages: only one stage works at a time, so the Schedule's replay "
+           "leaves each idle 3 / 4 of the step, (S - 1) / (M + S - 1) with M = 1: four processes doing the work of one. "
+           "This host's wall clock, below it, adds the sends between them.",
            {**_PIPELINE, "microbatches": 1, "schedule": "gpipe"}, opens="grid"),
 )}
 

@@ -503,3 +503,14 @@ def test_links_of_any_stages_microbatches_and_batch_are_fitted_to_a_pipeline():
         config, warnings = settle(values)
         assert config.engine == "pipeline", (values, warnings)  # never the defaults of another engine
         assert config.batch_size % config.microbatches == 0
+
+
+@pytest.mark.parametrize("pair", [("pipeline", "ddp"), ("ddp", "pipeline")])
+def test_a_comparison_that_fits_the_microbatches_to_the_batch_says_so_whichever_side_the_pipeline_is(pair):
+    from dpviz.page.link import fit_pair
+
+    asked = {**RunConfig().to_dict(), "train": True, "model": "mlp", "microbatches": 8}  # 30 rows: 8 does not divide
+    configs, said = fit_pair(asked, pair)
+    pipeline = configs[pair.index("pipeline")]
+    assert pipeline.microbatches == 6 and 30 % 6 == 0
+    assert said is not None and "microbatches = 6 (not 8)" in said

@@ -3,7 +3,7 @@
 contrast, and two stacked panels leave room for the upper one's ticks and the lower one's title.
 
 Two small real runs, recorded once (one gloo process per stage): 4 stages with 4 microbatches, whose 14 slots hold
-every label, and with 16, whose 38 slots are too narrow for any.
+every label, and with 16, whose 38 slots are too narrow for any: the Schedule numbers their microbatches on tags.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from dpviz.config import RunConfig
 from dpviz.engines import engine
 from dpviz.engines.pipeline.read.compare import schedules_figure
+from dpviz.engines.pipeline.read.grid_fit import TAG_PX, TAG_SIZE
 from dpviz.engines.pipeline.read.schedule import schedule_figure
 from dpviz.engines.pipeline.read.step import step_pipeline_figure
 from dpviz.figures.colors import contrast_ratio
@@ -67,14 +68,32 @@ def test_every_label_fits_its_cell_on_the_narrowest_chart_and_the_hover_names_ev
 
 
 def test_a_few_microbatches_keep_every_label_and_many_leave_out_what_would_run_together():
-    few = figures(4)["schedule"]
+    few = figures(4)["schedules"]
     grid = [t for t in labelled_bars(few) if t.xaxis == "x"]
     assert sorted(label for t in grid for label in t.text) == sorted(f"{k}{m}" for k in "FB" for m in range(1, 5)
                                                                      for _ in range(4))
     many = figures(16)
     for name in ("schedules", "step"):
         assert not any(label for t in labelled_bars(many[name]) for label in t.text), name
-    assert not any(label for t in labelled_bars(many["schedule"]) if t.xaxis == "x" for label in t.text)
+
+
+@pytest.mark.parametrize("microbatches", [4, 16])
+def test_the_schedules_cells_too_narrow_for_a_label_name_their_microbatch_on_tags_that_never_run_together(microbatches):
+    fig = figures(microbatches)["schedule"]
+    plot_px = CHART_PX - fig.layout.margin.l - fig.layout.margin.r
+    for axis in ("x", "x2"):
+        span = fig.layout["xaxis" + axis[1:]].range[1]
+        labelled = {label for t in labelled_bars(fig) if t.xaxis == axis for label in t.text if label}
+        tags = [t for t in fig.data if t.type == "scatter" and t.xaxis == axis]
+        named = {re.sub(r"^[FB]", "", label) for label in labelled} | {text for t in tags for text in t.text}
+        # Every stage's row names microbatches somewhere: the first, and at 16 at least every fourth.
+        assert "1" in named and len(named) >= min(microbatches, 4), (axis, named)
+        for t in tags:
+            assert t.marker.size == TAG_PX and t.textfont.size == TAG_SIZE
+            assert all(text_px(text, TAG_SIZE) + 2 <= TAG_PX for text in t.text)  # the number inside its tag
+            for row in set(t.y):
+                xs = sorted(x for x, y in zip(t.x, t.y) if y == row)
+                assert all((b - a) * plot_px / span >= TAG_PX for a, b in zip(xs, xs[1:])), (axis, row)
 
 
 @pytest.mark.parametrize("microbatches", [4, 16])

@@ -63,9 +63,11 @@ def test_the_key_figures_name_the_stages_microbatches_schedule_and_the_bubble(na
     assert figures["steps"] == str(len(trace.batches))
     step = bubble.opening_step(trace)
     assert step == 1
+    replayed = bubble.percent(bubble.replay(trace, step).share)
     measured = bubble.percent(bubble.idle_share(trace, step))
     textbook = bubble.percent(bubble.textbook_share(stages, config.microbatches))
-    assert figures["idle in step 2 (textbook)"] == f"{measured} ({textbook})"
+    assert figures["idle in step 2, replayed (textbook)"] == f"{replayed} ({textbook})"
+    assert figures["idle on this host's wall clock"] == measured
     assert figures["microbatches held at most, per stage"] == ", ".join(map(str, bubble.held_most(trace, step)))
     sent = sum(row[3] for rows in trace.facts["sent"] for row in rows if row[0] == step)
     assert sent > 0 and figures["sent between stages per step"] == human_bytes(sent)
@@ -113,16 +115,21 @@ def test_the_model_bytes_are_every_stages_own_summed(name):
     assert grads == held_sum(trace, "gradients")
 
 
-def test_the_explanation_names_the_measured_and_the_textbook_bubble_and_says_why_they_differ():
+def test_the_explanation_leads_with_the_replayed_bubble_and_the_textbooks_then_this_hosts_clock_and_why():
     trace = run("gpipe")
-    measured, textbook = bubble.idle_share(trace, 1), bubble.textbook_share(2, 4)
-    assert measured - textbook > 0.15  # two processes on a shared CPU, a tiny MLP: waiting, not computing
+    replayed, measured = bubble.replay(trace, 1), bubble.idle_share(trace, 1)
+    textbook = bubble.textbook_share(2, 4)
+    assert replayed.clock == bubble.CPU  # a run on the CPU keeps every pass's CPU time
+    assert measured - replayed.share > 0.15  # two processes on a shared CPU, a tiny MLP: waiting, not computing
     paragraph = next(p for p in explain_pipeline(trace) if p.startswith("**The bubble.**"))
     first = paragraph.split(". ")[0]  # the page's one line per finding: both figures in it
-    assert f"idle {bubble.percent(measured)}" in first and f"is {bubble.percent(textbook)}" in first
-    assert "(S − 1) / (M + S − 1) = 1 / 5" in paragraph
-    assert f"Measured {bubble.percent(measured)} against the textbook's {bubble.percent(textbook)}" in paragraph
-    assert "costs more than computing it" in paragraph
+    assert f"idle {bubble.percent(replayed.share)}" in first and "Replayed" in first
+    assert "(S − 1) / (M + S − 1) = 1 / 5" in paragraph and f"is {bubble.percent(textbook)}" in paragraph
+    cores = bubble.host_cores(trace)
+    assert cores is not None and cores >= 1
+    assert f"On this host's wall clock (2 processes on {cores:,} core{'s' if cores > 1 else ''}) the stages sat idle " \
+           f"{bubble.percent(measured)}" in paragraph
+    assert "passing it costs more than computing it" in paragraph
     start, end = bubble.window(trace, 1)
     assert f"2 × {(end - start) * 1e3:,.2f} ms" in paragraph
 
@@ -167,8 +174,9 @@ def test_the_log_has_a_header_and_a_line_per_stage_per_step_from_the_spans():
     assert [line.split(":")[0] for line in steps] == [f"Step {b + 1} of 3" for b in range(3)]
     for batch in trace.batches:
         at = lines.index(steps[batch.index])
-        share = bubble.percent(bubble.idle_share(trace, batch.index))
-        assert f"idle {share} of the step" in lines[at]
+        share = bubble.percent(bubble.replay(trace, batch.index).share)
+        wall = bubble.percent(bubble.idle_share(trace, batch.index))
+        assert f"idle {share} of the step replayed" in lines[at] and f"{wall} on this host's wall clock" in lines[at]
         for stage in range(4):
             line = lines[at + 1 + stage]
             first = next(s for s in bubble.computes(trace, batch.index, stage) if s.phase == "forward")
@@ -239,3 +247,19 @@ def test_a_trace_without_the_pipelines_facts_still_reads_from_its_spans():
     assert figures["microbatches held at most, per stage"] == "4, 4" and "sent between stages per step" not in figures
     assert len([line for line in tutorial_log_pipeline(bare).splitlines() if line.startswith("stage ")]) == 2 * 4
     assert summary_rows_pipeline(bare)
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b"])
+def test_one_steps_boxes_give_what_each_stage_sent_the_first_no_gradients_the_last_no_activations(name):
+    from dpviz.engines.pipeline.read.one_step import one_step_pipeline
+
+    trace = run(name)
+    stages = len(trace.lanes)
+    picture = one_step_pipeline(trace, 1)
+    sent = {(stage, phase): size for stage, rows in enumerate(trace.facts["sent"]) for step, phase, _, size in rows
+            if step == 1}
+    arrows = {a.phase: a for a in picture.arrows}
+    assert arrows["send_activations"].sent == {s: sent[s, "send_activations"] for s in range(stages - 1)}
+    assert arrows["send_gradients"].sent == {s: sent[s, "send_gradients"] for s in range(1, stages)}
+    for arrow in arrows.values():  # a box shows only what its stage sent: nothing it only received
+        assert arrow.received == {} and arrow.lanes == sorted(arrow.sent)

@@ -203,9 +203,12 @@ def fit_pair(config: RunConfig | Mapping[str, Any], pair: tuple[str, str]) -> tu
         if before == {name: values[name] for name in shared}:
             break
     configs = tuple(RunConfig(**{**fitted[name].to_dict(), **{k: values[k] for k in shared}}) for name in (first, second))
-    changed = [name for name in [*shared, *ENGINES[second].unset] if getattr(configs[1], name) != asked[name]]
+    changed = [(name, configs[1]) for name in [*shared, *ENGINES[second].unset] if getattr(configs[1], name) != asked[name]]
+    # The first engine's own options changed too (a pipeline's microbatches fitted to the batch), each said once.
+    changed += [(name, configs[0]) for name in ENGINES[first].unset
+                if name not in ENGINES[second].unset and getattr(configs[0], name) != asked[name]]
     if not changed:
         return configs, None
-    said = ", ".join(f"{name} = {_show(getattr(configs[1], name))} (not {_show(asked[name])})" for name in changed)
+    said = ", ".join(f"{name} = {_show(getattr(config, name))} (not {_show(asked[name])})" for name, config in changed)
     return configs, (f"To run the same settings under {ENGINES[first].label} and {ENGINES[second].label}, "
                      f"these changed: {said}.")

@@ -6,16 +6,21 @@ point-to-point operations (`get_fwd_recv_ops`, `get_fwd_send_ops`, `get_bwd_recv
 receive is timed from its posting to the compute that needed it (the schedule waits for it in between), a send
 is marked when posted (the schedule fires it then or fuses it with the next receive) and its tensors' bytes are
 written down. The loss function the schedule calls on the last stage is timed too. The schedule itself, its
-order and its waits are torch's. Times are this process's `time.perf_counter()`.
+order and its waits are torch's. Times are this process's `time.perf_counter()`; beside each forward, backward and
+loss on the CPU, the CPU time its thread spent in it (`time.thread_time()`), which a wait for one of the machine's
+cores does not count: what the pass itself cost, as if the stage had a device of its own (read/bubble.py replays the
+step from it). On a GPU the wall clock already is the stage's own device's, and no CPU time is kept.
 """
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable
 
 import torch
 
 from dpviz.engines.ddp.observer import RankObserver
+from dpviz.engines.dp.workers import cores
 from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.engines.workload.memory import nbytes
 
@@ -54,6 +59,7 @@ class StageObserver(RankObserver):
         self._out_shape: list[int] = []  # what its forward gives (and its backward receives the gradient of)
         self._loss_shape: list[int] = []
         self.sent: dict[tuple[int, str], list[int]] = {}  # (step, phase) -> [sends, bytes]
+        self.cpu: list[list] = []  # [step, "forward" | "backward" | "loss", microbatch, the thread's CPU seconds in it]
         stage.forward_one_chunk = self._compute(stage.forward_one_chunk, "forward")
         stage.backward_one_chunk = self._compute(stage.backward_one_chunk, "backward")
         for name, phase in {**SENDS, **RECEIVES}.items():
@@ -89,7 +95,9 @@ class StageObserver(RankObserver):
             before = self.held.get("activations", 0)
             given = first_tensor((args[:1], {}))  # the first stage's microbatch; the others' come from their receive
             shape = list(given.shape) if isinstance(given, torch.Tensor) and given.dim() else self._received
+            spent = time.thread_time()
             result = method(microbatch, *args, **kwargs)
+            self._spent(phase, microbatch, time.thread_time() - spent)
             end = self.now()
             rows = self.rows
             if phase == "forward":
@@ -153,13 +161,20 @@ class StageObserver(RankObserver):
         """The last stage's loss function, as the schedule calls it after each microbatch's forward."""
         def timed(output: Any, target: Any) -> torch.Tensor:
             start = self.now()
+            spent = time.thread_time()
             value = loss(output, target)
             if self._forwarded < 0:  # the first step's shape inference, before any microbatch: torch's setup
                 return value
+            self._spent("loss", self._forwarded, time.thread_time() - spent)
             self.add("loss", start, self.now(), microbatch=self._forwarded)
             self._loss_shape = list(value.shape)
             return value
         return timed
+
+    def _spent(self, phase: str, microbatch: int, seconds: float) -> None:
+        """The CPU time this thread spent in one pass (on the CPU only: a GPU's work is not its thread's)."""
+        if not self.cuda:
+            self.cpu.append([self.step, phase, microbatch, round(seconds, 9)])
 
     # ---- memory: activations held per microbatch in flight, between its forward and its backward
     def _kept(self, phase: str, microbatch: int) -> None:
@@ -187,9 +202,10 @@ class StageObserver(RankObserver):
         self._forwarded = -1
 
     def facts(self) -> dict:
-        """The activations this stage held after each forward and backward of the steps whose memory is kept, and
-        what it sent in each step: [step, phase, sends, bytes]."""
-        return {"layers": self.layers, "flight": self.flight,
+        """The activations this stage held after each forward and backward of the steps whose memory is kept, what
+        it sent in each step ([step, phase, sends, bytes]), the CPU time of each of its passes (on the CPU) and the
+        cores its process could run on (the host's wall clock is theirs)."""
+        return {"layers": self.layers, "flight": self.flight, "cpu": self.cpu, "cores": cores(),
                 "sent": [[step, phase, calls, size] for (step, phase), (calls, size) in sorted(self.sent.items())]}
 
     def close(self) -> None:

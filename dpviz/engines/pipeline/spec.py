@@ -103,8 +103,9 @@ SPEC = EngineSpec(
     options_title="Pipeline options",
     options_type=PipelineOptions,
     # DDP's launcher facts (clocks, start-up, exit codes); what each stage held at the end; its layers, what it sent
-    # each step, and the activations it kept per microbatch in flight (facts.py); the user's own module.
-    facts=("ddp", "held", "model", "layers", "sent", "flight"),
+    # each step, the activations it kept per microbatch in flight, the CPU time of each pass and its process's cores
+    # (facts.py); the user's own module.
+    facts=("ddp", "held", "model", "layers", "sent", "flight", "cpu", "cores"),
     memory_page=False,
     parts=Parts(
         vocabulary="dpviz.engines.pipeline.vocabulary:VOCABULARY",
@@ -142,7 +143,8 @@ SPEC = EngineSpec(
             "step": f"{_READ}.step:step_pipeline_figure",
         },
         own_views=(
-            View("grid", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="one_step"),
+            # The first tab, the one a bare link opens on: the bubble is a pipeline's lesson.
+            View("grid", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="pitfall"),
             View("schedules", "GPipe and 1F1B", f"{_READ}.compare:schedules_figure", control="whole", after="memory"),
         ),
     ),

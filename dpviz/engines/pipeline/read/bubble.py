@@ -4,11 +4,20 @@ spent idle, beside the textbook's figure for it.
     window(trace, 1)           # (start, end) of step 1: the first forward to the last backward, on any stage
     idle_share(trace, 1)       # 0.43: of the stages' time in that window, the share no forward or backward filled
     textbook_share(4, 4)       # 3/7: (S - 1) / (M + S - 1), with every forward and backward taking equal time
+    replay(trace, 1)           # Replay: the step laid again with each stage on a device of its own; .share its bubble
 
 The idle share is computed from the same spans the Schedule view draws: per stage, the window less its forwards,
-backwards and losses (a receive's wait counts as idle: the stage had nothing to do), summed over the stages.
+backwards and losses (a receive's wait counts as idle: the stage had nothing to do), summed over the stages. That is
+this host's wall clock, on which the stages' processes also wait for a core and for gloo. The replay is the bubble
+the schedule itself makes: each pass lasts what it cost (its thread's CPU time, which waiting for a core does not
+count; on GPUs, its wall time on the stage's own device), and starts as soon as its stage is free and what it needs
+has arrived, in the order torch ran the stage's passes: a forward after the stage before's forward of the same
+microbatch, a backward after the next stage's backward of it; sends take no time, as in the textbook.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 from dpviz.trace import Span, Trace
 
@@ -68,12 +77,14 @@ def slots(trace: Trace, step: int) -> list[list[tuple[str, int, int]]] | None:
     return lay_out([order(trace, step, stage) for stage in range(len(trace.lanes))])
 
 
-def lay_out(orders: list[list[tuple[str, int]]]) -> list[list[tuple[str, int, int]]] | None:
-    """Each stage's passes in its order, each one slot long, started as soon as the stage is free and what it needs
-    has arrived (a forward the stage before's forward of the same microbatch, a backward the next stage's backward
-    of it); per stage (kind, microbatch, first slot). None when the orders wait on each other for ever."""
+def lay_out(orders: list[list[tuple[str, int]]],
+            length: Callable[[str, int, int], float] = lambda kind, stage, micro: 1) -> list[list[tuple]] | None:
+    """Each stage's passes in its order, each `length(kind, stage, microbatch)` long (one slot unless given), started
+    as soon as the stage is free and what it needs has arrived (a forward the stage before's forward of the same
+    microbatch, a backward the next stage's backward of it); per stage (kind, microbatch, start). None when the
+    orders wait on each other for ever."""
     stages = len(orders)
-    done: dict[tuple[str, int, int], int] = {}  # (kind, stage, microbatch) -> the slot after it
+    done: dict[tuple[str, int, int], float] = {}  # (kind, stage, microbatch) -> when it ended
     free, at, laid = [0] * stages, [0] * stages, [[] for _ in range(stages)]
     while any(at[s] < len(orders[s]) for s in range(stages)):
         moved = False
@@ -87,7 +98,7 @@ def lay_out(orders: list[list[tuple[str, int]]]) -> list[list[tuple[str, int, in
                 continue
             start = max(free[stage], done.get(need, 0))
             laid[stage].append((kind, micro, start))
-            done[kind, stage, micro] = free[stage] = start + 1
+            done[kind, stage, micro] = free[stage] = start + length(kind, stage, micro)
             at[stage] += 1
             moved = True
         if not moved:
@@ -119,6 +130,63 @@ def slot_share(laid: list[list[tuple[str, int, int]]]) -> float:
     return 0.0 if total == 0 else 1 - sum(len(stage) for stage in laid) / total
 
 
+# How a replay's passes were timed: the clock each pass's duration was read from.
+CPU, DEVICE, WALL = "cpu", "device", "wall"
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A step replayed with each stage on a device of its own: per stage its passes (kind, microbatch, start, length)
+    in seconds from the step's start, and how the lengths were timed (CPU: each pass's thread's CPU time; DEVICE:
+    its wall time on a GPU of its own; WALL: a file that kept no CPU time, so its wall time on this host)."""
+
+    passes: list[list[tuple[str, int, float, float]]]
+    clock: str
+
+    @property
+    def length(self) -> float:
+        return max((start + size for stage in self.passes for _, _, start, size in stage), default=0.0)
+
+    @property
+    def share(self) -> float:
+        """The share of the stages' time in the replayed step that no pass filled: the schedule's bubble."""
+        total = self.length * len(self.passes)
+        busy = sum(size for stage in self.passes for *_, size in stage)
+        return 0.0 if total <= 0 else max(0.0, 1 - busy / total)
+
+
+def pass_seconds(trace: Trace, step: int) -> tuple[dict[tuple[str, int, int], float], str]:
+    """Each forward's and backward's own duration in the step, (kind, stage, microbatch) -> seconds, a last stage's
+    loss counted in its microbatch's forward (the schedule computes it right after), and the clock it was read from:
+    the CPU time of every pass where the trace kept one for each (facts "cpu"), else each span's wall time."""
+    spans = computes(trace, step)
+    kept = trace.facts.get("cpu") or []
+    cpu = {(phase, stage, micro): seconds for stage, rows in enumerate(kept) for at, phase, micro, seconds in rows or []
+           if at == step}
+    use_cpu = trace.backend != "cuda" and bool(spans) and all((s.phase, s.lane, s.microbatch) in cpu for s in spans)
+    seconds: dict[tuple[str, int, int], float] = {}
+    for s in spans:
+        kind = "B" if s.phase == "backward" else "F"  # a loss is its forward's
+        key = (kind, s.lane, s.microbatch)
+        seconds[key] = seconds.get(key, 0.0) + (cpu[s.phase, s.lane, s.microbatch] if use_cpu else s.duration)
+    return seconds, CPU if use_cpu else DEVICE if trace.backend == "cuda" else WALL
+
+
+def replay(trace: Trace, step: int) -> Replay | None:
+    """The step as it would run with each stage on a device of its own: each pass its own duration (pass_seconds),
+    placed in the order torch ran the stage's passes and after what it needs (lay_out); sends take no time. None for
+    a step that did not end, or whose orders wait on each other."""
+    if not ended(trace, step):
+        return None
+    seconds, clock = pass_seconds(trace, step)
+    orders = [order(trace, step, stage) for stage in range(len(trace.lanes))]
+    laid = lay_out(orders, lambda kind, stage, micro: seconds.get((kind, stage, micro), 0.0))
+    if laid is None:
+        return None
+    return Replay([[(kind, micro, start, seconds.get((kind, stage, micro), 0.0)) for kind, micro, start in row]
+                   for stage, row in enumerate(laid)], clock)
+
+
 def held_most(trace: Trace, step: int) -> list[int] | None:
     """Per stage, the most microbatches whose activations it held at once in the step (facts "flight": kept for the
     first and last steps); None when the trace does not say."""
@@ -138,3 +206,9 @@ def opening_step(trace: Trace) -> int:
 
 def percent(share: float) -> str:
     return f"{share * 100:.0f}%"
+
+
+def host_cores(trace: Trace) -> int | None:
+    """The CPU cores the stages' processes could run on (facts "cores": the most any stage had), or None."""
+    cores = [c for c in trace.facts.get("cores") or [] if c]
+    return max(cores) if cores else None

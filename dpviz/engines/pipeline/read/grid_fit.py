@@ -58,3 +58,21 @@ def panel_gap_px(lower_title: str) -> float:
     """Pixels between an upper panel with x tick labels (no axis title) and a lower one titled `lower_title`."""
     lines = line_count(wrap(lower_title, FONT_SIZE, NARROWEST_PX - MARGIN["l"] - MARGIN["r"] + 10))
     return TICKS_PX + TITLE_GAP_PX + lines * FONT_SIZE * LINE_EM
+
+
+# A microbatch's number on a white tag over cells too narrow for a label: the tag's side, and its type size.
+TAG_PX, TAG_SIZE = 16, 10
+
+
+def tagged(centres_px: list[float], labelled: list[bool]) -> list[bool]:
+    """Of one row's passes (their centres on the narrowest chart, in px, in order), which get a tag: those without a
+    label, each a tag's width and a little more from the last tag and from every labelled cell, so no two run
+    together and every stretch of narrow cells still says which microbatches it holds."""
+    keep, last = [], -float("inf")
+    labels = [c for c, has in zip(centres_px, labelled) if has]
+    for centre, has in zip(centres_px, labelled):
+        clear = centre - last >= TAG_PX + 2 and all(abs(centre - c) >= TAG_PX for c in labels)
+        keep.append(not has and clear)
+        if keep[-1]:
+            last = centre
+    return keep

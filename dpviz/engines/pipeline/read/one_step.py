@@ -60,9 +60,10 @@ def one_step_pipeline(trace: Trace, step: int) -> OneStep:
     for phase, (column, label, shape) in SENDS.items():
         out = {stage: sent[(step, stage, phase)][1] for stage in lanes if (step, stage, phase) in sent}
         if out:
-            to = 1 if shape == NEXT else -1
-            arrows.append(Arrow(column, label, phase, shape, out, {s + to: b for s, b in out.items() if s + to in lanes},
-                                hover=HOVERS[phase]))
+            # Each box's bytes are what its stage sent, as the note says: none received, or the last stage's forward
+            # box would show the activations it took in and the first's backward box the gradients, sending none.
+            # The arrows still run from each sender to its neighbour.
+            arrows.append(Arrow(column, label, phase, shape, out, {}, hover=HOVERS[phase]))
     failed = failed_column(trace, step, COLUMN_OF)
     cells = stopped(cells, failed)
     total = batches_planned(trace)

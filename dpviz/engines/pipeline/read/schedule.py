@@ -1,7 +1,9 @@
-"""The Schedule view: the textbook's pipeline grid, drawn from what ran. One row per stage; each microbatch's
-forward and backward in the microbatch's own colour (backward hatched), idle time shaded under them. Above, the
-textbook's grid: each pass one slot, in the order each stage ran them, so the bubble is plain and equals
-(S - 1) / (M + S - 1); below, the same passes as measured, in milliseconds, with the measured idle share.
+"""The Schedule view: the pipeline's bubble, drawn from what ran. One row per stage; each microbatch's forward and
+backward in the microbatch's own colour (backward hatched), idle time shaded under them. Above, the step replayed
+with each stage on a device of its own (read/bubble.py: each pass its own CPU time, in the order torch ran it, after
+what it needs), which is the bubble the schedule makes and shrinks toward (S - 1) / (M + S - 1) as the microbatches
+grow; below, the same passes on this host's wall clock, where the stages' processes also wait for its few cores and
+for gloo.
 
     schedule_figure(trace, batch=1)      # step 2 (the views open on it: the first also agrees the shapes)
 """
@@ -12,9 +14,9 @@ from plotly.subplots import make_subplots
 
 from dpviz.echo import plotly_text
 from dpviz.analysis.wording import counted
-from dpviz.engines.pipeline.read.bubble import (SCHEDULE_NAMES, computes, ended, idle_share, percent, slot_share, slots,
-                                                textbook_share, window)
-from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px, panel_gap_px
+from dpviz.engines.pipeline.read.bubble import (CPU, DEVICE, SCHEDULE_NAMES, Replay, computes, ended, host_cores,
+                                                idle_share, percent, replay, textbook_share, window)
+from dpviz.engines.pipeline.read.grid_fit import TAG_PX, TAG_SIZE, cell_labels, cell_px, panel_gap_px, tagged
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, TEXT, WHITE, device_color, text_color_on
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.layout import styled
@@ -64,8 +66,10 @@ def schedule_words(trace: Trace) -> str:
 def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, float]], unit: str, legend: bool,
             span: float, single: bool = False) -> None:
     """Forward and backward bars (kind, stage, microbatch, start, length) in one panel whose axis is `span` long, each
-    labelled where its cell holds the label on the narrowest chart (grid_fit)."""
+    labelled where its cell holds the label on the narrowest chart (grid_fit), and the others' microbatches on tags
+    over them, as many as fit: many microbatches leave every cell too narrow for a label of its own."""
     labels, size = cell_labels([(b[0], b[2]) for b in bars], [cell_px(b[4], span) for b in bars])
+    where = {} if single else dict(row=row, col=1)
     for kind, (label, pattern) in KINDS.items():
         mine = [(b, text) for b, text in zip(bars, labels) if b[0] == kind]
         fig.add_trace(go.Bar(
@@ -77,7 +81,19 @@ def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, flo
             textfont=dict(color=label_colors([b[2] for b, _ in mine]), size=size), meta=CELL_TEXT,
             customdata=[[b[2] + 1, b[3], b[4]] for b, _ in mine],
             hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata[0]}}<br>from %{{customdata[1]:.2f}} {unit}, "
-                          f"%{{customdata[2]:.2f}} {unit}<extra></extra>"), **({} if single else dict(row=row, col=1)))
+                          f"%{{customdata[2]:.2f}} {unit}<extra></extra>"), **where)
+    tags = []
+    for stage in sorted({b[1] for b in bars}):
+        row_bars = sorted(((b, text) for b, text in zip(bars, labels) if b[1] == stage), key=lambda p: p[0][3])
+        centres = [cell_px(b[3] + b[4] / 2, span) for b, _ in row_bars]
+        tags += [b for (b, _), keep in zip(row_bars, tagged(centres, [bool(t) for _, t in row_bars])) if keep]
+    if tags:
+        fig.add_trace(go.Scatter(
+            x=[b[3] + b[4] / 2 for b in tags], y=[stage_label(b[1]) for b in tags], mode="markers+text",
+            text=[counted(b[2]) for b in tags], textposition="middle center",
+            textfont=dict(size=TAG_SIZE, color=TEXT), meta=CELL_TEXT, name="microbatch", showlegend=False,
+            marker=dict(symbol="square", size=TAG_PX, color=WHITE, line=dict(color=OUTLINE, width=1)),
+            hoverinfo="skip", cliponaxis=False), **where)
 
 
 def _idle(fig: go.Figure, row: int, stages: int, length: float, unit: str, legend: bool, single: bool = False) -> None:
@@ -118,33 +134,52 @@ def stopped_figure(trace: Trace, batch: int) -> go.Figure:
                                backend_note(trace)], height=BASE_PX + ROW_PX * stages + 90)
 
 
+def clock_note(replayed: Replay) -> str:
+    """How the replay's passes were timed, in a caption's words."""
+    if replayed.clock == CPU:
+        return "replayed: each pass its own CPU time, in the order torch ran it; sends take no time"
+    if replayed.clock == DEVICE:
+        return "replayed: each pass its time on its stage's own GPU, in the order torch ran it; sends take no time"
+    return ("this file keeps no CPU time per pass: replayed from wall times, which count waiting for a core")
+
+
+def host_words(trace: Trace) -> str:
+    """'4 processes on this host's 2 cores': what the wall clock below the replay was measured on."""
+    stages = len(trace.lanes)
+    if trace.backend == "cuda":
+        return f"{stages} processes, a GPU each, over NCCL"
+    cores = host_cores(trace)
+    on = f"this host's {cores:,} core{'s' if cores > 1 else ''}" if cores else "this host's shared cores"
+    return f"{stages} processes on {on}"
+
+
 def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
-    """Step `batch` (0-based) of a pipeline run, stage by stage: as the textbook draws it, and as measured."""
+    """Step `batch` (0-based) of a pipeline run, stage by stage: replayed with each stage on a device of its own
+    (the bubble the schedule makes), then as this host's wall clock measured it."""
     check_batch(trace, batch)
     if not ended(trace, batch):
         return stopped_figure(trace, batch)
     stages, micro = len(trace.lanes), trace.config.microbatches
-    laid = slots(trace, batch)
+    replayed = replay(trace, batch)
     start, end = window(trace, batch)
     measured, textbook = idle_share(trace, batch), textbook_share(stages, micro)
-    grid = laid is not None
-    titles = ([f"In order, each pass one slot: idle {percent(slot_share(laid))} of the stages' slots"] if grid else []) \
-        + [f"As measured: idle {percent(measured)} of the stages' time"]
-    gap = panel_gap_px(titles[-1]) if grid else 0.0
+    titles = ([f"Replayed, each stage on a device of its own: idle {percent(replayed.share)}"] if replayed else []) \
+        + [f"This host's wall clock, {host_words(trace)}: idle {percent(measured)}"]
+    gap = panel_gap_px(titles[-1]) if replayed else 0.0
     height = round(BASE_PX + ROW_PX * stages * len(titles) + gap)
     fig = make_subplots(rows=len(titles), cols=1, subplot_titles=titles,
                         vertical_spacing=gap / (height - BASE_TOP_PX - MARGIN["b"]))  # styled() keeps the plot's height
-    if grid:
-        length = max(s + 1 for stage in laid for _, _, s in stage)
-        _idle(fig, 1, stages, length, "slots", True)
-        _passes(fig, 1, [(kind, stage, m, s, 1.0) for stage, row in enumerate(laid) for kind, m, s in row], "slots", True,
-                length)
-    row = 2 if grid else 1
+    if replayed:
+        length = replayed.length * 1e3
+        _idle(fig, 1, stages, length, "ms", True)
+        _passes(fig, 1, [(kind, stage, m, at * 1e3, size * 1e3) for stage, row in enumerate(replayed.passes)
+                         for kind, m, at, size in row], "ms, replayed", True, length)
+    row = 2 if replayed else 1
     ms = lambda t: (t - start) * 1e3
-    _idle(fig, row, stages, ms(end), "ms", not grid)
+    _idle(fig, row, stages, ms(end), "ms", not replayed)
     spans = [s for s in computes(trace, batch) if s.phase != "loss"]
     _passes(fig, row, [("F" if s.phase == "forward" else "B", s.lane, s.microbatch, ms(s.start), s.duration * 1e3)
-                       for s in spans], "ms", not grid, ms(end))
+                       for s in spans], "ms", not replayed, ms(end))
     losses = [s for s in computes(trace, batch) if s.phase == "loss"]
     if losses:
         fig.add_trace(go.Bar(
@@ -152,13 +187,18 @@ def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
             base=[ms(s.start) for s in losses], orientation="h", name="loss", width=0.3,
             marker=dict(color=LOSS_COLOR), customdata=[[s.microbatch + 1] for s in losses],
             hovertemplate="%{y}: loss of microbatch %{customdata[0]}<extra></extra>"), row=row, col=1)
-    title = f"Step {counted(batch)}: the bubble leaves each stage idle {percent(textbook)} of the step; measured, {percent(measured)}"
-    notes = [schedule_words(trace), f"(S − 1) / (M + S − 1) = {stages - 1} / {micro + stages - 1}", backend_note(trace)]
+    shown = replayed.share if replayed else measured
+    title = (f"Step {counted(batch)}: the bubble leaves the stages idle {percent(shown)} of the step"
+             + (", replayed" if replayed else ", measured") + f"; the textbook's {percent(textbook)}")
+    notes = [schedule_words(trace), f"textbook: (S − 1) / (M + S − 1) = {stages - 1} / {micro + stages - 1}"]
+    if replayed:
+        notes.append(clock_note(replayed))
+    notes += ["stage 1 is torch's stage_index=0", backend_note(trace)]
     names = [stage_label(s) for s in range(stages)][::-1]
     fig.update_layout(barmode="overlay", uniformtext=dict(mode="hide", minsize=9), bargap=0.2)
     fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
     # Each axis spans its panel's bars exactly: the labels were fitted to those widths (grid_fit).
-    if grid:
-        fig.update_xaxes(range=[0, length], dtick=max(1, length // 12), row=1, col=1)  # its title says: slots
+    if replayed:
+        fig.update_xaxes(range=[0, length], row=1, col=1)  # its title says: replayed, in milliseconds
     fig.update_xaxes(title="milliseconds since the step's first forward", range=[0, ms(end)], row=row, col=1)
     return styled(fig, title, notes, height=height)

@@ -7,7 +7,8 @@
     describe_stages(trace, here_text)  # one markdown sentence on the lanes: real processes, one per stage
 
 Every number comes from the trace: the spans (each forward, backward, loss and transfer naming its microbatch),
-the step's idle share beside the textbook's (read/bubble.py), and the facts: each stage's layers, what it held
+the step's bubble replayed with each stage on a device of its own beside the textbook's and this host's wall clock
+(read/bubble.py), and the facts: each stage's layers, what it held
 and what it sent. Numbers a reader sees count from 1 (step 1 is the trace's batch 0, stage 1 its lane 0,
 microbatch 1 its microbatch 0). A trace file's own words (layer and lane names, errors) go in as text: in a code
 span or escaped in markdown, cut and on one line in the log and the table. No torch.
@@ -23,8 +24,8 @@ from dpviz.analysis.wording import DEVICE_NAME_LIMIT, counted, human_bytes, numb
 from dpviz.echo import MESSAGE_LIMIT, code_span, cut, markdown_text
 from dpviz.engines.ddp.read.explain import _warnings
 from dpviz.engines.ddp.read.summary import _peaks
-from dpviz.engines.pipeline.read.bubble import (busy, computes, held_most, idle_share, opening_step, order, percent,
-                                                textbook_share, window)
+from dpviz.engines.pipeline.read.bubble import (CPU, DEVICE, busy, computes, held_most, host_cores, idle_share,
+                                                opening_step, order, percent, replay, textbook_share, window)
 from dpviz.engines.pipeline.read.traffic import pipeline_model_bytes, sent_bytes
 from dpviz.exports.tutorial_log import size_text, warnings_and_failure
 from dpviz.trace import Trace
@@ -38,7 +39,7 @@ SCHEDULES = {
 NAME_LIMIT = 40  # characters of a layer's or a lane's name from a trace file
 SHOWN = 4  # layers, stages or cuts named before "and N more"
 ORDER_SHOWN = 32  # forwards and backwards of a stage's step written out before "…"
-GAP = 0.15  # measured and textbook idle shares this far apart are said to differ, and why
+UNEVEN = 0.05  # a replayed bubble this far above the textbook's is said to be, and why (the stages' uneven work)
 _DEFAULT_LANE = re.compile(r"^stage \d+ \((.*)\)$")  # merge's lane names: "stage 1 (rank 0, process on the CPU)"
 
 
@@ -89,6 +90,24 @@ def _idle(trace: Trace, step: int) -> float | None:
         return idle_share(trace, step)
     except ValueError:  # a step that ran no microbatch
         return None
+
+
+def _replayed(trace: Trace, step: int) -> float | None:
+    """The step's bubble replayed with each stage on a device of its own (bubble.replay), or None."""
+    try:
+        replayed = replay(trace, step)
+    except ValueError:  # a step that ran no microbatch
+        return None
+    return None if replayed is None else replayed.share
+
+
+def _host(trace: Trace) -> str:
+    """'4 processes on 2 cores': what ran on the host's wall clock, in a sentence's words."""
+    stages = len(trace.lanes)
+    if trace.backend == "cuda":
+        return f"{plural(stages, 'process')}, a GPU each"
+    cores = host_cores(trace)
+    return f"{plural(stages, 'process')} on " + (plural(cores, "core") if cores else "shared cores")
 
 
 def _per_microbatch(trace: Trace) -> int:
@@ -159,10 +178,12 @@ def key_figures_pipeline(trace: Trace) -> dict[str, str]:
     }
     step = _shown_step(trace)
     if step is not None:
-        measured = _idle(trace, step)
+        replayed, measured = _replayed(trace, step), _idle(trace, step)
+        if replayed is not None:
+            figures[f"idle in step {counted(step)}, replayed (textbook)"] = \
+                f"{percent(replayed)} ({percent(textbook_share(stages, config.microbatches))})"
         if measured is not None:
-            figures[f"idle in step {counted(step)} (textbook)"] = \
-                f"{percent(measured)} ({percent(textbook_share(stages, config.microbatches))})"
+            figures["idle on this host's wall clock"] = percent(measured)
         figures["microbatches held at most, per stage"] = _held_text(_held_most(trace, step))
         sent = sum(size for _, size in _sends_of(trace, step).values())
         if sent:
@@ -232,15 +253,19 @@ def summary_rows_pipeline(trace: Trace) -> list[tuple[str, str]]:
                         f"{plural(back, 'gradient')} ({human_bytes(back_size)})")
         rows.append((f"sent in step {counted(step)}", "; ".join(cuts[:SHOWN]) + (f"; and {len(cuts) - SHOWN:,} more cuts"
                                                                              if len(cuts) > SHOWN else "")))
-        shares = [(s, _idle(trace, s)) for s in _ended(trace)]
-        shares = [(s, share) for s, share in shares if share is not None]
         textbook = textbook_share(stages, config.microbatches)
-        measured = dict(shares).get(step)
-        if measured is not None:
+        for label, share_of, how in (("idle share (bubble), replayed", _replayed, "replayed with each stage on a "
+                                      "device of its own"),
+                                     ("idle share on this host's wall clock", _idle, f"as {_host(trace)} ran it")):
+            shares = [(s, share_of(trace, s)) for s in _ended(trace)]
+            shares = [(s, share) for s, share in shares if share is not None]
+            shown = dict(shares).get(step)
+            if shown is None:
+                continue
             spread = (f" ({percent(min(v for _, v in shares))} to {percent(max(v for _, v in shares))} over "
                       f"{plural(len(shares), 'step')})" if len(shares) > 1 else "")
-            rows.append(("idle share (bubble)", f"{percent(measured)} in step {counted(step)}{spread}, measured; the "
-                         f"textbook's (S − 1) / (M + S − 1) = {stages - 1} / {config.microbatches + stages - 1} is "
+            rows.append((label, f"{percent(shown)} in step {counted(step)}{spread}, {how}; the textbook's "
+                         f"(S − 1) / (M + S − 1) = {stages - 1} / {config.microbatches + stages - 1} is "
                          f"{percent(textbook)}"))
         rows.append((f"microbatches held at most in step {counted(step)}", _per_stage(
             [f"{n:,}" for n in _held_most(trace, step)])))
@@ -327,7 +352,8 @@ def _stage_layers(trace: Trace) -> str | None:
         parts.append(f"{_stage(s)} holds {names}{amount}")
     shown = "; ".join(parts[:SHOWN]) + (f"; and {plural(len(parts) - SHOWN, 'more stage')}"
                                         if len(parts) > SHOWN else "")
-    text = f"**Each stage holds its own layers.** {shown[0].upper()}{shown[1:]}."
+    text = (f"**Each stage holds its own layers.** {shown[0].upper()}{shown[1:]} (stages are counted from 1 here; "
+            "stage 1 is torch's `stage_index=0`).")
     if held is None:
         return text
     total = sum(h["parameters"]["elements"] for h in held)
@@ -381,50 +407,67 @@ def _order(trace: Trace) -> str | None:
 
 def _bubble(trace: Trace) -> str | None:
     step = _shown_step(trace)
+    replayed = None if step is None else replay(trace, step)
     measured = None if step is None else _idle(trace, step)
-    if measured is None:
+    if replayed is None or measured is None:
         return None
     stages, micro = len(trace.lanes), trace.config.microbatches
     textbook = textbook_share(stages, micro)
+    text = (f"**The bubble.** Replayed with each stage on a device of its own, step {counted(step)} left the stages "
+            f"idle {percent(replayed.share)} of its time, where the textbook's bubble at these settings, "
+            f"(S − 1) / (M + S − 1) = {stages - 1} / {micro + stages - 1}, is {percent(textbook)}. ")
+    if replayed.clock == CPU:
+        text += ("The replay lays each forward and backward down as long as it cost (the CPU time of its stage's "
+                 "thread, which waiting for a core does not count), in the order torch ran it, each as soon as its "
+                 "stage is free and the microbatch has come from its neighbour; a send takes no time, as in the "
+                 "textbook.")
+    elif replayed.clock == DEVICE:
+        text += ("The replay lays each forward and backward down as long as it took on its stage's GPU, in the order "
+                 "torch ran it, each as soon as its stage is free and the microbatch has come from its neighbour; a "
+                 "send takes no time, as in the textbook.")
+    else:
+        text += ("This file keeps no CPU time per pass (facts 'cpu', kept since the replay was added), so each pass "
+                 "is replayed as long as its wall time, which counts the waits for a core too.")
+    text += " " + _uneven(replayed, textbook)
+    if step > 0:
+        before = _replayed(trace, 0)
+        if before is not None:
+            text += (f" (Step 1, which also sent each stage's tensor shapes ahead, replays idle {percent(before)}: the "
+                     f"views open on step {counted(step)}.)")
+    return text + " " + _wall(trace, step, measured)
+
+
+def _uneven(replayed, textbook: float) -> str:
+    """Why the replay's bubble is above the textbook's: the textbook's stages all take the same time, these did not."""
+    worked = [sum(size for *_, size in stage) for stage in replayed.passes]
+    if replayed.share - textbook <= UNEVEN or not any(worked):
+        return "More microbatches shrink it: the fill and the drain stay S − 1 passes long while the work grows with M."
+    slow = max(range(len(worked)), key=lambda s: worked[s])
+    light = min(range(len(worked)), key=lambda s: worked[s])
+    return (f"It is above the textbook's because the textbook's stages all take the same time and these did not: "
+            f"{_stage(slow)} computed {_ms(worked[slow])} of the step, {_stage(light)} {_ms(worked[light])}, and every "
+            "stage waits on the slowest. More "
+            "microbatches still shrink it: the fill and the drain stay S − 1 passes long while the work grows with M.")
+
+
+def _wall(trace: Trace, step: int, measured: float) -> str:
+    """The host's wall clock, second: what it measured and why it differs from the replay."""
+    stages = len(trace.lanes)
     start, end = window(trace, step)
     worked = sum(busy(trace, step, s) for s in range(stages))
-    text = (f"**The bubble.** In step {counted(step)} the stages sat idle {percent(measured)} of the time from its first "
-            f"forward to its last backward, where the textbook's bubble at these settings, (S − 1) / (M + S − 1) = "
-            f"{stages - 1} / {micro + stages - 1}, is {percent(textbook)}. Of {stages} × {_ms(end - start)} the "
-            f"stages computed {_ms(worked)} in all; the rest they waited for a microbatch from a neighbour.")
-    if step > 0:
-        before = _idle(trace, 0)
-        if before is not None:
-            text += (f" (Step 1, which also sent each stage's tensor shapes ahead, sat idle {percent(before)}: the "
-                     f"views open on step {counted(step)}.)")
-    if abs(measured - textbook) > GAP:
-        text += " " + _gap(trace, step, measured, textbook)
-    return text
-
-
-def _gap(trace: Trace, step: int, measured: float, textbook: float) -> str:
-    """Why the measured idle share is far from the textbook's, from the step's own spans: its passes against its
-    receives' waits, or against each other."""
-    stages = len(trace.lanes)
+    text = (f"On this host's wall clock ({_host(trace)}) the stages sat idle {percent(measured)} of the step: of "
+            f"{stages} × {_ms(end - start)} they computed {_ms(worked)} in all.")
+    if trace.backend == "cuda":
+        return text + " The rest they waited for a microbatch from a neighbour, over NCCL."
     passes = [s.duration for s in computes(trace, step) if s.phase in ("forward", "backward")]
     waits = [s.duration for s in trace.spans_of(step) if s.phase in ("receive_activations", "receive_gradients")]
-    text = (f"Measured {percent(measured)} against the textbook's {percent(textbook)}: the textbook counts every "
-            "forward and backward as taking the same time on every stage and a send as taking none")
-    if measured < textbook:
-        return text + ", and here they did not."
-    if passes and waits and mean(waits) > mean(passes):
-        params, _ = pipeline_model_bytes(trace)
-        size = f" ({human_bytes(params)} of parameters in all)" if params else ""
-        where = ("the processes share the machine's few CPU cores and pass each microbatch through gloo"
-                 if trace.backend == "cpu" else "each microbatch crosses between GPUs over NCCL")
-        return text + (f", but here {where}, and on layers this small{size} passing a microbatch between processes "
-                       f"costs more than computing it: a forward or backward took {_ms(mean(passes))} on average, a "
-                       f"receive waited {_ms(mean(waits))}. The gap is this machine, not the schedule: more "
-                       "microbatches make the textbook's share smaller, and larger layers bring the two closer.")
-    worked = [busy(trace, step, s) for s in range(stages)]
-    slow = max(range(stages), key=lambda s: worked[s])
-    return text + (f", but here the stages' work was uneven: {_stage(slow)} computed {_ms(worked[slow])} of the step, "
-                   f"the least busy {_ms(min(worked))}, and every stage waits on the slowest.")
+    cores = host_cores(trace)
+    fewer = f"{plural(stages, 'process')} take turns on {plural(cores, 'core')}, " if cores and cores < stages else ""
+    text += (f" That clock is this machine's, not the schedule's: {fewer}each microbatch passes through gloo between "
+             "processes, and on layers this small passing it costs more than computing it")
+    if passes and waits:
+        text += f" (a forward or backward took {_ms(mean(passes))} on average, a receive waited {_ms(mean(waits))})"
+    return text + ". The replay above takes those waits out; the bubble is what is left."
 
 
 def _sends(trace: Trace) -> str | None:
@@ -533,11 +576,14 @@ def tutorial_log_pipeline(trace: Trace) -> str:
         failed = trace.failure is not None and trace.failure.batch == step
         text = (f"{numbered(step, total, 'Step')}: {plural(batch.rows, 'row')}, "
                 f"{plural(config.microbatches, 'microbatch')} through {plural(stages, 'stage')}")
-        share = None if failed else _idle(trace, step)
+        share = None if failed else _replayed(trace, step)
+        wall = None if failed else _idle(trace, step)
         if failed:
             text += ", and it failed:"
         elif share is not None:
-            text += f", idle {percent(share)} of the step (textbook {percent(textbook)})"
+            text += f", idle {percent(share)} of the step replayed (textbook {percent(textbook)})"
+            if wall is not None:
+                text += f", {percent(wall)} on this host's wall clock"
         lines.append(text)
         sends = _sends_of(trace, step)
         lines += [line for s in range(stages) if (line := _stage_line(trace, step, s, sends))]
