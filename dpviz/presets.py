@@ -20,6 +20,9 @@ from dpviz.config import RunConfig
 
 
 EVERY_ENGINE = "every engine"  # a preset whose lesson is read beside the other engines: the page "Memory, every engine"
+# The step a preset's views of one step open on (dpviz.analysis.opening_step): the last whole step, as every run
+# opens, or the last, short one, where the lesson is.
+WHOLE_STEP, LAST_STEP = "whole", "last"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Preset:
     # engines compared, or EVERY_ENGINE for the page of every engine's memory): the page opens there and the preset's
     # banner names it.
     opens: str = "flow"
+    step: str = WHOLE_STEP  # a run that fails opens on the step it failed in, whatever this says
 
     @functools.cached_property  # validated once: the sidebar and the banner look presets up on every rerun
     def config(self) -> RunConfig:
@@ -44,7 +48,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("idle-gpus", "Idle GPUs on a short last batch",
            "100 rows in batches of 30 leave a last batch of 10; on 8 GPUs torch.chunk makes 5 chunks of 2, "
            "so GPUs 5-7 get nothing and DataParallel says nothing.",
-           {"gpus": 8}, opens="split"),
+           {"gpus": 8}, opens="split", step=LAST_STEP),
     Preset("batchnorm-one-row", "A 1-row chunk reaches BatchNorm",
            "95 rows in batches of 30 end with a batch of 5; on 4 GPUs it splits 2, 2, 1, and BatchNorm1d in "
            "training mode cannot normalise a single row: the last batch fails.",

@@ -309,11 +309,12 @@ def test_the_shown_tab_is_kept_when_a_run_adds_the_pitfall_tab():
 
 
 def test_flow_step_through_inputs_and_memory_show_one_batch_numbered_from_1():
-    app = page(train="true", gpus="3")  # 4 batches; Inputs and Memory keep the first and the last
-    assert app.slider(key="one_step_batch").value == 4 and app.slider(key="one_step_batch").min == 1  # the last, as read
-    assert show_tab(app, "Flow").slider(key="flow_batch").value == 4
-    assert show_tab(app, "Step through").slider(key="step_batch").value == 4
-    assert show_tab(app, "Inputs").radio(key="inputs_batch").value == 3  # index 3: "batch 4 of 4 (the last)"
+    app = page(train="true", gpus="3")  # batches of 30, 30, 30, 10; Inputs and Memory keep the first and the last
+    # The last whole batch (the fourth is short), as every engine opens; numbered from 1, as read
+    assert app.slider(key="one_step_batch").value == 3 and app.slider(key="one_step_batch").min == 1
+    assert show_tab(app, "Flow").slider(key="flow_batch").value == 3
+    assert show_tab(app, "Step through").slider(key="step_batch").value == 3
+    assert show_tab(app, "Inputs").radio(key="inputs_batch").value == 3  # the kept batch nearest: "batch 4 of 4"
     assert show_tab(app, "Memory").radio(key="memory_batch").value == 3
     app.radio(key="memory_batch").set_value(0).run()  # Memory's choice moves the others
     assert show_tab(app, "Flow").slider(key="flow_batch").value == 1
@@ -322,26 +323,26 @@ def test_flow_step_through_inputs_and_memory_show_one_batch_numbered_from_1():
     assert show_tab(app, "Inputs").radio(key="inputs_batch").value == 0
     assert "Batch 1 of 4" in " ".join(c.proto.spec for c in app.get("plotly_chart"))
     app.toggle(key="shuffle").set_value(False).run()  # a new run opens on its own opening batch again
-    assert show_tab(app, "Flow").slider(key="flow_batch").value == 4
+    assert show_tab(app, "Flow").slider(key="flow_batch").value == 3
     assert not app.exception
 
 
-def test_an_engines_opening_batch_is_where_every_view_of_one_batch_opens(monkeypatch):
-    import dataclasses
-    import sys
-    import types
+def test_every_engine_opens_one_step_on_the_same_step_and_says_which():
+    """One rule for every engine: 100 rows in batches of 30 on 3 devices end with a short step (DataParallel's
+    batch of 10, DDP's 4 rows a rank); both open on the third, the last whole one, and their titles say so."""
+    for engine, unit in (("dp", "batch"), ("ddp", "step")):
+        app = page(engine=engine, train="true", gpus="3")
+        assert not app.exception and app.slider(key="one_step_batch").value == 3, engine
+        title = " ".join(c.proto.spec for c in app.get("plotly_chart"))
+        assert f"{unit.title()} 3 of 4, the last whole {unit}:" in title, engine
 
-    from dpviz.engines import ENGINES
 
-    module = types.ModuleType("tests_opening")
-    module.second = lambda trace: 1  # an engine that calls its second batch typical
-    monkeypatch.setitem(sys.modules, "tests_opening", module)
-    dp = ENGINES["dp"]
-    monkeypatch.setitem(ENGINES, "dp", dataclasses.replace(dp, parts=dataclasses.replace(dp.parts, opening_batch="tests_opening:second")))
-    app = page(gpus="3")
-    assert not app.exception and app.slider(key="one_step_batch").value == 2
-    assert show_tab(app, "Flow").slider(key="flow_batch").value == 2
-    assert show_tab(app, "Step through").slider(key="step_batch").value == 2
+def test_a_presets_lesson_step_is_where_its_views_open():
+    """idle-gpus' lesson is its short last batch (GPUs 5-7 get nothing): its views open there, not on a whole one."""
+    app = page(preset="idle-gpus")
+    assert not app.exception and app.session_state["tab"] == "Split"
+    assert show_tab(app, "One step").slider(key="one_step_batch").value == 4
+    assert "Batch 4 of 4, the last batch, the lesson's:" in " ".join(c.proto.spec for c in app.get("plotly_chart"))
 
 
 def test_a_preset_opens_on_its_tab_and_a_failure_is_said_above_the_tabs():

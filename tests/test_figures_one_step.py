@@ -119,8 +119,10 @@ def test_ddp_all_reduces_every_gradient_and_zero1_broadcasts_each_ranks_own_para
     assert sum(broadcast.sent.values()) == model_bytes("parameters")  # each parameter from its one owner
     assert min(broadcast.sent.values()) > 0
     assert broadcast.received == {rank: model_bytes("parameters") - sent for rank, sent in broadcast.sent.items()}
-    assert picture("ddp").cells[(0, "update")].lines[:2] == ("SGD step", "all params")
-    assert all(picture("zero1").cells[(rank, "update")].lines[0] == "steps" for rank in range(4))
+    # The Optimizer column in the same words: the step, the bytes it steps (DDP all, ZeRO-1 what a rank owns).
+    assert picture("ddp").cells[(0, "update")].lines[:2] == ("SGD step", f"on {short_bytes(model_bytes('parameters'))}")
+    owned = [picture("zero1").cells[(rank, "update")].lines[1] for rank in range(4)]
+    assert owned == [f"on {short_bytes(sent)}" for _, sent in sorted(broadcast.sent.items())]
 
 
 def test_fsdp_gathers_and_reduce_scatters_the_parameters_padded_to_a_multiple_of_the_ranks():
@@ -195,3 +197,84 @@ def test_a_failed_step_draws_what_ran_and_nothing_after_where_it_stopped():
     trace = engine("dp").record(ALL_PRESETS["batchnorm-one-row"].config)
     shown = read("dp", trace, trace.failure.batch)
     assert shown.failed == "forward" and all(shown.cells[(lane.id, "update")].idle for lane in trace.lanes)
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_every_move_is_drawn_in_its_kinds_colour_from_the_one_legend(name):
+    """One legend for every engine: a move's bar, arrows and swatches take its kind's colour, the kind its engine's
+    traffic gives the same bytes (what Compare and the Timeline colour it by), never a colour of the engine's own."""
+    from dpviz.analysis.traffic import traffic
+    from dpviz.trace.legend import kind_color
+
+    trace = trace_of(name)
+    kinds = {move.kind for move in traffic(trace) if move.step == 0}
+    assert {a.kind for a in picture(name).arrows} <= kinds
+    fig = one_step_any(trace, 0)
+    drawn = {a.arrowcolor for a in fig.layout.annotations if a.name == "arrow"}
+    drawn |= {s.line.color for s in fig.layout.shapes if s.name == "bar"}
+    assert drawn == {kind_color(a.kind) for a in picture(name).arrows}
+
+
+def test_dataparallels_backward_moves_take_the_kinds_that_carry_them():
+    assert arrow("dp", "backward", "grads summed").kind == "reduce"  # the replicate's backward sums into GPU 0
+    assert arrow("dp", "backward", "output grads").kind == "scatter"  # the gather's backward cuts the gradient up
+
+
+def test_two_moves_in_a_column_each_draw_one_whole_bar():
+    """FSDP's backward all-gathers and reduce-scatters: each bar runs whole from rank 0 to rank 3, the all-gather's
+    arrows crossing over the reduce-scatter's (a bar cut at each crossing read as broken stubs)."""
+    fig = one_step_any(trace_of("fsdp"), 0)
+    backward = [s for s in fig.layout.shapes if s.name == "bar" and 2 < s.x0 < 3]
+    assert len(backward) == 2
+    assert all((s.y0, s.y1) in ((-0.2, 2.8), (0.2, 3.2)) for s in backward), [(s.y0, s.y1) for s in backward]
+
+
+@pytest.mark.parametrize("name", [name for name in ENGINES if name != "dp"])
+def test_the_optimizer_column_says_the_same_things_in_every_engine(name):
+    """What the step holds and what it moves, in bytes: the optimizer's step, the parameters' bytes it steps, the
+    optimizer state it keeps (SGD's momentum), and only ZeRO-1 moving anything (its broadcast, with its bytes)."""
+    shown = picture(name)
+    trace = trace_of(name)
+    for lane in trace.lanes:
+        cell = shown.cells[(lane.id, "update")]
+        if cell.idle:
+            continue
+        held = trace.facts["held"][lane.id]
+        state = held["optimizer state"]["bytes"]
+        assert cell.lines[0] == "SGD step" and cell.lines[1].startswith("on ")
+        assert cell.lines[2] == (f"state {short_bytes(state)}" if state else "no state")
+        if name != "zero1":
+            assert cell.lines[1] == f"on {short_bytes(held['parameters']['bytes'])}"
+        assert ("nothing moves" in cell.hover) == (name != "zero1")
+    headings = [a.text for a in one_step_any(trace, 0).layout.annotations if a.name == "column"]
+    assert ("nothing moves" in headings[-1]) == (name != "zero1")
+
+
+def test_dataparallels_gpu0_steps_every_parameter_with_adams_state():
+    settings = {**SETTINGS, "optimizer": "adam"}
+    trace = engine("dp").record(RunConfig(engine="dp", **settings))
+    cell = read("dp", trace).cells[(0, "update")]
+    model, _ = build_model("mlp", SETTINGS["input_size"], SETTINGS["output_size"])
+    copies = [torch.nn.Parameter(p.detach().clone()) for p in model.parameters()]
+    for p in copies:
+        p.grad = torch.ones_like(p)
+    adam = torch.optim.Adam(copies)
+    adam.step()
+    state = sum(v.numel() * v.element_size() for s in adam.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0)
+    assert cell.lines == ("Adam step", f"on {short_bytes(model_bytes('parameters'))}", f"state {short_bytes(state)}")
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_every_engine_opens_on_the_last_whole_step_and_says_so(name):
+    """One rule for every engine: 128 rows in batches of 32 on 4 devices make 4 whole steps (DDP's 32 rows a step
+    are 8 a rank): every engine opens on the fourth and its title says why; a step moved to says nothing."""
+    from dpviz.analysis.opening_step import opening_step
+
+    trace = trace_of(name)
+    assert opening_step(trace) == len(trace.batches) - 1 == 3
+    unit = trace.spec.unit
+    words = lambda fig: re.sub(r"\s*<br>\s*", " ", fig.layout.title.text)
+    fig = one_step_any(trace, 3)
+    assert words(fig).startswith(f"{unit.title()} 4 of 4, the last whole {unit}:"), words(fig)
+    assert f"bytes in {unit} 4:" in re.sub(r"\s*<br>\s*", " ", fig.layout.title.subtitle.text)
+    assert words(one_step_any(trace, 1)).startswith(f"{unit.title()} 2 of 4:")

@@ -24,8 +24,7 @@ ENGINES = ("ddp", "zero1", "fsdp")
 
 @cache
 def recorded(name: str):
-    adam = {} if name == "dp" else {"optimizer": "adam"}
-    trace = engine(name).record(RunConfig(engine=name, **SETTINGS, **adam))
+    trace = engine(name).record(RunConfig(engine=name, **SETTINGS, optimizer="adam"))
     assert trace.failure is None
     return trace_json.loads(trace_json.dumps(trace))
 
@@ -35,14 +34,15 @@ def model_parameters() -> list[torch.Tensor]:
 
 
 def adam_state_bytes(parameters: list[torch.Tensor]) -> int:
-    """What torch's Adam keeps for `parameters` after a step: its two moments and its step counter, per parameter."""
+    """What torch's Adam keeps for `parameters` after a step, per element of a parameter: its two moments (its step
+    counters, one number per parameter tensor, are left out by every engine's count alike)."""
     copies = [torch.nn.Parameter(p.clone()) for p in parameters]
     for p in copies:
         p.grad = torch.ones_like(p)
     optimizer = torch.optim.Adam(copies)
     optimizer.step()
     return sum(v.numel() * v.element_size() for state in optimizer.state.values() for v in state.values()
-               if isinstance(v, torch.Tensor))
+               if isinstance(v, torch.Tensor) and v.dim() > 0)
 
 
 def nbytes(tensors) -> int:
@@ -177,3 +177,38 @@ def test_the_compare_bars_and_the_diamonds_count_the_same_bytes_sent():
             assert sent[("DDP", "0")] > sent[("DDP", "1")] > 0  # rank 0 sends the buffers as well
     assert "sent per step" in compare.layout.yaxis.title.text and "sends" in diamonds.hovertemplate
     assert all("sent per step" in bar.hovertemplate for bar in compare.data if bar.type == "bar")
+
+
+def test_every_engines_model_state_per_device_is_torchs_at_the_end_of_the_last_whole_step():
+    """Like with like: every device of every engine read at the end of the same, last whole step, after Adam's step
+    and before the gradients are zeroed: parameters, gradients and Adam's state the bytes of torch's own tensors.
+    DataParallel's GPU 0 holds the only parameters, their summed gradients and all of Adam's state; its replica a
+    copy of the parameters made and freed within the step (at its peak), and neither of the others. DDP's ranks hold it all; ZeRO-1's Adam's state of the parameters each owns; FSDP's each its shard."""
+    from dpviz.analysis.memory_compare import moment_step
+    from dpviz.analysis.opening_step import last_whole_step
+
+    parameters = model_parameters()
+    names = [n for n, _ in tutorial.build(RunConfig(engine="ddp", **SETTINGS))[0].named_parameters()]
+    whole, padded = nbytes(parameters), sum(-(-p.shape[0] // RANKS) * p[0].numel() * p.element_size() for p in parameters)
+    for name in ("dp", *ENGINES):
+        trace = recorded(name)
+        step = moment_step(trace)
+        assert step == last_whole_step(trace) == len(trace.batches) - 1, name  # 16 rows in batches of 8: both whole
+        lanes = memory_by_kind(trace)
+        assert len(lanes) == RANKS and all(f"{trace.spec.unit} {step + 1} of" in lane.moment for lane in lanes)
+        # After the optimizer's step wherever it ran (DataParallel's replica never steps: its last phase is its own)
+        steppers = lanes[:1] if name == "dp" else lanes
+        assert all(f"(after {trace.vocabulary.phase('step').label})" in lane.moment for lane in steppers), name
+        for rank, lane in enumerate(lanes):
+            state = lambda kind: lane.kinds.get(kind, 0)
+            if name == "dp":
+                # A replica: the module's copy replicate makes each step, at its peak in it; no gradients, no state
+                expected = (whole, whole, adam_state_bytes(parameters)) if rank == 0 else (whole, 0, 0)
+            elif name == "fsdp":
+                shard = [p.chunk(RANKS)[rank] if rank < len(p.chunk(RANKS)) else p[:0] for p in parameters]
+                expected = (padded, padded, adam_state_bytes(shard))
+            else:
+                owned = dict(zip(names, parameters))
+                stepped = [owned[n] for n, _ in trace.facts["held"][rank]["owns"]]
+                expected = (whole, whole, adam_state_bytes(stepped))
+            assert (state("parameters"), state("gradients"), state("optimizer state")) == expected, (name, rank, lane.kinds)

@@ -1,18 +1,15 @@
-"""The per-step tables of a DistributedDataParallel trace: collectives, the backward's computing, a typical step.
+"""The per-step tables of a DistributedDataParallel trace: collectives and the backward's computing.
 
 Real runs (tests/ddp_traces.py); torch is the oracle for the buckets: its own bucket assignment, given
 the tensors in the order the reducer reported, makes as many buckets as the run recorded.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch.distributed as dist
 
-from ddp_traces import ddp_trace, record_config
-from dpviz import RunConfig
-from dpviz.engines.ddp.read.tables import backwards, bucket_layout, bucket_layouts, collectives, computing_overlap, opening_step, rank_rows
+from ddp_traces import ddp_trace
+from dpviz.engines.ddp.read.tables import backwards, bucket_layout, bucket_layouts, collectives, computing_overlap
 from dpviz.engines.workload.models import build_model
 
 
@@ -52,16 +49,3 @@ def test_computing_overlap_counts_all_reduce_only_up_to_the_last_bucket_launch()
     # One bucket in step 0: it launches once every gradient is made, so nothing of it ran beside the computing.
     assert computing_overlap(trace, range(0, 1))[0] == 0.0
     assert computing_overlap(trace, range(1, len(trace.batches)))[0] == pytest.approx(overlap)
-
-
-def test_a_typical_step_has_every_rank_at_its_full_batch():
-    trace = ddp_trace("four_train")  # steps of 8, 8, 7 rows per rank
-    assert opening_step(trace) == 0 and trace.spec.part("opening_batch")(trace) == 0
-    # A run whose first step is short on a rank: the typical step is the first full one.
-    short = dataclasses.replace(trace, spans=[dataclasses.replace(s, rows=s.rows - 1) if s.phase == "forward"
-                                              and s.batch == 0 and s.lane == 1 else s for s in trace.spans])
-    assert opening_step(short) == 1
-    default = record_config(RunConfig(engine="ddp", gpus=4, train=True))  # 100 rows, 8 per rank: the last step has 1
-    rows = [[s.rows for s in rank_rows(default, b.index).values()] for b in default.batches]
-    assert rows[-1] == [1, 1, 1, 1] and opening_step(default) == 0
-    assert all(r == 8 for r in rows[opening_step(default)])

@@ -20,7 +20,7 @@ from typing import Callable
 
 from dpviz.analysis.batch_facts import batches_planned
 from dpviz.analysis.traffic import sent_per_step
-from dpviz.analysis.wording import bytes_alike, human_bytes, numbered
+from dpviz.analysis.wording import bytes_alike, counted, human_bytes, numbered
 from dpviz.trace import Trace
 
 FAMILIES = ("parameters", "gradients", "optimizer state", "activations", "communication buffers")
@@ -90,6 +90,21 @@ def memory_by_kind(trace: Trace) -> list[LaneMemory]:
                               f"the end of {numbered(step, batches_planned(trace), trace.spec.unit)} (after {label}); "
                               "what a step makes and frees at its peak in it", ordered))
     return out
+
+
+def moments(traces: list[Trace]) -> str:
+    """'memory at the end of DataParallel's batch 2, DDP's step 2 (after the optimizer's step, before zero_grad);
+    what a step makes and frees at its peak in it': the moment each engine's bars are read at, for the figure's
+    notes ('' when no run sampled memory)."""
+    read = []
+    for trace in traces:
+        step = moment_step(trace)
+        if step is not None:
+            read.append(f"{trace.spec.short}'s {trace.spec.unit} {counted(step)}")
+    if not read:
+        return ""
+    return (f"memory at the end of {', '.join(read)} (after the optimizer's step, before zero_grad); "
+            "what a step makes and frees at its peak in it")
 
 
 @dataclass(frozen=True)

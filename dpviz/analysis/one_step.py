@@ -12,6 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dpviz.analysis.opening_step import opening_reason
+from dpviz.analysis.batch_facts import batches_planned
+from dpviz.analysis.wording import counted, human_bytes, numbered
+from dpviz.trace.legend import KINDS
+
 # The parts of a step every engine goes through, in order: (key, heading).
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("input", "Input"),
@@ -41,12 +46,13 @@ class Cell:
 
 @dataclass(frozen=True)
 class Arrow:
-    """One kind of move in one column: its name, its colour (a phase of the engine), and per lane the bytes it
-    sent and received (a lane absent from both takes no part)."""
+    """One kind of move in one column: its name, the legend's kind that carries it (its colour in every engine's
+    every view, dpviz.trace.legend), and per lane the bytes it sent and received (a lane absent from both takes
+    no part)."""
 
     column: str
     name: str
-    phase: str
+    kind: str
     shape: str
     sent: dict[int, int] = field(default_factory=dict)
     received: dict[int, int] = field(default_factory=dict)
@@ -57,6 +63,8 @@ class Arrow:
             raise ValueError(f"column {self.column!r} is not one of {', '.join(COLUMN_KEYS)}")
         if self.shape not in SHAPES:
             raise ValueError(f"shape {self.shape!r} is not one of {', '.join(SHAPES)}")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind {self.kind!r} is not one of the legend's: {', '.join(KINDS)}")
 
     @property
     def lanes(self) -> list[int]:
@@ -97,6 +105,44 @@ def stopped(cells: dict[tuple[int, str], Cell], failed: str | None) -> dict[tupl
         return cells
     after = COLUMN_KEYS[COLUMN_KEYS.index(failed) + 1:]
     return {key: idle("the step stopped before this") if key[1] in after else cell for key, cell in cells.items()}
+
+
+def step_heading(trace, step: int) -> str:
+    """'Step 3 of 4, the last whole step': the step a title names, and why the page opened on it when it did, in the
+    same words for every engine."""
+    reason = opening_reason(trace, step)
+    return numbered(step, batches_planned(trace), trace.spec.unit).capitalize() + (f", {reason}" if reason else "")
+
+
+def bytes_note(trace, step: int, what: str) -> str:
+    """'bytes in step 3: the tensors copied': One step counts one step's bytes (Compare counts a mean over the run's
+    steps, and what a ring sends)."""
+    return f"bytes in {trace.spec.unit} {counted(step)}: {what}"
+
+
+def short_bytes(n: float) -> str:
+    """'648 B', '2.0 KiB', '45 MiB': two significant figures, for a narrow box (the hover keeps every digit)."""
+    text = human_bytes(n)
+    number, unit = text.rsplit(" ", 1)
+    if unit == "B":
+        return text
+    value = float(number.replace(",", ""))
+    return f"{value:.1f} {unit}" if value < 10 else f"{value:,.0f} {unit}"
+
+
+def update_cell(trace, lane: int, what: str, stepped: int | None, state: int | None, moves: str = "") -> Cell:
+    """The Optimizer column, in the same words for every engine: the optimizer's step, the bytes of parameters it
+    steps (`what`, in words, on hover), the bytes of optimizer state it keeps (None: the trace does not say), and
+    what it moves after (`moves`, whose bytes its arrow gives; '': nothing moves)."""
+    name, optimizer = trace.vocabulary.lane_name(lane), optimizer_label(trace.config)
+    lines = [f"{optimizer} step", f"on {short_bytes(stepped)}" if stepped is not None else what]
+    if state is not None:
+        lines.append(f"state {short_bytes(state)}" if state else "no state")
+    hover = (f"{name} steps {what}" + (f" ({human_bytes(stepped)})" if stepped is not None else "")
+             + (f" and keeps {human_bytes(state)} of {optimizer}'s state" if state else
+                f"; {optimizer} keeps no state" if state == 0 else "")
+             + f"; {moves or 'nothing moves'}")
+    return Cell(tuple(lines), hover=hover)
 
 
 def optimizer_label(config) -> str:

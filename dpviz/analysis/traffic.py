@@ -3,6 +3,7 @@ comparison draws (Compare's bars, the Memory page's diamonds, `dpviz compare`'s 
 
     moves = traffic(trace)          # [Move]: per step and device, bytes sent and received, by kind and what
     sent_per_step(trace)            # per device: bytes it sends in an average step of the run
+    averaged([dp, ddp])             # 'averaged over 4 batches and 4 steps': what those bytes are a mean of
     moves_per_step(trace)           # per device: (sent, received) in an average step
 
 Each engine writes its own traffic (its spec's `traffic` part), from the trace alone: the rows each device got,
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from dpviz.analysis.wording import plural
 from dpviz.trace import Trace
 from dpviz.trace.legend import KINDS
 
@@ -62,6 +64,12 @@ def sent_per_step(trace: Trace) -> list[float]:
         sent[move.lane] += move.sent
     steps = max(1, len(trace.batches))
     return [sent[lane.id] / steps for lane in trace.lanes]
+
+
+def averaged(traces: list[Trace]) -> str:
+    """'averaged over 4 batches and 4 steps': what a comparison's bytes per step are a mean of, said beside them
+    (One step shows one step's, which a short last step makes differ from the mean)."""
+    return "averaged over " + " and ".join(dict.fromkeys(plural(len(t.batches), t.spec.unit) for t in traces))
 
 
 def sent_by_kind(trace: Trace) -> dict[tuple[str, str, bool], list[float]]:

@@ -198,7 +198,6 @@ class Parts:
     paper_note: Lazy[str] | None = None
     timeline_detail: Lazy[TimelineDetail] | None = None
     own_batch: Lazy[OwnBatch] | None = None
-    opening_batch: Lazy[OfTrace] | None = None  # the 0-based batch or step the views open on
     pitfall_shown: Lazy[Applies] | None = None  # whether the Pitfall view has anything for this trace
     inputs_sampled: Lazy[SampledBatches] | None = None  # the batches whose arguments the trace kept
     # What a loaded file lacks for one of its views (a field an edited file left out), said in that view's place

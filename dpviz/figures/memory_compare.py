@@ -15,7 +15,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step, memory_by_kind, state_title
+from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step, memory_by_kind, moments as read_at, state_title
+from dpviz.analysis.traffic import averaged
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import OUTLINE
 from dpviz.figures.layout import styled
@@ -70,8 +71,7 @@ def prepare(traces: list[Trace]) -> tuple[list[tuple[str, str]], dict[str, list[
 def plot_memory_compare(positions, memory, handed, computed, moments, *, unit: ByteUnit, title: str,
                         notes: list[str]) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.3,  # room for two rows of names: devices, engines
-                        subplot_titles=["Memory per device by kind, every device at the end of the same step "
-                                        "(from the tensors it holds)",
+                        subplot_titles=["Memory per device by kind, each at the end of its last whole step",
                                         "Bytes per step: handed to each collective (measured); ◆ sent (computed)"])
     # Under each bar its device's number, under each group its engine: "rank 0" sixteen times over would stand on
     # end and run into the panel below. The hovers name the device whole.
@@ -125,7 +125,8 @@ def memory_compare_figure(traces: list[Trace]) -> go.Figure:
     unit = byte_unit(max([*stacks, *(c for c in computed if c is not None)], default=0))
     title = state_title(traces, unit.amount)
     notes = [f"{', '.join(t.spec.short for t in traces)} at the same settings, {devices}",
-             "memory: the tensors each device holds", "collectives: the tensors each rank handed them (measured)",
-             "◆ sent: what each device sends, by NCCL's ring algorithms and DataParallel's copies (computed; gloo runs "
-             "others)"]
+             read_at(traces) or "memory: the tensors each device holds",
+             "collectives: the tensors each rank handed them (measured)",
+             f"◆ sent: what each device sends per step, {averaged(traces)}, by NCCL's ring algorithms and "
+             "DataParallel's copies (computed; gloo runs others)"]
     return plot_memory_compare(positions, memory, handed, computed, moments, unit=unit, title=title, notes=notes)

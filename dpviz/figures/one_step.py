@@ -1,8 +1,8 @@
 """One step, drawn the same way for every engine: a row per device, a column per part of the step.
 
 Each device has a box per column, saying what it holds or does there; what moves between devices runs in the
-column's left strip: a bar in the move's colour (the colour its phase has on the Timeline) with an arrow to or
-from each device that takes part. An arrow into the bar is what a device sends, an arrow into a box what it
+column's left strip: a bar in the colour of the move's kind (the one legend of dpviz.trace.legend, as every view
+of every engine draws it) with an arrow to or from each device that takes part. An arrow into the bar is what a device sends, an arrow into a box what it
 receives, a two-headed one a collective (it hands its bytes in and gets a result back). A pipeline's sends go
 from one stage to the next, so they are drawn between neighbouring rows instead. The bytes sit where each arrow
 ends, in the box, after the move's swatch (a chart 440 pixels wide has no room beside the arrows for them; the
@@ -16,20 +16,21 @@ import math
 
 import plotly.graph_objects as go
 
-from dpviz.analysis.one_step import ALL, BACK, COLUMNS, NEXT, Arrow, OneStep
+from dpviz.analysis.one_step import ALL, BACK, COLUMNS, NEXT, Arrow, OneStep, short_bytes
 from dpviz.analysis.wording import human_bytes
 from dpviz.figures.colors import GUIDE, THEME_TEXT, device_color, with_alpha
 from dpviz.figures.layout import house_layout, merged
 from dpviz.figures.sizes import GAP_PX, LINE_EM
+from dpviz.trace.legend import kind_color
 
 BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.28, 0.99, 0.42  # a box, in its column (0 to 1) and its row (centre ± half)
 BAR_X = (0.04, 0.16)  # the first move's bar, the second's
-GAP = 0.15  # the break in the second bar where the first move's arrows cross it, in rows
 CELL_SIZE, HEAD_SIZE = 11, 14  # a box's words, a column's heading
 LINE_PX = CELL_SIZE * LINE_EM  # a line of a box
 FAILED = "#CC3311"  # the edge of the box a step failed in (the failure colour of the other views)
 STEM_PX = 2  # an arrow's line width
 STANDOFF_PX = 3  # between an arrow's ends and what it points at
+NOTHING_MOVES = "nothing moves"
 
 
 def _offsets(moves: int) -> tuple[float, ...]:
@@ -37,7 +38,7 @@ def _offsets(moves: int) -> tuple[float, ...]:
     return (0.0,) if moves < 2 else (-0.2, 0.2)
 
 
-def _bytes_lines(picture: OneStep, lane: int, key: str, colors: dict[str, str]) -> list[str]:
+def _bytes_lines(picture: OneStep, lane: int, key: str) -> list[str]:
     """A line per move of the column this lane takes part in: the move's swatch, in, out or ↔, and the bytes."""
     lines = []
     for move in picture.moves_in(key):
@@ -45,22 +46,12 @@ def _bytes_lines(picture: OneStep, lane: int, key: str, colors: dict[str, str]) 
         if lane not in move.sent and lane not in move.received:
             continue
         # Which way is the arrow's to say (its heads); the box gives the size it carried for this device.
-        lines.append(f"<span style='color:{colors[move.phase]}'>■</span> {short_bytes(sent or received)}")
+        lines.append(f"<span style='color:{kind_color(move.kind)}'>■</span> {short_bytes(sent or received)}")
     return lines
 
 
-def short_bytes(n: float) -> str:
-    """'648 B', '2.0 KiB', '45 MiB': two significant figures, for a narrow box (the hover keeps every digit)."""
-    text = human_bytes(n)
-    number, unit = text.rsplit(" ", 1)
-    if unit == "B":
-        return text
-    value = float(number.replace(",", ""))
-    return f"{value:.1f} {unit}" if value < 10 else f"{value:,.0f} {unit}"
-
-
-def one_step_figure(picture: OneStep, colors: dict[str, str]) -> go.Figure:
-    """The figure of `picture`; `colors` maps each move's phase to its colour."""
+def one_step_figure(picture: OneStep) -> go.Figure:
+    """The figure of `picture`, each move in its kind's colour."""
     lanes = list(picture.lane_ids)
     row = {lane: i for i, lane in enumerate(lanes)}
     shapes, notes_on, hover_x, hover_y, hover_text = [], [], [], [], []
@@ -77,7 +68,7 @@ def one_step_figure(picture: OneStep, colors: dict[str, str]) -> go.Figure:
                 line=dict(color=FAILED if failed else GUIDE if cell.idle else device_color(lane),
                           width=3 if failed else 1, dash="dot" if cell.idle else "solid"),
                 name="box"))
-            lines = list(cell.lines) + _bytes_lines(picture, lane, key, colors)
+            lines = list(cell.lines) + _bytes_lines(picture, lane, key)
             most_lines = max(most_lines, len(lines))
             notes_on.append(dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=y, text="<br>".join(lines), showarrow=False,
                                  font=dict(size=CELL_SIZE, color=THEME_TEXT), name="cell"))
@@ -86,9 +77,8 @@ def one_step_figure(picture: OneStep, colors: dict[str, str]) -> go.Figure:
                 hover_y.append(y)
                 hover_text.append(cell.hover)
         moves = picture.moves_in(key)
-        crossings = [row[lane] + _offsets(len(moves))[0] for lane in moves[0].lanes if lane in row] if len(moves) > 1 else []
-        for i, (move, bar, offset) in enumerate(zip(moves, BAR_X, _offsets(len(moves)))):
-            drawn = _arrows(move, c + bar, c + BOX_LEFT, offset, row, colors[move.phase], crossings if i else [])
+        for move, bar, offset in zip(moves, BAR_X, _offsets(len(moves))):
+            drawn = _arrows(move, c + bar, c + BOX_LEFT, offset, row, kind_color(move.kind))
             shapes += drawn[0]
             notes_on += drawn[1]
             for lane in move.lanes:
@@ -97,10 +87,10 @@ def one_step_figure(picture: OneStep, colors: dict[str, str]) -> go.Figure:
                     hover_y.append(row[lane] + offset)
                     hover_text.append(f"{move.hover or move.name}: {_hover_bytes(move, lane)}")
     headings = [dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=1, xref="x", yref="paper", yanchor="bottom", yshift=GAP_PX // 2,
-                     text=_heading(title, picture, key, colors), showarrow=False, name="column",
+                     text=_heading(title, picture, key), showarrow=False, name="column",
                      font=dict(size=HEAD_SIZE, color=THEME_TEXT))
                 for c, (key, title) in enumerate(COLUMNS)]
-    head_lines = 1 + max(len(picture.moves_in(key)) for key, _ in COLUMNS)
+    head_lines = 1 + _most_moves(picture)
     over = math.ceil(head_lines * HEAD_SIZE * LINE_EM) + GAP_PX
     # The house look as a plain dict, the figure made with it in one go: plotly validates a figure's hundred
     # annotations once, not again for each update (a new run draws this first).
@@ -131,21 +121,28 @@ def _hover_bytes(move: Arrow, lane: int) -> str:
                                        f"receives {human_bytes(received)}" if received else "") if part)
 
 
-def _heading(title: str, picture: OneStep, key: str, colors: dict[str, str]) -> str:
-    """The column's name, and under it a line per move in its colour's swatch: what moves there."""
+def _most_moves(picture: OneStep) -> int:
+    """The most moves a column has, at least one: a column with none says so on that line."""
+    return max(1, *(len(picture.moves_in(key)) for key, _ in COLUMNS))
+
+
+def _heading(title: str, picture: OneStep, key: str) -> str:
+    """The column's name, and under it a line per move in its kind's swatch: what moves there ('nothing moves' where
+    nothing does, so that a column reads the same in every engine)."""
     lines = [f"<b>{title}</b>"]
     for move in picture.moves_in(key):
-        lines.append(f"<span style='color:{colors[move.phase]}'>■</span> {move.name}")
+        lines.append(f"<span style='color:{kind_color(move.kind)}'>■</span> {move.name}")
+    if len(lines) == 1:
+        lines.append(NOTHING_MOVES)
     # Every heading as many lines as the fullest, its name on the first: the names in one row over the columns.
-    most = 1 + max(len(picture.moves_in(k)) for k, _ in COLUMNS)
+    most = 1 + _most_moves(picture)
     return "<br>".join(lines + [" "] * (most - len(lines)))
 
 
-def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, int], color: str,
-            crossings: list[float]):
+def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, int], color: str):
     """The shapes and annotations of one move: its bar and an arrow per lane (HUB, ALL), or an arrow from each
-    lane to its neighbour (NEXT, BACK). The bar breaks where another move's arrows cross it (`crossings`), so
-    each mark keeps its own colour there."""
+    lane to its neighbour (NEXT, BACK). The bar runs whole from its first lane to its last: another move's arrows
+    cross over it (annotations lie above shapes), and a bar cut where each crossed read as broken stubs."""
     shapes, notes = [], []
     lanes = [lane for lane in move.lanes if lane in row]
     if move.shape in (NEXT, BACK):
@@ -160,11 +157,8 @@ def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, i
         return shapes, notes
     ys = [row[lane] + offset for lane in lanes]
     if len(ys) > 1:
-        low, high = min(ys), max(ys)
-        cuts = sorted(y for y in crossings if low < y < high)
-        for start, end in zip([low] + [y + GAP for y in cuts], [y - GAP for y in cuts] + [high]):
-            shapes.append(dict(type="line", x0=bar, x1=bar, y0=start, y1=end, line=dict(color=color, width=STEM_PX),
-                               name="bar"))
+        shapes.append(dict(type="line", x0=bar, x1=bar, y0=min(ys), y1=max(ys), line=dict(color=color, width=STEM_PX),
+                           name="bar"))
     for lane, y in zip(lanes, ys):
         sent, received = move.sent.get(lane, 0), move.received.get(lane, 0)
         both = move.shape == ALL or (sent and received)
@@ -183,8 +177,3 @@ def _arrow(x0: float, y0: float, x1: float, y1: float, color: str, side: str) ->
                 arrowhead=2, arrowsize=0.8, arrowwidth=STEM_PX, arrowcolor=color, arrowside=side,
                 # A hair short of the box and the bar: the arrow's colour never runs into the box's edge.
                 standoff=STANDOFF_PX, startstandoff=STANDOFF_PX, name="arrow")
-
-
-def move_colors(trace) -> dict[str, str]:
-    """The colour of each of the trace's phases that has one of its own (a move's), by name."""
-    return {phase.name: phase.color for phase in trace.vocabulary.phases if phase.color != "lane"}

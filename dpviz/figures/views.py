@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from dpviz.analysis.batch_facts import chunks_per_batch, memory_batches
+from dpviz.analysis.opening_step import opening_step
 from dpviz.engines import ENGINES
 from dpviz.trace import Trace
 from dpviz.figures.bounds import DETAIL_BATCHES
@@ -127,8 +128,7 @@ def _one_steps(trace: Trace) -> list[tuple[str, Any]]:
     """The step the page opens on."""
     if not trace.batches:
         return []
-    step = int(trace.spec.part("opening_batch")(trace)) if trace.spec.has("opening_batch") else 0
-    step = min(max(step, 0), len(trace.batches) - 1)
+    step = opening_step(trace)
     return [(f"one-step-{step}", one_step_any(trace, step))]
 
 

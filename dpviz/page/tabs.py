@@ -8,6 +8,7 @@ import re
 import streamlit as st
 
 from dpviz.analysis.failure_words import failure_parts
+from dpviz.analysis.opening_step import opening_step
 from dpviz.echo import MESSAGE_LIMIT, code_span, markdown_text, one_line
 from dpviz.figures.chart_details import chart_details
 from dpviz.figures.presenting import presentation
@@ -87,14 +88,9 @@ def outcome_details(trace: Trace) -> None:
 
 
 def opening_batch(trace: Trace) -> int:
-    """The batch Flow, Step through, Inputs and Memory open on: the engine's choice where it makes one
-    (a typical step), else the batch that failed, else the last (DataParallel's uneven one)."""
-    last = len(trace.batches) - 1
-    if trace.spec.has("opening_batch"):
-        return min(max(int(trace.spec.part("opening_batch")(trace)), 0), last)
-    if trace.failure is not None and 0 <= trace.failure.batch <= last:
-        return trace.failure.batch
-    return last
+    """The batch every view of one batch opens on (One step, Flow, Step through, Inputs, Memory): one rule for every
+    engine (dpviz.analysis.opening_step), so that a class flipping engines sees the same step."""
+    return opening_step(trace)
 
 
 def shared_batch(trace: Trace) -> int:

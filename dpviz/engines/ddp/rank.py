@@ -140,8 +140,11 @@ def _train(config, work, observer: RankObserver, model, output, teacher, x, call
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         observer.add("step", start, observer.now())
+        # This rank's own (a shard under ZeRO): its buffers per element of a parameter (SGD's momentum, Adam's two
+        # moments), as its held facts, DataParallel's ledger and the plans count them; Adam's step counters, one
+        # number per parameter tensor, left out, so that every engine's bars on the Memory page count alike.
         observer.set("optimizer state", stored_bytes([local(value) for kept in holder.state.values() for value in
-                                                      kept.values() if isinstance(value, torch.Tensor)]))  # this rank's own, a shard under ZeRO
+                                                      kept.values() if isinstance(value, torch.Tensor) and value.dim() > 0]))
         observer.snapshot("step")
 
 

@@ -78,7 +78,6 @@ SPEC = EngineSpec(
         model_bytes="dpviz.engines.ddp.read.traffic:ddp_model_bytes",
         traffic="dpviz.engines.ddp.read.traffic:ddp_traffic",
         memory_why="dpviz.figures.memory:balanced_why",
-        opening_batch="dpviz.engines.ddp.read.tables:opening_step",  # the views open on a typical step
         timeline_range="dpviz.engines.ddp.read.timeline:timeline_ddp_figure",
         timeline_window="dpviz.engines.ddp.read.timeline:window_size",
         moves_at="dpviz.engines.ddp.read.traffic:moves_at",

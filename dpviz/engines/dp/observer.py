@@ -303,8 +303,8 @@ class Observer:
         first = self.device_ids[0]
         self.pending.append(Span(phase="step", batch=self.batch, start=start, end=self.now(), lane=first))
         self.memory.drop("optimizer state")
-        # Its buffers per element of a parameter (SGD's momentum, Adam's two moments), as a rank's held state counts
-        # them: Adam's step counters, one number per parameter tensor, left out.
+        # Its buffers per element of a parameter (SGD's momentum, Adam's two moments), as a rank's held state and its
+        # ledger count them: Adam's step counters, one number per parameter tensor, left out.
         self.memory.hold(first, "optimizer state", stored_bytes([s for state in optimizer.state.values()
                                                                  for s in state.values()
                                                                  if isinstance(s, torch.Tensor) and s.dim() > 0]))

@@ -133,7 +133,6 @@ SPEC = EngineSpec(
         own_batch="dpviz.engines.pipeline.stages:own_problem",  # a user's module: its layers and its batch
         plan="dpviz.engines.pipeline.plan:plan",
         plan_layers="dpviz.engines.pipeline.stages:plan_layers",  # the layers a stage takes, measured one by one
-        opening_batch=f"{_READ}.bubble:opening_step",
         view_lacks=f"{_READ}.lacks:pipeline_lacks",
         views={
             "one_step": f"{_READ}.one_step:one_step_pipeline_figure",

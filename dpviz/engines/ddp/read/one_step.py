@@ -4,7 +4,8 @@ Input: each rank reads its own rows (its DistributedSampler shard); nothing is s
 its own copy (rank 0's buffers broadcast first, when the model has any). Backward: the gradients all-reduced,
 bucket by bucket, as they are ready. Optimizer step: every rank steps every parameter; under ZeRO-1 each steps only
 the parameters it owns and broadcasts them to the others. Bytes are what each rank handed each collective in the
-step (facts["moved"]), and the buffers' broadcast as DDP sends it (dpviz.engines.ddp.read.traffic).
+step shown (facts["moved"]), and the buffers' broadcast as DDP sends it (dpviz.engines.ddp.read.traffic); each move
+in its kind's colour (dpviz.trace.legend).
 
 `one_step_ranks` is the frame every engine of processes fills with its own collectives and words (FSDP's too).
 """
@@ -13,22 +14,21 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable
 
-from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
 from dpviz.engines.ddp.read.traffic import ddp_step_traffic
 from dpviz.analysis.one_step import (
-    ALL, COLUMN_KEYS, HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label, stopped,
+    ALL, COLUMN_KEYS, HUB, Arrow, Cell, OneStep, bytes_note, failed_column, idle, step_heading, stopped, update_cell,
 )
-from dpviz.analysis.wording import human_bytes, numbered, plural
-from dpviz.figures.one_step import move_colors, one_step_figure
+from dpviz.analysis.wording import plural
+from dpviz.figures.one_step import one_step_figure
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
 
-# A collective, by the name the ranks wrote down (facts["moved"]): (column, the arrow's name, its phase's colour).
+# A collective, by the name the ranks wrote down (facts["moved"]): (column, the arrow's name, the legend's kind).
 COLLECTIVES = {
-    "all-reduce": ("backward", "all-reduce", "allreduce"),
+    "all-reduce": ("backward", "all-reduce", "all-reduce"),
     "broadcast": ("update", "broadcast", "broadcast"),  # ZeRO-1: each owner's updated parameters
 }
 COLUMN_OF = {"load": "input", "buffers": "forward", "rebuild": "forward", "forward": "forward", "loss": "forward",
@@ -74,15 +74,25 @@ def ddp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]:
     cells["backward"] = Cell(("backward", "all grads"), hover=f"{name} computes every parameter's gradient on its {plural(rows, 'row')}")
     mine, model = held(trace, rank), _owned(trace)
     owns, state = mine.get("owns") or [], (mine.get("optimizer state") or {}).get("bytes")
+    params = (mine.get("parameters") or {}).get("bytes")
     if len(owns) < len(model):  # the ranks split the parameters (ZeRO-1): each steps its own
-        cells["update"] = Cell(("steps", f"{len(owns)} of {len(model)}")
-                               + ((f"state {human_bytes(state)}",) if state is not None else ()),
-                               hover=f"{name} keeps the optimizer's state of, and steps, only {', '.join(n for n, _ in owns)}")
+        cells["update"] = update_cell(
+            trace, rank, f"only the {len(owns)} of {plural(len(model), 'parameter')} it owns "
+                         f"({', '.join(n for n, _ in owns) or 'none'})", owned_bytes(trace, rank), state,
+            "then it broadcasts them to every other rank")
     else:
-        cells["update"] = Cell((f"{optimizer_label(config)} step", "all params")
-                               + ((f"state {human_bytes(state)}",) if state else ()),
-                               hover=f"{name} steps its own full copy, with the same mean gradients as every rank")
+        cells["update"] = update_cell(trace, rank, "its own full copy, with the same mean gradients as every rank",
+                                      params, state)
     return cells
+
+
+def owned_bytes(trace: Trace, rank: int) -> int | None:
+    """The bytes of the parameters `rank` owns and steps (ZeRO-1's partition), from their elements."""
+    mine = held(trace, rank)
+    params = mine.get("parameters") or {}
+    if not params.get("elements"):
+        return None
+    return int(sum(elements for _, elements in mine.get("owns") or []) * params["bytes"] / params["elements"])
 
 
 def _owned(trace: Trace) -> list[str]:
@@ -97,7 +107,7 @@ def _owned(trace: Trace) -> list[str]:
 def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, str, str]], cells_of: Cells,
                    hovers: dict[str, str],
                    sent_of: Callable[[Trace, str, dict[int, int]], tuple[dict[int, int], dict[int, int]]] | None = None,
-                   bytes_note: str = "bytes: what each rank handed the collective") -> OneStep:
+                   handed_words: str = "what each rank handed the collective") -> OneStep:
     """A step of an engine of processes: each rank's cells (`cells_of`), its collectives (`collectives`: what the
     ranks handed each one, facts["moved"]), and the buffers' broadcast DDP's traffic counts; `sent_of` says what a
     rank sends and receives of what it handed a collective (all of it both ways, unless the engine knows better:
@@ -123,19 +133,18 @@ def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, st
     arrows = []
     buffers = [m for m in ddp_step_traffic(trace, step) if m.what == "buffers"]
     if buffers:
-        arrows.append(Arrow("forward", "buffers", "buffers", HUB, {m.lane: m.sent for m in buffers if m.sent},
+        arrows.append(Arrow("forward", "buffers", "broadcast", HUB, {m.lane: m.sent for m in buffers if m.sent},
                             {m.lane: m.received for m in buffers if m.received}, hover=BUFFERS))
     moved = moved_at(trace, step)
-    for collective, (column, name, phase) in collectives.items():
+    for collective, (column, name, kind) in collectives.items():
         handed = moved.get(collective)
         if handed:
             sent, received = sent_of(trace, collective, handed) if sent_of else (dict(handed), dict(handed))
             shape = ALL if sent == received else HUB
-            arrows.append(Arrow(column, name, phase, shape, sent, received, hover=hovers.get(collective, name)))
-    total = batches_planned(trace)
+            arrows.append(Arrow(column, name, kind, shape, sent, received, hover=hovers.get(collective, name)))
     what = ", ".join(dict.fromkeys(a.name for a in arrows)) or "nothing"
-    title = f"{numbered(step, total, trace.spec.unit).capitalize()}: each rank its own rows; between the ranks, {what}"
-    notes = (backend_note(trace), bytes_note)
+    title = f"{step_heading(trace, step)}: each rank its own rows; between the ranks, {what}"
+    notes = (backend_note(trace), bytes_note(trace, step, handed_words))
     return OneStep(title, tuple(trace.vocabulary.lane_name(l) for l in lanes), tuple(lanes), cells, tuple(arrows),
                    notes, failed)
 
@@ -148,9 +157,9 @@ def broadcast_sent(trace: Trace, collective: str, handed: dict[int, int]) -> tup
     sent, received = {}, {}
     for rank, size in handed.items():
         mine = held(trace, rank)
-        params = mine.get("parameters") or {}
-        per = params["bytes"] / params["elements"] if params.get("elements") else 4
-        own = int(sum(elements for _, elements in mine.get("owns") or []) * per)
+        per = 4  # float32, where the trace does not say
+        own = owned_bytes(trace, rank)
+        own = own if own is not None else int(sum(elements for _, elements in mine.get("owns") or []) * per)
         if own:
             sent[rank] = own
         if size - own:
@@ -164,4 +173,4 @@ def one_step_ddp(trace: Trace, step: int) -> OneStep:
 
 def one_step_ddp_figure(trace: Trace, step: int) -> go.Figure:
     """DDP's step (ZeRO-1's too), drawn as every engine's is."""
-    return one_step_figure(one_step_ddp(trace, step), move_colors(trace))
+    return one_step_figure(one_step_ddp(trace, step))

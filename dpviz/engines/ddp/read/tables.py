@@ -6,7 +6,6 @@
     allreduce_table(trace)         # one row per all-reduce: step, rank, bucket, times, its backward's end
     computing_overlap(trace)       # all-reduce time while backward still computed, as the timeline draws it
     collectives(trace)             # bucket all-reduces as collectives: one per bucket per step, every rank in it
-    opening_step(trace)            # a typical step to open the views on: every rank with its full batch
 
 Everything comes from the trace: the spans, the steps' rows and facts["ddp"] (what the reducer
 reported). A file's facts may lack what a run records (an older file); readers then get empty
@@ -226,19 +225,3 @@ def collectives(trace: Trace) -> int:
     for (step, _), count in per_rank.items():
         per_step[step] = max(per_step.get(step, 0), count)
     return sum(per_step.values())
-
-
-def opening_step(trace: Trace) -> int:
-    """The 0-based index of a typical step to open the views on: the first in which every rank loaded its
-    full batch (the DataLoader's batch_size as the run reported it, else the most rows a rank loaded in a
-    step), not a short last step; without one, the first of the steps that loaded the most rows."""
-    if not trace.batches:
-        return 0
-    steps = [rank_rows(trace, b.index) for b in trace.batches]
-    full = per_rank_batch(trace) or max((s.rows for step in steps for s in step.values()), default=0)
-    ranks = {lane.id for lane in trace.lanes}
-    for b, forwards in zip(trace.batches, steps):
-        if full and set(forwards) >= ranks and all(s.rows == full for s in forwards.values()):
-            return b.index
-    most = max(b.rows for b in trace.batches)
-    return next(b.index for b in trace.batches if b.rows == most)

@@ -3,31 +3,34 @@
 Input: torch.chunk's chunks scattered from GPU 0 (chunk 0 stays). Forward: the module replicated from GPU 0 to the
 others, each replica's output gathered back to GPU 0, the loss computed there. Backward: the gather's backward
 sends each replica its output's gradient, the replicate's backward sums every replica's parameter gradients into
-GPU 0. Optimizer step: GPU 0 alone; the replicas are gone. Bytes are DataParallel's copies
-(dpviz.engines.dp.read.traffic), step by step."""
+GPU 0. Optimizer step: GPU 0 alone, on every parameter, with the optimizer's state; the replicas are gone. Bytes are
+DataParallel's copies (dpviz.engines.dp.read.traffic), in the step shown; each move in its kind's colour (the
+gradients' sum a reduce, the output's gradient a scatter), as Compare and the Timeline draw it."""
 from __future__ import annotations
 
 from collections import defaultdict
 
-from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
 from dpviz.engines.dp.read.traffic import dp_step_traffic
-from dpviz.analysis.one_step import HUB, Arrow, Cell, OneStep, failed_column, idle, optimizer_label, stopped
-from dpviz.analysis.wording import human_bytes, numbered, plural
-from dpviz.figures.one_step import move_colors, one_step_figure
+from dpviz.analysis.one_step import (
+    HUB, Arrow, Cell, OneStep, bytes_note, failed_column, idle, step_heading, stopped, update_cell,
+)
+from dpviz.analysis.traffic import ledger
+from dpviz.analysis.wording import human_bytes, plural
+from dpviz.figures.one_step import one_step_figure
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
 
-# DataParallel's copies, by the name dp_traffic gives them: (column, the arrow's name, its phase's colour).
+# DataParallel's copies, by the name dp_traffic gives them: (column, the arrow's name). Each arrow takes the kind
+# its Moves name (the legend's colour).
 MOVES = {
-    "input chunk": ("input", "scatter", "scatter"),
-    "parameter copy": ("forward", "replicate", "replicate"),
-    "output gathered": ("forward", "gather", "gather"),
-    # The backward of each: in the colour of the forward move it undoes.
-    "output gradient": ("backward", "output grads", "gather"),
-    "gradient sum": ("backward", "grads summed", "replicate"),
+    "input chunk": ("input", "scatter"),
+    "parameter copy": ("forward", "replicate"),
+    "output gathered": ("forward", "gather"),
+    "output gradient": ("backward", "output grads"),
+    "gradient sum": ("backward", "grads summed"),
 }
 COLUMN_OF = {"scatter": "input", "replicate": "forward", "apply": "forward", "forward": "forward", "gather": "forward",
              "loss": "forward", "backward": "backward", "reduce": "backward", "step": "update"}
@@ -66,30 +69,39 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
             continue
         cells[(lane, "backward")] = Cell(("backward", "sums grads") if at_home else ("backward",),
                                          hover=f"{name} backpropagates through its chunk")
-        cells[(lane, "update")] = (Cell((f"{optimizer_label(config)} step", "all params"),
-                                        hover=f"{name} steps the only copy of the parameters that outlives the step")
-                                   if at_home else idle("the replica is dropped after the step: nothing to update"))
+        cells[(lane, "update")] = (_update(trace, lane) if at_home
+                                   else idle("the replica is dropped after the step: nothing to update"))
     sent: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     received: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    kinds: dict[str, str] = {}
     for move in dp_step_traffic(trace, step):
         if move.what in MOVES:
+            kinds[move.what] = move.kind
             if move.sent:
                 sent[move.what][move.lane] += move.sent
             if move.received:
                 received[move.what][move.lane] += move.received
-    arrows = tuple(Arrow(column, name, phase, HUB, dict(sent[what]), dict(received[what]),
+    arrows = tuple(Arrow(column, name, kinds[what], HUB, dict(sent[what]), dict(received[what]),
                          hover=_hover(what, trace))
-                   for what, (column, name, phase) in MOVES.items() if sent[what] or received[what])
+                   for what, (column, name) in MOVES.items() if sent[what] or received[what])
     failed = failed_column(trace, step, COLUMN_OF)
     cells = stopped(cells, failed)
-    total = batches_planned(trace)
     into = sum(a.sent.get(home, 0) for a in arrows)
-    title = (f"{numbered(step, total, 'batch').capitalize()}: every copy leaves from GPU 0 and comes back to it"
-             if len(rows) > 1 else f"{numbered(step, total, 'batch').capitalize()}: one GPU, nothing moves")
+    heading = step_heading(trace, step)
+    title = (f"{heading}: every copy leaves from GPU 0 and comes back to it" if len(rows) > 1
+             else f"{heading}: one GPU, nothing moves")
     notes = (backend_note(trace), f"GPU 0 sends {human_bytes(into)} this step" if into else "",
-             "bytes: the tensors copied")
+             bytes_note(trace, step, "the tensors copied"))
     return OneStep(title, tuple(trace.vocabulary.lane_name(l) for l in lanes), tuple(lanes), cells, arrows,
                    tuple(n for n in notes if n), failed)
+
+
+def _update(trace: Trace, lane: int) -> Cell:
+    """GPU 0's step, its bytes from the memory ledger (none on a real GPU's measured figure: then words alone): the
+    parameters it steps are those with gradients (the ledger's parameters count the buffers too)."""
+    stepped, state = ledger(trace, lane, "gradients"), ledger(trace, lane, "optimizer state")
+    return update_cell(trace, lane, "the only copy of the parameters that outlives the step", stepped,
+                       0 if state is None and stepped is not None else state)  # a ledger without state: none kept
 
 
 def _hover(what: str, trace: Trace) -> str:
@@ -102,4 +114,4 @@ def _hover(what: str, trace: Trace) -> str:
 
 def one_step_dp_figure(trace: Trace, step: int) -> go.Figure:
     """DataParallel's step, drawn as every engine's is."""
-    return one_step_figure(one_step_dp(trace, step), move_colors(trace))
+    return one_step_figure(one_step_dp(trace, step))

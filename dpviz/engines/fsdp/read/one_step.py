@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from dpviz.analysis.one_step import Cell, OneStep, idle, optimizer_label
+from dpviz.analysis.one_step import Cell, OneStep, idle, update_cell
 from dpviz.analysis.wording import human_bytes, plural
 from dpviz.engines.ddp.read.one_step import held, one_step_ranks
-from dpviz.figures.one_step import move_colors, one_step_figure
+from dpviz.figures.one_step import one_step_figure
 from dpviz.trace import Trace
 
 COLLECTIVES = {
-    "all-gather (forward)": ("forward", "all-gather", "gather"),
-    "all-gather (backward)": ("backward", "all-gather", "gather_backward"),
-    "reduce-scatter": ("backward", "reduce-scatter", "reduce_scatter"),
+    "all-gather (forward)": ("forward", "all-gather", "all-gather"),
+    "all-gather (backward)": ("backward", "all-gather", "all-gather"),
+    "reduce-scatter": ("backward", "reduce-scatter", "reduce-scatter"),
 }
 HOVERS = {
     "all-gather (forward)": "all-gather, module by module: each rank hands in its 1/W and gets the whole module",
@@ -57,9 +57,7 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
     if params == 0:  # dim 0 of every parameter had fewer rows than there are ranks: this one got none
         cells["update"] = idle(f"{name} holds no rows of any parameter: nothing to step")
         return cells
-    cells["update"] = Cell((f"{optimizer_label(config)} step", f"on {share}")
-                           + ((f"state {human_bytes(state)}",) if state else (human_bytes(params),) if params else ()),
-                           hover=f"{name} steps its own shard of every parameter; nothing moves")
+    cells["update"] = update_cell(trace, rank, f"its own shard ({share}) of every parameter", params, state)
     return cells
 
 
@@ -80,9 +78,9 @@ def _share(trace: Trace, rank: int) -> str:
 
 def one_step_fsdp(trace: Trace, step: int) -> OneStep:
     return one_step_ranks(trace, step, COLLECTIVES, fsdp_cells, HOVERS,
-                          bytes_note="bytes: each collective's tensors on each rank (an all-gather's whole output)")
+                          handed_words="each collective's tensors on each rank (an all-gather's whole output)")
 
 
 def one_step_fsdp_figure(trace: Trace, step: int) -> go.Figure:
     """FSDP's step, drawn as every engine's is."""
-    return one_step_figure(one_step_fsdp(trace, step), move_colors(trace))
+    return one_step_figure(one_step_fsdp(trace, step))

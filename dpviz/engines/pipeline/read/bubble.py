@@ -198,10 +198,14 @@ def held_most(trace: Trace, step: int) -> list[int] | None:
 
 
 def opening_step(trace: Trace) -> int:
-    """The step the views open on: the second, whose stages already agreed their shapes (the first step also sends
-    each stage's tensor shapes ahead), unless the run ended fewer than two."""
+    """The step the bubble is read on: the step every engine's views open on (dpviz.analysis.opening_step: the last
+    whole step), or the second where that is the first and there is a second, since the first step also sends each
+    stage's tensor shapes ahead."""
+    from dpviz.analysis.opening_step import opening_step as shared
+
+    step = shared(trace)
     finished = len(trace.batches) - (trace.failure is not None)
-    return 1 if finished > 1 else 0
+    return 1 if step == 0 and finished > 1 and trace.failure is None else step
 
 
 def percent(share: float) -> str:

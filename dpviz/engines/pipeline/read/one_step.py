@@ -7,14 +7,15 @@ ever moves. Bytes are what each stage's sends carried in the step (facts["sent"]
 """
 from __future__ import annotations
 
-from dpviz.analysis.batch_facts import batches_planned
 import plotly.graph_objects as go
 
-from dpviz.analysis.one_step import BACK, NEXT, Arrow, Cell, OneStep, failed_column, idle, optimizer_label, stopped
-from dpviz.analysis.wording import human_bytes, numbered, plural
+from dpviz.analysis.one_step import (
+    BACK, NEXT, Arrow, Cell, OneStep, bytes_note, failed_column, idle, step_heading, stopped, update_cell,
+)
+from dpviz.analysis.wording import plural
 from dpviz.engines.ddp.read.one_step import held
 from dpviz.engines.pipeline.read.traffic import sent_bytes
-from dpviz.figures.one_step import move_colors, one_step_figure
+from dpviz.figures.one_step import one_step_figure
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
@@ -51,9 +52,10 @@ def one_step_pipeline(trace: Trace, step: int) -> OneStep:
         cells[(stage, "forward")] = Cell((_layers(trace, stage), f"forward × {micro}") + (("loss",) if stage == last and trained else ()),
                                          hover=f"{name} runs its own layers on each microbatch")
         cells[(stage, "backward")] = Cell(("backward", f"× {micro}"), hover=f"{name} backpropagates each microbatch through its layers")
-        params = (held(trace, stage).get("parameters") or {}).get("bytes")
-        cells[(stage, "update")] = (Cell((f"{optimizer_label(config)} step", human_bytes(params)),
-                                         hover=f"{name} steps only its own layers' parameters")
+        mine = held(trace, stage)
+        params = (mine.get("parameters") or {}).get("bytes")
+        cells[(stage, "update")] = (update_cell(trace, stage, "only its own layers' parameters", params,
+                                                (mine.get("optimizer state") or {}).get("bytes"))
                                     if params else idle(f"{name}'s layers have no parameters"))
     sent = sent_bytes(trace)
     arrows = []
@@ -63,18 +65,17 @@ def one_step_pipeline(trace: Trace, step: int) -> OneStep:
             # Each box's bytes are what its stage sent, as the note says: none received, or the last stage's forward
             # box would show the activations it took in and the first's backward box the gradients, sending none.
             # The arrows still run from each sender to its neighbour.
-            arrows.append(Arrow(column, label, phase, shape, out, {}, hover=HOVERS[phase]))
+            arrows.append(Arrow(column, label, "send/receive", shape, out, {}, hover=HOVERS[phase]))
     failed = failed_column(trace, step, COLUMN_OF)
     cells = stopped(cells, failed)
-    total = batches_planned(trace)
-    title = (f"{numbered(step, total, trace.spec.unit).capitalize()}: each stage its own layers; between neighbours, "
+    title = (f"{step_heading(trace, step)}: each stage its own layers; between neighbours, "
              + (" and ".join(a.name for a in arrows) or "nothing"))
     notes = (backend_note(trace), f"{plural(micro, 'microbatch')} through {plural(len(lanes), 'stage')}",
-             "bytes: what each stage sent, its microbatches summed")
+             bytes_note(trace, step, "what each stage sent, its microbatches summed"))
     return OneStep(title, tuple(trace.vocabulary.lane_name(s) for s in lanes), tuple(lanes), cells, tuple(arrows),
                    notes, failed)
 
 
 def one_step_pipeline_figure(trace: Trace, step: int) -> go.Figure:
     """A pipeline's step, drawn as every engine's is."""
-    return one_step_figure(one_step_pipeline(trace, step), move_colors(trace))
+    return one_step_figure(one_step_pipeline(trace, step))
