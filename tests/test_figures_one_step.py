@@ -71,7 +71,8 @@ def arrow(name: str, column: str, label: str):
 def test_every_engine_opens_on_one_step_in_the_same_columns(name):
     trace = trace_of(name)
     shown = [view.key for view in views_of(trace) if view.shows(trace)]
-    assert shown[0] == "one_step", shown
+    # every engine's One step comes first but a pipeline's, whose lesson is its Schedule (One step then follows)
+    assert shown[0] == ("grid" if name == "pipeline" else "one_step") and "one_step" in shown[:2], shown
     fig = one_step_any(trace, 0)
     headings = [a.text.split("<br>")[0] for a in fig.layout.annotations if a.name == "column"]
     assert headings == [f"<b>{title}</b>" for _, title in COLUMNS]
@@ -142,8 +143,9 @@ def test_a_pipeline_sends_each_stages_activations_forward_and_their_gradients_ba
         boundary = [model.net[: sum(layers[: s + 1])](x) for s in range(len(layers) - 1)]
     sizes = {s: out.numel() * out.element_size() for s, out in enumerate(boundary)}
     forward, backward = arrow("pipeline", "forward", "activations"), arrow("pipeline", "backward", "gradients")
-    assert forward.sent == sizes and forward.received == {s + 1: b for s, b in sizes.items()}
-    assert backward.sent == {s + 1: b for s, b in sizes.items()} and backward.received == sizes
+    # each box gives what its stage sent (the arrow runs on to the neighbour, which says nothing of it)
+    assert forward.sent == sizes and forward.received == {}
+    assert backward.sent == {s + 1: b for s, b in sizes.items()} and backward.received == {}
 
 
 @pytest.mark.parametrize("name", [name for name in ENGINES if name != "pipeline"])  # a pipeline's schedule trains
