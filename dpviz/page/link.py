@@ -119,8 +119,24 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
             warnings.append(f"The link's {error} Using {name} = {_show(default)} instead.")
             continue
         values[name] = value
+    warnings += _opening(params, values)
     config, more = settle(values)
     return config, warnings + more
+
+
+def _opening(params: Mapping[str, Any], values: dict[str, Any]) -> list[str]:
+    """A link naming an engine whose lesson needs settings it does not give (ZeRO-1's and FSDP's need training) opens
+    with them, said once; a preset's link or one that sets them itself is left as it is."""
+    engine = values.get("engine")
+    if "preset" in params or "engine" not in params or engine not in ENGINES:
+        return []
+    spec = ENGINES[engine]
+    changes = {name: value for name, value in spec.opens_with if name not in params}
+    if not changes:
+        return []
+    values.update(changes)
+    said = ", ".join(f"{name} = {_show(value)}" for name, value in changes.items())
+    return [f"{spec.opens_why}: the link opens with {said}."]
 
 
 def settle(values: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:

@@ -24,6 +24,7 @@ from dpviz.analysis.wording import counted, human_bytes, numbered, numbered_rang
 from dpviz.figures.bounds import MAX_MARKS
 from dpviz.figures.colors import GUIDE, MISSING, OUTLINE, device_color, device_pattern, with_alpha
 from dpviz.figures.split import RAISED
+from dpviz.trace.legend import kind_color
 from dpviz.figures.chart_details import DETAILS
 from dpviz.figures.layout import styled, title_block_px
 from dpviz.figures.legends import legend_entries
@@ -230,6 +231,8 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
                            bucket_rows=bucket_rows))
     if failed is not None:
         _failed_marks(fig, table, failed)
+    if "step_broadcast" in vocabulary.words:
+        _broadcast_marks(fig, table, vocabulary.words["step_broadcast"])
     fig.update_layout(barmode="overlay", bargap=0.1, dragmode="zoom", hovermode="closest")
     fig.update_yaxes(title_text=vocabulary.lane_noun, autorange=False, range=[ranks - 0.5, -0.5], tickmode="array",
                      tickvals=list(range(ranks)), ticktext=[vocabulary.lane_name(r) for r in range(ranks)],
@@ -334,6 +337,20 @@ def _failed_marks(fig: go.Figure, table: pd.DataFrame, step: int) -> None:
         text=["✗"] * len(ends), textposition="middle right", textfont=dict(size=16),
         marker=dict(symbol="line-ns", size=26, line=dict(width=3, color=MISSING)),
         hovertemplate=f"step {counted(step)}: the last this rank ran before the run failed<extra></extra>",
+    ))
+
+
+def _broadcast_marks(fig: go.Figure, table: pd.DataFrame, name: str) -> None:
+    """A diamond in the broadcast's colour where each optimizer step ends: an engine whose step ends by broadcasting
+    (ZeRO-1: each owner's updated parameters) runs it inside the step's span, so the mark says where it is."""
+    steps = table[table["phase"] == "step"]
+    if steps.empty:
+        return
+    fig.add_trace(go.Scatter(
+        x=steps["end_ms"].to_numpy(), y=steps["device"].to_numpy(dtype=float) + COMPUTE_Y, mode="markers", name=name,
+        marker=dict(symbol="diamond", size=12, color=kind_color("broadcast"), line=dict(width=1, color=OUTLINE)),
+        customdata=steps["batch"].to_numpy() + 1,
+        hovertemplate="step %{customdata}: the optimizer step ends with the broadcasts of the updated shards<extra></extra>",
     ))
 
 
