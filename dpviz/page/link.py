@@ -101,7 +101,7 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
             values.update(LINK_PRESETS[name].config.to_dict())
         else:
             warnings.append(f"The link's preset {echo(name)} is not one of dpviz's {len(LINK_PRESETS)} presets "
-                            "(the page's Pitfalls); it was ignored.")
+                            f"({', '.join(LINK_PRESETS)}); it was ignored.")
     for name, raw in params.items():
         text = last(raw)
         if name in ("preset", "engines"):
@@ -110,6 +110,10 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
             text = pair[1]  # the settings are the second engine's; the page runs the first beside it (wants_pair)
         if name not in PARAMS:
             warnings.append(f"The link's parameter {echo(name)} is not a dpviz setting and was ignored.")
+            continue
+        if name == "engine" and str(text).strip().lower() not in ENGINES:  # every page a link may name, not only engines
+            warnings.append(f"The link's engine must be one of {', '.join([*ENGINES, COMPARE, MEMORY])}, got "
+                            f"{echo(str(text).strip().lower())}. Using engine = {_show(DEFAULTS.engine)} instead.")
             continue
         try:
             value = parse_setting(name, text)
