@@ -334,7 +334,7 @@ def _failed_marks(fig: go.Figure, table: pd.DataFrame, step: int) -> None:
         return
     fig.add_trace(go.Scatter(
         x=ends.to_numpy(), y=ends.index.to_numpy(dtype=float) + COMPUTE_Y, mode="markers+text", name=FAILED_NAME,
-        text=["✗"] * len(ends), textposition="middle right", textfont=dict(size=16),
+        text=["✗"] * len(ends), textposition="top center", textfont=dict(size=16),  # over it: a mark at the edge stays in
         marker=dict(symbol="line-ns", size=26, line=dict(width=3, color=MISSING)),
         hovertemplate=f"step {counted(step)}: the last this rank ran before the run failed<extra></extra>",
     ))
