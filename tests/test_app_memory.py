@@ -39,13 +39,13 @@ def test_at_real_size_plans_every_engine_and_holds_the_toy_run_to_the_same_rules
     app = page(engine=MEMORY, **SETTINGS)
     assert not app.exception
     charts = [chart.proto.spec for chart in app.get("plotly_chart")]
-    assert len(charts) == 2 and "80 GB per device" in charts[1] and "does not fit" in charts[1]
+    assert len(charts) == 2 and "80 GiB per device" in charts[1] and "does not fit" in charts[1]
     text = shown_text(app)
     assert "**DataParallel**: does not fit." in text and "**FSDP**: fits." in text  # 7B on 8 GPUs of 80 GB, Adam
     assert "holds exactly what the live runs' ranks held" in text and "ZeRO-1" in text
     app.number_input(key="real_gpus").set_value(1024).run()
     app.radio(key="real_memory").set_value(24).run()
-    assert not app.exception and "1,024 devices of 24 GB" in app.get("plotly_chart")[1].proto.spec
+    assert not app.exception and "1,024 devices of 24 GiB" in app.get("plotly_chart")[1].proto.spec
 
 
 def test_at_real_size_plans_a_pipeline_a_stage_per_gpu_with_its_own_controls():

@@ -29,11 +29,13 @@ def rows_of(trace, rank: int, steps=None) -> list[int]:
 
 def test_batch_size_is_per_process_so_the_global_batch_grows_with_the_ranks():
     trace = run("ddp-batch-per-process")
-    assert trace.failure is None and len(trace.batches) == 1  # 100 rows: 25 a rank, one DataLoader batch of 30
-    assert [s.rows for s in trace.spans if s.phase == "forward"] == [25, 25, 25, 25]
+    # 360 rows: 90 a rank, DistributedSampler's shard, in DataLoader batches of 30: 3 steps of 120 rows
+    assert trace.failure is None and len(trace.batches) == 3
+    assert [s.rows for s in trace.spans if s.phase == "forward"] == [30] * 12
+    assert [b.rows for b in trace.batches] == [120] * 3
     assert trace.facts["ddp"]["per_rank_batch"] == 30
     global_batch = run("ddp-batch-per-process", batch_per_process=False)
-    assert [b.rows for b in global_batch.batches] == [32, 32, 32, 4]  # ceil(30 / 4) = 8 a rank
+    assert [b.rows for b in global_batch.batches] == [32] * 11 + [8]  # ceil(30 / 4) = 8 a rank: 90 = 11 × 8 + 2
 
 
 def test_the_sampler_repeats_the_first_rows_to_even_out_the_ranks():

@@ -83,7 +83,8 @@ def test_with_adam_every_ddp_rank_holds_twice_the_model_as_state_and_zero1_split
     held = trace.facts["held"]
     assert len(held) == ranks and all(rank["optimizer state"]["elements"] == 2 * model for rank in held)
     look_for = SHARDED_PRESETS["ddp-adam-state"].look_for
-    assert f"{model:,} parameters ({2 * model:,} numbers, the largest bar after the step)" in look_for and f"each of {ranks} DDP ranks" in look_for
+    assert f"{model:,} parameters, as many gradients and {2 * model:,} numbers of optimizer state" in look_for
+    assert f"each of {ranks} DDP ranks" in look_for and f"its {ranks} ranks' optimizer state adds up to one DDP rank's" in look_for
     zero1 = run("ddp-adam-state", engine="zero1")  # the same run under ZeRO-1: the same state, once in all
     assert sum(rank["optimizer state"]["elements"] for rank in zero1.facts["held"]) == 2 * model
     # The memory view's sample after the step: each rank holds what torch's Adam holds after a step on the whole model

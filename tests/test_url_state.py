@@ -6,6 +6,7 @@ from dpviz.engines import ENGINES
 
 OTHER_ENGINES_ONLY = set(ENGINE_OPTIONS) - set(ENGINES["dp"].unset)  # what a DataParallel link leaves out
 from dpviz.page.link import from_query, settle, to_query
+from dpviz.presets import LINK_PRESETS
 
 
 def test_a_link_round_trips_every_setting():
@@ -113,7 +114,8 @@ def test_echoed_values_are_cut_and_each_sentence_stays_whole():
                                    "backend": "[x](http://evil.example)" * 5_000})
     assert config == RunConfig(backend="auto") and len(warnings) == 4
     for warning in warnings:
-        assert len(warning) < 300 and "…" in warning and warning.endswith(("ignored.", "instead.")), warning
+        listed = len(", ".join(LINK_PRESETS)) if "presets (" in warning else 0  # a bad preset's sentence lists them
+        assert len(warning) < 300 + listed and "…" in warning and warning.endswith(("ignored.", "instead.")), warning
 
 
 def test_the_engine_is_a_setting_of_the_link():
@@ -162,4 +164,23 @@ def test_a_zero1_link_keeps_its_engine_and_the_options_it_shares_with_ddp():
     assert from_query(to_query(config)) == (config, [])
     assert to_query(config)["engine"] == "zero1" and to_query(config)["optimizer"] == "adam"
     config, warnings = from_query({"engine": "zero1", "optimizer": "lamb"})
-    assert config == RunConfig(engine="zero1") and "optimizer must be one of sgd, adam" in warnings[0]
+    assert config == RunConfig(engine="zero1", train=True) and "optimizer must be one of sgd, adam" in warnings[0]
+
+
+@pytest.mark.parametrize("engine", ["zero1", "fsdp"])
+def test_a_bare_link_of_an_engine_whose_lesson_needs_training_opens_training(engine):
+    """ZeRO-1's and FSDP's lessons are what a training step holds and moves: their bare link trains, said once; a link
+    that names train keeps it."""
+    config, warnings = from_query({"engine": engine})
+    assert config == RunConfig(engine=engine, train=True)
+    assert len(warnings) == 1 and "opens with train = true" in warnings[0]
+    assert from_query({"engine": engine, "train": "false"}) == (RunConfig(engine=engine), [])
+    assert from_query(to_query(config)) == (config, [])  # the page's own link says train: nothing said again
+    assert from_query({"engine": "ddp"}) == (RunConfig(engine="ddp"), [])  # DDP's lesson shows forward only
+
+
+def test_a_bad_engine_or_preset_lists_what_a_link_may_name():
+    _, warnings = from_query({"engine": "nope"})
+    assert "dp, ddp, zero1, fsdp, pipeline, compare, memory" in warnings[0]
+    _, warnings = from_query({"preset": "nope"})
+    assert all(name in warnings[0] for name in LINK_PRESETS)

@@ -198,6 +198,8 @@ class Parts:
     paper_note: Lazy[str] | None = None
     timeline_detail: Lazy[TimelineDetail] | None = None
     own_batch: Lazy[OwnBatch] | None = None
+    # The step Memory opens on where it differs from the views' (ZeRO-1: one whose devices hold their own shards)
+    memory_opening: Lazy[OfTrace] | None = None
     pitfall_shown: Lazy[Applies] | None = None  # whether the Pitfall view has anything for this trace
     inputs_sampled: Lazy[SampledBatches] | None = None  # the batches whose arguments the trace kept
     # What a loaded file lacks for one of its views (a field an edited file left out), said in that view's place

@@ -73,6 +73,10 @@ class EngineSpec:
     # Drawn on "Memory, every engine", where every engine runs the same rows on every device; False for an engine
     # whose devices hold different layers (a pipeline's stages), compared in pairs instead
     memory_page: bool = True
+    # Settings a link naming this engine and none of them opens with, and why: an engine whose lesson is what training
+    # holds (ZeRO-1's sharded optimizer state, FSDP's gathers and reduce-scatters) shows nothing of it forward only.
+    opens_with: tuple[tuple[str, Any], ...] = ()
+    opens_why: str = ""
 
     @property
     def options(self) -> tuple[Option, ...]:

@@ -48,7 +48,7 @@ def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
                              customdata=[unit.amount(row[kind]) for row in rows],
                              hovertemplate=f"%{{x}}<br>{kind}: %{{customdata}} on the fullest device<extra></extra>"))
     fig.add_hline(y=memory_gb * GIB / unit.size, line=dict(color=GUIDE, dash="dash", width=2),
-                  annotation_text=f"{memory_gb} GB per device", annotation_position="top left")
+                  annotation_text=f"{memory_gb} GiB per device", annotation_position="top left")
     ok = fits(found, memory_gb)
     for label, total, name in zip(labels, totals, planned_ones):
         fig.add_annotation(x=label, y=total / unit.size, yanchor="bottom", showarrow=False,
@@ -64,7 +64,7 @@ def plan_figure(found: dict, memory_gb: int, title_model: str) -> go.Figure:
     optimizer = {"sgd": "SGD", "adam": "Adam"}.get(found["optimizer"], found["optimizer"])
     mixed = found["model"].get("precision") == "mixed"
     unplanned = f" ({', '.join(refused)} not planned)" if refused else ""
-    title = (f"{title_model} on {found['gpus']:,} devices of {memory_gb} GB, training with {optimizer}"
+    title = (f"{title_model} on {found['gpus']:,} devices of {memory_gb} GiB, training with {optimizer}"
              f"{' in mixed precision' if mixed else ''}: {count} of {len(ok)} engines fit{unplanned}")
     per = -(-found["model"]["rows"] // found["gpus"])
     notes = [f"planned from the model's shapes on the meta device ({found['model']['parameters']:,} parameters, "

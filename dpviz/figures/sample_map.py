@@ -53,6 +53,7 @@ class MapWords:
     bottom: str = "Inside each batch: one contiguous slice per GPU"
     bottom_x: str = "row within the batch (as DataParallel splits it)"
     repeats: tuple[tuple[int, int], ...] = ()  # (batch, position) of rows loaded again: DDP's padding
+    dropped: tuple[tuple[int, int], ...] = ()  # (dataset row, last batch of its epoch) of rows never loaded: drop_last
 
     def name(self, lane: int) -> str:
         return f"{self.lane} {lane}"
@@ -60,6 +61,7 @@ class MapWords:
 
 DP_WORDS = MapWords()
 REPEAT_NAME = "loaded again (padding)"
+DROPPED_NAME = "never loaded (drop_last)"
 
 
 def prepare_sample_map(trace: Trace) -> pd.DataFrame:
@@ -109,6 +111,8 @@ def _exact_top(fig: go.Figure, table: pd.DataFrame, devices: int, data_rows: int
         ), row=1, col=1)
     if words.repeats:
         _repeat_rings(fig, table, words, size, row=1, x="sample", y="batch")
+    if words.dropped:
+        _dropped_crosses(fig, words, size)
     # No padding: the width is split evenly between the dataset's rows, as marker_size assumed.
     fig.update_xaxes(range=[-0.5, data_rows - 0.5], row=1, col=1)
     return len(table)
@@ -133,6 +137,17 @@ def _repeat_rings(fig: go.Figure, table: pd.DataFrame, words: MapWords, size: fl
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=REPEAT_NAME, legendgroup=REPEAT_NAME,
                                  marker=dict(symbol="circle-open", size=12, color=RING_LEGEND, line=dict(width=2))),
                       row=row, col=1)
+
+
+def _dropped_crosses(fig: go.Figure, words: MapWords, size: float) -> None:
+    """A grey cross in the column of every dataset row its epoch never loaded, just under the epoch's last step: the
+    row a class looks for and does not find."""
+    rows, steps = zip(*words.dropped)
+    fig.add_trace(go.Scatter(
+        x=list(rows), y=[step + FIRST + 0.32 for step in steps], mode="markers", name=DROPPED_NAME,
+        marker=dict(symbol="x-thin-open", size=max(10.0, size * 1.2), color=RING_LEGEND, line=dict(width=2.5)),
+        hovertemplate=f"dataset row %{{x}}: never loaded in this epoch (DistributedSampler(drop_last=True))<extra></extra>",
+    ), row=1, col=1)
 
 
 def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapWords = DP_WORDS) -> None:

@@ -101,7 +101,7 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
             values.update(LINK_PRESETS[name].config.to_dict())
         else:
             warnings.append(f"The link's preset {echo(name)} is not one of dpviz's {len(LINK_PRESETS)} presets "
-                            "(the page's Pitfalls); it was ignored.")
+                            f"({', '.join(LINK_PRESETS)}); it was ignored.")
     for name, raw in params.items():
         text = last(raw)
         if name in ("preset", "engines"):
@@ -111,6 +111,10 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
         if name not in PARAMS:
             warnings.append(f"The link's parameter {echo(name)} is not a dpviz setting and was ignored.")
             continue
+        if name == "engine" and str(text).strip().lower() not in ENGINES:  # every page a link may name, not only engines
+            warnings.append(f"The link's engine must be one of {', '.join([*ENGINES, COMPARE, MEMORY])}, got "
+                            f"{echo(str(text).strip().lower())}. Using engine = {_show(DEFAULTS.engine)} instead.")
+            continue
         try:
             value = parse_setting(name, text)
             check_setting(name, value)
@@ -119,8 +123,24 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
             warnings.append(f"The link's {error} Using {name} = {_show(default)} instead.")
             continue
         values[name] = value
+    warnings += _opening(params, values)
     config, more = settle(values)
     return config, warnings + more
+
+
+def _opening(params: Mapping[str, Any], values: dict[str, Any]) -> list[str]:
+    """A link naming an engine whose lesson needs settings it does not give (ZeRO-1's and FSDP's need training) opens
+    with them, said once; a preset's link or one that sets them itself is left as it is."""
+    engine = values.get("engine")
+    if "preset" in params or "engine" not in params or engine not in ENGINES:
+        return []
+    spec = ENGINES[engine]
+    changes = {name: value for name, value in spec.opens_with if name not in params}
+    if not changes:
+        return []
+    values.update(changes)
+    said = ", ".join(f"{name} = {_show(value)}" for name, value in changes.items())
+    return [f"{spec.opens_why}: the link opens with {said}."]
 
 
 def settle(values: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:

@@ -1,6 +1,6 @@
 """"At real size", under the page "Memory, every engine": a catalogue model at a real size it declares
 (dpviz.catalogue.ModelSpec.sizes: the transformer at GPT-2-small, 1B or 7B shapes) on up to 1,024 GPUs of 24, 40 or
-80 GB, planned per engine from its shapes (dpviz.engines.plan), with a line at the device's memory; and the same
+80 GiB, planned per engine from its shapes (dpviz.engines.plan), with a line at the device's memory; and the same
 rules applied to the toy run above, held against what its ranks held.
 The options an engine's plan reads that no control above sets (a pipeline's schedule and microbatches) have
 widgets here; an engine that cannot run the model so says why in its place.
@@ -23,7 +23,7 @@ from dpviz.trace import Trace
 
 # Each real size a catalogue model declares, as (model, size), and what the page calls it
 SIZES = {(model, size): real.label for model, spec in sized_models().items() for size, real in spec.sizes.items()}
-MEMORIES = (24, 40, 80)  # GB per device: the common cards' memory
+MEMORIES = (24, 40, 80)  # GiB per device (a maker's "80 GB" card): the common cards' memory
 COMPUTING = {"full": "float32", "mixed": "mixed precision (bfloat16 compute, float32 parameters and state)"}
 HELD = ("parameters", "gradients", "optimizer state")
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
@@ -60,7 +60,7 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
                                       "is allocated, nothing runs.")
     spec = sized_models()[model]
     gpus = middle.number_input("GPUs", min_value=1, max_value=1024, value=8, step=1, key="real_gpus")
-    memory = right.radio("GB per GPU", MEMORIES, index=2, horizontal=True, key="real_memory")
+    memory = right.radio("GiB per GPU", MEMORIES, index=2, horizontal=True, key="real_memory")
     precision = left.radio("Precision", PRECISIONS, index=PRECISIONS.index(config.precision), horizontal=True,
                            key="real_precision", help="full: float32 throughout. mixed: bfloat16 compute over float32 "
                            "parameters, gradients and optimizer state (torch.autocast; FSDP2's MixedPrecisionPolicy).")

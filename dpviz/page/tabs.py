@@ -106,9 +106,13 @@ def share(trace: Trace, key: str, index=lambda value: value) -> None:
     st.session_state[side_key(trace, "batch")] = index(st.session_state[key])
 
 
-def sampled_batch(trace: Trace, sampled: list[int], key: str) -> int:
-    """A radio over the sampled batches (first, last, failing), on the shared batch or the nearest sampled."""
+def sampled_batch(trace: Trace, sampled: list[int], key: str, opening: int | None = None) -> int:
+    """A radio over the sampled batches (first, last, failing), on the shared batch or the nearest sampled; on
+    `opening` instead the first time this run's view is shown, when its engine opens it elsewhere."""
     shared = shared_batch(trace)
+    if opening is not None and st.session_state.get(f"{key}_of") != trace.config:
+        shared = opening
+    st.session_state[f"{key}_of"] = trace.config
     chosen = min(sampled, key=lambda b: (abs(b - shared), -b))
     if len(sampled) == 1:
         return chosen
@@ -128,8 +132,10 @@ def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: s
     """A view drawn for one of the batches the trace sampled, picked with a radio; `missing` when none was."""
     if not sampled:
         st.info(missing)
-    else:
-        chart(trace, build, sampled_batch(trace, sampled, side_key(trace, f"{name}_batch")), key=f"{name}_chart")
+        return
+    part = f"{name}_opening"  # an engine's own opening for this view (ZeRO-1's Memory: a step of sharded state)
+    opening = int(trace.spec.part(part)(trace)) if trace.spec.has(part) else None
+    chart(trace, build, sampled_batch(trace, sampled, side_key(trace, f"{name}_batch"), opening), key=f"{name}_chart")
 
 
 def chart(trace: Trace, build, *args, key: str) -> None:

@@ -22,7 +22,9 @@ SPEC = dataclasses.replace(
     title="How FSDP shards the model across the ranks",
     options_title="FSDP options",
     options_type=FsdpOptions,
-    facts=("ddp", "held", "moved", "model", "modules"),  # modules: which parameters each sharded module gathers
+    facts=("ddp", "held", "moved", "model", "modules"),
+    opens_with=(("train", True),),
+    opens_why="FSDP gathers each module for backward and reduce-scatters its gradients, which only training runs",  # modules: which parameters each sharded module gathers
     parts=dataclasses.replace(
         DDP.parts,
         vocabulary="dpviz.engines.fsdp.vocabulary:VOCABULARY",

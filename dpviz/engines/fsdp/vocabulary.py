@@ -66,5 +66,7 @@ VOCABULARY = Vocabulary(
         "timeline_zoom": "opened on step {step} (double-click: every step)",
         # Said beside the reduce-scatters a CPU run drew: what gloo ran in their place.
         "gloo_reduce_scatter": "on gloo (this CPU run) each reduce-scatter runs as an all-reduce",
+        # Said when backward gathered nothing: reshard_after_forward=False kept every module whole since its forward.
+        "no_backward_gather": "no all-gather in backward: each module kept whole since its forward",
     },
 )

@@ -32,9 +32,12 @@ SPEC = dataclasses.replace(
         summary_rows="dpviz.engines.zero1.read.text:summary_rows_zero1",
         explain="dpviz.engines.zero1.read.text:explain_zero1",
         memory_why="dpviz.engines.zero1.read.memory:sharded_state_why",
+        memory_opening="dpviz.engines.zero1.read.memory:sharded_step",
         # DDP's views but its Flow, whose "only the gradients move" ZeRO-1's broadcast of each updated shard belies:
         # One step draws both.
         views={key: where for key, where in DDP.parts.views.items() if key != "flow"},
     ),
     preload=(*DDP.preload, "dpviz.engines.zero1.engine", "dpviz.engines.zero1.rank"),
+    opens_with=(("train", True),),
+    opens_why="ZeRO-1 shards the optimizer's state, which only training makes",
 )

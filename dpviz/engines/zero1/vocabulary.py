@@ -15,4 +15,8 @@ def _phase(phase):
                                      "state), then each shard is broadcast from its owner")
 
 
-VOCABULARY = dataclasses.replace(DDP, engine="zero1", title="ZeRO-1", phases=tuple(map(_phase, DDP.phases)))
+VOCABULARY = dataclasses.replace(
+    DDP, engine="zero1", title="ZeRO-1", phases=tuple(map(_phase, DDP.phases)),
+    # The timeline's mark where each ZeRO step ends: the broadcasts run inside the step, timed with it, not apart.
+    words={**DDP.words, "step_broadcast": "broadcast: the updated shards sent from their owners"},
+)

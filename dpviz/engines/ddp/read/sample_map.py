@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from dpviz.engines.ddp.read.tables import rank_rows, repeated_rows, sampler_order
+from dpviz.engines.ddp.read.tables import epoch_of, epochs_of, rank_rows, repeated_rows, sampler_order
 from dpviz.trace import Trace
 from dpviz.figures.sample_map import MapWords, plot_sample_map
 from dpviz.engines.ddp.read.words import ddp_note
@@ -36,6 +36,29 @@ def prepare_sample_map_ddp(trace: Trace) -> tuple[pd.DataFrame, list[tuple[int, 
     return table.astype("int64"), repeats
 
 
+def dropped_rows(trace: Trace) -> list[tuple[int, int]]:
+    """(dataset row, the last step of its epoch) of every row an epoch never loaded, when the sampler dropped its
+    tail (drop_last=True): each rank loads as many rows, and the rest of the dataset is left out."""
+    if not getattr(trace.config, "drop_last", False):
+        return []
+    loaded: dict[int, set[int]] = {}
+    last: dict[int, int] = {}
+    for batch in trace.batches:
+        epoch = epoch_of(trace, batch.index)
+        loaded.setdefault(epoch, set()).update(batch.sample_ids)
+        last[epoch] = batch.index
+    return [(row, last[epoch]) for epoch, rows in loaded.items()
+            for row in range(trace.config.data_size) if row not in rows]
+
+
+def same_order(trace: Trace) -> bool:
+    """Whether every epoch loaded the same rows in the same order (set_epoch never called on a shuffled sampler)."""
+    orders: dict[int, list[int]] = {}
+    for batch in trace.batches:
+        orders.setdefault(epoch_of(trace, batch.index), []).extend(batch.sample_ids)
+    return epochs_of(trace) > 1 and len(orders) > 1 and all(order == orders[0] for order in orders.values())
+
+
 def strided(trace: Trace) -> bool:
     """Whether every step's ranks loaded as many rows each (DistributedSampler's equal shares), so the
     step reads in the sampler's strided order; data split by hand (uneven shards) reads rank after rank."""
@@ -55,12 +78,21 @@ def sample_map_ddp_figure(trace: Trace) -> go.Figure:
     else:
         bottom = f"Inside each step: each {noun}'s own rows, {noun} after {noun}"
         bottom_x = f"row within the step ({noun} after {noun})"
-    words = MapWords(lane=noun, batch="step", batches="steps", bottom=bottom, bottom_x=bottom_x, repeats=tuple(repeats))
+    dropped = dropped_rows(trace)
+    words = MapWords(lane=noun, batch="step", batches="steps", bottom=bottom, bottom_x=bottom_x, repeats=tuple(repeats),
+                     dropped=tuple(dropped))
     config = trace.config
     order = "shuffled (DistributedSampler shuffle=True)" if config.shuffle else "in order (shuffle=False)"
     title = f"{plural(len(table), 'row')} loaded in {plural(len(trace.batches), 'step')}, {order}"
     notes = [ddp_note(trace)]
     if repeats:
         notes.append(f"ringed: {plural(len(repeats), 'row')} loaded again, the sampler's padding")
+    if dropped:
+        rows = sorted({row for row, _ in dropped})
+        named = ", ".join(map(str, rows[:8])) + (" …" if len(rows) > 8 else "")
+        notes.append(f"✕ {'row' if len(rows) == 1 else 'rows'} {named}: never loaded (drop_last), the rest after "
+                     f"an equal share for every {noun}")
+    if same_order(trace):
+        notes.append("set_epoch never called: every epoch loads the same rows in the same order")
     return plot_sample_map(table, devices=ranks, data_size=config.data_size, batches=len(trace.batches),
                            title=title, notes=notes, words=words)

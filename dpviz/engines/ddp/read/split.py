@@ -131,6 +131,11 @@ def split_ddp_figure(trace: Trace) -> go.Figure:
     shard = ("a contiguous shard split by hand (no DistributedSampler)" if trace.config.uneven
              else "its DistributedSampler shard")
     notes = [ddp_note(trace), f"each {noun} loads its own rows: its DataLoader, {shard}"]
+    per_rank = getattr(trace.config, "batch_per_process", False) and trace.config.batch_size
+    if per_rank:  # code carried over from DataParallel: its batch_size now counts each process's rows
+        ranks = len(trace.lanes)
+        notes.append(f"batch_size is per process: each {noun} loads {per_rank:,} rows a step, "
+                     f"{per_rank * ranks:,} on {plural(ranks, noun)}")
     if bars < shown:
         notes.append(f"{plural(shown, 'step')} in {plural(bars, 'bar')}: consecutive steps with the same rows share one")
     if shown < total:

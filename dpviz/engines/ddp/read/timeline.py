@@ -22,7 +22,9 @@ from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
 from dpviz.analysis.wording import counted, human_bytes, numbered, numbered_range, plural
 from dpviz.figures.bounds import MAX_MARKS
-from dpviz.figures.colors import GUIDE, OUTLINE, device_color, device_pattern, with_alpha
+from dpviz.figures.colors import GUIDE, MISSING, OUTLINE, device_color, device_pattern, with_alpha
+from dpviz.figures.split import RAISED
+from dpviz.trace.legend import kind_color
 from dpviz.figures.chart_details import DETAILS
 from dpviz.figures.layout import styled, title_block_px
 from dpviz.figures.legends import legend_entries
@@ -198,7 +200,7 @@ def step_marks(trace: Trace, table: pd.DataFrame,
 
 def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int, title: str,
                       notes: list[str], marks: list[tuple[float, str, int]] = (),
-                      x_range: tuple[float, float] | None = None) -> go.Figure:
+                      x_range: tuple[float, float] | None = None, failed: int | None = None) -> go.Figure:
     """Per rank a thick row (its own thread's phases, in pipeline order) over a thin all-reduce row; opened on
     `x_range` (ms) when given, the shortest bar a share of that."""
     fig = go.Figure()
@@ -227,6 +229,10 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
     if len(waits):  # over the backward's tail: paler, so the time it computed stands out from the time it waited
         fig.add_trace(_bar(waits, name=WAIT_LABEL, color=with_alpha("#FFFFFF", 0.6), pattern="", min_ms=0.0,
                            bucket_rows=bucket_rows))
+    if failed is not None:
+        _failed_marks(fig, table, failed)
+    if "step_broadcast" in vocabulary.words:
+        _broadcast_marks(fig, table, vocabulary.words["step_broadcast"])
     fig.update_layout(barmode="overlay", bargap=0.1, dragmode="zoom", hovermode="closest")
     fig.update_yaxes(title_text=vocabulary.lane_noun, autorange=False, range=[ranks - 0.5, -0.5], tickmode="array",
                      tickvals=list(range(ranks)), ticktext=[vocabulary.lane_name(r) for r in range(ranks)],
@@ -278,6 +284,10 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
         gloo = trace.vocabulary.words.get("gloo_reduce_scatter")
         if gloo and trace.backend == "cpu" and (table["phase"] == "reduce_scatter").any():
             lines.append(gloo.format(noun=noun))
+        kept = trace.vocabulary.words.get("no_backward_gather")
+        if kept and trace.config.train and "gather_backward" in trace.vocabulary.order \
+                and not (table["phase"] == "gather_backward").any():
+            lines.append(kept)
         if "thin_row" not in trace.vocabulary.words:  # the share of backward's compute the bucket all-reduces ran in
             lines.append(overlap_words(trace, first_batch, last_batch))
     elif trace.vocabulary.names_where_grouped:
@@ -308,8 +318,40 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
         lines.append(f"{plural(epochs_of(trace), 'epoch')}")
     notes = ["<br>".join([ddp_note(trace)] + lines)]  # a line each: a narrow page cuts a long one
     fig = plot_timeline_ddp(table, vocabulary=trace.vocabulary, ranks=len(trace.lanes), title=title, notes=notes,
-                            marks=step_marks(trace, table, x_range), x_range=x_range)
+                            marks=step_marks(trace, table, x_range), x_range=x_range,
+                            failed=trace.failure.batch if trace.failure is not None else None)
     return fig.update_layout(meta={DETAILS: "\n\n".join(details)}) if details else fig
+
+
+FAILED_NAME = RAISED  # as DataParallel's split marks the replica that raised
+
+
+def _failed_marks(fig: go.Figure, table: pd.DataFrame, step: int) -> None:
+    """A cross where each rank's work in the failed step stopped (the end of its last span there): the step a class
+    is told failed, marked on the lanes, its error in the notes above."""
+    ends = table[table["batch"] == step].groupby("device")["end_ms"].max()
+    if ends.empty:
+        return
+    fig.add_trace(go.Scatter(
+        x=ends.to_numpy(), y=ends.index.to_numpy(dtype=float) + COMPUTE_Y, mode="markers+text", name=FAILED_NAME,
+        text=["✗"] * len(ends), textposition="top center", textfont=dict(size=16),  # over it: a mark at the edge stays in
+        marker=dict(symbol="line-ns", size=26, line=dict(width=3, color=MISSING)),
+        hovertemplate=f"step {counted(step)}: the last this rank ran before the run failed<extra></extra>",
+    ))
+
+
+def _broadcast_marks(fig: go.Figure, table: pd.DataFrame, name: str) -> None:
+    """A diamond in the broadcast's colour where each optimizer step ends: an engine whose step ends by broadcasting
+    (ZeRO-1: each owner's updated parameters) runs it inside the step's span, so the mark says where it is."""
+    steps = table[table["phase"] == "step"]
+    if steps.empty:
+        return
+    fig.add_trace(go.Scatter(
+        x=steps["end_ms"].to_numpy(), y=steps["device"].to_numpy(dtype=float) + COMPUTE_Y, mode="markers", name=name,
+        marker=dict(symbol="diamond", size=12, color=kind_color("broadcast"), line=dict(width=1, color=OUTLINE)),
+        customdata=steps["batch"].to_numpy() + 1,
+        hovertemplate="step %{customdata}: the optimizer step ends with the broadcasts of the updated shards<extra></extra>",
+    ))
 
 
 ZOOM_PAD = 0.03  # room either side of a zoomed step, as a share of it

@@ -28,3 +28,15 @@ def sharded_state_why(trace: Trace, table: pd.DataFrame, unit: ByteUnit) -> str:
              f"uneven by whole parameters: {split_text(found, lambda n: amount(unit, n))} (of {total})")
     return (lead + "<br>Each rank holds the whole model's parameters and gradients, as a DDP rank does,"
             f"<br>but optimizer state only for the parameters it owns: about 1/{k} of it,<br>{split}.")
+
+
+def sharded_step(trace: Trace) -> int:
+    """The step Memory opens on: the first sampled one whose ranks hold optimizer state all through it, each its own
+    shard (in the first step the state is made only by its optimizer step, and the ranks hold the same until then)."""
+    held: dict[int, set[int]] = {}
+    for m in trace.memory:
+        if m.category == "optimizer state" and m.bytes and m.phase != "step":
+            held.setdefault(m.batch, set()).add(m.lane)
+    lanes = {lane.id for lane in trace.lanes}
+    sharded = [batch for batch, holding in sorted(held.items()) if holding == lanes]
+    return sharded[0] if sharded else max((m.batch for m in trace.memory), default=0)

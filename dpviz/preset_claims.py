@@ -1,0 +1,201 @@
+"""Each preset's lesson as a claim about its own run: a function of the trace that says whether the run shows what the
+preset's text says, in the run's own numbers, and the words the preset's opening chart carries for it (its mark).
+
+    claim = ALL_PRESETS["ddp-drop-last"].claim
+    shown = claim(trace)            # Shown(holds=True, said="row 9 never loaded ...", mark="never loaded")
+
+Readers only: a claim reads the trace (its batches, spans, failure and facts), never the recording side, so a
+loaded file is held to its preset as a fresh run is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpviz.trace import Trace
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a run shows of its preset's lesson: whether the claim holds, the claim in the run's numbers (or what the run
+    showed instead), and the words on the opening tab's chart that point a class at it."""
+
+    holds: bool
+    said: str
+    mark: str
+
+
+def _rows(trace: Trace, batch: int) -> list[int]:
+    """The rows of each replica (or rank) of one batch, in device order."""
+    return [s.rows for s in trace.replicas(batch)]
+
+
+def _idle(trace: Trace, batch: int) -> list[int]:
+    used = {s.lane for s in trace.replicas(batch)}
+    return [lane.id for lane in trace.lanes if lane.id not in used]
+
+
+def _failed(trace: Trace, kind: str, batch: int) -> bool:
+    return trace.failure is not None and trace.failure.type == kind and trace.failure.batch == batch
+
+
+# ---------------------------------------------------------------- DataParallel's
+
+def idle_gpus(trace: Trace) -> Shown:
+    last = len(trace.batches) - 1
+    rows, idle = _rows(trace, last), _idle(trace, last)
+    holds = trace.batches[last].rows == 10 and rows == [2] * 5 and idle == [5, 6, 7] and trace.failure is None
+    return Shown(holds, f"the last batch's {trace.batches[last].rows} rows split {rows}; idle: {idle}", "idle")
+
+
+def batchnorm_one_row(trace: Trace) -> Shown:
+    last = len(trace.batches) - 1
+    rows = _rows(trace, last)
+    holds = _failed(trace, "ValueError", last) and rows == [2, 2, 1] and rows[trace.failure.replica] == 1
+    return Shown(holds, f"batch {last + 1} split {rows}, failure {trace.failure and trace.failure.headline}", "ValueError")
+
+
+def kwargs_small_batch(trace: Trace) -> Shown:
+    last = len(trace.batches) - 1
+    with_x = {a.replica for a in trace.arguments if a.batch == last and not a.path.endswith("=")}
+    without = sorted({a.replica for a in trace.arguments if a.batch == last} - with_x)
+    holds = (_failed(trace, "TypeError", last) and sorted(with_x) == [0, 1, 2, 3, 4] and without == [5, 6, 7]
+             and trace.failure.replica == 5)
+    return Shown(holds, f"batch {last + 1}: replicas {without} called without x", "missing")
+
+
+def scalar_loss(trace: Trace) -> Shown:
+    losses = trace.facts.get("losses") or []
+    last = losses[-1] if losses else {}
+    gathered = last.get("gathered", [])
+    mean = sum(gathered) / len(gathered) if gathered else 0.0
+    warned = any("scalars" in note.message for note in trace.warnings)
+    holds = warned and trace.failure is None and last.get("chunk_rows") == [4, 4, 2] and abs(mean - last["whole"]) > 1e-3
+    return Shown(holds, f"the last batch's chunks {last.get('chunk_rows')}: mean of the vector {mean:.4f}, the batch's "
+                        f"loss {last.get('whole', 0.0):.4f}", "off the batch's loss")
+
+
+def rnn_hidden_dim(trace: Trace) -> Shown:
+    replicas = len(trace.replicas(0)) if trace.batches else 0
+    holds = _failed(trace, "RuntimeError", 0) and replicas == 1 < len(trace.lanes)
+    return Shown(holds, f"{replicas} replica for {len(trace.lanes)} GPUs, then {trace.failure and trace.failure.type}",
+                 f"1 replica for {len(trace.lanes)} GPUs")
+
+
+def state_lost(trace: Trace) -> Shown:
+    state = trace.facts.get("state") or {}
+    calls, rows = state.get("calls", [None, None]), state.get("rows_seen", [None, None])
+    holds = calls == [0, len(trace.batches)] and rows[0] is not None and 0 < rows[0] < rows[1]
+    return Shown(holds, f"calls {calls}, rows_seen {rows} (kept, plain loop)", "lost")
+
+
+# ---------------------------------------------------------------- DistributedDataParallel's
+
+def _loaded(trace: Trace, step: int) -> dict[int, int]:
+    """Rows each rank loaded in one step."""
+    return {s.lane: s.rows for s in trace.spans_of(step, "forward") if s.lane is not None}
+
+
+def ddp_batch_per_process(trace: Trace) -> Shown:
+    per_rank = trace.config.batch_size
+    steps = [_loaded(trace, b.index) for b in trace.batches]
+    full = [step for step in steps if set(step.values()) == {per_rank}]
+    ranks = len(trace.lanes)
+    want_steps = -(-trace.config.data_size // (per_rank * ranks))
+    holds = len(full) >= 2 and len(steps) == want_steps and all(sum(s.values()) == per_rank * ranks for s in full)
+    return Shown(holds, f"{len(steps)} steps, {len(full)} of them with {per_rank} rows on each of {ranks} ranks "
+                        f"({per_rank * ranks} a step)", f"{per_rank} rows a step")
+
+
+def ddp_padding(trace: Trace) -> Shown:
+    from dpviz.engines.ddp.read.tables import repeated_rows
+
+    loaded = [sum(_loaded(trace, b.index).values()) for b in trace.batches]
+    again = [trace.batches[b].sample_ids[i] for b, flags in enumerate(repeated_rows(trace))
+             for r, rank_flags in flags.items() for i, flag in enumerate(rank_flags, _loaded_offset(trace, b, r)) if flag]
+    per_rank = {r: sum(_loaded(trace, b.index).get(r, 0) for b in trace.batches) for r in range(len(trace.lanes))}
+    holds = sorted(again) == [0, 1] and set(per_rank.values()) == {4} and sum(loaded) == 12
+    return Shown(holds, f"rows loaded again: {sorted(again)}; rows per rank {per_rank}", "loaded again (padding)")
+
+
+def _loaded_offset(trace: Trace, step: int, rank: int) -> int:
+    return next(s.row_offset for s in trace.spans_of(step, "forward") if s.lane == rank)
+
+
+def ddp_drop_last(trace: Trace) -> Shown:
+    seen = {row for b in trace.batches for row in b.sample_ids}
+    never = sorted(set(range(trace.config.data_size)) - seen)
+    per_rank = {r: sum(_loaded(trace, b.index).get(r, 0) for b in trace.batches) for r in range(len(trace.lanes))}
+    holds = never == [9] and set(per_rank.values()) == {3}
+    return Shown(holds, f"never loaded: rows {never}; rows per rank {per_rank}", "never loaded (drop_last)")
+
+
+def ddp_no_set_epoch(trace: Trace) -> Shown:
+    from dpviz.engines.ddp.read.tables import epoch_of
+
+    epochs: dict[int, list[int]] = {}
+    for b in trace.batches:
+        epochs.setdefault(epoch_of(trace, b.index), []).extend(b.sample_ids)
+    orders = list(epochs.values())
+    shuffled = bool(orders) and orders[0] != sorted(orders[0])
+    holds = len(orders) == 2 and shuffled and orders[0] == orders[1]
+    return Shown(holds, f"{len(orders)} epochs, the same order: {len(orders) == 2 and orders[0] == orders[1]}",
+                 "the same rows in the same order")
+
+
+def ddp_unused_parameter(trace: Trace) -> Shown:
+    reduced = [b.index for b in trace.batches if trace.spans_of(b.index, "allreduce")]
+    failure = trace.failure
+    holds = (_failed(trace, "RuntimeError", 1) and "Expected to have finished reduction" in failure.message
+             and reduced == [])
+    return Shown(holds, f"steps with an all-reduce: {reduced}; failure {failure and failure.headline[:80]}",
+                 "✗ raised")
+
+
+def ddp_uneven(trace: Trace) -> Shown:
+    steps = {r: sum(1 for b in trace.batches if _loaded(trace, b.index).get(r)) for r in range(len(trace.lanes))}
+    holds = steps == {0: 4, 1: 3, 2: 3} and trace.failure is not None and trace.failure.batch == 3
+    return Shown(holds, f"steps per rank {steps}; failure in step {trace.failure and trace.failure.batch + 1}", "idle")
+
+
+# ---------------------------------------------------------------- where the memory goes
+
+def _held(trace: Trace) -> list[dict]:
+    held = trace.facts.get("held")
+    return held if isinstance(held, list) else []
+
+
+def ddp_adam_state(trace: Trace) -> Shown:
+    held = _held(trace)
+    params = [h["parameters"]["elements"] for h in held]
+    state = [h["optimizer state"]["elements"] for h in held]
+    holds = (len(held) == 4 and len(set(params)) == 1 and params[0] == 26_242 and state == [2 * params[0]] * 4
+             and all(h["gradients"]["elements"] == params[0] for h in held))
+    return Shown(holds, f"parameters {params}, optimizer state {state} elements per rank", "optimizer state")
+
+
+def zero1_uneven(trace: Trace) -> Shown:
+    held = _held(trace)
+    state = sorted((h["optimizer state"]["elements"] for h in held), reverse=True)
+    params = held[0]["parameters"]["elements"] if held else 0
+    holds = len(state) == 4 and params == 8_274 and state[0] == 2 * 8_192 and sum(state[1:]) == 2 * 82
+    return Shown(holds, f"optimizer state per rank (largest first): {state} of {params} parameters'", "optimizer state")
+
+
+def fsdp_keep_gathered(trace: Trace) -> Shown:
+    gathers = [s for s in trace.spans if s.phase in ("gather", "gather_backward")]
+    in_backward = [s for s in gathers if s.phase == "gather_backward"]
+    holds = bool(gathers) and not in_backward and trace.failure is None
+    return Shown(holds, f"{len(gathers)} all-gathers, {len(in_backward)} in backward",
+                 "no all-gather in backward")
+
+
+def compare_gpu0(trace: Trace) -> Shown:
+    """The comparison's second engine, DDP: every rank all-reduces the 1 MiB of gradients each step, more than a
+    step's rows (DataParallel's GPU 0 copies the parameters to 7 others: the comparison draws both)."""
+    held = _held(trace)
+    params = held[0]["parameters"]["bytes"] if held else 0
+    batch = trace.config.batch_size * trace.config.input_size * 4  # a whole batch's rows, float32
+    holds = len(held) == 8 and params == (512 * 512 + 512) * 4 and params > batch
+    return Shown(holds, f"parameters {params:,} B per rank, a batch's rows {batch:,} B", "GPU 0 sends")
