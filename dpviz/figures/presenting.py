@@ -170,6 +170,15 @@ def _notes_below_px(fig: go.Figure) -> float:
 SHRINK_FLOOR = 0.7
 
 
+def _words_in_plot(fig: go.Figure) -> bool:
+    """Whether the plot holds words laid on its data (a note on a box, numbers in cells, text marks): they need
+    the room they were drawn in, so the plot keeps its height. Bars' labels hide where they no longer fit."""
+    return (any(a.text and a.yref != "paper" and not str(a.yref).endswith("domain")  # unset: the y axis
+                for a in fig.layout.annotations)
+            or any(t.type != "bar" and (("mode" in t and t.mode and "text" in t.mode)
+                                        or ("texttemplate" in t and t.texttemplate)) for t in fig.data))
+
+
 def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR_ROOM_PX) -> go.Figure:
     """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
     axis titles, legend, annotations, hovers, text on marks) and the room around it too: the title
@@ -177,7 +186,8 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     the room between the title block, the legend and the plot and between stacked panels grown, the
     margins and the height grown to match, so the plot keeps its share of the chart. Laid out for a
     projector's chart (PROJECTOR_PX wide); where the chart would be taller than `room_px` (the first
-    screen under the tabs and a slider), its plot gives up to 1 - SHRINK_FLOOR of its height. Rows a y axis
+    screen under the tabs and a slider), its plot gives up to 1 - SHRINK_FLOOR of its height, unless words
+    are laid on its data (they keep the room they were drawn in). Rows a y axis
     names (the flow's GPUs) grow until their larger labels clear each other. Text on bars too small to
     hold it is hidden rather than run into its neighbours."""
     if scale <= 0:
@@ -275,7 +285,8 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     whole = _stretch_gaps(out, old_plot, scale, apply=False)
     gaps = _stretch_gaps(out, old_plot, scale, panel=0.0, apply=False)
     panels = max(whole - gaps, 1)
-    panel = min(1.0, max(SHRINK_FLOOR, rows, (room_px - top - bottom - gaps) / panels))
+    floor = 1.0 if _words_in_plot(out) else max(SHRINK_FLOOR, rows)
+    panel = min(1.0, max(floor, (room_px - top - bottom - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
     if above:
