@@ -285,6 +285,23 @@ def test_presenting_draws_every_chart_in_larger_type():
     assert app.session_state["tab"] == "One step" and len(every_tab(app)) == len(TABS) - 1  # every view, presented, still draws
 
 
+def test_a_link_opens_in_presenting_and_the_pages_link_keeps_it():
+    app = page(presenting="true", gpus="3")
+    assert not app.exception and not app.warning and app.toggle(key="presenting").value
+    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["font"]["size"] > 16  # drawn in the larger type from the first screen
+    assert app.query_params["presenting"] == "true" and app.query_params["gpus"] == "3"
+    app.toggle(key="presenting").set_value(False).run()
+    assert "presenting" not in app.query_params  # off: the link is the plain page's, as before
+
+
+def test_a_bad_presenting_in_a_link_is_one_sentence_and_the_page_plain():
+    app = page(presenting="loud")
+    assert not app.exception and not app.toggle(key="presenting").value
+    (warning,) = app.warning
+    assert "presenting must be true or false" in warning.value and "loud" in warning.value
+
+
 def test_a_long_timeline_can_be_drawn_batch_by_batch():
     app = page(data_size="4500", gpus="8")  # 150 batches: the window is summarised as one typical batch
     show_tab(app, "Timeline")

@@ -236,14 +236,15 @@ def test_steps_and_columns_named_as_the_other_views_name_them(gpus):
     assert list(fig.layout.xaxis2.categoryarray) == columns  # an idle GPU's empty bar keeps its column
 
 
-def _room(fig):
-    """(legend top px, legend height px, title block end px, plot top px) of a figure."""
+def _room(fig, width_px=None):
+    """(legend top px, legend height px, title block end px, plot top px) of a figure laid out for a chart
+    `width_px` wide (the narrowest's by default)."""
     from dpviz.figures.layout import title_block_px
     from dpviz.figures.legends import legend_px
 
     layout = fig.layout
     plot = layout.height - layout.margin.t - layout.margin.b
-    height = legend_px(fig)
+    height = legend_px(fig, width_px) if width_px else legend_px(fig)
     bottom = layout.margin.t - (layout.legend.y - 1) * plot
     return bottom - height, height, title_block_px(fig), layout.margin.t
 
@@ -253,22 +254,23 @@ def _room(fig):
 def test_the_legend_sits_above_the_grid_and_the_caption_fits_the_chart(gpus, presenting):
     """The legend of kinds sat between the panels over the grid's last row and its GPU numbers, and the
     caption was cut at the chart's right edge when presenting ('1.18 Ki', 'gradier'). Now the legend is
-    above the grid, all its rows counted at the narrowest chart, and the caption is wrapped to the
-    chart's width at its own size, with the bottom margin to hold every line."""
+    above the grid, all its rows counted at the narrowest chart (presenting, the projector's), and the caption
+    is wrapped to the chart's width at its own size, with the bottom margin to hold every line."""
     from dpviz.figures.presenting import presentation
-    from dpviz.figures.sizes import NARROWEST_PX
+    from dpviz.figures.sizes import NARROWEST_PX, PROJECTOR_PX
     from dpviz.figures.text_fit import text_px
 
     fig = memory_figure(recorded(gpus=gpus, train=True))
     fig = presentation(fig) if presenting else fig
     layout = fig.layout
     assert layout.legend.orientation == "h" and layout.legend.yanchor == "bottom" and layout.legend.y >= 1
-    top, height, block, plot_top = _room(fig)
+    width = PROJECTOR_PX if presenting else NARROWEST_PX
+    top, height, block, plot_top = _room(fig, width)
     assert height > 0 and top >= block - 1 and top + height <= plot_top + 1
     (caption,) = layout.annotations
     assert caption.xshift == -layout.margin.l  # from the chart's left edge, not the plot's
     lines = caption.text.replace("<br />", "<br>").split("<br>")
-    room = NARROWEST_PX - layout.margin.r
+    room = width - layout.margin.r
     assert max(text_px(line, caption.font.size) for line in lines) <= room * 1.1
     assert layout.margin.b >= -caption.yshift + len(lines) * caption.font.size * 1.3
 

@@ -272,13 +272,14 @@ def test_presentation_enlarges_every_type_size_and_the_margins_to_match():
 
     from dpviz.figures.layout import styled
     from dpviz.figures.presenting import presentation
-    from dpviz.figures.text_fit import unwrap
+    from dpviz.figures.sizes import PROJECTOR_PX
+    from dpviz.figures.text_fit import unwrap, wrap
 
     fig = styled(go.Figure([go.Bar(x=["GPU 0"], y=[1], name="GPU 0", text=["1"], insidetextfont=dict(size=12)),
                             go.Bar(x=["GPU 1"], y=[2], name="GPU 1")]),
                  "Rows per GPU in each of 4 batches, none idle", ["simulated GPUs: CPU threads stand in for 2 devices"])
     fig.add_annotation(text="a note", x=0, y=1, showarrow=False, font=dict(size=12))
-    big = presentation(fig, scale=1.5)
+    big = presentation(fig, scale=1.5, room_px=10_000)  # room enough: the plot keeps its height
     assert big is not fig and fig.layout.font.size == 16  # a copy: the page's figure is untouched
     layout = big.layout
     assert layout.font.size == 24 and layout.title.font.size == 30 and layout.title.subtitle.font.size == 21
@@ -286,7 +287,9 @@ def test_presentation_enlarges_every_type_size_and_the_margins_to_match():
     assert layout.xaxis.tickfont.size == 21 and layout.annotations[0].font.size == 18
     assert big.data[0].insidetextfont.size == 18
     assert unwrap(layout.title.text) == unwrap(fig.layout.title.text)
-    assert layout.title.text.count("<br") > fig.layout.title.text.count("<br")  # wrapped again at the larger size
+    # Wrapped again at the larger size, for the projector's chart (1024 px window), which is wider than the narrowest.
+    assert layout.title.text == wrap(unwrap(fig.layout.title.text), 30, PROJECTOR_PX)
+    assert wrap(unwrap(fig.layout.title.text), 30).count("<br") > layout.title.text.count("<br")
     for side in "lrb":
         assert layout.margin[side] == round(fig.layout.margin[side] * 1.5)
     assert layout.margin.t > fig.layout.margin.t
@@ -294,6 +297,29 @@ def test_presentation_enlarges_every_type_size_and_the_margins_to_match():
     assert plot(big) == plot(fig)  # the margins grow, the plot keeps its height
     with pytest.raises(ValueError, match="scale must be positive"):
         presentation(fig, scale=0)
+
+
+def test_presentation_fits_the_projectors_first_screen_giving_up_at_most_a_share_of_the_plot():
+    """A chart taller than the room under the tabs: its plot gives up what it must, never below SHRINK_FLOOR of
+    its height, the margins kept whole; a stacked figure keeps the room between its panels for their words."""
+    from dpviz.figures import sample_map_figure
+    from dpviz.figures.presenting import SHRINK_FLOOR, presentation
+
+    plot = lambda f: f.layout.height - f.layout.margin.t - f.layout.margin.b
+    view = lambda key: _build(next(v for v in VIEWS if v.key == key), TRACES["8 GPUs"]())
+    worded = view("split")  # rows' counts written on its bars' data: it keeps the room they were drawn in
+    assert plot(presentation(worded, room_px=300)) == plot(presentation(worded, room_px=10_000))
+    for fig in (sample_map_figure(TRACES["8 GPUs"]()),):
+        roomy = presentation(fig, room_px=10_000)
+        for room in (roomy.layout.height - 40, 300):
+            fitted = presentation(fig, room_px=room)
+            assert (fitted.layout.margin.t, fitted.layout.margin.b) == (roomy.layout.margin.t, roomy.layout.margin.b)
+            assert plot(fitted) >= SHRINK_FLOOR * plot(roomy) - 1
+            assert fitted.layout.height < roomy.layout.height
+            assert plot(fitted) < plot(roomy)
+    maps = sample_map_figure(TRACES["8 GPUs"]())
+    gap = lambda f: (f.layout.yaxis.domain[0] - f.layout.yaxis2.domain[1]) * plot(f)
+    assert abs(gap(presentation(maps, room_px=300)) - gap(presentation(maps, room_px=10_000))) < 1
 
 
 def _hatches_without_fill(fig) -> list[str]:
@@ -374,16 +400,17 @@ def test_legend_rows_count_entries_as_plotly_lays_them_out():
     assert fig.layout.margin.t >= title_block_px(fig) + legend_px(fig)
 
 
-def _room_above(fig):
+def _room_above(fig, width_px):
     """(top of the legend, bottom of the title block, top of the plot) in px from the figure's top, for
-    a horizontal legend above the plot, from the layout's numbers as styled() and presentation() set them."""
+    a horizontal legend above the plot on a chart `width_px` wide, from the layout's numbers as styled() and
+    presentation() set them."""
     from dpviz.figures.layout import title_block_px
     from dpviz.figures.legends import legend_px
 
     layout = fig.layout
     plot = layout.height - layout.margin.t - layout.margin.b
     lifted = (layout.legend.y - 1) * plot
-    height = legend_px(fig)
+    height = legend_px(fig, width_px)
     top = layout.margin.t - lifted - (0 if layout.legend.yanchor == "top" else height)
     return top, title_block_px(fig), layout.margin.t, height
 
@@ -391,17 +418,19 @@ def _room_above(fig):
 @pytest.mark.parametrize("view", [v for v in VIEWS if v.control != TEXT], ids=lambda v: v.key)
 def test_presentation_keeps_the_legend_between_the_subtitle_and_the_plot(view, no_default_template):
     """At 16 GPUs, with every type 1.35 times larger: a legend above the plot starts under the
-    re-wrapped subtitle and ends, all its rows counted at the narrowest chart, above the plot."""
+    re-wrapped subtitle and ends, all its rows counted at the chart it is laid out for (the narrowest;
+    presented, the projector's), above the plot."""
     from dpviz.figures.presenting import presentation
+    from dpviz.figures.sizes import NARROWEST_PX, PROJECTOR_PX
 
     fig = _build(view, TRACES["16 GPUs"]())
     if fig is None:
         pytest.skip(f"{view.key} draws nothing for 16 GPUs")
-    for shown in (fig, presentation(fig)):
+    for shown, width in ((fig, NARROWEST_PX), (presentation(fig), PROJECTOR_PX)):
         layout = shown.layout
         if not (layout.legend.orientation == "h" and layout.legend.y is not None and layout.legend.y >= 1):
             continue
-        top, block, plot_top, height = _room_above(shown)
+        top, block, plot_top, height = _room_above(shown, width)
         assert top >= block, f"{view.key}: the legend's top {top:.0f} px is over the subtitle's end {block} px"
         assert top + height <= plot_top + 1, f"{view.key}: the legend's rows reach into the plot"
 
@@ -413,7 +442,7 @@ def test_presentation_grows_the_room_between_stacked_panels():
     from dpviz.figures.presenting import presentation
 
     fig = sample_map_figure(TRACES["8 GPUs"]())
-    big = presentation(fig)
+    big = presentation(fig, room_px=10_000)  # room enough: each panel keeps its pixels
     plot = lambda f: f.layout.height - f.layout.margin.t - f.layout.margin.b
     gap = lambda f: (f.layout.yaxis.domain[0] - f.layout.yaxis2.domain[1]) * plot(f)
     panel = lambda f: (f.layout.yaxis2.domain[1] - f.layout.yaxis2.domain[0]) * plot(f)

@@ -5,7 +5,7 @@ from dpviz.config import ENGINE_OPTIONS, MAX_BATCHES, RunConfig
 from dpviz.engines import ENGINES
 
 OTHER_ENGINES_ONLY = set(ENGINE_OPTIONS) - set(ENGINES["dp"].unset)  # what a DataParallel link leaves out
-from dpviz.page.link import from_query, settle, to_query
+from dpviz.page.link import from_query, settle, to_query, wanted_presenting
 from dpviz.presets import LINK_PRESETS
 
 
@@ -27,6 +27,17 @@ def test_a_link_round_trips_every_setting():
                          microbatches=8, schedule="1f1b", epochs=2, optimizer="adam")
     assert from_query(to_query(pipeline)) == (pipeline, [])  # a pipeline's own options travel in its links
     assert to_query(pipeline)["schedule"] == "1f1b" and to_query(pipeline)["microbatches"] == "8"
+
+
+def test_presenting_travels_in_a_link_beside_the_settings_and_is_no_setting():
+    config = RunConfig(gpus=3)
+    query = to_query(config, presenting=True)
+    assert query["presenting"] == "true" and "presenting" not in to_query(config)
+    assert from_query(query) == (config, [])  # how the page is shown: not refused, and no setting of the run
+    assert wanted_presenting(query) == (True, []) and wanted_presenting({}) == (False, [])
+    on, said = wanted_presenting({"presenting": "maybe"})
+    assert not on and len(said) == 1 and "presenting must be true or false" in said[0]
+    assert from_query({"presenting": "maybe"})[1] == said  # said once, by the link's sentences
 
 
 def test_a_link_to_a_pipeline_of_the_tutorials_linear_is_fitted_and_said():

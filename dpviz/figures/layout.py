@@ -41,9 +41,10 @@ def subplot_titles(fig: go.Figure) -> list:
             and a.xanchor == "center" and a.yanchor == "bottom" and a.text]
 
 
-def wrap_subplot_titles(fig: go.Figure, margins_px: float = MARGIN["l"] + MARGIN["r"]) -> None:
-    """Subplot titles cut to the width of their subplot at the narrowest chart."""
-    plot_px = NARROWEST_PX - margins_px
+def wrap_subplot_titles(fig: go.Figure, margins_px: float = MARGIN["l"] + MARGIN["r"],
+                        width_px: float = NARROWEST_PX) -> None:
+    """Subplot titles cut to the width of their subplot on a chart `width_px` wide (the narrowest chart's)."""
+    plot_px = width_px - margins_px
     for annotation in subplot_titles(fig):
         # The narrowest axis under the title is its own subplot's: a panel spanning both columns lies under a
         # left panel's title too (and plotly's layout keys come in no fixed order).

@@ -18,12 +18,14 @@ from dpviz.figures.text_fit import line_count, text_px
 TOP_LEGEND = dict(orientation="h", x=0, xanchor="left", xref="paper", y=1, yanchor="bottom", yref="paper")
 
 
-def legend_entries(fig: go.Figure) -> list[str]:
-    """The names the legend shows: traces in it (plotly leaves out heatmaps, sankeys and tables unless told)."""
+def legend_entries(fig: go.Figure, legend: str = "legend") -> list[str]:
+    """The names a legend shows (the figure's first, or `legend`: "legend2"): traces in it (plotly leaves out
+    heatmaps, sankeys and tables unless told)."""
     if fig.layout.showlegend is False:
         return []
+    mine = (None, "legend") if legend == "legend" else (legend,)
     flags = [(t, t["showlegend"] if "showlegend" in t else False) for t in fig.data  # a sankey has no legend
-             if ("legend" not in t or t["legend"] in (None, "legend"))]  # a second legend's are not this one's
+             if ("legend" not in t and legend == "legend") or ("legend" in t and t["legend"] in mine)]
     shown = [t.name or "" for t, flag in flags if flag is True
              or (flag is None and t.type not in ("heatmap", "table", "pie", "histogram2d"))]
     return shown if len(shown) > 1 or any(flag is True for _, flag in flags) else []
@@ -54,10 +56,10 @@ def legend_rows(names: list[str], width_px: float = NARROWEST_PX, size: float = 
     return -(-len(names) // columns)
 
 
-def _legend_groups(fig: go.Figure) -> list[list[str]] | None:
+def _legend_groups(fig: go.Figure, legend: str = "legend") -> list[list[str]] | None:
     """The legend's entries by legendgroup, in order, when plotly lays them out grouped; else None."""
-    order = fig.layout.legend.traceorder or ""
-    shown = set(legend_entries(fig))
+    order = fig.layout[legend].traceorder or ""
+    shown = set(legend_entries(fig, legend))
     traces = [t for t in fig.data if (t.name or "") in shown and t.showlegend is not False]
     grouped = "grouped" in order or (not order and any(t.legendgroup for t in traces))
     if not grouped:
@@ -69,19 +71,19 @@ def _legend_groups(fig: go.Figure) -> list[list[str]] | None:
 
 
 def legend_px(fig: go.Figure, width_px: float = NARROWEST_PX, *, size: float | None = None,
-              margins: tuple[float, float] | None = None) -> int:
-    """Height in pixels of `fig`'s horizontal legend (its title, its rows, its box) on a chart `width_px`
-    wide, laid out as plotly does: one row if it fits, else columns of the widest entry; a grouped
-    legend packs its groups greedily, each group's entries one under another."""
-    names = legend_entries(fig)
+              margins: tuple[float, float] | None = None, name: str = "legend") -> int:
+    """Height in pixels of `fig`'s horizontal legend (its first, or the one called `name`: its title, its rows,
+    its box) on a chart `width_px` wide, laid out as plotly does: one row if it fits, else columns of the widest
+    entry; a grouped legend packs its groups greedily, each group's entries one under another."""
+    names = legend_entries(fig, name)
     if not names:
         return 0
-    legend, margin = fig.layout.legend, fig.layout.margin
+    legend, margin = fig.layout[name], fig.layout.margin
     size = size or legend.font.size or LEGEND_SIZE
     left, right = margins or (margin.l if margin.l is not None else MARGIN["l"], margin.r if margin.r is not None else MARGIN["r"])
     room = width_px - left - right
     entry = legend.entrywidth if legend.entrywidth and legend.entrywidthmode != "fraction" else None
-    groups = _legend_groups(fig)
+    groups = _legend_groups(fig, name)
     if groups:
         gap = legend.tracegroupgap if legend.tracegroupgap is not None else GROUP_GAP_PX
         rows_px, used, tallest = 0.0, 0.0, 0.0

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from dpviz.figures.layout import over_plot_px, subplot_titles, title_block_px, wrap_subplot_titles
 from dpviz.figures.legends import legend_entries, legend_px
 from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN,
-                                 NARROWEST_PX, SUBTITLE_SIZE, TICK_SIZE, TITLE_SIZE, TOP_PAD_PX)
+                                 PROJECTOR_PX, PROJECTOR_ROOM_PX, SUBTITLE_SIZE, TICK_SIZE, TITLE_SIZE, TOP_PAD_PX)
 from dpviz.figures.text_fit import SOFT_BREAK, line_count, text_px, unwrap, wrap
 
 _SIZED = ("textfont", "insidetextfont", "outsidetextfont")
@@ -40,6 +40,18 @@ def _legend_above(fig: go.Figure) -> bool:
             and bool(legend_entries(fig)))
 
 
+def _legends_under(fig: go.Figure, plot_px: float) -> dict[str, float]:
+    """Each horizontal legend hung under the plot (legends.legend_under_plot): its name and its gap in pixels
+    from the plot's bottom edge."""
+    under = {}
+    for name in [k for k in fig.layout if re.match(r"legend\d*$", k)]:
+        legend = fig.layout[name]
+        if (legend.orientation == "h" and legend.y is not None and legend.y < 0 and legend.yanchor == "top"
+                and legend.yref in (None, "paper") and legend_entries(fig, name)):
+            under[name] = -legend.y * plot_px
+    return under
+
+
 def _gap_text_px(fig: go.Figure, lower: list[float], upper: list[float]) -> float:
     """Pixels the text in the gap between two stacked panels takes: the upper panel's x ticks and
     axis title (as wrapped), then the lower panel's subplot title (as wrapped), with gaps between."""
@@ -54,14 +66,14 @@ def _gap_text_px(fig: go.Figure, lower: list[float], upper: list[float]) -> floa
     return px + max((line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM for a in titles), default=0) + 8
 
 
-def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
+def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float, panel: float = 1.0, apply: bool = True) -> float:
     """Grow the room between stacked panels by `scale` (their axis labels and headings grow with the
-    type), each panel keeping its height in pixels; what is placed on the paper moves with its panel.
-    Returns the plot area's new height."""
+    type), each panel keeping its height in pixels times `panel`; what is placed on the paper moves with
+    its panel. Returns the plot area's new height (and, with `apply` off, changes nothing)."""
     names = [k for k in fig.layout if re.match(r"yaxis\d*$", k) and fig.layout[k].domain]
     spans = sorted({tuple(fig.layout[k].domain) for k in names})
     if len(spans) < 2:
-        return plot_px
+        return plot_px * panel
     merged: list[list[float]] = []
     for a, b in spans:
         if merged and a < merged[-1][1]:
@@ -74,9 +86,11 @@ def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
     for (a, b), factor in zip(merged, grow):
         new_px += (a - previous) * plot_px * factor
         starts.append(new_px)
-        new_px += (b - a) * plot_px
+        new_px += (b - a) * plot_px * panel
         previous = b
     new_px += (1 - previous) * plot_px * scale
+    if not apply:
+        return new_px
 
     def moved(y):
         if not isinstance(y, (int, float)) or isinstance(y, bool):
@@ -86,8 +100,8 @@ def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float) -> float:
             if y < a:
                 return (at + (y - edge) * plot_px * factor) / new_px
             if y <= b:
-                return (start + (y - a) * plot_px) / new_px
-            edge, at = b, start + (b - a) * plot_px
+                return (start + (y - a) * plot_px * panel) / new_px
+            edge, at = b, start + (b - a) * plot_px * panel
         return (at + (y - edge) * plot_px * scale) / new_px
 
     for k in names:
@@ -151,12 +165,29 @@ def _notes_below_px(fig: go.Figure) -> float:
     return need
 
 
-def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
+# The least share of its height a plot keeps to fit the projector's first screen: marks and the words on them
+# stay readable.
+SHRINK_FLOOR = 0.7
+
+
+def _words_in_plot(fig: go.Figure) -> bool:
+    """Whether the plot holds words laid on its data (a note on a box, numbers in cells, text marks): they need
+    the room they were drawn in, so the plot keeps its height. Bars' labels hide where they no longer fit."""
+    return (any(a.text and a.yref != "paper" and not str(a.yref).endswith("domain")  # unset: the y axis
+                for a in fig.layout.annotations)
+            or any(t.type != "bar" and (("mode" in t and t.mode and "text" in t.mode)
+                                        or ("texttemplate" in t and t.texttemplate)) for t in fig.data))
+
+
+def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR_ROOM_PX) -> go.Figure:
     """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
     axis titles, legend, annotations, hovers, text on marks) and the room around it too: the title
     wrapped again at the larger size, a legend above the plot laid out again in the rows it now takes,
     the room between the title block, the legend and the plot and between stacked panels grown, the
-    margins and the height grown to match, so the plot keeps its share of the chart. Rows a y axis
+    margins and the height grown to match, so the plot keeps its share of the chart. Laid out for a
+    projector's chart (PROJECTOR_PX wide); where the chart would be taller than `room_px` (the first
+    screen under the tabs and a slider), its plot gives up to 1 - SHRINK_FLOOR of its height, unless words
+    are laid on its data (they keep the room they were drawn in). Rows a y axis
     names (the flow's GPUs) grow until their larger labels clear each other. Text on bars too small to
     hold it is hidden rather than run into its neighbours."""
     if scale <= 0:
@@ -168,6 +199,7 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
     old_plot = (fig.layout.height or 520) - old_top - old_bottom
     old_block = title_block_px(fig)
     above = _legend_above(fig)
+    under = _legends_under(fig, old_plot)
     if above:  # the legend's place: from the title block to its top, and from its bottom to the plot
         legend, old_legend = fig.layout.legend, legend_px(fig)
         lifted = (legend.y - 1) * old_plot
@@ -180,12 +212,12 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
     title.pad.t = round((title.pad.t or TOP_PAD_PX) * scale)
     title.subtitle.font.size = _scaled(title.subtitle.font.size or SUBTITLE_SIZE, scale)
     if title.text:
-        title.text = wrap(unwrap(title.text), title.font.size)
+        title.text = wrap(unwrap(title.text), title.font.size, PROJECTOR_PX)
     if title.subtitle.text:
-        title.subtitle.text = wrap(unwrap(title.subtitle.text), title.subtitle.font.size)
+        title.subtitle.text = wrap(unwrap(title.subtitle.text), title.subtitle.font.size, PROJECTOR_PX)
     for frame in out.frames or ():  # an animation's frames carry titles of their own
         if frame.layout and frame.layout.title and frame.layout.title.text:
-            frame.layout.title.text = wrap(unwrap(frame.layout.title.text), title.font.size)
+            frame.layout.title.text = wrap(unwrap(frame.layout.title.text), title.font.size, PROJECTOR_PX)
     for name in [k for k in layout if re.match(r"legend\d*$", k)]:  # a figure's second legend grows alike
         layout[name].font.size = _scaled(layout[name].font.size or LEGEND_SIZE, scale)
     if layout.legend.title.font.size:
@@ -219,7 +251,7 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
         layout.uniformtext = dict(mode="hide", minsize=min(bar_text))
     left, right = round((old.l or MARGIN["l"]) * scale), round((old.r or MARGIN["r"]) * scale)
     layout.margin = dict(l=left, r=right)
-    plot_width = NARROWEST_PX - left - right
+    plot_width = PROJECTOR_PX - left - right
     if layout.legend.title.text:  # a legend's title spans the plot at most
         layout.legend.title.text = wrap(unwrap(layout.legend.title.text), layout.legend.font.size, plot_width)
     for axis in [getattr(layout, name) for name in layout if re.match(r"xaxis\d*$", name)]:
@@ -229,20 +261,38 @@ def presentation(fig: go.Figure, scale: float = 1.35) -> go.Figure:
         if annotation.text and SOFT_BREAK in annotation.text:
             room = plot_width - (annotation.xshift or 0) if annotation.xref == "paper" else plot_width
             annotation.text = wrap(unwrap(annotation.text), annotation.font.size, room)
-    wrap_subplot_titles(out, left + right)
+    wrap_subplot_titles(out, left + right, PROJECTOR_PX)
     _thin_names(out, plot_width)
-    plot_px = _stretch_gaps(out, old_plot, scale)
-    plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
     block = title_block_px(out)
+    old_over, over = over_plot_px(fig), over_plot_px(out)  # the top subplot's title, as wrapped before and now
     if above:
-        new_legend = legend_px(out)
-        after = max(after * scale, over_plot_px(out))  # the top subplot's title, as wrapped again
+        new_legend = legend_px(out, PROJECTOR_PX)
+        after = max(after - old_over, 0) * scale + over
         top = block + before * scale + new_legend + after
         lifted = (top - block - before * scale) if layout.legend.yanchor == "top" else after
+    else:  # what sits between the title block and the plot (step names, a subplot's title) grows with its type
+        top = block + max(old_top - old_block - old_over, GAP_PX) * scale + over
+    # A legend under the plot: its gap grown, and the margin its rows take as the projector's chart lays them out
+    # (the plain margin kept rows for the narrowest chart); else the plain margin grown.
+    bottom = _notes_below_px(out)
+    for name, gap in under.items():
+        bottom = max(bottom, gap * scale + legend_px(out, PROJECTOR_PX, name=name))
+    if not under:
+        bottom = max(bottom, old_bottom * scale)
+    # On the projector's first screen: the panels give up to a share of their height where the chart would run
+    # past it, the room between them kept for their words; rows named on an axis then grow until they clear.
+    rows = tick_room_px(out, 0) / max(old_plot, 1)  # the share of their height named rows need, at the larger type
+    whole = _stretch_gaps(out, old_plot, scale, apply=False)
+    gaps = _stretch_gaps(out, old_plot, scale, panel=0.0, apply=False)
+    panels = max(whole - gaps, 1)
+    floor = 1.0 if _words_in_plot(out) else max(SHRINK_FLOOR, rows)
+    panel = min(1.0, max(floor, (room_px - top - bottom - gaps) / panels))
+    plot_px = _stretch_gaps(out, old_plot, scale, panel)
+    plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
+    if above:
         layout.legend.y = 1 + lifted / max(plot_px, 1)
-    else:  # what sits between the title block and the plot (a subplot's title, step names) grows with its type
-        top = block + max(old_top - old_block, GAP_PX) * scale
-    bottom = max(old_bottom * scale, _notes_below_px(out))
+    for name, gap in under.items():
+        layout[name].y = -gap * scale / max(plot_px, 1)
     layout.margin = dict(t=round(top), b=round(bottom), l=left, r=right)
     layout.height = round(top + plot_px + bottom)
     return out

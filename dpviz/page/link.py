@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dpviz.config import (
-    ENGINE_OPTIONS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, RNN_MODELS, ConfigError, RunConfig, check_setting, parse_setting,
-    row_elements,
+    ENGINE_OPTIONS, MAX_BATCHES, MAX_DATASET_ELEMENTS, MAX_TRAIN_BATCHES, RNN_MODELS, ConfigError, RunConfig, check_setting, parse_bool,
+    parse_setting, row_elements,
 )
 from dpviz.echo import echo
 from dpviz.engines import ENGINES, FIRST
@@ -26,14 +26,17 @@ PARAMS = ("batch_size", "data_size", "gpus", "input_size", "output_size", "shuff
 COMPARE = "compare"  # engine=compare&engines=A,B: the same settings run under two engines, side by side
 BOTH = "both"  # the word older links use for the first comparison, of PAIR: they open as engines=dp,ddp
 MEMORY = "memory"  # engine=memory: the same settings under every engine, their memory and bytes in one figure
+PRESENTING = "presenting"  # how the page is shown, not a setting of its runs: presenting=true opens in larger type
 PAGES = (COMPARE, BOTH, MEMORY)  # the link's engine words that name a page of several engines, not an engine
 # The pair a comparison opens on: the one-process engine, and the first engine that runs a process per rank.
 PAIR = (FIRST, next(name for name, spec in ENGINES.items() if spec.processes))
 
 
-def to_query(config: RunConfig, page: str | None = None, pair: tuple[str, str] | None = None) -> dict[str, str]:
+def to_query(config: RunConfig, page: str | None = None, pair: tuple[str, str] | None = None,
+             presenting: bool = False) -> dict[str, str]:
     """The query parameters for `config` (booleans as true/false); engine=compare&engines=A,B when two engines run
-    it (`pair`, the config's engine the second), engine=`page` for another page of several engines (MEMORY)."""
+    it (`pair`, the config's engine the second), engine=`page` for another page of several engines (MEMORY);
+    presenting=true when the page is shown in Presenting's larger type."""
     values = config.to_dict()
     # An engine's own settings only in its runs' links: a DataParallel link stays as short as before.
     own = ENGINES[config.engine].unset
@@ -44,7 +47,21 @@ def to_query(config: RunConfig, page: str | None = None, pair: tuple[str, str] |
     if page in (COMPARE, BOTH):
         query["engine"] = COMPARE
         query["engines"] = ",".join(pair or PAIR)
+    if presenting:  # only when on: a plain page's link stays as it was
+        query[PRESENTING] = "true"
     return query
+
+
+def wanted_presenting(params: Mapping[str, Any]) -> tuple[bool, list[str]]:
+    """Whether the link opens the page in Presenting (presenting=true), and a sentence for a value that is not true
+    or false (Presenting stays off)."""
+    if PRESENTING not in params:
+        return False, []
+    raw = params[PRESENTING]
+    try:
+        return parse_bool(PRESENTING, raw[-1] if isinstance(raw, list) else raw), []
+    except ConfigError as error:
+        return False, [f"The link's {error} Using presenting = false instead."]
 
 
 def _last(raw: Any) -> str:
@@ -105,6 +122,9 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
     for name, raw in params.items():
         text = last(raw)
         if name in ("preset", "engines"):
+            continue
+        if name == PRESENTING:  # how the page is shown: the sidebar reads it (wanted_presenting)
+            warnings += wanted_presenting(params)[1]
             continue
         if name == "engine" and str(text).strip().lower() in PAGES:
             text = pair[1]  # the settings are the second engine's; the page runs the first beside it (wants_pair)

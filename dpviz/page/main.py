@@ -12,7 +12,7 @@ from dpviz.page.link import COMPARE, MEMORY, fit_pair, to_query
 from dpviz.page.memory import TITLE as MEMORY_TITLE, show_memory
 from dpviz.page.running import left_queue, run
 from dpviz.page.sidebar import apply_link_once, controls, pitfall_buttons
-from dpviz.page.state import ENGINE, pair, say
+from dpviz.page.state import ENGINE, PRESENT, pair, say
 from dpviz.page.tabs import show, show_pair
 from dpviz.page.opened import opened_trace
 from dpviz.page.upload import uploaded_trace
@@ -56,7 +56,7 @@ def main() -> None:
     if config == st.session_state.link_config:
         for warning in st.session_state.link_warnings:
             say(warning)
-    st.query_params.from_dict(to_query(config, page=choice, pair=pair()))
+    st.query_params.from_dict(to_query(config, page=choice, pair=pair(), presenting=bool(st.session_state.get(PRESENT))))
     trace = uploaded_trace() or opened_trace()
     if trace is not None:
         st.caption(f"Showing an uploaded trace, recorded with torch {markdown_text(trace.torch_version, 40)}; the "

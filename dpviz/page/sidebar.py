@@ -12,7 +12,8 @@ from dpviz.engines import ENGINES, EngineSpec
 from dpviz.presets import COMPARE_PRESETS, EVERY_ENGINE, LINK_PRESETS, presets_of
 from dpviz.page.budget import BUDGET, PAGE_MOST
 from dpviz.page.run_costs import price
-from dpviz.page.link import COMPARE, MEMORY, PAIR, fit_pair, from_query, settle, wanted_pair, wanted_page
+from dpviz.page.link import (COMPARE, MEMORY, PAIR, fit_pair, from_query, settle, wanted_pair, wanted_page,
+                             wanted_presenting)
 from dpviz.analysis.wording import plural
 from dpviz.page.state import CHOICES, ENGINE, FIRST_ENGINE, OPEN_PRESET, PRESENT, SECOND_ENGINE, engine_of, pair, say
 from dpviz.page.upload import showing_upload
@@ -28,6 +29,7 @@ def apply_link_once() -> None:
         st.session_state[name] = value
     st.session_state[ENGINE] = wanted_page(params) or config.engine
     st.session_state[FIRST_ENGINE], st.session_state[SECOND_ENGINE] = wanted_pair(params)[0]
+    st.session_state[PRESENT] = wanted_presenting(params)[0]
     preset = str(params.get("preset", "")).strip().lower()
     if preset in LINK_PRESETS:
         st.session_state[OPEN_PRESET] = preset

@@ -1,20 +1,24 @@
 """Screenshots of every page a lesson shows, as a class would see them: each tab, light and dark, a projector's
-1024 × 768 and a laptop's widths, with and without Presenting.
+1024 × 768 and a laptop's widths, with and without Presenting; and index.html beside them, a grid of the shots.
 
     .venv/bin/python tests/browser/screenshots.py                        # every page below, into test-artifacts/screens/
+    .venv/bin/python tests/browser/screenshots.py --widths 1024 --themes light --presenting on   # a projector's
     .venv/bin/python tests/browser/screenshots.py --links "gpus=8&train=true" "preset=idle-gpus" --widths 1024
     .venv/bin/python tests/browser/screenshots.py --opening-only          # each page's first tab only: quicker
 
-The default pages: the tutorial's defaults; DataParallel on 2, 8 and 16 GPUs with training; DDP on 4 ranks
-with training; both engines compared; and every preset (each opens on the tab that shows its lesson).
-Starts a real `streamlit run app.py` and headless Chromium (the same ones the browser tests use), opens
-each link in a fresh session, and for every tab saves a screenshot of the first screen (what shows
-without scrolling), or of the whole page with --whole. Nothing is asserted here: the browser tests check
-what can be checked; this is for looking. Files are named link_theme_width_presenting_tab.png.
+The default pages: every engine's own (the tutorial's defaults, and each engine on 4 devices with training);
+DataParallel on 2, 8 and 16 GPUs with training; a few pairs of engines compared; Memory, every engine; and every
+preset (each opens on the tab that shows its lesson). Starts a real `streamlit run app.py` and headless Chromium
+(the same ones the browser tests use), opens each link in a fresh session, and for every tab saves a screenshot
+of the first screen (what shows without scrolling), or of the whole page with --whole; a page without tabs
+(Memory, every engine) is one shot. Nothing is asserted here: the browser tests check what can be checked; this
+is for looking: open index.html, each thumbnail captioned with its link and tab and opening its PNG. Files are
+named link_theme_width_presenting_tab.png.
 """
 from __future__ import annotations
 
 import argparse
+import html
 import subprocess
 import sys
 import time
@@ -25,19 +29,24 @@ from playwright.sync_api import sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, _healthy, free_port  # noqa: E402
+from dpviz.engines import ENGINES  # noqa: E402
 from dpviz.presets import LINK_PRESETS  # noqa: E402
 
 WIDTHS = {1400: 900, 1024: 768, 800: 700}  # window width: height (1024 × 768: a projector)
-LINKS = ["", "gpus=2&train=true", "gpus=8&train=true", "gpus=16&train=true", "engine=ddp&gpus=4&train=true",
-         "engine=compare&engines=dp,ddp", "engine=compare&engines=zero1,fsdp"] + [f"preset={name}" for name in LINK_PRESETS]
-PRESENTING = "Presenting: larger text in the charts"  # the sidebar's switch
+NAMES = list(ENGINES)  # every engine in the registry, one added meanwhile too
+LINKS = ([""] + [f"engine={name}" for name in NAMES[1:]] + [f"engine={name}&gpus=4&train=true" for name in NAMES]
+         + ["gpus=2&train=true", "gpus=8&train=true", "gpus=16&train=true"]
+         + [f"engine=compare&engines={a},{b}" for a, b in zip(NAMES, NAMES[1:])]  # each engine beside the next
+         + ["engine=memory", "engine=memory&gpus=4&train=true&optimizer=adam"]
+         + [f"preset={name}" for name in LINK_PRESETS])
 READY = "[data-testid=stApp][data-test-script-state=notRunning]"
+CAPTIONS: dict[Path, str] = {}  # each shot's link, tab, theme, width and Presenting, for the index
 
 
 def settle(page) -> None:
     """Until the script has run and plotly has drawn what it was sent."""
     page.wait_for_timeout(400)
-    page.wait_for_selector(READY, timeout=120_000)
+    page.wait_for_selector(READY)  # the page's own timeout: a page of every engine runs each of them
     page.wait_for_timeout(700)
 
 
@@ -61,15 +70,14 @@ def shoot_page(browser, url: str, link: str, theme: str, width: int, larger: boo
     height = WIDTHS.get(width, 800)
     context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=theme)
     page = context.new_page()
-    page.set_default_timeout(180_000)  # a DDP run starts processes; a tab's first view can take a while
-    page.goto(f"{url}/?{link}")
+    page.set_default_timeout(600_000)  # a run starts processes, Memory every engine four engines': minutes when busy
+    page.goto(f"{url}/?{link}{'&' if link else ''}presenting={'true' if larger else 'false'}")  # the link's own switch
     settle(page)
-    if larger:
-        page.get_by_role("switch", name=PRESENTING).click(force=True)
-        settle(page)
-    opening = page.locator("[role=tab][aria-selected=true]").inner_text().strip()
-    tabs = [opening] + ([] if opening_only else [t.strip() for t in page.get_by_role("tab").all_inner_texts()
-                                                  if t.strip() != opening])
+    # A page without tabs (Memory, every engine) is one shot, named for the page.
+    has_tabs = page.locator("[role=tab][aria-selected=true]").count() > 0
+    opening = page.locator("[role=tab][aria-selected=true]").inner_text().strip() if has_tabs else "page"
+    tabs = [opening] + ([] if opening_only or not has_tabs else
+                        [t.strip() for t in page.get_by_role("tab").all_inner_texts() if t.strip() != opening])
     saved = []
     for tab in tabs:
         if tab != opening:
@@ -86,8 +94,25 @@ def shoot_page(browser, url: str, link: str, theme: str, width: int, larger: boo
         if whole:
             page.set_viewport_size({"width": width, "height": height})
         saved.append(path)
+        CAPTIONS[path] = f"?{link} · {tab} · {theme}, {width} px, Presenting {'on' if larger else 'off'}"
     context.close()
     return saved
+
+
+def index(out: Path, saved: list[Path], captions: dict[Path, str]) -> Path:
+    """index.html beside the shots: a grid of thumbnails, each captioned with its link and tab and opening its PNG."""
+    cells = "\n".join(
+        f'<figure><a href="{html.escape(p.name)}"><img src="{html.escape(p.name)}" loading="lazy"></a>'
+        f"<figcaption>{html.escape(captions[p])}</figcaption></figure>" for p in saved)
+    page = f"""<!doctype html><meta charset="utf-8"><title>dpviz screenshots</title>
+<style>body{{font:14px sans-serif;margin:1rem}} main{{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:1rem}}
+figure{{margin:0}} img{{width:100%;border:1px solid #ccc}} figcaption{{overflow-wrap:anywhere}}</style>
+<h1>dpviz: {len(saved)} first screens</h1><main>
+{cells}
+</main>"""
+    path = out / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
 
 
 def main() -> None:
@@ -118,7 +143,7 @@ def main() -> None:
                       args.whole, args.opening_only)
         for path in saved:
             print(path)
-        print(f"{len(saved)} screenshots in {args.out}", file=sys.stderr)
+        print(f"{len(saved)} screenshots in {args.out}; open {index(args.out, saved, CAPTIONS)}", file=sys.stderr)
     finally:
         server.terminate()
         server.wait(timeout=10)
