@@ -244,7 +244,7 @@ def test_an_uploaded_ddp_trace_shows_ranks_and_no_tab_for_dataparallels_own_view
     assert not set(dataparallel_only) & {t.label for t in app.tabs}  # a tab shows something for this run
     assert not any("runs only" in info for info in infos)
     for title in ("Rows per rank in each of 3 steps", "Timeline of all 3 steps, one lane per rank",
-                  "rows loaded in 3 steps", "Memory per rank after each phase of step 1 of 3"):
+                  "rows loaded in 3 steps", "Memory per rank after each phase of step 3 of 3"):  # the last whole step
         # styled() wraps titles to a narrow chart: read them without its soft breaks
         assert any(title in spec.replace("\\u003cbr \\u002f\\u003e", " ").replace("<br />", " ") for spec in specs), title
     # Numbers travel base64-coded ("bdata"), where any three letters may happen to read "GPU": words only.
