@@ -280,3 +280,26 @@ def test_every_engine_opens_on_the_last_whole_step_and_says_so(name):
     assert words(fig).startswith(f"{unit.title()} 4 of 4, the last whole {unit}:"), words(fig)
     assert f"bytes in {unit} 4:" in re.sub(r"\s*<br>\s*", " ", fig.layout.title.subtitle.text)
     assert words(one_step_any(trace, 1)).startswith(f"{unit.title()} 2 of 4:")
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_no_text_in_one_step_is_under_12_px_also_presenting(name):
+    fig = one_step_any(trace_of(name), 0)
+    for shown in (fig, presentation(fig)):
+        sizes = [note.font.size for note in shown.layout.annotations if note.text]
+        assert sizes and min(sizes) >= 12, (name, min(sizes))
+
+
+def test_eight_gpus_lanes_fit_a_projectors_first_screen_each_box_within_its_lane():
+    from dpviz.figures.one_step import BOX_HALF, FIRST_SCREEN_CHART_PX, LINE_PX
+    trace = engine("dp").record(RunConfig(engine="dp", **dict(SETTINGS, gpus=8, batch_size=30, data_size=100)))
+    fig = one_step_any(trace, 0)
+    lanes = len(fig.layout.yaxis.tickvals)
+    assert lanes == 8 and fig.layout.height <= FIRST_SCREEN_CHART_PX
+    lane_px = (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b) / lanes
+    for note in fig.layout.annotations:
+        if note.name == "cell":  # the lines it keeps fit its box; what it leaves out, the hover gives
+            assert len(note.text.split("<br>")) * LINE_PX <= 2 * BOX_HALF * lane_px, note.text
+    shortened = [(note.x, note.y) for note in fig.layout.annotations if note.name == "cell" and note.text.endswith("…")]
+    hovered = set(zip(fig.data[0].x, fig.data[0].y))
+    assert shortened and all(at in hovered for at in shortened)  # a shortened box's hover says it whole

@@ -190,3 +190,23 @@ def test_batches_are_numbered_from_one_as_the_other_views_number_them():
     (grid,) = _heatmaps(fig)
     assert list(grid.y) == [1, 2, 3, 4] and "batch %{y}" in grid.hovertemplate
     assert _batch_labels(np.array([0, 25, 26])) == ["1-25", "26"]
+
+
+def test_sixteen_gpus_slices_are_named_under_the_grid_every_kth_where_they_would_run_together():
+    from dpviz.figures.compare import PRESENTING
+    from dpviz.figures.presenting import TICK_GAP_PX
+    from dpviz.figures.sample_map import NARROWEST_PX, MARGIN, TICK_SIZE
+    from dpviz.figures.text_fit import text_px
+    trace = recorded(gpus=16)
+    table = prepare_sample_map(trace)
+    fig = sample_map_figure(trace)
+    axis = fig.layout.xaxis2
+    assert axis.title.text.startswith("GPU holding each slice of batch 1")
+    first = table[table["batch"] == table["batch"].min()]
+    for value, text in zip(axis.tickvals, axis.ticktext):  # each tick in the middle of the slice of the GPU it names
+        positions = first[first["device"] == int(text)]["position"]
+        assert value == (positions.min() + positions.max()) / 2
+    assert axis.ticktext[0] == "0" and len(axis.ticktext) > 1
+    width = int(table["position"].max()) + 1
+    gap_px = (axis.tickvals[1] - axis.tickvals[0]) * (NARROWEST_PX - MARGIN["l"] - MARGIN["r"]) / width
+    assert max(text_px(t, TICK_SIZE * PRESENTING) for t in axis.ticktext) + TICK_GAP_PX <= gap_px

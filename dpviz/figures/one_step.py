@@ -13,6 +13,7 @@ Pure: an engine's reader fills dpviz.analysis.one_step.OneStep from a trace; thi
 from __future__ import annotations
 
 import math
+import re
 
 import plotly.graph_objects as go
 
@@ -23,10 +24,17 @@ from dpviz.figures.layout import house_layout, merged
 from dpviz.figures.sizes import GAP_PX, LINE_EM
 from dpviz.trace.legend import kind_color
 
-BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.28, 0.99, 0.42  # a box, in its column (0 to 1) and its row (centre ± half)
-BAR_X = (0.04, 0.16)  # the first move's bar, the second's
-CELL_SIZE, HEAD_SIZE = 11, 14  # a box's words, a column's heading
+BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.23, 0.99, 0.42  # a box, in its column (0 to 1) and its row (centre ± half)
+BAR_X = (0.03, 0.12)  # the first move's bar, the second's
+CELL_SIZE, HEAD_SIZE = 12, 14  # a box's words, a column's heading: 12 px, the least a projector's room reads
 LINE_PX = CELL_SIZE * LINE_EM  # a line of a box
+BOX_PAD_PX, LEAST_PAD_PX = 8, 4  # a box's room above and below its lines; the least, in a lane shrunk to fit
+# The chart's height on a projector's first screen: 768 px less the ~200 the page's heading, the box above the
+# tabs, the tabs and the slider take. Its lanes shrink to fit it, each box keeping the lines it has room for.
+FIRST_SCREEN_CHART_PX = 560
+LEAST_ROW_PX = 24  # a lane's name at the ticks' size, one line of a box
+WHOLE_LANES = 4  # up to this many lanes every box keeps all its lines (a chart a few pixels past the first screen)
+MORE = "…"  # the last line a box has room for, where it had more: the hover gives them all
 FAILED = "#CC3311"  # the edge of the box a step failed in (the failure colour of the other views)
 STEM_PX = 2  # an arrow's line width
 STANDOFF_PX = 3  # between an arrow's ends and what it points at
@@ -55,7 +63,17 @@ def one_step_figure(picture: OneStep) -> go.Figure:
     lanes = list(picture.lane_ids)
     row = {lane: i for i, lane in enumerate(lanes)}
     shapes, notes_on, hover_x, hover_y, hover_text = [], [], [], [], []
-    most_lines = 1
+    written = {(lane, key): list(picture.cells[(lane, key)].lines) + _bytes_lines(picture, lane, key)
+               for key, _ in COLUMNS for lane in lanes}
+    most_lines = max((len(lines) for lines in written.values()), default=1)
+    head_lines = 1 + _most_moves(picture)
+    over = math.ceil(head_lines * HEAD_SIZE * LINE_EM) + GAP_PX
+    # The house look as a plain dict, the figure made with it in one go: plotly validates a figure's hundred
+    # annotations once, not again for each update (a new run draws this first).
+    layout = house_layout(picture.title, list(picture.notes), least_top=False, over=over)
+    top, bottom = layout["margin"]["t"], 24
+    row_px = lane_px(len(lanes), most_lines, top + bottom)
+    room = box_lines(row_px)
     for c, (key, _) in enumerate(COLUMNS):
         for lane in lanes:
             cell = picture.cells[(lane, key)]
@@ -68,14 +86,15 @@ def one_step_figure(picture: OneStep) -> go.Figure:
                 line=dict(color=FAILED if failed else GUIDE if cell.idle else device_color(lane),
                           width=3 if failed else 1, dash="dot" if cell.idle else "solid"),
                 name="box"))
-            lines = list(cell.lines) + _bytes_lines(picture, lane, key)
-            most_lines = max(most_lines, len(lines))
-            notes_on.append(dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=y, text="<br>".join(lines), showarrow=False,
+            lines = written[(lane, key)]
+            shown = lines if len(lines) <= room else lines[:max(room - 1, 1)] + [MORE]
+            notes_on.append(dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=y, text="<br>".join(shown), showarrow=False,
                                  font=dict(size=CELL_SIZE, color=THEME_TEXT), name="cell"))
-            if cell.hover:
+            hover = cell.hover or ("<br>".join(re.sub(r"<[^>]+>", "", line) for line in lines) if shown != lines else "")
+            if hover:
                 hover_x.append(c + (BOX_LEFT + BOX_RIGHT) / 2)
                 hover_y.append(y)
-                hover_text.append(cell.hover)
+                hover_text.append(hover)
         moves = picture.moves_in(key)
         for move, bar, offset in zip(moves, BAR_X, _offsets(len(moves))):
             drawn = _arrows(move, c + bar, c + BOX_LEFT, offset, row, kind_color(move.kind))
@@ -90,14 +109,6 @@ def one_step_figure(picture: OneStep) -> go.Figure:
                      text=_heading(title, picture, key), showarrow=False, name="column",
                      font=dict(size=HEAD_SIZE, color=THEME_TEXT))
                 for c, (key, title) in enumerate(COLUMNS)]
-    head_lines = 1 + _most_moves(picture)
-    over = math.ceil(head_lines * HEAD_SIZE * LINE_EM) + GAP_PX
-    # The house look as a plain dict, the figure made with it in one go: plotly validates a figure's hundred
-    # annotations once, not again for each update (a new run draws this first).
-    layout = house_layout(picture.title, list(picture.notes), least_top=False, over=over)
-    top, bottom = layout["margin"]["t"], 24
-    # A row as tall as the fullest box's lines need, its box 2 × BOX_HALF of it.
-    row_px = max(48, math.ceil((most_lines * LINE_PX + 8) / (2 * BOX_HALF)))
     layout = merged(layout, dict(
         shapes=shapes, annotations=notes_on + headings, hovermode="closest",
         margin=dict(t=top, b=bottom, l=MARGIN_LEFT_PX, r=8), height=top + row_px * len(lanes) + bottom,
@@ -111,6 +122,22 @@ def one_step_figure(picture: OneStep) -> go.Figure:
 
 
 MARGIN_LEFT_PX = 64  # the lanes' names: "stage 16" at the ticks' size
+
+
+def lane_px(lanes: int, most_lines: int, margins_px: int) -> int:
+    """A lane's height: as tall as the fullest box's lines need (its box 2 × BOX_HALF of it), but no taller than
+    lets every lane onto a projector's first screen (FIRST_SCREEN_CHART_PX with `margins_px` above and below the
+    plot) past WHOLE_LANES lanes, and never under LEAST_ROW_PX."""
+    needed = max(48, math.ceil((most_lines * LINE_PX + BOX_PAD_PX) / (2 * BOX_HALF)))
+    if lanes <= WHOLE_LANES:
+        return needed
+    fits = (FIRST_SCREEN_CHART_PX - margins_px) // lanes
+    return max(LEAST_ROW_PX, min(needed, fits))
+
+
+def box_lines(row_px: int) -> int:
+    """How many lines of a box a lane `row_px` tall holds, at least one."""
+    return max(1, int((row_px * 2 * BOX_HALF - LEAST_PAD_PX) // LINE_PX))
 
 
 def _hover_bytes(move: Arrow, lane: int) -> str:

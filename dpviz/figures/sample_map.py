@@ -22,13 +22,14 @@ from dpviz.figures.colors import (
 )
 from dpviz.analysis.wording import plural
 from dpviz.figures.layout import styled
-from dpviz.figures.presenting import CELL_TEXT
+from dpviz.figures.presenting import CELL_TEXT, TICK_GAP_PX
 from dpviz.figures.sizes import AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE
 from dpviz.figures.text_fit import line_count, text_px, wrap
 
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
 ROW_BINS, BATCH_BINS = 100, 40  # binned mode: 2 panels x 100 x 40 cells = 8,000 marks
 HEIGHT = 560  # with its title and legend, on a projector's first screen (1024 × 768)
+PRESENTING_SCALE = 1.35  # presentation()'s type: the device numbers must clear each other there too
 FIRST = 1  # the first batch (or step) as the map numbers it: from 1, as every view a reader sees does
 # The plot's width is the page's: assume a narrow one (a 1,000 px chart less its margins and legend);
 # a wider page only adds room between markers. The top panel's height follows from HEIGHT.
@@ -171,6 +172,29 @@ def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapW
     if words.repeats:
         _repeat_rings(fig, table, words, 12.0, row=2, x="position", y="batch")
     fig.update_xaxes(range=[-0.5, width - 0.5], row=2, col=1)  # the cells, without a text trace's padding
+    # Past 8 devices the colours repeat (hatched) and, with no row ids in the cells, nothing else says whose slice
+    # is whose: each slice's device under it.
+    if devices > 8 and size is None:
+        fig.update_xaxes(**slice_ticks(table, width, words), row=2, col=1)
+
+
+def slice_ticks(table: pd.DataFrame, width: int, words: MapWords = DP_WORDS) -> dict:
+    """Ticks under the grid naming the device of each slice of the first batch, at the slice's middle: its
+    number under an axis titled by the device's noun, every k-th where even the numbers would run together at
+    Presenting's larger type on the narrowest chart (as dpviz.figures.compare.device_ticks). None where a
+    device's rows are not one slice (DDP's sampler deals them out in turn): the axis keeps its positions."""
+    first = table[table["batch"] == table["batch"].min()]
+    slices = first.groupby("device")["position"].agg(["min", "max", "count"]).sort_index()
+    slices = slices[slices.index >= 0]
+    if slices.empty or ((slices["max"] - slices["min"] + 1) != slices["count"]).any():
+        return {}
+    slot = (NARROWEST_PX - MARGIN["l"] - MARGIN["r"]) * float(slices["count"].min()) / width
+    size = TICK_SIZE * PRESENTING_SCALE
+    numbers = [str(int(d)) for d in slices.index]
+    step = max(1, -int(-(max(text_px(n, size) for n in numbers) + TICK_GAP_PX) // slot))
+    middles = ((slices["min"] + slices["max"]) / 2).tolist()
+    return dict(tickmode="array", tickvals=middles[::step], ticktext=numbers[::step],
+                title_text=f"{words.lane} holding each slice of {words.batch} {FIRST} (colour: {words.lane})")
 
 
 def _hatch_cells(fig: go.Figure, table: pd.DataFrame, batches: int, *, with_ids: bool) -> None:
@@ -328,7 +352,8 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
         fig.update_xaxes(title_text=f"dataset row (binned into {row_bins} ranges)", row=1, col=1)
     if bottom_exact:
         _exact_bottom(fig, table, devices, words)
-        fig.update_xaxes(title_text=words.bottom_x, row=2, col=1)
+        if not fig.layout.xaxis2.title.text:  # the slices' devices name the axis where they are its ticks
+            fig.update_xaxes(title_text=words.bottom_x, row=2, col=1)
     else:
         _binned_bottom(fig, table, devices, batches, words)
         notes = notes + ["bottom panel binned too"]

@@ -383,17 +383,27 @@ def setup_phases(vocabulary: Vocabulary) -> set[str]:
     return {name for name, at in order.items() if at < order["load"]} if "load" in order else set()
 
 
+def first_loads(table: pd.DataFrame) -> pd.Series:
+    """Each rank's first load: the wait for its first rows (the DataLoader's iterator made, its first batch read),
+    set-up that a busy machine can stretch to most of the run, not a step's own load."""
+    loads = table[table["phase"] == "load"]
+    first = loads.index.isin(loads.sort_values("start_ms", kind="stable").groupby("device").head(1).index)
+    return pd.Series(False, index=table.index) | pd.Series(first, index=loads.index).reindex(table.index, fill_value=False)
+
+
 def on_the_steps(trace: Trace, table: pd.DataFrame) -> tuple[tuple[float, float], str] | None:
     """Where a timeline opens when what ran before step 1 would take more than SETUP_SHARE of its width: from the
     steps' first span to the last span's end (ms), and the note that says what is left of it; None otherwise."""
-    setup = table["phase"].isin(setup_phases(trace.vocabulary))
+    setup = table["phase"].isin(setup_phases(trace.vocabulary)) | first_loads(table)
     if not setup.any() or setup.all():
         return None
     begin, end = float(table["start_ms"].min()), float(table["end_ms"].max())
     steps = float(table.loc[~setup, "start_ms"].min())
     if steps - begin <= SETUP_SHARE * (end - begin):
         return None
-    labels = ", ".join(trace.vocabulary.phase(name).label for name in dict.fromkeys(table.loc[setup, "phase"]))
+    once = setup & ~first_loads(table)
+    labels = ", ".join([trace.vocabulary.phase(name).label for name in dict.fromkeys(table.loc[once, "phase"])]
+                       + (["each rank's first load"] if first_loads(table).any() else []))
     pad = ZOOM_PAD * (end - steps)
     return (steps - pad, end + pad), (f"opened on the steps: the {steps - begin:,.1f} ms before step 1 ({labels}) "
                                       "are left of it (double-click: the whole run)")

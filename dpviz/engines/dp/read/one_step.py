@@ -67,7 +67,7 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
             cells[(lane, "backward")] = idle("forward only: turn training on to see the backward")
             cells[(lane, "update")] = idle("forward only")
             continue
-        cells[(lane, "backward")] = Cell(("backward", "sums grads") if at_home else ("backward",),
+        cells[(lane, "backward")] = Cell(("backward", "adds grads") if at_home else ("backward",),
                                          hover=f"{name} backpropagates through its chunk")
         cells[(lane, "update")] = (_update(trace, lane) if at_home
                                    else idle("the replica is dropped after the step: nothing to update"))
