@@ -3,10 +3,15 @@
     .venv/bin/python bench/bench_suite.py                     # a clone of this repository's HEAD, in .../dpviz
     .venv/bin/python bench/bench_suite.py --folder-name repo  # the clone in a folder of another name
     .venv/bin/python bench/bench_suite.py --busy 2            # with two busy loops beside it, as on a shared machine
+    .venv/bin/python bench/bench_suite.py --venv .venv        # the clone run by an environment already installed
 
 The clone goes into a temporary folder under a folder named `dpviz` (the name a user gives it, which the tests
 must not mind), gets a virtual environment of its own from the README's install command, and runs the README's
-test command; the figures are the install's and the tests' wall seconds and pytest's counts. Takes minutes.
+test command; the figures are the install's and the tests' wall seconds, pytest's counts and the slowest tests
+(`--slowest`, pytest's own `--durations`, which only reports). `--venv` skips the install: the clone's `.venv` is
+that environment, its checkout put first on PYTHONPATH (an editable install elsewhere would import that one),
+and only the test command's pytest runs (its pip install would point the shared environment at the clone).
+Takes minutes.
 """
 from __future__ import annotations
 
@@ -24,8 +29,11 @@ from results import save  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = "python3 -m venv .venv && .venv/bin/pip install -q -r requirements.txt"
-TESTS = ".venv/bin/pip install -q -r requirements-dev.txt && .venv/bin/python -m pytest"  # the README's, word for word
+PYTEST = ".venv/bin/python -m pytest"
+TESTS = f".venv/bin/pip install -q -r requirements-dev.txt && {PYTEST}"  # the README's, word for word
 SUMMARY = re.compile(r"^=* ?(?P<body>\d+ \w+(?:, \d+ \w+)*) in (?P<seconds>[\d.]+)s")  # with or without -q's rule
+# A line of pytest's --durations report: "12.34s call     tests/test_x.py::test_y[param]"
+DURATION = re.compile(r"^(?P<seconds>\d+\.\d+)s (?P<when>setup|call|teardown)\s+(?P<test>\S.*)$")
 
 
 def counts(output: str) -> dict[str, int]:
@@ -38,22 +46,38 @@ def counts(output: str) -> dict[str, int]:
     return {key: found.get(key, 0) for key in ("passed", "failed", "skipped", "errors", "xfailed", "xpassed")}
 
 
+def slowest(output: str) -> list[dict[str, object]]:
+    """pytest's --durations report, slowest first: each test's phase (a fixture's work is its setup) and seconds."""
+    return [{"test": m["test"].strip(), "when": m["when"], "seconds": float(m["seconds"])}
+            for m in map(DURATION.match, output.splitlines()) if m]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folder-name", default="dpviz")
     parser.add_argument("--busy", type=int, default=0,
                         help="busy loops to run beside the tests, one process each (a shared CI machine)")
+    parser.add_argument("--venv", type=Path, help="an installed environment to run the tests with, instead of installing one")
+    parser.add_argument("--slowest", type=int, default=15, help="how many of the slowest tests to keep (0: none)")
     args = parser.parse_args()
     load_start = os.getloadavg()
+    durations = f" --durations={args.slowest}" if args.slowest else ""
     with tempfile.TemporaryDirectory() as scratch:
         clone = Path(scratch) / args.folder_name
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        env = dict(os.environ)
         began = time.monotonic()
-        subprocess.run(INSTALL, shell=True, cwd=clone, check=True)
+        if args.venv:
+            (clone / ".venv").symlink_to(args.venv.resolve(), target_is_directory=True)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(clone), env.get("PYTHONPATH")]))
+            command = PYTEST + durations
+        else:
+            subprocess.run(INSTALL, shell=True, cwd=clone, check=True)
+            command = TESTS + durations
         installed = time.monotonic()
         busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
         try:
-            result = subprocess.run(TESTS, shell=True, cwd=clone, capture_output=True, text=True)
+            result = subprocess.run(command, shell=True, cwd=clone, env=env, capture_output=True, text=True)
         finally:
             for loop in busy:
                 loop.kill()
@@ -63,9 +87,15 @@ def main() -> None:
         workers = re.search(r"(?:-n|--numprocesses)[ =](\d+)", addopts.group(1) if addopts else "")
     print(result.stdout[-3000:])
     found = counts(result.stdout)
-    figures = {"folder": args.folder_name, "busy_loops": args.busy, "install_s": installed - began, "seconds": ended - installed,
-               "exit": result.returncode, "workers": int(workers.group(1)) if workers else 1, **found}
-    print(f"install {figures['install_s']:.0f} s, tests {figures['seconds']:.0f} s: {found}")
+    figures = {"folder": args.folder_name, "busy_loops": args.busy,
+               "install_s": None if args.venv else installed - began, "seconds": ended - installed,
+               "exit": result.returncode, "workers": int(workers.group(1)) if workers else 1, **found,
+               "slowest": slowest(result.stdout)}
+    install = "an environment already installed" if args.venv else f"install {figures['install_s']:.0f} s"
+    print(f"{install}, tests {figures['seconds']:.0f} s: {found}; load average {os.getloadavg()[0]:.2f} "
+          f"(at the start {load_start[0]:.2f})")
+    for test in figures["slowest"]:
+        print(f"{test['seconds']:8.2f} s  {test['when']:<8} {test['test']}")
     save("bench_suite", "busy_clone" if args.busy else "fresh_clone", figures, load_start)
 
 

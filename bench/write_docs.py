@@ -118,9 +118,16 @@ def ddp_ranks(f: dict[str, Any]) -> str:
 
 def suite(f: dict[str, Any]) -> str:
     beside = f" with {f['busy_loops']} busy loops running beside it" if f.get("busy_loops") else ""
-    return (f"The README's test command on a fresh clone in a folder named `{f['folder']}`{beside}: "
+    install = ("the install before it took " + f"{f['install_s']:.0f} s" if f.get("install_s") is not None
+               else "run by an environment already installed (`--venv`)")
+    text = (f"The README's test command on a fresh clone in a folder named `{f['folder']}`{beside}: "
             f"**{f['passed']:,} passed**, {f['failed']} failed, {f['skipped']} skipped in **{f['seconds']:.0f} s** "
-            f"({f['seconds'] / 60:.1f} min, {f['workers']} workers); the install before it took {f['install_s']:.0f} s.")
+            f"({f['seconds'] / 60:.1f} min, {f['workers']} workers); {install}.")
+    if not f.get("slowest"):
+        return text
+    rows = [[f"`{t['test']}`", t["when"], f"{t['seconds']:.1f} s"] for t in f["slowest"]]
+    return (text + f"\n\nThe {len(rows)} slowest, as pytest's `--durations` reports them (a test's setup is its "
+            "fixtures' work, shared with the tests after it):\n\n" + table(["test", "phase", "time"], rows))
 
 
 def costs(f: dict[str, Any]) -> str:

@@ -88,3 +88,18 @@ def test_the_suite_bench_reads_pytests_summary():
     assert bench_suite.counts("....\n1690 passed, 29 skipped in 410.59s (0:06:50)\n")["passed"] == 1690  # -q
     with pytest.raises(ValueError):
         bench_suite.counts("no summary here")
+
+
+def test_the_suite_bench_reads_pytests_slowest_tests():
+    report = ("===== slowest 3 durations =====\n"
+              "62.59s call     tests/browser/test_browser_layout.py::test_every_tab[?engine=ddp&gpus=4&train=true]\n"
+              "19.63s setup    tests/test_torchrun.py::test_both_nodes_exit_0_and_rank_0_alone_prints_the_log\n"
+              "0.01s teardown tests/test_cli.py::test_help\n"
+              "===== 2159 passed in 500.00s =====\n")
+    assert bench_suite.slowest(report) == [
+        {"test": "tests/browser/test_browser_layout.py::test_every_tab[?engine=ddp&gpus=4&train=true]", "when": "call",
+         "seconds": 62.59},
+        {"test": "tests/test_torchrun.py::test_both_nodes_exit_0_and_rank_0_alone_prints_the_log", "when": "setup",
+         "seconds": 19.63},
+        {"test": "tests/test_cli.py::test_help", "when": "teardown", "seconds": 0.01}]
+    assert bench_suite.slowest("1 passed in 1.00s\n") == []
