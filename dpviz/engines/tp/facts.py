@@ -23,12 +23,13 @@ PASSES = ("forward", "backward")
 
 def read_trace_facts_tp(facts: Any) -> dict[str, Any]:
     out = read_trace_facts(facts)
-    if "cut_modules" in facts:
-        out["cut_modules"] = [None if rank is None else read_modules(rank)
-                          for rank in sequence(facts["cut_modules"], "facts cut_modules", MAX_DEVICES)]
+    # In the order a run writes them (its own keys sorted): a file reads back as it was written.
     if "comm_counts" in facts:
         out["comm_counts"] = [None if rank is None else read_counts(rank)
                               for rank in sequence(facts["comm_counts"], "facts comm_counts", MAX_DEVICES)]
+    if "cut_modules" in facts:
+        out["cut_modules"] = [None if rank is None else read_modules(rank)
+                          for rank in sequence(facts["cut_modules"], "facts cut_modules", MAX_DEVICES)]
     return out
 
 
