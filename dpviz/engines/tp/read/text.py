@@ -73,8 +73,9 @@ def _ranks(trace: Trace) -> str:
     k = len(trace.lanes)
     where = "each on its own GPU, talking over NCCL" if trace.backend == "cuda" else \
         "on this machine's CPU, talking over gloo (no GPU was used, none simulated)"
-    text = (f"**Every layer cut across the ranks.** torch's tensor parallelism (parallelize_module with ColwiseParallel "
-            f"and RowwiseParallel on a DeviceMesh) ran {plural(k, 'rank')}: {plural(k, 'Python process')} {where}. "
+    text = (f"**Processes, each with a slice of every layer.** {trace.spec.label} (torch's parallelize_module with "
+            f"ColwiseParallel and RowwiseParallel on a DeviceMesh) ran {plural(k, 'rank')}: "
+            f"{plural(k, 'Python process')} {where}. "
             f"Every rank reads the same rows, the whole batch, and holds 1/{k} of each cut Linear: a column-wise one "
             f"its output features (whole attention heads for q, k and v), a row-wise one its input features.")
     if k > 1 and trace.backend == "cpu":
