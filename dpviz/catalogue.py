@@ -25,6 +25,7 @@ from dpviz.splitting import Cuts, RealSize, TensorPlan
 
 SEQUENCE_LENGTH = 6  # steps per row of the sequence models
 BLOCKS = 3  # the transformer's blocks as the catalogue builds it (dpviz.engines.workload.models.Transformer)
+HEADS = 8  # its attention heads: whole heads for each of 2, 4 or 8 tensor-parallel ranks
 OWN = "own"  # the model and input form of a run of the user's own module, with its own example batch
 
 
@@ -103,8 +104,13 @@ MODEL_SPECS: dict[str, ModelSpec] = {
     # torch has no tensor-parallel style that splits a BatchNorm's weights and running statistics with them.
     "mlp": ModelSpec("MLP with BatchNorm1d", "MLP", norm="BatchNorm1d",
                      pipeline=Cuts(("net.0", "net.1", "net.2", "net.3")),
-                     tensor=TensorPlan(why_not="has a BatchNorm1d between its Linears, which torch has no "
-                                               "tensor-parallel style for")),
+                     tensor=TensorPlan(why_not="has a BatchNorm1d between its Linears, whose weights and running "
+                                               "statistics cover the hidden features a column-wise cut spreads over the "
+                                               "ranks, and torch has no tensor-parallel style that splits them")),
+    # Megatron's MLP: its hidden features split over the ranks by a column-wise first Linear, summed back by a
+    # row-wise second one, the GELU between running on each rank's own features.
+    "ffn": ModelSpec("Feed-forward: Linear, GELU, Linear", "FFN", pipeline=Cuts(("net.0", "net.1", "net.2")),
+                     tensor=TensorPlan({"net.0": "colwise", "net.2": "rowwise"})),
     "cnn": ModelSpec("CNN on images, with BatchNorm2d", "CNN", layout="image", norm="BatchNorm2d",
                      pipeline=Cuts(("features.0", "features.1", "features.2", "features.3", "features.4", "features.5",
                                     "features.6", "head")),
@@ -134,12 +140,14 @@ MODEL_SPECS: dict[str, ModelSpec] = {
             # Each block's MLP, Megatron's pair: up column-wise, down row-wise, so the GELU runs on each rank's own
             # hidden features and one all-reduce sums the down projection's partial outputs.
             "blocks.*.mlp.0": "colwise", "blocks.*.mlp.2": "rowwise",
-            # Attention stays whole: q, k and v come out of one fused Linear, and a column-wise cut of its 3 x width
-            # outputs hands each rank contiguous slices of them, not whole heads of q, k and v (torchtitan keeps
-            # wq, wk and wv apart, each cut column-wise, heads divisible by the ranks).
-            "blocks.*.qkv": "whole", "blocks.*.out": "whole",
+            # Attention, Megatron's way: q, k and v each cut column-wise (each rank whole heads of all three, heads /
+            # ranks of them), its output projection row-wise, one all-reduce summing the heads' partial outputs (g);
+            # the three take one input, made one replicated DTensor so that its gradient is summed once (f).
+            "blocks.*.attention": "shared_input",
+            "blocks.*.attention.wq": "colwise", "blocks.*.attention.wk": "colwise", "blocks.*.attention.wv": "colwise",
+            "blocks.*.attention.out": "rowwise",
             "head": "whole",  # the output on the last token, whole on every rank: the loss reads all of it
-        }),
+        }, heads=HEADS),
         sizes=_REAL),
     # A module of the user's own (python -m dpviz --model file.py:build, or dpviz.record(module, batch)): its
     # trace names its class and parameter counts in facts["model"] (dpviz.trace.own_model), never its code. How it is

@@ -164,7 +164,29 @@ PIPELINE_PRESETS: dict[str, Preset] = {p.name: p for p in (
            {**_PIPELINE, "microbatches": 1, "schedule": "gpipe"}, opens="grid"),
 )}
 
-ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS, **SHARDED_PRESETS, **PIPELINE_PRESETS}  # a link's or --preset's
+# Tensor parallelism's lessons: Megatron's f and g in every block, the forward's g alone where the input is the data,
+# and heads split over the ranks.
+TP_PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("tp-megatron-f-g", "Tensor parallel: Megatron's f and g in every block",
+           "The transformer on 2 ranks: per block two all-reduces in forward (g: attention's output projection and the "
+           "MLP's down projection sum their partial outputs) and two in backward (f: the gradients of attention's and "
+           "the MLP's inputs), each the size of the activations. The next layer waits for every one: on the critical "
+           "path, which is why tensor parallelism stays inside a node.",
+           {"engine": "tp", "gpus": 2, "train": True, "model": "transformer"}, opens="timeline"),
+    Preset("tp-ffn-forward-only", "Tensor parallel: ffn on the data, one all-reduce",
+           "Linear, GELU, Linear on 2 ranks: the first Linear cut column-wise, the second row-wise. Forward has one "
+           "all-reduce (g), summing the second Linear's partial outputs; backward has none: the first Linear's input is "
+           "the data, which needs no gradient, so there is no f to run.",
+           {"engine": "tp", "gpus": 2, "train": True, "model": "ffn"}, opens="one_step"),
+    Preset("tp-heads-split", "Tensor parallel: 8 heads over 4 ranks",
+           "The transformer's 8 attention heads on 4 ranks: wq, wk and wv cut column-wise, each rank computing 2 whole "
+           "heads of q, k and v, and 1/4 of every cut weight. On 3 ranks the heads would not divide, and the run is "
+           "refused in one sentence.",
+           {"engine": "tp", "gpus": 4, "train": True, "model": "transformer"}, opens="one_step"),
+)}
+
+ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS, **SHARDED_PRESETS, **PIPELINE_PRESETS,
+                                  **TP_PRESETS}  # a link's or --preset's
 
 # Comparisons: the same settings under DataParallel and DDP at once (the page's "Two engines, compared"; links only).
 COMPARE_PRESETS: dict[str, Preset] = {p.name: p for p in (

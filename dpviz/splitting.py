@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from typing import Any
 
-STYLES = ("colwise", "rowwise", "whole")  # torch's ColwiseParallel, RowwiseParallel, or left whole on every rank
+STYLES = ("colwise", "rowwise", "whole", "shared_input")
+# colwise, rowwise: torch's ColwiseParallel and RowwiseParallel on an nn.Linear; whole: left entire on every rank;
+# shared_input: torch's PrepareModuleInput on a module whose column-wise Linears share one input (attention's wq, wk
+# and wv), making that input one replicated DTensor, so the ranks sum its gradient once (Megatron's f), not once per
+# Linear.
+SHARED = "shared_input"
 GROUP = " + "  # joins the modules of one layer that is no module of its own
 
 
@@ -42,10 +47,13 @@ class Cuts:
 class TensorPlan:
     """A model's tensor-parallel plan, as torch's parallelize_module takes one: module path (wildcards allowed) to
     "colwise" (output features split over the ranks), "rowwise" (input features split, the outputs summed) or
-    "whole" (kept entire on every rank); every nn.Linear named once. Empty with `why_not` when no plan is sound."""
+    "whole" (kept entire on every rank), every nn.Linear named once; and "shared_input" on a module whose column-wise
+    Linears take one input. Empty with `why_not` when no plan is sound."""
 
     styles: dict[str, str] = field(default_factory=dict)
     why_not: str = ""  # a clause after the model's name: "has a BatchNorm1d between its Linears, ..."
+    heads: int = 0  # the attention heads its column-wise q, k and v hold, as the catalogue builds it: each rank takes
+    # whole heads, so the ranks must divide them (0: no heads)
 
     def cut(self) -> dict[str, str]:
         """The entries torch is asked to parallelize (those left whole are torch's default: nothing to ask)."""

@@ -25,29 +25,36 @@ from dpviz.trace.legend import KINDS
 # Settings every engine runs as they are: a model a pipeline can cut into 4 stages, training, full batches its 4
 # microbatches divide, three steps.
 SETTINGS = dict(model="mlp", train=True, batch_size=32, data_size=96)
+# Tensor parallelism cuts no BatchNorm: its pairs run the transformer, which every engine runs (a pipeline in 4 stages).
+CUT = "tp"
+MODEL_OF = {CUT: "transformer"}
 PAIRS = list(itertools.combinations(ENGINES, 2))
 FEW = [("dp", "ddp"), ("zero1", "fsdp"), ("ddp", "pipeline")]
 
 
+def model_of(first: str, second: str) -> str:
+    return MODEL_OF.get(first) or MODEL_OF.get(second) or SETTINGS["model"]
+
+
 @cache
-def recorded(name: str, devices: int):
-    trace = engine(name).record(RunConfig(engine=name, gpus=devices, **SETTINGS))
+def recorded(name: str, devices: int, model_name: str = SETTINGS["model"]):
+    trace = engine(name).record(RunConfig(engine=name, gpus=devices, **{**SETTINGS, "model": model_name}))
     assert trace.failure is None, name
     return trace
 
 
-def model(devices: int) -> torch.nn.Module:
-    return tutorial.build(RunConfig(engine="ddp", gpus=devices, **SETTINGS))[0]
+def model(devices: int, model_name: str = SETTINGS["model"]) -> torch.nn.Module:
+    return tutorial.build(RunConfig(engine="ddp", gpus=devices, **{**SETTINGS, "model": model_name}))[0]
 
 
 def nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def expected_sent(name: str, devices: int) -> list[float] | None:
+def expected_sent(name: str, devices: int, model_name: str = SETTINGS["model"]) -> list[float] | None:
     """Bytes each device sends per step by the textbook algorithms, from torch's own tensors (None: DataParallel,
     whose copies tests/test_compare.py holds against torch.chunk)."""
-    module = model(devices)
+    module = model(devices, model_name)
     parameters, buffers = list(module.parameters()), [b for b in module.buffers() if b.is_floating_point()]
     share = (devices - 1) / devices
     grads = nbytes(parameters)
@@ -59,7 +66,13 @@ def expected_sent(name: str, devices: int) -> list[float] | None:
     if name == "fsdp":  # each parameter padded to a multiple of the ranks along dim 0, gathered twice, reduce-scattered
         padded = sum(-(-p.shape[0] // devices) * devices * p[0].numel() * p.element_size() for p in parameters)
         return [3 * share * padded] * devices
-    if name == "pipeline":  # each stage sends its output forward and its input's gradient back, the whole batch a step
+    if name == CUT:  # per block: an all-reduce of the activations in forward per row-wise Linear, in backward per
+        # shared column-wise input (attention's, the MLP's); each rows x steps x width floats, 2(W-1)/W of it a ring
+        blocks = module.blocks
+        width = blocks[0].attention.wq.in_features
+        activation = SETTINGS["batch_size"] * module.position.num_embeddings * width * 4
+        return [2 * share * activation * 4 * len(blocks)] * devices
+    if name == "pipeline" and model_name == SETTINGS["model"]:  # each stage sends its output forward and its input's gradient back, the whole batch a step
         layers = list(module.net.children())
         from dpviz.engines.pipeline.layers import split
 
@@ -77,7 +90,8 @@ def expected_sent(name: str, devices: int) -> list[float] | None:
 @pytest.mark.parametrize("first, second", PAIRS + [pytest.param(*pair, id=f"{'-'.join(pair)}-2") for pair in FEW])
 def test_every_pair_compares_each_engines_bytes_as_torch_counts_them(first, second, request):
     devices = 2 if request.node.callspec.id.endswith("-2") else 4
-    a, b = recorded(first, devices), recorded(second, devices)
+    chosen = model_of(first, second)
+    a, b = recorded(first, devices, chosen), recorded(second, devices, chosen)
     (one, other), changed = fit_pair(b.config, (first, second))
     assert changed is None and one == a.config and other == b.config  # settings every engine runs as they are
     fig = comparison_figure(a, b)
@@ -92,7 +106,7 @@ def test_every_pair_compares_each_engines_bytes_as_torch_counts_them(first, seco
                     bars[device] += y * unit
         sent = sent_per_step(trace)
         assert [bars[name] for name in names] == pytest.approx(sent, abs=unit * 0.01)
-        expected = expected_sent(trace.engine, devices)
+        expected = expected_sent(trace.engine, devices, chosen)
         if expected is not None:
             assert sent == pytest.approx(expected), trace.engine
         assert all(move.kind in KINDS for move in traffic(trace)), trace.engine

@@ -20,7 +20,7 @@ from dpviz.engines.pipeline.layers import fitting, problem_of, split
 from dpviz.engines.workload import declared
 from dpviz.engines.workload.models import build_model, build_real, random_rows
 from dpviz.engines.workload.own import OwnModelError
-from dpviz.splitting import GROUP, expand, matches
+from dpviz.splitting import SHARED, GROUP, expand, matches
 
 ROOT = Path(__file__).resolve().parents[1]
 LISTED = [name for name, spec in MODEL_SPECS.items() if spec.listed]
@@ -86,9 +86,9 @@ def test_each_tensor_parallel_path_is_a_linear_and_every_linear_is_named_once(na
     styles = MODEL_SPECS[name].tensor.styles
     for path in linears:
         assert sum(matches(pattern, path) for pattern in styles) == 1, path
-    for pattern in styles:
+    for pattern, style in styles.items():
         hits = [path for path, _ in model.named_modules() if path and matches(pattern, path)]
-        assert hits and set(hits) <= set(linears), pattern
+        assert hits and (style == SHARED or set(hits) <= set(linears)), pattern
     assert declared.tensor_plan(model, name) == styles
 
 
@@ -120,9 +120,10 @@ def ranks(model: str, world: int = 2) -> list[subprocess.CompletedProcess]:
     return done
 
 
+@pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("name", PLANNED)
-def test_torchs_parallelize_module_on_the_declared_plan_computes_what_one_process_does(name):
-    for rank, result in enumerate(ranks(name)):
+def test_torchs_parallelize_module_on_the_declared_plan_computes_what_one_process_does(name, world):
+    for rank, result in enumerate(ranks(name, world)):
         assert result.returncode == 0 and result.stdout.strip() == "equal", (rank, result.stdout, result.stderr[-2000:])
 
 

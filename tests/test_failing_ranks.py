@@ -80,20 +80,39 @@ def failing(engine: str):
     if engine == "pipeline":  # one layer a stage, microbatches of one row: the BatchNorm's stage refuses the first
         return record(RunConfig(engine=engine, gpus=GPUS, train=True, model="mlp", optimizer="adam", batch_size=4,
                                 data_size=8, microbatches=4))
+    if engine == "tp":  # no BatchNorm under tensor parallelism: a rank told to raise in its second step
+        return told_to_fail(engine)
     return failing_run(engine)
+
+
+def told_to_fail(engine: str):
+    """The trace of a run on the ffn whose rank 1 raises in step 2, the others then failing in its collectives."""
+    import torch
+
+    from dpviz.engines.ranks.launch import launch
+
+    config = RunConfig(engine=engine, gpus=GPUS, train=True, model="ffn")
+    launched = launch(config, fault=(1, 1, "raise"))
+    merge = ENGINES[engine].part("rank_program").merge
+    assert all(code is not None for code in launched["exit_codes"])  # every rank's process ended with the run
+    return merge(config, launched, backend="cpu", torch_version=torch.__version__, machine_gpus=0)
+
+
+TOLD = "rank 1 was told to fail in step 1"  # the launcher's fault, in place of BatchNorm's words
 
 
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_every_failure_line_names_the_engine_that_ran_and_no_other(engine, capsys):
     trace = failing(engine)
-    assert trace.failure is not None and MESSAGE in trace.failure.message
+    message = TOLD if engine == "tp" else MESSAGE
+    assert trace.failure is not None and message in trace.failure.message
     spec, others = ENGINES[engine], _names_of_others(engine)
     code = spec.part("outcome")(trace, trace.config, False)  # the command line's last line
     line = capsys.readouterr().err.strip()
     assert code == 1 and line.startswith(f"dpviz: {spec.label} failed in {spec.unit} {trace.failure.batch + 1} of "), line
     assert not others.search(line), line
     # The report's heading, the key figures and every sentence of What happened that tells of the failure.
-    failure_words = [paragraph for paragraph in explain(trace) if "failed" in paragraph or MESSAGE in paragraph]
+    failure_words = [paragraph for paragraph in explain(trace) if "failed" in paragraph or message in paragraph]
     assert failure_words, explain(trace)
     for text in (spec.part("report_heading")(trace), *failure_words, *key_figures(trace)):
         assert not others.search(text), f"{engine}: {text[:300]}"

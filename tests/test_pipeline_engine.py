@@ -35,7 +35,7 @@ BASE = dict(engine="pipeline", train=True, inputs="tensor", data_size=64, batch_
 # BatchNorm; the transformer, five layers) between them. Adam only on the transformer: the MLP's first Linear feeds a
 # BatchNorm, which takes away whatever its bias adds, so that bias's true gradient is zero and the one computed is
 # rounding, which Adam scales up to steps of its full learning rate whichever way the rounding went (the transformer's
-# blocks leave their qkv bias out for the same reason: dpviz.engines.workload.models.Block).
+# blocks leave their wq, wk and wv biases out for the same reason: dpviz.engines.workload.models.Block).
 RUNS = {
     # 72 rows of 16: a short last batch of 8 each epoch, which the pipeline leaves out; two epochs.
     "mlp-2-gpipe-sgd": dict(model="mlp", gpus=2, schedule="gpipe", optimizer="sgd", microbatches=4, data_size=72,

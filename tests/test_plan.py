@@ -169,7 +169,7 @@ def test_the_transformer_at_real_size_plans_on_the_meta_device(size):
     found = plan("transformer", size=size, gpus=8, optimizer="adam", rows=1)
     dims = SIZES[size]
     width, vocabulary = dims["width"], dims["vocabulary"]
-    block = 12 * width * width + 10 * width  # qkv (no bias), out, the MLP's two layers, two LayerNorms
+    block = 12 * width * width + 10 * width  # wq, wk, wv (no bias), out, the MLP's two layers, two LayerNorms
     count = (vocabulary * width + dims["sequence"] * width + dims["blocks"] * block + 2 * width
              + width * vocabulary + vocabulary)
     assert found["model"]["parameters"] == count

@@ -30,6 +30,7 @@ RECORDING_SIDE = sorted({
     *(f"dpviz.engines.ranks.{name}" for name in ("launch", "torchrun", "program")),
     *(f"dpviz.engines.fsdp.{name}" for name in ("engine", "wrapping", "rank")),
     *(f"dpviz.engines.pipeline.{name}" for name in ("engine", "rank", "observer", "merge", "stages")),
+    *(f"dpviz.engines.tp.{name}" for name in ("engine", "parallel", "rank", "merge")),
 })
 # Each engine's readers: every module of its read/ subpackage (key figures, explanations, log, exports, views).
 READERS = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
@@ -44,6 +45,7 @@ READING_SIDE = sorted({
     *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check", "plan")),
     *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts", "plan")),
     *(f"dpviz.engines.pipeline.{name}" for name in ("spec", "vocabulary", "options", "layers", "check", "facts", "plan")),
+    *(f"dpviz.engines.tp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts")),
 })
 LOADED = f"""
 def loaded():
@@ -155,6 +157,9 @@ def trace_files(folder: Path) -> dict[str, str]:
     # A pipeline of 4 stages under 1F1B: every microbatch's passes and transfers, its layers and activations in flight.
     traces["pipeline-1f1b"] = engine("pipeline").record(RunConfig(engine="pipeline", gpus=4, train=True, model="transformer",
                                                                   schedule="1f1b", batch_size=32, data_size=96))
+    # Tensor parallelism with Adam over the transformer: each block's all-reduces in forward and backward, its slices.
+    traces["tp-adam"] = engine("tp").record(RunConfig(engine="tp", gpus=2, train=True, optimizer="adam",
+                                                      model="transformer", data_size=16, batch_size=8))
     documents = {name: trace_json.dumps(trace) for name, trace in traces.items()}
     documents["ddp-four_train"] = ddp_document("four_train")  # several buckets
     documents["ddp-two_accumulate"] = ddp_document("two_accumulate")  # no_sync steps

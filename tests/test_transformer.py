@@ -60,7 +60,7 @@ def test_every_rank_ends_equal_to_one_process_on_the_global_batch(engine):
         assert torch.equal(second[name], value), f"{name} differs between ranks"
         assert torch.allclose(value, expected[name].detach(), atol=TOLERANCE, rtol=0), name
     untrained = dict(tutorial.build(config)[0].named_parameters())
-    assert not torch.allclose(first["blocks.0.qkv.weight"], untrained["blocks.0.qkv.weight"])  # it trained
+    assert not torch.allclose(first["blocks.0.attention.wq.weight"], untrained["blocks.0.attention.wq.weight"])  # it trained
     trace_json.loads(trace_json.dumps(trace))  # the engine's own check takes it
 
 

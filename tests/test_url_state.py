@@ -42,7 +42,8 @@ def test_presenting_travels_in_a_link_beside_the_settings_and_is_no_setting():
 
 def test_a_link_to_a_pipeline_of_the_tutorials_linear_is_fitted_and_said():
     config, warnings = from_query({"engine": "pipeline"})  # the tutorial's Linear, batches of 30, no training
-    assert config.engine == "pipeline" and config.model == "mlp" and config.train and config.batch_size % config.microbatches == 0
+    # The catalogue's first model a pipeline can cut: ffn (Linear, GELU, Linear).
+    assert config.engine == "pipeline" and config.model == "ffn" and config.train and config.batch_size % config.microbatches == 0
     assert len(warnings) == 1 and "cannot be cut into pipeline stages" in warnings[0] and warnings[0].endswith("instead.")
 
 

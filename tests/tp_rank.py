@@ -18,8 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
-from torch.distributed.tensor import DTensor  # noqa: E402
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module  # noqa: E402
+from torch.distributed.tensor import DTensor, Replicate  # noqa: E402
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,  # noqa: E402
+                                               parallelize_module)
 
 from dpviz.catalogue import MODEL_SPECS  # noqa: E402
 from dpviz.engines.workload import declared  # noqa: E402
@@ -27,7 +28,9 @@ from dpviz.engines.workload.models import build_model, random_rows  # noqa: E402
 from dpviz.engines.workload.own import load  # noqa: E402
 from dpviz.splitting import matches  # noqa: E402
 
-STYLE = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+STYLE = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel,
+         "shared_input": lambda: PrepareModuleInput(input_layouts=Replicate(), desired_input_layouts=Replicate())}
+SHAPE = {"colwise": 0, "rowwise": 1}  # the dim of a Linear's weight each style cuts
 ROWS = 4
 
 
@@ -65,7 +68,18 @@ def main(name: str, rank: int, world: int, port: int) -> int:
                 split.append(path)
             if not torch.allclose(grad, q.grad, atol=1e-5):
                 wrong.append(f"{path}'s gradient differs by {(grad - q.grad).abs().max():.3g}")
-        cut_paths = {n for n, m in model.named_modules() if any(matches(k, n) for k in cut)}
+        # Each rank's slice: 1/world of the cut dim, the rows (column-wise) or columns (row-wise) it is given.
+        for path, module in model.named_modules():
+            style = next((plan[k] for k in plan if path and matches(k, path)), None)
+            if style in SHAPE:
+                weight, whole = module.weight, dict(alone.named_modules())[path].weight
+                want_shape = list(whole.shape)
+                want_shape[SHAPE[style]] //= world
+                mine = whole.chunk(world, dim=SHAPE[style])[rank]
+                if list(weight.to_local().shape) != want_shape or not torch.equal(weight.to_local(), mine.detach()):
+                    wrong.append(f"{path}'s slice on rank {rank} is {list(weight.to_local().shape)}, not {want_shape}")
+        cut_paths = {n for n, m in model.named_modules() if any(matches(k, n) for k, s in plan.items()
+                                                                   if s in SHAPE)}
         if not cut or {p.rsplit(".", 1)[0] for p in split} != cut_paths:
             wrong.append(f"split {sorted(split)}, but the plan cuts {sorted(cut_paths)}")
     finally:

@@ -18,9 +18,10 @@ from dpviz.engines.dp.spec import SPEC as _DP
 from dpviz.engines.fsdp.spec import SPEC as _FSDP
 from dpviz.engines.pipeline.spec import SPEC as _PIPELINE
 from dpviz.engines.spec import EngineSpec, Option
+from dpviz.engines.tp.spec import SPEC as _TP
 from dpviz.engines.zero1.spec import SPEC as _ZERO1
 
-ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (_DP, _DDP, _ZERO1, _FSDP, _PIPELINE)}  # the first: traces before schema 3
+ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (_DP, _DDP, _ZERO1, _FSDP, _PIPELINE, _TP)}  # the first: traces before schema 3
 FIRST = next(iter(ENGINES))  # what recorded a trace that names no engine (schema 1 and 2)
 
 

@@ -22,8 +22,10 @@ MAX_PARAMETERS = 4096  # parameter tensors in one bucket: dpviz's models have a 
 HELD = ("parameters", "gradients", "optimizer state")  # what a rank holds, by kind: elements and bytes of each
 OWNS = "owns"  # the parameters whose optimizer state the rank holds: every one under DDP, its shard under ZeRO-1
 # What a rank hands its collectives: DDP's bucket all-reduces, ZeRO-1's broadcasts of each shard, FSDP's all-gathers
-# (in forward, and again in backward) and reduce-scatters. Per rank, [step, collective, calls, bytes] rows.
-COLLECTIVES = ("all-reduce", "broadcast", "all-gather (forward)", "all-gather (backward)", "reduce-scatter")
+# (in forward, and again in backward) and reduce-scatters, tensor parallelism's all-reduces of activations (in forward)
+# and of their gradients (in backward). Per rank, [step, collective, calls, bytes] rows.
+COLLECTIVES = ("all-reduce", "broadcast", "all-gather (forward)", "all-gather (backward)", "reduce-scatter",
+               "all-reduce (forward)", "all-reduce (backward)")
 MAX_CALLS = 1_000_000  # collective calls of one kind in one step: a bucket or a module each, a few hundred at most
 
 

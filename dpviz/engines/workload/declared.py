@@ -20,7 +20,7 @@ from typing import Any
 from torch import nn
 
 from dpviz.catalogue import MODEL_SPECS
-from dpviz.splitting import GROUP, STYLES, expand, matches
+from dpviz.splitting import GROUP, SHARED, STYLES, expand, matches
 
 NOT_SEQUENTIAL = ("your model is a {cls}, not an nn.Sequential, so a pipeline cannot tell its layers apart; put the "
                   "layers it runs one after another in an nn.Sequential, or list their names in a pipeline_layers "
@@ -117,10 +117,12 @@ def tensor_plan(model: nn.Module, catalogue: str | None) -> dict[str, str]:
     for path, style in plan.items():
         if not isinstance(path, str) or style not in STYLES:
             raise ValueError(f"{whose} gives {_shown(path)} {_shown(style)}; each module path is 'colwise', "
-                             "'rowwise' or 'whole'.")
+                             "'rowwise', 'whole' or 'shared_input'.")
         hits = [name for name in modules if name and matches(path, name)]
         if not hits:
             raise ValueError(f"{whose} names {path!r}, which matches no module of your {type(model).__name__}.")
+        if style == SHARED:  # any module: what it takes is made one replicated input for the Linears inside
+            continue
         for name in hits:
             if not isinstance(modules[name], nn.Linear):
                 raise ValueError(f"{whose} names {name!r}, a {type(modules[name]).__name__}, not an nn.Linear; "

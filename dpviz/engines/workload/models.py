@@ -4,7 +4,8 @@
     row_shape("cnn", 5)                                                  # (1, 5, 5): one image per row
 
 Each one is small on purpose: what matters is how DataParallel treats it, not what it learns.
-`mlp` has a BatchNorm1d (which needs two rows per chunk in training), `cnn` a BatchNorm2d, `gru` takes
+`mlp` has a BatchNorm1d (which needs two rows per chunk in training), `ffn` is the same without it (the
+model tensor parallelism cuts), `cnn` a BatchNorm2d, `gru` takes
 its batch on dim 0 and `gru_dim1` on dim 1 (time first, DataParallel's `dim=1`), `loss` returns a
 0-dim loss from forward and `counter` changes its own state in forward. `transformer` takes token ids and keeps
 its blocks in an nn.ModuleList: FSDP shards it block by block, as models that do not fit one GPU are sharded.
@@ -15,12 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpviz.catalogue import BLOCKS, MODEL_SPECS, SEQUENCE_LENGTH, row_shape  # noqa: F401  a model's data, named here too
+from dpviz.catalogue import BLOCKS, HEADS, MODEL_SPECS, SEQUENCE_LENGTH, row_shape  # noqa: F401  a model's data, named here too
 from dpviz.engines.workload.seeding import seeded
 
 HIDDEN = 16  # hidden width of the MLP and the GRU, and the transformer's width
 CHANNELS = 8  # the CNN's feature maps
-HEADS = 2  # the transformer's attention heads
 
 LABELS = {name: spec.label for name, spec in MODEL_SPECS.items()}  # what the page and the CLI call each model
 
@@ -47,6 +47,18 @@ class MLP(nn.Module):
         super().__init__()
         self.net = nn.Sequential(nn.Linear(input_size, HIDDEN), nn.BatchNorm1d(HIDDEN), nn.ReLU(),
                                  nn.Linear(HIDDEN, output_size))
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self.net(input)
+
+
+class FFN(nn.Module):
+    """Linear -> GELU -> Linear, no BatchNorm: Megatron's MLP, which tensor parallelism cuts column- then row-wise
+    (the GELU runs on each rank's own hidden features)."""
+
+    def __init__(self, input_size: int, output_size: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(input_size, HIDDEN), nn.GELU(), nn.Linear(HIDDEN, output_size))
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return self.net(input)
@@ -128,27 +140,41 @@ class Unused(nn.Module):
         return self.fc(input)
 
 
-class Block(nn.Module):
-    """A pre-norm transformer block: causal self-attention over the row's tokens, then an MLP, each added to
-    its input."""
+class Attention(nn.Module):
+    """Causal self-attention over the row's tokens. Queries, keys and values come from three Linears (torchtitan's
+    wq, wk, wv), so that a column-wise cut of each hands a tensor-parallel rank whole heads of all three; forward runs
+    the heads its wq holds (all of them in one process, heads / W on each of W ranks)."""
 
     def __init__(self, width: int, heads: int):
         super().__init__()
-        self.heads = heads
-        self.attention_norm = nn.LayerNorm(width)
-        # Queries, keys and values in one matrix, with no bias: a key's bias adds the same to every score of a query,
-        # which softmax takes away, so its gradient is zero but for rounding, and Adam would step on that rounding.
-        self.qkv = nn.Linear(width, 3 * width, bias=False)
+        self.head_width = width // heads
+        # No bias: a key's bias adds the same to every score of a query, which softmax takes away, so its gradient is
+        # zero but for rounding, and Adam would step on that rounding.
+        self.wq = nn.Linear(width, width, bias=False)
+        self.wk = nn.Linear(width, width, bias=False)
+        self.wv = nn.Linear(width, width, bias=False)
         self.out = nn.Linear(width, width)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        rows, steps, _ = h.shape
+        # -1 heads: as many as the Linear's outputs hold.
+        q, k, v = (w(h).view(rows, steps, -1, self.head_width).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(attended.transpose(1, 2).reshape(rows, steps, -1))
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: causal self-attention, then an MLP, each added to its input."""
+
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.attention_norm = nn.LayerNorm(width)
+        self.attention = Attention(width, heads)
         self.mlp_norm = nn.LayerNorm(width)
         self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows, steps, width = x.shape
-        heads = (z.view(rows, steps, self.heads, width // self.heads).transpose(1, 2)
-                 for z in self.qkv(self.attention_norm(x)).split(width, dim=-1))
-        attended = F.scaled_dot_product_attention(*heads, is_causal=True)
-        x = x + self.out(attended.transpose(1, 2).reshape(rows, steps, width))
+        x = x + self.attention(self.attention_norm(x))
         return x + self.mlp(self.mlp_norm(x))
 
 
