@@ -86,8 +86,10 @@ def test_a_mixed_run_ends_where_torchs_recipe_ends_on_the_same_rows(engine, mode
     else:
         # FSDP2 runs each LayerNorm's backward on its gathered bfloat16 parameters (views into one all-gather buffer);
         # their bias and weight gradients, summed over every token in bfloat16, come out a bfloat16 step away from
-        # those of a plain bfloat16 copy. Nearer the policy's oracle than the float32 run is, by far, still.
-        assert apart < furthest(ours, full) / 4
+        # those of a plain bfloat16 copy. Nearer the policy's oracle than the float32 run is, still: about half as far
+        # with attention's 8 heads (3.8e-4 against 7.5e-4 measured; a quarter with the 2 heads before), where each
+        # head's smaller products round apart in bfloat16 more often.
+        assert apart < furthest(ours, full) / 1.5
 
 
 def test_fsdp_gathers_bfloat16_and_reduce_scatters_float32():
