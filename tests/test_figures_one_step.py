@@ -303,3 +303,15 @@ def test_eight_gpus_lanes_fit_a_projectors_first_screen_each_box_within_its_lane
     shortened = [(note.x, note.y) for note in fig.layout.annotations if note.name == "cell" and note.text.endswith("…")]
     hovered = set(zip(fig.data[0].x, fig.data[0].y))
     assert shortened and all(at in hovered for at in shortened)  # a shortened box's hover says it whole
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_the_figure_made_without_plotlys_validation_is_the_validated_figure(name):
+    """One step's figure is made without plotly validating it again (a new run waits for it): validated, and
+    presented on a projector, it is the same figure."""
+    import plotly.graph_objects as go
+
+    made = one_step_any(trace_of(name), 0)
+    validated = go.Figure(made.to_dict())
+    assert made.to_dict() == validated.to_dict()
+    assert presentation(made).to_dict() == presentation(validated).to_dict()

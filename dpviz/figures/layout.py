@@ -115,7 +115,7 @@ def house_layout(title: str, notes: list[str], height: int = 520, *, least_top: 
             yref="container", pad=dict(t=TOP_PAD_PX), font=dict(size=TITLE_SIZE, color=THEME_TEXT),
             subtitle=dict(text=subtitle, font=dict(size=SUBTITLE_SIZE, color=THEME_TEXT)),
         ),
-        hoverlabel=dict(font_size=FONT_SIZE - 1), legend=legend, height=total, margin=dict(MARGIN, t=top),
+        hoverlabel=dict(font=dict(size=FONT_SIZE - 1)), legend=legend, height=total, margin=dict(MARGIN, t=top),
         **{name: axis for name in ["xaxis", "yaxis", *axes]},
     )
 

@@ -118,7 +118,10 @@ def one_step_figure(picture: OneStep) -> go.Figure:
     ))
     hovers = go.Scatter(x=hover_x, y=hover_y, mode="markers", marker=dict(size=18, opacity=0), hovertext=hover_text,
                         hovertemplate="%{hovertext}<extra></extra>", showlegend=False)
-    return go.Figure(hovers, layout=layout)
+    # Not validated again: its keys are plotly's own, written out in full (no "font_size" shorthand), and its values
+    # plain numbers and strings, so validating changes nothing (tests/test_figures_one_step.py holds it to the
+    # validated figure) and cost most of the figure's time, which a new run waits for.
+    return go.Figure(hovers, layout=layout, _validate=False)
 
 
 MARGIN_LEFT_PX = 64  # the lanes' names: "stage 16" at the ticks' size
