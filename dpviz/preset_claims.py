@@ -9,6 +9,7 @@ loaded file is held to its preset as a fresh run is.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -108,19 +109,25 @@ def ddp_batch_per_process(trace: Trace) -> Shown:
                         f"({per_rank * ranks} a step)", f"{per_rank} rows a step")
 
 
+def _epoch_rows(trace: Trace) -> list[list[int]]:
+    """Each epoch's rows, every rank's forwards in step order (a whole number of steps per epoch)."""
+    per = max(1, len(trace.batches) // max(1, getattr(trace.config, "epochs", 1) or 1))
+    epochs: list[list[int]] = []
+    for b in trace.batches:
+        if b.index % per == 0:
+            epochs.append([])
+        epochs[-1].extend(row for s in sorted(trace.spans_of(b.index, "forward"), key=lambda s: s.lane or 0)
+                          for row in trace.sample_ids(s))
+    return epochs
+
+
 def ddp_padding(trace: Trace) -> Shown:
-    from dpviz.engines.ddp.read.tables import repeated_rows
-
     loaded = [sum(_loaded(trace, b.index).values()) for b in trace.batches]
-    again = [trace.batches[b].sample_ids[i] for b, flags in enumerate(repeated_rows(trace))
-             for r, rank_flags in flags.items() for i, flag in enumerate(rank_flags, _loaded_offset(trace, b, r)) if flag]
+    # DistributedSampler pads by dealing the start of its list again: a row a second time in the same epoch
+    again = sorted(row for rows in _epoch_rows(trace) for row, times in Counter(rows).items() for _ in range(times - 1))
     per_rank = {r: sum(_loaded(trace, b.index).get(r, 0) for b in trace.batches) for r in range(len(trace.lanes))}
-    holds = sorted(again) == [0, 1] and set(per_rank.values()) == {4} and sum(loaded) == 12
-    return Shown(holds, f"rows loaded again: {sorted(again)}; rows per rank {per_rank}", "loaded again (padding)")
-
-
-def _loaded_offset(trace: Trace, step: int, rank: int) -> int:
-    return next(s.row_offset for s in trace.spans_of(step, "forward") if s.lane == rank)
+    holds = again == [0, 1] and set(per_rank.values()) == {4} and sum(loaded) == 12
+    return Shown(holds, f"rows loaded again: {again}; rows per rank {per_rank}", "loaded again (padding)")
 
 
 def ddp_drop_last(trace: Trace) -> Shown:
@@ -132,12 +139,7 @@ def ddp_drop_last(trace: Trace) -> Shown:
 
 
 def ddp_no_set_epoch(trace: Trace) -> Shown:
-    from dpviz.engines.ddp.read.tables import epoch_of
-
-    epochs: dict[int, list[int]] = {}
-    for b in trace.batches:
-        epochs.setdefault(epoch_of(trace, b.index), []).extend(b.sample_ids)
-    orders = list(epochs.values())
+    orders = _epoch_rows(trace)
     shuffled = bool(orders) and orders[0] != sorted(orders[0])
     holds = len(orders) == 2 and shuffled and orders[0] == orders[1]
     return Shown(holds, f"{len(orders)} epochs, the same order: {len(orders) == 2 and orders[0] == orders[1]}",
@@ -199,3 +201,36 @@ def compare_gpu0(trace: Trace) -> Shown:
     batch = trace.config.batch_size * trace.config.input_size * 4  # a whole batch's rows, float32
     holds = len(held) == 8 and params == (512 * 512 + 512) * 4 and params > batch
     return Shown(holds, f"parameters {params:,} B per rank, a batch's rows {batch:,} B", "GPU 0 sends")
+
+
+def _all_reduces(trace: Trace, phase: str) -> int:
+    """Rank 0's all-reduces of one pass (`phase`) in the run's first step."""
+    first = trace.batches[0].index if trace.batches else 0
+    return sum(1 for s in trace.spans_of(first, phase) if s.lane == 0)
+
+
+def _cut(trace: Trace) -> list[dict]:
+    return next((rank for rank in trace.facts.get("cut_modules") or [] if rank), [])
+
+
+def tp_megatron_f_g(trace: Trace) -> Shown:
+    # each block: attention's output and the MLP's down projection row-wise (g in forward), the inputs of attention
+    # and of the MLP shared (f in backward)
+    blocks = sum(1 for m in _cut(trace) if m["style"] == "rowwise") // 2
+    forward, backward = _all_reduces(trace, "allreduce_forward"), _all_reduces(trace, "allreduce_backward")
+    holds = blocks >= 1 and forward == backward == 2 * blocks
+    return Shown(holds, f"{blocks} blocks: {forward} all-reduces in forward and {backward} in backward on rank 0 in a "
+                        "step", "all-reduce")
+
+
+def tp_ffn_forward_only(trace: Trace) -> Shown:
+    forward, backward = _all_reduces(trace, "allreduce_forward"), _all_reduces(trace, "allreduce_backward")
+    holds = forward == 1 and backward == 0
+    return Shown(holds, f"{forward} all-reduce in forward and {backward} in backward on rank 0 in a step", "all-reduce")
+
+
+def tp_heads_split(trace: Trace) -> Shown:
+    ranks = len(trace.lanes)
+    heads = [m for m in _cut(trace) if m["name"].rsplit(".", 1)[-1] in ("wq", "wk", "wv")]
+    holds = ranks == 4 and bool(heads) and all(m["style"] == "colwise" for m in heads) and trace.failure is None
+    return Shown(holds, f"{len(heads)} of q, k and v's Linears cut column-wise over {ranks} ranks", f"1/{ranks} of each")

@@ -172,17 +172,17 @@ TP_PRESETS: dict[str, Preset] = {p.name: p for p in (
            "MLP's down projection sum their partial outputs) and two in backward (f: the gradients of attention's and "
            "the MLP's inputs), each the size of the activations. The next layer waits for every one: on the critical "
            "path, which is why tensor parallelism stays inside a node.",
-           {"engine": "tp", "gpus": 2, "train": True, "model": "transformer"}, opens="timeline"),
+           {"engine": "tp", "gpus": 2, "train": True, "model": "transformer"}, opens="timeline", claim=claims.tp_megatron_f_g),
     Preset("tp-ffn-forward-only", "Tensor parallel: ffn on the data, one all-reduce",
            "Linear, GELU, Linear on 2 ranks: the first Linear cut column-wise, the second row-wise. Forward has one "
            "all-reduce (g), summing the second Linear's partial outputs; backward has none: the first Linear's input is "
            "the data, which needs no gradient, so there is no f to run.",
-           {"engine": "tp", "gpus": 2, "train": True, "model": "ffn"}, opens="one_step"),
+           {"engine": "tp", "gpus": 2, "train": True, "model": "ffn"}, opens="one_step", claim=claims.tp_ffn_forward_only),
     Preset("tp-heads-split", "Tensor parallel: 8 heads over 4 ranks",
            "The transformer's 8 attention heads on 4 ranks: wq, wk and wv cut column-wise, each rank computing 2 whole "
            "heads of q, k and v, and 1/4 of every cut weight. On 3 ranks the heads would not divide, and the run is "
            "refused in one sentence.",
-           {"engine": "tp", "gpus": 4, "train": True, "model": "transformer"}, opens="one_step"),
+           {"engine": "tp", "gpus": 4, "train": True, "model": "transformer"}, opens="one_step", claim=claims.tp_heads_split),
 )}
 
 ALL_PRESETS: dict[str, Preset] = {**PRESETS, **DDP_PRESETS, **SHARDED_PRESETS, **PIPELINE_PRESETS,

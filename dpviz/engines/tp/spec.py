@@ -69,6 +69,9 @@ SPEC = dataclasses.replace(
     title="How tensor parallelism cuts every layer across the ranks",
     options_title="Tensor-parallel options",
     options_type=TpOptions,
+    # Not on "Memory, every engine": it runs only models that declare a tensor-parallel plan (the page's MLP has a
+    # BatchNorm none can cut), and it has no plan at real size for that page's second half; compared in pairs instead
+    memory_page=False,
     # DDP's launcher facts; what each rank held and handed each collective; the cut modules and CommDebugMode's counts.
     facts=("ddp", "held", "moved", "model", "cut_modules", "comm_counts"),
     parts=dataclasses.replace(

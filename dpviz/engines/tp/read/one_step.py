@@ -11,17 +11,18 @@ import dataclasses
 
 import plotly.graph_objects as go
 
-from dpviz.analysis.one_step import Cell, OneStep, idle, optimizer_label
+from dpviz.analysis.one_step import Cell, OneStep, idle, update_cell
 from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.analysis.batch_facts import batches_planned
-from dpviz.engines.ddp.read.one_step import held, moved_at, one_step_ranks
+from dpviz.engines.ddp.read.one_step import held, one_step_ranks
 from dpviz.engines.tp.read.text import modules
-from dpviz.figures.one_step import move_colors, one_step_figure
+from dpviz.figures.one_step import one_step_figure
 from dpviz.trace import Trace
 
+# What the ranks wrote down handing each collective (facts["moved"]) -> (its column, its name, the legend's kind)
 COLLECTIVES = {
-    "all-reduce (forward)": ("forward", "all-reduce", "allreduce_forward"),
-    "all-reduce (backward)": ("backward", "all-reduce", "allreduce_backward"),
+    "all-reduce (forward)": ("forward", "all-reduce", "all-reduce"),
+    "all-reduce (backward)": ("backward", "all-reduce", "all-reduce"),
 }
 HOVERS = {
     "all-reduce (forward)": "all-reduce in forward (g): each row-wise Linear's partial outputs summed; the next layer "
@@ -61,15 +62,13 @@ def tp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]:
                                    + "; each column-wise input's gradient is all-reduced (none where the input is the "
                                      "data, which needs no gradient)")
     state = (mine.get("optimizer state") or {}).get("bytes")
-    cells["update"] = Cell((f"{optimizer_label(config)} step", f"on its 1/{ranks}")
-                           + ((f"state {human_bytes(state)}",) if state else ()),
-                           hover=f"{name} steps its own slices and the whole parts; nothing moves")
+    cells["update"] = update_cell(trace, rank, f"its 1/{ranks} of each cut weight and the whole parts", params, state)
     return cells
 
 
 def one_step_tp(trace: Trace, step: int) -> OneStep:
     shown = one_step_ranks(trace, step, COLLECTIVES, tp_cells, HOVERS,
-                           bytes_note="bytes: the activations each rank handed each all-reduce (not the parameters)")
+                           handed_words="the activations each rank handed the all-reduce (not the parameters)")
     what = ", ".join(dict.fromkeys(f"{a.name} in {a.column}" for a in shown.arrows)) or "nothing"
     title = (f"{numbered(step, batches_planned(trace), trace.spec.unit).capitalize()}: every rank the whole batch and "
              f"1/{len(trace.lanes)} of each cut weight; between the ranks, {what}")
@@ -78,4 +77,4 @@ def one_step_tp(trace: Trace, step: int) -> OneStep:
 
 def one_step_tp_figure(trace: Trace, step: int) -> go.Figure:
     """Tensor parallelism's step, drawn as every engine's is."""
-    return one_step_figure(one_step_tp(trace, step), move_colors(trace))
+    return one_step_figure(one_step_tp(trace, step))
