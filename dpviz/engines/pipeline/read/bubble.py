@@ -200,10 +200,13 @@ def held_most(trace: Trace, step: int) -> list[int] | None:
 def opening_step(trace: Trace) -> int:
     """The step the bubble is read on: the step every engine's views open on (dpviz.analysis.opening_step: the last
     whole step), or the second where that is the first and there is a second, since the first step also sends each
-    stage's tensor shapes ahead."""
+    stage's tensor shapes ahead; in a failed run, the step before the one that failed."""
     from dpviz.analysis.opening_step import opening_step as shared
 
     step = shared(trace)
+    failed = trace.failure.batch if trace.failure is not None else None
+    if failed is not None and step == failed and failed > 0:  # a bubble is read on a step that ended: the one before
+        return failed - 1
     finished = len(trace.batches) - (trace.failure is not None)
     return 1 if step == 0 and finished > 1 and trace.failure is None else step
 
