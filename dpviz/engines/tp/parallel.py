@@ -29,7 +29,6 @@ from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInpu
 from dpviz.catalogue import OWN
 from dpviz.engines.ddp.observer import RankObserver
 from dpviz.engines.workload import declared
-from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.engines.workload.memory import nbytes, stored_bytes
 from dpviz.engines.ranks.program import local
 from dpviz.splitting import matches
@@ -114,22 +113,8 @@ class TensorObserver(RankObserver):
         return self.index[path]
 
     def timed_model(self):
-        model = self.model
-
-        def forward(*args: Any, **kwargs: Any) -> Any:
-            x = first_tensor((args, kwargs))
-            in_shape = list(x.shape) if x is not None else []
-            rows = in_shape[self.dim] if len(in_shape) > self.dim else 0
-            start, output, raised = self.now(), None, True
-            try:
-                output = model(*args, **kwargs)
-                raised = False
-                return output
-            finally:
-                y = first_tensor(output)
-                shape = None if raised else list(y.shape) if y is not None else []
-                self.add("forward", start, self.now(), (0, rows), (in_shape, shape))
-        return forward
+        """The whole forward on the rank's rows, timed as DDP's module forward is."""
+        return self._timed_forward(self.model)
 
     def facts(self) -> dict:
         """The cut modules by index (a span's group), path and style; and CommDebugMode's own count of this rank's
