@@ -134,6 +134,12 @@ def _text_on_marks(fig, trace) -> list[tuple[str, str]]:
                 for j, row in enumerate(trace.text if trace.text is not None else []):
                     points += [((trace.x[i] if trace.x is not None else i), (trace.y[j] if trace.y is not None else j))
                                for i, text in enumerate(row) if text]
+            elif trace.mode == "markers+text" and trace.textposition == "middle center" and isinstance(trace.marker.color, str):
+                # text on its own marker (a pipeline's microbatch tags: a number on a white square): read on that fill
+                n = len(trace.x) if trace.x is not None else 0
+                for k in range(n):
+                    out.append((colors[k] if isinstance(colors, (list, tuple)) else colors, trace.marker.color))
+                continue
             else:
                 assert trace.mode == "text", f"{trace.name}: scatter text beside its markers sets a colour"
                 heatmaps = [t for t in fig.data if t.type == "heatmap" and t.xaxis == trace.xaxis and t.yaxis == trace.yaxis]

@@ -29,8 +29,8 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
-    Kind("scatter", "#904890", "one device's tensor cut into chunks, one to each device"),
-    Kind("broadcast", "#786018", "one device's tensor copied whole to every other device"),
+    Kind("scatter", "#A05898", "one device's tensor cut into chunks, one to each device"),
+    Kind("broadcast", "#AC5418", "one device's tensor copied whole to every other device"),
     Kind("gather", "#786CD8", "every device's tensor copied to one device"),
     Kind("reduce", "#E40060", "every device's tensor summed onto one device"),
     Kind("all-reduce", "#9C18E4", "every device's tensor summed, the sum on every device"),
