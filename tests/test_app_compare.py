@@ -41,7 +41,7 @@ def test_the_settings_are_fitted_to_both_engines_and_the_change_said_once():
     assert not app.exception and app.query_params["engines"] == "pipeline,ddp"
     said = [w.value.replace("\\", "") for w in app.warning if "To run the same settings under" in w.value.replace("\\", "")]
     assert len(said) == 1 and "Pipeline and DistributedDataParallel" in said[0], said
-    assert "train = true (not false)" in said[0] and "model = 'mlp' (not 'linear')" in said[0]
+    assert "train = true (not false)" in said[0] and "model = 'ffn' (not 'linear')" in said[0]  # the fewest layers that cut
     assert app.query_params["train"] == "false"  # the visitor's settings stay; the runs take the fitted ones
     assert "Pipeline: stage 1 sends" in shown_text(app) and "DistributedDataParallel: rank 0 sends" in shown_text(app)
 
@@ -73,9 +73,8 @@ def test_both_one_steps_open_on_the_same_step():
 
 def test_memory_by_kind_sets_both_engines_devices_side_by_side_at_the_same_moment():
     app = page(engine="compare", engines="ddp,fsdp", gpus="2", train="true", optimizer="adam")
-    show_tab(app, "Memory by kind")
     assert not app.exception
-    [chart] = app.get("plotly_chart")
+    _, chart = app.get("plotly_chart")  # under the Compare chart
     spec = json.loads(chart.proto.spec)
     groups = {x for bar in spec["data"] if bar.get("type") == "bar" for x in bar["x"][0]}
     assert groups == {"DDP", "FSDP"}  # one group of bars per engine

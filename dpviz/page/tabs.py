@@ -21,8 +21,7 @@ from dpviz.page.findings import downloads, failure_markdown, keep_units, what_ha
 from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"scale": 2}}
-COMPARE = "Compare"  # the side-by-side page's first tab
-BY_KIND = "Memory by kind"  # its second: both engines' devices at the same moment, by kind, and what each sends
+COMPARE = "Compare"  # the side-by-side page's first tab: what each device sends, then what it holds by kind
 # Characters of the box above the tabs, its failure's cause cut to what is left: two lines at 1024 pixels, presented
 # (a preset's title, its tab and its cause of 220 characters took three, and pushed the chart off the first screen).
 OPENING_LIMIT = 172
@@ -304,7 +303,7 @@ def show_pair(first: Trace, second: Trace) -> None:
             st.error(f"**{trace.spec.runs}: {failed_unit(trace)} failed**; the error is under the chart.")
     views_shown = [view for view in present(views_of(first, second), first, second)
                    if view.draws(first) or view.draws(second)]
-    tabs = [COMPARE, BY_KIND] + [view.tab for view in views_shown]
+    tabs = [COMPARE] + [view.tab for view in views_shown]
     opening = COMPARE if shown is not None and shown.opens == "compare" and asked_for(first, second) else None
     for label, tab in zip(tabs, view_tabs(tabs, opening)):
         with tab:
@@ -316,8 +315,8 @@ def show_pair(first: Trace, second: Trace) -> None:
                                 config=CHART_CONFIG, key="compare_chart")
                 for sentence in comparison(first, second):
                     st.markdown(keep_units(markdown_text(sentence, 2_000)))  # dpviz's own sentence, naming lanes: escaped, not cut
-                continue
-            if label == BY_KIND:  # every device of both engines read at the same moment, in the same terms
+                # Under it, every device of both engines read at the same moment, in the same terms: a tab of its own
+                # would push the tab strip past a projector's 1024 pixels.
                 figure = memory_compare_figure(list(pair))
                 st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                                 config=CHART_CONFIG, key="by_kind_chart")
