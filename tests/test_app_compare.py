@@ -43,7 +43,7 @@ def test_the_settings_are_fitted_to_both_engines_and_the_change_said_once():
     assert len(said) == 1 and "Pipeline and DistributedDataParallel" in said[0], said
     assert "train = true (not false)" in said[0] and "model = 'ffn' (not 'linear')" in said[0]  # the fewest layers that cut
     assert app.query_params["train"] == "false"  # the visitor's settings stay; the runs take the fitted ones
-    assert "Pipeline: stage 1 sends" in shown_text(app) and "DistributedDataParallel: rank 0 sends" in shown_text(app)
+    assert "Pipeline: stage 1 sends" in shown_text(app) and "DistributedDataParallel: each rank sends" in shown_text(app)
 
 
 def test_a_bad_engines_list_is_said_in_one_sentence_and_the_first_pair_compared():
