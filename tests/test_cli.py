@@ -54,7 +54,7 @@ def test_prints_the_log_and_writes_both_files(tmp_path):
     (["--accumulate", "1", "--train"], "--accumulate is an option of DistributedDataParallel and ZeRO-1"),
     (["--drop-last"], "--drop-last is an option of DistributedDataParallel, ZeRO-1 and FSDP, so it needs --engine ddp or --engine zero1 or --engine fsdp"),
     (["--no-set-epoch"], "--no-set-epoch is an option of DistributedDataParallel, ZeRO-1 and FSDP"),  # on unless given: --no-
-    (["--timeout-s", "30"], "--timeout-s is an option of DistributedDataParallel, ZeRO-1, FSDP and Pipeline"),
+    (["--timeout-s", "30"], "--timeout-s is an option of DistributedDataParallel, ZeRO-1, FSDP, Pipeline and Tensor parallel"),
     (["--engine", "ddp", "--uneven"], "uneven splits the rows by hand into contiguous shards, in order, so it needs shuffle"),
     (["--engine", "ddp", "--epochs", "5"], "epochs must be between 1 and 4"),
     (["--engine", "ddp", "--bucket-cap-mb", "0"], "bucket_cap_mb must be a number of MiB from 0.0001 to 1024"),

@@ -61,7 +61,10 @@ def _total(value: Any) -> float:
 
 def _per_batch(config: RunConfig, name: str) -> float:
     """What each batch of `config` adds, by `name`: "bytes" in its processes, "kept" by the server, "seconds"."""
-    rates = _per("per_batch", config.engine)["train" if config.train else "forward"][name]
+    measured = _per("per_batch", config.engine)
+    # An engine that only trains (a pipeline) has no forward-only rates: a config not yet fitted to it is priced as the
+    # training run it becomes
+    rates = measured["train" if config.train or "forward" not in measured else "forward"][name]
     return rates["fixed"] + rates["per_lane"] * config.gpus
 
 
