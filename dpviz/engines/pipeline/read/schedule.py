@@ -43,14 +43,24 @@ def label_colors(microbatches: list[int]) -> list[str]:
     return [text_color_on(microbatch_color(m)) for m in microbatches]
 
 
-def hatch(pattern: str, microbatches: list[int]) -> dict | None:
-    """A backward's hatch (`pattern`; none for a forward) over each microbatch's colour, in the ink its label does not
-    take: white under black text, black under white, so the hatch lightens or darkens the colour away from the label
-    and never takes from its contrast."""
-    if not pattern:
-        return None
-    inks = [WHITE if ink == TEXT else TEXT for ink in label_colors(microbatches)]
-    return dict(shape=pattern, fgcolor=inks, solidity=0.35, fillmode="overlay")
+def hatch(pattern: str, label_ink: str) -> dict:
+    """A backward's hatch (`pattern`) in the ink its label does not take: white under black text, black under white,
+    so the hatch lightens or darkens the colour away from the label and never takes from its contrast."""
+    return dict(shape=pattern, fgcolor=WHITE if label_ink == TEXT else TEXT, solidity=0.35, fillmode="overlay")
+
+
+def pass_groups():
+    """(kind, legend label, hatch, label ink, first of its label) for each trace of passes: the forwards in one, the
+    backwards in one per label ink, since plotly draws a trace's hatch in one colour (it does not read a list of them).
+    `of_group(ink, microbatch)` says whether a pass belongs to a group."""
+    for kind, (label, pattern) in KINDS.items():
+        inks = (TEXT, WHITE) if pattern else (None,)
+        for ink in inks:
+            yield kind, label, hatch(pattern, ink) if pattern else None, ink, ink == inks[0]
+
+
+def of_group(ink: str | None, microbatch: int) -> bool:
+    return ink is None or label_colors([microbatch])[0] == ink
 
 
 def stage_label(stage: int) -> str:
@@ -70,13 +80,13 @@ def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, flo
     over them, as many as fit: many microbatches leave every cell too narrow for a label of its own."""
     labels, size = cell_labels([(b[0], b[2]) for b in bars], [cell_px(b[4], span) for b in bars])
     where = {} if single else dict(row=row, col=1)
-    for kind, (label, pattern) in KINDS.items():
-        mine = [(b, text) for b, text in zip(bars, labels) if b[0] == kind]
+    for kind, label, pattern, ink, first in pass_groups():
+        mine = [(b, text) for b, text in zip(bars, labels) if b[0] == kind and of_group(ink, b[2])]
         fig.add_trace(go.Bar(
             y=[stage_label(b[1]) for b, _ in mine], x=[b[4] for b, _ in mine], base=[b[3] for b, _ in mine],
-            orientation="h", name=label, legendgroup=label, showlegend=legend, width=0.8,
+            orientation="h", name=label, legendgroup=label, showlegend=legend and first, width=0.8,
             marker=dict(color=[microbatch_color(b[2]) for b, _ in mine], line=dict(color=OUTLINE, width=1),
-                        pattern=hatch(pattern, [b[2] for b, _ in mine])),
+                        pattern=pattern),
             text=[text for _, text in mine], textposition="inside", insidetextanchor="middle", textangle=0,
             textfont=dict(color=label_colors([b[2] for b, _ in mine]), size=size), meta=CELL_TEXT,
             customdata=[[b[2] + 1, b[3], b[4]] for b, _ in mine],
