@@ -20,7 +20,7 @@ from torch import nn
 
 import dpviz
 from dpviz.engines.pipeline.read import bubble
-from dpviz.engines.pipeline.read.schedule import schedule_figure
+from dpviz.engines.pipeline.read.schedule import schedule_figure, wall_clock_figure
 from dpviz.trace import json_io
 
 STAGES, WIDTH, ROWS, STEPS = 4, 1024, 128, 5
@@ -125,12 +125,15 @@ def test_a_file_without_cpu_times_still_replays_from_wall_times_and_says_so():
     for s in bubble.computes(old, 1):
         spans["B" if s.phase == "backward" else "F", s.lane, s.microbatch] += s.duration
     assert {(k, stage, m): size for stage, row in enumerate(replay.passes) for k, m, _, size in row} == spans
-    words, panels = said(schedule_figure(old, 1))
-    assert "keeps no CPU time per pass" in words and "this host's shared cores" in panels
-    words, panels = said(schedule_figure(trace, 1))
+    words, _ = said(schedule_figure(old, 1))
+    assert "keeps no CPU time per pass" in words and "this host's shared cores" in said(wall_clock_figure(old, 1))[0]
+    words, _ = said(schedule_figure(trace, 1))
     assert f"idle {bubble.percent(bubble.replay(trace, 1).share)} of the step, replayed" in words
     assert "each pass its own CPU time" in words and "stage 1 is torch's stage_index=0" in words
-    assert f"{STAGES} processes on this host's {bubble.host_cores(trace):,} core" in panels
+    # The same step on this host's wall clock, drawn under the replay: its share, and what it ran on.
+    clock, _ = said(wall_clock_figure(trace, 1))
+    assert f"idle {bubble.percent(bubble.idle_share(trace, 1))}" in clock and f"idle {bubble.percent(bubble.idle_share(trace, 1))}, drawn below" in words
+    assert f"{STAGES} processes on this host's {bubble.host_cores(trace):,} core" in clock
 
 
 def said(fig) -> tuple[str, str]:

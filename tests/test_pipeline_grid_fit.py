@@ -16,7 +16,7 @@ from dpviz.config import RunConfig
 from dpviz.engines import engine
 from dpviz.engines.pipeline.read.compare import schedules_figure
 from dpviz.engines.pipeline.read.grid_fit import TAG_PX, TAG_SIZE
-from dpviz.engines.pipeline.read.schedule import schedule_figure
+from dpviz.engines.pipeline.read.schedule import schedule_figure, wall_clock_figure
 from dpviz.engines.pipeline.read.step import step_pipeline_figure
 from dpviz.figures.colors import contrast_ratio
 from dpviz.figures.presenting import presentation
@@ -36,7 +36,8 @@ def run(microbatches: int):
 
 def figures(microbatches: int):
     trace = run(microbatches)
-    return {"schedule": schedule_figure(trace, 1), "schedules": schedules_figure(trace),
+    return {"schedule": schedule_figure(trace, 1), "wall clock": wall_clock_figure(trace, 1),
+            "schedules": schedules_figure(trace),
             "step": step_pipeline_figure(trace, 1)}
 
 
@@ -79,21 +80,21 @@ def test_a_few_microbatches_keep_every_label_and_many_leave_out_what_would_run_t
 
 @pytest.mark.parametrize("microbatches", [4, 16])
 def test_the_schedules_cells_too_narrow_for_a_label_name_their_microbatch_on_tags_that_never_run_together(microbatches):
-    fig = figures(microbatches)["schedule"]
-    plot_px = CHART_PX - fig.layout.margin.l - fig.layout.margin.r
-    for axis in ("x", "x2"):
-        span = fig.layout["xaxis" + axis[1:]].range[1]
-        labelled = {label for t in labelled_bars(fig) if t.xaxis == axis for label in t.text if label}
-        tags = [t for t in fig.data if t.type == "scatter" and t.xaxis == axis]
+    for name in ("schedule", "wall clock"):  # the replay, and the same passes on this host's clock under it
+        fig = figures(microbatches)[name]
+        plot_px = CHART_PX - fig.layout.margin.l - fig.layout.margin.r
+        span = fig.layout.xaxis.range[1]
+        labelled = {label for t in labelled_bars(fig) for label in t.text if label}
+        tags = [t for t in fig.data if t.type == "scatter"]
         named = {re.sub(r"^[FB]", "", label) for label in labelled} | {text for t in tags for text in t.text}
         # Every stage's row names microbatches somewhere: the first, and at 16 at least every fourth.
-        assert "1" in named and len(named) >= min(microbatches, 4), (axis, named)
+        assert "1" in named and len(named) >= min(microbatches, 4), (name, named)
         for t in tags:
             assert t.marker.size == TAG_PX and t.textfont.size == TAG_SIZE
             assert all(text_px(text, TAG_SIZE) + 2 <= TAG_PX for text in t.text)  # the number inside its tag
             for row in set(t.y):
                 xs = sorted(x for x, y in zip(t.x, t.y) if y == row)
-                assert all((b - a) * plot_px / span >= TAG_PX for a, b in zip(xs, xs[1:])), (axis, row)
+                assert all((b - a) * plot_px / span >= TAG_PX for a, b in zip(xs, xs[1:])), (name, row)
 
 
 @pytest.mark.parametrize("microbatches", [4, 16])
@@ -112,7 +113,7 @@ def test_a_backwards_hatch_never_takes_from_its_labels_contrast(microbatches):
 
 @pytest.mark.parametrize("microbatches", [4, 16])
 def test_stacked_panels_leave_room_for_the_upper_ones_ticks_and_the_lower_ones_title(microbatches):
-    for name in ("schedule", "schedules"):
+    for name in ("schedules",):  # GPipe's grid over 1F1B's
         fig = figures(microbatches)[name]
         plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
         domains = sorted((fig.layout[k].domain for k in fig.layout if re.match(r"yaxis\d*$", k)), key=lambda d: -d[1])

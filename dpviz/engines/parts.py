@@ -150,9 +150,14 @@ class View:
     draw: Lazy[Any]  # trace -> figure (control "whole"), or (trace, batch) -> figure ("batch")
     control: str = "whole"  # "whole" or "batch" (a slider over the batches)
     after: str = "timeline"  # the tab it follows
+    # A second figure drawn under the first with the same arguments (or None, for nothing): what the lesson does not
+    # need on a projector's first screen but a class asks next (the pipeline's wall clock under its replayed bubble).
+    then: Lazy[Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "draw", _lazy(self.draw))
+        if self.then is not None:
+            object.__setattr__(self, "then", _lazy(self.then))
         if self.control not in ("whole", "batch"):
             raise ValueError(f"view {self.key!r}: control must be 'whole' or 'batch', got {self.control!r}")
 

@@ -105,8 +105,10 @@ class EngineSpec:
 
     def _reference(self, part: str) -> Any:
         if part.startswith("view."):
-            key = part[len("view."):]
-            own = next((view.draw for view in self.parts.own_views if view.key == key), None)
+            key, then = part[len("view."):].removesuffix(".then"), part.endswith(".then")
+            own = next(((view.then if then else view.draw) for view in self.parts.own_views if view.key == key), None)
+            if then:
+                return own
             return self.parts.views.get(key, own)
         if part in ("views", "own_views"):
             return None

@@ -80,6 +80,7 @@ class View:
     detail: Callable[..., Any] | None = None
     detail_window: int = 0
     shown: Callable[[Trace], bool] | None = None  # whether this run has anything for it (None: always)
+    then: Callable[..., Any] | None = None  # a second figure under the first, same arguments (None: nothing to draw)
 
     @property
     def engines(self) -> tuple[str, ...]:
@@ -114,7 +115,9 @@ class View:
             return []
         if self.report is not None:
             return self.report(trace)
-        return [(self.anchor, self.build(trace))]
+        shown = [(self.anchor, self.build(trace))]
+        second = self.then(trace) if self.then is not None else None
+        return shown + ([(f"{self.anchor}-then", second)] if second is not None else [])
 
 
 def _flows(trace: Trace) -> list[tuple[str, Any]]:
@@ -194,7 +197,14 @@ def views_of(*traces: Trace) -> list[View]:
 def _own_view(own: Any) -> View:
     """An engine's own view (dpviz.engines.parts.View) as the page and the report take every view."""
     build = _drawn(own.key, f"{own.key}_figure")
+    then = _drawn(f"{own.key}.then", f"{own.key}_then_figure") if own.then is not None else None
     if own.control == "whole":
-        return View(own.key, own.tab, own.tab, own.key, build)
-    return View(own.key, own.tab, own.tab, own.key, build, BATCH,
-                report=lambda trace: [(f"{own.key}-batch-0", build(trace, 0))] if trace.batches else [])
+        return View(own.key, own.tab, own.tab, own.key, build, then=then)
+
+    def report(trace: Trace) -> list[tuple[str, Any]]:
+        if not trace.batches:
+            return []
+        second = then(trace, 0) if then is not None else None
+        return [(f"{own.key}-batch-0", build(trace, 0))] + ([(f"{own.key}-batch-0-then", second)] if second else [])
+
+    return View(own.key, own.tab, own.tab, own.key, build, BATCH, report=report, then=then)

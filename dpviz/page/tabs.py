@@ -137,15 +137,20 @@ def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: s
     chart(trace, build, sampled_batch(trace, sampled, side_key(trace, f"{name}_batch"), opening), key=f"{name}_chart")
 
 
-def chart(trace: Trace, build, *args, key: str) -> None:
+def chart(trace: Trace, build, *args, key: str, then=None) -> None:
     """Draw `build(trace, *args)`, built once per trace and arguments in this session (and once more in
-    larger type, for presenting)."""
-    fig = views().get(trace, presented, build, *args) if st.session_state.get(PRESENT) else views().get(trace, build, *args)
+    larger type, for presenting); then the view's second figure, `then(trace, *args)`, under it where it has one."""
+    present = st.session_state.get(PRESENT)
+    fig = views().get(trace, presented, build, *args) if present else views().get(trace, build, *args)
     st.plotly_chart(fig, width="stretch", config=CHART_CONFIG, key=side_key(trace, key))
     details = chart_details(fig)  # the chart's note stays a few lines: the rest waits here for who asks
     if details:
         with st.expander("More on these times"):
             st.markdown(details)  # dpviz's own sentences and figures: nothing from the trace's text
+    second = None if then is None else views().get(trace, then, *args)
+    if second is not None:
+        shown = views().get(trace, presented, then, *args) if present else second
+        st.plotly_chart(shown, width="stretch", config=CHART_CONFIG, key=side_key(trace, f"{key}_then"))
 
 
 def presented(trace: Trace, build, *args):
@@ -161,7 +166,7 @@ def batch_view(trace: Trace, view: View) -> None:
         st.session_state[key] = batch + 1
         batch = st.slider(trace.spec.unit.title(), 1, total, key=key, on_change=share,
                           args=(trace, key, lambda value: value - 1)) - 1
-    chart(trace, view.build, batch, key=view.key)
+    chart(trace, view.build, batch, key=view.key, then=view.then)
 
 
 def window_view(trace: Trace, view: View) -> None:
@@ -190,7 +195,7 @@ def text_view(trace: Trace, view: View) -> None:
 
 
 CONTROLS = {
-    WHOLE: lambda trace, view: chart(trace, view.build, key=view.key),
+    WHOLE: lambda trace, view: chart(trace, view.build, key=view.key, then=view.then),
     BATCH: batch_view,
     WINDOW: window_view,
     SAMPLED: lambda trace, view: sampled_chart(trace, view.sampled(trace), view.build, view.key, view.missing),

@@ -67,8 +67,6 @@ NOT_YET = {
     "preset=ddp-adam-state": "Memory every engine under the preset's box: past the first screen",
     "preset=zero1-uneven": "Memory every engine under the preset's box: past the first screen",
     "preset=compare-gpu0": "the Compare chart's lines panel under its bars: past the first screen",
-    **{f"preset={name}": "the Schedule's replay over the wall clock: two panels past the first screen"
-       for name in ("pipeline-bubble", "pipeline-small-bubble", "pipeline-one-microbatch")},
 }
 
 

@@ -30,8 +30,6 @@ NOT_YET: dict[str, str] = {
     "?engine=dp": "One step's parameter-copy arrow (broadcast) now crosses the whole gather bar, 1.5:1 where they meet",
     "?engine=fsdp": "FSDP's training One step: its whole all-gather and reduce-scatter bars crossed by arrows",
     "?preset=zero1-uneven": "Memory every engine at a preset's settings: its legend and notes past the first screen",
-    "?preset=pipeline-bubble": "the Schedule's replay over the wall clock: two panels past the first screen",
-    "?preset=pipeline-one-microbatch": "the Schedule's replay over the wall clock: two panels past the first screen",
 }
 
 

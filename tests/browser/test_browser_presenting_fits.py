@@ -26,7 +26,6 @@ RUN_TIMEOUT_MS = 600_000  # Memory every engine runs each engine's processes: mi
 OPENING_NOT_YET = {
     "engine=memory": "Memory every engine ends near 1,050 px: its titles, notes and legends take about 550 px",
     "engine=fsdp": "FSDP's One step of a training run ends near 780 px: its boxes keep their height for their words",
-    "engine=pipeline": "the pipeline's Schedule ends near 910 px: the replay, then this host's wall clock under it",
     "engine=tp": "tensor parallelism's One step fitted to ffn, under the box that says so: past the first screen",
     **{f"engine=compare&engines={a},{b}": "the Compare chart ends near 900 px: its lines panel under the bars"
        for a, b in [("dp", "ddp"), ("zero1", "fsdp"), ("ddp", "pipeline")]},

@@ -143,7 +143,8 @@ SPEC = EngineSpec(
         },
         own_views=(
             # The first tab, the one a bare link opens on: the bubble is a pipeline's lesson.
-            View("grid", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="pitfall"),
+            View("grid", "Schedule", f"{_READ}.schedule:schedule_figure", control="batch", after="pitfall",
+                 then=f"{_READ}.schedule:wall_clock_figure"),
             View("schedules", "GPipe and 1F1B", f"{_READ}.compare:schedules_figure", control="whole", after="memory"),
         ),
     ),

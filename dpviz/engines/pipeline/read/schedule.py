@@ -1,27 +1,26 @@
 """The Schedule view: the pipeline's bubble, drawn from what ran. One row per stage; each microbatch's forward and
-backward in the microbatch's own colour (backward hatched), idle time shaded under them. Above, the step replayed
+backward in the microbatch's own colour (backward hatched), idle time shaded under them. First the step replayed
 with each stage on a device of its own (read/bubble.py: each pass its own CPU time, in the order torch ran it, after
 what it needs), which is the bubble the schedule makes and shrinks toward (S - 1) / (M + S - 1) as the microbatches
-grow; below, the same passes on this host's wall clock, where the stages' processes also wait for its few cores and
-for gloo.
+grow: the lesson, whole on a projector's first screen; then, a figure of its own under it, the same passes on this
+host's wall clock, where the stages' processes also wait for its few cores and for gloo.
 
     schedule_figure(trace, batch=1)      # step 2 (the views open on it: the first also agrees the shapes)
+    wall_clock_figure(trace, batch=1)    # the same step as this host's clock saw it
 """
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from dpviz.echo import plotly_text
 from dpviz.analysis.wording import counted
 from dpviz.engines.pipeline.read.bubble import (CPU, DEVICE, SCHEDULE_NAMES, Replay, computes, ended, host_cores,
                                                 idle_share, percent, replay, textbook_share, window)
-from dpviz.engines.pipeline.read.grid_fit import TAG_PX, TAG_SIZE, cell_labels, cell_px, panel_gap_px, tagged
+from dpviz.engines.pipeline.read.grid_fit import TAG_PX, TAG_SIZE, cell_labels, cell_px, tagged
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, TEXT, WHITE, device_color, text_color_on
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.layout import styled
 from dpviz.figures.presenting import CELL_TEXT
-from dpviz.figures.sizes import BASE_TOP_PX, MARGIN
 from dpviz.figures.trace_words import backend_note
 from dpviz.engines.pipeline.vocabulary import VOCABULARY
 from dpviz.trace import Trace
@@ -163,52 +162,81 @@ def host_words(trace: Trace) -> str:
     return f"{stages} processes on {on}"
 
 
-def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
-    """Step `batch` (0-based) of a pipeline run, stage by stage: replayed with each stage on a device of its own
-    (the bubble the schedule makes), then as this host's wall clock measured it."""
-    check_batch(trace, batch)
-    if not ended(trace, batch):
-        return stopped_figure(trace, batch)
-    stages, micro = len(trace.lanes), trace.config.microbatches
-    replayed = replay(trace, batch)
-    start, end = window(trace, batch)
-    measured, textbook = idle_share(trace, batch), textbook_share(stages, micro)
-    titles = ([f"Replayed, each stage on a device of its own: idle {percent(replayed.share)}"] if replayed else []) \
-        + [f"This host's wall clock, {host_words(trace)}: idle {percent(measured)}"]
-    gap = panel_gap_px(titles[-1]) if replayed else 0.0
-    height = round(BASE_PX + ROW_PX * stages * len(titles) + gap)
-    fig = make_subplots(rows=len(titles), cols=1, subplot_titles=titles,
-                        vertical_spacing=gap / (height - BASE_TOP_PX - MARGIN["b"]))  # styled() keeps the plot's height
-    if replayed:
-        length = replayed.length * 1e3
-        _idle(fig, 1, stages, length, "ms", True)
-        _passes(fig, 1, [(kind, stage, m, at * 1e3, size * 1e3) for stage, row in enumerate(replayed.passes)
-                         for kind, m, at, size in row], "ms, replayed", True, length)
-    row = 2 if replayed else 1
-    ms = lambda t: (t - start) * 1e3
-    _idle(fig, row, stages, ms(end), "ms", not replayed)
-    spans = [s for s in computes(trace, batch) if s.phase != "loss"]
-    _passes(fig, row, [("F" if s.phase == "forward" else "B", s.lane, s.microbatch, ms(s.start), s.duration * 1e3)
-                       for s in spans], "ms", not replayed, ms(end))
-    losses = [s for s in computes(trace, batch) if s.phase == "loss"]
+def _losses(fig: go.Figure, losses: list, ms, single: bool) -> None:
+    """The last stage's losses: thin dark bars, none a microbatch's colour."""
     if losses:
         fig.add_trace(go.Bar(
             y=[stage_label(s.lane) for s in losses], x=[s.duration * 1e3 for s in losses],
             base=[ms(s.start) for s in losses], orientation="h", name="loss", width=0.3,
             marker=dict(color=LOSS_COLOR), customdata=[[s.microbatch + 1] for s in losses],
-            hovertemplate="%{y}: loss of microbatch %{customdata[0]}<extra></extra>"), row=row, col=1)
+            hovertemplate="%{y}: loss of microbatch %{customdata[0]}<extra></extra>"),
+            **({} if single else dict(row=1, col=1)))
+
+
+def _measured(fig: go.Figure, trace: Trace, batch: int, legend: bool) -> float:
+    """Step `batch`'s passes on this host's wall clock, into `fig`'s one panel; its length in milliseconds."""
+    start, end = window(trace, batch)
+    ms = lambda t: (t - start) * 1e3
+    stages = len(trace.lanes)
+    _idle(fig, 1, stages, ms(end), "ms", legend, single=True)
+    spans = [s for s in computes(trace, batch) if s.phase != "loss"]
+    _passes(fig, 1, [("F" if s.phase == "forward" else "B", s.lane, s.microbatch, ms(s.start), s.duration * 1e3)
+                     for s in spans], "ms", legend, ms(end), single=True)
+    _losses(fig, [s for s in computes(trace, batch) if s.phase == "loss"], ms, single=True)
+    fig.update_xaxes(title="milliseconds since the step's first forward", range=[0, ms(end)])
+    return ms(end)
+
+
+def _rows(fig: go.Figure, stages: int) -> None:
+    fig.update_layout(barmode="overlay", uniformtext=dict(mode="hide", minsize=9), bargap=0.2)
+    fig.update_yaxes(categoryorder="array", categoryarray=[stage_label(s) for s in range(stages)][::-1], title=None)
+
+
+def schedule_figure(trace: Trace, batch: int = 0) -> go.Figure:
+    """Step `batch` (0-based) of a pipeline run, stage by stage, replayed with each stage on a device of its own: the
+    bubble the schedule makes. A file that kept no CPU time per pass draws the wall clock instead, and says so.
+    wall_clock_figure draws the same step as this host's clock measured it, under this one on the page."""
+    check_batch(trace, batch)
+    if not ended(trace, batch):
+        return stopped_figure(trace, batch)
+    stages, micro = len(trace.lanes), trace.config.microbatches
+    replayed = replay(trace, batch)
+    measured, textbook = idle_share(trace, batch), textbook_share(stages, micro)
+    fig = go.Figure()
+    if replayed:
+        length = replayed.length * 1e3
+        _idle(fig, 1, stages, length, "ms", True, single=True)
+        _passes(fig, 1, [(kind, stage, m, at * 1e3, size * 1e3) for stage, row in enumerate(replayed.passes)
+                         for kind, m, at, size in row], "ms, replayed", True, length, single=True)
+        # The axis spans the bars exactly: the labels were fitted to that width (grid_fit).
+        fig.update_xaxes(title="milliseconds, each stage on a device of its own", range=[0, length])
+    else:
+        _measured(fig, trace, batch, True)
     shown = replayed.share if replayed else measured
     title = (f"Step {counted(batch)}: the bubble leaves the stages idle {percent(shown)} of the step"
              + (", replayed" if replayed else ", measured") + f"; the textbook's {percent(textbook)}")
     notes = [schedule_words(trace), f"textbook: (S − 1) / (M + S − 1) = {stages - 1} / {micro + stages - 1}"]
     if replayed:
-        notes.append(clock_note(replayed))
+        notes += [clock_note(replayed), f"this host's wall clock: idle {percent(measured)}, drawn below"]
+    else:
+        notes.append(f"this host's wall clock, {host_words(trace)}")
     notes += ["stage 1 is torch's stage_index=0", backend_note(trace)]
-    names = [stage_label(s) for s in range(stages)][::-1]
-    fig.update_layout(barmode="overlay", uniformtext=dict(mode="hide", minsize=9), bargap=0.2)
-    fig.update_yaxes(categoryorder="array", categoryarray=names, title=None)
-    # Each axis spans its panel's bars exactly: the labels were fitted to those widths (grid_fit).
-    if replayed:
-        fig.update_xaxes(range=[0, length], row=1, col=1)  # its title says: replayed, in milliseconds
-    fig.update_xaxes(title="milliseconds since the step's first forward", range=[0, ms(end)], row=row, col=1)
-    return styled(fig, title, notes, height=height)
+    _rows(fig, stages)
+    return styled(fig, title, notes, height=BASE_PX + ROW_PX * stages)
+
+
+def wall_clock_figure(trace: Trace, batch: int = 0) -> go.Figure | None:
+    """The same step on this host's wall clock, where the stages' processes also wait for its cores and for gloo;
+    None where the Schedule already draws it (a file without CPU times) or the step did not end."""
+    check_batch(trace, batch)
+    if not ended(trace, batch) or not replay(trace, batch):
+        return None
+    stages = len(trace.lanes)
+    fig = go.Figure()
+    _measured(fig, trace, batch, True)
+    _rows(fig, stages)
+    title = (f"Step {counted(batch)} on this host's wall clock: idle {percent(idle_share(trace, batch))}, "
+             f"{host_words(trace)}")
+    why = ("each stage's process also waits for a core and for gloo, which a device of its own would not"
+           if trace.backend != "cuda" else "each stage also waits for NCCL's sends, which the replay counts as none")
+    return styled(fig, title, [schedule_words(trace), why, backend_note(trace)], height=BASE_PX + ROW_PX * stages)
