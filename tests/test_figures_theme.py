@@ -203,8 +203,10 @@ def test_view_follows_the_page_theme(view, trace_name, no_default_template):
             pale = {c for c in fills if _hex(c) in DEVICE_COLORS and contrast_ratio(c, LIGHT_BACKGROUND) < 3}
             if pale and (trace.type == "bar" or (trace.mode or "").startswith("markers")):
                 line = trace.marker.line
-                assert line.width is None or line.width > 0, f"{view.key}: {trace.name} has no outline"
-                assert _hex(line.color) is not None and contrast_ratio(line.color, LIGHT_BACKGROUND) >= 3, \
+                widths = line.width if isinstance(line.width, (list, tuple)) else [line.width]  # one, or one a bar
+                colors = line.color if isinstance(line.color, (list, tuple)) else [line.color]
+                assert all(w is None or w > 0 for w in widths), f"{view.key}: {trace.name} has no outline"
+                assert all(_hex(c) is not None and contrast_ratio(c, LIGHT_BACKGROUND) >= 3 for c in colors), \
                     f"{view.key}: {trace.name}'s outline {line.color} does not show on white"
 
 

@@ -102,9 +102,12 @@ def test_a_backwards_hatch_never_takes_from_its_labels_contrast(microbatches):
     for name, fig in figures(microbatches).items():
         for trace in labelled_bars(fig):
             pattern = trace.marker.pattern
-            # plotly draws one hatch colour per trace, and draws nothing of a list of them
-            assert pattern.fgcolor is None or isinstance(pattern.fgcolor, str), name
-            for k, fill in enumerate(trace.marker.color):
+            # plotly draws a hatch in the colour asked for only on a trace of one fill colour: given a list of fills
+            # (or of hatch colours) it picks its own ink
+            if pattern.shape:
+                assert isinstance(pattern.fgcolor, str) and isinstance(trace.marker.color, str), name
+            fills = [trace.marker.color] * len(trace.x) if isinstance(trace.marker.color, str) else trace.marker.color
+            for k, fill in enumerate(fills):
                 ink = trace.textfont.color[k]
                 assert contrast_ratio(ink, fill) >= 4.5, (name, ink, fill)
                 if pattern.shape:  # any blend of the fill and the hatch contrasts with the label as the fill does, or more

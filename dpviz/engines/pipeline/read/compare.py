@@ -15,8 +15,7 @@ from dpviz.engines.pipeline.read.bubble import lay_out, opening_step, percent, s
 from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES
 from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px, panel_gap_px
 from dpviz.analysis.wording import counted
-from dpviz.engines.pipeline.read.schedule import (label_colors, microbatch_color, of_group, pass_groups,
-                                                  stage_label)
+from dpviz.engines.pipeline.read.schedule import label_colors, pass_groups, stage_label
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.layout import styled
 from dpviz.figures.presenting import CELL_TEXT
@@ -69,15 +68,15 @@ def schedules_figure(trace: Trace) -> go.Figure:
                              width=0.8, hoverinfo="skip"), row=row_at, col=1)
         passes = [(k, stage, m, s) for stage, row in enumerate(laid) for k, m, s in row]
         labels, size = cell_labels([(k, m) for k, _, m, _ in passes], [cell_px(1, length)] * len(passes))
-        for kind, label, pattern, ink, first_of_label in pass_groups():
-            mine = [(p, text) for p, text in zip(passes, labels) if p[0] == kind and of_group(ink, p[2])]
+        for group in pass_groups(micro):
+            mine = [(p, text) for p, text in zip(passes, labels) if group.holds(p[0], p[2])]
+            label = group.label
             fig.add_trace(go.Bar(
                 y=[stage_label(p[1]) for p, _ in mine], x=[1] * len(mine), base=[p[3] for p, _ in mine], orientation="h",
-                name=label, showlegend=first and first_of_label, legendgroup=label, width=0.8,
+                name=label, showlegend=first and group.first, legendgroup=label, width=0.8,
                 text=[text for _, text in mine], textposition="inside", insidetextanchor="middle", textangle=0,
                 textfont=dict(color=label_colors([p[2] for p, _ in mine]), size=size), meta=CELL_TEXT,
-                marker=dict(color=[microbatch_color(p[2]) for p, _ in mine], line=dict(color=OUTLINE, width=1),
-                            pattern=pattern),
+                marker=group.marker([p[2] for p, _ in mine], color=OUTLINE, width=1),
                 customdata=[counted(p[2]) for p, _ in mine],  # the hover names the pass whether or not its cell does
                 hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata}}<extra>{SCHEDULE_NAMES[name]}</extra>"),
                 row=row_at, col=1)

@@ -10,6 +10,9 @@ host's wall clock, where the stages' processes also wait for its few cores and f
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import plotly.graph_objects as go
 
 from dpviz.echo import plotly_text
@@ -17,7 +20,7 @@ from dpviz.analysis.wording import counted
 from dpviz.engines.pipeline.read.bubble import (CPU, DEVICE, SCHEDULE_NAMES, Replay, computes, ended, host_cores,
                                                 idle_share, percent, replay, textbook_share, window)
 from dpviz.engines.pipeline.read.grid_fit import TAG_PX, TAG_SIZE, cell_labels, cell_px, tagged
-from dpviz.figures.colors import IDLE_GREY, OUTLINE, TEXT, WHITE, device_color, text_color_on
+from dpviz.figures.colors import IDLE_GREY, MAX_DEVICES, OUTLINE, TEXT, WHITE, device_color, text_color_on
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.layout import styled
 from dpviz.figures.presenting import CELL_TEXT
@@ -48,18 +51,35 @@ def hatch(pattern: str, label_ink: str) -> dict:
     return dict(shape=pattern, fgcolor=WHITE if label_ink == TEXT else TEXT, solidity=0.35, fillmode="overlay")
 
 
-def pass_groups():
-    """(kind, legend label, hatch, label ink, first of its label) for each trace of passes: the forwards in one, the
-    backwards in one per label ink, since plotly draws a trace's hatch in one colour (it does not read a list of them).
-    `of_group(ink, microbatch)` says whether a pass belongs to a group."""
-    for kind, (label, pattern) in KINDS.items():
-        inks = (TEXT, WHITE) if pattern else (None,)
-        for ink in inks:
-            yield kind, label, hatch(pattern, ink) if pattern else None, ink, ink == inks[0]
+@dataclass(frozen=True)
+class PassGroup:
+    """The passes one bar trace draws: every forward, or the backwards of one microbatch colour. plotly draws a hatch
+    in the colour asked for only on a trace of one colour: given a list of colours it picks its own ink, which was
+    white over the blue under a white label."""
+
+    kind: str  # "F" or "B"
+    colour: int | None  # the device palette's index of the backwards' colour; None: the forwards, each its own
+    first: bool  # the first trace of its kind: the one the legend shows
+
+    @property
+    def label(self) -> str:
+        return KINDS[self.kind][0]
+
+    def holds(self, kind: str, microbatch: int) -> bool:
+        return kind == self.kind and (self.colour is None or microbatch % MAX_DEVICES == self.colour)
+
+    def marker(self, microbatches: list[int], **line: Any) -> dict:
+        """The bars' fill, outline (`line`) and, for a backward, its hatch in the ink its label does not take."""
+        if self.colour is None:
+            return dict(color=[microbatch_color(m) for m in microbatches], line=line)
+        color = device_color(self.colour)
+        return dict(color=color, line=line, pattern=hatch(KINDS[self.kind][1], text_color_on(color)))
 
 
-def of_group(ink: str | None, microbatch: int) -> bool:
-    return ink is None or label_colors([microbatch])[0] == ink
+def pass_groups(microbatches: int) -> list[PassGroup]:
+    """The bar traces of a schedule of `microbatches`: the forwards in one, the backwards one per colour; the same
+    traces in every frame of an animation, whichever passes it shows."""
+    return [PassGroup("F", None, True)] + [PassGroup("B", c, c == 0) for c in range(min(microbatches, MAX_DEVICES))]
 
 
 def stage_label(stage: int) -> str:
@@ -79,13 +99,13 @@ def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, flo
     over them, as many as fit: many microbatches leave every cell too narrow for a label of its own."""
     labels, size = cell_labels([(b[0], b[2]) for b in bars], [cell_px(b[4], span) for b in bars])
     where = {} if single else dict(row=row, col=1)
-    for kind, label, pattern, ink, first in pass_groups():
-        mine = [(b, text) for b, text in zip(bars, labels) if b[0] == kind and of_group(ink, b[2])]
+    for group in pass_groups(max((b[2] for b in bars), default=0) + 1):
+        mine = [(b, text) for b, text in zip(bars, labels) if group.holds(b[0], b[2])]
+        label = group.label
         fig.add_trace(go.Bar(
             y=[stage_label(b[1]) for b, _ in mine], x=[b[4] for b, _ in mine], base=[b[3] for b, _ in mine],
-            orientation="h", name=label, legendgroup=label, showlegend=legend and first, width=0.8,
-            marker=dict(color=[microbatch_color(b[2]) for b, _ in mine], line=dict(color=OUTLINE, width=1),
-                        pattern=pattern),
+            orientation="h", name=label, legendgroup=label, showlegend=legend and group.first, width=0.8,
+            marker=group.marker([b[2] for b, _ in mine], color=OUTLINE, width=1),
             text=[text for _, text in mine], textposition="inside", insidetextanchor="middle", textangle=0,
             textfont=dict(color=label_colors([b[2] for b, _ in mine]), size=size), meta=CELL_TEXT,
             customdata=[[b[2] + 1, b[3], b[4]] for b, _ in mine],

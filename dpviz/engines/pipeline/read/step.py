@@ -15,7 +15,7 @@ from dpviz.analysis.wording import counted, human_bytes
 from dpviz.engines.dp.read.step import animated
 from dpviz.engines.pipeline.read.bubble import slots
 from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px
-from dpviz.engines.pipeline.read.schedule import (KINDS, label_colors, microbatch_color, of_group, pass_groups, schedule_words,
+from dpviz.engines.pipeline.read.schedule import (KINDS, label_colors, pass_groups, schedule_words,
                                                   stage_label, stopped_figure)
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.arguments import check_batch
@@ -77,13 +77,12 @@ def step_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
                    name=label, width=0.8, text=[label_of[p] for p in mine], textposition="inside",
                    insidetextanchor="middle", textangle=0, textfont=dict(color=label_colors([p[2] for p in mine]), size=size),
                    meta=CELL_TEXT, customdata=[counted(p[2]) for p in mine],
-                   marker=dict(color=[microbatch_color(p[2]) for p in mine],
-                               opacity=1.0, line=dict(color=[OUTLINE if p[3] < slot else "#000000" for p in mine],
-                                                      width=[1 if p[3] < slot else 4 for p in mine]),
-                               pattern=pattern),
+                   marker=dict(group.marker([p[2] for p in mine],
+                                            color=[OUTLINE if p[3] < slot else "#000000" for p in mine],
+                                            width=[1 if p[3] < slot else 4 for p in mine]), opacity=1.0),
                    hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata}}<extra></extra>")
-            for kind, label, pattern, ink, _ in pass_groups()
-            for mine in [[p for p in shown if p[0] == kind and of_group(ink, p[2])]]]
+            for group in pass_groups(trace.config.microbatches)
+            for mine in [[p for p in shown if group.holds(p[0], p[2])]] for label in [group.label]]
 
     fig = go.Figure(data=bars(0))
     frames, titles = [], []
