@@ -150,9 +150,12 @@ class View:
     draw: Lazy[Any]  # trace -> figure (control "whole"), or (trace, batch) -> figure ("batch")
     control: str = "whole"  # "whole" or "batch" (a slider over the batches)
     after: str = "timeline"  # the tab it follows
+    # Whether a trace has anything for it (FSDP's mesh only for a run with a tensor-parallel degree); None: always
+    shown: Lazy[Applies] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "draw", _lazy(self.draw))
+        object.__setattr__(self, "shown", _lazy(self.shown))
         if self.control not in ("whole", "batch"):
             raise ValueError(f"view {self.key!r}: control must be 'whole' or 'batch', got {self.control!r}")
 
@@ -230,6 +233,8 @@ class Parts:
             yield f"view.{key}", reference, VIEW_CALLS[key]
         for view in self.own_views:
             yield f"view.{view.key}", view.draw, view.call
+            if view.shown is not None:
+                yield f"view.{view.key}.shown", view.shown, Applies
 
 
 @lru_cache(maxsize=None)

@@ -194,7 +194,13 @@ def views_of(*traces: Trace) -> list[View]:
 def _own_view(own: Any) -> View:
     """An engine's own view (dpviz.engines.parts.View) as the page and the report take every view."""
     build = _drawn(own.key, f"{own.key}_figure")
+    shown = None
+    if own.shown is not None:
+        def shown(trace: Trace) -> bool:
+            return own.shown.load()(trace)
+
+        shown.__name__ = f"{own.key}_shown"  # the page caches what a view's function gave a trace by its name
     if own.control == "whole":
-        return View(own.key, own.tab, own.tab, own.key, build)
-    return View(own.key, own.tab, own.tab, own.key, build, BATCH,
+        return View(own.key, own.tab, own.tab, own.key, build, shown=shown)
+    return View(own.key, own.tab, own.tab, own.key, build, BATCH, shown=shown,
                 report=lambda trace: [(f"{own.key}-batch-0", build(trace, 0))] if trace.batches else [])
