@@ -7,7 +7,7 @@
 its spans), its name, the parameters it gathers and how many elements of them the rank holds (its shards).
 A run on a mesh (FSDP × TP) adds, per rank and for its last step, `comm_counts` (CommDebugMode's tally, as the tp
 engine writes it), `comm_groups`: [collective, the ranks of the group it ran in, count], and `shares`: each
-parameter as DTensor places it on the rank, [name, placements, local shape, whole shape].
+parameter as DTensor places it on the rank, [name, its placements per mesh dimension, local shape, whole shape].
 No torch: loading a trace needs none.
 """
 from __future__ import annotations
@@ -78,5 +78,6 @@ def read_shares(value: Any) -> list[list]:
                        for shape in row[2:])
         if len(local) != len(full) or any(a > b for a, b in zip(local, full)):
             raise TraceError(f"a parameter's local shape {shown(local)} does not fit in its whole shape {shown(full)}.")
-        rows.append([text_of(row[0], "a parameter name", MAX_NAME), text_of(row[1], "placements", MAX_NAME), local, full])
+        placements = [text_of(p, "a placement", MAX_NAME) for p in sequence(row[1], "a parameter's placements", 8)]
+        rows.append([text_of(row[0], "a parameter name", MAX_NAME), placements, local, full])
     return rows

@@ -62,11 +62,13 @@ class MeshObserver(ShardObserver):
         return next(index for unit, index in self.order if unit == "" or path == unit or path.startswith(unit + "."))
 
     def facts(self) -> dict:
-        """FSDP's sharded modules; CommDebugMode's tally of the last step, and its collectives by group; and each
-        parameter as DTensor places it on this rank: [name, placements, local shape, whole shape]."""
-        shares = [[name, ", ".join(map(str, p.placements)), list(p.to_local().shape), list(p.shape)]
+        """FSDP's sharded modules; CommDebugMode's tally of the last step (module by module, and the whole step as module
+        ""), and its collectives by group; and each
+        parameter as DTensor places it on this rank: [name, its placements (one per mesh dimension, as torch writes
+        them: "_StridedShard(dim=0, sf=2)"), local shape, whole shape]."""
+        shares = [[name, [repr(each) for each in p.placements], list(p.to_local().shape), list(p.shape)]
                   for name, p in self.model.named_parameters()]
-        return {**super().facts(), "comm_counts": self.mode.counted(), "comm_groups": self.mode.grouped(),
+        return {**super().facts(), "comm_counts": self.mode.counted() + self.mode.totals(), "comm_groups": self.mode.grouped(),
                 "shares": shares}
 
 
@@ -84,6 +86,13 @@ class _GroupsRecording(_Recording):
             key = (name, ranks)
             self.groups[key] = self.groups.get(key, 0) + 1
         return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def totals(self) -> list[list]:
+        """CommDebugMode's count of the whole step, per pass and collective, as rows of module "" (the tp engine's rows
+        name modules only: a collective the root itself runs, FSDP's of the parameters no child holds, is in none)."""
+        passes = self.comm_module_counts.get("Global", {})
+        return sorted(["", key, getattr(op, "__name__", str(op)), count] for key in ("forward", "backward")
+                      for op, count in passes.get(key, {}).items())
 
     def grouped(self) -> list[list]:
         """[collective, the ranks of its group, count] for every collective the step ran."""
