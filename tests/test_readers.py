@@ -28,7 +28,7 @@ RECORDING_SIDE = sorted({
       ("engine", "rank", "observer", "merge")),
     *(f"dpviz.engines.zero1.{name}" for name in ("engine", "sharded", "rank")),
     *(f"dpviz.engines.ranks.{name}" for name in ("launch", "torchrun", "program")),
-    *(f"dpviz.engines.fsdp.{name}" for name in ("engine", "wrapping", "rank")),
+    *(f"dpviz.engines.fsdp.{name}" for name in ("engine", "wrapping", "rank", "merge", "on_mesh")),
     *(f"dpviz.engines.pipeline.{name}" for name in ("engine", "rank", "observer", "merge", "stages")),
     *(f"dpviz.engines.tp.{name}" for name in ("engine", "parallel", "rank", "merge")),
 })
@@ -43,7 +43,7 @@ READING_SIDE = sorted({
                                               "plan")),
     *(f"dpviz.engines.ddp.{name}" for name in ("spec", "vocabulary", "options", "sampler_rows", "facts", "check", "plan")),
     *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check", "plan")),
-    *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts", "plan")),
+    *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts", "plan", "mesh")),
     *(f"dpviz.engines.pipeline.{name}" for name in ("spec", "vocabulary", "options", "layers", "check", "facts", "plan")),
     *(f"dpviz.engines.tp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts")),
 })

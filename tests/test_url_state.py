@@ -19,10 +19,12 @@ def test_a_link_round_trips_every_setting():
     ddp = RunConfig(engine="ddp", gpus=5, train=True, bucket_cap_mb=0.25, accumulate=3, epochs=2, set_epoch=False,
                     batch_per_process=True, drop_last=True, find_unused=True, join=True, timeout_s=9, optimizer="adam")
     assert from_query(to_query(ddp)) == (ddp, [])
-    assert set(to_query(ddp)) == set(ddp.to_dict()) - {"reshard_after_forward", "schedule", "microbatches"}  # DDP's
+    assert set(to_query(ddp)) == set(ddp.to_dict()) - {"reshard_after_forward", "tp", "schedule", "microbatches"}  # DDP's
     fsdp = RunConfig(engine="fsdp", gpus=3, train=True, optimizer="adam", reshard_after_forward=False)
     assert from_query(to_query(fsdp)) == (fsdp, [])  # FSDP's own option travels in its links
     assert to_query(fsdp)["reshard_after_forward"] == "false"
+    mesh = RunConfig(engine="fsdp", gpus=4, tp=2, model="ffn", train=True)
+    assert from_query(to_query(mesh)) == (mesh, []) and to_query(mesh)["tp"] == "2"  # FSDP × TP's degree too
     pipeline = RunConfig(engine="pipeline", gpus=4, model="transformer", train=True, batch_size=32, data_size=96,
                          microbatches=8, schedule="1f1b", epochs=2, optimizer="adam")
     assert from_query(to_query(pipeline)) == (pipeline, [])  # a pipeline's own options travel in its links

@@ -153,9 +153,12 @@ class View:
     # A second figure drawn under the first with the same arguments (or None, for nothing): what the lesson does not
     # need on a projector's first screen but a class asks next (the pipeline's wall clock under its replayed bubble).
     then: Lazy[Any] | None = None
+    # Whether a trace has anything for it (FSDP's mesh only for a run with a tensor-parallel degree); None: always
+    shown: Lazy[Applies] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "draw", _lazy(self.draw))
+        object.__setattr__(self, "shown", _lazy(self.shown))
         if self.then is not None:
             object.__setattr__(self, "then", _lazy(self.then))
         if self.control not in ("whole", "batch"):
@@ -235,6 +238,10 @@ class Parts:
             yield f"view.{key}", reference, VIEW_CALLS[key]
         for view in self.own_views:
             yield f"view.{view.key}", view.draw, view.call
+            if view.then is not None:
+                yield f"view.{view.key}.then", view.then, view.call
+            if view.shown is not None:
+                yield f"view.{view.key}.shown", view.shown, Applies
 
 
 @lru_cache(maxsize=None)

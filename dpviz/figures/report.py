@@ -100,7 +100,7 @@ def html_report(trace: Trace) -> str:
         _section("explanation", "What happened and why", paragraphs),
     ]
     for view in views_of(trace):  # every view that draws this trace's engine, its own too, in the page's order
-        if not view.draws(trace):
+        if not view.shows(trace):  # drawn for this engine, and with something for this run
             continue
         shown = view.figures_for_report(trace)
         if view.control == TEXT:

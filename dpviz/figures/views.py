@@ -198,8 +198,14 @@ def _own_view(own: Any) -> View:
     """An engine's own view (dpviz.engines.parts.View) as the page and the report take every view."""
     build = _drawn(own.key, f"{own.key}_figure")
     then = _drawn(f"{own.key}.then", f"{own.key}_then_figure") if own.then is not None else None
+    shown = None
+    if own.shown is not None:
+        def shown(trace: Trace) -> bool:
+            return own.shown.load()(trace)
+
+        shown.__name__ = f"{own.key}_shown"  # the page caches what a view's function gave a trace by its name
     if own.control == "whole":
-        return View(own.key, own.tab, own.tab, own.key, build, then=then)
+        return View(own.key, own.tab, own.tab, own.key, build, shown=shown, then=then)
 
     def report(trace: Trace) -> list[tuple[str, Any]]:
         if not trace.batches:
@@ -207,4 +213,4 @@ def _own_view(own: Any) -> View:
         second = then(trace, 0) if then is not None else None
         return [(f"{own.key}-batch-0", build(trace, 0))] + ([(f"{own.key}-batch-0-then", second)] if second else [])
 
-    return View(own.key, own.tab, own.tab, own.key, build, BATCH, report=report, then=then)
+    return View(own.key, own.tab, own.tab, own.key, build, BATCH, shown=shown, report=report, then=then)

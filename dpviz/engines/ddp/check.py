@@ -50,13 +50,14 @@ def check_moved(trace: Trace) -> None:
         raise TraceError(f"facts moved has bytes of step {last + 1:,}; the run has {len(trace.batches):,} steps.")
 
 
-def check_steps(trace: Trace) -> None:
-    """Raise TraceError unless the steps, rows and buckets are what a DDP run of the config records."""
+def check_steps(trace: Trace, together: int = 1) -> None:
+    """Raise TraceError unless the steps, rows and buckets are what a DDP run of the config records. `together`: how
+    many neighbouring ranks load the same rows (FSDP × TP's tensor-parallel group), each group one sampler's rank."""
     config = trace.config
     if trace.backend not in ("cuda", "cpu"):
         raise TraceError(f"a DistributedDataParallel trace runs on cuda or cpu, got {trace.backend!r}.")
     check_moved(trace)
-    ranks = config.gpus
+    ranks = config.gpus // together
     steps = rank_loads(config.data_size, config.batch_size, ranks, batch_per_process=config.batch_per_process,
                        drop_last=config.drop_last, uneven=config.uneven, epochs=config.epochs)
     per_epoch = len(steps) // config.epochs
@@ -74,15 +75,15 @@ def check_steps(trace: Trace) -> None:
                 start += rows
     if complete:
         for epoch, per_rank in enumerate(loaded):
-            _check_epoch(config, epoch, per_rank)
-    _check_forward_rows(trace, steps)
-    _check_buckets(trace)
+            _check_epoch(config, epoch, per_rank, ranks)
+    _check_forward_rows(trace, steps, together)
+    _check_buckets(trace, ranks)
 
 
-def _check_epoch(config, epoch: int, per_rank: list[list[int]]) -> None:
+def _check_epoch(config, epoch: int, per_rank: list[list[int]], ranks: int) -> None:
     """One epoch's rows, rank by rank: DistributedSampler's strided shards (every row once, in order
     unless shuffled, then the padding) or, split by hand, each rank's contiguous shard in order."""
-    size, ranks = config.data_size, config.gpus
+    size = config.data_size
     where = f" in epoch {epoch}" if config.epochs > 1 else ""
     if config.uneven:
         shares = rank_shares(size, ranks, uneven=True)
@@ -103,21 +104,21 @@ def _check_epoch(config, epoch: int, per_rank: list[list[int]]) -> None:
                          "DistributedSampler repeats them.")
 
 
-def _check_forward_rows(trace: Trace, steps: list[list[int]]) -> None:
-    """Each rank's forward points at its own rows: the rank's slice of the step."""
+def _check_forward_rows(trace: Trace, steps: list[list[int]], together: int = 1) -> None:
+    """Each rank's forward points at its own rows: the rank's (or its group's) slice of the step."""
     if trace.failure is not None:
         return
     for span in trace.spans:
         if span.phase == "forward":
-            want = steps[span.batch]
-            start = sum(want[:span.lane])
-            if (span.row_offset, span.rows) != (start, want[span.lane]):
+            want, loader = steps[span.batch], span.lane // together
+            start = sum(want[:loader])
+            if (span.row_offset, span.rows) != (start, want[loader]):
                 raise TraceError(f"rank {span.lane}'s forward in step {span.batch:,} points at rows "
                                  f"{span.row_offset:,}..{span.row_offset + span.rows:,}, not its own "
-                                 f"{start:,}..{start + want[span.lane]:,}.")
+                                 f"{start:,}..{start + want[loader]:,}.")
 
 
-def _check_buckets(trace: Trace) -> None:
+def _check_buckets(trace: Trace, ranks: int | None = None) -> None:
     """All-reduces come only in steps that synchronise, and name a bucket of the layout in effect."""
     config = trace.config
     last = config.num_batches - 1
@@ -132,7 +133,8 @@ def _check_buckets(trace: Trace) -> None:
                 raise TraceError(f"step {span.batch:,} all-reduces bucket {span.group}, which its bucket layout lacks.")
     ddp = trace.facts.get("ddp")
     if ddp is not None:
-        batch = config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, config.gpus)
+        ranks = config.gpus if ranks is None else ranks
+        batch = config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, ranks)
         if ddp["per_rank_batch"] != batch:
             raise TraceError(f"facts ddp per_rank_batch {ddp['per_rank_batch']:,} does not follow from batch_size "
-                             f"{config.batch_size:,} on {config.gpus} ranks ({batch:,}).")
+                             f"{config.batch_size:,} on {ranks} ranks ({batch:,}).")

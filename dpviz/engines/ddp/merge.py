@@ -21,8 +21,10 @@ from dpviz.engines.ddp.sampler_rows import per_rank_batch, rank_loads, shard_sta
 
 
 def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch_version: str, machine_gpus: int,
-             lane_names: list[str] | None = None) -> Trace:
-    """The trace of a DDP run from what `launch` (or torchrun's ranks, gathered) brought back."""
+             lane_names: list[str] | None = None, together: int = 1) -> Trace:
+    """The trace of a DDP run from what `launch` (or torchrun's ranks, gathered) brought back. `together`: how many
+    neighbouring ranks load the same rows (FSDP × TP's tensor-parallel group); a step's batch is each such group's
+    rows once, group after group."""
     ranks = launched["ranks"]
     world = len(ranks)
     offsets, applied, origin = time_axis(ranks)
@@ -31,15 +33,17 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
     if failure is not None:
         failure = dataclasses.replace(failure, batch=count - 1)
-    loaded = _fill(config, loaded, count)  # per step, [] where a rank has no batch
-    batches, offsets_in_step = _batches(config, ranks, loaded, count)
+    loaders = range(0, world, together)  # the first rank of each group: whose rows the batch holds
+    loaded = _fill(config, [loaded[rank] for rank in loaders], count)  # per step, [] where a rank has no batch
+    batches, offsets_in_step = _batches(config, [ranks[rank] for rank in loaders], loaded, count)
     spans = []
     for rank, report in enumerate(ranks):
         for phase, step, start, end, _, rows, in_shape, out_shape, thread, group in report["spans"]:
             if step >= count:
                 continue  # after the failing step: the run, as the trace tells it, ended there
             spans.append(Span(phase, step, max(0.0, start - applied[rank] - origin), max(0.0, end - applied[rank] - origin),
-                              lane=rank, replica=rank, row_offset=offsets_in_step[step][rank] if rows else 0, rows=rows,
+                              lane=rank, replica=rank, row_offset=offsets_in_step[step][rank // together] if rows else 0,
+                              rows=rows,
                               input_shape=in_shape, output_shape=out_shape, thread=thread, group=group))
     spans.sort(key=lambda s: (s.batch, s.start))
     memory = [MemorySample(step, phase, rank, category, size) for rank, report in enumerate(ranks)
@@ -48,7 +52,8 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
         config=config, backend=backend, torch_version=torch_version, machine_gpus=machine_gpus, output_device=0,
         lanes=[Lane(r, (lane_names or [])[r] if lane_names else _lane_name(r, backend)) for r in range(world)],
         batches=batches, spans=spans, memory=memory, memory_kind="measured" if backend == "cuda" else "computed",
-        failure=failure, warnings=warnings_of(ranks, launched, count), facts=facts_of(config, ranks, launched, offsets, applied),
+        failure=failure, warnings=warnings_of(ranks, launched, count),
+        facts=facts_of(config, ranks, launched, offsets, applied, world // together),
         engine=config.engine,
     )
 
@@ -203,15 +208,18 @@ def warnings_of(ranks: list[dict], launched: dict, count: int) -> list[WarningNo
     return notes
 
 
-def facts_of(config: RunConfig, ranks: list[dict], launched: dict, offsets: list[float], applied: list[float]) -> dict:
-    """What DDP itself reported and what the launcher measured, as plain values."""
+def facts_of(config: RunConfig, ranks: list[dict], launched: dict, offsets: list[float], applied: list[float],
+             loaders: int | None = None) -> dict:
+    """What DDP itself reported and what the launcher measured, as plain values. `loaders`: the ranks that load rows
+    of their own (every rank unless groups of them share theirs)."""
+    loaders = config.gpus if loaders is None else loaders
     layouts = []
     for step, buckets in ranks[0].get("layouts", []):
         layouts.append({"step": step, "buckets": [{"index": i, "params": list(names), "bytes": size}
                                                   for i, names, size in buckets]})
     facts = {
         "ddp": {
-            "per_rank_batch": config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, config.gpus),
+            "per_rank_batch": config.batch_size if config.batch_per_process else per_rank_batch(config.batch_size, loaders),
             "buckets": layouts,
             "reducer": ranks[0].get("reducer", {}),
             "clock_offsets_s": [round(o, 7) for o in offsets],

@@ -9,13 +9,27 @@ from __future__ import annotations
 from dpviz.trace import Trace
 from dpviz.trace.values import TraceError
 from dpviz.engines.ddp.check import check_steps, held_of
+from dpviz.engines.fsdp.mesh import DIMS, group_of
 
 
 def check_trace(trace: Trace) -> None:
     """Raise TraceError unless `trace` is what fully_shard over the ranks could have recorded."""
-    check_steps(trace)
+    check_steps(trace, trace.config.tp)  # the ranks of a tensor-parallel group load the same rows
     check_shards(trace)
     check_modules(trace)
+    check_groups(trace)
+
+
+def check_groups(trace: Trace) -> None:
+    """Every collective a rank wrote down ran in one of its mesh groups: the tensor-parallel group's or the
+    dp_shard group's (a run on one dimension writes none down)."""
+    ranks, tp = trace.config.gpus, trace.config.tp
+    for rank, rows in enumerate(trace.facts.get("comm_groups") or []):
+        mine = [group_of(rank, ranks, tp, dim) for dim in DIMS]
+        for collective, group, _ in rows or []:
+            if group not in mine:
+                raise TraceError(f"rank {rank} ran {collective} with ranks {group}; on a {ranks // tp} × {tp} mesh its "
+                                 f"groups are {mine[0]} ({DIMS[0]}) and {mine[1]} ({DIMS[1]}).")
 
 
 def check_modules(trace: Trace) -> None:

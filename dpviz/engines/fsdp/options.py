@@ -1,6 +1,6 @@
 """FSDP's own settings: DDP's that are not its reducer's (no bucket cap, find_unused_parameters, no_sync
-accumulation or join, nor the hand split that needs join to end), and whether a module's gathered parameters
-are freed after its forward."""
+accumulation or join, nor the hand split that needs join to end), whether a module's gathered parameters
+are freed after its forward, and the tensor-parallel degree of a two-dimensional mesh (mesh.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,3 +23,9 @@ class FsdpOptions:
         "On: each module's gathered parameters are freed after its forward and gathered again for its backward. Off: "
         "they stay whole from forward to backward, one all-gather fewer per module for the whole model's parameters "
         "held at once.")
+    tp: int = option(
+        1, "Tensor-parallel degree (FSDP × TP)",
+        "1: FSDP alone. T > 1: a (ranks / T) × T mesh, as torchtitan builds it: each group of T neighbouring ranks cuts "
+        "every layer with the model's tensor-parallel plan (parallelize_module), then FSDP shards those slices over the "
+        "ranks / T groups (fully_shard on the dp_shard dimension). T must divide the ranks.",
+        kind="whole", limits=(1, 8))

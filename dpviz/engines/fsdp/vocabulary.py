@@ -6,6 +6,10 @@ parameters are all-gathered just before it runs and freed (resharded) after; the
 parameters are gathered again, its gradients computed and reduce-scattered (each rank keeps the sum of its own
 rows of the gradient); then each rank's optimizer steps its own shard. The collectives of a module are drawn on
 its own sub-row under the rank (`group` is the sharded module's index), the rank's own work above.
+
+On a mesh (FSDP × TP) each rank also all-reduces inside its tensor-parallel group, as the tp engine's ranks do: a
+row-wise Linear's outputs in forward, a column-wise input's gradient in backward; drawn on the sub-row of the
+sharded module that holds the cut Linear.
 """
 from __future__ import annotations
 
@@ -13,8 +17,11 @@ import dataclasses
 
 from dpviz.trace.vocabulary import EVERY_LANE, MemoryKind, Phase, Vocabulary
 from dpviz.engines.ddp.vocabulary import VOCABULARY as DDP
+from dpviz.engines.tp.vocabulary import VOCABULARY as TP
 
 _DDP = {phase.name: phase for phase in DDP.phases}
+_TP = {phase.name: phase for phase in TP.phases}
+_IN_GROUP = " inside the rank's tensor-parallel group (FSDP × TP)"
 # The collectives take the legend's colours (dpviz.trace.legend), as every engine's do: the all-gather in backward
 # is the forward's green, hatched as backward is; the reduce-scatter a hue of its own.
 
@@ -37,8 +44,12 @@ VOCABULARY = Vocabulary(
         Phase("reshard", EVERY_LANE, "reshard", "reshard: the gathered parameters freed, the rank's shard kept",
               color="#6C90C0", place="every rank, per sharded module", grouped=True),
         Phase("forward", EVERY_LANE, "forward", "forward: rows", place="every rank, on its own rows"),
+        dataclasses.replace(_TP["allreduce_forward"], hover=_TP["allreduce_forward"].hover + _IN_GROUP,
+                            place="every rank on a mesh, per row-wise Linear, in forward"),
         _DDP["loss"],
         _DDP["backward"],
+        dataclasses.replace(_TP["allreduce_backward"], hover=_TP["allreduce_backward"].hover + _IN_GROUP,
+                            place="every rank on a mesh, per column-wise input, in backward"),
         Phase("gather_backward", EVERY_LANE, "all-gather (backward)",
               "all-gather in backward: the module's parameters gathered again for its gradients",
               kind="all-gather", hatch="x", place="every rank, per sharded module, in backward", training=True,

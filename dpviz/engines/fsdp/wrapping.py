@@ -23,7 +23,6 @@ import time
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.fsdp._fully_shard import _fsdp_param_group
@@ -37,17 +36,20 @@ from dpviz.engines.workload.precision import mixed, policy
 
 
 def wrap(model: nn.Module, config: Any, rank: int, cuda: bool, local_rank: int,
-         memory_steps: set[int]) -> tuple[nn.Module, "ShardObserver", float]:
-    """fully_shard each unit, then the root; the model (now sharded in place), its observer, the seconds it took."""
+         memory_steps: set[int], *, prepare: Any = None, observing: type | None = None) -> tuple[nn.Module, "ShardObserver", float]:
+    """fully_shard each unit, then the root; the model (now sharded in place), its observer, the seconds it took.
+    `prepare(model)`, run first, may return the DeviceMesh dimension to shard over (FSDP × TP: on_mesh.py, which
+    cuts the model first and observes with `observing`); without it, every rank (FSDP2's default mesh)."""
     begin = time.perf_counter()
+    over = {} if prepare is None else {"mesh": prepare(model)}
     units = shard_units(model)
     cast = lambda module: {"mp_policy": policy(config, module)} if mixed(config) else {}  # else FSDP2's default
     for _, unit in units:
-        fully_shard(unit, reshard_after_forward=config.reshard_after_forward, **cast(unit))
-    fully_shard(model, reshard_after_forward=config.reshard_after_forward, **cast(model))
+        fully_shard(unit, reshard_after_forward=config.reshard_after_forward, **cast(unit), **over)
+    fully_shard(model, reshard_after_forward=config.reshard_after_forward, **cast(model), **over)
     sharded = time.perf_counter()
-    observer = ShardObserver(rank, model, [name for name, _ in units] + [""], cuda, memory_steps,
-                             "NCCL" if cuda else "gloo", config.dim)
+    observer = (observing or ShardObserver)(rank, model, [name for name, _ in units] + [""], cuda, memory_steps,
+                                            "NCCL" if cuda else "gloo", config.dim)
     observer.add("shard", begin, sharded)
     observer.snapshot("shard")
     return observer.timed_model(), observer, sharded - begin
@@ -92,8 +94,8 @@ class ShardObserver(RankObserver):
         names = {id(p): name for name, p in model.named_parameters()}
         for tied in tied_groups(model):  # one parameter several modules use: every name it goes by, in one
             names[id(model.get_parameter(tied[0]))] = TIED.join(tied)
-        world = dist.get_world_size()
         for name, group in groups_of(model):
+            world = group.mesh_info.shard_mesh_size  # the ranks it shards over: all, or a mesh's dp_shard group
             at = index.get(name, len(order) - 1)
             self.groups.append((at, group))
             params = [p.sharded_param for p in group.fsdp_params if id(p.sharded_param) in names]

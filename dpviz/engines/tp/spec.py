@@ -29,18 +29,25 @@ def problem(config) -> str | None:
         return why
     if config.gpus < 2:
         return "tensor parallelism cuts every layer over the ranks, so it needs at least 2 ranks."
-    if config.model == OWN:
+    return plan_problem(config.model, config.gpus)
+
+
+def plan_problem(model: str, ranks: int, noun: str = "ranks") -> str | None:
+    """Why catalogue model `model` cannot be cut over `ranks` ranks with its declared plan, in one sentence; None when
+    it can (a user's module, OWN, is held to its own tp_plan once built). `noun` names what `ranks` counts, for an
+    engine whose tensor-parallel group is part of the ranks (FSDP × TP: "ranks per tensor-parallel group")."""
+    if model == OWN:
         return None
-    plan = MODEL_SPECS[config.model].tensor
+    plan = MODEL_SPECS[model].tensor
     if not plan.styles:
-        return (f"model {config.model} {plan.why_not}, so it has no tensor-parallel plan; model {FITS} "
+        return (f"model {model} {plan.why_not}, so it has no tensor-parallel plan; model {FITS} "
                 f"({MODEL_SPECS[FITS].label}) has one.")
-    if plan.heads and plan.heads % config.gpus:
-        return (f"model {config.model}'s {plan.heads} attention heads do not divide over {config.gpus} ranks, and each "
-                f"rank computes whole heads of q, k and v; use {_either([w for w in RANKS if plan.heads % w == 0])} ranks.")
-    if WIDTH % config.gpus:
-        return (f"model {config.model}'s cut Linears have {WIDTH} features to split, which {config.gpus} ranks do not "
-                f"divide; use {_either(list(RANKS))} ranks.")
+    if plan.heads and plan.heads % ranks:
+        return (f"model {model}'s {plan.heads} attention heads do not divide over {ranks} {noun}, and each "
+                f"rank computes whole heads of q, k and v; use {_either([w for w in RANKS if plan.heads % w == 0])} {noun}.")
+    if WIDTH % ranks:
+        return (f"model {model}'s cut Linears have {WIDTH} features to split, which {ranks} {noun} do not "
+                f"divide; use {_either(list(RANKS))} {noun}.")
     return None
 
 

@@ -17,7 +17,12 @@ def ring(ranks: int, size: int) -> int:
 
 def tp_traffic(trace: Trace) -> list[Move]:
     """Per step, rank and pass: a ring's share of the bytes the rank handed its all-reduces (facts["moved"])."""
-    ranks, moves = len(trace.lanes), []
+    return all_reduce_moves(trace, len(trace.lanes))
+
+
+def all_reduce_moves(trace: Trace, ranks: int) -> list[Move]:
+    """The all-reduces' moves, each a ring of `ranks` (the tensor-parallel group: every rank, or a mesh's row)."""
+    moves = []
     for batch in trace.batches:
         for collective, handed in moved_at(trace, batch.index).items():
             if collective in COLLECTIVES:

@@ -1,0 +1,195 @@
+"""FSDP × TP (the fsdp engine with a tensor-parallel degree) against torch, at 4 ranks on a 2 × 2 mesh.
+
+Every rank must end a training run with the parameters (gathered with full_tensor()) of one process trained on the same
+rows, with SGD and with Adam: FSDP averages the gradients over the dp_shard groups, each of which loads its own half of
+a step's rows, so one process's mean loss over the whole batch is the reference. Each rank's local tensor must be the
+piece DTensor's placements name (tp's Shard(d) cut by torch.chunk, then dp_shard's dim-0 chunk of that); every
+all-gather and reduce-scatter must run in the rank's dp_shard group and every all-reduce in its tp group, as many of
+each as torch's CommDebugMode counted. Bad settings are one sentence, on the command line too.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+import torch
+
+from dpviz.catalogue import MODEL_SPECS
+from dpviz.config import ConfigError, RunConfig
+from dpviz.engines.fsdp.merge import to_trace
+from dpviz.engines.ranks.launch import launch
+from dpviz.engines.workload import tutorial_data as tutorial
+from dpviz.page.link import settle
+from dpviz.splitting import matches
+from dpviz.trace import json_io as trace_json
+
+from test_ddp_engine import TOLERANCE, single_process
+
+RANKS, TP = 4, 2
+DP = RANKS // TP
+SETTINGS = {"ffn": dict(model="ffn"), "transformer": dict(model="transformer", input_size=11)}
+RUNS = [("ffn", "sgd"), ("ffn", "adam"), ("transformer", "adam")]
+STYLES = {"colwise": 0, "rowwise": 1}  # the dim of a Linear's weight each style cuts
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """One real run per case, shared by every test here (4 ranks on 2 cores take seconds each)."""
+    made = {}
+    for model, optimizer in RUNS:
+        config = RunConfig(engine="fsdp", gpus=RANKS, tp=TP, train=True, optimizer=optimizer, batch_size=8,
+                           data_size=24, **SETTINGS[model])
+        launched = launch(config, keep_parameters=True)
+        trace = to_trace(config, launched, backend="cpu", torch_version=torch.__version__, machine_gpus=0)
+        made[model, optimizer] = config, launched, trace
+    return made
+
+
+def tp_group(rank: int) -> list[int]:
+    """init_device_mesh's row-major layout of (dp_shard, tp): a tp group is TP neighbouring ranks."""
+    return [rank // TP * TP + j for j in range(TP)]
+
+
+def dp_group(rank: int) -> list[int]:
+    return [i * TP + rank % TP for i in range(DP)]
+
+
+@pytest.mark.parametrize("case", RUNS)
+def test_every_rank_ends_equal_to_one_process_on_the_same_rows(runs, case):
+    config, launched, trace = runs[case]
+    assert trace.failure is None and launched["exit_codes"] == [0] * RANKS and len(trace.batches) == 3
+    assert all(batch.rows == 8 and len(set(batch.sample_ids)) == 8 for batch in trace.batches)  # each row once
+    parameters = [{name: torch.from_numpy(value) for name, value in report["parameters"].items()}
+                  for report in launched["ranks"]]
+    expected = single_process(config, trace)
+    assert parameters[0].keys() == expected.keys()
+    for name, value in parameters[0].items():
+        for other in parameters[1:]:
+            assert torch.equal(other[name], value), f"{name} differs between ranks"
+        assert value.shape == expected[name].shape, name  # whole, as full_tensor() gathers it
+        assert torch.allclose(value, expected[name].detach(), atol=TOLERANCE, rtol=0), name
+    untrained = dict(tutorial.build(config)[0].named_parameters())
+    assert all(not torch.allclose(value, untrained[name]) for name, value in parameters[0].items()
+               if name.endswith("weight"))  # it trained
+    assert trace_json.loads(trace_json.dumps(trace)).facts == trace.facts  # the engine's own check takes it
+
+
+def test_a_tp_groups_ranks_load_the_same_rows_and_the_dp_shard_groups_split_them(runs):
+    _, _, trace = runs["ffn", "sgd"]
+    for batch in trace.batches:
+        rows = {span.lane: trace.sample_ids(span) for span in trace.spans_of(batch.index, "forward")}
+        for rank in range(RANKS):
+            assert rows[rank] == rows[tp_group(rank)[0]] and len(rows[rank]) == 8 // DP
+        assert sorted(rows[0] + rows[TP]) == sorted(batch.sample_ids)
+
+
+def _piece(full: torch.Tensor, placements: list[str], rank: int) -> torch.Tensor:
+    """What DTensor's placements (dp_shard's, tp's) leave rank `rank` of `full`: tp's Shard(d) a torch.chunk of dim d;
+    then dp_shard's (Shard(0), or _StridedShard(0): the dp split made inside the tp split) a dim-0 chunk of that."""
+    on_dp, on_tp = placements
+    piece = full
+    if on_tp.startswith("Shard("):
+        dim = int(on_tp.split("dim=")[1].rstrip(")"))
+        piece = piece.chunk(TP, dim=dim)[rank % TP]
+    if "Shard(" in on_dp:
+        assert "dim=0" in on_dp  # FSDP2 shards dim 0
+        chunks = piece.chunk(DP, dim=0)
+        i = rank // TP
+        piece = chunks[i] if i < len(chunks) else piece[:0]  # a rank past the last row holds none
+    return piece
+
+
+@pytest.mark.parametrize("model", ["ffn", "transformer"])
+def test_each_rank_holds_the_piece_its_dtensor_placements_name(runs, model):
+    _, launched, trace = runs[model, "adam" if model == "transformer" else "sgd"]
+    whole = {name: torch.from_numpy(value) for name, value in launched["ranks"][0]["parameters"].items()}
+    plan = MODEL_SPECS[model].tensor.styles
+    for rank, report in enumerate(launched["ranks"]):
+        shares = {name: (placements, local, full) for name, placements, local, full in trace.facts["shares"][rank]}
+        elements = 0
+        for name, shard in report["shards"].items():
+            placements, local, full = shares[name]
+            if len(placements) == 1:  # what tensor parallelism leaves whole is a DTensor on the dp_shard mesh only
+                placements = [*placements, "Replicate()"]
+            assert list(whole[name].shape) == full and list(shard.shape) == local, (rank, name)
+            module, kind = name.rsplit(".", 1)
+            style = next((s for pattern, s in plan.items() if matches(pattern, module)), None)
+            if style in STYLES and not (style == "rowwise" and kind == "bias"):  # a row-wise bias stays whole
+                assert placements[1] == f"Shard(dim={min(STYLES[style], whole[name].dim() - 1)})", (name, placements)
+            else:
+                assert placements[1] == "Replicate()", (name, placements)
+            piece = _piece(whole[name], placements, rank)
+            assert torch.equal(torch.from_numpy(shard), piece), (rank, name, placements)
+            elements += shard.size
+        assert trace.facts["held"][rank]["parameters"]["elements"] == elements
+
+
+@pytest.mark.parametrize("model", ["ffn", "transformer"])
+def test_fsdp_collectives_run_in_the_dp_shard_group_and_tp_all_reduces_in_the_tp_group(runs, model):
+    _, _, trace = runs[model, "adam" if model == "transformer" else "sgd"]
+    last = trace.batches[-1].index
+    for rank in range(RANKS):
+        grouped = trace.facts["comm_groups"][rank]
+        kinds = Counter()
+        for op, group, count in grouped:
+            if "gather" in op or "reduce_scatter" in op:
+                assert group == dp_group(rank), (rank, op, group)
+                kinds["fsdp"] += count
+            else:
+                assert op == "all_reduce" and group == tp_group(rank), (rank, op, group)
+                kinds["tp"] += count
+        assert kinds["fsdp"] and kinds["tp"], rank
+        # CommDebugMode's own tally of the same step (its rows of module "": the whole step), counted apart.
+        counted = Counter()
+        for module, _, op, count in trace.facts["comm_counts"][rank]:
+            if module == "":
+                counted[op] += count
+        assert counted == sum((Counter({op: count}) for op, _, count in grouped), Counter()), rank
+        # The spans time the all-reduces of each sharded module and pass (a block's two cut Linears in one span, as
+        # FSDP's phases of a module are one span each): one per (sharded module, pass) where CommDebugMode counted any.
+        units = sorted(((m["name"], m["index"]) for m in trace.facts["modules"][rank]), key=lambda u: -len(u[0]))
+        unit_of = lambda path: next(i for name, i in units if name == "" or path == name or path.startswith(name + "."))
+        rows = trace.facts["comm_counts"][rank]
+        leaves = {(unit_of(module), passed) for module, passed, op, _ in rows if op == "all_reduce" and module
+                  and not any(other.startswith(module + ".") for other, _, o, _ in rows if o == "all_reduce")}
+        timed = {(s.group, "backward" if s.phase == "allreduce_backward" else "forward")
+                 for s in trace.spans_of(last) if s.lane == rank and s.phase.startswith("allreduce")}
+        assert timed == leaves and len(timed) == len([s for s in trace.spans_of(last) if s.lane == rank
+                                                      and s.phase.startswith("allreduce")]), rank
+
+
+def test_the_trace_names_ranks_by_their_coordinates_and_each_collectives_bytes(runs):
+    config, _, trace = runs["ffn", "sgd"]
+    assert [lane.name.split(" (")[0] for lane in trace.lanes] == [
+        f"rank {r}: dp_shard {r // TP}, tp {r % TP}" for r in range(RANKS)]
+    for rank, rows in enumerate(trace.facts["moved"]):
+        handed = {collective: (calls, size) for step, collective, calls, size in rows if step == 0}
+        # Megatron's g: the row-wise Linear's output summed over the tp group: the rank's rows × output features.
+        assert handed["all-reduce (forward)"] == (1, 8 // DP * config.output_size * 4), rank
+        assert handed["all-gather (forward)"][1] > 0 and handed["reduce-scatter"][1] > 0
+    kinds = {(m.kind, m.lane) for m in trace.spec.part("traffic")(trace)}
+    assert {kind for kind, _ in kinds} == {"all-gather", "reduce-scatter", "all-reduce"}
+
+
+def test_bad_degrees_and_models_are_one_sentence():
+    with pytest.raises(ConfigError, match=r"^tp 3 does not divide the 4 ranks, .*\.$"):
+        RunConfig(engine="fsdp", gpus=4, tp=3, model="ffn")
+    with pytest.raises(ConfigError, match=r"^model mlp has a BatchNorm1d .* so it has no tensor-parallel plan; model "
+                                          r"ffn \(.*\) has one\.$"):
+        RunConfig(engine="fsdp", gpus=4, tp=2, model="mlp")
+    with pytest.raises(ConfigError, match=r"^model transformer's 8 attention heads do not divide over 3 ranks per "
+                                          r"tensor-parallel group"):
+        RunConfig(engine="fsdp", gpus=6, tp=3, model="transformer")
+    assert RunConfig(engine="fsdp", model="mlp").tp == 1  # FSDP alone, as before: any model
+    fitted, said = settle({"engine": "fsdp", "tp": 2, "gpus": 4, "train": True})
+    assert (fitted.model, fitted.tp, fitted.gpus) == ("ffn", 2, 4) and len(said) == 1 and "using model = 'ffn'" in said[0]
+
+
+def test_the_command_line_refuses_a_degree_the_ranks_do_not_take_in_one_sentence():
+    done = subprocess.run([sys.executable, "-m", "dpviz", "--engine", "fsdp", "--tp", "3", "--gpus", "4",
+                           "--model", "ffn"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and "tp 3 does not divide the 4 ranks" in said[0], done.stderr
