@@ -168,14 +168,14 @@ def test_gpu0_grows_with_every_device_while_a_ranks_all_reduce_stays_under_twice
 
 
 def test_the_growth_panel_draws_the_formulas_and_marks_this_run():
-    from dpviz.figures.compare import comparison_figure
+    from dpviz.figures.compare import comparison_figure, growth_figure
 
     dp, ddp = runs(gpus=4, **SIZES)
-    fig = comparison_figure(dp, ddp)
+    fig = growth_figure(dp, ddp)
     lines = {trace.name: trace for trace in fig.data if trace.type == "scatter"}
     sizes = StepSizes.of(dp, ddp)
-    unit = axis_unit(fig, "yaxis3")  # the panel's unit, the bars' (one per figure)
-    assert unit == axis_unit(fig)
+    unit = axis_unit(fig)  # the lines' unit, the bars' above them
+    assert unit == axis_unit(comparison_figure(dp, ddp))
     assert [y * unit for y in lines["DataParallel: GPU 0"].y] == pytest.approx([r.first for r in growth(sizes, range(2, 17), dataparallel)])
     assert [y * unit for y in lines["DataParallel: any other GPU"].y] == pytest.approx([r.other for r in growth(sizes, range(2, 17), dataparallel)])
     assert [y * unit for y in lines["DDP: any rank"].y] == pytest.approx([r.most for r in growth(sizes, range(2, 17), distributed)])
@@ -189,26 +189,28 @@ def test_the_growth_lines_are_keyed_under_the_chart_in_the_pages_ink_and_this_ru
     import re
 
     from dpviz.figures.colors import THEME_TEXT
-    from dpviz.figures.compare import comparison_figure
+    from dpviz.figures.compare import comparison_figure, growth_figure
     from dpviz.figures.presenting import presentation
     from dpviz.figures.text_fit import SOFT_BREAK
 
     dp, ddp = runs(gpus=8, **SIZES)
-    fig = comparison_figure(dp, ddp)
-    lines = [trace for trace in fig.data if trace.type == "scatter"]
-    assert {line.legend for line in lines} == {"legend2"} and fig.layout.legend2.font.color == THEME_TEXT
-    assert fig.layout.legend2.y < 0 and fig.layout.margin.b > 60  # under the panels, in a margin made for its rows
-    assert not [a.text for a in fig.layout.annotations if a.font.color]  # no text in a line's colour
-    [mark] = fig.layout.shapes
+    growth = growth_figure(dp, ddp)
+    lines = [trace for trace in growth.data if trace.type == "scatter"]
+    assert {line.legend for line in lines} == {"legend2"} and growth.layout.legend2.font.color == THEME_TEXT
+    assert growth.layout.legend2.y < 0 and growth.layout.margin.b > 60  # under the plot, in a margin made for its rows
+    [mark] = growth.layout.shapes
     assert mark.x0 == mark.x1 == 8 and mark.y0 > max(line.y[list(line.x).index(8)] for line in lines)
-    assert mark.y1 <= fig.layout.yaxis3.range[1]
+    assert mark.y1 <= growth.layout.yaxis.range[1]
+    fig = comparison_figure(dp, ddp)
+    for figure in (fig, growth):
+        assert not [a.text for a in figure.layout.annotations if a.font.color]  # no text in a line's colour
     assert list(fig.layout.xaxis.ticktext) == [str(i) for i in range(8)] and fig.layout.xaxis.title.text == "GPU"
     assert list(fig.layout.xaxis2.ticktext) == [str(i) for i in range(8)] and fig.layout.xaxis2.title.text == "rank"
     assert [bar.x[0] for bar in fig.data if bar.type == "bar"][0].startswith("GPU")  # the hover names it whole
     two = comparison_figure(*runs(gpus=2, **SIZES))
     assert list(two.layout.xaxis.ticktext) == ["GPU 0", "GPU 1"]  # two names fit side by side
-    for figure in (fig, presentation(fig)):
-        for title in figure.layout.annotations:
+    for figure in (fig, presentation(fig), growth, presentation(growth)):
+        for title in [*figure.layout.annotations, figure.layout.title]:
             for amount in re.findall(r"\d[\d,.]* (?:B|KiB|MiB|GiB)", unwrap(title.text)):
                 assert any(amount in line for line in title.text.split(SOFT_BREAK)), title.text
 

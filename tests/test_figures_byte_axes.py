@@ -132,9 +132,10 @@ def test_every_view_of_the_fixtures_that_counts_bytes_reads_in_one_unit():
                                       dict(gpus=3, train=True, model="mlp", input_size=512, output_size=512,
                                            data_size=128, batch_size=64)])
 def test_the_compare_figure_reads_in_one_unit(settings):
-    from dpviz.figures.compare import comparison_figure
+    from dpviz.figures.compare import comparison_figure, growth_figure
 
     check_one_unit(comparison_figure(*both(**settings)), f"compare {settings}")
+    check_one_unit(growth_figure(*both(**settings)), f"growth {settings}")
 
 
 def test_the_memory_of_every_engine_reads_in_one_unit():

@@ -179,12 +179,15 @@ def texts(name: str, trace: Trace) -> Iterator[tuple[str, str]]:
 def compared_texts(dp: Trace, other: Trace) -> Iterator[tuple[str, str]]:
     """The comparison page's own sentences and figure."""
     from dpviz.analysis.compare import comparison
-    from dpviz.figures.compare import comparison_figure
+    from dpviz.figures.compare import comparison_figure, growth_figure
 
     for sentence in comparison(dp, other):
         yield "compare", sentence
     for text in figure_texts(comparison_figure(dp, other)):
         yield "compare figure", text
+    growth = growth_figure(dp, other)
+    for text in figure_texts(growth) if growth is not None else []:
+        yield "growth figure", text
 
 
 # ---- the oracle

@@ -1,9 +1,10 @@
 """Two engines side by side: what each device sends per step, and how that grows with the device count.
 
-Top: for each engine, one stacked bar per device, the bytes it sends per step on average by what it sends
+comparison_figure: for each engine, one stacked bar per device, the bytes it sends per step on average by what it sends
 (computed from the run, dpviz.analysis.traffic), each part in the colour of the kind of collective that carries it
 (dpviz.trace.legend: the same in every engine), hatched where it moves for the backward pass. Both panels share one
-scale, so one engine's busiest device stands against the other's by height. Below: each engine's own formula
+scale, so one engine's busiest device stands against the other's by height: the lesson, whole on a projector's
+first screen. growth_figure, a chart of its own under it on the page: each engine's own formula
 (its `moves_at`) at 2 to 16 devices: its first device and the busiest of the others, or any device where all send
 alike. The bars count what the Memory page's diamonds count: bytes sent. Every amount, ticks and titles alike, in
 one binary unit (dpviz.figures.byte_unit). Where an engine's lesson cannot show at these settings (its
@@ -84,10 +85,10 @@ def growth_lines(traces: tuple[Trace, Trace]) -> list[tuple[str, str, list[tuple
     return lines
 
 
-def plot_comparison(tables: list[list], titles: list[str], lines: list, devices: int, *, unit: ByteUnit, title: str,
+def plot_comparison(tables: list[list], titles: list[str], *, unit: ByteUnit, title: str,
                     notes: list[str]) -> go.Figure:
-    fig = make_subplots(rows=2, cols=2, shared_yaxes=False, specs=[[{}, {}], [{"colspan": 2}, None]],
-                        subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.3, row_heights=[0.55, 0.45])
+    """Each engine's bytes sent per step per device, by what moves, side by side on one scale."""
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=False, subplot_titles=titles, horizontal_spacing=0.08)
     shown: set[str] = set()
     top = 0.0
     for col, table in enumerate(tables, start=1):
@@ -117,6 +118,13 @@ def plot_comparison(tables: list[list], titles: list[str], lines: list, devices:
         fig.update_yaxes(range=[0, top * 1.08 or 1], row=1, col=col)
     fig.update_yaxes(**unit.axis(SENT), row=1, col=1)
     fig.update_yaxes(exponentformat="none", separatethousands=True, row=1, col=2)  # its ticks read as the left's
+    fig.update_layout(barmode="stack")  # styled() puts the bars' legend over the panels' titles
+    return styled(fig, title, notes, height=300)  # with its title, legend and a link's notice, on a 1024 × 768 first screen
+
+
+def plot_growth(lines: list, devices: int, *, unit: ByteUnit, title: str, notes: list[str]) -> go.Figure:
+    """Each engine's formula at 2 to 16 devices, this run's count marked over the lines."""
+    fig = go.Figure()
     highest = max((y for _, _, points in lines for _, y in points), default=0) / unit.size
     here = [max(y for d, y in points if d == devices) / unit.size for _, _, points in lines if any(d == devices for d, _ in points)]
     # room over the lines at this run's count for the dotted mark that stands there
@@ -129,15 +137,14 @@ def plot_comparison(tables: list[list], titles: list[str], lines: list, devices:
             line=dict(color=device_color(index), dash=dash, width=3), marker=dict(size=5),
             customdata=[unit.amount(y) for y in ys],
             hovertemplate=f"%{{x}} devices<br>{name}: %{{customdata}} sent per step (computed)<extra></extra>",
-        ), row=2, col=1)
+        ))
     # This run's count: a dotted mark from over its points to the panel's top, crossing no line (drawn across them
     # it was grey on the first line's blue, 1:1).
     fig.add_shape(type="line", x0=devices, x1=devices, y0=max(here) + highest * 0.08 if here else 0, y1=ceiling,
-                  line=dict(color=GUIDE, dash="dot", width=2), row=2, col=1)
-    fig.update_xaxes(title_text="devices", dtick=2, row=2, col=1)
-    fig.update_yaxes(range=[0, ceiling], **unit.axis(SENT), row=2, col=1)
-    fig.update_layout(barmode="stack")  # styled() puts the bars' legend over the panels' titles
-    styled(fig, title, notes, height=480)  # with its title, legend and a preset's line, on a 1024 × 768 first screen
+                  line=dict(color=GUIDE, dash="dot", width=2))
+    fig.update_xaxes(title_text="devices", dtick=2)
+    fig.update_yaxes(range=[0, ceiling], **unit.axis(SENT))
+    styled(fig, title, notes, height=300)
     return legend_under_plot(fig, [name for name, _, _ in lines], UNDER_AXIS_PX, legend="legend2")
 
 
@@ -161,22 +168,36 @@ def _what_runs(trace: Trace) -> str:
     return f"{len(trace.lanes)} {trace.spec.short} {noun}s{where}"
 
 
+def _unit(a: Trace, b: Trace) -> ByteUnit:
+    """One unit for both figures, the tallest bar's (the unit their titles and the sentences under them say): the
+    growth lines may pass 1,024 of it at 16 devices, its ticks then "1,500"."""
+    return byte_unit(max([busiest(trace)[1] for trace in (a, b)] + [0]))
+
+
 def comparison_figure(a: Trace, b: Trace) -> go.Figure:
+    """What each device of each engine sends per step, by what moves: the lesson, whole on a projector's first
+    screen. growth_figure draws the formulas by device count, under it on the page."""
     traces = (a, b)
     tables = [prepare_traffic(trace) for trace in traces]
-    lines = growth_lines(traces)
-    most = [busiest(trace)[1] for trace in traces]
-    # One unit for the whole figure, the tallest bar's (the unit its titles and the sentences under it say): the
-    # growth panel's lines may pass 1,024 of it at 16 devices, its ticks then "1,500".
-    unit = byte_unit(max(most + [0]))
-    # An engine with no formula of sizes alone (its bytes turn on each parameter's padding, or on where the model is
-    # cut) has no line: the panel's title says so, where a note would push the bars off a projector's first screen.
-    missing = [trace.spec.short for trace in traces if not trace.spec.has("moves_at")]
-    growth_title = "The same formulas at 2 to 16 devices (dotted: this run" + (
-        f"; none for {' or '.join(missing)})" if missing else ")")
-    titles = [panel_title(trace, unit) for trace in traces] + [growth_title if lines else "No formula by device count"]
+    unit = _unit(a, b)
+    titles = [panel_title(trace, unit) for trace in traces]
     shown = lessons(a, b)
     title = (f"These settings cannot {shown[0].cannot}: {shown[0].change}" if shown else ratio_headline(a, b))
     notes = [f"{shown[0].why[:1].upper()}{shown[0].why[1:]}" if shown else "",
              f"{_what_runs(a)} against {_what_runs(b)}", f"bytes sent per step, {averaged(traces)}, computed"]
-    return plot_comparison(tables, titles, lines, len(a.lanes), unit=unit, title=title, notes=[n for n in notes if n])
+    return plot_comparison(tables, titles, unit=unit, title=title, notes=[n for n in notes if n])
+
+
+def growth_figure(a: Trace, b: Trace) -> go.Figure | None:
+    """Each engine's formula of sizes alone at 2 to 16 devices (its first device and the busiest other, or any
+    device), this run's count dotted; None when neither engine has one."""
+    lines = growth_lines((a, b))
+    if not lines:
+        return None
+    # An engine with no formula of sizes alone (its bytes turn on each parameter's padding, or on where the model is
+    # cut) has no line: the title says so.
+    missing = [trace.spec.short for trace in (a, b) if not trace.spec.has("moves_at")]
+    title = f"The same formulas at 2 to 16 devices (dotted: this run's {len(a.lanes)})" + (
+        f"; none for {' or '.join(missing)}" if missing else "")
+    return plot_growth(lines, len(a.lanes), unit=_unit(a, b), title=title,
+                       notes=["bytes sent per step, computed from the model's sizes"])

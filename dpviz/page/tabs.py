@@ -295,7 +295,7 @@ def show_pair(first: Trace, second: Trace) -> None:
     side, on request)."""
     from dpviz.analysis.compare import comparison  # here: what a page of one engine never needs
     from dpviz.analysis.memory_compare import reading
-    from dpviz.figures.compare import comparison_figure
+    from dpviz.figures.compare import comparison_figure, growth_figure
     from dpviz.figures.memory_compare import memory_compare_figure
 
     pair = (first, second)
@@ -320,6 +320,10 @@ def show_pair(first: Trace, second: Trace) -> None:
                                 config=CHART_CONFIG, key="compare_chart")
                 for sentence in comparison(first, second):
                     st.markdown(keep_units(markdown_text(sentence, 2_000)))  # dpviz's own sentence, naming lanes: escaped, not cut
+                growth = growth_figure(first, second)  # how it grows with the devices: its own chart, under the lesson
+                if growth is not None:
+                    st.plotly_chart(presentation(growth) if st.session_state.get(PRESENT) else growth, width="stretch",
+                                    config=CHART_CONFIG, key="growth_chart")
                 # Under it, every device of both engines read at the same moment, in the same terms: a tab of its own
                 # would push the tab strip past a projector's 1024 pixels.
                 figure = memory_compare_figure(list(pair))

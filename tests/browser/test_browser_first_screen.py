@@ -66,7 +66,6 @@ NOT_YET = {
     "preset=tp-heads-split": "One step of 4 ranks under the preset's box: its plot ends near 808 px",
     "preset=ddp-adam-state": "Memory every engine under the preset's box: past the first screen",
     "preset=zero1-uneven": "Memory every engine under the preset's box: past the first screen",
-    "preset=compare-gpu0": "the Compare chart's lines panel under its bars: past the first screen",
 }
 
 

@@ -27,8 +27,6 @@ OPENING_NOT_YET = {
     "engine=memory": "Memory every engine ends near 1,050 px: its titles, notes and legends take about 550 px",
     "engine=fsdp": "FSDP's One step of a training run ends near 780 px: its boxes keep their height for their words",
     "engine=tp": "tensor parallelism's One step fitted to ffn, under the box that says so: past the first screen",
-    **{f"engine=compare&engines={a},{b}": "the Compare chart ends near 900 px: its lines panel under the bars"
-       for a, b in [("dp", "ddp"), ("zero1", "fsdp"), ("ddp", "pipeline")]},
 }
 # Tabs past the opening one whose plot still runs past the fold in Presenting (DataParallel's Step through at 786 px
 # and Memory at 986, the pipeline's Timeline 838, Step through 876 and Memory 1,025, the Timelines and Memory tabs
