@@ -203,6 +203,30 @@ def compare_gpu0(trace: Trace) -> Shown:
     return Shown(holds, f"parameters {params:,} B per rank, a batch's rows {batch:,} B", "GPU 0 sends")
 
 
+def _sent_per_step(trace: Trace) -> int:
+    """The most bytes one rank sent in the run's first step (the engine's own traffic ledger)."""
+    first = trace.batches[0].index if trace.batches else 0
+    sent: Counter = Counter()
+    for move in trace.spec.part("traffic")(trace):
+        if move.step == first:
+            sent[move.lane] += move.sent
+    return max(sent.values(), default=0)
+
+
+def compare_tp_fsdp(trace: Trace, first: Trace | None = None) -> Shown:
+    """The comparison's two runs: the TP rank sends more bytes per step (all-reduces of activations) than the FSDP
+    rank (all-gathers and a reduce-scatter of parameters), and the FSDP rank holds fewer parameter elements."""
+    if first is None:
+        return Shown(False, "the comparison's claim reads both runs: the TP run was not given", "a TP rank sends")
+    tp_sent, fsdp_sent = _sent_per_step(first), _sent_per_step(trace)
+    tp_held, fsdp_held = (max(h["parameters"]["elements"] for h in _held(t)) if _held(t) else 0 for t in (first, trace))
+    kinds = {m.kind for m in trace.spec.part("traffic")(trace)}, {m.kind for m in first.spec.part("traffic")(first)}
+    holds = (first.engine == "tp" and trace.engine == "fsdp" and tp_sent > fsdp_sent > 0 and 0 < fsdp_held < tp_held
+             and kinds == ({"all-gather", "reduce-scatter"}, {"all-reduce"}) and trace.failure is None is first.failure)
+    return Shown(holds, f"per step a TP rank sent {tp_sent:,} B, an FSDP rank {fsdp_sent:,} B; parameter elements "
+                        f"held per rank: TP {tp_held:,}, FSDP {fsdp_held:,}", "a TP rank sends")
+
+
 def _all_reduces(trace: Trace, phase: str) -> int:
     """Rank 0's all-reduces of one pass (`phase`) in the run's first step."""
     first = trace.batches[0].index if trace.batches else 0

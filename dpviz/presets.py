@@ -42,6 +42,9 @@ class Preset:
     step: str = WHOLE_STEP  # a run that fails opens on the step it failed in, whatever this says
     # What the text claims, checked on the run itself (dpviz.preset_claims): trace -> Shown. None: not yet declared.
     claim: Callable[[Any], claims.Shown] | None = None
+    # A comparison's two engines (the config's engine the second, as a link's engines=A,B); None: the page's first pair
+    # (DataParallel and DDP). A comparison's claim may read the first engine's run too: claim(run, first_run).
+    pair: tuple[str, str] | None = None
 
     @functools.cached_property  # validated once: the sidebar and the banner look presets up on every rerun
     def config(self) -> RunConfig:
@@ -196,6 +199,16 @@ COMPARE_PRESETS: dict[str, Preset] = {p.name: p for p in (
            "while each DDP rank all-reduces its share: GPU 0's bar, and how it grows with the count.",
            {"engine": "ddp", "gpus": 8, "train": True, "input_size": 512, "output_size": 512, "data_size": 640,
             "batch_size": 64}, opens="compare", claim=claims.compare_gpu0),  # 10 steps: enough after the first for a measured spread
+    Preset("compare-tp-fsdp", "TP against FSDP at the same settings",
+           "The transformer trained on 4 ranks, under tensor parallelism and under FSDP. TP all-reduces activations "
+           "inside every layer (two all-reduces per block in forward, two in backward), each the size of the whole "
+           "batch's activations, since every TP rank runs every row; FSDP all-gathers each block's parameters (in forward "
+           "and again in backward) and reduce-scatters its gradients, bytes that follow the parameters. At these "
+           "settings 30 rows' activations outweigh this small model's parameters, so a TP rank sends more bytes per "
+           "step than an FSDP rank; and FSDP holds less per rank: 1/4 of every parameter, where TP keeps the norms, "
+           "embeddings and row-wise biases whole on every rank.",
+           {"engine": "fsdp", "gpus": 4, "train": True, "model": "transformer"}, opens="compare", pair=("tp", "fsdp"),
+           claim=claims.compare_tp_fsdp),
 )}
 LINK_PRESETS: dict[str, Preset] = {**ALL_PRESETS, **COMPARE_PRESETS}  # what a page link may name
 

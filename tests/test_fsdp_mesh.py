@@ -9,6 +9,7 @@ each as torch's CommDebugMode counted. Bad settings are one sentence, on the com
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -193,3 +194,79 @@ def test_the_command_line_refuses_a_degree_the_ranks_do_not_take_in_one_sentence
     assert done.returncode == 2 and "Traceback" not in done.stderr
     said = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(said) == 1 and "tp 3 does not divide the 4 ranks" in said[0], done.stderr
+
+
+def _padded_bytes(whole: torch.Tensor, placements: list[str]) -> int:
+    """What one all-gather of a parameter hands back on a rank: tensor parallelism's slice of it (torch.chunk over the
+    dim its Shard names), dim 0 padded by FSDP2 to a multiple of the dp_shard ranks, in float32's 4 bytes."""
+    piece = whole
+    if len(placements) == 2 and placements[1].startswith("Shard("):
+        piece = piece.chunk(TP, dim=int(placements[1].split("dim=")[1].rstrip(")")))[0]
+    rows = -(-piece.shape[0] // DP) * DP
+    return rows * (piece[0].numel() if piece.dim() > 1 else 1) * 4
+
+
+@pytest.mark.parametrize("model", ["ffn", "transformer"])
+def test_the_words_say_what_a_rank_holds_on_the_mesh_and_each_groups_collectives(runs, model):
+    """The key figures, the explanation, One step and Memory say, with torch's figures: rank 0's elements of what
+    tensor parallelism splits and of what it leaves whole (its DTensor local tensors), 1/4 and 1/2 of them, each
+    collective's count (CommDebugMode's) in its group, and the bytes each all-gather hands back."""
+    from dpviz.analysis.wording import human_bytes
+    from dpviz.engines.fsdp.read import mesh_text
+    from dpviz.engines.fsdp.read.one_step import one_step_fsdp
+
+    config, launched, trace = runs[model, "adam" if model == "transformer" else "sgd"]
+    whole = {name: torch.from_numpy(value) for name, value in launched["ranks"][0]["parameters"].items()}
+    shards = launched["ranks"][0]["shards"]
+    placements = {name: p for name, p, _, _ in trace.facts["shares"][0]}
+    split = [name for name in whole if len(placements[name]) == 2 and placements[name][1].startswith("Shard(")]
+    kept = [name for name in whole if name not in split]
+    held_split, whole_split = sum(shards[n].size for n in split), sum(whole[n].numel() for n in split)
+    held_kept, whole_kept = sum(shards[n].size for n in kept), sum(whole[n].numel() for n in kept)
+    assert held_split * RANKS == whole_split and kept  # 1/W of what tensor parallelism cuts, exactly at these shapes
+    rows = dict(trace.spec.part("summary_rows")(trace))
+    explained = "\n".join(trace.spec.part("explain")(trace))
+    said_split = f"{held_split:,} of their {whole_split:,} elements"
+    said_kept = f"{held_kept:,} of their {whole_kept:,} elements"
+    for text in (rows["held per rank"], explained):
+        assert said_split in text and said_kept in text, text
+        assert f"1/{RANKS} of each parameter tensor parallelism splits" in text or f"a rank holds 1/{RANKS}" in text
+        assert f"1/{TP} by tensor parallelism" in text and f"then 1/{DP} of that slice by FSDP" in text
+    assert f"{held_split + held_kept:,} of the model's {sum(w.numel() for w in whole.values()):,}" in explained
+    assert "a shard of 1/" not in explained and "ran 4 ranks: 4 Python processes" in explained
+    # CommDebugMode's tally of rank 0's step, pass by pass, in the words with the group each ran in
+    counted = Counter({(passed, op): count for module, passed, op, count in trace.facts["comm_counts"][0] if module == ""})
+    gathered = sum(_padded_bytes(whole[name], placements[name]) for name in whole)
+    expected = [(counted["forward", "_allgather_base_"], "all-gather", "parameters in forward", gathered),
+                (counted["backward", "_allgather_base_"], "all-gather", "parameters again in backward", gathered),
+                (counted["backward", "_reduce_scatter_base_"], "reduce-scatter", "gradients in backward", gathered),
+                (counted["forward", "all_reduce"], "all-reduce", "row-wise Linears' partial outputs in forward", None),
+                (counted["backward", "all_reduce"], "all-reduce", "column-wise inputs' gradients in backward", None)]
+    ran = {each.what.split(",")[0]: each for each in mesh_text.collectives(trace, step=0)}
+    words = rows["collectives per rank per step"]
+    assert f"across its dp_shard group (ranks {', '.join(map(str, dp_group(0)))})" in words
+    assert f"inside its tp group (ranks {', '.join(map(str, tp_group(0)))})" in words
+    for calls, kind, what, size in expected:
+        if not calls:
+            assert what not in ran and what not in words
+            continue
+        each = ran[what]
+        assert each.calls == calls and each.kind == kind, (what, each)
+        if size is not None:
+            assert each.handed == size, (what, each.handed, size)
+        if what.startswith("row-wise") and model == "ffn":  # Megatron's g: rank 0's rows × output features, float32
+            assert each.handed == 8 // DP * config.output_size * 4
+        said = f"{calls:,} {kind}{'s' if calls > 1 else ''} of {what}"
+        assert f"{said} ({human_bytes(each.handed)} handed in)" in words or said in words, (said, words)
+        assert said in explained
+    figures = trace.spec.part("summary")(trace)
+    assert figures["mesh"] == f"{DP} dp_shard × {TP} tp" and figures["rows per rank per step"] == f"{8 // DP} (global 8)"
+    step = one_step_fsdp(trace, 0)
+    assert step.cells[(0, "forward")].lines[0] == f"holds 1/{RANKS} cut, 1/{DP} rest"
+    assert {a.name for a in step.arrows} == {"all-gather", "reduce-scatter", "all-reduce"}
+    assert "tp groups (ranks 0, 1; ranks 2, 3)" in step.notes[-1]
+    from dpviz.figures.memory import memory_figure
+
+    caption = json.dumps(memory_figure(trace).to_plotly_json(), ensure_ascii=False)
+    assert f"here {held_split:,} of {whole_split:,} elements on rank 0" in caption
+    assert f"{held_kept:,} of {whole_kept:,}" in caption and "1/4 of every parameter" not in caption

@@ -37,7 +37,14 @@ def test_a_preset_opens_on_its_lesson_and_its_run_holds_its_claim(name):
     assert charts, "the opening tab draws its chart"
     if preset.opens not in (EVERY_ENGINE, "compare"):  # a page of several engines opens on its one chart
         assert app.session_state["tab"] in {view_tab for view_tab in _tabs_of(preset)}, app.session_state["tab"]
-    shown = preset.claim(run_of(app, preset.config))
+    if preset.pair is not None:  # a comparison of its own two engines: its claim reads both runs
+        from dpviz.page.link import fit_pair
+
+        assert tuple(app.session_state[key] for key in ("compare_first", "compare_second")) == preset.pair
+        first, second = fit_pair(preset.config, preset.pair)[0]
+        shown = preset.claim(run_of(app, second), run_of(app, first))
+    else:
+        shown = preset.claim(run_of(app, preset.config))
     assert shown.holds, f"{name}: {shown.said}"
     assert shown.mark in charts_text(app), f"{name}: the opening chart lacks {shown.mark!r}"
 
@@ -56,6 +63,11 @@ def test_a_claim_fails_on_a_run_that_does_not_show_it():
     drop = ALL_PRESETS["ddp-drop-last"]
     padded = record(dataclasses.replace(drop.config, options=dataclasses.replace(drop.config.options, drop_last=False)))
     assert not drop.claim(padded).holds
+    compared = LINK_PRESETS["compare-tp-fsdp"]  # read with its own runs swapped: FSDP is not the one that sends more
+    from dpviz.page.link import fit_pair
+
+    tp, fsdp = (record(config) for config in fit_pair(compared.config, compared.pair)[0])
+    assert compared.claim(fsdp, tp).holds and not compared.claim(tp, fsdp).holds and not compared.claim(fsdp).holds
     per_process = ALL_PRESETS["ddp-batch-per-process"]
     one_step = record(dataclasses.replace(per_process.config, data_size=100))
     assert len(one_step.batches) == 1 and not per_process.claim(one_step).holds

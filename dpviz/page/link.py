@@ -78,9 +78,11 @@ def wants_pair(params: Mapping[str, Any]) -> bool:
 
 def wanted_pair(params: Mapping[str, Any]) -> tuple[tuple[str, str], list[str]]:
     """The two engines a comparison's link names (engines=A,B), and a sentence for a list that names no two
-    different engines (PAIR is used instead); PAIR, silently, where the link names none (engine=both)."""
+    different engines (PAIR is used instead); where the link names none, silently, its comparison preset's pair, or
+    PAIR (engine=both)."""
     if "engines" not in params:
-        return PAIR, []
+        preset = COMPARE_PRESETS.get(_last(params["preset"])) if "preset" in params else None
+        return (preset.pair if preset is not None and preset.pair else PAIR), []
     text = _last(params["engines"])
     names = [name.strip() for name in text.split(",")]
     if len(names) == 2 and all(name in ENGINES for name in names) and names[0] != names[1]:

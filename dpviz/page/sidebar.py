@@ -46,7 +46,7 @@ def use_preset(name: str) -> None:
     opens = LINK_PRESETS[name].opens
     st.session_state[ENGINE] = COMPARE if name in COMPARE_PRESETS else MEMORY if opens == EVERY_ENGINE else config.engine
     if name in COMPARE_PRESETS:
-        st.session_state[FIRST_ENGINE], st.session_state[SECOND_ENGINE] = PAIR
+        st.session_state[FIRST_ENGINE], st.session_state[SECOND_ENGINE] = COMPARE_PRESETS[name].pair or PAIR
     st.session_state[OPEN_PRESET] = name
 
 
@@ -55,8 +55,11 @@ def pitfall_buttons(choice: str) -> None:
     it is one of the two compared."""
     st.sidebar.header("Pitfalls")
     compared = pair() if choice == COMPARE else ()
-    groups = [(f"{ENGINES[PAIR[0]].label} and {ENGINES[PAIR[1]].label} side by side where the difference shows",
-               COMPARE_PRESETS, (COMPARE,) if compared == PAIR else ())]
+    pairs = {preset.pair or PAIR: {} for preset in COMPARE_PRESETS.values()}
+    for name, preset in COMPARE_PRESETS.items():
+        pairs[preset.pair or PAIR][name] = preset
+    groups = [(f"{ENGINES[two[0]].label} and {ENGINES[two[1]].label} side by side where the difference shows",
+               presets, (COMPARE,) if compared == two else ()) for two, presets in pairs.items()]
     for name, spec in ENGINES.items():
         own = presets_of(name)
         where = ", on real processes" if spec.processes else ""

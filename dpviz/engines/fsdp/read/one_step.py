@@ -8,11 +8,14 @@ an all-gather's whole output, a reduce-scatter's whole input.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import plotly.graph_objects as go
 
 from dpviz.analysis.one_step import Cell, OneStep, idle, update_cell
 from dpviz.analysis.wording import human_bytes, plural
 from dpviz.engines.ddp.read.one_step import held, one_step_ranks
+from dpviz.engines.fsdp.read import mesh_text as mesh
 from dpviz.figures.one_step import one_step_figure
 from dpviz.trace import Trace
 
@@ -26,6 +29,18 @@ HOVERS = {
     "all-gather (backward)": "all-gather again for the backward: the forward freed the gathered parameters",
     "reduce-scatter": "reduce-scatter: every rank's gradients summed, each rank keeping the sum of its own 1/W",
 }
+# On a mesh (FSDP × TP), also tensor parallelism's all-reduces, inside each tp group: the forward's drawn; the
+# backward's said in a note, its column already drawing FSDP's two moves (the most one step draws in a column).
+MESH_COLLECTIVES = {**COLLECTIVES, "all-reduce (forward)": ("forward", "all-reduce", "all-reduce")}
+MESH_HOVERS = {
+    "all-gather (forward)": "all-gather across the rank's dp_shard group, module by module: each rank hands in its "
+                            "shard of its tensor-parallel slice and gets the whole slice",
+    "all-gather (backward)": "all-gather again across the dp_shard group for the backward: the forward freed the slices",
+    "reduce-scatter": "reduce-scatter across the dp_shard group: the slices' gradients summed, each rank keeping its shard",
+    "all-reduce (forward)": "all-reduce inside the rank's tp group: each row-wise Linear's partial outputs summed "
+                            "(Megatron's g), on the critical path of the layer",
+    "all-reduce (backward)": "all-reduce inside the tp group: each column-wise input's gradient summed (Megatron's f)",
+}
 
 
 def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]:
@@ -35,12 +50,14 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
     params = (mine.get("parameters") or {}).get("bytes")
     modules = len(((trace.facts.get("modules") or [])[rank:rank + 1] or [[]])[0] or [])
     share = _share(trace, rank)
+    mesh_words = _mesh_share(trace, rank)
     gathers = ("gathers", plural(modules, "module")) if modules else ("gathers all",)
     cells = {
         "input": Cell((plural(rows, "row"), "its own"), hover=f"{name} reads its own rows (its DistributedSampler shard)"),
-        "forward": Cell(_holds(share) + gathers
+        "forward": Cell((mesh_words if mesh_words else _holds(share)) + gathers
                         + (("loss",) if config.train else ()),
-                        hover=f"{name} holds 1/{ranks} of each parameter"
+                        hover=f"{name} holds " + (mesh.shares_words(trace, rank) if mesh_words else
+                                                  f"1/{ranks} of each parameter")
                               + (f" ({human_bytes(params)})" if params is not None else "")
                               + f"; it gathers each of the {plural(modules, 'sharded module')}' whole parameters for its "
                               "forward and frees them after"),
@@ -50,8 +67,12 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
         cells["update"] = idle("forward only")
         return cells
     grads = (mine.get("gradients") or {}).get("bytes")
-    cells["backward"] = Cell(gathers + (("keeps 1/" + share.split("/")[1],) if "/" in share else ("keeps", share)),
-                             hover=f"{name} keeps only its 1/{ranks} of the summed gradients"
+    keeps = ("keeps its shards",) if mesh_words else (("keeps 1/" + share.split("/")[1],) if "/" in share else
+                                                      ("keeps", share))
+    cells["backward"] = Cell(gathers + keeps,
+                             hover=f"{name} keeps only "
+                                   + ("the gradients of its shards, as it holds the parameters" if mesh_words else
+                                      f"its 1/{ranks} of the summed gradients")
                                    + (f" ({human_bytes(grads)})" if grads is not None else ""))
     state = (mine.get("optimizer state") or {}).get("bytes")
     if params == 0:  # dim 0 of every parameter had fewer rows than there are ranks: this one got none
@@ -59,6 +80,15 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
         return cells
     cells["update"] = update_cell(trace, rank, f"its own shard ({share}) of every parameter", params, state)
     return cells
+
+
+def _mesh_share(trace: Trace, rank: int) -> tuple[str, ...]:
+    """On a mesh, a rank's two shares on one line: 'holds 1/4 cut, 1/2 rest' (of what tensor parallelism cuts, of what it
+    leaves whole); () for a run of FSDP alone."""
+    if not mesh.on_mesh(trace):
+        return ()
+    dp, tp = mesh.mesh_degrees(trace)
+    return (f"holds 1/{dp * tp} cut, 1/{dp} rest",)
 
 
 def _holds(share: str) -> tuple[str, ...]:
@@ -77,8 +107,18 @@ def _share(trace: Trace, rank: int) -> str:
 
 
 def one_step_fsdp(trace: Trace, step: int) -> OneStep:
-    return one_step_ranks(trace, step, COLLECTIVES, fsdp_cells, HOVERS,
-                          handed_words="each collective's tensors on each rank (an all-gather's whole output)")
+    if not mesh.on_mesh(trace):
+        return one_step_ranks(trace, step, COLLECTIVES, fsdp_cells, HOVERS,
+                              handed_words="each collective's tensors on each rank (an all-gather's whole output)")
+    drawn = one_step_ranks(trace, step, MESH_COLLECTIVES, fsdp_cells, MESH_HOVERS,
+                           handed_words="each collective's tensors on each rank (an all-gather's whole output)")
+    dp, tp = mesh.mesh_degrees(trace)
+    note = f"{dp} × {tp} mesh: {mesh.groups_words(trace)}, the all-reduces on every layer's critical path"
+    backward = next((each for each in mesh.collectives(trace, step) if each.name == "all-reduce (backward)"), None)
+    if backward is not None:
+        note += (f"; not drawn: backward's {plural(backward.calls, 'all-reduce')} in the {mesh.TP} group (Megatron's f, "
+                 f"{human_bytes(backward.handed)} on rank 0)")
+    return dataclasses.replace(drawn, notes=(*drawn.notes, note))
 
 
 def one_step_fsdp_figure(trace: Trace, step: int) -> go.Figure:

@@ -16,6 +16,7 @@ from dpviz.engines.ddp.read.summary import key_figures_ddp, summary_rows_ddp
 from dpviz.engines.ddp.read.words import describe_ranks
 from dpviz.analysis.wording import DEVICE_NAME_LIMIT, human_bytes, plural
 from dpviz.echo import code_span
+from dpviz.engines.fsdp.read import mesh_text as mesh
 from dpviz.trace import Trace
 
 COLLECTIVES = ("gather", "gather_backward", "reduce_scatter")
@@ -54,7 +55,16 @@ def key_figures_fsdp(trace: Trace) -> dict[str, str]:
     if modules(trace):
         figures["sharded modules"] = f"{modules(trace):,}"
     held = _held(trace)
-    if held is not None:
+    if held is not None and mesh.on_mesh(trace):
+        dp, tp = mesh.mesh_degrees(trace)
+        figures["mesh"] = f"{dp} {mesh.DP_SHARD} × {tp} {mesh.TP}"
+        most, again = mesh.data_counts(trace)
+        per_rank = max((s.rows for s in trace.spans if s.phase == "forward"), default=0)
+        figures.update({"rows per rank per step": f"{per_rank:,} (global {most:,})",
+                        "rows loaded again": f"{again:,} (padding)" if again else "none"})
+        figures["parameters held per rank"] = (f"{held[0]['parameters']['elements']:,} on rank 0: 1/{dp * tp} of what "
+                                               f"tensor parallelism splits, 1/{dp} of the rest")
+    elif held is not None:
         figures["parameters held per rank"] = f"1/{len(held)}: {held[0]['parameters']['elements']:,}"
     return figures
 
@@ -62,18 +72,28 @@ def key_figures_fsdp(trace: Trace) -> dict[str, str]:
 def summary_rows_fsdp(trace: Trace) -> list[tuple[str, str]]:
     rows = [(k, v) for k, v in summary_rows_ddp(trace) if k not in _DDP_ONLY_ROWS]
     extra = []
+    if mesh.on_mesh(trace):
+        fixed = mesh.data_rows(trace)
+        rows = [(k, fixed.get(k, v)) for k, v in rows]
+        dp, tp = mesh.mesh_degrees(trace)
+        extra.append(("mesh", f"{dp} {mesh.DP_SHARD} × {tp} {mesh.TP} = {plural(len(trace.lanes), 'rank')}: "
+                              f"{mesh.groups_words(trace)}"))
     if modules(trace):
         counts = collectives_per_step(trace)
         again = ", again in backward," if counts["gather_backward"] else ", kept whole for backward"
         extra.append(("sharded modules", f"{modules(trace):,}, each all-gathered before its forward"
                       + (f"{again} and its gradients reduce-scattered" if trace.config.train else "")))
-        extra.append(("collectives per rank per step", ", ".join(f"{n:,} {trace.vocabulary.phase(p).label}"
-                                                               for p, n in counts.items())))
+        extra.append(("collectives per rank per step", mesh.collectives_words(trace) if mesh.on_mesh(trace) else
+                      ", ".join(f"{n:,} {trace.vocabulary.phase(p).label}" for p, n in counts.items())))
         if trace.config.train and trace.backend == "cpu":
             extra.append(("reduce-scatter on gloo", "gloo has none: FSDP runs an all-reduce and each rank keeps its "
                                                     "shard (NCCL reduce-scatters)"))
     held = _held(trace)
-    if held is not None:
+    if held is not None and mesh.on_mesh(trace):
+        extra.append(("held per rank", f"{held[0]['parameters']['elements']:,} of the model's {mesh.model_elements(trace):,} "
+                                       f"parameter elements on rank 0: {mesh.shares_words(trace)}; gradients of as "
+                                       f"many, optimizer state {held[0]['optimizer state']['elements']:,} elements"))
+    elif held is not None:
         extra.append(("held per rank", f"{shares(trace)}; gradients {held[0]['gradients']['elements']:,}, optimizer "
                                        f"state {held[0]['optimizer state']['elements']:,} elements on rank 0"))
     return rows[:5] + extra + rows[5:]
@@ -157,6 +177,13 @@ def _kept_whole(trace: Trace, n: int) -> str:
 
 def explain_fsdp(trace: Trace) -> list[str]:
     """Short markdown paragraphs explaining what this FSDP run did, with its own numbers."""
+    if mesh.on_mesh(trace):  # FSDP over tensor parallelism: the mesh's ranks, rows, shares and groups
+        from dpviz.engines.fsdp.read.mesh_explain import explain_mesh
+
+        ranks, rows, holds, collectives = explain_mesh(trace)
+        paragraphs = [ranks, ddp._failure(trace), *ddp._warnings(trace), rows, ddp._coverage(trace),
+                      ddp._epochs(trace), holds, _tied(trace), collectives]
+        return [p for p in paragraphs if p]
     paragraphs = [
         _ranks(trace),
         *ddp.run_and_data(trace),
