@@ -189,7 +189,9 @@ def step_marks(trace: Trace, table: pd.DataFrame,
     words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") \
         if reduces and b in trained and b not in reduced else ""
     px_per_ms, size = _mark_px_per_ms(table, x_range)
-    times = [float(t) for t in steps.to_numpy()]
+    # A step that began before the window the chart opens on (step 1, with its first load left of it) is named at the
+    # window's left edge: plotly draws no annotation outside its axis's range.
+    times = [max(float(t), x_range[0]) if x_range is not None else float(t) for t in steps.to_numpy()]
     labels = [f"step {counted(b)}{words(b)}" for b in steps.index]
     rows = _placed(times, labels, px_per_ms, size)
     if None in rows:
