@@ -1,5 +1,5 @@
 """How every view names what a trace holds: a device ("GPU 3"), the rows of a batch it got, whether its
-devices were real or simulated, a phase's label in a legend.
+devices were real or simulated, a phase's label in a legend, where a process engine's ranks ran.
 
 A name read from a trace file is cut to NAME_LIMIT characters wherever a view shows it.
 """
@@ -45,3 +45,19 @@ def gpu_note(trace: Trace) -> str:
 def plain_label(label: str) -> str:
     """A phase's label without the timeline's hatch hint: 'backward (×)' -> 'backward'."""
     return re.sub(r"\s*\([^\w\s]\)$", "", label)
+
+
+def where_ranks_ran(trace: Trace) -> str:
+    """Where a process engine's ranks ran, as every explanation says it."""
+    if trace.backend == "cuda":
+        return "each on its own GPU, talking over NCCL"
+    return "on this machine's CPU, talking over gloo (no GPU was used, none simulated)"
+
+
+def time_sharing(trace: Trace) -> str:
+    """The sentence (with its leading space) that says a CPU run's times measure the host's time-sharing; "" else."""
+    k = len(trace.lanes)
+    if k < 2 or trace.backend != "cpu":
+        return ""
+    return (f" The {k} processes share the machine's few CPU cores, so the measured times show time-sharing "
+            "more than the cost of the work or of communication.")

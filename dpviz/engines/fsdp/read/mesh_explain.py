@@ -11,23 +11,20 @@ from dpviz.engines.fsdp.mesh import DP_SHARD, TP
 from dpviz.engines.fsdp.read import mesh_text as mesh
 from dpviz.engines.tp.read.text import LESSON
 from dpviz.trace import Trace
+from dpviz.figures.trace_words import time_sharing, where_ranks_ran
 
 
 def ranks_paragraph(trace: Trace) -> str:
     dp, tp = mesh.mesh_degrees(trace)
     k = len(trace.lanes)
-    where = "each on its own GPU, talking over NCCL" if trace.backend == "cuda" else \
-        "on this machine's CPU, talking over gloo (no GPU was used, none simulated)"
+    where = where_ranks_ran(trace)
     text = (f"**Processes on a {dp} × {tp} mesh.** FSDP over tensor parallelism ran {plural(k, 'rank')}: "
             f"{plural(k, 'Python process')} {where}, laid out by init_device_mesh as {dp} {DP_SHARD} × {tp} {TP} "
             f"(rank i · {tp} + j is {DP_SHARD} i, {TP} j). Tensor parallelism cuts every layer inside each {TP} group, "
             f"then FSDP shards those slices again across each {DP_SHARD} group: {mesh.groups_words(trace)}. No rank "
             "holds the whole model, and none gathers it: an all-gather brings back only the rank's tensor-parallel "
             "slice.")
-    if trace.backend == "cpu":
-        text += (f" The {k} processes share the machine's few CPU cores, so the measured times show time-sharing "
-                 "more than the cost of the work or of communication.")
-    return text
+    return text + time_sharing(trace)
 
 
 def rows_paragraph(trace: Trace) -> str | None:

@@ -18,6 +18,7 @@ from dpviz.analysis.wording import DEVICE_NAME_LIMIT, human_bytes, plural
 from dpviz.echo import code_span
 from dpviz.engines.fsdp.read import mesh_text as mesh
 from dpviz.trace import Trace
+from dpviz.figures.trace_words import time_sharing, where_ranks_ran
 
 COLLECTIVES = ("gather", "gather_backward", "reduce_scatter")
 _DDP_ONLY_ROWS = {"gradient buckets", "bucket all-reduces", "all-reduce beside backward"}
@@ -101,16 +102,12 @@ def summary_rows_fsdp(trace: Trace) -> list[tuple[str, str]]:
 
 def _ranks(trace: Trace) -> str:
     k = len(trace.lanes)
-    where = "each on its own GPU, talking over NCCL" if trace.backend == "cuda" else \
-        "on this machine's CPU, talking over gloo (no GPU was used, none simulated)"
+    where = where_ranks_ran(trace)
     text = (f"**Processes, each with a shard of the model.** FSDP (FSDP2's fully_shard) ran {plural(k, 'rank')}: "
             f"{plural(k, 'Python process')} {where}. Unlike DDP, no rank holds the whole model: each keeps its own "
             f"rows of every parameter (dim 0, ceil(rows/{k}) a rank, the last ranks fewer: about 1/{k}), and gathers "
             "the rest only while a module runs.")
-    if k > 1 and trace.backend == "cpu":
-        text += (f" The {k} processes share the machine's few CPU cores, so the measured times show time-sharing "
-                 "more than the cost of the work or of communication.")
-    return text
+    return text + time_sharing(trace)
 
 
 def _shards(trace: Trace) -> str | None:

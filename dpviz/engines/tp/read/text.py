@@ -15,6 +15,7 @@ from dpviz.engines.ddp.read.summary import key_figures_ddp, summary_rows_ddp
 from dpviz.engines.ddp.read.words import describe_ranks
 from dpviz.figures.memory_lead import fullest_lead
 from dpviz.trace import Trace
+from dpviz.figures.trace_words import time_sharing, where_ranks_ran
 
 PHASES = ("allreduce_forward", "allreduce_backward")
 # What the page teaches of every tensor-parallel run, in its words.
@@ -71,17 +72,13 @@ def summary_rows_tp(trace: Trace) -> list[tuple[str, str]]:
 
 def _ranks(trace: Trace) -> str:
     k = len(trace.lanes)
-    where = "each on its own GPU, talking over NCCL" if trace.backend == "cuda" else \
-        "on this machine's CPU, talking over gloo (no GPU was used, none simulated)"
+    where = where_ranks_ran(trace)
     text = (f"**Processes, each with a slice of every layer.** {trace.spec.label} (torch's parallelize_module with "
             f"ColwiseParallel and RowwiseParallel on a DeviceMesh) ran {plural(k, 'rank')}: "
             f"{plural(k, 'Python process')} {where}. "
             f"Every rank reads the same rows, the whole batch, and holds 1/{k} of each cut Linear: a column-wise one "
             f"its output features (whole attention heads for q, k and v), a row-wise one its input features.")
-    if k > 1 and trace.backend == "cpu":
-        text += (f" The {k} processes share the machine's few CPU cores, so the measured times show time-sharing "
-                 "more than the cost of the work or of communication.")
-    return text
+    return text + time_sharing(trace)
 
 
 def _all_reduces(trace: Trace) -> str | None:

@@ -14,21 +14,18 @@ from dpviz.engines.ddp.read.summary import key_figures_ddp, summarize_ddp, summa
 from dpviz.engines.zero1.read.shards import SHOWN, Shard, broadcasts, shards, split_text, state_words
 from dpviz.analysis.wording import bytes_range, counted, human_bytes, plural
 from dpviz.trace import Trace
+from dpviz.figures.trace_words import time_sharing, where_ranks_ran
 
 
 def _ranks(trace: Trace) -> str:
     k = len(trace.lanes)
-    where = ("each on its own GPU, talking over NCCL" if trace.backend == "cuda" else
-             "on this machine's CPU, talking over gloo (no GPU was used, none simulated)")
+    where = where_ranks_ran(trace)
     text = (f"**Processes, each with the whole model and a share of the optimizer.** ZeRO-1 (torch's "
             f"ZeroRedundancyOptimizer over DistributedDataParallel) ran {plural(k, 'rank')}: "
             f"{plural(k, 'Python process')} {where}. As under DDP, each rank keeps its own copy of the model and "
             "backward all-reduces the gradients; unlike DDP, each rank keeps the optimizer's state only for the "
             f"parameters it owns, about 1/{k} of them, steps those, and broadcasts them to the others.")
-    if k > 1 and trace.backend == "cpu":
-        text += (f" The {k} processes share the machine's few CPU cores, so the measured times show time-sharing "
-                 "more than the cost of the work or of communication.")
-    return text
+    return text + time_sharing(trace)
 
 
 def _owner(shard: Shard) -> str:
