@@ -35,12 +35,14 @@ def run(**settings):
     return config, launched, trace
 
 
-def single_process(config: RunConfig, trace) -> dict[str, torch.Tensor]:
-    """The same model trained in one process on each step's global batch, with the same loss and SGD."""
+def single_process(config: RunConfig, trace, every_step: bool = False):
+    """The same model trained in one process on each step's global batch, with the same loss and optimizer: its
+    parameters at the end, or (`every_step`) a copy of them after each step."""
     model, loader = tutorial.build(config)
     data = loader.dataset.data
     teacher, optimizer = tutorial.training_parts(config, model)
     last = len(trace.batches) - 1
+    after = []
     for batch in trace.batches:
         args, kwargs = tutorial.call(config, data[batch.sample_ids], batch.sample_ids)
         output = model(*args, **kwargs)
@@ -50,7 +52,8 @@ def single_process(config: RunConfig, trace) -> dict[str, torch.Tensor]:
         if (batch.index + 1) % config.accumulate == 0 or batch.index == last:
             optimizer.step()
             optimizer.zero_grad(set_to_none=False)
-    return dict(model.named_parameters())
+        after.append({name: p.detach().clone() for name, p in model.named_parameters()})
+    return after if every_step else dict(model.named_parameters())
 
 
 @pytest.mark.parametrize("ranks, accumulate", [(2, 1), (4, 1), (3, 2)])

@@ -1,4 +1,4 @@
-"""Tensor parallelism (dpviz.engines.tp) against torch: every rank ends a training run with the parameters of one
+"""Tensor parallelism (dpviz.engines.tp) against torch: after every training step each rank holds the parameters of one
 process trained on the same rows (SGD and Adam, ffn and the transformer, 2 and 4 ranks); each rank's slice of a cut
 weight is torch.chunk's piece of the whole; the all-reduces the spans time are those torch's CommDebugMode counted,
 module by module and pass by pass; the bytes handed to each are the activations' sizes; bad settings are one
@@ -14,6 +14,7 @@ import torch
 
 from dpviz.config import ConfigError, RunConfig
 from dpviz.engines.ranks.launch import launch
+from dpviz.engines.ranks.program import EVERY_STEP
 from dpviz.engines.tp.merge import to_trace
 from dpviz.engines.workload import tutorial_data as tutorial
 from dpviz.trace import json_io as trace_json
@@ -28,7 +29,7 @@ CUT = {"colwise": 0, "rowwise": 1}  # the dim of a Linear's weight each style cu
 def run(model: str, ranks: int, optimizer: str):
     config = RunConfig(engine="tp", gpus=ranks, train=True, optimizer=optimizer, batch_size=8, data_size=24,
                        **SETTINGS[model])
-    launched = launch(config, keep_parameters=True)
+    launched = launch(config, keep_parameters=EVERY_STEP)
     trace = to_trace(config, launched, backend="cpu", torch_version=torch.__version__, machine_gpus=0)
     return config, launched, trace
 
@@ -53,6 +54,21 @@ def test_every_rank_ends_equal_to_one_process_on_the_same_rows(model, ranks, opt
     assert all(not torch.allclose(value, untrained[name]) for name, value in parameters[0].items()
                if name.endswith("weight"))  # it trained
     trace_json.loads(trace_json.dumps(trace))  # the engine's own check takes it
+
+
+@pytest.mark.parametrize("model, ranks, optimizer", CASES)
+def test_after_every_step_every_rank_holds_one_process_parameters(model, ranks, optimizer):
+    """Not only at the end: each step's update, gathered whole on every rank, is the one process's after that step
+    (SGD, and Adam, whose moments would let an early difference hide by the last step)."""
+    config, launched, trace = run(model, ranks, optimizer)
+    expected = single_process(config, trace, every_step=True)
+    steps = [report["parameters_by_step"] for report in launched["ranks"]]
+    assert all(len(kept) == len(trace.batches) == len(expected) for kept in steps)
+    for step, want in enumerate(expected):
+        for rank, kept in enumerate(steps):
+            for name, value in kept[step].items():
+                assert torch.allclose(torch.from_numpy(value), want[name], atol=TOLERANCE, rtol=0), (step, rank, name)
+    assert not all(torch.equal(torch.from_numpy(steps[0][0][n]), torch.from_numpy(steps[0][1][n])) for n in steps[0][0])
 
 
 @pytest.mark.parametrize("model, ranks", [("ffn", 2), ("transformer", 4)])

@@ -39,7 +39,7 @@ _COMMUNICATION = ("Connection closed by peer", "Connection reset", "Timed out", 
 
 
 def launch(config: RunConfig, progress: Callable[[int, int], None] | None = None, *, cuda: bool = False,
-           timeout_s: float | None = None, fault: tuple | None = None, keep_parameters: bool = False,
+           timeout_s: float | None = None, fault: tuple | None = None, keep_parameters: bool | str = False,
            workload: bytes | None = None) -> dict[str, Any]:
     """Run `config` on `config.gpus` ranks; return {"ranks": [result per rank], "exit_codes": [...], ...}.
     A collective that waits longer than `timeout_s` (the config's timeout_s unless given) ends the run.
@@ -168,7 +168,7 @@ def _quiet(log: str) -> None:
 
 
 def _rank_main(rank: int, world: int, ports, config_values: dict, reports, launched: float, timeout_s: float,
-               fault: tuple | None, keep_parameters: bool, cuda: bool, launcher: int, log: str,
+               fault: tuple | None, keep_parameters: bool | str, cuda: bool, launcher: int, log: str,
                workload: bytes | None = None) -> None:
     """A rank process: join the group through the parent's store, run, report, leave cleanly."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the launcher answers it

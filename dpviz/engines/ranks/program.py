@@ -83,15 +83,25 @@ class RankProgram:
     keep: Callable[..., torch.nn.Module] | None = None
 
 
+EVERY_STEP = "every step"  # keep_parameters: the parameters after each step too, not only at the end
+
+
+def _whole_parameters(model: torch.nn.Module) -> dict[str, Any]:
+    """Every parameter whole, as numpy arrays (a tensor would cross the queue as shared memory the exited process no
+    longer serves); a sharded one (a DTensor) gathered, which every rank takes part in."""
+    return {name: _array(p.full_tensor() if _sharded(p) else p) for name, p in model.named_parameters()}
+
+
 def run_rank(program: RankProgram, config: RunConfig, rank: int, world: int, init: Callable[[], None], *,
              cuda: bool = False, local_rank: int = 0, launched: float | None = None, fault: tuple | None = None,
-             keep_parameters: bool = False, on_step: Callable[[int], None] | None = None,
+             keep_parameters: bool | str = False, on_step: Callable[[int], None] | None = None,
              on_load: Callable[[int, list[int]], None] | None = None, workload: Any = None,
              timeout_s: float | None = None) -> dict[str, Any]:
     """Run `config` as rank `rank` of `world`; return what this rank saw. `init` joins the process group, its
     collectives timing out after `setup_timeout(timeout_s)`; from the first step on they time out after `timeout_s`.
 
-    `fault` = (rank, step, "raise" | "hang") makes that rank fail on purpose, and (rank, seconds, "late") makes it
+    `keep_parameters`: True keeps the parameters (whole), buffers and optimizer state at the end; EVERY_STEP also
+    the parameters after each training step. `fault` = (rank, step, "raise" | "hang") makes that rank fail on purpose, and (rank, seconds, "late") makes it
     start its first collective that late, as a rank on a busy machine may (to test the launcher). `workload`:
     the user's own module and batch (dpviz.engines.workload.own), run instead of the catalogue's model."""
     entered = time.perf_counter()
@@ -119,7 +129,7 @@ def run_rank(program: RankProgram, config: RunConfig, rank: int, world: int, ini
 
 
 def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: int, cuda: bool, local_rank: int,
-         fault: tuple | None, keep_parameters: bool, on_step, on_load, result: dict[str, Any],
+         fault: tuple | None, keep_parameters: bool | str, on_step, on_load, result: dict[str, Any],
          timeout_s: float | None) -> None:
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
@@ -169,6 +179,8 @@ def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: i
                         threading.Event().wait()  # never answers: the others wait in their next collective
                     raise RuntimeError(f"rank {rank} was told to fail in step {index}")
                 program.step(step)
+                if keep_parameters == EVERY_STEP and config.train:  # each step's result, for tests held to torch's
+                    result.setdefault("parameters_by_step", []).append(_whole_parameters(model))
                 caught += [(w.category.__name__, str(w.message), index) for w in seen]
                 seen.clear()
                 observer.step_ended()
@@ -186,7 +198,7 @@ def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: i
     if keep_parameters:
         # As numpy arrays: a tensor would cross the queue as shared memory the exited process no longer serves.
         # A sharded parameter (a DTensor) is gathered whole (every rank takes part), and its shard kept beside.
-        result["parameters"] = {name: _array(p.full_tensor() if _sharded(p) else p) for name, p in model.named_parameters()}
+        result["parameters"] = _whole_parameters(model)
         # Its buffers as they stand (a BatchNorm's running statistics, from this rank's own rows: DDP broadcasts
         # rank 0's before each forward, FSDP and a pipeline's stages keep each their own).
         result["buffers"] = {name: _array(b) for name, b in model.named_buffers()}
