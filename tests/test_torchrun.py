@@ -37,10 +37,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun_node(node: int, port: int, *args: str, rendezvous_s: int = 60) -> subprocess.Popen:
+def torchrun_node(node: int, port: int, *args: str, rendezvous_s: int = 60, engine: str = "ddp") -> subprocess.Popen:
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
                "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
-               "--rdzv-conf", f"timeout={rendezvous_s}", "-m", "dpviz", "--engine", "ddp", *args]
+               "--rdzv-conf", f"timeout={rendezvous_s}", "-m", "dpviz", "--engine", engine, *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -196,3 +196,21 @@ def test_a_process_without_torchruns_variables_is_not_a_rank():
     code = "from dpviz.engines.ranks.torchrun import under_torchrun; print(under_torchrun())"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.stdout.strip() == "False"
+
+
+def test_tensor_parallelism_runs_under_torchrun_each_node_a_rank_holding_half_of_every_cut_linear(tmp_path):
+    """`--engine tp` as torchrun starts it, as DDP does: each node's one rank takes its slice of each Linear the
+    model declares cut, and the trace written by rank 0 says so, with the all-reduces torch ran."""
+    port, path = free_port(), tmp_path / "tp.json"
+    args = ("--model", "ffn", "--train", "--trace", str(path))
+    (code0, out0, err0), (code1, out1, err1) = finish([torchrun_node(node, port, *args, engine="tp") for node in (0, 1)])
+    assert code0 == 0 and code1 == 0, (err0[-2000:], err1[-2000:])
+    assert "(processes on the CPU, gloo, under torchrun)" in err0 and out1 == ""
+    trace = trace_json.loads(path.read_text())
+    assert trace.engine == "tp" and trace.failure is None and trace.config.gpus == 2
+    assert [lane.name for lane in trace.lanes] == ["node 0 rank 0", "node 1 rank 0"]
+    # ffn's first Linear column-wise and its second row-wise: one all-reduce per forward, on every rank
+    assert [[m["style"] for m in rank] for rank in trace.facts["cut_modules"]] == [["colwise", "rowwise"]] * 2
+    for lane in range(2):
+        reduces = [s for s in trace.spans if s.lane == lane and s.phase == "allreduce_forward" and s.batch == 0]
+        assert len(reduces) == 1, (lane, [s.phase for s in trace.spans if s.lane == lane and s.batch == 0])
