@@ -53,6 +53,10 @@ WHITE = "#FFFFFF"
 # on the dark one). Its default for axis labels and subtitles is a faded grey, 3.7:1 on white; text set in
 # this colour follows the theme and keeps WCAG's 4.5:1 on both. Outside Streamlit it is a near-black navy.
 THEME_TEXT = "#000037"
+# The page theme's own background, a placeholder Streamlit replaces as it replaces THEME_TEXT: white on the light page,
+# near-black on the dark one (outside Streamlit, layout.light() makes it white). A stroke in it under a line clears
+# what that line crosses, as a gap would.
+THEME_BACKGROUND = "#000038"
 # The page's two themes (Streamlit's light and dark backgrounds), for the contrast checks.
 LIGHT_BACKGROUND, DARK_BACKGROUND = "#FFFFFF", "#0E1117"
 # Phases and kinds of memory take the colours their engine's vocabulary gives them (dpviz.engines.*.vocabulary).

@@ -18,7 +18,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dpviz.figures.colors import GUIDE, TEXT, THEME_TEXT, WHITE
+from dpviz.figures.colors import GUIDE, TEXT, THEME_BACKGROUND, THEME_TEXT, WHITE
 from dpviz.figures.legends import TOP_LEGEND, legend_entries, legend_placed, legend_px
 from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_FAMILY, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM,
                                  MARGIN, NARROWEST_PX, SUBTITLE_SIZE, TICK_SIZE, TITLE_SIZE, TOP_PAD_PX)
@@ -139,4 +139,7 @@ def light(fig: go.Figure) -> go.Figure:
         for font in (layout[axis_name].tickfont, layout[axis_name].title.font):
             if font.color == THEME_TEXT:
                 font.color = TEXT
+    for note in layout.annotations:  # a halo in the page's background: the report's is white
+        if note.arrowcolor == THEME_BACKGROUND:
+            note.arrowcolor = WHITE
     return fig

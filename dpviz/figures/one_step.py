@@ -19,9 +19,10 @@ import plotly.graph_objects as go
 
 from dpviz.analysis.one_step import ALL, BACK, COLUMNS, NEXT, Arrow, OneStep, short_bytes
 from dpviz.analysis.wording import human_bytes
-from dpviz.figures.colors import GUIDE, THEME_TEXT, device_color, with_alpha
+from dpviz.figures.colors import GUIDE, THEME_BACKGROUND, THEME_TEXT, device_color, with_alpha
 from dpviz.figures.layout import house_layout, merged
-from dpviz.figures.sizes import GAP_PX, LINE_EM
+from dpviz.figures.sizes import GAP_PX, LINE_EM, NARROWEST_PX
+from dpviz.figures.text_fit import text_px
 from dpviz.trace.legend import kind_color
 
 BOX_LEFT, BOX_RIGHT, BOX_HALF = 0.23, 0.99, 0.42  # a box, in its column (0 to 1) and its row (centre ± half)
@@ -38,6 +39,7 @@ MORE = "…"  # the last line a box has room for, where it had more: the hover g
 FAILED = "#CC3311"  # the edge of the box a step failed in (the failure colour of the other views)
 STEM_PX = 2  # an arrow's line width
 STANDOFF_PX = 3  # between an arrow's ends and what it points at
+HALO_PX = 3  # the page's background each side of an arrow, where it crosses another move's bar
 NOTHING_MOVES = "nothing moves"
 
 
@@ -66,7 +68,8 @@ def one_step_figure(picture: OneStep) -> go.Figure:
     written = {(lane, key): list(picture.cells[(lane, key)].lines) + _bytes_lines(picture, lane, key)
                for key, _ in COLUMNS for lane in lanes}
     most_lines = max((len(lines) for lines in written.values()), default=1)
-    head_lines = 1 + _most_moves(picture)
+    heading_texts = _headings(picture)
+    head_lines = heading_texts[0].count("<br>") + 1
     over = math.ceil(head_lines * HEAD_SIZE * LINE_EM) + GAP_PX
     # The house look as a plain dict, the figure made with it in one go: plotly validates a figure's hundred
     # annotations once, not again for each update (a new run draws this first).
@@ -106,9 +109,8 @@ def one_step_figure(picture: OneStep) -> go.Figure:
                     hover_y.append(row[lane] + offset)
                     hover_text.append(f"{move.hover or move.name}: {_hover_bytes(move, lane)}")
     headings = [dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=1, xref="x", yref="paper", yanchor="bottom", yshift=GAP_PX // 2,
-                     text=_heading(title, picture, key), showarrow=False, name="column",
-                     font=dict(size=HEAD_SIZE, color=THEME_TEXT))
-                for c, (key, title) in enumerate(COLUMNS)]
+                     text=text, showarrow=False, name="column", font=dict(size=HEAD_SIZE, color=THEME_TEXT))
+                for c, text in enumerate(heading_texts)]
     layout = merged(layout, dict(
         shapes=shapes, annotations=notes_on + headings, hovermode="closest",
         margin=dict(t=top, b=bottom, l=MARGIN_LEFT_PX, r=8), height=top + row_px * len(lanes) + bottom,
@@ -151,22 +153,34 @@ def _hover_bytes(move: Arrow, lane: int) -> str:
                                        f"receives {human_bytes(received)}" if received else "") if part)
 
 
-def _most_moves(picture: OneStep) -> int:
-    """The most moves a column has, at least one: a column with none says so on that line."""
-    return max(1, *(len(picture.moves_in(key)) for key, _ in COLUMNS))
+# A column's width on the narrowest chart, less room between two headings: a move's name wider than this breaks.
+COLUMN_PX = (NARROWEST_PX - MARGIN_LEFT_PX - 8) / len(COLUMNS) - 8
 
 
-def _heading(title: str, picture: OneStep, key: str) -> str:
+def _move_lines(name: str, color: str) -> list[str]:
+    """A move's line under its column's name, after its kind's swatch; broken after its last hyphen or space where
+    the narrowest chart's column cannot hold it ('reduce-' over 'scatter'), which ran into the next column's name."""
+    swatch = f"<span style='color:{color}'>■</span>"
+    cut = max(name.rfind("-"), name.rfind(" "))
+    if text_px(f"■ {name}", HEAD_SIZE) <= COLUMN_PX or cut <= 0:
+        return [f"{swatch} {name}"]
+    return [f"{swatch} {name[:cut + 1].rstrip()}", name[cut + 1:]]
+
+
+def _heading_lines(title: str, picture: OneStep, key: str) -> list[str]:
     """The column's name, and under it a line per move in its kind's swatch: what moves there ('nothing moves' where
     nothing does, so that a column reads the same in every engine)."""
     lines = [f"<b>{title}</b>"]
     for move in picture.moves_in(key):
-        lines.append(f"<span style='color:{kind_color(move.kind)}'>■</span> {move.name}")
-    if len(lines) == 1:
-        lines.append(NOTHING_MOVES)
-    # Every heading as many lines as the fullest, its name on the first: the names in one row over the columns.
-    most = 1 + _most_moves(picture)
-    return "<br>".join(lines + [" "] * (most - len(lines)))
+        lines += _move_lines(move.name, kind_color(move.kind))
+    return lines if len(lines) > 1 else lines + [NOTHING_MOVES]
+
+
+def _headings(picture: OneStep) -> list[str]:
+    """Every column's heading, each as many lines as the fullest, its name on the first: the names in one row."""
+    written = [_heading_lines(title, picture, key) for key, title in COLUMNS]
+    most = max(len(lines) for lines in written)
+    return ["<br>".join(lines + [" "] * (most - len(lines))) for lines in written]
 
 
 def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, int], color: str):
@@ -191,6 +205,7 @@ def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, i
                            name="bar"))
     for lane, y in zip(lanes, ys):
         sent, received = move.sent.get(lane, 0), move.received.get(lane, 0)
+        notes.append(_halo(bar, y, box, y))
         both = move.shape == ALL or (sent and received)
         if both:
             notes.append(_arrow(bar, y, box, y, color, "end+start"))
@@ -199,6 +214,16 @@ def _arrows(move: Arrow, bar: float, box: float, offset: float, row: dict[int, i
         else:
             notes.append(_arrow(bar, y, box, y, color, "end"))
     return shapes, notes
+
+
+def _halo(x0: float, y0: float, x1: float, y1: float) -> dict:
+    """A stroke in the page's background under an arrow from its bar (x0) to its box (x1): where the arrow crosses
+    another move's bar it runs through a gap of its own, not along a colour it may not contrast with (the copy's
+    brown over the gather's violet, 1.5:1). It starts just clear of the arrow's own bar (a stem's half-width past the
+    arrow's own start), which stays whole."""
+    return dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="", showarrow=True,
+                arrowhead=0, arrowwidth=STEM_PX + 2 * HALO_PX, arrowcolor=THEME_BACKGROUND,
+                standoff=STANDOFF_PX, startstandoff=STANDOFF_PX + STEM_PX // 2, name="halo")
 
 
 def _arrow(x0: float, y0: float, x1: float, y1: float, color: str, side: str) -> dict:

@@ -176,8 +176,8 @@ def first_screen_problems(page) -> list[str]:
     page_back = _commonest(pixels)  # the page's own background: most of any screen
     for line in found["lines"]:
         stroke = _rgb(line["stroke"])
-        if stroke is None:
-            continue
+        if stroke is None or _near(stroke, page_back):
+            continue  # none, or a stroke of the page's own colour: a gap cut under a line (a halo), nothing to see
         offset = line["width"] / 2 + 2
         for p in line["points"]:
             sides = [_pixel(image, p["x"] + s * offset * p["nx"], p["y"] + s * offset * p["ny"], dpr) for s in (-1, 1)]

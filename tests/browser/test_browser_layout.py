@@ -27,8 +27,6 @@ SCREENS = [(1400, 900, False), (1024, 768, False), (800, 768, False), (1024, 768
 RUN_TIMEOUT_MS = 240_000  # a page of every engine starts four engines' processes: minutes on a busy machine
 # Pages whose first screens do not read right yet, and why: marked xfail (not strict), each to leave this list.
 NOT_YET: dict[str, str] = {
-    "?engine=dp": "One step's parameter-copy arrow (broadcast) now crosses the whole gather bar, 1.5:1 where they meet",
-    "?engine=fsdp": "FSDP's training One step: its whole all-gather and reduce-scatter bars crossed by arrows",
     "?preset=zero1-uneven": "Memory every engine at a preset's settings: its legend and notes past the first screen",
 }
 
