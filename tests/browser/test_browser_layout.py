@@ -29,7 +29,6 @@ RUN_TIMEOUT_MS = 240_000  # a page of every engine starts four engines' processe
 NOT_YET: dict[str, str] = {
     "?engine=dp": "One step's parameter-copy arrow (broadcast) now crosses the whole gather bar, 1.5:1 where they meet",
     "?engine=fsdp": "FSDP's training One step: its whole all-gather and reduce-scatter bars crossed by arrows",
-    "?preset=zero1-uneven": "Memory every engine at a preset's settings: its legend and notes past the first screen",
 }
 
 
