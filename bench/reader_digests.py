@@ -105,7 +105,7 @@ def _comparisons(traces: dict) -> dict[str, dict[str, str]]:
     from dpviz.analysis.compare import comparison, times_sentences
     from dpviz.analysis.memory_compare import reading
     from dpviz.figures.compare import comparison_figure
-    from dpviz.figures.memory_compare import memory_compare_figure
+    from dpviz.figures.memory_compare import bytes_per_step_figure, memory_compare_figure
 
     out: dict[str, dict[str, str]] = {}
     for kind in ("default", "adam-4"):
@@ -114,6 +114,7 @@ def _comparisons(traces: dict) -> dict[str, dict[str, str]]:
         out[f"compare {kind}"] = {"figure": _hash(comparison_figure, dp, ddp), "words": _hash(comparison, dp, ddp),
                                   "times": _hash(times_sentences, dp, ddp)}
         out[f"memory every engine {kind}"] = {"figure": _hash(memory_compare_figure, every),
+                                              "bytes": _hash(bytes_per_step_figure, every),
                                               "reading": _hash(reading, every)}
     return out
 

@@ -35,7 +35,7 @@ def test_a_ddp_link_runs_ranks_and_its_first_tab_draws_them():
 def test_engine_both_compares_and_draws_every_view_for_each_engine():
     app = page(engine="both", gpus="2", train="true", model="mlp", data_size="96", batch_size="32")
     assert not app.exception and [t.label for t in app.tabs][0] == "Compare"
-    assert [c.key for c in app.get("plotly_chart")] == ["compare_chart", "growth_chart", "by_kind_chart"]  # by kind last
+    assert [c.key for c in app.get("plotly_chart")] == ["compare_chart", "growth_chart", "by_kind_chart", "by_collective_chart"]
     text = shown_text(app)
     assert "DataParallel: GPU 0 sends" in text and "DistributedDataParallel: rank 0 sends" in text  # BatchNorm's buffers
     assert "These settings cannot show GPU 0 as the hub" in text and "Use 3 GPUs to see" in text  # 2 GPUs: one spoke

@@ -139,9 +139,10 @@ def test_the_compare_figure_reads_in_one_unit(settings):
 
 
 def test_the_memory_of_every_engine_reads_in_one_unit():
-    from dpviz.figures.memory_compare import memory_compare_figure
+    from dpviz.figures.memory_compare import bytes_per_step_figure, memory_compare_figure
 
     check_one_unit(memory_compare_figure(every_engine()), "memory every engine")
+    check_one_unit(bytes_per_step_figure(every_engine()), "bytes every engine")
 
 
 def test_the_pipelines_memory_reads_in_one_unit():

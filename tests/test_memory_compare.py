@@ -13,7 +13,7 @@ from dpviz.analysis.memory_compare import FAMILIES, bytes_per_step, memory_by_ki
 from dpviz.config import RunConfig
 from dpviz.engines import engine
 from dpviz.engines.workload import tutorial_data as tutorial
-from dpviz.figures.memory_compare import COMPUTED, memory_compare_figure
+from dpviz.figures.memory_compare import COMPUTED, bytes_per_step_figure, memory_compare_figure
 from dpviz.figures.presenting import presentation
 from dpviz.trace import json_io as trace_json
 
@@ -105,11 +105,12 @@ def test_dataparallel_is_put_in_the_same_terms():
     assert all(not lane.measured and lane.computed is not None for lane in bytes_per_step(trace))
 
 
-def test_the_figure_draws_both_panels_from_the_runs():
+def test_the_figures_draw_memory_and_bytes_from_the_runs():
     traces = [recorded(name) for name in ("dp", *ENGINES)]
-    fig = memory_compare_figure(traces)
-    memory = {t.name: t for t in fig.data if t.type == "bar" and t.yaxis == "y"}
-    moved = {t.name: t for t in fig.data if t.type == "bar" and t.yaxis == "y2"}
+    fig, bytes_fig = memory_compare_figure(traces), bytes_per_step_figure(traces)
+    memory = {t.name: t for t in fig.data if t.type == "bar"}
+    moved = {t.name: t for t in bytes_fig.data if t.type == "bar"}
+    assert set(memory) <= set(FAMILIES) and not set(moved) & set(FAMILIES)  # each chart its own kind of bars
     positions = list(zip(*fig.data[0].x))
     assert positions[2:] == [(e, str(r)) for e in ("DDP", "ZeRO-1", "FSDP") for r in range(RANKS)]
     assert [c[2] for c in fig.data[0].customdata][2:] == [f"{e} rank {r}" for e in ("DDP", "ZeRO-1", "FSDP")
@@ -118,7 +119,8 @@ def test_the_figure_draws_both_panels_from_the_runs():
     for family, bars in memory.items():
         assert list(bars.y) == [float(lane.kinds.get(family, 0)) for lane in expected]
     assert {"all-reduce", "broadcast", "reduce-scatter"} <= set(moved)
-    diamonds = next(t for t in fig.data if t.name == COMPUTED)
+    diamonds = next(t for t in bytes_fig.data if t.name == COMPUTED)
+    assert list(diamonds.x[0]) == list(fig.data[0].x[0]) and list(diamonds.x[1]) == list(fig.data[0].x[1])  # device by device
     assert list(diamonds.y) == [lane.computed for t in traces for lane in bytes_per_step(t)]
     assert fig.layout.title.text.replace("<br />", " ").startswith(state_title(traces)[:20])
     assert "1.5× DDP's" in reading(traces)
@@ -127,26 +129,30 @@ def test_the_figure_draws_both_panels_from_the_runs():
     assert shown.layout.title.font.size > fig.layout.title.font.size and shown.layout.legend.x == fig.layout.legend.x
 
 
-def test_the_legend_sits_under_the_panels_and_leaves_them_the_charts_width():
-    """Beside the panels, the legend left the plot 160 px of a 440 px chart: the engines' names ran together and
-    into the bytes panel's title. Under them, in a bottom margin made for its rows at the narrowest chart."""
+@pytest.mark.parametrize("figure", [memory_compare_figure, bytes_per_step_figure])
+def test_the_legend_sits_under_the_plot_and_leaves_it_the_charts_width(figure):
+    """Beside the plot, the legend left it 160 px of a 440 px chart: the engines' names ran together. Under it, in a
+    bottom margin made for its rows at the narrowest chart."""
     from dpviz.figures.memory_compare import UNDER_AXIS_PX
     from dpviz.figures.legends import legend_rows
     from dpviz.figures.sizes import LEGEND_ROW_PX
 
-    fig = memory_compare_figure([recorded(name) for name in ("dp", *ENGINES)])
+    fig = figure([recorded(name) for name in ("dp", *ENGINES)])
     legend = fig.layout.legend
     assert legend.orientation == "h" and legend.y < 0 and legend.yanchor == "top" and legend.x == 0
     assert fig.layout.margin.b >= UNDER_AXIS_PX + legend_rows([t.name for t in fig.data]) * LEGEND_ROW_PX
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-    assert -legend.y * plot_px == pytest.approx(UNDER_AXIS_PX)  # under both rows of the bytes panel's names
-    shown = presentation(fig)
-    assert shown.layout.legend.font.size > fig.layout.legend.font.size and shown.layout.margin.b > fig.layout.margin.b
+    assert -legend.y * plot_px == pytest.approx(UNDER_AXIS_PX)  # under both rows of names: devices, engines
+    shown = presentation(fig)  # the legend's type and its gap under the names grown, its margin laid out again
+    shown_px = shown.layout.height - shown.layout.margin.t - shown.layout.margin.b
+    assert shown.layout.legend.font.size > fig.layout.legend.font.size
+    assert UNDER_AXIS_PX < -shown.layout.legend.y * shown_px < shown.layout.margin.b - LEGEND_ROW_PX
 
 
 def test_the_figure_refuses_no_runs():
-    with pytest.raises(ValueError, match="at least one run"):
-        memory_compare_figure([])
+    for figure in (memory_compare_figure, bytes_per_step_figure):
+        with pytest.raises(ValueError, match="at least one run"):
+            figure([])
 
 
 def test_the_compare_bars_and_the_diamonds_count_the_same_bytes_sent():
@@ -162,7 +168,7 @@ def test_the_compare_bars_and_the_diamonds_count_the_same_bytes_sent():
     buffers = dict(SETTINGS, model="mlp")  # BatchNorm's buffers: rank 0 broadcasts them before each forward
     for settings in (SETTINGS, buffers):
         dp, ddp = (engine(name).record(RunConfig(engine=name, **settings)) for name in ("dp", "ddp"))
-        compare, every = comparison_figure(dp, ddp), memory_compare_figure([dp, ddp])
+        compare, every = comparison_figure(dp, ddp), bytes_per_step_figure([dp, ddp])
         bars: dict[tuple[str, str], float] = {}
         for bar in compare.data:
             if bar.type == "bar":
@@ -171,7 +177,7 @@ def test_the_compare_bars_and_the_diamonds_count_the_same_bytes_sent():
                     key = (engine_name, device.split()[-1])
                     bars[key] = bars.get(key, 0) + height * unit(compare, "yaxis")
         diamonds = next(t for t in every.data if t.name == COMPUTED)
-        sent = {(e, d): y * unit(every, "yaxis2") for e, d, y in zip(*diamonds.x, diamonds.y)}
+        sent = {(e, d): y * unit(every, "yaxis") for e, d, y in zip(*diamonds.x, diamonds.y)}
         assert {k: v for k, v in sent.items() if v} == pytest.approx(bars), settings
         if settings is buffers:
             assert sent[("DDP", "0")] > sent[("DDP", "1")] > 0  # rank 0 sends the buffers as well
@@ -212,3 +218,18 @@ def test_every_engines_model_state_per_device_is_torchs_at_the_end_of_the_last_w
                 stepped = [owned[n] for n, _ in trace.facts["held"][rank]["owns"]]
                 expected = (whole, whole, adam_state_bytes(stepped))
             assert (state("parameters"), state("gradients"), state("optimizer state")) == expected, (name, rank, lane.kinds)
+
+
+def test_in_presenting_the_memory_chart_fits_a_projectors_first_screen_and_bytes_have_their_own():
+    """The lesson, each device's memory by kind, is a chart of its own, no taller in Presenting than the room under
+    a projector's page heading (the bytes per step, under it on the page, once ran it 300 px past the fold); its
+    type stays the house's, grown."""
+    from dpviz.figures.sizes import PROJECTOR_ROOM_PX, TITLE_SIZE
+
+    traces = [recorded(name) for name in ("dp", *ENGINES)]
+    fig = memory_compare_figure(traces)
+    shown = presentation(fig)
+    assert shown.layout.height <= PROJECTOR_ROOM_PX, shown.layout.height
+    assert shown.layout.title.font.size > TITLE_SIZE
+    assert COMPUTED not in {t.name for t in fig.data} and COMPUTED in {t.name for t in bytes_per_step_figure(traces).data}
+    assert all(t.type == "bar" for t in fig.data) and len(fig.data) >= 4  # parameters, gradients, Adam's state, activations

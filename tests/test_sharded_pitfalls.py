@@ -73,7 +73,7 @@ def test_a_memory_lesson_opens_the_page_of_every_engine_with_its_banner():
     infos = [str(i.value) for i in app.info]
     assert any("ZeRO-1: one large parameter, uneven shards" in i and "Memory, every engine" in i for i in infos), infos
     assert any(i.startswith("**What to look for.**") for i in infos)
-    assert [chart.key for chart in app.get("plotly_chart")] == ["memory_chart", "real_size_chart"]
+    assert [chart.key for chart in app.get("plotly_chart")] == ["memory_chart", "memory_bytes_chart", "real_size_chart"]
 
 
 def test_with_adam_every_ddp_rank_holds_twice_the_model_as_state_and_zero1_splits_it():

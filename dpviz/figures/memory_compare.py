@@ -1,19 +1,19 @@
 """Where the memory goes: the same settings under several engines, each device's memory by kind and the bytes
 it moves per step, side by side.
 
-Top: one stacked bar per device (a rank, or a simulated GPU), grouped by engine, every device read at the same
-moment (the end of the last full step, after the optimizer's step; what a step makes and frees at its peak in it):
-parameters, gradients, optimizer state, activations and communication buffers, from each engine's memory ledger
-(dpviz.analysis.memory_compare). Bottom: per device, the bytes of the tensors it handed its collectives per step
-(measured: what the rank code passed them), stacked by collective, and a diamond at the bytes it sends per step
-by the textbook ring algorithms NCCL runs (computed; DataParallel's: its copies), the count a comparison's
-Compare bars draw. Every amount, ticks and title alike, in one binary unit (dpviz.figures.byte_unit). Drawn from
-plain lists: no pandas.
+memory_compare_figure, the lesson, whole on a projector's first screen: one stacked bar per device (a rank, or a
+simulated GPU), grouped by engine, every device read at the same moment (the end of the last full step, after the
+optimizer's step; what a step makes and frees at its peak in it): parameters, gradients, optimizer state,
+activations and communication buffers, from each engine's memory ledger (dpviz.analysis.memory_compare).
+bytes_per_step_figure, a chart of its own under it on the page: per device, the bytes of the tensors it handed its
+collectives per step (measured: what the rank code passed them), stacked by collective, and a diamond at the bytes
+it sends per step by the textbook ring algorithms NCCL runs (computed; DataParallel's: its copies), the count a
+comparison's Compare bars draw. Every amount of a chart, ticks and title alike, in one binary unit
+(dpviz.figures.byte_unit). Drawn from plain lists: no pandas.
 """
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step, memory_by_kind, moments as read_at, state_title
 from dpviz.analysis.traffic import averaged
@@ -38,7 +38,10 @@ def collective_look(collective: str) -> tuple[str, str]:
     color = KINDS[kind].color if kind in KINDS else OTHER_COLOR
     return color, "x" if when.startswith("backward") else ""
 COMPUTED = "sent per step (computed)"
-UNDER_AXIS_PX = 60  # from the bytes panel's bottom to the legend: its devices' numbers, then its engines' names
+UNDER_AXIS_PX = 60  # from a plot's bottom to its legend: its devices' numbers, then its engines' names
+# The memory chart keeps a plot of about 230 px under its title and over its legend: with a preset's box over it,
+# on a projector's first screen (Presenting shrinks it further to fit there).
+MEMORY_HEIGHT_PX, BYTES_HEIGHT_PX = 370, 380
 
 
 def prepare(traces: list[Trace]) -> tuple[list[tuple[str, str]], dict[str, list[float]], dict[str, list[float]],
@@ -68,22 +71,36 @@ def prepare(traces: list[Trace]) -> tuple[list[tuple[str, str]], dict[str, list[
     return positions, order(memory, FAMILIES), order(handed, COLLECTIVES), computed, moments
 
 
-def plot_memory_compare(positions, memory, handed, computed, moments, *, unit: ByteUnit, title: str,
-                        notes: list[str]) -> go.Figure:
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.3,  # room for two rows of names: devices, engines
-                        subplot_titles=["Memory per device by kind, each at the end of its last whole step",
-                                        "Bytes per step: handed to each collective (measured); ◆ sent (computed)"])
-    # Under each bar its device's number, under each group its engine: "rank 0" sixteen times over would stand on
-    # end and run into the panel below. The hovers name the device whole.
-    x = [[engine for engine, _ in positions], [lane.split()[-1] for _, lane in positions]]
-    names = [f"{engine} {lane}" for engine, lane in positions]
+def _device_axis(positions: list[tuple[str, str]]) -> tuple[list[list[str]], list[str]]:
+    """The x positions as two rows of names (under each bar its device's number, under each group its engine:
+    "rank 0" sixteen times over would stand on end) and each device named whole, for the hovers."""
+    return ([[engine for engine, _ in positions], [lane.split()[-1] for _, lane in positions]],
+            [f"{engine} {lane}" for engine, lane in positions])
+
+
+def plot_memory_by_kind(positions, memory, moments, *, unit: ByteUnit, title: str, notes: list[str]) -> go.Figure:
+    """One stacked bar per device, grouped by engine, by kind: the lesson, whole on a projector's first screen."""
+    fig = go.Figure()
+    x, names = _device_axis(positions)
     for family, amounts in memory.items():
         fig.add_trace(go.Bar(
             x=x, y=unit.scaled(amounts), name=family,
             marker=dict(color=FAMILY_COLORS.get(family, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
             customdata=[[unit.amount(a), m, n] for a, m, n in zip(amounts, moments, names)],
             hovertemplate=f"%{{customdata[2]}}<br>{family}: %{{customdata[0]}}<br>at %{{customdata[1]}}<extra></extra>",
-        ), row=1, col=1)
+        ))
+    fig.update_yaxes(rangemode="tozero", **unit.axis("memory"))
+    # The kinds in rows under the devices' numbers and engines' names: read after the bars, as the tabs' memory
+    # charts read.
+    fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="h"))
+    styled(fig, title, notes, height=MEMORY_HEIGHT_PX)
+    return legend_under_plot(fig, [t.name for t in fig.data], UNDER_AXIS_PX)
+
+
+def plot_bytes_per_step(positions, handed, computed, *, unit: ByteUnit, title: str, notes: list[str]) -> go.Figure:
+    """Per device, the bytes it handed each collective per step (stacked) and a diamond at what it sends."""
+    fig = go.Figure()
+    x, names = _device_axis(positions)
     for collective, amounts in handed.items():
         color, hatch = collective_look(collective)
         fig.add_trace(go.Bar(
@@ -92,7 +109,7 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, unit: B
             customdata=[[unit.amount(a), n] for a, n in zip(amounts, names)],
             hovertemplate=f"%{{customdata[1]}}<br>{collective}: %{{customdata[0]}} of tensors per step (measured)"
                           "<extra></extra>",
-        ), row=2, col=1)
+        ))
     shown = [(i, c) for i, c in enumerate(computed) if c is not None]
     if shown:
         fig.add_trace(go.Scatter(
@@ -102,31 +119,46 @@ def plot_memory_compare(positions, memory, handed, computed, moments, *, unit: B
             marker=dict(symbol="diamond", size=13, color="#FFFFFF", line=dict(color=OUTLINE, width=2)),
             customdata=[[unit.amount(c), names[i]] for i, c in shown],
             hovertemplate="%{customdata[1]}<br>sends %{customdata[0]} per step (computed)<extra></extra>",
-        ), row=2, col=1)
-    fig.update_yaxes(rangemode="tozero", **unit.axis("memory"), row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", **unit.axis("per step"), row=2, col=1)
-    # Under the panels, in rows (legends.legend_under_plot): the kinds, the collectives, then ◆. Beside them it left the
-    # plot 160 px of a 440 px chart, too narrow for the engines' names; above them its rows would push the bytes
-    # panel off a projector's first screen.
-    fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="h"))  # placed: not over the title
-    styled(fig, title, notes, height=540)  # with a preset's line over it, on a projector's first screen
+        ))
+    fig.update_yaxes(rangemode="tozero", **unit.axis("per step"))
+    fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="h"))
+    styled(fig, title, notes, height=BYTES_HEIGHT_PX)
     return legend_under_plot(fig, [t.name for t in fig.data], UNDER_AXIS_PX)
 
 
+def _devices(traces: list[Trace]) -> str:
+    ranks = {len(t.lanes) for t in traces}
+    return f"{ranks.pop()} devices each" if len(ranks) == 1 else "devices as each ran"
+
+
 def memory_compare_figure(traces: list[Trace]) -> go.Figure:
-    """The runs of one set of settings under several engines (DataParallel's first, if it ran), side by side."""
+    """Each device's memory by kind, every engine's at the same moment, side by side (DataParallel's first, if it
+    ran): the lesson, whole on a projector's first screen. bytes_per_step_figure draws what they move, under it."""
     if not traces:
         raise ValueError("memory_compare_figure needs at least one run")
-    positions, memory, handed, computed, moments = prepare(traces)
-    ranks = {len(t.lanes) for t in traces}
-    devices = f"{ranks.pop()} devices each" if len(ranks) == 1 else "devices as each ran"
-    # One unit for both panels and the title: the tallest stack's, or the highest diamond's.
-    stacks = [sum(column[i] for column in table.values()) for table in (memory, handed) for i in range(len(positions))]
+    positions, memory, _, _, moments = prepare(traces)
+    # One unit for the axis and the title: the tallest stack's.
+    unit = byte_unit(max((sum(column[i] for column in memory.values()) for i in range(len(positions))), default=0))
+    # When each engine's devices are read, step by step, is said under the chart (dpviz.page.memory): here the
+    # moment alone, which every engine shares.
+    notes = [f"{', '.join(t.spec.short for t in traces)} at the same settings, {_devices(traces)}",
+             "each device at the end of its last full step" if read_at(traces) else "the tensors each device holds"]
+    return plot_memory_by_kind(positions, memory, moments, unit=unit, title=state_title(traces, unit.amount),
+                               notes=notes)
+
+
+def bytes_per_step_figure(traces: list[Trace]) -> go.Figure:
+    """Per device of each engine, the bytes of the tensors it handed its collectives per step (measured) and the
+    bytes it sends (computed, ◆)."""
+    if not traces:
+        raise ValueError("bytes_per_step_figure needs at least one run")
+    positions, _, handed, computed, _ = prepare(traces)
+    stacks = [sum(column[i] for column in handed.values()) for i in range(len(positions))]
     unit = byte_unit(max([*stacks, *(c for c in computed if c is not None)], default=0))
-    title = state_title(traces, unit.amount)
-    notes = [f"{', '.join(t.spec.short for t in traces)} at the same settings, {devices}",
-             read_at(traces) or "memory: the tensors each device holds",
+    notes = [f"{', '.join(t.spec.short for t in traces)}, {_devices(traces)}",
              "collectives: the tensors each rank handed them (measured)",
              f"◆ sent: what each device sends per step, {averaged(traces)}, by NCCL's ring algorithms and "
              "DataParallel's copies (computed; gloo runs others)"]
-    return plot_memory_compare(positions, memory, handed, computed, moments, unit=unit, title=title, notes=notes)
+    return plot_bytes_per_step(positions, handed, computed, unit=unit,
+                               title="Bytes per step: handed to each collective (measured); ◆ sent (computed)",
+                               notes=notes)

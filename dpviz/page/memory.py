@@ -1,7 +1,7 @@
 """The page "Memory, every engine" (engine=memory in a link): the same settings under every engine, one after
-the other within the server's budget of ranks, and one figure of each device's memory by kind and the bytes it
-moves per step (dpviz.figures.memory_compare), with a one-line reading under it; then the same rules at real
-size (dpviz.page.real_size)."""
+the other within the server's budget of ranks, and each device's memory by kind and the bytes it moves per step
+(dpviz.figures.memory_compare): memory by kind first, with a one-line reading under it, then the
+bytes per step in a chart of its own; then the same rules at real size (dpviz.page.real_size)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -26,8 +26,8 @@ def compared() -> list[str]:
 
 def show_memory(config: RunConfig) -> None:
     """Run `config` under each engine (from this session's recent runs when it has them), then draw them."""
-    from dpviz.analysis.memory_compare import reading  # here: a page of one engine never needs them
-    from dpviz.figures.memory_compare import memory_compare_figure
+    from dpviz.analysis.memory_compare import moments, reading  # here: a page of one engine never needs them
+    from dpviz.figures.memory_compare import bytes_per_step_figure, memory_compare_figure
     from dpviz.figures.presenting import presentation
 
     preset = lesson(config)
@@ -54,6 +54,14 @@ def show_memory(config: RunConfig) -> None:
         st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                         config=CHART_CONFIG, key="memory_chart")
         st.markdown(keep_units(markdown_text(reading(traces), 2_000)))  # dpviz's own sentence: escaped, not cut
+        read_at = moments(traces)  # each engine's step, in words the chart's one line of notes has no room for
+        if read_at:
+            with st.expander("More on when each device is read"):
+                st.markdown(keep_units(markdown_text(f"{read_at[:1].upper()}{read_at[1:]}.", 2_000)))
+        # What each device moves per step: a chart of its own under the lesson, past a projector's first screen.
+        moved = bytes_per_step_figure(traces)
+        st.plotly_chart(presentation(moved) if st.session_state.get(PRESENT) else moved, width="stretch",
+                        config=CHART_CONFIG, key="memory_bytes_chart")
     if preset is not None:
         st.info(f"**What to look for.** {keep_units(markdown_text(preset.look_for, 2_000))}")
     from dpviz.page.real_size import show_real_size  # here: the plan's figure, which a page of one engine never needs

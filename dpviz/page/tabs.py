@@ -296,7 +296,7 @@ def show_pair(first: Trace, second: Trace) -> None:
     from dpviz.analysis.compare import comparison  # here: what a page of one engine never needs
     from dpviz.analysis.memory_compare import reading
     from dpviz.figures.compare import comparison_figure, growth_figure
-    from dpviz.figures.memory_compare import memory_compare_figure
+    from dpviz.figures.memory_compare import bytes_per_step_figure, memory_compare_figure
 
     pair = (first, second)
     shown = compared(first, second)
@@ -332,6 +332,9 @@ def show_pair(first: Trace, second: Trace) -> None:
                 said = reading(list(pair))
                 if said:
                     st.markdown(keep_units(markdown_text(said, 2_000)))
+                moved = bytes_per_step_figure(list(pair))  # what each device handed its collectives, and sent
+                st.plotly_chart(presentation(moved) if st.session_state.get(PRESENT) else moved, width="stretch",
+                                config=CHART_CONFIG, key="by_collective_chart")
                 continue
             view = next(v for v in views_shown if v.tab == label)
             drawn = [trace for trace in pair if view.draws(trace)]  # a view one engine alone draws: its chart alone

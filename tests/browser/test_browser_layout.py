@@ -27,7 +27,6 @@ SCREENS = [(1400, 900, False), (1024, 768, False), (800, 768, False), (1024, 768
 RUN_TIMEOUT_MS = 240_000  # a page of every engine starts four engines' processes: minutes on a busy machine
 # Pages whose first screens do not read right yet, and why: marked xfail (not strict), each to leave this list.
 NOT_YET: dict[str, str] = {
-    "?preset=zero1-uneven": "Memory every engine at a preset's settings: its legend and notes past the first screen",
 }
 
 

@@ -1,6 +1,6 @@
 """The page "Memory, every engine" in headless Chromium: a link with engine=memory runs DataParallel, DDP, ZeRO-1
-and FSDP at the same settings and plotly.js draws the two panels, every engine's devices on one axis, the
-computed bytes as diamonds, and the reading under the chart."""
+and FSDP at the same settings and plotly.js draws memory by kind, every engine's devices on one axis, the reading
+under it, then the bytes per step in a chart of their own, the computed bytes as diamonds."""
 from __future__ import annotations
 
 import pytest
@@ -17,11 +17,15 @@ def test_a_memory_link_draws_every_engines_memory_and_bytes(page, artifacts):
     page.wait_for_selector(".st-key-memory_chart .js-plotly-plot .main-svg, [data-testid=stException]")
     page.wait_for_selector(IDLE)
     assert_no_exception(page)
-    traces = chart_traces(page, "memory_chart")
-    bars = {t["name"]: t for t in traces if t["type"] == "bar"}
-    assert {"parameters", "gradients", "optimizer state", "all-reduce", "broadcast", "reduce-scatter"} <= set(bars)
+    page.wait_for_selector(".st-key-memory_bytes_chart .js-plotly-plot .main-svg")
+    bars = {t["name"]: t for t in chart_traces(page, "memory_chart") if t["type"] == "bar"}
+    assert {"parameters", "gradients", "optimizer state"} <= set(bars) and "all-reduce" not in bars
+    traces = chart_traces(page, "memory_bytes_chart")
+    moved = {t["name"]: t for t in traces if t["type"] == "bar"}
+    assert {"all-reduce", "broadcast", "reduce-scatter"} <= set(moved) and "parameters" not in moved
     engines = bars["parameters"]["x"][0]
     assert engines == ["DataParallel"] * 2 + ["DDP"] * 2 + ["ZeRO-1"] * 2 + ["FSDP"] * 2
+    assert moved["all-reduce"]["x"][0] == engines  # the same devices in the same order
     diamonds = next(t for t in traces if t["type"] == "scatter")
     assert len(diamonds["y"]) == 8 and all(y > 0 for y in diamonds["y"])
     # FSDP sends 1.5 times what a DDP rank sends of its gradients (computed): DDP's rank 1, as rank 0 also broadcasts
@@ -29,16 +33,17 @@ def test_a_memory_link_draws_every_engines_memory_and_bytes(page, artifacts):
     assert diamonds["y"][6] == pytest.approx(1.5 * diamonds["y"][3])
     assert diamonds["y"][2] > diamonds["y"][3]
     assert bars["parameters"]["y"][6] < bars["parameters"]["y"][2]
-    assert "sent per step (computed)" in legend(page, "memory_chart")
+    assert "sent per step (computed)" in legend(page, "memory_bytes_chart")
+    assert "sent per step (computed)" not in legend(page, "memory_chart") and "optimizer state" in legend(page, "memory_chart")
     readings = page.locator("[data-testid=stMarkdown]").all_inner_texts()
     assert any("1.5× DDP's" in text and text.startswith("Parameters, gradients and optimizer state") for text in readings)
     assert any(text.startswith("The same rules at toy size.") for text in readings)  # then the plan at real size
     screenshot_full_page(page, artifacts / "memory-every-engine.png")
 
 
-def test_at_1024_with_four_devices_each_no_column_name_runs_into_the_panel_below(browser, app_url):
+def test_at_1024_with_four_devices_each_no_column_name_runs_into_another_or_the_legend(browser, app_url):
     """Sixteen 'rank 0'-style names stood on end and ran into the bytes panel's title at 1024 px; the engines'
-    names under them must clear it too."""
+    names under the devices' numbers must clear the legend of kinds hung under them, in both charts."""
     from test_browser_projector import BOXES, overlap
 
     context = browser.new_context(viewport={"width": 1024, "height": 768}, base_url=app_url)
@@ -49,11 +54,13 @@ def test_at_1024_with_four_devices_each_no_column_name_runs_into_the_panel_below
         page.wait_for_selector(".st-key-memory_chart .js-plotly-plot .main-svg, [data-testid=stException]")
         page.wait_for_selector(IDLE)
         assert_no_exception(page)
-        plot = ".st-key-memory_chart .js-plotly-plot"
-        names = page.evaluate(BOXES, [plot, ".xaxislayer-above text"])  # devices' numbers and engines' names
-        titles = page.evaluate(BOXES, [plot, ".annotation-text-g text"])
-        assert len(names) >= 16 and titles
-        assert [(n["text"], t["text"]) for n in names for t in titles if overlap(n, t)] == []
-        assert [(a["text"], b["text"]) for i, a in enumerate(names) for b in names[i + 1:] if overlap(a, b)] == []
+        page.wait_for_selector(".st-key-memory_bytes_chart .js-plotly-plot .main-svg")
+        for key in ("memory_chart", "memory_bytes_chart"):
+            plot = f".st-key-{key} .js-plotly-plot"
+            names = page.evaluate(BOXES, [plot, ".xaxislayer-above text"])  # devices' numbers and engines' names
+            entries = page.evaluate(BOXES, [plot, ".legendtext"])
+            assert len(names) >= 16 and entries, key
+            assert [(n["text"], t["text"]) for n in names for t in entries if overlap(n, t)] == [], key
+            assert [(a["text"], b["text"]) for i, a in enumerate(names) for b in names[i + 1:] if overlap(a, b)] == [], key
     finally:
         context.close()

@@ -24,7 +24,6 @@ RUN_TIMEOUT_MS = 600_000  # Memory every engine runs each engine's processes: mi
 # Pages whose opening chart does not fit yet, measured at 1024 × 768 in Presenting (the chart's bottom edge): each
 # leaves this list when it fits, which the strict mark then demands.
 OPENING_NOT_YET = {
-    "engine=memory": "Memory every engine ends near 1,050 px: its titles, notes and legends take about 550 px",
     "engine=fsdp": "FSDP's One step of a training run ends near 780 px: its boxes keep their height for their words",
     "engine=tp": "tensor parallelism's One step fitted to ffn, under the box that says so: past the first screen",
 }
