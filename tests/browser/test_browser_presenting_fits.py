@@ -25,8 +25,6 @@ RUN_TIMEOUT_MS = 600_000  # Memory every engine runs each engine's processes: mi
 # leaves this list when it fits, which the strict mark then demands.
 OPENING_NOT_YET = {
     "engine=memory": "Memory every engine ends near 1,050 px: its titles, notes and legends take about 550 px",
-    "engine=fsdp": "FSDP's One step of a training run ends near 780 px: its boxes keep their height for their words",
-    "engine=tp": "tensor parallelism's One step fitted to ffn, under the box that says so: past the first screen",
 }
 # Tabs past the opening one whose plot still runs past the fold in Presenting (DataParallel's Step through at 786 px
 # and Memory at 986, the pipeline's Timeline 838, Step through 876 and Memory 1,025, the Timelines and Memory tabs
