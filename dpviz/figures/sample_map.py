@@ -62,7 +62,7 @@ class MapWords:
 
 DP_WORDS = MapWords()
 REPEAT_NAME = "loaded again (padding)"
-DROPPED_NAME = "never loaded (drop_last)"
+DROPPED_NAME = "never loaded"  # the note says why (drop_last); the legend keeps to two rows on the narrowest chart
 
 
 def prepare_sample_map(trace: Trace) -> pd.DataFrame:

@@ -62,8 +62,6 @@ def preset_tab(name: str) -> str:
 # Pages whose plot runs past a projector's first screen since their lessons' marks and the pipeline's replay were
 # added, measured at 1024 × 768: xfail (not strict), each to leave this list.
 NOT_YET = {
-    "preset=ddp-drop-last": "the Sample map's never-loaded legend and note: its plot ends near 796 px",
-    "preset=tp-heads-split": "One step of 4 ranks under the preset's box: its plot ends near 808 px",
 }
 
 

@@ -24,8 +24,6 @@ RUN_TIMEOUT_MS = 600_000  # Memory every engine runs each engine's processes: mi
 # Pages whose opening chart does not fit yet, measured at 1024 × 768 in Presenting (the chart's bottom edge): each
 # leaves this list when it fits, which the strict mark then demands.
 OPENING_NOT_YET = {
-    "engine=fsdp": "FSDP's One step of a training run ends near 780 px: its boxes keep their height for their words",
-    "engine=tp": "tensor parallelism's One step fitted to ffn, under the box that says so: past the first screen",
 }
 # Tabs past the opening one whose plot still runs past the fold in Presenting (DataParallel's Step through at 786 px
 # and Memory at 986, the pipeline's Timeline 838, Step through 876 and Memory 1,025, the Timelines and Memory tabs

@@ -142,8 +142,8 @@ def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, st
             sent, received = sent_of(trace, collective, handed) if sent_of else (dict(handed), dict(handed))
             shape = ALL if sent == received else HUB
             arrows.append(Arrow(column, name, kind, shape, sent, received, hover=hovers.get(collective, name)))
-    what = ", ".join(dict.fromkeys(a.name for a in arrows)) or "nothing"
-    title = f"{step_heading(trace, step)}: each rank its own rows; between the ranks, {what}"
+    # What moves between the ranks is each column's heading (its swatch and name): the title says what a rank reads.
+    title = f"{step_heading(trace, step)}: each rank its own rows"
     notes = (backend_note(trace), bytes_note(trace, step, handed_words))
     return OneStep(title, tuple(trace.vocabulary.lane_name(l) for l in lanes), tuple(lanes), cells, tuple(arrows),
                    notes, failed)

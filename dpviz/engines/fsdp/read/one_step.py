@@ -54,13 +54,14 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
     gathers = ("gathers", plural(modules, "module")) if modules else ("gathers all",)
     cells = {
         "input": Cell((plural(rows, "row"), "its own"), hover=f"{name} reads its own rows (its DistributedSampler shard)"),
-        "forward": Cell((mesh_words if mesh_words else _holds(share)) + gathers
-                        + (("loss",) if config.train else ()),
+        # Four lines at most in a box, the bytes included: two ranks' One step on a projector's first screen. The
+        # loss is the hover's, as the backward's module count (the forward's box gives it).
+        "forward": Cell((mesh_words if mesh_words else _holds(share)) + gathers,
                         hover=f"{name} holds " + (mesh.shares_words(trace, rank) if mesh_words else
                                                   f"1/{ranks} of each parameter")
                               + (f" ({human_bytes(params)})" if params is not None else "")
                               + f"; it gathers each of the {plural(modules, 'sharded module')}' whole parameters for its "
-                              "forward and frees them after"),
+                              "forward and frees them after" + ("; then the loss" if config.train else "")),
     }
     if not config.train:
         cells["backward"] = idle("forward only: turn training on to see the gradients reduce-scattered")
@@ -69,8 +70,8 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
     grads = (mine.get("gradients") or {}).get("bytes")
     keeps = ("keeps its shards",) if mesh_words else (("keeps 1/" + share.split("/")[1],) if "/" in share else
                                                       ("keeps", share))
-    cells["backward"] = Cell(gathers + keeps,
-                             hover=f"{name} keeps only "
+    cells["backward"] = Cell(("gathers",) + keeps,
+                             hover=f"{name} gathers each module's parameters again, and keeps only "
                                    + ("the gradients of its shards, as it holds the parameters" if mesh_words else
                                       f"its 1/{ranks} of the summed gradients")
                                    + (f" ({human_bytes(grads)})" if grads is not None else ""))

@@ -45,7 +45,9 @@ def tp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]:
     forward = _calls(trace, step, "allreduce_forward", rank)
     cells = {
         "input": Cell((plural(rows, "row"), "the whole batch"), hover=f"{name} reads the same rows as every rank"),
-        "forward": Cell((f"1/{ranks} of each", "cut weight", f"{forward} all-reduce{'s' if forward != 1 else ''}"),
+        # Its slices in one line (the title says of what: 1/W of each cut weight), so a box holds three lines and four
+        # ranks' One step fits a projector's first screen.
+        "forward": Cell((f"its 1/{ranks} slices", f"{forward} all-reduce{'s' if forward != 1 else ''}"),
                         hover=f"{name} holds 1/{ranks} of each of the {plural(cut, 'cut Linear')}"
                               + (f" ({human_bytes(params)} of parameters, the whole parts included)" if params else "")
                               + "; every row-wise one's partial outputs are all-reduced before the next layer runs"),
@@ -69,9 +71,9 @@ def tp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]:
 def one_step_tp(trace: Trace, step: int) -> OneStep:
     shown = one_step_ranks(trace, step, COLLECTIVES, tp_cells, HOVERS,
                            handed_words="the activations each rank handed the all-reduce (not the parameters)")
-    what = ", ".join(dict.fromkeys(f"{a.name} in {a.column}" for a in shown.arrows)) or "nothing"
+    # What moves between the ranks is each column's heading: the title says what each rank holds.
     title = (f"{numbered(step, batches_planned(trace), trace.spec.unit).capitalize()}: every rank the whole batch and "
-             f"1/{len(trace.lanes)} of each cut weight; between the ranks, {what}")
+             f"1/{len(trace.lanes)} of each cut weight")
     return dataclasses.replace(shown, title=title)
 
 
