@@ -180,6 +180,9 @@ def first_screen_problems(page) -> list[str]:
             continue  # none, or a stroke of the page's own colour: a gap cut under a line (a halo), nothing to see
         offset = line["width"] / 2 + 2
         for p in line["points"]:
+            here = _pixel(image, p["x"], p["y"], dpr)
+            if here is not None and not (_near(here, stroke) or _blend(here, stroke, page_back)):
+                continue  # covered here by a mark drawn over it (an arrow crossing it, through its gap): not shown
             sides = [_pixel(image, p["x"] + s * offset * p["nx"], p["y"] + s * offset * p["ny"], dpr) for s in (-1, 1)]
             sides = [c for c in sides if c is not None and not _near(c, stroke)
                      and not _blend(c, stroke, page_back)]
