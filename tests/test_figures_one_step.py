@@ -283,6 +283,20 @@ def test_every_engine_opens_on_the_last_whole_step_and_says_so(name):
 
 
 @pytest.mark.parametrize("name", ENGINES)
+def test_presenting_a_boxs_words_still_fit_its_box(name):
+    """Presenting grows the type around the boxes, not in them: each box's lines were counted to fit its height at
+    their size, and at 1.35 times it the first and last ran over the box's edges."""
+    from dpviz.figures.one_step import BOX_HALF, LINE_PX
+    fig = presentation(one_step_any(trace_of(name), 0))
+    lanes = len(fig.layout.yaxis.tickvals)
+    lane_px = (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b) / lanes
+    cells = [note for note in fig.layout.annotations if note.name == "cell"]
+    assert cells
+    for note in cells:
+        assert len(note.text.split("<br>")) * LINE_PX * note.font.size / 12 <= 2 * BOX_HALF * lane_px, (name, note.text)
+
+
+@pytest.mark.parametrize("name", ENGINES)
 def test_no_text_in_one_step_is_under_12_px_also_presenting(name):
     fig = one_step_any(trace_of(name), 0)
     for shown in (fig, presentation(fig)):

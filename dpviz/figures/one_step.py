@@ -21,6 +21,7 @@ from dpviz.analysis.one_step import ALL, BACK, COLUMNS, NEXT, Arrow, OneStep, sh
 from dpviz.analysis.wording import human_bytes
 from dpviz.figures.colors import GUIDE, THEME_BACKGROUND, THEME_TEXT, device_color, with_alpha
 from dpviz.figures.layout import house_layout, merged
+from dpviz.figures.presenting import CELL_NOTE
 from dpviz.figures.sizes import GAP_PX, LINE_EM, NARROWEST_PX
 from dpviz.figures.text_fit import text_px
 from dpviz.trace.legend import kind_color
@@ -92,7 +93,7 @@ def one_step_figure(picture: OneStep) -> go.Figure:
             lines = written[(lane, key)]
             shown = lines if len(lines) <= room else lines[:max(room - 1, 1)] + [MORE]
             notes_on.append(dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=y, text="<br>".join(shown), showarrow=False,
-                                 font=dict(size=CELL_SIZE, color=THEME_TEXT), name="cell"))
+                                 font=dict(size=CELL_SIZE, color=THEME_TEXT), name=CELL_NOTE))
             hover = cell.hover or ("<br>".join(re.sub(r"<[^>]+>", "", line) for line in lines) if shown != lines else "")
             if hover:
                 hover_x.append(c + (BOX_LEFT + BOX_RIGHT) / 2)

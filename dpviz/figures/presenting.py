@@ -3,7 +3,7 @@ room around it grown to match, so the plot keeps its share of the chart.
 
 The page shows it when Present is on; `tick_room_px` is the height at which a y axis's own labels clear each
 other, which views that name rows on an axis use at their own size too. A text trace sized to its cells says
-so with CELL_TEXT in its meta, and keeps its size.
+so with CELL_TEXT in its meta, and keeps its size; so does an annotation named CELL_NOTE (One step's boxes).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def _scaled(size, scale: float):
 # A text trace sized to fit its cells (the sample map's row ids) says so in its meta: presentation()
 # leaves its size, since larger numbers would run together.
 CELL_TEXT = {"sized": "to its cells"}
+CELL_NOTE = "cell"  # the name of an annotation of words in a box sized to hold them: it keeps its size too
 
 
 def _legend_above(fig: go.Figure) -> bool:
@@ -226,7 +227,8 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         layout.legend.entrywidth = round(layout.legend.entrywidth * scale)
     layout.hoverlabel.font.size = _scaled(layout.hoverlabel.font.size or FONT_SIZE - 1, scale)
     for annotation in layout.annotations:
-        annotation.font.size = _scaled(annotation.font.size or font, scale)
+        if annotation.name != CELL_NOTE:  # words in a box sized to hold them (One step's) keep their size
+            annotation.font.size = _scaled(annotation.font.size or font, scale)
         for key in ("xshift", "yshift"):  # offsets in pixels from a panel: they hold text that grew
             if annotation[key]:
                 annotation[key] = round(annotation[key] * scale)
