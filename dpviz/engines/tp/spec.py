@@ -8,6 +8,7 @@ import math
 
 from dpviz.catalogue import MODEL_SPECS, OWN
 from dpviz.engines.ddp.spec import SPEC as DDP, fit as ddp_fit, problem as ddp_problem
+from dpviz.engines.spec import Option
 from dpviz.engines.tp.options import TpOptions
 
 RANKS = (2, 4, 8)  # the degrees that cut every catalogue model with a plan evenly
@@ -84,7 +85,7 @@ SPEC = dataclasses.replace(
         fit="dpviz.engines.tp.spec:fit",
         facts="dpviz.engines.tp.facts:read_trace_facts_tp",
         rank_program="dpviz.engines.tp.rank:PROGRAM",
-        plan=None,
+        plan="dpviz.engines.tp.plan:plan",
         traffic="dpviz.engines.tp.read.traffic:tp_traffic",
         model_bytes="dpviz.engines.tp.read.traffic:tp_model_bytes",
         moves_at=None,  # its bytes are the activations', which turn on the model's shapes, not its parameters
@@ -100,6 +101,10 @@ SPEC = dataclasses.replace(
                "memory": "dpviz.figures.memory:memory_figure",
                "log": "dpviz.figures.log:bounded_log"},
     ),
+    # A plan's degree: a run cuts over all its ranks; a plan may also put FSDP across GPUs / degree groups of them
+    plan_settings=(Option("tp", 0, "Tensor-parallel degree (0: every GPU)",
+                          "ranks in each tensor-parallel group; the GPUs / degree groups are FSDP's (dp_shard x tp); 0 "
+                          "cuts over every GPU", kind="whole", limits=(0, 1024)),),
     preload=("torch.distributed.tensor.parallel", "torch.distributed.tensor.debug", "dpviz.engines.ranks.program",
              "dpviz.engines.tp.rank", "dpviz.engines.tp.engine", "dpviz.engines.tp.merge"),
 )
