@@ -17,6 +17,7 @@ from typing import NoReturn, Sequence
 from dpviz.cli_json import write_json
 
 from dpviz.analysis.model_state import lines as model_state_lines
+from dpviz.analysis.plan_sends import collective_lines
 from dpviz.analysis.wording import human_bytes
 
 KINDS = ("parameters", "gradients", "optimizer state", "activations", "sent")
@@ -127,18 +128,6 @@ def table(found: dict) -> str:
             lines.append(f"{planned['label']}: " + ", ".join(f"{key} {value}" for key, value in planned["options"].items()))
     lines += collective_lines(found)
     return "\n".join(lines + model_state_lines(found))
-
-
-def collective_lines(found: dict) -> list[str]:
-    """Per engine whose plan says what each collective moves, the fullest sender's bytes per step of each."""
-    lines = []
-    for planned in found["engines"].values():
-        if "refused" in planned or "collectives" not in planned["devices"][0]:
-            continue
-        most = max(planned["devices"], key=lambda d: d["sent"])["collectives"]
-        lines.append(f"{planned['label']} sends per step, per device: "
-                     + ", ".join(f"{name} {human_bytes(size)}" for name, size in most.items()))
-    return lines
 
 
 def _computing(model: dict) -> str:
