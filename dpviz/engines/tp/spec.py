@@ -70,8 +70,8 @@ SPEC = dataclasses.replace(
     title="How tensor parallelism cuts every layer across the ranks",
     options_title="Tensor-parallel options",
     options_type=TpOptions,
-    # Not on "Memory, every engine": it runs only models that declare a tensor-parallel plan (the page's MLP has a
-    # BatchNorm none can cut), and it has no plan at real size for that page's second half; compared in pairs instead
+    # Not among that page's live runs ("Memory, every engine"): it runs only models that declare a tensor-parallel plan
+    # (the page's MLP has a BatchNorm none can cut); compared in pairs instead. Its plan is in the page's At real size.
     memory_page=False,
     # DDP's launcher facts; what each rank held and handed each collective; the cut modules and CommDebugMode's counts.
     facts=("ddp", "held", "moved", "model", "cut_modules", "comm_counts"),
