@@ -83,7 +83,8 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
                          else f"**{planned['label']}**: {markdown_text(planned['refused'], 300)}"
                          for name, planned in found["engines"].items())
                 + f" Training with {optimizer} in {COMPUTING[precision]}, {spec.real_row_text(size)} per GPU (a "
-                  "pipeline cuts the same batch into its microbatches, a stage per GPU), no activation checkpointing; "
+                  "pipeline cuts the same batch into its microbatches, a stage per GPU; every rank of a tensor-parallel "
+                  "group reads all of the group's rows), no activation checkpointing; "
                   "the plan's rules are those the toy runs are held against.")
     said = collective_lines(found) + model_state_lines(found)
     if said:
