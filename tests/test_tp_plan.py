@@ -131,3 +131,20 @@ def test_the_command_line_plans_tp_and_refuses_a_bad_degree_in_one_line(tmp_path
         bad = subprocess.run([sys.executable, "-m", "dpviz", "plan", "--model", "transformer", "--gpus", "4", *args],
                              cwd=ROOT, capture_output=True, text=True, timeout=limit(starts=1, then_s=30))
         assert bad.returncode == 2 and words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_the_docs_7b_figures_are_the_plans_own():
+    """docs/tp.md's table at real size, row by row, is what `dpviz plan` prints for the commands above it."""
+    from dpviz.analysis.wording import human_bytes
+
+    text = (ROOT / "docs" / "tp.md").read_text()
+    for tp, row in ((8, "| tp 8 |"), (4, "| dp_shard 2 × tp 4 |")):
+        planned = plan("transformer", size="7b", gpus=8, optimizer="adam", rows=8, tp=tp)["engines"]["tp"]
+        line = next(line for line in text.splitlines() if line.startswith(row))
+        cells = [cell.strip() for cell in line.strip("|").split("|")][1:]
+        most = planned["most"]
+        assert cells[:4] == [human_bytes(most[kind]) for kind in ("parameters", "gradients", "optimizer state",
+                                                                 "activations")], row
+        assert cells[4].startswith(human_bytes(most["sent"]) + ":"), row
+        busiest = max(planned["devices"], key=lambda d: d["sent"])["collectives"]
+        assert all(human_bytes(size) in cells[4] for size in busiest.values()), row
