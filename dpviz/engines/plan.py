@@ -8,7 +8,10 @@ The document: {"model": {...}, "gpus": G, "optimizer": ..., "engines": {"ddp": {
 "parameters": B, "gradients": B, "optimizer state": B, "activations": B, "sent": B}, ...]}, ...}}. Bytes are
 whole numbers; "activations" are those of the example batch's rows as the engine spreads them (the global batch).
 An engine whose plan reads options of its own says which ("options": {"schedule": "gpipe", ...}); one that cannot
-run the model so is {"label": ..., "refused": its sentence}, with no devices.
+run the model so is {"label": ..., "refused": its sentence}, with no devices. A setting only a plan reads
+(plan_settings: tensor parallelism's degree, tp=4 for FSDP over groups of 4) is refused, asked for and not plannable,
+with a ValueError (the asker's sentence); the engine then names what it planned ("label": "FSDP × TP", "options":
+{"dp_shard": 2, "tp": 4}) and its devices what each collective sends ("collectives").
 """
 from __future__ import annotations
 
