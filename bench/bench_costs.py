@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_costs.py            # measure, print the table, write dpviz/page/run_costs.json
     .venv/bin/python bench/bench_costs.py --quick    # the Linear model only (a look, nothing written)
     .venv/bin/python bench/bench_costs.py --add dp/adam   # measure the rows a new option adds, keep the rest
+    .venv/bin/python bench/bench_costs.py --add ddp/sgd/ffn   # one model's row: a model added since
     .venv/bin/python bench/bench_costs.py --add pipeline/rates   # a new engine's per element, batch and row
 
 Each run is recorded as the page records it, in a process of its own forked from the forkserver
@@ -45,8 +46,10 @@ from dpviz.page.run_costs import TABLE  # noqa: E402
 
 MB = 10**6
 TRAININGS = ("forward", *CHOICES["optimizer"])  # forward only, or training with each optimizer
-LANES = {"dp": (2, 16), "pipeline": (2, 4)}  # DataParallel's devices are threads of one process: measured at its
-# page's extremes; a pipeline's stages at most as many as the catalogue's models have layers to cut (the MLP's 4)
+LANES = {"dp": (2, 16), "pipeline": (2, 4), "tp": (2, 4)}  # DataParallel's devices are threads of one process:
+# measured at its page's extremes; a pipeline's stages at most as many as the catalogue's models have layers to cut
+# (the MLP's 4; a model with fewer at the most it takes: lanes()); tensor parallelism's ranks must divide the width
+# its Linears split (16), so 4, not 6
 # A pipeline trains (its schedule is forward and backward) on equal microbatches: 4 of 8 rows, 4 steps.
 SETTINGS = {"pipeline": {"batch_size": 32, "data_size": 128}}
 RANKS = (2, 6)
@@ -107,15 +110,32 @@ def settings(engine: str, model: str, training: str, lanes: int, **more) -> RunC
     return RunConfig(engine=engine, model=model, gpus=lanes, backend="auto", **train, **{**SETTINGS.get(engine, {}), **more})
 
 
+def lanes(engine: str, model: str, training: str) -> tuple[int, int] | None:
+    """The two lane counts a row is measured at: the engine's, or where the model takes fewer (a pipeline of ffn's 3
+    layers) the most it takes; None when the engine does not run this model with this training at two (a pipeline
+    cuts only the models that are sequences, and always trains): the rows it does not run are never priced."""
+    low, high = LANES.get(engine, RANKS)
+    for top in range(high, low, -1):
+        try:
+            settings(engine, model, training, low), settings(engine, model, training, top)
+        except ConfigError:
+            continue
+        return low, top
+    return None
+
+
 def runs(engine: str, model: str, training: str) -> bool:
-    """Whether the engine runs this model with this training at both lane counts measured (a pipeline cuts only the
-    models that are sequences, and always trains): the rows it does not run are never priced."""
-    try:
-        for lanes in LANES.get(engine, RANKS):
-            settings(engine, model, training, lanes)
-    except ConfigError:
-        return False
-    return True
+    return lanes(engine, model, training) is not None
+
+
+def row(engine: str, model: str, training: str) -> dict:
+    """A run's fixed part and part per lane, the line through its cost at two lane counts, and its seconds alone."""
+    low, high = lanes(engine, model, training)
+    (at_low, seconds, _), (at_high, _, _) = (cost(settings(engine, model, training, n)) for n in (low, high))
+    per_lane = max(0, (at_high - at_low) // (high - low))
+    print(f"{engine:6} {model:12} {training:8} {at_low / MB:6.1f} MB at {low}, {at_high / MB:6.1f} MB at "
+          f"{high}: {per_lane / MB:5.1f} MB a lane; {seconds:.2f} s", flush=True)
+    return {"fixed": max(0, at_low - low * per_lane), "per_lane": per_lane, "seconds": round(seconds, 3)}
 
 
 def server_floor() -> int:
@@ -129,27 +149,21 @@ def server_floor() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the Linear model only; nothing written")
-    parser.add_argument("--add", metavar="ENGINE/TRAINING", help="measure only this engine's rows with this training "
-                        "(every model it runs), or its rates (ENGINE/rates), by the same method, into the table as it "
-                        "stands")
+    parser.add_argument("--add", metavar="ENGINE/TRAINING[/MODEL]", help="measure only this engine's rows with this "
+                        "training (every model it runs, or MODEL's only), or its rates (ENGINE/rates), by the same "
+                        "method, into the table as it stands")
     args = parser.parse_args()
     if args.add:
-        engine, what = args.add.split("/")
-        return add_rates(engine) if what == "rates" else add_rows(engine, what)
+        engine, what, *model = args.add.split("/")
+        return add_rates(engine) if what == "rates" else add_rows(engine, what, *model)
     load_start = os.getloadavg()
     record_apart(RunConfig(engine="ddp"))  # the forkserver up and warm
     forkserver = alone()
     runs: dict[str, dict] = {}
     for engine in ENGINES:
-        low, high = LANES.get(engine, RANKS)
         for model in (("linear",) if args.quick else MODELS):
             for training in (training for training in trainings(engine) if runs(engine, model, training)):
-                (at_low, seconds, _), (at_high, _, _) = (cost(settings(engine, model, training, n)) for n in (low, high))
-                per_lane = max(0, (at_high - at_low) // (high - low))
-                runs[f"{engine}/{model}/{training}"] = {"fixed": max(0, at_low - low * per_lane), "per_lane": per_lane,
-                                                        "seconds": round(seconds, 3)}
-                print(f"{engine:6} {model:12} {training:8} {at_low / MB:6.1f} MB at {low}, {at_high / MB:6.1f} MB at "
-                      f"{high}: {per_lane / MB:5.1f} MB a lane; {seconds:.2f} s", flush=True)
+                runs[f"{engine}/{model}/{training}"] = row(engine, model, training)
     per_element, per_batch, kept_per_row = {}, {}, {}
     for engine in ENGINES:
         per_element[engine], per_batch[engine], kept_per_row[engine] = rates(engine)
@@ -169,7 +183,7 @@ def rates(engine: str) -> tuple[float, dict, float]:
     step) adds (a part for the batch and a part per lane; forward and training, where the engine runs both), and
     what each row costs the server that keeps the trace."""
     low, high = LANES.get(engine, RANKS)
-    probe = "linear" if runs(engine, "linear", "sgd") else "mlp"  # a pipeline's: the smallest model it cuts
+    probe = next(model for model in MODELS if runs(engine, model, "sgd"))  # the first it runs (a pipeline: the MLP)
     small = settings(engine, probe, "sgd", low)
     wide = settings(engine, probe, "sgd", low, data_size=100_000, input_size=100, batch_size=10_000)
     (base, _, base_kept), (at_wide, _, wide_kept) = cost(small), cost(wide)
@@ -217,23 +231,19 @@ def add_rates(engine: str) -> None:
     save("bench_costs", "table", table, load_start)
 
 
-def add_rows(engine: str, training: str) -> None:
-    """Measure engine × every model × `training` as main() does, and write them into the table as it stands: the
-    rows an option adds (DataParallel's Adam), without measuring again the rows that did not change."""
+def add_rows(engine: str, training: str, only: str | None = None) -> None:
+    """Measure engine × every model (or model `only`) × `training` as main() does, and write them into the table as it
+    stands: the rows an option or a model adds (DataParallel's Adam, ffn), without measuring again the rows that did
+    not change."""
     load_start = os.getloadavg()
     record_apart(RunConfig(engine="ddp"))  # the forkserver up and warm
     table = json.loads(TABLE.read_text())
-    low, high = LANES.get(engine, RANKS)
-    for model in (model for model in MODELS if runs(engine, model, training)):
-        (at_low, seconds, _), (at_high, _, _) = (cost(settings(engine, model, training, n)) for n in (low, high))
-        per_lane = max(0, (at_high - at_low) // (high - low))
-        table["runs"][f"{engine}/{model}/{training}"] = {"fixed": max(0, at_low - low * per_lane), "per_lane": per_lane,
-                                                         "seconds": round(seconds, 3)}
-        print(f"{engine:6} {model:12} {training:8} {at_low / MB:6.1f} MB at {low}, {at_high / MB:6.1f} MB at "
-              f"{high}: {per_lane / MB:5.1f} MB a lane; {seconds:.2f} s", flush=True)
+    for model in (model for model in MODELS if only in (None, model) and runs(engine, model, training)):
+        table["runs"][f"{engine}/{model}/{training}"] = row(engine, model, training)
     if engine in LANES:  # measured at lane counts of its own: the docs say which
         table["measured"]["lanes"][engine] = list(LANES[engine])
-    table["added"] = {**table.get("added", {}), f"{engine}/{training}": {
+    added = f"{engine}/{training}" + (f"/{only}" if only else "")
+    table["added"] = {**table.get("added", {}), added: {
         "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "load": [round(x, 2) for x in load_start]}}
     TABLE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     print(f"written to {TABLE.relative_to(ROOT)}")

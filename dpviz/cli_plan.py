@@ -3,6 +3,7 @@
     python -m dpviz plan --model transformer --size 7b --gpus 8 --optimizer adam --precision mixed --json plan.json
     python -m dpviz plan --model my_model.py:build --example my_model.py:make_batch --gpus 4
     python -m dpviz plan --model transformer --size 7b --gpus 8 --schedule 1f1b --microbatches 8
+    python -m dpviz plan --model transformer --size 7b --gpus 8 --tp 4 --optimizer adam   # FSDP 2 x TP 4
 
 Nothing runs on a device: the model is measured on the meta device (dpviz.engines.plan). A bad value is one line
 on stderr and exit status 2.
@@ -16,6 +17,7 @@ from typing import NoReturn, Sequence
 from dpviz.cli_json import write_json
 
 from dpviz.analysis.model_state import lines as model_state_lines
+from dpviz.analysis.plan_sends import collective_lines
 from dpviz.analysis.wording import human_bytes
 
 KINDS = ("parameters", "gradients", "optimizer state", "activations", "sent")
@@ -31,7 +33,7 @@ PROG = "python -m dpviz plan"  # how messages name the command; the installed `d
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     from dpviz.cli_types import setting as _setting
-    from dpviz.engines.plan import DTYPES, PRECISIONS, plan_options, real_sizes
+    from dpviz.engines.plan import DTYPES, PRECISIONS, plan_options, plan_settings, real_sizes
 
     parser = _Parser(prog=prog, description=(
         "Plan a model's memory per device under every engine from its shapes (measured on the meta device): "
@@ -52,12 +54,25 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=list(PRECISIONS), default="full",
                         help="full: compute in the parameters' dtype (default); mixed: compute in bfloat16 over float32 "
                              "parameters, gradients and optimizer state (torch.autocast; FSDP2's MixedPrecisionPolicy)")
-    for option in plan_options().values():  # an engine's own, as its runs take them (a pipeline's schedule)
-        parser.add_argument(f"--{option.name.replace('_', '-')}", type=_setting(option.name), default=option.unset,
+    for option in plan_options().values():  # an engine's own, as its runs take them (a pipeline's schedule), or its
+        # plan's alone (a tensor-parallel degree: a whole number, held to its limits by the plan, in one sentence)
+        kind = _whole(option.name) if option.name in plan_settings() else _setting(option.name)
+        parser.add_argument(f"--{option.name.replace('_', '-')}", type=kind, default=option.unset,
                             choices=option.choices or None, metavar=None if option.choices else "N",
                             help=f"{option.help} (default {option.unset})")
     parser.add_argument("--json", type=Path, help="write the plan as JSON to this file")
     return parser
+
+
+def _whole(name: str):
+    def parse(text: str) -> int:
+        try:
+            return int(text.strip().replace("_", ""), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a whole number, got {text[:40]!r}.") from None
+
+    parse.__name__ = name
+    return parse
 
 
 def main(argv: Sequence[str], prog: str = PROG) -> int:
@@ -111,6 +126,7 @@ def table(found: dict) -> str:
     for planned in found["engines"].values():  # the settings of its own an engine was planned at
         if planned.get("options"):
             lines.append(f"{planned['label']}: " + ", ".join(f"{key} {value}" for key, value in planned["options"].items()))
+    lines += collective_lines(found)
     return "\n".join(lines + model_state_lines(found))
 
 

@@ -1,6 +1,8 @@
 """The page "Memory, every engine", driven by AppTest: a link with engine=memory runs the same settings under
 every engine (DataParallel simulated, DDP, ZeRO-1 and FSDP on real processes) and draws one figure of each
 device's memory by kind, its reading under it, then the bytes it moves per step in a chart of their own."""
+import json
+
 from dpviz.page.link import MEMORY, from_query, to_query, wanted_page
 from test_app import page
 from test_app_engines import shown_text
@@ -98,3 +100,17 @@ def test_a_mixed_toy_run_is_held_to_the_mixed_plan():
     app = page(engine=MEMORY, precision="mixed", **SETTINGS)
     assert not app.exception and app.query_params["precision"] == "mixed"
     assert "holds exactly what the live runs' ranks held" in shown_text(app)
+
+
+def test_at_real_size_plans_tensor_parallelism_and_fsdp_over_it_and_says_why_a_degree_cannot_be_planned():
+    app = page(engine=MEMORY, **SETTINGS)
+    assert not app.exception and app.number_input(key="real_tp").value == 0  # every GPU: tp 8 on the 8
+    assert "Tensor parallel sends per step, per device: all-reduce (forward)" in shown_text(app)
+    app.number_input(key="real_tp").set_value(4).run()
+    assert not app.exception and "FSDP × TP" in json.loads(app.get("plotly_chart")[1].proto.spec)["data"][0]["x"]
+    assert "FSDP × TP sends per step, per device:" in shown_text(app) and "reduce-scatter" in shown_text(app)
+    app.number_input(key="real_tp").set_value(3).run()  # one sentence, the rest planned with TP over every GPU
+    assert not app.exception and len(app.get("plotly_chart")) == 2
+    warned = [w.value.replace("\\", "") for w in app.warning]  # markdown's escapes taken off
+    assert len(warned) == 1 and "degree of 3 does not divide the 8 GPUs;" in warned[0], warned
+    assert "**Tensor parallel**: fits." in shown_text(app)

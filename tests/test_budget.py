@@ -27,7 +27,6 @@ THREE = RunConfig(engine="ddp", gpus=3, train=True, data_size=48, batch_size=8)
 
 # Runs bench/bench_costs.py has not measured yet: the feed-forward model under every engine and tensor parallelism's
 # every run (the page prices them as the dearest measured run of their engine, or of any engine for one not measured).
-UNMEASURED = "ffn and tensor parallelism are not yet measured by bench/bench_costs.py (priced as the dearest measured run)"
 
 
 
@@ -174,7 +173,6 @@ def test_a_run_that_could_never_fit_is_refused_at_once():
     assert budget.held == 0 and budget.fits_alone(500)
 
 
-@pytest.mark.xfail(reason=UNMEASURED, strict=False)
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_every_engine_model_and_optimizer_has_a_measured_price(engine):
     table = run_costs._table()

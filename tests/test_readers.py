@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDING_SIDE = sorted({
     *(f"dpviz.engines.workload.{name}" for name in
       ("tutorial_data", "batch_sampler", "input_forms", "models", "seeding", "warning_capture", "own", "memory",
-       "shapes", "units", "precision", "declared")),
+       "shapes", "tensor_shape", "units", "precision", "declared")),
     *(f"dpviz.engines.dp.{name}" for name in
       ("engine", "devices", "recorder", "observer", "simulated", "scatter", "workers", "ledger")),
     *(f"dpviz.engines.ddp.{name}" for name in
@@ -45,7 +45,7 @@ READING_SIDE = sorted({
     *(f"dpviz.engines.zero1.{name}" for name in ("spec", "vocabulary", "check", "plan")),
     *(f"dpviz.engines.fsdp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts", "plan", "mesh")),
     *(f"dpviz.engines.pipeline.{name}" for name in ("spec", "vocabulary", "options", "layers", "check", "facts", "plan")),
-    *(f"dpviz.engines.tp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts")),
+    *(f"dpviz.engines.tp.{name}" for name in ("spec", "vocabulary", "options", "check", "facts", "plan")),
 })
 LOADED = f"""
 def loaded():

@@ -8,7 +8,10 @@ The document: {"model": {...}, "gpus": G, "optimizer": ..., "engines": {"ddp": {
 "parameters": B, "gradients": B, "optimizer state": B, "activations": B, "sent": B}, ...]}, ...}}. Bytes are
 whole numbers; "activations" are those of the example batch's rows as the engine spreads them (the global batch).
 An engine whose plan reads options of its own says which ("options": {"schedule": "gpipe", ...}); one that cannot
-run the model so is {"label": ..., "refused": its sentence}, with no devices.
+run the model so is {"label": ..., "refused": its sentence}, with no devices. A setting only a plan reads
+(plan_settings: tensor parallelism's degree, tp=4 for FSDP over groups of 4) is refused, asked for and not plannable,
+with a ValueError (the asker's sentence); the engine then names what it planned ("label": "FSDP × TP", "options":
+{"dp_shard": 2, "tp": 4}) and its devices what each collective sends ("collectives").
 """
 from __future__ import annotations
 
@@ -34,12 +37,22 @@ def engines_that_plan() -> list[str]:
 
 def plan_options() -> dict[str, Any]:
     """The engines' own options that their plans read (a plan names them as keyword-only parameters: a pipeline's
-    schedule and microbatches), by name, each as its engine declares it (dpviz.engines.spec.Option)."""
+    schedule and microbatches), and the settings only a plan reads (a tensor-parallel degree: plan_settings), by
+    name, each as its engine declares it (dpviz.engines.spec.Option)."""
     found = {}
     for name in engines_that_plan():
         spec = ENGINES[name]
-        found.update({option.name: option for option in spec.options if option.name in _read_by_plan(spec)})
+        found.update({option.name: option for option in _declared(spec) if option.name in _read_by_plan(spec)})
     return found
+
+
+def plan_settings() -> set[str]:
+    """The names of the settings only a plan reads (no run takes them)."""
+    return {option.name for name in engines_that_plan() for option in ENGINES[name].plan_settings}
+
+
+def _declared(spec: Any) -> tuple:
+    return (*spec.options, *spec.plan_settings)
 
 
 def _read_by_plan(spec: Any) -> set[str]:
@@ -56,14 +69,17 @@ def plan_shape(shape: ModelShape, gpus: int, optimizer: str, **options: Any) -> 
     for name in engines_that_plan():
         spec = ENGINES[name]
         read = _read_by_plan(spec)  # its own options, at a run's defaults where not given: the plan says which it used
-        own = {option.name: option.unset for option in spec.options if option.name in read}
+        own = {option.name: option.unset for option in _declared(spec) if option.name in read}
         own.update({key: value for key, value in options.items() if key in read})
         try:
             devices = spec.part("plan")(shape, gpus, optimizer, **own)
         except ValueError as error:
+            if any(own.get(o.name, o.unset) != o.unset for o in spec.plan_settings):
+                raise  # a plan's own setting, asked for, that cannot be planned: the asker's mistake, not a row
             engines[name] = {"label": spec.label, "refused": str(error)}
             continue
-        engines[name] = {"label": spec.label, "devices": devices,
+        own = getattr(devices, "options", own)  # what it resolved them to (a degree of 0 made every GPU)
+        engines[name] = {"label": getattr(devices, "label", spec.label), "devices": list(devices),
                          "most": {kind: max(d[kind] for d in devices) for kind in KINDS},
                          "fullest": max(sum(d[k] for k in KINDS if k != "sent") for d in devices),
                          **({"options": own} if own else {})}
@@ -82,7 +98,8 @@ def scaled(shape: ModelShape, rows: int) -> ModelShape:
     return dataclasses.replace(shape, rows=rows, saved_bytes=round(grows * factor) + shape.weight_copies,
                                input_bytes=round(shape.input_bytes * factor), output_bytes=round(shape.output_bytes * factor),
                                layers=tuple(layer.scaled(factor) for layer in shape.layers),
-                               policy=shape.policy and scaled(shape.policy, rows))
+                               policy=shape.policy and scaled(shape.policy, rows),
+                               tensor=shape.tensor and shape.tensor.scaled(factor))
 
 
 def measure_catalogue(name: str, size: str | None = None, rows: int = 1, input_size: int = 5,
@@ -95,7 +112,18 @@ def measure_catalogue(name: str, size: str | None = None, rows: int = 1, input_s
 
     model, example = _catalogue(name, size, rows, input_size, output_size)
     return measure(model, example, dtype=None if dtype is None else getattr(torch, dtype), precision=precision,
-                   catalogue=name)
+                   catalogue=name, heads=_heads(name, size))
+
+
+def _heads(name: str | None, size: str | None) -> int | None:
+    """The attention heads a catalogue model holds at `size` (its own build's count when None): what a tensor-parallel
+    degree must divide."""
+    from dpviz.catalogue import MODEL_SPECS
+
+    if name is None:
+        return None
+    spec = MODEL_SPECS[name]
+    return spec.sizes[size].options.get("heads", spec.tensor.heads) if size else spec.tensor.heads
 
 
 def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", dtype: str | None = None,
@@ -115,7 +143,10 @@ def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", 
     for key, value in options.items():
         if key not in plan_options():
             raise ValueError(f"{key} is no setting a plan reads; it reads {', '.join(plan_options())}.")
-        check_setting(key, value)
+        if key in plan_settings():
+            _check_whole(plan_options()[key], value)
+        else:
+            check_setting(key, value)
     catalogue = model if isinstance(model, str) else None
     if optimizer not in ("sgd", "adam"):
         raise ValueError(f"optimizer must be sgd or adam, got {optimizer!r}.")
@@ -135,8 +166,14 @@ def plan(model: Any, example: Any = None, *, gpus: int, optimizer: str = "sgd", 
     if example is None:
         raise ValueError("a module of your own needs an example batch to plan its activations.")
     shape = measure(model, example, loss, dtype=None if dtype is None else getattr(torch, dtype), precision=precision,
-                    catalogue=catalogue)
+                    catalogue=catalogue, heads=_heads(catalogue, size))
     return plan_shape(shape, gpus, optimizer, **options)
+
+
+def _check_whole(option: Any, value: Any) -> None:
+    low, high = option.limits
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{option.name} must be a whole number from {low:,} to {high:,}, got {value!r}.")
 
 
 def _catalogue(name: str, size: str | None, rows: int, input_size: int, output_size: int) -> tuple[Any, Any]:

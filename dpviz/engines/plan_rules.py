@@ -59,6 +59,36 @@ class Layer:
 
 
 @dataclass(frozen=True)
+class CutModule:
+    """A module a tensor-parallel plan names, as forward ran it over the example batch: what it took and gave."""
+
+    path: str  # "blocks.0.mlp.0"
+    style: str  # "colwise", "rowwise" or "shared_input" (dpviz.splitting.STYLES)
+    kind: str  # its class: torch's ColwiseParallel and RowwiseParallel cut nn.Linear here
+    input_bytes: int
+    output_bytes: int
+    input_grad: bool  # whether what it took needs a gradient (the data does not; a block's activations do)
+
+
+@dataclass(frozen=True)
+class TensorShape:
+    """What a tensor-parallel plan of the model cuts: each cut parameter's style, the modules the plan names, and of
+    what autograd saves what lies between a column-wise cut and the row-wise one after it (1/T on each rank)."""
+
+    styles: tuple[tuple[str, str], ...]  # (parameter name, its module's style) for parameters of cut Linears
+    modules: tuple[CutModule, ...]
+    split_saved: int  # of ModelShape.saved_bytes, the bytes each rank holds 1/T of
+    heads: int = 0  # attention heads its column-wise q, k and v hold: each rank takes whole heads (0: none)
+
+    def scaled(self, factor: float) -> "TensorShape":
+        import dataclasses
+
+        return dataclasses.replace(self, split_saved=round(self.split_saved * factor), modules=tuple(
+            dataclasses.replace(m, input_bytes=round(m.input_bytes * factor), output_bytes=round(m.output_bytes * factor))
+            for m in self.modules))
+
+
+@dataclass(frozen=True)
 class ModelShape:
     """What the plan needs of a model, measured once (plain data)."""
 
@@ -81,6 +111,9 @@ class ModelShape:
     policy: "ModelShape | None" = None
     # Of saved_bytes, autocast's bfloat16 copies of the weights: one per device whatever its rows (not scaled by them)
     weight_copies: int = 0
+    # How its tensor-parallel plan cuts it (measured where it declares one, in full precision); None where it has none
+    tensor: TensorShape | None = None
+    no_tensor: str | None = None  # why it has no tensor-parallel plan, in one sentence, when it has none
 
     @property
     def parameter_bytes(self) -> int:
@@ -121,6 +154,16 @@ def rows_per_device(rows: int, devices: int) -> list[int]:
     last ones fewer (DistributedSampler pads; the planned figures take the largest share for every device)."""
     each = -(-rows // devices)
     return [each] * devices
+
+
+class Devices(list):
+    """An engine's planned devices, named more closely than by its label where its options change what it is (FSDP
+    over tensor parallelism), with the settings it resolved them to (a degree of 0 made every GPU): the plan
+    document's label and options for it."""
+
+    def __init__(self, devices: list[dict], label: str, options: dict):
+        super().__init__(devices)
+        self.label, self.options = label, options
 
 
 def device(parameters: int, gradients: int, state: int, activations: int, sent: float) -> dict[str, int]:

@@ -77,6 +77,10 @@ class EngineSpec:
     # holds (ZeRO-1's sharded optimizer state, FSDP's gathers and reduce-scatters) shows nothing of it forward only.
     opens_with: tuple[tuple[str, Any], ...] = ()
     opens_why: str = ""
+    # Settings only its plan reads (dpviz.engines.plan), no run: a tensor-parallel degree beside FSDP's, where a run
+    # takes every rank as one group. Each a keyword-only parameter of its `plan` part, its flag on `plan`, its widget
+    # on the page's "At real size".
+    plan_settings: tuple[Option, ...] = ()
 
     @property
     def options(self) -> tuple[Option, ...]:

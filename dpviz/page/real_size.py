@@ -2,8 +2,9 @@
 (dpviz.catalogue.ModelSpec.sizes: the transformer at GPT-2-small, 1B or 7B shapes) on up to 1,024 GPUs of 24, 40 or
 80 GiB, planned per engine from its shapes (dpviz.engines.plan), with a line at the device's memory; and the same
 rules applied to the toy run above, held against what its ranks held.
-The options an engine's plan reads that no control above sets (a pipeline's schedule and microbatches) have
-widgets here; an engine that cannot run the model so says why in its place.
+The options an engine's plan reads that no control above sets (a pipeline's schedule and microbatches, a
+tensor-parallel degree, FSDP's over the GPUs / degree groups) have widgets here; an engine that cannot run the model
+so says why in its place, and a degree that cannot be planned says why above the chart.
 
 The server imports no torch: a model's shape is measured once per size in a process of its own (on the meta
 device, nothing allocated) and kept; the plan itself is arithmetic."""
@@ -14,11 +15,12 @@ import functools
 import streamlit as st
 
 from dpviz.analysis.model_state import lines as model_state_lines
+from dpviz.analysis.plan_sends import collective_lines
 from dpviz.analysis.wording import human_bytes
 from dpviz.catalogue import sized_models
 from dpviz.config import RunConfig
 from dpviz.echo import markdown_text
-from dpviz.engines.plan import PRECISIONS, plan_shape, scaled
+from dpviz.engines.plan import PRECISIONS, plan_settings, plan_shape, scaled
 from dpviz.trace import Trace
 
 # Each real size a catalogue model declares, as (model, size), and what the page calls it
@@ -66,7 +68,13 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
                            "parameters, gradients and optimizer state (torch.autocast; FSDP2's MixedPrecisionPolicy).")
     options = plan_controls()
     optimizer = config.optimizer if config.train else "adam"
-    found = plan_shape(scaled(shape_at(model, size, precision), int(gpus)), int(gpus), optimizer, **options)  # a row a GPU
+    shape = scaled(shape_at(model, size, precision), int(gpus))  # a row a GPU
+    try:
+        found = plan_shape(shape, int(gpus), optimizer, **options)
+    except ValueError as error:  # a plan's own setting that cannot be planned (a degree that does not divide the GPUs)
+        st.warning(f"{markdown_text(str(error), 300)} Planned without it.")
+        unset = {name: value for name, value in options.items() if name not in plan_settings()}
+        found = plan_shape(shape, int(gpus), optimizer, **unset)
     figure = plan_figure(found, int(memory), f"A {model} with {SIZES[model, size]}")  # the model's name as a noun
     st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
                     config=CHART_CONFIG, key="real_size_chart")
@@ -75,9 +83,10 @@ def show_real_size(config: RunConfig, traces: list[Trace]) -> None:
                          else f"**{planned['label']}**: {markdown_text(planned['refused'], 300)}"
                          for name, planned in found["engines"].items())
                 + f" Training with {optimizer} in {COMPUTING[precision]}, {spec.real_row_text(size)} per GPU (a "
-                  "pipeline cuts the same batch into its microbatches, a stage per GPU), no activation checkpointing; "
+                  "pipeline cuts the same batch into its microbatches, a stage per GPU; every rank of a tensor-parallel "
+                  "group reads all of the group's rows), no activation checkpointing; "
                   "the plan's rules are those the toy runs are held against.")
-    said = model_state_lines(found)
+    said = collective_lines(found) + model_state_lines(found)
     if said:
         st.markdown(" ".join(said))
     st.markdown(toy_words(config, traces))

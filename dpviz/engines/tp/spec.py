@@ -8,6 +8,7 @@ import math
 
 from dpviz.catalogue import MODEL_SPECS, OWN
 from dpviz.engines.ddp.spec import SPEC as DDP, fit as ddp_fit, problem as ddp_problem
+from dpviz.engines.spec import Option
 from dpviz.engines.tp.options import TpOptions
 
 RANKS = (2, 4, 8)  # the degrees that cut every catalogue model with a plan evenly
@@ -76,8 +77,8 @@ SPEC = dataclasses.replace(
     title="How tensor parallelism cuts every layer across the ranks",
     options_title="Tensor-parallel options",
     options_type=TpOptions,
-    # Not on "Memory, every engine": it runs only models that declare a tensor-parallel plan (the page's MLP has a
-    # BatchNorm none can cut), and it has no plan at real size for that page's second half; compared in pairs instead
+    # Not among that page's live runs ("Memory, every engine"): it runs only models that declare a tensor-parallel plan
+    # (the page's MLP has a BatchNorm none can cut); compared in pairs instead. Its plan is in the page's At real size.
     memory_page=False,
     # DDP's launcher facts; what each rank held and handed each collective; the cut modules and CommDebugMode's counts.
     facts=("ddp", "held", "moved", "model", "cut_modules", "comm_counts"),
@@ -91,7 +92,7 @@ SPEC = dataclasses.replace(
         fit="dpviz.engines.tp.spec:fit",
         facts="dpviz.engines.tp.facts:read_trace_facts_tp",
         rank_program="dpviz.engines.tp.rank:PROGRAM",
-        plan=None,
+        plan="dpviz.engines.tp.plan:plan",
         traffic="dpviz.engines.tp.read.traffic:tp_traffic",
         model_bytes="dpviz.engines.tp.read.traffic:tp_model_bytes",
         moves_at=None,  # its bytes are the activations', which turn on the model's shapes, not its parameters
@@ -107,6 +108,10 @@ SPEC = dataclasses.replace(
                "memory": "dpviz.figures.memory:memory_figure",
                "log": "dpviz.figures.log:bounded_log"},
     ),
+    # A plan's degree: a run cuts over all its ranks; a plan may also put FSDP across GPUs / degree groups of them
+    plan_settings=(Option("tp", 0, "Tensor-parallel degree (0: every GPU)",
+                          "ranks in each tensor-parallel group; the GPUs / degree groups are FSDP's (dp_shard x tp); 0 "
+                          "cuts over every GPU", kind="whole", limits=(0, 1024)),),
     preload=("torch.distributed.tensor.parallel", "torch.distributed.tensor.debug", "dpviz.engines.ranks.program",
              "dpviz.engines.tp.rank", "dpviz.engines.tp.engine", "dpviz.engines.tp.merge"),
 )

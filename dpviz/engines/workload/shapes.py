@@ -22,7 +22,8 @@ from dpviz.engines.workload.memory import nbytes, tensors_in
 
 
 def measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Tensor] | None = None, *,
-            dtype: torch.dtype | None = None, precision: str = "full", catalogue: str | None = None) -> ModelShape:
+            dtype: torch.dtype | None = None, precision: str = "full", catalogue: str | None = None,
+            heads: int | None = None) -> ModelShape:
     """The shape of `model` on `example` (a tensor, or what dpviz.Args passes), in `dtype` if given (its own else).
     `loss(output, example)` makes the scalar backward starts from (the output's mean when not given). `catalogue`:
     the catalogue's name for the model (None for one's own), which says how an engine cuts it into layers.
@@ -32,9 +33,12 @@ def measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Ten
     saves then holds autocast's bfloat16 copies of the weights its matmuls use (freed by backward, not before);
     `policy` is the model as FSDP2's MixedPrecisionPolicy computes it. Its layers are not measured: the engine that
     cuts models into layers runs in full precision only. ValueError (one sentence) for a model whose parameters are
-    not float32 (mixed precision keeps float32 ones)."""
+    not float32 (mixed precision keeps float32 ones).
+
+    In full precision, how its tensor-parallel plan cuts it (`tensor`; dpviz.engines.workload.tensor_shape), `heads`
+    the attention heads its q, k and v hold (a catalogue model's own count when not given), or why it has no plan."""
     if precision == "full":
-        return _measure(model, example, loss, dtype, catalogue=catalogue)
+        return _measure(model, example, loss, dtype, catalogue=catalogue, heads=heads)
     own = dtype or _dtype_of(model)
     if own != torch.float32:
         raise ValueError(f"precision mixed keeps the parameters in float32 beside bfloat16 compute, but these are "
@@ -52,7 +56,8 @@ def measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Ten
 
 def _measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Tensor] | None, dtype: torch.dtype | None,
              *, device: str = "meta", mode: Any = None, compute: Callable[[], Any] = nullcontext,
-             policy: bool = False, catalogue: str | None = None, layered: bool = True) -> ModelShape:
+             policy: bool = False, catalogue: str | None = None, layered: bool = True,
+             heads: int | None = None) -> ModelShape:
     meta = _on_meta(model, dtype, device, mode, policy)
     with mode or nullcontext():
         example = _to_meta(example, dtype, device)
@@ -80,6 +85,7 @@ def _measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Te
             scalar = loss(output, example) if loss is not None else (out.float().mean() if out is not None else None)
         if scalar is not None and scalar.requires_grad:
             scalar.backward()
+    tensor, no_tensor = _tensor(model, meta, example, catalogue, names, heads) if layered else (None, None)
     rows = _rows(example)
     params = tuple(Param(names[id(p)], tuple(p.shape), p.element_size(), p.requires_grad, p.grad is not None)
                    for p in meta.parameters())
@@ -87,7 +93,23 @@ def _measure(model: nn.Module, example: Any, loss: Callable[[Any, Any], torch.Te
     return ModelShape(type(model).__name__, params, nbytes(list(meta.buffers())), units, rows, sum(saved.values()),
                       nbytes(_leaves(example)), nbytes(output), str(dtype or _dtype_of(meta)).replace("torch.", ""),
                       catalogue=catalogue, layers=layers, uncut=uncut,
-                      weight_copies=sum(saved[key] for key in copies))
+                      weight_copies=sum(saved[key] for key in copies), tensor=tensor, no_tensor=no_tensor)
+
+
+def _tensor(model: nn.Module, meta: nn.Module, example: Any, catalogue: str | None, names: dict[int, str],
+            heads: int | None) -> tuple[Any, str | None]:
+    """How the model's tensor-parallel plan cuts it, or None and why it has no plan (its sentence)."""
+    from dpviz.catalogue import MODEL_SPECS
+    from dpviz.engines.workload import declared
+    from dpviz.engines.workload.tensor_shape import tensor_shape
+
+    try:
+        plan = declared.tensor_plan(model, catalogue)
+    except ValueError as error:
+        return None, str(error)
+    if heads is None:
+        heads = MODEL_SPECS[catalogue].tensor.heads if catalogue is not None else 0
+    return tensor_shape(meta, example, plan, names, heads), None
 
 
 
