@@ -107,10 +107,12 @@ def test_at_real_size_plans_tensor_parallelism_and_fsdp_over_it_and_says_why_a_d
     assert not app.exception and app.number_input(key="real_tp").value == 0  # every GPU: tp 8 on the 8
     assert "Tensor parallel sends per step, per device: all-reduce (forward)" in shown_text(app)
     app.number_input(key="real_tp").set_value(4).run()
-    assert not app.exception and "FSDP × TP" in json.loads(app.get("plotly_chart")[1].proto.spec)["data"][0]["x"]
+    real = next(chart for chart in app.get("plotly_chart") if chart.key == "real_size_chart")
+    assert not app.exception and "FSDP × TP" in json.loads(real.proto.spec)["data"][0]["x"]
     assert "FSDP × TP sends per step, per device:" in shown_text(app) and "reduce-scatter" in shown_text(app)
     app.number_input(key="real_tp").set_value(3).run()  # one sentence, the rest planned with TP over every GPU
-    assert not app.exception and len(app.get("plotly_chart")) == 2
+    assert not app.exception and [c.key for c in app.get("plotly_chart")] == ["memory_chart", "memory_bytes_chart",
+                                                                              "real_size_chart"]
     warned = [w.value.replace("\\", "") for w in app.warning]  # markdown's escapes taken off
     assert len(warned) == 1 and "degree of 3 does not divide the 8 GPUs;" in warned[0], warned
     assert "**Tensor parallel**: fits." in shown_text(app)
