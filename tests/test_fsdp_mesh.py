@@ -270,3 +270,20 @@ def test_the_words_say_what_a_rank_holds_on_the_mesh_and_each_groups_collectives
     caption = json.dumps(memory_figure(trace).to_plotly_json(), ensure_ascii=False)
     assert f"here {held_split:,} of {whole_split:,} elements on rank 0" in caption
     assert f"{held_kept:,} of {whole_kept:,}" in caption and "1/4 of every parameter" not in caption
+
+
+@pytest.mark.parametrize("model", ["ffn", "transformer"])
+def test_the_plan_at_real_size_is_what_every_rank_of_the_live_mesh_held(runs, model):
+    """`dpviz plan --tp 2` at these small sizes against the live 2 × 2 run's own count of its tensors (facts["held"]):
+    each rank's padded shard of its tensor-parallel slices, their gradients and Adam's two moments, byte for byte."""
+    from dpviz.engines.plan import measure_catalogue
+    from dpviz.engines.tp.plan import plan as tp_plan
+    from plan_runs import held
+
+    config, _, trace = runs[model, "adam"]
+    shape = measure_catalogue(model, rows=config.batch_size, input_size=config.input_size,
+                              output_size=config.output_size)
+    planned = tp_plan(shape, RANKS, "adam", tp=TP)
+    assert [device["mesh"] for device in planned] == [{"dp_shard": r // TP, "tp": r % TP} for r in range(RANKS)]
+    for kind in ("parameters", "gradients", "optimizer state"):
+        assert held(trace, kind) == [device[kind] for device in planned], kind
