@@ -221,7 +221,9 @@ def compare_tp_fsdp(trace: Trace, first: Trace | None = None) -> Shown:
     tp_sent, fsdp_sent = _sent_per_step(first), _sent_per_step(trace)
     tp_held, fsdp_held = (max(h["parameters"]["elements"] for h in _held(t)) if _held(t) else 0 for t in (first, trace))
     kinds = {m.kind for m in trace.spec.part("traffic")(trace)}, {m.kind for m in first.spec.part("traffic")(first)}
-    holds = (first.engine == "tp" and trace.engine == "fsdp" and tp_sent > fsdp_sent > 0 and 0 < fsdp_held < tp_held
+    # Which run is which, told by what each moves (the second's all-gathers and reduce-scatter, the first's
+    # all-reduces), not by the engines' names: swapped, the claim fails.
+    holds = (tp_sent > fsdp_sent > 0 and 0 < fsdp_held < tp_held
              and kinds == ({"all-gather", "reduce-scatter"}, {"all-reduce"}) and trace.failure is None is first.failure)
     return Shown(holds, f"per step a TP rank sent {tp_sent:,} B, an FSDP rank {fsdp_sent:,} B; parameter elements "
                         f"held per rank: TP {tp_held:,}, FSDP {fsdp_held:,}", "a TP rank sends")
