@@ -74,7 +74,7 @@ def test_both_one_steps_open_on_the_same_step():
 def test_memory_by_kind_sets_both_engines_devices_side_by_side_at_the_same_moment():
     app = page(engine="compare", engines="ddp,fsdp", gpus="2", train="true", optimizer="adam")
     assert not app.exception
-    *_, chart = app.get("plotly_chart")  # the last, under the Compare chart and its formulas by device count
+    chart = next(c for c in app.get("plotly_chart") if c.key == "by_kind_chart")  # under Compare and its formulas
     spec = json.loads(chart.proto.spec)
     groups = {x for bar in spec["data"] if bar.get("type") == "bar" for x in bar["x"][0]}
     assert groups == {"DDP", "FSDP"}  # one group of bars per engine
