@@ -159,10 +159,11 @@ COLUMN_PX = (NARROWEST_PX - MARGIN_LEFT_PX - 8) / len(COLUMNS) - 8
 
 
 def _move_lines(name: str, color: str) -> list[str]:
-    """A move's line under its column's name, after its kind's swatch; broken after its last hyphen where the
-    narrowest chart's column cannot hold it ('reduce-' over 'scatter'), which ran into the next column's name."""
+    """A move's line under its column's name, after its kind's swatch; broken after its last hyphen or space where
+    the narrowest chart's column cannot hold it ('reduce-' over 'scatter', 'output' over 'grads'), which ran into the
+    next column's name."""
     swatch = f"<span style='color:{color}'>■</span>"
-    cut = name.rfind("-")  # at a hyphen only: the names of words ("output grads") fit a column at the narrowest width
+    cut = max(name.rfind("-"), name.rfind(" "))
     if text_px(f"■ {name}", HEAD_SIZE) <= COLUMN_PX or cut <= 0:
         return [f"{swatch} {name}"]
     return [f"{swatch} {name[:cut + 1].rstrip()}", name[cut + 1:]]
