@@ -20,6 +20,19 @@ from dpviz.engines.ranks.launch import consequence
 from dpviz.engines.ddp.sampler_rows import per_rank_batch, rank_loads, shard_start
 
 
+def steps_run(config: RunConfig, failure: Failure | None) -> tuple[int, Failure | None]:
+    """How many steps the trace tells (all, or up to the one that failed) and the failure, set on the last of them:
+    every process engine's run, as the trace tells it, ends at its failing step."""
+    count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
+    return count, failure if failure is None else dataclasses.replace(failure, batch=count - 1)
+
+
+def memory_of(ranks: list[dict[str, Any]], count: int) -> list[MemorySample]:
+    """Every rank's memory samples of the first `count` steps, each on its rank's lane."""
+    return [MemorySample(step, phase, rank, category, size) for rank, report in enumerate(ranks)
+            for step, phase, category, size in report.get("memory", []) if step < count]
+
+
 def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch_version: str, machine_gpus: int,
              lane_names: list[str] | None = None, together: int = 1) -> Trace:
     """The trace of a DDP run from what `launch` (or torchrun's ranks, gathered) brought back. `together`: how many
@@ -30,9 +43,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     offsets, applied, origin = time_axis(ranks)
     failure = failure_of(ranks, launched)
     loaded = launched.get("loaded") or [[step["ids"] for step in r["steps"]] for r in ranks]
-    count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
-    if failure is not None:
-        failure = dataclasses.replace(failure, batch=count - 1)
+    count, failure = steps_run(config, failure)
     loaders = range(0, world, together)  # the first rank of each group: whose rows the batch holds
     loaded = _fill(config, [loaded[rank] for rank in loaders], count)  # per step, [] where a rank has no batch
     batches, offsets_in_step = _batches(config, [ranks[rank] for rank in loaders], loaded, count)
@@ -46,8 +57,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
                               rows=rows,
                               input_shape=in_shape, output_shape=out_shape, thread=thread, group=group))
     spans.sort(key=lambda s: (s.batch, s.start))
-    memory = [MemorySample(step, phase, rank, category, size) for rank, report in enumerate(ranks)
-              for step, phase, category, size in report.get("memory", []) if step < count]
+    memory = memory_of(ranks, count)
     return Trace(
         config=config, backend=backend, torch_version=torch_version, machine_gpus=machine_gpus, output_device=0,
         lanes=[Lane(r, (lane_names or [])[r] if lane_names else _lane_name(r, backend)) for r in range(world)],

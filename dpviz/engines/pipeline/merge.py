@@ -2,14 +2,13 @@
 loaded), one time axis (DDP's: dpviz.engines.ddp.merge, whose clocks, failures and warnings it shares)."""
 from __future__ import annotations
 
-import dataclasses
 
 from typing import Any
 
 from dpviz.config import RunConfig
-from dpviz.engines.ddp.merge import facts_of, failure_of, time_axis, warnings_of
+from dpviz.engines.ddp.merge import facts_of, failure_of, memory_of, steps_run, time_axis, warnings_of
 from dpviz.engines.pipeline.vocabulary import VOCABULARY
-from dpviz.trace import Batch, Lane, MemorySample, Span, Trace
+from dpviz.trace import Batch, Lane, Span, Trace
 from dpviz.trace.vocabulary import EVERY_LANE
 
 _EVERY_STAGE = set(VOCABULARY.where(EVERY_LANE))  # phases every stage runs: each span names its stage as its replica
@@ -22,9 +21,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     world = len(ranks)
     offsets, applied, origin = time_axis(ranks)
     failure = failure_of(ranks, launched)
-    count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
-    if failure is not None:
-        failure = dataclasses.replace(failure, batch=count - 1)
+    count, failure = steps_run(config, failure)
     batches = [_batch(config, ranks, launched, step) for step in range(count)]
     spans = []
     for stage, report in enumerate(ranks):
@@ -36,8 +33,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
                               row_offset=offset, rows=rows, input_shape=in_shape, output_shape=out_shape,
                               microbatch=microbatch))
     spans.sort(key=lambda s: (s.batch, s.start))
-    memory = [MemorySample(step, phase, stage, category, size) for stage, report in enumerate(ranks)
-              for step, phase, category, size in report.get("memory", []) if step < count]
+    memory = memory_of(ranks, count)
     facts = facts_of(config, ranks, launched, offsets, applied)
     facts.pop("moved", None)  # a stage hands no collective anything: what it sends is in "sent"
     return Trace(

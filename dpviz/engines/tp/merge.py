@@ -3,12 +3,11 @@ the same on each), one time axis (DDP's: dpviz.engines.ddp.merge, whose clocks, 
 shares)."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from dpviz.config import RunConfig
-from dpviz.engines.ddp.merge import facts_of, failure_of, time_axis, warnings_of
-from dpviz.trace import Batch, Lane, MemorySample, Span, Trace
+from dpviz.engines.ddp.merge import facts_of, failure_of, memory_of, steps_run, time_axis, warnings_of
+from dpviz.trace import Batch, Lane, Span, Trace
 
 
 def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch_version: str, machine_gpus: int,
@@ -18,9 +17,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
     world = len(ranks)
     offsets, applied, origin = time_axis(ranks)
     failure = failure_of(ranks, launched)
-    count = config.num_batches if failure is None else min(failure.batch, config.num_batches - 1) + 1
-    if failure is not None:
-        failure = dataclasses.replace(failure, batch=count - 1)
+    count, failure = steps_run(config, failure)
     batches = [_batch(config, ranks, launched, step) for step in range(count)]
     spans = []
     for rank, report in enumerate(ranks):
@@ -31,8 +28,7 @@ def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch
                               lane=rank, replica=rank, row_offset=offset, rows=rows, input_shape=in_shape,
                               output_shape=out_shape, thread=thread, group=group))
     spans.sort(key=lambda s: (s.batch, s.start))
-    memory = [MemorySample(step, phase, rank, category, size) for rank, report in enumerate(ranks)
-              for step, phase, category, size in report.get("memory", []) if step < count]
+    memory = memory_of(ranks, count)
     return Trace(
         config=config, backend=backend, torch_version=torch_version, machine_gpus=machine_gpus, output_device=0,
         lanes=[Lane(r, (lane_names or [])[r] if lane_names else _lane_name(r, backend)) for r in range(world)],
