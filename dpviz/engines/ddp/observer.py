@@ -30,16 +30,8 @@ class RankObserver:
 
     def __init__(self, rank: int, ddp: torch.nn.parallel.DistributedDataParallel, cuda: bool,
                  memory_steps: set[int], thread_name: str, dim: int = 0):
-        self.rank, self.ddp, self.cuda, self.dim = rank, ddp, cuda, dim
-        self.step = 0
-        self.spans: list[RawSpan] = []
-        self.lock = threading.Lock()  # the all-reduce futures complete on the backend's own threads
+        self._keep_records(rank, ddp, cuda, memory_steps, thread_name, dim)
         self.names = {id(p): name for name, p in ddp.module.named_parameters()}
-        self.layouts: list[tuple[int, list[tuple[int, list[str], int]]]] = []  # (first step, buckets) when it changes
-        self._step_buckets: dict[int, tuple[list[str], int]] = {}
-        self.thread_name = thread_name  # what runs the collectives: "gloo" or "NCCL"
-        self.memory_steps, self.memory_samples = memory_steps, []
-        self.moved: dict[tuple[int, str], list[int]] = {}  # (step, collective) -> [calls, bytes handed to it]
         self.held: dict[str, int] = {}
         self.held["parameters"] = module_bytes(ddp.module)
         self._wrap("_pre_forward", self._timed_pre_forward)
@@ -47,6 +39,20 @@ class RankObserver:
         self._wrap("_run_ddp_forward", self._timed_forward)
         ddp.register_comm_hook(self, _recording_allreduce)
         self.watch_activations(ddp.module)
+
+    def _keep_records(self, rank: int, ddp: Any, cuda: bool, memory_steps: set[int], thread_name: str,
+                      dim: int) -> None:
+        """What every rank's observer records into, whether a DDP object runs its rank (`ddp`) or none does (FSDP's,
+        tensor parallelism's): its spans, bucket layouts, memory samples and the bytes handed to each collective."""
+        self.rank, self.ddp, self.cuda, self.dim = rank, ddp, cuda, dim
+        self.step = 0
+        self.spans: list[RawSpan] = []
+        self.lock = threading.Lock()  # the all-reduce futures complete on the backend's own threads
+        self.layouts: list[tuple[int, list[tuple[int, list[str], int]]]] = []  # (first step, buckets) when it changes
+        self._step_buckets: dict[int, tuple[list[str], int]] = {}
+        self.thread_name = thread_name  # what runs the collectives: "gloo" or "NCCL"
+        self.memory_steps, self.memory_samples = memory_steps, []
+        self.moved: dict[tuple[int, str], list[int]] = {}  # (step, collective) -> [calls, bytes handed to it]
 
     # ---- steps
     @property

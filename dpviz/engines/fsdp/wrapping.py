@@ -71,18 +71,10 @@ class ShardObserver(RankObserver):
     def __init__(self, rank: int, model: nn.Module, order: list[str], cuda: bool, memory_steps: set[int],
                  thread_name: str, dim: int = 0):
         # Not RankObserver.__init__: there is no DDP object to time, no buckets.
-        import threading
-
-        self.rank, self.model, self.cuda, self.dim = rank, model, cuda, dim
-        self.ddp = None
-        self.step = 0
-        self.spans, self.lock = [], threading.Lock()
-        self.layouts, self._step_buckets = [], {}
+        self._keep_records(rank, None, cuda, memory_steps, thread_name, dim)
+        self.model = model
         self._peaks: dict[int, int] = {}  # step -> the most bytes of parameters gathered at once in its forward
         self._kept: dict[tuple[str, int, int], int] = {}  # (phase, step, module) -> its span's index
-        self.thread_name = thread_name
-        self.memory_steps, self.memory_samples = memory_steps, []
-        self.moved: dict[tuple[int, str], list[int]] = {}
         self.in_backward = False  # a step's all-gathers after its first pre_backward are backward's
         # Each shard's storage, padded to a multiple of the ranks' rows: what every rank allocates, real rows or none.
         self.held = {"parameters": stored_bytes([local(p) for p in model.parameters()]) +

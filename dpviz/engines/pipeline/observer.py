@@ -13,7 +13,6 @@ step from it). On a GPU the wall clock already is the stage's own device's, and 
 """
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, Callable
 
@@ -39,15 +38,11 @@ class StageObserver(RankObserver):
         # Not RankObserver.__init__: there is no DDP object to time, no buckets.
         # A microbatch's rows: torch cuts the batch's first dim into equal chunks (a later stage's activations may hold
         # its rows on another dim: a user's layer that moves them)
-        self.rank, self.cuda, self.dim, self.last, self.rows = rank, cuda, 0, last, rows
-        self.ddp = None
-        self.step = 0
-        self.spans, self.lock = [], threading.Lock()
-        self.layouts, self._step_buckets = [], {}
         # Activations are followed in the second step too, the one the views open on (the first also agrees the
-        # shapes); the ledger is sampled in the first and the last, as every engine's is.
-        self.sampled, self.memory_steps, self.memory_samples = memory_steps, memory_steps | {1}, []
-        self.moved: dict[tuple[int, str], list[int]] = {}
+        # shapes); the ledger is sampled in the first and the last, as every engine's is. No collective runs a stage:
+        # it sends to its neighbours, so no thread of a backend's names its collectives.
+        self._keep_records(rank, None, cuda, memory_steps | {1}, "", 0)
+        self.last, self.rows, self.sampled = last, rows, memory_steps
         self.held = {"parameters": nbytes(list(module.parameters())) + nbytes(list(module.buffers()))}
         self.flight: list[list] = []  # [step, "forward" | "backward", microbatch, activation bytes, microbatches held]
         self._in_flight: dict[int, int] = {}  # microbatch -> the activation bytes its forward left for its backward

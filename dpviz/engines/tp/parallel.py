@@ -81,16 +81,8 @@ class TensorObserver(RankObserver):
     def __init__(self, rank: int, model: nn.Module, modules: list[dict], cuda: bool, memory_steps: set[int],
                  thread_name: str, dim: int = 0):
         # Not RankObserver.__init__: there is no DDP object to time, no buckets.
-        import threading
-
-        self.rank, self.model, self.cuda, self.dim = rank, model, cuda, dim
-        self.ddp = None
-        self.step = 0
-        self.spans, self.lock = [], threading.Lock()
-        self.layouts, self._step_buckets = [], {}
-        self.thread_name = thread_name
-        self.memory_steps, self.memory_samples = memory_steps, []
-        self.moved: dict[tuple[int, str], list[int]] = {}
+        self._keep_records(rank, None, cuda, memory_steps, thread_name, dim)
+        self.model = model
         self.modules = modules
         self.index = {m["name"]: m["index"] for m in modules}
         # Each rank's slices and the whole parts: what this process allocated.
