@@ -8,6 +8,7 @@ from dpviz import RunConfig, record
 from dpviz.figures import MAX_FRAMES, MAX_MARKS, count_marks, step_figure
 from dpviz.engines.dp.read.flow_draw import step_name
 from dpviz.figures.layout import title_block_px
+from dpviz.figures.presenting import presentation
 from dpviz.engines.dp.read.step import prepare_steps
 from dpviz.presets import PRESETS
 from figure_traces import LARGEST_TRAINING, MAX_JSON_BYTES, recorded, synthetic
@@ -113,19 +114,33 @@ def _above_plot_px(fig, paper_y):
     return (paper_y - 1) * plot_px
 
 
-@pytest.mark.parametrize("gpus", [2, 8, 16])
-@pytest.mark.parametrize("train", [False, True])
-def test_play_buttons_and_slider_sit_between_the_title_and_the_lanes_in_rows_that_do_not_overlap(gpus, train):
-    # Both start at the left edge, so at any chart width only their rows keep them apart: a row of buttons
-    # is 33 px tall, the slider (current value, rail, labels) 74 px (measured in Chromium). Over the lanes,
-    # they are on a projector's first screen however tall 16 GPUs make the flow.
-    fig = step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30, train=train)), 0)
+def assert_controls_between_title_and_plot(fig, scale: float = 1.0) -> None:
+    """Play buttons over the slider over the plot, under the title block, at type `scale` times the usual. Both
+    start at the left edge, so at any chart width only their rows keep them apart: a row of buttons is 33 px tall,
+    the slider (current value, rail, step numbers) 74 px, at the usual type (measured in Chromium)."""
     (menu,) = fig.layout.updatemenus
     (slider,) = fig.layout.sliders
     assert menu.yanchor == slider.yanchor == "top" and menu.x == slider.x == 0
     buttons_top = _above_plot_px(fig, menu.y)
     slider_top = _above_plot_px(fig, slider.y)
-    assert slider_top - 74 >= 4  # the slider ends over the lanes
-    assert buttons_top - 33 >= slider_top + 4  # the buttons end over the slider
+    assert slider_top - 74 * scale >= 4  # the slider ends over the lanes: its numbers on the page, not on a bar
+    assert buttons_top - 33 * scale >= slider_top + 4  # the buttons end over the slider
     title_px = title_block_px(fig)  # the longest frame's title is no longer than the room kept for it
     assert fig.layout.margin.t - buttons_top >= title_px
+
+
+@pytest.mark.parametrize("gpus", [2, 8, 16])
+@pytest.mark.parametrize("train", [False, True])
+def test_play_buttons_and_slider_sit_between_the_title_and_the_lanes_in_rows_that_do_not_overlap(gpus, train):
+    # Over the lanes, they are on a projector's first screen however tall 16 GPUs make the flow.
+    fig = step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30, train=train)), 0)
+    assert_controls_between_title_and_plot(fig)
+
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_presenting_keeps_the_play_buttons_and_slider_between_the_title_and_the_lanes_at_the_larger_type(gpus):
+    # Presenting grows the room over the plot and may shrink the plot to fit a projector's first screen: controls
+    # left at their paper y then sat lower than their room, the slider's step numbers on the lanes.
+    scale = 1.35
+    fig = presentation(step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30, train=True)), 0), scale)
+    assert_controls_between_title_and_plot(fig, scale)

@@ -166,6 +166,15 @@ def _notes_below_px(fig: go.Figure) -> float:
     return need
 
 
+def _controls_kept_over_plot(fig: go.Figure, old_plot: float, plot_px: float, scale: float) -> None:
+    """Play buttons and a slider hung over the plot (Step through's, placed in paper units from its pixels) stay
+    as many pixels over it as before times `scale`, in the room the title block grew by: at their old paper y over
+    a plot that shrank, the slider's larger step numbers ran down onto the bars."""
+    for control in [*fig.layout.updatemenus, *fig.layout.sliders]:
+        if control.y is not None and control.y > 1 and control.yanchor == "top":
+            control.y = 1 + (control.y - 1) * old_plot * scale / max(plot_px, 1)
+
+
 # The least share of its height a plot keeps to fit the projector's first screen: marks and the words on them
 # stay readable.
 SHRINK_FLOOR = 0.7
@@ -291,6 +300,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     panel = min(1.0, max(floor, (room_px - top - bottom - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
+    _controls_kept_over_plot(out, old_plot, plot_px, scale)
     if above:
         layout.legend.y = 1 + lifted / max(plot_px, 1)
     for name, gap in under.items():

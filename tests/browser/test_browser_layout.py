@@ -63,9 +63,7 @@ def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, art
 # where room is shortest: a narrow window on the light theme, and a projector's Presenting on the dark.
 TAB_PAGES = [f"?engine={name}&gpus=4&train=true" for name in ("dp", "ddp", "zero1", "fsdp", "pipeline")]
 TAB_SCREENS = [("light", 800, 768, False), ("dark", 1024, 768, True)]
-TABS_NOT_YET: dict[str, str] = {
-    "?engine=pipeline&gpus=4&train=true": "Step through's slot numbers on its slider's grey rail in the dark theme's ink, 1.8:1",
-}
+TABS_NOT_YET: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=TABS_NOT_YET[q], strict=False)]
