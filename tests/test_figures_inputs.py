@@ -7,7 +7,7 @@ import torch
 from dpviz import RunConfig, record
 from dpviz.engines.dp.read.inputs import prepare_inputs
 from dpviz.figures import inputs_figure
-from dpviz.figures.colors import DEVICE_COLORS, IDLE_GREY, MISSING, device_color, device_pattern
+from dpviz.figures.colors import DEVICE_COLORS, IDLE_GREY, MISSING, contrast_ratio, device_color, device_pattern
 from dpviz.engines.dp.read.inputs import CELL, MODE_WORDS
 from dpviz.presets import PRESETS
 
@@ -22,11 +22,37 @@ def cells(fig):
     return out
 
 
+def each(value, n: int) -> list:
+    """A marker's per-cell value: one for every cell where the trace sets one for them all."""
+    return [value] * n if value is None or isinstance(value, str) else list(value)
+
+
 def fills(fig):
     """{(argument, GPU column): (colour, hatch)} of the cells."""
     names = list(fig.layout.yaxis.ticktext)
-    return {(names[round(b + CELL / 2)], x): (c, h) for t in fig.data
-            for x, b, c, h in zip(t.x, t.base, t.marker.color, t.marker.pattern.shape)}
+    return {(names[round(b + CELL / 2)], x): (c, h or "") for t in fig.data
+            for x, b, c, h in zip(t.x, t.base, each(t.marker.color, len(t.x)), each(t.marker.pattern.shape, len(t.x)))}
+
+
+def test_a_hatch_is_drawn_in_the_ink_asked_for_and_never_takes_from_its_labels_contrast():
+    # plotly draws a hatch in the colour asked for only on a bar trace of one fill colour: given a list of fills it
+    # picks its own ink. 16 GPUs hatch GPUs 8-15; the keyword pitfall hatches the replicas called without x.
+    for fig in (inputs_figure(record(RunConfig(gpus=16)), 0), inputs_figure(*_last(PRESETS["kwargs-small-batch"]))):
+        hatched = [t for t in fig.data if t.marker.pattern.shape]
+        assert hatched
+        for t in hatched:
+            assert isinstance(t.marker.color, str) and isinstance(t.marker.pattern.shape, str), t.name
+            assert isinstance(t.marker.pattern.fgcolor, str), t.name
+            for ink in each(t.insidetextfont.color, len(t.x)):
+                assert contrast_ratio(ink, t.marker.color) >= 4.5, (t.name, ink, t.marker.color)
+                # any blend of the fill and the hatch contrasts with the label as the fill does, or more
+                assert contrast_ratio(ink, t.marker.pattern.fgcolor) >= contrast_ratio(ink, t.marker.color), t.name
+        assert sum(t.showlegend is not False for t in fig.data) == len({t.name for t in fig.data})  # a legend entry a kind
+
+
+def _last(preset):
+    trace = record(preset.config)
+    return trace, trace.failure.batch
 
 
 def test_a_keyword_pitfall_shows_the_replicas_called_without_x():

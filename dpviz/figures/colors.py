@@ -139,6 +139,12 @@ def text_color_on(color: str) -> str:
     return TEXT if contrast_ratio(color, TEXT) >= contrast_ratio(color, WHITE) else WHITE
 
 
+def hatch_ink(label_ink: str) -> str:
+    """The ink of a hatch under a label written in `label_ink`: white under black text, black under white, so the
+    hatch moves its fill's colour away from the label's and never takes from its contrast."""
+    return WHITE if label_ink == TEXT else TEXT
+
+
 def cielab(color: str) -> tuple[float, float, float]:
     """CIE L*a*b* (D65 white) of an sRGB colour ("#RRGGBB")."""
     linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (v / 255 for v in _rgb(color))]

@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 from dpviz.echo import plotly_text
 from dpviz.analysis.wording import device_list, numbered
 from dpviz.trace import Trace
-from dpviz.figures.colors import IDLE_GREY, MISSING, MISSING_PATTERN, OUTLINE, device_color, device_pattern, text_color_on
+from dpviz.figures.colors import (IDLE_GREY, MISSING, MISSING_PATTERN, OUTLINE, device_color, device_pattern, hatch_ink,
+                                  text_color_on)
 from dpviz.engines.dp.read.pitfall_layout import title_on_top
 from dpviz.figures.layout import styled
 from dpviz.figures.trace_words import NAME_LIMIT, backend_note, device_name
@@ -107,6 +108,26 @@ def _short(text: str) -> str:
     return text.replace(", same object", "<br>same").replace(", whole", "<br>whole")
 
 
+def _cells(fig: go.Figure, part: pd.DataFrame, colours: list[str], hatch: str, names: list[str], row_of: dict,
+           labels: dict, mode: str, *, legend: bool, devices: int) -> None:
+    """One bar trace of `mode`'s cells in `part`: their fills, and `hatch` over them all (one fill then) in the ink the
+    labels do not take."""
+    # Argument names and kinds come from the trace (a file, perhaps): plotly would render their tags.
+    words = [plotly_text(t, NAME_LIMIT) for t in part["text"]]
+    inks = [text_color_on(c) for c in colours]
+    fill = colours[0] if hatch else colours
+    pattern = dict(fillmode="overlay", shape=hatch, fgcolor=hatch_ink(inks[0]), fgopacity=0.45) if hatch else None
+    fig.add_trace(go.Bar(
+        x=[names[d] for d in part["device"]], y=[CELL] * len(part), base=[row_of[p] - CELL / 2 for p in part["argument"]],
+        name=MODE_WORDS[mode], legendgroup=mode, showlegend=legend, width=0.94,
+        marker=dict(color=fill, line=dict(color=OUTLINE, width=0.6), pattern=pattern),
+        text=[_short(w) for w in words], textposition="inside", insidetextanchor="middle", textangle=0,
+        insidetextfont=dict(color=inks, size=14 if devices <= 8 else 11),
+        customdata=[[labels[p], w, MODE_WORDS[mode]] for p, w in zip(part["argument"], words)],
+        hovertemplate="%{x}, %{customdata[0]}: %{customdata[1]} (%{customdata[2]})<extra></extra>",
+    ))
+
+
 def plot_inputs(table: pd.DataFrame, *, devices: int, title: str, notes: list[str], raised: int | None = None) -> go.Figure:
     """Draw the grid as bars, one per cell, so a chunk can take its device's colour and hatch; one bar
     trace per kind of cell gives each its legend entry. `raised`: the device whose replica raised."""
@@ -118,21 +139,15 @@ def plot_inputs(table: pd.DataFrame, *, devices: int, title: str, notes: list[st
     fig = go.Figure()
     for mode in ("split", "shared", "copied", "missing", "idle"):  # a legend entry for each kind of cell present
         part = table[table["mode"] == mode]
-        if part.empty:
-            continue
         fills = [_fill(mode, d) for d in part["device"]]
-        # Argument names and kinds come from the trace (a file, perhaps): plotly would render their tags.
-        words = [plotly_text(t, NAME_LIMIT) for t in part["text"]]
-        fig.add_trace(go.Bar(
-            x=[names[d] for d in part["device"]], y=[CELL] * len(part), base=[row_of[p] - CELL / 2 for p in part["argument"]],
-            name=MODE_WORDS[mode], width=0.94,
-            marker=dict(color=[c for c, _ in fills], line=dict(color=OUTLINE, width=0.6),
-                        pattern=dict(fillmode="overlay", shape=[h for _, h in fills], fgcolor=[text_color_on(c) for c, _ in fills], fgopacity=0.45)),
-            text=[_short(w) for w in words], textposition="inside", insidetextanchor="middle", textangle=0,
-            insidetextfont=dict(color=[text_color_on(c) for c, _ in fills], size=14 if devices <= 8 else 11),
-            customdata=[[labels[p], w, MODE_WORDS[mode]] for p, w in zip(part["argument"], words)],
-            hovertemplate="%{x}, %{customdata[0]}: %{customdata[1]} (%{customdata[2]})<extra></extra>",
-        ))
+        # plotly draws a hatch in the ink asked for only on a bar trace of one fill: given a list of fills it picks its
+        # own ink. So each hatched fill is a trace of its own, its hatch in the ink its label does not need; the plain
+        # cells of a kind share one.
+        keys = [(c, h) if h else None for c, h in fills]
+        for k, key in enumerate(dict.fromkeys(keys)):
+            rows = [i for i, mine in enumerate(keys) if mine == key]
+            _cells(fig, part.iloc[rows], [fills[i][0] for i in rows], key[1] if key else "", names, row_of, labels,
+                   mode, legend=k == 0, devices=devices)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=names, side="top", showgrid=False,
                      tickangle=0, tickfont=dict(size=14 if devices <= 8 else 12), title_text=None if devices <= NAMED else "GPU")
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(paths))), ticktext=[labels[p] for p in paths],

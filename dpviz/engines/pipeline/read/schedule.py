@@ -20,7 +20,7 @@ from dpviz.analysis.wording import counted
 from dpviz.engines.pipeline.read.bubble import (CPU, DEVICE, SCHEDULE_NAMES, Replay, computes, ended, host_cores,
                                                 idle_share, percent, replay, textbook_share, window)
 from dpviz.engines.pipeline.read.grid_fit import TAG_PX, TAG_SIZE, cell_labels, cell_px, tagged
-from dpviz.figures.colors import IDLE_GREY, MAX_DEVICES, OUTLINE, TEXT, WHITE, device_color, text_color_on
+from dpviz.figures.colors import IDLE_GREY, MAX_DEVICES, OUTLINE, TEXT, WHITE, device_color, hatch_ink, text_color_on
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.layout import styled
 from dpviz.figures.presenting import CELL_TEXT
@@ -48,7 +48,7 @@ def label_colors(microbatches: list[int]) -> list[str]:
 def hatch(pattern: str, label_ink: str) -> dict:
     """A backward's hatch (`pattern`) in the ink its label does not take: white under black text, black under white,
     so the hatch lightens or darkens the colour away from the label and never takes from its contrast."""
-    return dict(shape=pattern, fgcolor=WHITE if label_ink == TEXT else TEXT, solidity=0.35, fillmode="overlay")
+    return dict(shape=pattern, fgcolor=hatch_ink(label_ink), solidity=0.35, fillmode="overlay")
 
 
 @dataclass(frozen=True)
