@@ -19,7 +19,9 @@ from dpviz.echo import plotly_text
 from dpviz.analysis.wording import counted
 from dpviz.engines.pipeline.read.bubble import (CPU, DEVICE, SCHEDULE_NAMES, Replay, computes, ended, host_cores,
                                                 idle_share, percent, replay, textbook_share, window)
-from dpviz.engines.pipeline.read.grid_fit import TAG_PX, TAG_SIZE, cell_labels, cell_px, tagged
+from dpviz.engines.pipeline.read.grid_fit import (TAG_PX, TAG_SIZE, TEXT_PAD_PX, cell_labels, cell_px, plot_px,
+                                                  tagged)
+from dpviz.figures.text_fit import text_px
 from dpviz.figures.colors import IDLE_GREY, MAX_DEVICES, OUTLINE, TEXT, WHITE, device_color, hatch_ink, text_color_on
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.layout import styled
@@ -102,15 +104,18 @@ def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, flo
     for group in pass_groups(max((b[2] for b in bars), default=0) + 1):
         mine = [(b, text) for b, text in zip(bars, labels) if group.holds(b[0], b[2])]
         label = group.label
+        hatched = group.colour is not None
         fig.add_trace(go.Bar(
             y=[stage_label(b[1]) for b, _ in mine], x=[b[4] for b, _ in mine], base=[b[3] for b, _ in mine],
             orientation="h", name=label, legendgroup=label, showlegend=legend and group.first, width=0.8,
             marker=group.marker([b[2] for b, _ in mine], color=OUTLINE, width=1),
-            text=[text for _, text in mine], textposition="inside", insidetextanchor="middle", textangle=0,
-            textfont=dict(color=label_colors([b[2] for b, _ in mine]), size=size), meta=CELL_TEXT,
+            text=None if hatched else [text for _, text in mine], textposition="inside", insidetextanchor="middle",
+            textangle=0, textfont=dict(color=label_colors([b[2] for b, _ in mine]), size=size), meta=CELL_TEXT,
             customdata=[[b[2] + 1, b[3], b[4]] for b, _ in mine],
             hovertemplate=f"%{{y}}: {label} of microbatch %{{customdata[0]}}<br>from %{{customdata[1]:.2f}} {unit}, "
                           f"%{{customdata[2]:.2f}} {unit}<extra></extra>"), **where)
+        if hatched:
+            _plates(fig, [(b, text) for b, text in mine if text], group, size, span, where)
     tags = []
     for stage in sorted({b[1] for b in bars}):
         row_bars = sorted(((b, text) for b, text in zip(bars, labels) if b[1] == stage), key=lambda p: p[0][3])
@@ -123,6 +128,25 @@ def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, flo
             textfont=dict(size=TAG_SIZE, color=TEXT), meta=CELL_TEXT, name="microbatch", showlegend=False,
             marker=dict(symbol="square", size=TAG_PX, color=WHITE, line=dict(color=OUTLINE, width=1)),
             hoverinfo="skip", cliponaxis=False), **where)
+
+
+PLATE_WIDTH = 0.74  # of a row: inside the bar's 0.8, so its outline still shows over and under the plate
+
+
+def _plates(fig: go.Figure, labelled: list, group: PassGroup, size: float, span: float, where: dict) -> None:
+    """A backward's label on a plain plate of its bar's colour, over the middle of its hatch: on the hatch alone the
+    glyph sat on a weave of the fill and the hatch's ink, no colour of it in the majority. Each plate is the label's
+    width on the narrowest chart (its cell holds that there, grid_fit), so wider charts only widen the hatch around."""
+    if not labelled:
+        return
+    lengths = [min(b[4], (text_px(text, size) + 2 * TEXT_PAD_PX) * span / plot_px()) for b, text in labelled]
+    fig.add_trace(go.Bar(
+        y=[stage_label(b[1]) for b, _ in labelled], x=lengths,
+        base=[b[3] + (b[4] - length) / 2 for (b, _), length in zip(labelled, lengths)], orientation="h",
+        name=group.label, legendgroup=group.label, showlegend=False, width=PLATE_WIDTH, hoverinfo="skip",
+        marker=dict(color=device_color(group.colour), line=dict(width=0)),
+        text=[text for _, text in labelled], textposition="inside", insidetextanchor="middle", textangle=0,
+        textfont=dict(color=label_colors([b[2] for b, _ in labelled]), size=size), meta=CELL_TEXT), **where)
 
 
 def _idle(fig: go.Figure, row: int, stages: int, length: float, unit: str, legend: bool, single: bool = False) -> None:
