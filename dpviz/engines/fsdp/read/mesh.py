@@ -16,14 +16,14 @@ import plotly.graph_objects as go
 
 from dpviz.analysis.wording import plural
 from dpviz.engines.fsdp.mesh import DP_SHARD, TP, coordinates, degrees, groups
+from dpviz.engines.fsdp.read.mesh_fit import BOX_HEIGHT, BOX_WIDTH, NOTE_SIZE, fraction_words, rank_lines
 from dpviz.figures.colors import OUTLINE, device_color, text_color_on
 from dpviz.figures.layout import styled
 from dpviz.figures.trace_words import backend_note
 from dpviz.trace import Trace
 from dpviz.trace.legend import kind_color
 
-ROW_PX, BASE_PX = 150, 170  # a row of ranks (its rank, its coordinates and three lines of shares), and the rest
-LINES = 3  # share lines written on a rank; the rest in its hover
+ROW_PX, BASE_PX = 150, 170  # a row of ranks (five lines of words at a projector's type: mesh_fit), and the rest
 # A collective's op, as CommDebugMode names it, to the legend's kind (gloo and NCCL name them alike).
 KINDS = (("reduce_scatter", "reduce-scatter"), ("gather", "all-gather"), ("reduce", "all-reduce"))
 WHAT = {"all-reduce": "activations, inside every layer", "all-gather": "parameters, before a module runs",
@@ -46,16 +46,6 @@ def shares_of(rows: list[list]) -> list[tuple[Fraction, list[str]]]:
     for name, _, local, whole in rows:
         by.setdefault(Fraction(prod(local), max(prod(whole), 1)), []).append(name)
     return sorted(by.items(), key=lambda item: -item[0])
-
-
-def fraction_words(share: Fraction) -> str:
-    return "none" if share == 0 else "all" if share == 1 else f"{share.numerator}/{share.denominator}"
-
-
-def share_words(share: Fraction, names: list[str]) -> str:
-    """'1/4 of net.0.weight, net.0.bias', or '1/4 of 12 tensors (…)' when more would not fit on a rank."""
-    listed = ", ".join(names) if len(names) <= 3 else f"{len(names)} tensors ({names[0]}, …)"
-    return f"{fraction_words(share)} of {listed}"
 
 
 def mesh_table(trace: Trace) -> list[dict]:
@@ -102,12 +92,12 @@ def mesh_figure(trace: Trace) -> go.Figure:
         x, y, rank = row["dp_shard"], row["tp"], row["rank"]
         fill = device_color(rank)
         ink = text_color_on(fill)
-        shapes.append(dict(type="rect", x0=x - 0.4, x1=x + 0.4, y0=y - 0.38, y1=y + 0.38, fillcolor=fill,
+        shapes.append(dict(type="rect", x0=x - BOX_WIDTH / 2, x1=x + BOX_WIDTH / 2, y0=y - BOX_HEIGHT / 2,
+                           y1=y + BOX_HEIGHT / 2, fillcolor=fill,
                            line=dict(color=OUTLINE, width=1), layer="above"))
-        said = [share_words(share, names) for share, names in row["shares"]]
-        shown = said[:LINES] + ([f"and {len(said) - LINES} more"] if len(said) > LINES else [])
-        text = "<br>".join([f"<b>rank {rank}</b>", f"{DP_SHARD} {x}, {TP} {y}", *shown])
-        fig.add_annotation(x=x, y=y, text=text, showarrow=False, font=dict(size=12, color=ink), align="center")
+        # Wrapped to the box on the narrowest chart, as fully as its lines hold: the hover names every parameter.
+        text = "<br>".join(rank_lines(rank, f"{DP_SHARD} {x}, {TP} {y}", row["shares"], dp, ROW_PX))
+        fig.add_annotation(x=x, y=y, text=text, showarrow=False, font=dict(size=NOTE_SIZE, color=ink), align="center")
     # The hover of each rank: every share, each parameter named.
     hover = ["<br>".join([f"rank {row['rank']} holds"] + [f"{fraction_words(share)} of: {', '.join(names)}"
                                                            for share, names in row["shares"]]) for row in table]
