@@ -26,11 +26,7 @@ PAGES = ([f"?engine={name}" for name in ("dp", "ddp", "zero1", "fsdp", "pipeline
 SCREENS = [(1400, 900, False), (1024, 768, False), (800, 768, False), (1024, 768, True)]
 RUN_TIMEOUT_MS = 240_000  # a page of every engine starts four engines' processes: minutes on a busy machine
 # Pages whose first screens do not read right yet, and why: marked xfail (not strict), each to leave this list.
-NOT_YET: dict[str, str] = {
-    # At some measured timings (one run in two here) a microbatch's number reads at 1.0:1 near the Schedule's edge:
-    # where, not yet found; the hatches' ink, which read at 1.7:1, was fixed.
-    "?preset=pipeline-bubble": "a microbatch's number at 1.0:1 on some runs' Schedule (timing-dependent), not yet found",
-}
+NOT_YET: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=NOT_YET[q], strict=False)]
