@@ -5,22 +5,28 @@ from its unit, text reads 4.5:1 and lines 3:1 on what they cross, and the first 
 
     .venv/bin/python -m pytest tests/browser/test_browser_layout.py -q
 
-A page is opened once per theme (Streamlit's charts take the theme they were drawn in) and then resized: the
-charts follow the width as plotly does on a real window, and Presenting reruns the page at the larger type.
+A page is opened once, on the light theme, and then resized: the charts follow the width as plotly does on a real
+window, and Presenting reruns the page at the larger type. Then the system's scheme turns dark, which Streamlit
+follows at once; its charts keep the theme they were drawn in, so Presenting is turned off, a rerun that draws
+every chart again, now dark (pixel for pixel what a page opened dark draws), and the screens are read again. One
+run serves every screen, and the 1024 × 768 one is also asked what test_browser_first_screen.py asks of a first
+screen.
 """
 from __future__ import annotations
 
 import pytest
 
+from dpviz.engines import ENGINES
 from dpviz.presets import ALL_PRESETS, COMPARE_PRESETS
 from layout_checks import first_screen_problems
+from test_browser_first_screen import assert_the_first_screen_shows_the_chart
 from test_browser import IDLE, SVG
 from test_browser_classroom import fresh
 from test_browser_projector import present
 
 pytestmark = pytest.mark.browser
 
-PAGES = ([f"?engine={name}" for name in ("dp", "ddp", "zero1", "fsdp", "pipeline", "both", "memory")]
+PAGES = ([f"?engine={name}" for name in (*ENGINES, "both", "memory")]
          + [f"?preset={name}" for name in [*ALL_PRESETS, *COMPARE_PRESETS]])
 # (width, height, presenting): a wide screen, a projector's 1024 × 768 with and without Presenting, a narrow window.
 SCREENS = [(1400, 900, False), (1024, 768, False), (800, 768, False), (1024, 768, True)]
@@ -29,35 +35,47 @@ RUN_TIMEOUT_MS = 240_000  # a page of every engine starts four engines' processe
 NOT_YET: dict[str, str] = {}
 
 
+def darkened(page) -> None:
+    """The system's scheme turned dark under an open page, and every chart drawn again in it: Streamlit follows the
+    scheme at once, but a chart keeps the theme it was drawn in until the script sends it again, which turning
+    Presenting (on at this point) off does for every chart."""
+    page.emulate_media(color_scheme="dark")
+    present(page)
+
+
 @pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=NOT_YET[q], strict=False)]
                                                 if q in NOT_YET else []) for q in PAGES])
 def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, artifacts, query):
     problems = []
-    for scheme in ("light", "dark"):
-        context, page = fresh(browser, app_url, {"width": SCREENS[0][0], "height": SCREENS[0][1]}, scheme=scheme)
-        try:
-            page.set_default_timeout(RUN_TIMEOUT_MS)
-            page.goto(f"/{query}")
-            page.wait_for_selector(SVG)
-            page.wait_for_selector(IDLE)
+    context, page = fresh(browser, app_url, {"width": SCREENS[0][0], "height": SCREENS[0][1]}, scheme="light")
+    try:
+        page.set_default_timeout(RUN_TIMEOUT_MS)
+        page.goto(f"/{query}")
+        page.wait_for_selector(SVG)
+        page.wait_for_selector(IDLE)
+        for scheme in ("light", "dark"):
+            if scheme == "dark":
+                darkened(page)
             for width, height, presenting in SCREENS:
                 page.set_viewport_size({"width": width, "height": height})
                 if presenting:
                     present(page)
                 page.wait_for_timeout(600)  # plotly redraws at the new width
+                if (scheme, width, height, presenting) == ("light", 1024, 768, False):
+                    assert_the_first_screen_shows_the_chart(page, query.lstrip("?"))
                 found = first_screen_problems(page)
                 if found:
                     name = f"layout-{query.strip('?').replace('=', '-')}-{width}-{scheme}{'-presenting' if presenting else ''}"
                     page.screenshot(path=artifacts / f"{name}.png")
                 problems += [f"{width}{' presenting' if presenting else ''} {scheme}: {p}" for p in found]
-        finally:
-            context.close()
+    finally:
+        context.close()
     assert not problems, "\n".join(problems[:40])
 
 
 # Every tab of every engine's page (training, 4 devices: every view has something to draw), at the two screens
 # where room is shortest: a narrow window on the light theme, and a projector's Presenting on the dark.
-TAB_PAGES = [f"?engine={name}&gpus=4&train=true" for name in ("dp", "ddp", "zero1", "fsdp", "pipeline")]
+TAB_PAGES = [f"?engine={name}&gpus=4&train=true" for name in ENGINES]
 TAB_SCREENS = [("light", 800, 768, False), ("dark", 1024, 768, True)]
 TABS_NOT_YET: dict[str, str] = {}
 
@@ -66,13 +84,16 @@ TABS_NOT_YET: dict[str, str] = {}
                                                 if q in TABS_NOT_YET else []) for q in TAB_PAGES])
 def test_every_tab_of_every_engines_page_reads_narrow_and_presented(browser, app_url, artifacts, query):
     problems = []
-    for scheme, width, height, presenting in TAB_SCREENS:
-        context, page = fresh(browser, app_url, {"width": width, "height": height}, scheme=scheme)
-        try:
-            page.set_default_timeout(RUN_TIMEOUT_MS)
-            page.goto(f"/{query}")
-            page.wait_for_selector(SVG)
-            page.wait_for_selector(IDLE)
+    context, page = fresh(browser, app_url, {"width": TAB_SCREENS[0][1], "height": TAB_SCREENS[0][2]}, scheme="light")
+    try:
+        page.set_default_timeout(RUN_TIMEOUT_MS)
+        page.goto(f"/{query}")
+        page.wait_for_selector(SVG)
+        page.wait_for_selector(IDLE)
+        for scheme, width, height, presenting in TAB_SCREENS:
+            page.set_viewport_size({"width": width, "height": height})
+            if scheme == "dark":  # the one run again, every chart drawn dark (see darkened), then Presenting on
+                page.emulate_media(color_scheme="dark")
             if presenting:
                 present(page)
             for tab in [t.strip() for t in page.get_by_role("tab").all_inner_texts()]:
@@ -86,6 +107,6 @@ def test_every_tab_of_every_engines_page_reads_narrow_and_presented(browser, app
                 if found:
                     page.screenshot(path=artifacts / f"layout-tab-{query.strip('?').split('&')[0].replace('=', '-')}-{tab}-{width}-{scheme}.png")
                 problems += [f"{tab} {width}{' presenting' if presenting else ''} {scheme}: {p}" for p in found]
-        finally:
-            context.close()
+    finally:
+        context.close()
     assert not problems, "\n".join(problems[:40])
