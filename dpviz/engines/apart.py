@@ -54,7 +54,12 @@ def record_apart(config: RunConfig, progress: Progress | None = None,
     `still_wanted()` at least every POLL_S seconds: whatever it raises ends the run and its process at once.
     `machine_gpus`: the CUDA devices this machine has, when the caller knows (the run's process then never
     asks CUDA before forking ranks, which CUDA would not survive)."""
-    shell, columns = _apart(_record, (config.to_dict(), machine_gpus), progress, still_wanted)
+    return whole(_apart(record_for_caller, (config.to_dict(), machine_gpus), progress, still_wanted))
+
+
+def whole(sent: tuple[Trace, list | None]) -> Trace:
+    """The trace `record_for_caller` sent: its shell with its spans rebuilt from their columns."""
+    shell, columns = sent
     return dataclasses.replace(shell, spans=list(map(Span, *columns)) if columns else [])
 
 
@@ -75,26 +80,12 @@ def _apart(target: Callable[..., Any], args: tuple, progress: Progress | None,
     try:
         process.start()
         send.close()  # the caller's copy: the pipe reads as ended once the run's process has gone
-        while True:
-            if still_wanted is not None:
-                still_wanted()
-            if not receive.poll(POLL_S):
-                continue
-            try:
-                kind, *payload = receive.recv()
-            except EOFError:
-                process.join(timeout=1.0)
-                raise RunFailed("ProcessExited", f"the run's process ended with exit code {process.exitcode} "
-                                                 "without reporting") from None
-            if kind == "progress":
-                if progress is not None:
-                    progress(*payload)
-            elif kind == "failed":
-                answered = True
-                raise RunFailed(*payload)
-            else:
-                answered = True
-                return payload[0]
+        result = answer(receive, process, progress, still_wanted)
+        answered = True
+        return result
+    except RunFailed as failure:
+        answered = failure.kind != "ProcessExited"
+        raise
     finally:
         receive.close()
         if process.pid is not None:
@@ -103,6 +94,30 @@ def _apart(target: Callable[..., Any], args: tuple, progress: Progress | None,
             else:
                 process.kill()
                 process.join()
+
+
+def answer(receive, process, progress: Progress | None, still_wanted: Callable[[], None] | None) -> Any:
+    """Read a run's messages from `receive` until its answer: its result, or RunFailed with what it raised (or
+    "ProcessExited" when `process` ended without a word). Progress goes to `progress`; `still_wanted()` is called
+    at least every POLL_S seconds, and whatever it raises leaves the run unanswered (the caller ends it)."""
+    while True:
+        if still_wanted is not None:
+            still_wanted()
+        if not receive.poll(POLL_S):
+            continue
+        try:
+            kind, *payload = receive.recv()
+        except EOFError:
+            process.join(timeout=1.0)
+            raise RunFailed("ProcessExited", f"the run's process ended with exit code {process.exitcode} "
+                                             "without reporting") from None
+        if kind == "progress":
+            if progress is not None:
+                progress(*payload)
+        elif kind == "failed":
+            raise RunFailed(*payload)
+        else:
+            return payload[0]
 
 
 def _reap(process) -> None:
@@ -131,7 +146,7 @@ def _call(send, function: Callable[..., Any], *args: Any) -> Any:
     return function(*args)
 
 
-def _record(send, values: dict[str, Any], machine_gpus: int | None) -> tuple[Trace, list | None]:
+def record_for_caller(send, values: dict[str, Any], machine_gpus: int | None) -> tuple[Trace, list | None]:
     """Record the run; its trace without its spans, and the spans as columns."""
     import time
 

@@ -66,11 +66,28 @@ class MemoryBudget:
         self._queue: list[tuple[object, float]] = []  # (ticket, the run's expected seconds)
         self._running: dict[object, tuple[float, float]] = {}  # ticket -> (started, expected seconds)
         self.held = 0
+        self._kept: dict[object, int] = {}  # key -> bytes a process kept between runs holds (dpviz.page.warm_runs)
         self.pace = 1.0  # how much longer runs take here than alone on a quiet host (learned as runs end)
 
     def room(self) -> int:
         """Bytes a further run may take now."""
-        return self._limit() - self._held_now() - self.held - run_costs.HEADROOM_BYTES
+        return self._limit() - self._held_now() - self.held - self.kept() - run_costs.HEADROOM_BYTES
+
+    def keep(self, key: object, price: int) -> None:
+        """Hold `price` bytes for `key` (a process kept between runs) until `let_go(key)`."""
+        with self._changed:
+            self._kept[key] = price
+
+    def let_go(self, key: object) -> None:
+        """Give back what `key` held, if anything; a run waiting for room looks again."""
+        with self._changed:
+            if self._kept.pop(key, None) is not None:
+                self._changed.notify_all()
+
+    def kept(self) -> int:
+        """Bytes held by processes kept between runs."""
+        with self._changed:
+            return sum(self._kept.values())
 
     def room_alone(self) -> int:
         """Bytes a run may take when nothing else runs and nothing is kept."""
@@ -118,7 +135,8 @@ class MemoryBudget:
                 return False
             alone = not self._running
         # The quick bound first: when even it leaves room, the slower measurement would too.
-        fits = price <= self._limit() - at_most_now() - self.held - run_costs.HEADROOM_BYTES or price <= self.room()
+        fits = (price <= self._limit() - at_most_now() - self.held - self.kept() - run_costs.HEADROOM_BYTES
+                or price <= self.room())
         while not fits and make_room is not None and make_room():
             fits = price <= self.room()
         if not (fits or alone):

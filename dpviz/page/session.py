@@ -18,6 +18,7 @@ from dpviz.config import RunConfig
 from dpviz.engines.base import Progress
 from dpviz.engines.apart import record_apart
 from dpviz.engines.run import cuda_device_count, resolve
+from dpviz.page.warm_runs import KeptProcess, end_idle_oldest, small
 from dpviz.trace import Trace
 
 
@@ -54,6 +55,8 @@ class Runs:
         self._traces: OrderedDict[RunConfig, Trace] = OrderedDict()
         self._used: dict[RunConfig, float] = {}
         self._lock = threading.Lock()  # another session's thread may let one of these go
+        self._kept = KeptProcess()  # small runs go to a process kept for the session, which ends with it
+        weakref.finalize(self, self._kept.close)
         _EVERY.add(self)
 
     def __contains__(self, config: RunConfig) -> bool:
@@ -73,7 +76,8 @@ class Runs:
             while self._traces and (len(self._traces) >= self.capacity
                                     or sum(map(_weight, self._traces)) + _weight(config) > MAX_KEPT_SPANS):
                 self._let_go(next(iter(self._traces)))
-        trace = record_apart(config, progress, still_wanted, machine_gpus=cuda_device_count())
+        record = self._kept.record if small(config) else record_apart
+        trace = record(config, progress, still_wanted, machine_gpus=cuda_device_count())
         with self._lock:
             self._traces[config] = trace
             self._used[config] = time.monotonic()
@@ -99,8 +103,11 @@ _EVERY: "weakref.WeakSet[Runs]" = weakref.WeakSet()  # every live session's stor
 
 
 def let_go_oldest() -> bool:
-    """Let go of the least recently shown trace any session keeps (True if there was one), and collect it now,
-    so that what the server holds, measured next, is smaller."""
+    """End the least recently used idle process a session keeps for its small runs, else let go of the least
+    recently shown trace any session keeps (True if there was either), and collect it now, so that what the
+    server holds, measured next, is smaller."""
+    if end_idle_oldest():
+        return True
     candidates = [(found[0], runs, found[1]) for runs in list(_EVERY) if (found := runs.oldest()) is not None]
     for _, runs, config in sorted(candidates, key=lambda found: found[0]):
         if runs.let_go(config):

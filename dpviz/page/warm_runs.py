@@ -1,0 +1,87 @@
+"""A session's process kept for its small runs, priced in the server's memory budget for as long as it lives.
+
+    kept = KeptProcess()
+    if small(config): trace = kept.record(config, progress, still_wanted, machine_gpus=...)
+    end_idle_oldest()      # the budget needs room: the least recently used idle kept process of any session ends
+
+A new run at the tutorial's settings in a fresh fork of the forkserver spends most of its time forking and
+tearing the process down (dpviz.engines.warm); kept for the session, the same run takes a few milliseconds. What
+the process holds between runs (its own pages: about 11 MB after the tutorial's run, 14 MB after thirty) is held
+in the budget at the price of the dearest run it has served (25 MB for the tutorial's), from that run's end until
+the process ends: when its session ends, when it has waited dpviz.engines.warm.IDLE_S for a run, or when a run
+needs the room (`end_idle_oldest`, before any session's kept trace is let go).
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import Callable
+
+from dpviz.config import RunConfig
+from dpviz.engines import ENGINES
+from dpviz.engines.base import Progress
+from dpviz.engines.warm import WarmProcess
+from dpviz.page.budget import BUDGET
+from dpviz.page.run_costs import price
+from dpviz.trace import Trace
+
+# Spans a run may record and still go to the session's kept process: the tutorial's records 56, the largest page
+# thousands of times more. A small run leaves little in the process's heap, and what it leaves is priced.
+MOST_SPANS = 2_000
+
+
+def small(config: RunConfig) -> bool:
+    """Whether `config` is a run for the session's kept process: one process (no ranks), and few spans."""
+    lanes = config.gpus * (2 if config.train else 1) + 6
+    return not ENGINES[config.engine].processes and config.num_batches * lanes <= MOST_SPANS
+
+
+class KeptProcess:
+    """One session's kept process (dpviz.engines.warm.WarmProcess), its memory held in BUDGET while it lives."""
+
+    def __init__(self, budget=BUDGET):
+        self._budget = budget
+        self._price = 0
+        self.used = 0.0  # when it last ran something (the least recently used ends first)
+        self._warm = WarmProcess(on_end=self._ended)
+        _EVERY.add(self)
+
+    def record(self, config: RunConfig, progress: Progress | None = None,
+               still_wanted: Callable[[], None] | None = None, *, machine_gpus: int | None = None) -> Trace:
+        trace = self._warm.record(config, progress, still_wanted, machine_gpus=machine_gpus)
+        self.used = time.monotonic()
+        with _PRICES:
+            self._price = max(self._price, price(config))
+            self._budget.keep(self, self._price)
+            if not self._warm.alive():  # it ended meanwhile (and said so before its price was kept)
+                self._ended()
+        return trace
+
+    def close(self) -> None:
+        """End the process (its session has ended)."""
+        self._warm.close()
+
+    def close_if_idle(self) -> bool:
+        return self._warm.close_if_idle()
+
+    @property
+    def pid(self) -> int | None:
+        return self._warm.pid
+
+    def _ended(self) -> None:
+        with _PRICES:
+            self._price = 0
+            self._budget.let_go(self)
+
+
+_PRICES = threading.RLock()  # a price kept and the process's end never cross
+_EVERY: "weakref.WeakSet[KeptProcess]" = weakref.WeakSet()
+
+
+def end_idle_oldest() -> bool:
+    """End the least recently used kept process that is running nothing (True if there was one)."""
+    for kept in sorted(list(_EVERY), key=lambda kept: kept.used):
+        if kept.close_if_idle():
+            return True
+    return False
