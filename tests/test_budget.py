@@ -253,3 +253,23 @@ def test_a_server_in_a_limited_cgroup_reads_that_limit_and_its_charge(tmp_path):
         assert 0 < charged < limit_bytes
     finally:
         group.rmdir()
+
+
+def test_what_a_kept_process_holds_counts_against_the_room_until_it_is_let_go():
+    budget = sized(100)
+    budget.keep("a session's kept process", 60)
+    assert budget.room() == 40 and budget.kept() == 60
+    started = threading.Event()
+
+    def waiting_run() -> None:
+        with budget.hold(50, seconds=1.0):
+            started.set()
+
+    with budget.hold(10, seconds=1.0):  # another run holds 10: the waiting one is not alone
+        thread = threading.Thread(target=waiting_run)
+        thread.start()
+        assert not started.wait(timeout=0.5)  # 60 kept + 10 + 50 > 100
+        budget.let_go("a session's kept process")
+        assert started.wait(timeout=10)
+    thread.join(timeout=10)
+    assert budget.kept() == 0 and budget.held == 0
