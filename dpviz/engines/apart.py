@@ -40,12 +40,12 @@ class RunFailed(RuntimeError):
 
 def warm() -> None:
     """Start the forkserver the runs come from, in a thread, if it is not running: a server calls this as its
-    first page is drawn, so that the first run finds torch already imported there (seconds otherwise)."""
-    import threading
+    first page is drawn, so that the first run finds torch already imported there (seconds otherwise). It starts in
+    stages (dpviz.engines.processes.start_in_stages): a run in one process, the page's default, waits for torch
+    only, not for the ranks' modules."""
+    from dpviz.engines.processes import start_in_stages
 
-    from dpviz.engines.processes import context
-
-    threading.Thread(target=context, name="dpviz forkserver start", daemon=True).start()  # its preload set, started
+    threading.Thread(target=start_in_stages, name="dpviz forkserver start", daemon=True).start()
 
 
 def record_apart(config: RunConfig, progress: Progress | None = None,
@@ -54,7 +54,10 @@ def record_apart(config: RunConfig, progress: Progress | None = None,
     `still_wanted()` at least every POLL_S seconds: whatever it raises ends the run and its process at once.
     `machine_gpus`: the CUDA devices this machine has, when the caller knows (the run's process then never
     asks CUDA before forking ranks, which CUDA would not survive)."""
-    return whole(_apart(record_for_caller, (config.to_dict(), machine_gpus), progress, still_wanted))
+    from dpviz.engines import ENGINES
+
+    needs_all = ENGINES[config.engine].processes  # a run of ranks needs the forkserver's every module
+    return whole(_apart(record_for_caller, (config.to_dict(), machine_gpus), progress, still_wanted, needs_all))
 
 
 def whole(sent: tuple[Trace, list | None]) -> Trace:
@@ -65,14 +68,14 @@ def whole(sent: tuple[Trace, list | None]) -> Trace:
 
 def call_apart(function: Callable[..., Any], *args: Any) -> Any:
     """`function(*args)` (a module-level function whose arguments and result pickle) in a process of its own."""
-    return _apart(_call, (function, *args), None, None)
+    return _apart(_call, (function, *args), None, None, False)  # torch's own questions: torch is enough
 
 
 def _apart(target: Callable[..., Any], args: tuple, progress: Progress | None,
-           still_wanted: Callable[[], None] | None) -> Any:
-    from dpviz.engines.processes import context as _context
+           still_wanted: Callable[[], None] | None, needs_all: bool) -> Any:
+    from dpviz.engines.processes import context as _context, run_answered
 
-    context = _context()
+    context = _context(needs_all)
     receive, send = context.Pipe(duplex=False)
     # Not a daemon: a run of DDP starts its ranks from it (whatever ends the caller ends it: _end_with).
     process = context.Process(target=_main, name="dpviz run", args=(target, args, send, os.getpid()))
@@ -88,6 +91,7 @@ def _apart(target: Callable[..., Any], args: tuple, progress: Progress | None,
         raise
     finally:
         receive.close()
+        run_answered()  # a forkserver started in stages imports the rest now, out of the first chart's way
         if process.pid is not None:
             if answered:  # it is leaving (os._exit): its exit, some milliseconds, is waited for beside the caller
                 threading.Thread(target=_reap, args=(process,), name="dpviz run reaper", daemon=True).start()

@@ -22,6 +22,7 @@ from typing import Callable
 from dpviz.config import RunConfig
 from dpviz.engines.apart import RunFailed, answer, record_for_caller, whole
 from dpviz.engines.base import Progress
+from dpviz.engines.processes import run_answered
 from dpviz.trace import Trace
 
 IDLE_S = 60.0  # a session that has not asked for a run this long gives its process back
@@ -79,6 +80,7 @@ class WarmProcess:
                 answered = failure.kind != "ProcessExited"  # it raised, and waits for the next run
                 raise
             finally:
+                run_answered()  # a forkserver started in stages imports the rest now, out of the first chart's way
                 if answered:
                     self._last = time.monotonic()
                 else:  # left mid-run (a closed tab), or gone: it is ended now, and the next run starts afresh
@@ -96,7 +98,9 @@ class WarmProcess:
     def _start(self) -> None:
         from dpviz.engines.processes import context as _context
 
-        context = _context()  # a daemon: a server that exits ends it, and it starts no processes of its own
+        # A run in one process needs torch only (a forkserver's first stage will do); a daemon: a server that
+        # exits ends it, and it starts no processes of its own.
+        context = _context(False)
         mine, theirs = context.Pipe(duplex=True)
         process = context.Process(target=_serve, name="dpviz warm runs", daemon=True,
                                   args=(theirs, os.getpid(), self.idle_s))
