@@ -71,3 +71,22 @@ def test_a_sessions_store_sends_its_small_runs_to_its_kept_process_which_ends_wi
     del runs, tutorial
     gc.collect()
     assert _soon(lambda: not running(process))
+
+
+def test_a_kept_process_ends_soon_after_its_page_session_closes():
+    from dpviz.page import warm_runs
+
+    kept = KeptProcess(_budget())
+    try:
+        kept.record(RunConfig(gpus=2))
+        process = identity(kept.pid)
+        assert kept._open is None and not kept.session_closed()  # outside a served page: no session to watch
+        open_ = [True]
+        kept._open = lambda: open_[0]  # as a served page's session says (dpviz.page.warm_runs._page_session)
+        warm_runs._watch_sessions()
+        time.sleep(3 * warm_runs.WATCH_S)
+        assert running(process)  # its session is open: it stays
+        open_[0] = False  # the tab closes
+        assert _soon(lambda: not running(process))
+    finally:
+        kept.close()
