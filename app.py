@@ -5,7 +5,10 @@
 The page itself is dpviz.page (the sidebar, the runs, the tabs); running, checking and drawing live in the
 rest of the dpviz package.
 """
-from dpviz.page.main import main
+from dpviz.engines.apart import warm
+
+warm()  # first, once per server: the runs' forkserver imports torch while the page's own modules load
+from dpviz.page.main import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -39,13 +39,21 @@ class RunFailed(RuntimeError):
 
 
 def warm() -> None:
-    """Start the forkserver the runs come from, in a thread, if it is not running: a server calls this as its
-    first page is drawn, so that the first run finds torch already imported there (seconds otherwise). It starts in
-    stages (dpviz.engines.processes.start_in_stages): a run in one process, the page's default, waits for torch
-    only, not for the ranks' modules."""
+    """Start the forkserver the runs come from, in a thread, once per process: a page's script calls this first
+    (app.py), so that the first run finds torch already imported there (seconds otherwise). It starts in stages
+    (dpviz.engines.processes.start_in_stages): a run in one process, the page's default, waits for torch only, not
+    for the ranks' modules."""
     from dpviz.engines.processes import start_in_stages
 
+    with _warming:
+        if _warmed:
+            return
+        _warmed.append(True)
     threading.Thread(target=start_in_stages, name="dpviz forkserver start", daemon=True).start()
+
+
+_warming = threading.Lock()
+_warmed: list[bool] = []
 
 
 def record_apart(config: RunConfig, progress: Progress | None = None,

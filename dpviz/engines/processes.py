@@ -88,6 +88,7 @@ def context(whole: bool = True) -> multiprocessing.context.BaseContext:
     start_forkserver(preload())
     if whole:
         _go_on.set()  # a run that needs the second stage: it starts now, if it waits for a first run
+        _needed.set()
         _whole.wait()
     return multiprocessing.get_context("forkserver")
 
@@ -102,7 +103,11 @@ _starting = threading.RLock()
 _whole = threading.Event()  # clear only while a forkserver started in stages is importing its second stage
 _whole.set()
 _go_on = threading.Event()  # set once a run has answered, or a run needs the second stage
+_needed = threading.Event()  # set once a run needs the second stage
 FIRST_RUN_S = 60.0  # the second stage starts after this long even if no run has come
+# After the first run's answer, the page still sends its chart and the browser draws it (plotly's script loaded
+# and run: seconds on a busy host of two cores); the second stage waits this long more, unless a run needs it.
+DRAWN_S = 5.0
 
 
 def start_in_stages() -> None:
@@ -128,6 +133,7 @@ def start_in_stages() -> None:
         # The second stage's imports, on a host of two cores, would take their turns with the first run and the
         # drawing of its chart: they wait for that first run's answer (or for a run that needs them).
         _go_on.wait(FIRST_RUN_S)
+        _needed.wait(DRAWN_S)
         _second_stage(forkserver._forkserver)
     finally:
         forkserver._forkserver._preload_modules = preload()  # a forkserver started again has every module at once

@@ -31,7 +31,6 @@ COMPACT = """
 .stMainBlockContainer * { hyphens: manual; }
 .stMainBlockContainer [data-testid=stAlertContainer] { padding: 0.6rem 1rem; }
 """
-_warmed: list[bool] = []  # once per server process
 TITLES = {**{name: spec.title for name, spec in ENGINES.items()}, MEMORY: MEMORY_TITLE}
 
 
@@ -45,9 +44,7 @@ def title(choice: str) -> str:
 
 def main() -> None:
     st.set_page_config(page_title="dpviz: DataParallel, visualised", layout="wide")
-    if not _warmed:  # the runs' forkserver starts while the first page draws its sidebar
-        _warmed.append(True)
-        warm()
+    warm()  # once per server (app.py asks first, before the page's modules load): the runs' forkserver starts
     apply_link_once()
     st.html(f"<style>{COMPACT}</style>")
     st.header(title(st.session_state.get(ENGINE, next(iter(ENGINES)))), anchor=False, help=ABOUT)
