@@ -66,11 +66,17 @@ class KeptProcess:
         return trace
 
     def close(self) -> None:
-        """End the process (its session has ended)."""
+        """End the process (its session has ended), its price given back at once."""
         self._warm.close()
+        self._ended()
 
     def close_if_idle(self) -> bool:
-        return self._warm.close_if_idle()
+        """End the process if it runs nothing now (True if it did), its price given back at once: a run making
+        room measures the room again straight after, before the process's watch has said it ended."""
+        if not self._warm.close_if_idle():
+            return False
+        self._ended()
+        return True
 
     def alive(self) -> bool:
         return self._warm.alive()
@@ -85,6 +91,8 @@ class KeptProcess:
 
     def _ended(self) -> None:
         with _PRICES:
+            if self._warm.alive():  # word of an earlier process's end, come after a fresh one took over
+                return
             self._price = 0
             self._budget.let_go(self)
 
