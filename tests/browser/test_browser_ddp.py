@@ -32,15 +32,22 @@ def _cmdline(pid: int) -> str:
 
 
 def rank_processes(port: int) -> list[int]:
-    """Running ranks of the server listening on `port`: the forkserver's children are the runs' own processes
-    (dpviz.engines.apart), and a run's children are its ranks."""
+    """Running ranks of the server listening on `port`: the deepest processes below it, three levels down or more.
+    The server's forkserver (dpviz.engines.processes), in two stages where the second is a fork of the first, forks
+    each run's own process (dpviz.engines.apart), and a run of ranks forks its ranks: they are the leaves of that
+    tree, below any other process a run left running (a session's kept process, a run that has not started its
+    ranks yet is a leaf only until it does)."""
     pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     server = next((p for p in pids if "streamlit run app.py" in _cmdline(p) and f"--server.port {port}" in _cmdline(p)), None)
     if server is None:
         return []
-    forkservers = [p for p in pids if (_stat(p) or (None,))[0] == server and "forkserver" in _cmdline(p)]
-    runs = [p for p in pids for s in [_stat(p)] if s and s[0] in forkservers]
-    return [p for p in pids for s in [_stat(p)] if s and s[0] in runs and s[1] != "Z"]
+    parent = {p: s[0] for p in pids for s in [_stat(p)] if s and s[1] != "Z"}
+    depth = {server: 0}
+    for _ in range(6):  # server, forkserver's stages, a run, its ranks: a few levels
+        depth.update({p: depth[up] + 1 for p, up in parent.items() if up in depth and p not in depth})
+    below = {p: d for p, d in depth.items() if p != server and "forkserver" in _cmdline(p)}
+    deepest = max(below.values(), default=0)
+    return [p for p, d in below.items() if d == deepest >= 3 and p not in parent.values()]
 
 
 def test_engine_both_draws_dataparallel_beside_ddp(page, artifacts):
