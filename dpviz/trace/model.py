@@ -13,6 +13,7 @@ from typing import Any
 from dpviz.config import RunConfig
 from dpviz.engines import ENGINES, EngineSpec, vocabulary as vocabulary_of
 from dpviz.trace.rows import Rows
+from dpviz.trace.slot_init import with_slot_init
 from dpviz.trace.vocabulary import Vocabulary
 
 SCHEMA_VERSION = 3  # 2 added the model, input form, arguments, failure, warnings and facts; 3 the engine
@@ -44,6 +45,7 @@ class Batch:
         return len(self.sample_ids)
 
 
+@with_slot_init  # built hundreds of thousands of times: each field written straight into its slot
 @dataclass(frozen=True, slots=True)  # a run can hold 400,000 spans: no per-object __dict__
 class Span:
     """A timed piece of work. Times are seconds since the run began.
