@@ -39,3 +39,20 @@ def test_the_generator_moves_as_torchs_does_batch_by_batch(n, batch_size):
 def test_a_shuffled_order_needs_a_generator_of_its_own():
     with pytest.raises(ValueError, match="generator"):
         ShuffledBatches(10, 3, True, None)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_the_tutorials_loader_gives_what_torchs_dataloader_collates(shuffle):
+    """Rows and row numbers of each batch, taken whole (__getitems__), as torch's default DataLoader gives them
+    row by row and collates: the same values, dtypes and shapes."""
+    from dpviz.config import RunConfig
+    from dpviz.engines.workload import tutorial_data as tutorial
+
+    config = RunConfig(batch_size=30, data_size=100, shuffle=shuffle)
+    _, mine = tutorial.build(config)
+    row_by_row = [mine.dataset[i] for i in range(len(mine.dataset))]  # a list has no __getitems__
+    theirs = DataLoader(row_by_row, batch_size=30, shuffle=shuffle,
+                        generator=torch.Generator().manual_seed(config.seed + 1))
+    for (data, ids), (expected_data, expected_ids) in zip(mine, theirs, strict=True):
+        assert torch.equal(data, expected_data) and torch.equal(ids, expected_ids)
+        assert ids.dtype == expected_ids.dtype == torch.long and ids.tolist() == expected_ids.tolist()

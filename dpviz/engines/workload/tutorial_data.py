@@ -6,6 +6,7 @@ generalised to the models of dpviz.engines.workload.models and the input forms o
 """
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import torch
@@ -37,11 +38,20 @@ class RandomDataset(Dataset):
     def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         # A whole batch in one indexing op: a million rows would otherwise cost a million
         # __getitem__ calls and a stack, far more than the forwards being shown.
-        index = torch.tensor(indices, dtype=torch.long)
+        index = index_tensor(indices)
         return self.data[index], index
 
     def __len__(self) -> int:
         return self.len
+
+
+def index_tensor(indices: list[int]) -> torch.Tensor:
+    """torch.tensor(indices, dtype=torch.long), in a quarter of the time: torch.tensor looks at each Python int
+    of the list on its own (16 us for a batch of 256 here), an array of int64 is one buffer torch takes whole.
+    The tensor keeps the array as its memory, so it cannot be resized; nothing resizes a batch's row numbers."""
+    if not indices:  # frombuffer refuses an empty buffer
+        return torch.tensor(indices, dtype=torch.long)
+    return torch.frombuffer(array("q", indices), dtype=torch.long)
 
 
 def _already_batched(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
