@@ -90,11 +90,11 @@ def wrap(form: str, core: nn.Module, dim: int) -> nn.Module:
 def call_args(form: str, x: torch.Tensor, ids: list[int], dim: int) -> tuple[tuple, dict[str, Any]]:
     """Positional and keyword arguments of one call in form `form`, for a batch `x` (rows on `dim`)."""
     rows = x.shape[dim]
+    if form == "tensor":  # the tutorial's: nothing made beside the batch, which a run does every batch
+        return (x,), {}
     weight = torch.linspace(0.5, 1.5, rows, device=x.device)
     if dim == 1:
         weight = weight.reshape(1, rows)  # every tensor is split along dim 1, the weight too
-    if form == "tensor":
-        return (x,), {}
     if form == "tuple":
         return ((x, weight),), {}
     if form == "dict":
