@@ -235,6 +235,26 @@ def test_replica_zero_aliases_the_parameters_and_others_copy_them():
     assert all(r.weight.data_ptr() != module.weight.data_ptr() for r in replicas[1:])
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_each_copy_is_a_tensor_of_its_own(channels_last):
+    """Every device's copy of every tensor has its own storage and version counter (comm.cpp's NOTE [ Version
+    Counter in comm.*_coalesced ]): an in-place change to one replica's copy reaches no other replica; a
+    contiguous parameter's copies are contiguous, a channels-last one's (cloned one by one) keep its layout."""
+    module = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3))
+    if channels_last:
+        module = module.to(memory_format=torch.channels_last)
+    for detach in (False, True):
+        replicas = replicate(module, [0, 1, 2, 3], detach=detach)
+        copies = [r[0].weight for r in replicas[1:]] + [r[1].running_mean for r in replicas[1:]]
+        assert len({c.untyped_storage().data_ptr() for c in copies}) == len(copies)
+        for copy_, source in zip(copies, [module[0].weight] * 3 + [module[1].running_mean] * 3):
+            assert copy_._base is None and copy_.stride() == source.stride() and copy_._version == 0
+            torch.testing.assert_close(copy_, source.detach(), rtol=0, atol=0)
+        with torch.no_grad():
+            replicas[1][0].weight.add_(1)
+        assert replicas[2][0].weight._version == 0 and torch.equal(replicas[2][0].weight, module[0].weight)
+
+
 def test_frozen_parameters_copies_are_not_differentiable():
     """Copies of a parameter that needs no grad are marked non-differentiable (Broadcast.forward):
     they don't require grad, and the parameter's .grad stays None."""

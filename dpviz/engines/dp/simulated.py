@@ -81,6 +81,9 @@ class _on_device:
         _local.device = self.previous
 
 
+_PLAIN_TENSORS = (torch.Tensor, nn.Parameter)  # a subclass's ops may do more than make copies: it keeps clone()
+
+
 def _broadcast_coalesced(tensors: Sequence[torch.Tensor], count: int) -> list[list[torch.Tensor]]:
     """Per-device copies of `tensors`, outside autograd, as comm.broadcast_coalesced makes them.
 
@@ -89,6 +92,11 @@ def _broadcast_coalesced(tensors: Sequence[torch.Tensor], count: int) -> list[li
     The other devices get fresh copies, each with its own version counter (comm.cpp's NOTE [ Version
     Counter in comm.*_coalesced ]).
     """
+    if count > 1 and tensors and all(type(t) in _PLAIN_TENSORS and t.is_contiguous() for t in tensors):
+        # All of a tensor's copies in one call: unbind_copy makes each a tensor of its own, contiguous as torch's
+        # (comm.cpp unflattens them from one contiguous buffer per device), which a clone of a contiguous tensor is.
+        copies = [torch.unbind_copy(t.detach().expand(count - 1, *t.shape)) for t in tensors]
+        return [list(tensors), *map(list, zip(*copies))]
     return [list(tensors) if j == 0 else [t.detach().clone() for t in tensors] for j in range(count)]
 
 
