@@ -344,7 +344,7 @@ def parallel_apply(
         raise AssertionError(f"The number of modules {len(modules)} is not equal to the number of devices {len(devices)}")
     # Resolved here, in the calling thread, as torch's parallel_apply does with
     # _get_device_index(x, True): a device left as None is the caller's current device for every replica.
-    devices = [_resolve_device(d) for d in devices]
+    devices = [d if type(d) is int and d >= 0 else _resolve_device(d) for d in devices]
     grad_enabled = torch.is_grad_enabled()
     autocast_enabled = torch.is_autocast_enabled("cpu")
     results: dict[int, Any] = {}
@@ -353,10 +353,15 @@ def parallel_apply(
     def worker(i: int, module: nn.Module, input: Any, kwargs: dict[str, Any], device: int) -> None:
         torch._C._set_grad_enabled(grad_enabled)  # grad mode is thread-local: carry the caller's over
         try:
-            with _on_device(device), _autocast(autocast_enabled):
-                if not isinstance(input, (list, tuple)):
-                    input = (input,)
-                output = module(*input, **kwargs) if watch is None else watch(i, device, module, input, kwargs)
+            # _on_device(device)'s work, written out: it is one of the few things a small replica's call does
+            previous, _local.device = getattr(_local, "device", None), device
+            try:
+                with _autocast(autocast_enabled):
+                    if not isinstance(input, (list, tuple)):
+                        input = (input,)
+                    output = module(*input, **kwargs) if watch is None else watch(i, device, module, input, kwargs)
+            finally:
+                _local.device = previous
             with lock:
                 results[i] = output
         except Exception:
