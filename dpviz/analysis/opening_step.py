@@ -30,7 +30,10 @@ def rows_per_step(trace: Trace) -> list[dict[int, int]]:
 def whole_steps(trace: Trace) -> list[int]:
     """The steps in which every device ran as many rows as it runs in any step of the run (a device that never
     runs any, DataParallel's GPU beyond torch.chunk's chunks, counts as whole); a failed step is not whole."""
-    rows = rows_per_step(trace)
+    return _whole_steps(trace, rows_per_step(trace))
+
+
+def _whole_steps(trace: Trace, rows: list[dict[int, int]]) -> list[int]:
     lanes = [lane.id for lane in trace.lanes]
     most = {lane: max((step.get(lane, 0) for step in rows), default=0) for lane in lanes}
     failed = trace.failure.batch if trace.failure is not None else None
@@ -40,11 +43,17 @@ def whole_steps(trace: Trace) -> list[int]:
 
 def last_whole_step(trace: Trace) -> int:
     """The last whole step; without one, the last of the steps that ran the most rows (0 for a run of none)."""
-    whole = whole_steps(trace)
+    return _last_whole_step(trace)[0]
+
+
+def _last_whole_step(trace: Trace) -> tuple[int, bool]:
+    """last_whole_step, and whether it is whole: one pass over a run's spans (a million rows make 80,000)."""
+    rows = rows_per_step(trace)
+    whole = _whole_steps(trace, rows)
     if whole:
-        return whole[-1]
-    totals = [sum(step.values()) for step in rows_per_step(trace)]
-    return max(range(len(totals)), key=lambda i: (totals[i], i)) if totals else 0
+        return whole[-1], True
+    totals = [sum(step.values()) for step in rows]
+    return (max(range(len(totals)), key=lambda i: (totals[i], i)) if totals else 0), False
 
 
 def _failed(trace: Trace) -> int | None:
@@ -55,28 +64,28 @@ def _failed(trace: Trace) -> int | None:
 def opening_step(trace: Trace) -> int:
     """The step every view of one step opens on, whatever the engine: a preset's lesson step (its short last
     batch, or the step it fails in), else the step a run failed in, else the last whole step."""
-    if not trace.batches:
-        return 0
-    preset = preset_of(trace.config)
-    if preset is not None and preset.step == LAST_STEP:
-        return len(trace.batches) - 1
-    failed = _failed(trace)
-    return failed if failed is not None else last_whole_step(trace)
+    return _opening(trace)[0]
 
 
 def opening_reason(trace: Trace, step: int) -> str:
     """Why the views open on `step`, in a few words ('the last whole step'); '' when they open on another."""
-    if not trace.batches or step != opening_step(trace):
-        return ""
+    opening, reason = _opening(trace)
+    return reason if trace.batches and step == opening else ""
+
+
+def _opening(trace: Trace) -> tuple[int, str]:
+    """opening_step and opening_reason's words for it, the run's rows looked at once."""
+    if not trace.batches:
+        return 0, ""
     unit = trace.spec.unit
     preset = preset_of(trace.config)
     if preset is not None and preset.step == LAST_STEP:
-        return f"the last {unit}, the lesson's"
-    if step == _failed(trace):
-        return f"the {unit} it failed in"
-    if step in whole_steps(trace):
-        return f"the last whole {unit}"
-    return f"the {unit} with the most rows"
+        return len(trace.batches) - 1, f"the last {unit}, the lesson's"
+    failed = _failed(trace)
+    if failed is not None:
+        return failed, f"the {unit} it failed in"
+    step, whole = _last_whole_step(trace)
+    return step, f"the last whole {unit}" if whole else f"the {unit} with the most rows"
 
 
 def whole_words(trace: Trace) -> str:
