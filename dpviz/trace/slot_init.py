@@ -20,7 +20,7 @@ T = TypeVar("T")
 def with_slot_init(cls: type[T]) -> type[T]:
     """`cls` with its __init__ replaced by one that writes its slots directly (see the module's docstring)."""
     fields = [f for f in dataclasses.fields(cls) if f.init]
-    if (hasattr(cls, "__post_init__") or not hasattr(cls, "__slots__") or len(fields) != len(dataclasses.fields(cls))
+    if (not fields or hasattr(cls, "__post_init__") or not hasattr(cls, "__slots__") or len(fields) != len(dataclasses.fields(cls))
             or any(f.default_factory is not dataclasses.MISSING or f.kw_only for f in fields)):
         raise TypeError(f"{cls.__name__}: only a slotted dataclass of plain positional fields is handled")
     names: dict = {}
