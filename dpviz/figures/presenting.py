@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from dpviz.figures.layout import over_plot_px, subplot_titles, title_block_px, wrap_subplot_titles
 from dpviz.figures.legends import legend_entries, legend_px
+from dpviz.figures.presenting_fold import legend_under, subtitle_under
 from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN,
                                  PROJECTOR_PX, PROJECTOR_ROOM_PX, SUBTITLE_SIZE, TICK_SIZE, TITLE_SIZE, TOP_PAD_PX)
 from dpviz.figures.text_fit import SOFT_BREAK, line_count, text_px, unwrap, wrap
@@ -189,6 +190,35 @@ def _words_in_plot(fig: go.Figure) -> bool:
                                         or ("texttemplate" in t and t.texttemplate)) for t in fig.data))
 
 
+# Where the plot would still run past the first screen with its notes and legend moved under it: the least share of
+# its height it keeps (its marks still read); with words laid on its data, a larger share (a cell's number, sized
+# to its cell with room around it, still fits); words in boxes sized to hold them (One step's) keep all of it.
+FOLD_FLOOR, WORDS_FOLD_FLOOR = 0.5, 0.7
+
+
+def _notes_in_boxes(fig: go.Figure) -> bool:
+    return any(a.name == CELL_NOTE for a in fig.layout.annotations)
+
+
+def _fold(out: go.Figure, top: float, bottom: float, room_px: float, above: bool, left: float, *, old_block: float,
+          over: float, scale: float) -> tuple[float, float, float | None]:
+    """Move what sits between the title and the plot under the plot, the subtitle's notes first, then a legend
+    above the plot, until the plot's top leaves it `room_px` (or nothing is left to move). Returns the new top and
+    bottom margins, and the moved legend's gap under the plot in pixels (None when it stayed)."""
+    subtitle = line_count(out.layout.title.subtitle.text or "") * (out.layout.title.subtitle.font.size or 0) * LINE_EM
+    legend_room = max(top - old_block - GAP_PX * scale - over, 0.0) if above else 0.0
+    move_notes = subtitle > 0
+    move_legend = above and top - subtitle > room_px
+    moved = None
+    if move_legend:
+        moved, bottom = legend_under(out, bottom, PROJECTOR_PX)
+        top -= legend_room
+    if move_notes:
+        bottom = subtitle_under(out, bottom, PROJECTOR_PX, left)
+        top -= old_block - title_block_px(out)
+    return top, bottom, moved
+
+
 def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR_ROOM_PX) -> go.Figure:
     """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
     axis titles, legend, annotations, hovers, text on marks) and the room around it too: the title
@@ -296,13 +326,23 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     whole = _stretch_gaps(out, old_plot, scale, apply=False)
     gaps = _stretch_gaps(out, old_plot, scale, panel=0.0, apply=False)
     panels = max(whole - gaps, 1)
-    floor = 1.0 if _words_in_plot(out) else max(SHRINK_FLOOR, rows)
+    words = _words_in_plot(out)
+    floor = 1.0 if words else max(SHRINK_FLOOR, rows)
     panel = min(1.0, max(floor, (room_px - top - bottom - gaps) / panels))
+    moved_legend = None
+    if top + gaps + panels * panel > room_px:  # the plot itself runs past the first screen: only it must fit there
+        top, bottom, moved_legend = _fold(out, top, bottom, room_px - gaps - panels * floor, above, left,
+                                          old_block=block, over=over, scale=scale)
+        above = above and moved_legend is None
+        floor = max(WORDS_FOLD_FLOOR if words and not _notes_in_boxes(out) else 1.0 if words else FOLD_FLOOR, rows)
+        panel = min(1.0, max(floor, (room_px - top - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
     _controls_kept_over_plot(out, old_plot, plot_px, scale)
     if above:
         layout.legend.y = 1 + lifted / max(plot_px, 1)
+    if moved_legend is not None:
+        layout.legend.y = -moved_legend / max(plot_px, 1)
     for name, gap in under.items():
         layout[name].y = -gap * scale / max(plot_px, 1)
     layout.margin = dict(t=round(top), b=round(bottom), l=left, r=right)

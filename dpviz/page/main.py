@@ -7,6 +7,7 @@ import streamlit as st
 from dpviz.echo import markdown_text
 from dpviz.engines.apart import warm
 from dpviz.engines import ENGINES
+from dpviz.page import room
 from dpviz.page.session import drawing
 from dpviz.page.link import COMPARE, MEMORY, fit_pair, to_query
 from dpviz.page.memory import TITLE as MEMORY_TITLE, show_memory
@@ -47,7 +48,9 @@ def main() -> None:
     warm()  # once per server (app.py asks first, before the page's modules load): the runs' forkserver starts
     apply_link_once()
     st.html(f"<style>{COMPACT}</style>")
-    st.header(title(st.session_state.get(ENGINE, next(iter(ENGINES)))), anchor=False, help=ABOUT)
+    heading = title(st.session_state.get(ENGINE, next(iter(ENGINES))))
+    st.header(heading, anchor=False, help=ABOUT)
+    room.start(heading)  # what the page puts above a chart is counted from here, for Presenting's first screen
     config, choice = controls()
     pitfall_buttons(choice)
     if config == st.session_state.link_config:

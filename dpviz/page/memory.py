@@ -10,6 +10,7 @@ from dpviz.config import RunConfig
 from dpviz.analysis.wording import counted
 from dpviz.echo import markdown_text
 from dpviz.engines import ENGINES
+from dpviz.page import room
 from dpviz.page.findings import failure_markdown, keep_units
 from dpviz.page.running import run, same_settings
 from dpviz.page.session import Runs, drawing
@@ -33,6 +34,7 @@ def show_memory(config: RunConfig) -> None:
     preset = lesson(config)
     if preset is not None:  # above the chart, one line; what to look for under it
         st.info(f"**Pitfall: {preset.title}.** Shown in **Memory, every engine**.")
+        room.notice(f"Pitfall: {preset.title}. Shown in Memory, every engine.")
     engines = compared()
     runs: Runs = st.session_state.setdefault("runs", Runs())
     runs.capacity = max(runs.capacity, len(engines))  # each engine's run kept: a rerun of the page records none again
@@ -46,13 +48,17 @@ def show_memory(config: RunConfig) -> None:
         if trace.failure is not None:
             st.error(f"**{trace.spec.runs}: {trace.spec.unit} {counted(trace.failure.batch)} failed**: "
                      f"{failure_markdown(trace)}")
+            room.notice(f"{trace.spec.runs}: {trace.spec.unit} {counted(trace.failure.batch)} failed: "
+                        f"{failure_markdown(trace)}")
     if not config.train:
-        st.info("Forward only: no gradients, no optimizer state, no all-reduce. Turn on **Train** (and choose Adam "
-                "as the optimizer, which every engine here then steps) to see what ZeRO-1 and FSDP shard.")
+        forward_only = ("Forward only: no gradients, no optimizer state, no all-reduce. Turn on **Train** (and choose "
+                        "Adam as the optimizer, which every engine here then steps) to see what ZeRO-1 and FSDP shard.")
+        st.info(forward_only)
+        room.notice(forward_only)
     with drawing():
         figure = memory_compare_figure(traces)
-        st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
-                        config=CHART_CONFIG, key="memory_chart")
+        shown = presentation(figure, room_px=room.left_px()) if st.session_state.get(PRESENT) else figure
+        st.plotly_chart(shown, width="stretch", config=CHART_CONFIG, key="memory_chart")
         st.markdown(keep_units(markdown_text(reading(traces), 2_000)))  # dpviz's own sentence: escaped, not cut
         read_at = moments(traces)  # each engine's step, in words the chart's one line of notes has no room for
         if read_at:

@@ -8,6 +8,7 @@ import streamlit as st
 
 from dpviz.echo import markdown_text
 from dpviz.engines import ENGINES
+from dpviz.page import room
 from dpviz.page.session import Views
 from dpviz.trace import Trace
 from dpviz.page.link import COMPARE, MEMORY, PAIR
@@ -39,6 +40,7 @@ def engine_of(choice: str) -> str:
 def say(sentence: str) -> None:
     """A warning sentence, shown as text: it may name a value from the link or a file."""
     st.warning(markdown_text(sentence))
+    room.notice(sentence)
 
 
 def views() -> Views:

@@ -17,6 +17,8 @@ from dpviz.presets import COMPARE_PRESETS, preset_of
 from dpviz.trace import Trace
 from dpviz.analysis.wording import counted, describe_devices, numbered, plural
 from dpviz.engines.run import cuda_device_count
+from dpviz.page import room
+from dpviz.page.room import left_px
 from dpviz.page.findings import downloads, failure_markdown, keep_units, what_happened
 from dpviz.page.state import OPEN_PRESET, PRESENT, SHOWN_TAB, SIDE_BY_SIDE, TAB, side_key, views
 
@@ -49,10 +51,12 @@ def opening_note(trace: Trace, tab: str | None) -> None:
         # Under a preset's title the failure is expected: its unit and torch's cause.
         lead = f"**Pitfall: {preset.title}.**{where}" + (f" {failed_unit(trace)} failed" if trace.failure else "")
         st.info(lead + _cause(trace, lead))
+        room.notice(lead + _cause(trace, lead))
     elif trace.failure is not None:
         lead = (f"**{failed_unit(trace)} failed**, as it would in your training loop (the whole error is under the "
                 "chart)")
         st.error(lead + _cause(trace, lead))
+        room.notice(lead + _cause(trace, lead))
 
 
 def _cause(trace: Trace, lead: str) -> str:
@@ -123,6 +127,7 @@ def sampled_batch(trace: Trace, sampled: list[int], key: str, opening: int | Non
         what = "the first" if b == 0 else "failed" if b == failed else "the last" if b == last else ""
         return numbered(b, total, trace.spec.unit) + (f" ({what})" if what else "")
 
+    room.add(room.CONTROL_PX)
     return st.radio(trace.spec.unit.title(), sampled, horizontal=True, key=key, format_func=name,
                     on_change=share, args=(trace, key))
 
@@ -141,7 +146,8 @@ def chart(trace: Trace, build, *args, key: str, then=None) -> None:
     """Draw `build(trace, *args)`, built once per trace and arguments in this session (and once more in
     larger type, for presenting); then the view's second figure, `then(trace, *args)`, under it where it has one."""
     present = st.session_state.get(PRESENT)
-    fig = views().get(trace, presented, build, *args) if present else views().get(trace, build, *args)
+    room = left_px()  # Presenting: the plot laid out to end on the first screen, under what the page put above it
+    fig = views().get(trace, presented, build, room, *args) if present else views().get(trace, build, *args)
     st.plotly_chart(fig, width="stretch", config=CHART_CONFIG, key=side_key(trace, key))
     details = chart_details(fig)  # the chart's note stays a few lines: the rest waits here for who asks
     if details:
@@ -149,13 +155,14 @@ def chart(trace: Trace, build, *args, key: str, then=None) -> None:
             st.markdown(details)  # dpviz's own sentences and figures: nothing from the trace's text
     second = None if then is None else views().get(trace, then, *args)
     if second is not None:
-        shown = views().get(trace, presented, then, *args) if present else second
+        shown = views().get(trace, presented, then, room, *args) if present else second
         st.plotly_chart(shown, width="stretch", config=CHART_CONFIG, key=side_key(trace, f"{key}_then"))
 
 
-def presented(trace: Trace, build, *args):
-    """`build`'s figure in larger type, for a projector: a copy, the plain one stays as it is."""
-    return presentation(views().get(trace, build, *args))
+def presented(trace: Trace, build, room_px: int, *args):
+    """`build`'s figure in larger type, for a projector, its plot ending in the first screen's `room_px` left under
+    what is above it: a copy, the plain one stays as it is."""
+    return presentation(views().get(trace, build, *args), room_px=room_px)
 
 
 def batch_view(trace: Trace, view: View) -> None:
@@ -166,6 +173,7 @@ def batch_view(trace: Trace, view: View) -> None:
         st.session_state[key] = batch + 1
         batch = st.slider(trace.spec.unit.title(), 1, total, key=key, on_change=share,
                           args=(trace, key, lambda value: value - 1)) - 1
+        room.add(room.CONTROL_PX)
     chart(trace, view.build, batch, key=view.key, then=view.then)
 
 
@@ -177,6 +185,7 @@ def window_view(trace: Trace, view: View) -> None:
         if st.toggle(f"Batch by batch ({view.detail_window} at a time)", key=side_key(trace, f"{view.key}_detail"),
                      help="Off: a window of many batches, drawn as one typical batch. On: a few batches, each drawn."):
             window, build = view.detail_window, view.detail
+        room.add(room.TOGGLE_PX)
     total = len(trace.batches)
     if total > window:
         st.session_state.setdefault(key, 1)
@@ -184,6 +193,7 @@ def window_view(trace: Trace, view: View) -> None:
             st.session_state[key] = 1
         unit = trace.spec.unit
         first = st.slider(f"First {unit} of the window ({plural(window, unit)})", 1, total, step=window, key=key) - 1
+        room.add(room.CONTROL_PX)
     chart(trace, build, first, key=view.key)
 
 
@@ -303,9 +313,11 @@ def show_pair(first: Trace, second: Trace) -> None:
     same_step(first, second)
     if shown is not None:  # dpviz's own words: what the comparison's preset is there to show
         st.info(f"**{shown.title}.** Shown in **{COMPARE}**.")  # what to look for: under the chart
+        room.notice(f"{shown.title}. Shown in {COMPARE}.")
     for trace in pair:
         if trace.failure is not None:
             st.error(f"**{trace.spec.runs}: {failed_unit(trace)} failed**; the error is under the chart.")
+            room.notice(f"{trace.spec.runs}: {failed_unit(trace)} failed; the error is under the chart.")
     views_shown = [view for view in present(views_of(first, second), first, second)
                    if view.draws(first) or view.draws(second)]
     tabs = [COMPARE] + [view.tab for view in views_shown]
@@ -316,8 +328,8 @@ def show_pair(first: Trace, second: Trace) -> None:
                 continue
             if label == COMPARE:
                 figure = comparison_figure(first, second)
-                st.plotly_chart(presentation(figure) if st.session_state.get(PRESENT) else figure, width="stretch",
-                                config=CHART_CONFIG, key="compare_chart")
+                st.plotly_chart(presentation(figure, room_px=left_px()) if st.session_state.get(PRESENT) else figure,
+                                width="stretch", config=CHART_CONFIG, key="compare_chart")
                 for sentence in comparison(first, second):
                     st.markdown(keep_units(markdown_text(sentence, 2_000)))  # dpviz's own sentence, naming lanes: escaped, not cut
                 growth = growth_figure(first, second)  # how it grows with the devices: its own chart, under the lesson
@@ -347,6 +359,7 @@ def show_pair(first: Trace, second: Trace) -> None:
                     with column:
                         view_of(trace, view)
             else:
+                room.add(room.PAIR_HEADING_PX)  # the toggle, and the run's name over its chart
                 for trace in drawn:
                     st.markdown(f"##### {trace.spec.runs}")
                     view_of(trace, view)
