@@ -260,14 +260,26 @@ def test_the_legend_sits_above_the_grid_and_the_caption_fits_the_chart(gpus, pre
     from dpviz.figures.sizes import NARROWEST_PX, PROJECTOR_PX
     from dpviz.figures.text_fit import text_px
 
+    from dpviz.figures.legends import legend_px
+    from dpviz.figures.presenting_fold import NOTES
+
     fig = memory_figure(recorded(gpus=gpus, train=True))
     fig = presentation(fig) if presenting else fig
     layout = fig.layout
-    assert layout.legend.orientation == "h" and layout.legend.yanchor == "bottom" and layout.legend.y >= 1
+    caption, *moved = [a for a in layout.annotations]
     width = PROJECTOR_PX if presenting else NARROWEST_PX
-    top, height, block, plot_top = _room(fig, width)
-    assert height > 0 and top >= block - 1 and top + height <= plot_top + 1
-    (caption,) = layout.annotations
+    if layout.legend.yanchor == "top":  # presenting, where the plot ran past the first screen: moved under it
+        plot_px = layout.height - layout.margin.t - layout.margin.b
+        under_px = -layout.legend.y * plot_px
+        caption_px = -caption.yshift + caption.text.count("<br") * caption.font.size * 1.3 + caption.font.size
+        assert presenting and under_px >= caption_px  # under the caption, not on it
+        assert layout.margin.b >= under_px + legend_px(fig, width) - 1  # and held by the chart
+        assert [a.name for a in moved] == [NOTES]  # the subtitle's notes with it
+    else:
+        assert layout.legend.orientation == "h" and layout.legend.yanchor == "bottom" and layout.legend.y >= 1
+        top, height, block, plot_top = _room(fig, width)
+        assert height > 0 and top >= block - 1 and top + height <= plot_top + 1
+        assert not moved
     assert caption.xshift == -layout.margin.l  # from the chart's left edge, not the plot's
     lines = caption.text.replace("<br />", "<br>").split("<br>")
     room = width - layout.margin.r
