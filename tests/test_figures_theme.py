@@ -343,20 +343,24 @@ def test_presentation_fits_the_projectors_first_screen_giving_up_at_most_a_share
     """A chart taller than the room under the tabs: its plot gives up what it must, never below SHRINK_FLOOR of
     its height, the margins kept whole; a stacked figure keeps the room between its panels for their words."""
     from dpviz.figures import sample_map_figure
-    from dpviz.figures.presenting import SHRINK_FLOOR, presentation
+    from dpviz.figures.presenting import FOLD_FLOOR, SHRINK_FLOOR, WORDS_FOLD_FLOOR, presentation
 
     plot = lambda f: f.layout.height - f.layout.margin.t - f.layout.margin.b
     view = lambda key: _build(next(v for v in VIEWS if v.key == key), TRACES["8 GPUs"]())
-    worded = view("split")  # rows' counts written on its bars' data: it keeps the room they were drawn in
-    assert plot(presentation(worded, room_px=300)) == plot(presentation(worded, room_px=10_000))
+    worded = view("split")  # rows' counts written on its bars' data: at most 1 - WORDS_FOLD_FLOOR of their room given
+    tight, roomy = presentation(worded, room_px=300), presentation(worded, room_px=10_000)
+    assert WORDS_FOLD_FLOOR * plot(roomy) - 1 <= plot(tight) < plot(roomy)
+    assert not tight.layout.title.subtitle.text  # its notes moved under the plot first
     for fig in (sample_map_figure(TRACES["8 GPUs"]()),):
         roomy = presentation(fig, room_px=10_000)
-        for room in (roomy.layout.height - 40, 300):
-            fitted = presentation(fig, room_px=room)
-            assert (fitted.layout.margin.t, fitted.layout.margin.b) == (roomy.layout.margin.t, roomy.layout.margin.b)
-            assert plot(fitted) >= SHRINK_FLOOR * plot(roomy) - 1
-            assert fitted.layout.height < roomy.layout.height
-            assert plot(fitted) < plot(roomy)
+        # Room for the whole chart less 40 px: the plot gives them up, its margins whole. 300 px: the plot would run
+        # past the room, so its notes and legend go under it, and it gives up what it must, to FOLD_FLOOR.
+        fitted = presentation(fig, room_px=roomy.layout.height - 40)
+        assert (fitted.layout.margin.t, fitted.layout.margin.b) == (roomy.layout.margin.t, roomy.layout.margin.b)
+        assert SHRINK_FLOOR * plot(roomy) - 1 <= plot(fitted) < plot(roomy) and fitted.layout.height < roomy.layout.height
+        folded = presentation(fig, room_px=300)
+        assert folded.layout.margin.t < roomy.layout.margin.t and folded.layout.margin.b > roomy.layout.margin.b
+        assert FOLD_FLOOR * plot(roomy) - 1 <= plot(folded) < plot(roomy)  # its rows' names keep what they need
     maps = sample_map_figure(TRACES["8 GPUs"]())
     gap = lambda f: (f.layout.yaxis.domain[0] - f.layout.yaxis2.domain[1]) * plot(f)
     assert abs(gap(presentation(maps, room_px=300)) - gap(presentation(maps, room_px=10_000))) < 1
