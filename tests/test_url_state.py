@@ -46,7 +46,8 @@ def test_a_link_to_a_pipeline_of_the_tutorials_linear_is_fitted_and_said():
     config, warnings = from_query({"engine": "pipeline"})  # the tutorial's Linear, batches of 30, no training
     # The catalogue's first model a pipeline can cut: ffn (Linear, GELU, Linear).
     assert config.engine == "pipeline" and config.model == "ffn" and config.train and config.batch_size % config.microbatches == 0
-    assert len(warnings) == 1 and "cannot be cut into pipeline stages" in warnings[0] and warnings[0].endswith("instead.")
+    # said as what the link opens with, not as a complaint about the model it never named
+    assert len(warnings) == 1 and "opens with" in warnings[0] and "model = 'ffn'" in warnings[0]
 
 
 @pytest.mark.parametrize("query, words", [
@@ -191,6 +192,22 @@ def test_a_bare_link_of_an_engine_whose_lesson_needs_training_opens_training(eng
     assert from_query({"engine": engine, "train": "false"}) == (RunConfig(engine=engine), [])
     assert from_query(to_query(config)) == (config, [])  # the page's own link says train: nothing said again
     assert from_query({"engine": "ddp"}) == (RunConfig(engine="ddp"), [])  # DDP's lesson shows forward only
+
+
+@pytest.mark.parametrize("engine, gpus", [("tp", 2), ("pipeline", 2), ("pipeline", 4)])
+def test_a_bare_link_of_an_engine_the_default_model_cannot_run_opens_on_one_it_can_said_once(engine, gpus):
+    """The default model is one Linear: no pipeline stages or tensor-parallel plan cut it. A link naming only the engine
+    (and the devices) opens with the engine's own fit of what it did not name, said as its opening: no sentence
+    complains about a model the link never named; a link that names that model is told why it was changed."""
+    from dpviz.config import ConfigError
+    with pytest.raises(ConfigError):
+        RunConfig(**{**RunConfig().to_dict(), "engine": engine, "gpus": gpus, "train": True})
+    config, warnings = from_query({"engine": engine, "gpus": str(gpus)})
+    assert config.model != RunConfig().model and config.gpus == gpus
+    assert len(warnings) == 1 and "the link opens with" in warnings[0] and "The link's model" not in warnings[0]
+    assert from_query(to_query(config)) == (config, [])  # the page's own link names them: nothing said again
+    _, warnings = from_query({"engine": engine, "gpus": str(gpus), "model": "linear"})
+    assert any(w.startswith("The link's model linear") for w in warnings)
 
 
 def test_a_bad_engine_or_preset_lists_what_a_link_may_name():

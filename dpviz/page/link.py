@@ -14,6 +14,7 @@ from dpviz.config import (
 )
 from dpviz.echo import echo
 from dpviz.engines import ENGINES, FIRST
+from dpviz.engines.spec import EngineSpec
 from dpviz.presets import COMPARE_PRESETS, EVERY_ENGINE, LINK_PRESETS
 
 DEFAULTS = RunConfig()
@@ -158,11 +159,33 @@ def _opening(params: Mapping[str, Any], values: dict[str, Any]) -> list[str]:
         return []
     spec = ENGINES[engine]
     changes = {name: value for name, value in spec.opens_with if name not in params}
+    values.update(changes)
+    changes.update(_fitted_to_lesson(spec, params, values))
+    values.update(changes)
     if not changes:
         return []
-    values.update(changes)
     said = ", ".join(f"{name} = {_show(value)}" for name, value in changes.items())
     return [f"{spec.opens_why}: the link opens with {said}."]
+
+
+def _fitted_to_lesson(spec: EngineSpec, params: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """What the engine's own rules change in settings the link did not name, where the defaults do not make one of
+    its runs (the default model, one Linear, is cut into no pipeline stages and has no tensor-parallel plan): the
+    link opens with them, said as its opening, not as a complaint about a model it never named."""
+    # Only where the defaults are to blame: the engine, what it opens with and the link's devices alone make no run
+    # (a setting the link named that breaks a rule is told, as any other).
+    bare = {**DEFAULTS.to_dict(), **{name: values[name] for name in ("engine", "gpus", *dict(spec.opens_with))
+                                     if name in values}}
+    try:
+        RunConfig(**bare)
+        return {}
+    except ConfigError:
+        pass
+    if not spec.has("fit"):
+        return {}
+    merged = {**DEFAULTS.to_dict(), **values}
+    return {name: value for name, value in spec.part("fit")(merged).items()
+            if name not in params and merged.get(name) != value}
 
 
 def settle(values: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:

@@ -107,6 +107,9 @@ SPEC = EngineSpec(
     # (facts.py); the user's own module.
     facts=("ddp", "held", "model", "layers", "sent", "flight", "cpu", "cores"),
     memory_page=False,
+    # A schedule runs backward too; a bare link's model and microbatches are fitted to the stages (link._opening).
+    opens_with=(("train", True),),
+    opens_why="A pipeline cuts a model's layers into stages and runs each microbatch's forward and backward",
     parts=Parts(
         vocabulary="dpviz.engines.pipeline.vocabulary:VOCABULARY",
         engine="dpviz.engines.pipeline.engine:ENGINE",
