@@ -137,10 +137,22 @@ def test_play_buttons_and_slider_sit_between_the_title_and_the_lanes_in_rows_tha
     assert_controls_between_title_and_plot(fig)
 
 
-@pytest.mark.parametrize("gpus", [2, 8])
-def test_presenting_keeps_the_play_buttons_and_slider_between_the_title_and_the_lanes_at_the_larger_type(gpus):
-    # Presenting grows the room over the plot and may shrink the plot to fit a projector's first screen: controls
-    # left at their paper y then sat lower than their room, the slider's step numbers on the lanes.
+@pytest.mark.parametrize("gpus", [2, 4, 16])
+def test_in_presenting_the_play_buttons_and_slider_follow_the_lanes_in_rows_that_do_not_overlap(gpus):
+    # On a projector the lesson, the lanes, comes first under the title: the controls move under the steps' names
+    # (the plain figure's bottom margin, grown with the type), the buttons' row over the slider's, as measured above.
+    plain = step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30, train=True)), 0)
     scale = 1.35
-    fig = presentation(step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30, train=True)), 0), scale)
-    assert_controls_between_title_and_plot(fig, scale)
+    fig = presentation(plain, scale=scale)
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    (menu,) = fig.layout.updatemenus
+    (slider,) = fig.layout.sliders
+    buttons_top, slider_top = -menu.y * plot_px, -slider.y * plot_px  # under the plot's bottom edge
+    assert menu.yanchor == slider.yanchor == "top" and menu.x == slider.x == 0
+    assert buttons_top >= plain.layout.margin.b * scale  # under the steps' names
+    assert slider_top >= buttons_top + 33 * scale + 4  # the buttons end over the slider
+    assert fig.layout.margin.b >= slider_top + 74 * scale  # the slider ends in the chart
+    longest = max((f.layout.title.text for f in fig.frames), key=lambda t: t.count("<br>"))
+    fig.layout.title.text = longest
+    assert fig.layout.margin.t >= title_block_px(fig)  # every frame's title over the lanes
+    assert fig.layout.margin.t < plain.layout.margin.t  # the controls' rows no longer over the lanes

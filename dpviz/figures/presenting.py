@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from dpviz.figures.layout import over_plot_px, subplot_titles, title_block_px, wrap_subplot_titles
 from dpviz.figures.legends import legend_entries, legend_px
-from dpviz.figures.presenting_fold import legend_under, subtitle_under
+from dpviz.figures.presenting_fold import controls_over_plot, controls_under, legend_under, subtitle_under
 from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN,
                                  PROJECTOR_PX, PROJECTOR_ROOM_PX, SUBTITLE_SIZE, TICK_SIZE, TITLE_SIZE, TOP_PAD_PX)
 from dpviz.figures.text_fit import SOFT_BREAK, line_count, text_px, unwrap, wrap
@@ -167,15 +167,6 @@ def _notes_below_px(fig: go.Figure) -> float:
     return need
 
 
-def _controls_kept_over_plot(fig: go.Figure, old_plot: float, plot_px: float, scale: float) -> None:
-    """Play buttons and a slider hung over the plot (Step through's, placed in paper units from its pixels) stay
-    as many pixels over it as before times `scale`, in the room the title block grew by: at their old paper y over
-    a plot that shrank, the slider's larger step numbers ran down onto the bars."""
-    for control in [*fig.layout.updatemenus, *fig.layout.sliders]:
-        if control.y is not None and control.y > 1 and control.yanchor == "top":
-            control.y = 1 + (control.y - 1) * old_plot * scale / max(plot_px, 1)
-
-
 # The least share of its height a plot keeps to fit the projector's first screen: marks and the words on them
 # stay readable.
 SHRINK_FLOOR = 0.7
@@ -219,6 +210,17 @@ def _fold(out: go.Figure, top: float, bottom: float, room_px: float, above: bool
     return top, bottom, moved
 
 
+def _longest_title_block_px(fig: go.Figure) -> float:
+    """The title block of the frame whose title takes the most lines (an animation's frames carry their own): no
+    frame's title runs into what is under it."""
+    titles = [f.layout.title.text for f in fig.frames or () if f.layout and f.layout.title and f.layout.title.text]
+    shown = fig.layout.title.text
+    fig.layout.title.text = max([shown or "", *titles], key=line_count) or shown
+    block = title_block_px(fig)
+    fig.layout.title.text = shown
+    return block
+
+
 def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR_ROOM_PX) -> go.Figure:
     """A copy of `fig` for a projector: every type size `scale` times larger (title, subtitle, ticks,
     axis titles, legend, annotations, hovers, text on marks) and the room around it too: the title
@@ -238,6 +240,8 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     old_top, old_bottom = old.t or BASE_TOP_PX, old.b or MARGIN["b"]
     old_plot = (fig.layout.height or 520) - old_top - old_bottom
     old_block = title_block_px(fig)
+    controls = controls_over_plot(fig, old_plot)  # Step through's play/pause and slider: moved under the plot
+    band = max(controls.values(), default=0.0)
     above = _legend_above(fig)
     under = _legends_under(fig, old_plot)
     if above:  # the legend's place: from the title block to its top, and from its bottom to the plot
@@ -304,7 +308,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
             annotation.text = wrap(unwrap(annotation.text), annotation.font.size, room)
     wrap_subplot_titles(out, left + right, PROJECTOR_PX)
     _thin_names(out, plot_width)
-    block = title_block_px(out)
+    block = _longest_title_block_px(out)
     old_over, over = over_plot_px(fig), over_plot_px(out)  # the top subplot's title, as wrapped before and now
     if above:
         new_legend = legend_px(out, PROJECTOR_PX)
@@ -312,7 +316,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         top = block + before * scale + new_legend + after
         lifted = (top - block - before * scale) if layout.legend.yanchor == "top" else after
     else:  # what sits between the title block and the plot (step names, a subplot's title) grows with its type
-        top = block + max(old_top - old_block - old_over, GAP_PX) * scale + over
+        top = block + max(old_top - old_block - old_over - band, GAP_PX) * scale + over
     # A legend under the plot: its gap grown, and the margin its rows take as the projector's chart lays them out
     # (the plain margin kept rows for the narrowest chart); else the plain margin grown.
     bottom = _notes_below_px(out)
@@ -320,6 +324,9 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         bottom = max(bottom, gap * scale + legend_px(out, PROJECTOR_PX, name=name))
     if not under:
         bottom = max(bottom, old_bottom * scale)
+    moved_controls = {}
+    if controls:
+        moved_controls, bottom = controls_under(out, controls, bottom, scale)
     # On the projector's first screen: the panels give up to a share of their height where the chart would run
     # past it, the room between them kept for their words; rows named on an axis then grow until they clear.
     rows = tick_room_px(out, 0) / max(old_plot, 1)  # the share of their height named rows need, at the larger type
@@ -338,13 +345,14 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         panel = min(1.0, max(floor, (room_px - top - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
-    _controls_kept_over_plot(out, old_plot, plot_px, scale)
     if above:
         layout.legend.y = 1 + lifted / max(plot_px, 1)
     if moved_legend is not None:
         layout.legend.y = -moved_legend / max(plot_px, 1)
     for name, gap in under.items():
         layout[name].y = -gap * scale / max(plot_px, 1)
+    for (kind, k), gap in moved_controls.items():
+        layout[kind][k].y = -gap / max(plot_px, 1)
     layout.margin = dict(t=round(top), b=round(bottom), l=left, r=right)
     layout.height = round(top + plot_px + bottom)
     return out

@@ -41,3 +41,26 @@ def legend_under(fig: go.Figure, bottom_px: float, width_px: float) -> tuple[flo
     gap = bottom_px + UNDER_GAP_PX
     legend.update(orientation="h", x=0, xanchor="left", xref="paper", yanchor="top", yref="paper", y=-0.1)
     return gap, gap + legend_px(fig, width_px)
+
+
+def controls_over_plot(fig: go.Figure, plot_px: float) -> dict[tuple[str, int], float]:
+    """An animation's controls (placed on the paper: plotly has no other place for them) laid out over the plot (Step through's play/pause row and slider, under the title):
+    each one's (kind, index) and how far over the plot's top edge its top sits, in pixels of a plot `plot_px` high.
+    Empty when none sits there."""
+    over = {}
+    for kind in ("updatemenus", "sliders"):
+        for k, control in enumerate(fig.layout[kind] or ()):
+            if control.y is not None and control.y > 1 and control.yanchor == "top":
+                over[kind, k] = (control.y - 1) * plot_px
+    return over
+
+
+def controls_under(fig: go.Figure, over: dict[tuple[str, int], float], bottom_px: float,
+                   scale: float) -> tuple[dict[tuple[str, int], float], float]:
+    """The controls `over` the plot (controls_over_plot) moved under everything under it (`bottom_px` of it), in the
+    same order and spacing, `scale` times: a projector's first screen holds the lesson, the plot, whole, and the
+    controls follow it. Returns each control's gap from the plot's bottom edge in pixels (its y is that over the
+    plot's final height) and the bottom margin that holds them."""
+    band = max(over.values())  # from the highest control's top to the plot: the rows and the gaps between them
+    gaps = {key: bottom_px + UNDER_GAP_PX + (band - px) * scale for key, px in over.items()}
+    return gaps, bottom_px + UNDER_GAP_PX + band * scale
