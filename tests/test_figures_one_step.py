@@ -329,3 +329,29 @@ def test_the_figure_made_without_plotlys_validation_is_the_validated_figure(name
     validated = go.Figure(made.to_dict())
     assert made.to_dict() == validated.to_dict()
     assert presentation(made).to_dict() == presentation(validated).to_dict()
+
+
+@pytest.mark.parametrize("name", ["dp", "fsdp"])
+def test_presenting_four_lanes_in_less_room_each_box_keeps_the_lines_it_holds_and_hovers_the_rest(name):
+    """Four training lanes whose boxes run past a projector's first screen: the plot gives up height, each box keeps
+    the lines its smaller box holds (the type keeps its size), its last '…', and what it dropped is in a hover over
+    it, word for word as the whole figure has it."""
+    from dpviz.figures.one_step import BOX_HALF, LINE_PX
+    plain = one_step_any(trace_of(name), 0)
+    roomy = presentation(plain, room_px=10_000)
+    room = roomy.layout.margin.t + (roomy.layout.height - roomy.layout.margin.t - roomy.layout.margin.b) - 120
+    fig = presentation(plain, room_px=room)
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert fig.layout.margin.t + plot_px <= room  # the lanes, all four, end in the room
+    lane_px = plot_px / len(fig.layout.yaxis.tickvals)
+    whole = {(n.x, n.y): n.text for n in roomy.layout.annotations if n.name == "cell"}
+    cut = [n for n in fig.layout.annotations if n.name == "cell" and n.text != whole[n.x, n.y]]
+    assert cut  # the fullest boxes lost lines
+    hovers = {(x, y): text for t in fig.data if t.hovertext is not None for x, y, text in zip(t.x, t.y, t.hovertext)}
+    for note in fig.layout.annotations:
+        if note.name == "cell":
+            assert note.font.size == CELL_SIZE
+            assert len(note.text.split("<br>")) * LINE_PX <= 2 * BOX_HALF * lane_px, note.text
+    for note in cut:
+        assert note.text.endswith("…") and whole[note.x, note.y].startswith(note.text[:-1].rsplit("<br>", 1)[0])
+        assert hovers[note.x, note.y] == re.sub(r"<[^>]+>", "", whole[note.x, note.y].replace("<br>", "\n")).replace("\n", "<br>")

@@ -21,7 +21,7 @@ from dpviz.analysis.one_step import ALL, BACK, COLUMNS, NEXT, Arrow, OneStep, sh
 from dpviz.analysis.wording import human_bytes
 from dpviz.figures.colors import GUIDE, THEME_BACKGROUND, THEME_TEXT, device_color, with_alpha
 from dpviz.figures.layout import house_layout, merged
-from dpviz.figures.presenting import CELL_NOTE
+from dpviz.figures.presenting_boxes import CELL_NOTE, MORE
 from dpviz.figures.sizes import GAP_PX, LINE_EM, NARROWEST_PX
 from dpviz.figures.text_fit import text_px
 from dpviz.trace.legend import kind_color
@@ -36,7 +36,6 @@ BOX_PAD_PX, LEAST_PAD_PX = 8, 4  # a box's room above and below its lines; the l
 FIRST_SCREEN_CHART_PX = 560
 LEAST_ROW_PX = 24  # a lane's name at the ticks' size, one line of a box
 WHOLE_LANES = 4  # up to this many lanes every box keeps all its lines (a chart a few pixels past the first screen)
-MORE = "…"  # the last line a box has room for, where it had more: the hover gives them all
 FAILED = "#CC3311"  # the edge of the box a step failed in (the failure colour of the other views)
 STEM_PX = 2  # an arrow's line width
 STANDOFF_PX = 3  # between an arrow's ends and what it points at

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from dpviz.figures.layout import over_plot_px, subplot_titles, title_block_px, wrap_subplot_titles
 from dpviz.figures.legends import legend_entries, legend_px
+from dpviz.figures.presenting_boxes import CELL_NOTE, cut_box_notes
 from dpviz.figures.presenting_fold import controls_over_plot, controls_under, legend_under, subtitle_under
 from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN,
                                  PROJECTOR_PX, PROJECTOR_ROOM_PX, SUBTITLE_SIZE, TICK_SIZE, TITLE_SIZE, TOP_PAD_PX)
@@ -33,7 +34,7 @@ def _scaled(size, scale: float):
 # A text trace sized to fit its cells (the sample map's row ids) says so in its meta: presentation()
 # leaves its size, since larger numbers would run together.
 CELL_TEXT = {"sized": "to its cells"}
-CELL_NOTE = "cell"  # the name of an annotation of words in a box sized to hold them: it keeps its size too
+# The name of an annotation of words in a box sized to hold them: it keeps its size too (presenting_boxes)
 
 
 def _legend_above(fig: go.Figure) -> bool:
@@ -183,8 +184,9 @@ def _words_in_plot(fig: go.Figure) -> bool:
 
 # Where the plot would still run past the first screen with its notes and legend moved under it: the least share of
 # its height it keeps (its marks still read); with words laid on its data, a larger share (a cell's number, sized
-# to its cell with room around it, still fits); words in boxes sized to hold them (One step's) keep all of it.
-FOLD_FLOOR, WORDS_FOLD_FLOOR = 0.5, 0.7
+# to its cell with room around it, still fits); words in boxes sized to hold them (One step's) a share that keeps
+# the fullest box most of its lines, the rest in its hover (presenting_boxes).
+FOLD_FLOOR, WORDS_FOLD_FLOOR, BOXES_FOLD_FLOOR = 0.5, 0.7, 0.6
 
 
 def _notes_in_boxes(fig: go.Figure) -> bool:
@@ -341,10 +343,12 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         top, bottom, moved_legend = _fold(out, top, bottom, room_px - gaps - panels * floor, above, left,
                                           old_block=block, over=over, scale=scale)
         above = above and moved_legend is None
-        floor = max(WORDS_FOLD_FLOOR if words and not _notes_in_boxes(out) else 1.0 if words else FOLD_FLOOR, rows)
+        floor = max(BOXES_FOLD_FLOOR if _notes_in_boxes(out) else WORDS_FOLD_FLOOR if words else FOLD_FLOOR, rows)
         panel = min(1.0, max(floor, (room_px - top - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
+    if panel < 1 and _notes_in_boxes(out):  # smaller boxes: each keeps the lines it holds, the rest in a hover
+        cut_box_notes(out, plot_px)
     if above:
         layout.legend.y = 1 + lifted / max(plot_px, 1)
     if moved_legend is not None:

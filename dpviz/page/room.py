@@ -20,6 +20,8 @@ NOTICE_SIZE, NOTICE_ROOM_PX = 16, 630  # its type and the width its text wraps i
 CONTROL_PX = 84  # a slider or a row of radio buttons with its label, above a view's chart
 TOGGLE_PX = 40  # a switch above a view's chart
 PAIR_HEADING_PX = 80  # a run's name over its chart when two engines' charts are shown one above the other
+SLACK_PX = 12  # what the counts above miss (a box's wrap a word early, the browser's rounding): a plot laid out to
+# end exactly at the fold ran a few pixels past it
 ABOVE = "above_chart"  # the pixels the page has put above the chart this run, besides PAGE_TOP_PX
 
 
@@ -41,4 +43,4 @@ def notice(sentence: str) -> None:
 
 def left_px() -> int:
     """The first screen's height left for the chart about to be drawn, from its top."""
-    return round(SCREEN_PX - PAGE_TOP_PX - st.session_state.get(ABOVE, 0))
+    return round(SCREEN_PX - PAGE_TOP_PX - SLACK_PX - st.session_state.get(ABOVE, 0))
