@@ -260,7 +260,7 @@ def test_the_legend_sits_above_the_grid_and_the_caption_fits_the_chart(gpus, pre
     from dpviz.figures.sizes import NARROWEST_PX, PROJECTOR_PX
     from dpviz.figures.text_fit import text_px
 
-    from dpviz.figures.legends import legend_px
+    from dpviz.figures.legends import legend_entries, legend_px
     from dpviz.figures.presenting_fold import NOTES
 
     fig = memory_figure(recorded(gpus=gpus, train=True))
@@ -268,7 +268,17 @@ def test_the_legend_sits_above_the_grid_and_the_caption_fits_the_chart(gpus, pre
     layout = fig.layout
     caption, *moved = [a for a in layout.annotations]
     width = PROJECTOR_PX if presenting else NARROWEST_PX
-    if layout.legend.yanchor == "top":  # presenting, where the plot ran past the first screen: moved under it
+    if layout.legend.orientation == "v":  # presenting, where the plot ran past the first screen: beside the plot
+        plot_px = layout.height - layout.margin.t - layout.margin.b
+        size = layout.legend.font.size
+        widest = max(text_px(name, size) for name in legend_entries(fig))
+        assert presenting and layout.legend.x == 1 and layout.legend.xanchor == "left"  # right of the plot
+        assert layout.legend.y == 0 and layout.legend.yanchor == "bottom"  # beside the bars, on the first screen
+        assert layout.margin.r >= 40 + widest  # the chart holds its swatches and words
+        rows = len(legend_entries(fig)) + layout.legend.title.text.count("<br>") + 1
+        assert rows * 1.3 * size <= plot_px  # its rows stand beside the plot, no taller
+        assert [a.name for a in moved] == [NOTES]  # the subtitle's notes moved under the plot
+    elif layout.legend.yanchor == "top":  # presenting, where the plot ran past the first screen: moved under it
         plot_px = layout.height - layout.margin.t - layout.margin.b
         under_px = -layout.legend.y * plot_px
         caption_px = -caption.yshift + caption.text.count("<br") * caption.font.size * 1.3 + caption.font.size
@@ -282,7 +292,7 @@ def test_the_legend_sits_above_the_grid_and_the_caption_fits_the_chart(gpus, pre
         assert not moved
     assert caption.xshift == -layout.margin.l  # from the chart's left edge, not the plot's
     lines = caption.text.replace("<br />", "<br>").split("<br>")
-    room = width - layout.margin.r
+    room = width - (layout.margin.r if layout.legend.orientation != "v" else 0)  # under a legend beside the plot
     assert max(text_px(line, caption.font.size) for line in lines) <= room * 1.1
     assert layout.margin.b >= -caption.yshift + len(lines) * caption.font.size * 1.3
 
@@ -293,12 +303,13 @@ def test_column_names_never_run_together(gpus, presenting):
     """'1011121314' under sixteen bars: the names shown fit side by side on the narrowest chart, at
     their size, with a gap; fewer are named (every other one) rather than run together."""
     from dpviz.figures.presenting import presentation
-    from dpviz.figures.sizes import NARROWEST_PX
+    from dpviz.figures.sizes import NARROWEST_PX, PROJECTOR_PX
     from dpviz.figures.text_fit import text_px
 
     fig = memory_figure(recorded(gpus=gpus, train=True))
     fig = presentation(fig) if presenting else fig
-    plot_px = NARROWEST_PX - fig.layout.margin.l - fig.layout.margin.r
+    # Presenting lays the chart out for a projector's (a legend may stand beside the plot there)
+    plot_px = (PROJECTOR_PX if presenting else NARROWEST_PX) - fig.layout.margin.l - fig.layout.margin.r
     for axis in (fig.layout.xaxis, fig.layout.xaxis2):
         columns = list(axis.categoryarray)
         shown = list(axis.tickvals)

@@ -13,10 +13,11 @@ import re
 import plotly.graph_objects as go
 
 from dpviz.figures.layout import over_plot_px, subplot_titles, title_block_px, wrap_subplot_titles
-from dpviz.figures.legends import legend_entries, legend_px
+from dpviz.figures.legends import ENTRY_GAP_PX, legend_entries, legend_px
 from dpviz.figures.presenting_boxes import CELL_NOTE, cut_box_notes
-from dpviz.figures.presenting_fold import controls_over_plot, controls_under, legend_under, subtitle_under
-from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN,
+from dpviz.figures.presenting_fold import (controls_over_plot, controls_under, legend_beside, legend_under,
+                                          subtitle_under)
+from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX,
                                  PROJECTOR_PX, PROJECTOR_ROOM_PX, SUBTITLE_SIZE, TICK_SIZE, TITLE_SIZE, TOP_PAD_PX)
 from dpviz.figures.text_fit import SOFT_BREAK, line_count, text_px, unwrap, wrap
 
@@ -193,23 +194,56 @@ def _notes_in_boxes(fig: go.Figure) -> bool:
     return any(a.name == CELL_NOTE for a in fig.layout.annotations)
 
 
-def _fold(out: go.Figure, top: float, bottom: float, room_px: float, above: bool, left: float, *, old_block: float,
-          over: float, scale: float) -> tuple[float, float, float | None]:
-    """Move what sits between the title and the plot under the plot, the subtitle's notes first, then a legend
-    above the plot, until the plot's top leaves it `room_px` (or nothing is left to move). Returns the new top and
-    bottom margins, and the moved legend's gap under the plot in pixels (None when it stayed)."""
+def _fold(out: go.Figure, top: float, bottom: float, room_px: float, above: bool, left: float, right: float, *,
+          old_block: float, over: float, scale: float, plot_px: float, least_width: float) -> tuple[float, float, float, float | None]:
+    """Move what sits between the title and the plot out of the way, the subtitle's notes first (under the plot),
+    then a legend above the plot (beside the plot where it is narrow, so its colours stay on the first screen, else
+    under it), until the plot's top leaves it `room_px` (or nothing is left to move); the plot about `plot_px` high,
+    and beside a legend at least `least_width` wide (what its cells' words were sized for).
+    Returns the new top, bottom and right margins, and the legend's gap under the plot in pixels (None when it
+    stayed above or went beside)."""
     subtitle = line_count(out.layout.title.subtitle.text or "") * (out.layout.title.subtitle.font.size or 0) * LINE_EM
     legend_room = max(top - old_block - GAP_PX * scale - over, 0.0) if above else 0.0
     move_notes = subtitle > 0
     move_legend = above and top - subtitle > room_px
     moved = None
     if move_legend:
-        moved, bottom = legend_under(out, bottom, PROJECTOR_PX)
+        beside = legend_beside(out, left, right, PROJECTOR_PX, plot_px, least_px=least_width)
+        if beside is None:
+            moved, bottom = legend_under(out, bottom, PROJECTOR_PX)
+        else:
+            right = beside
         top -= legend_room
     if move_notes:
         bottom = subtitle_under(out, bottom, PROJECTOR_PX, left)
         top -= old_block - title_block_px(out)
-    return top, bottom, moved
+    return top, bottom, right, moved
+
+
+# The most of the plot's width one legend entry takes: the chart on a projector is narrower than PROJECTOR_PX where
+# the page keeps its sidebar, and an entry as wide as the plot ran off its right edge.
+ENTRY_SHARE = 0.75
+
+
+def _sized_for_px(fig: go.Figure) -> float:
+    """The plot's width on the narrowest chart, where `fig` holds words sized to its cells (CELL_TEXT): they fit
+    no narrower plot. 0 where it holds none."""
+    if not any(trace.meta == CELL_TEXT for trace in fig.data):
+        return 0.0
+    margin = fig.layout.margin
+    return NARROWEST_PX - (margin.l if margin.l is not None else MARGIN["l"]) - (margin.r if margin.r is not None else MARGIN["r"])
+
+
+def _wrap_legend_entries(fig: go.Figure, plot_px: float) -> None:
+    """A legend entry wider than the plot at the larger type (ZeRO-1's 'broadcast: the updated shards sent from their
+    owners') on lines that fit it: plotly cuts an entry at the chart's edge."""
+    for trace in fig.data:
+        if "showlegend" not in trace or trace.showlegend is False or not trace.name or "<br>" in trace.name:
+            continue
+        legend = fig.layout[trace.legend or "legend"]
+        size = legend.font.size or LEGEND_SIZE
+        if ENTRY_GAP_PX + text_px(trace.name, size) > ENTRY_SHARE * plot_px:
+            trace.name = wrap(trace.name, size, ENTRY_SHARE * plot_px - ENTRY_GAP_PX).replace(SOFT_BREAK, "<br>")
 
 
 def _longest_title_block_px(fig: go.Figure) -> float:
@@ -308,6 +342,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         if annotation.text and SOFT_BREAK in annotation.text:
             room = plot_width - (annotation.xshift or 0) if annotation.xref == "paper" else plot_width
             annotation.text = wrap(unwrap(annotation.text), annotation.font.size, room)
+    _wrap_legend_entries(out, plot_width)
     wrap_subplot_titles(out, left + right, PROJECTOR_PX)
     _thin_names(out, plot_width)
     block = _longest_title_block_px(out)
@@ -340,9 +375,11 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     panel = min(1.0, max(floor, (room_px - top - bottom - gaps) / panels))
     moved_legend = None
     if top + gaps + panels * panel > room_px:  # the plot itself runs past the first screen: only it must fit there
-        top, bottom, moved_legend = _fold(out, top, bottom, room_px - gaps - panels * floor, above, left,
-                                          old_block=block, over=over, scale=scale)
-        above = above and moved_legend is None
+        top, bottom, right, moved_legend = _fold(out, top, bottom, room_px - gaps - panels * floor, above, left, right,
+                                                 old_block=block, over=over, scale=scale, plot_px=gaps + panels * floor,
+                                                 least_width=_sized_for_px(fig))
+        above = above and moved_legend is None and out.layout.legend.orientation == "h"  # not moved under or beside
+        _thin_names(out, PROJECTOR_PX - left - right)  # a legend beside the plot leaves its columns less width
         floor = max(BOXES_FOLD_FLOOR if _notes_in_boxes(out) else WORDS_FOLD_FLOOR if words else FOLD_FLOOR, rows)
         panel = min(1.0, max(floor, (room_px - top - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)

@@ -3,18 +3,23 @@ screen: the subtitle's notes, then a legend laid out above the plot. The plot (t
 alone; what was moved is still on the chart, read after the plot.
 
     bottom = subtitle_under(fig, bottom, plot_width, left)   # the notes under what is under the plot now
-    gap, bottom = legend_under(fig, bottom, width)          # the legend too: set its y once the plot's height is known
+    right = legend_beside(fig, left, right, width, plot_px)  # or beside the plot, where it is narrow: on the screen
+    gap, bottom = legend_under(fig, bottom, width)          # else under it: set its y once the plot's height is known
 """
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
 from dpviz.figures.colors import THEME_TEXT
-from dpviz.figures.legends import legend_px
-from dpviz.figures.sizes import LINE_EM, SUBTITLE_SIZE
-from dpviz.figures.text_fit import line_count, unwrap, wrap
+from dpviz.figures.legends import BOX_PX, ENTRY_GAP_PX, legend_entries, legend_px
+from dpviz.figures.sizes import LEGEND_SIZE, LINE_EM, SUBTITLE_SIZE
+from dpviz.figures.text_fit import line_count, text_px, unwrap, wrap
 
 UNDER_GAP_PX = 10  # between what was under the plot and what is moved there
+BESIDE_TEXT_SHARE = 0.14  # the widest line of an entry beside the plot, of the chart's width: longer ones wrap
+BESIDE_PLOT_SHARE = 0.33  # the least of the chart's width the plot keeps beside a legend
+SIZED_SLACK_PX = 4  # words sized to their cells on the narrowest chart keep a few pixels around them
+ROW_EM = 1.3  # a vertical legend's row, in ems of its type, and plotly's 6 px between rows
 NOTES = "notes"  # the name of the annotation the subtitle's notes become
 
 
@@ -64,3 +69,44 @@ def controls_under(fig: go.Figure, over: dict[tuple[str, int], float], bottom_px
     band = max(over.values())  # from the highest control's top to the plot: the rows and the gaps between them
     gaps = {key: bottom_px + UNDER_GAP_PX + (band - px) * scale for key, px in over.items()}
     return gaps, bottom_px + UNDER_GAP_PX + band * scale
+
+
+def _lines(text: str, size: float, room_px: float) -> str:
+    """`text` broken between words into lines no wider than `room_px` where its words allow, joined by <br>."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and text_px(f"{lines[-1]} {word}", size) <= room_px:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
+def legend_beside(fig: go.Figure, left_px: float, right_px: float, width_px: float, plot_px: float,
+                  least_px: float = 0.0) -> float | None:
+    """The legend laid out above the plot moved to the plot's right, its entries one under another from the plot's
+    bottom (a legend under a plot that fills the first screen is off it: the colours it names would go unread), an
+    entry wider than BESIDE_TEXT_SHARE of the chart on two lines or more, its title wrapped to its width; returns the
+    right margin that holds it. None, and nothing moved, where the plot would keep less than BESIDE_PLOT_SHARE of a
+    chart `width_px` wide (margins `left_px`, `right_px`) or less than `least_px` (the width its cells' words were
+    sized for), or the legend stand taller than the plot (`plot_px`)."""
+    legend = fig.layout.legend
+    names = legend_entries(fig)
+    size = legend.font.size or LEGEND_SIZE
+    room = min(max((text_px(n, size) for n in names), default=0), BESIDE_TEXT_SHARE * width_px)
+    lines = {n: _lines(n, size, room) for n in names}
+    wide = ENTRY_GAP_PX + max((text_px(line, size) for n in names for line in lines[n].split("<br>")), default=0)
+    title, title_size = unwrap(legend.title.text or ""), legend.title.font.size or size
+    wide = max(wide, max((text_px(word, title_size) for word in title.split()), default=0)) + BOX_PX
+    title = wrap(title, title_size, wide - BOX_PX) if title else title
+    rows = sum(line_count(lines[n]) for n in names)
+    tall = rows * ROW_EM * size + len(names) * 6 + line_count(title) * ROW_EM * title_size + BOX_PX
+    right = right_px + UNDER_GAP_PX + wide
+    if width_px - left_px - right < max(BESIDE_PLOT_SHARE * width_px, least_px - SIZED_SLACK_PX) or tall > plot_px:
+        return None
+    for trace in fig.data:
+        if trace.name in lines and (trace.legend or "legend") == "legend":
+            trace.name = lines[trace.name]
+    legend.update(orientation="v", x=1, xanchor="left", xref="paper", y=0, yanchor="bottom", yref="paper",
+                  title=dict(text=title or None, side="top"))
+    return right
