@@ -109,7 +109,7 @@ SPEC = EngineSpec(
     memory_page=False,
     # A schedule runs backward too; a bare link's model and microbatches are fitted to the stages (link._opening).
     opens_with=(("train", True),),
-    opens_why="A pipeline cuts a model's layers into stages and runs each microbatch's forward and backward",
+    opens_why="A pipeline cuts a model's layers into stages and trains them",
     parts=Parts(
         vocabulary="dpviz.engines.pipeline.vocabulary:VOCABULARY",
         engine="dpviz.engines.pipeline.engine:ENGINE",

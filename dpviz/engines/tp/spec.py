@@ -81,7 +81,7 @@ SPEC = dataclasses.replace(
     # (the page's MLP has a BatchNorm none can cut); compared in pairs instead. Its plan is in the page's At real size.
     memory_page=False,
     # A bare link's model, the default one Linear, is fitted to a plan (link._opening).
-    opens_why="Tensor parallelism cuts a column-wise Linear and the row-wise one after it over the ranks",
+    opens_why="Tensor parallelism cuts pairs of Linears over the ranks",
     # DDP's launcher facts; what each rank held and handed each collective; the cut modules and CommDebugMode's counts.
     facts=("ddp", "held", "moved", "model", "cut_modules", "comm_counts"),
     parts=dataclasses.replace(
