@@ -149,7 +149,13 @@ def test_the_pipelines_memory_reads_in_one_unit():
     trace = engine("pipeline").record(RunConfig(engine="pipeline", train=True, inputs="tensor", data_size=64,
                                                 batch_size=16, model="mlp", gpus=2, schedule="1f1b", microbatches=4))
     assert trace.failure is None
-    check_one_unit(trace.spec.part("view.memory")(trace, 0), "pipeline memory")
+    # What each stage holds, a chart of its own under the activations' (the view's second figure), in their unit.
+    held = trace.spec.part("view.memory.then")(trace, 0)
+    check_one_unit(held, "pipeline memory held")
+    activations = trace.spec.part("view.memory")(trace, 0)
+    (title,) = [a.text for a in activations.layout.annotations if a.textangle == -90]  # the stages' one axis title
+    (axis,) = byte_axes(held).values()
+    assert AXIS_UNIT.search(title)[1] == AXIS_UNIT.search(axis.title.text)[1], (title, axis.title.text)
 
 
 def test_the_plan_at_real_size_reads_in_one_unit():

@@ -1,5 +1,6 @@
 """A pipeline's Memory view: each stage's activations in a panel of its own, one scale for all, pass by pass as the
-trace's facts "flight" record them, the stage named beside its panel; what each stage holds in bars under them.
+trace's facts "flight" record them, the stage named beside its panel; what each stage holds in bars, a chart of its
+own under them (the view's second figure: the two ran past a projector's first screen).
 
 Drawn over each other, the stages' step lines rose and fell at the same passes and ran along and across each other
 (stage 1's blue under stage 2's orange, 2.4:1): one panel per stage leaves no line on another.
@@ -15,7 +16,7 @@ import pytest
 
 from dpviz.config import RunConfig
 from dpviz.engines import engine
-from dpviz.engines.pipeline.read.memory import memory_pipeline_figure
+from dpviz.engines.pipeline.read.memory import held_pipeline_figure, memory_pipeline_figure
 from dpviz.figures.byte_unit import byte_unit
 from dpviz.figures.colors import device_color
 from dpviz.figures.presenting import presentation
@@ -79,8 +80,29 @@ def test_each_stage_draws_its_activations_in_a_panel_of_its_own(name):
         (title,) = [a for a in fig.layout.annotations if a.textangle == -90]
         assert title.text == f"activations kept ({unit.name})" and fig.layout.yaxis.title.text is None
         titles = [unwrap(a.text) for a in fig.layout.annotations if a.yref == "paper" and a.textangle != -90]
-        assert titles == ["Activations kept for microbatches in flight, pass by pass",
-                          "What each stage holds for the whole run"]
+        assert titles == ["Activations kept for microbatches in flight, pass by pass"]
+        assert not [t for t in fig.data if t.type == "bar"]  # what each stage holds: the chart under this one
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_what_each_stage_holds_is_a_chart_of_its_own_under_the_activations(name):
+    """The view's second figure: each stage's parameters, gradients and optimizer state as the ranks measured them
+    (facts "held"), stacked, in the unit of the activations' chart; the page draws it under the first."""
+    from dpviz.figures.views import memory_then
+
+    trace = run(name)
+    fig = memory_then(trace, 0)
+    assert fig is not None and unwrap(fig.layout.title.text) == "What each stage holds for the whole run"
+    held, flight = trace.facts["held"], trace.facts["flight"]
+    kinds = ("parameters", "gradients", "optimizer state")
+    unit = byte_unit(max([row[3] for stage in flight for row in stage]
+                         + [sum(h[k]["bytes"] for k in kinds) for h in held]))
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [b.name for b in bars] == list(kinds) and fig.layout.barmode == "stack"
+    for bar in bars:
+        assert list(bar.x) == [f"stage {s + 1}" for s in range(len(held))]
+        assert [y * unit.size for y in bar.y] == pytest.approx([h[bar.name]["bytes"] for h in held])
+    assert held_pipeline_figure(trace, 0) is not None
 
 
 @pytest.mark.parametrize("presenting", [False, True], ids=["plain", "presenting"])

@@ -212,7 +212,9 @@ class Parts:
     inputs_sampled: Lazy[SampledBatches] | None = None  # the batches whose arguments the trace kept
     # What a loaded file lacks for one of its views (a field an edited file left out), said in that view's place
     view_lacks: Lazy[Lacks] | None = None
-    # The toolkit's views it draws (dpviz.figures.views), by key: a view with no entry is not shown for its traces.
+    # The toolkit's views it draws (dpviz.figures.views), by key: a view with no entry is not shown for its traces;
+    # "<key>.then", a second figure under the view's, with the same arguments (the pipeline's Memory: what each stage
+    # holds for the whole run, under the lesson, its activations in flight, that a projector's first screen holds).
     views: Mapping[str, Lazy[Any]] = field(default_factory=dict)
     own_views: tuple[View, ...] = ()  # views of its own, beside the toolkit's
 
@@ -222,7 +224,7 @@ class Parts:
             if isinstance(value, str):
                 object.__setattr__(self, each.name, Lazy(value))
         object.__setattr__(self, "views", {key: _lazy(where) for key, where in self.views.items()})
-        unknown = set(self.views) - set(VIEW_CALLS)
+        unknown = {key.removesuffix(".then") for key in self.views} - set(VIEW_CALLS)
         if unknown:
             raise ValueError(f"views {sorted(unknown)} are not the toolkit's ({', '.join(VIEW_CALLS)}): declare them "
                              "as own_views")
@@ -235,7 +237,7 @@ class Parts:
             if isinstance(value, Lazy):
                 yield each.name, value, hints.get(each.name)
         for key, reference in self.views.items():
-            yield f"view.{key}", reference, VIEW_CALLS[key]
+            yield f"view.{key}", reference, VIEW_CALLS[key.removesuffix(".then")]
         for view in self.own_views:
             yield f"view.{view.key}", view.draw, view.call
             if view.then is not None:

@@ -111,9 +111,7 @@ class EngineSpec:
         if part.startswith("view."):
             key, then = part[len("view."):].removesuffix(".then"), part.endswith(".then")
             own = next(((view.then if then else view.draw) for view in self.parts.own_views if view.key == key), None)
-            if then:
-                return own
-            return self.parts.views.get(key, own)
+            return self.parts.views.get(f"{key}.then" if then else key, own)
         if part in ("views", "own_views"):
             return None
         return getattr(self.parts, part, None)

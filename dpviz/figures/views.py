@@ -32,6 +32,18 @@ def _drawn(view: str, name: str) -> Callable[..., Any]:
     return draw
 
 
+def _then(view: str, name: str) -> Callable[..., Any]:
+    """The second figure of view `view` the trace's engine draws under its first (its spec's "view.<view>.then"
+    part), or None where it draws none."""
+
+    def then(trace: Trace, *args: Any, **kwargs: Any) -> Any:
+        part = f"view.{view}.then"
+        return trace.spec.part(part)(trace, *args, **kwargs) if trace.spec.has(part) else None
+
+    then.__name__ = then.__qualname__ = name
+    return then
+
+
 def _part(part: str, name: str) -> Callable[..., Any]:
     """The trace's engine's `part`, called with the trace."""
 
@@ -52,6 +64,7 @@ step_figure = _drawn("step", "step_figure")
 inputs_figure = _drawn("inputs", "inputs_figure")
 argument_batches = _part("inputs_sampled", "argument_batches")
 memory_figure = _drawn("memory", "memory_figure")
+memory_then = _then("memory", "memory_then_figure")
 pitfall_figure = _drawn("pitfall", "pitfall_figure")
 bounded_log = _drawn("log", "bounded_log")
 
@@ -138,8 +151,11 @@ def _one_steps(trace: Trace) -> list[tuple[str, Any]]:
 def _memories(trace: Trace) -> list[tuple[str, Any]]:
     """The first sampled batch, and the last when it splits differently."""
     sampled, chunks = memory_batches(trace), chunks_per_batch(trace)
-    return [(f"memory-batch-{b}", memory_figure(trace, b)) for b in sampled
-            if b == sampled[0] or chunks[b] != chunks[sampled[0]]]
+    shown = []
+    for b in [b for b in sampled if b == sampled[0] or chunks[b] != chunks[sampled[0]]]:
+        second = memory_then(trace, b)
+        shown += [(f"memory-batch-{b}", memory_figure(trace, b))] + ([(f"memory-batch-{b}-then", second)] if second else [])
+    return shown
 
 
 def timeline_batches(trace: Trace, first: int) -> Any:
@@ -178,7 +194,7 @@ VIEWS: tuple[View, ...] = (
          missing="This file records no replica's arguments (a file of a dpviz before trace version 2, or one edited "
                  "since), so there is nothing to show of what each replica received."),
     View("memory", "Memory", "Memory per GPU", "memory", memory_figure, SAMPLED, report=_memories,
-         sampled=memory_batches, missing="This trace holds no memory figures."),
+         sampled=memory_batches, missing="This trace holds no memory figures.", then=memory_then),
     View("log", "Tutorial log", "Tutorial log", "log", bounded_log, TEXT, report=lambda trace: [("log", bounded_log(trace))]),
 )
 

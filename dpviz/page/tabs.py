@@ -132,14 +132,16 @@ def sampled_batch(trace: Trace, sampled: list[int], key: str, opening: int | Non
                     on_change=share, args=(trace, key))
 
 
-def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: str) -> None:
-    """A view drawn for one of the batches the trace sampled, picked with a radio; `missing` when none was."""
+def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: str, then=None) -> None:
+    """A view drawn for one of the batches the trace sampled, picked with a radio; `missing` when none was; `then`,
+    the view's second figure, under it."""
     if not sampled:
         st.info(missing)
         return
     part = f"{name}_opening"  # an engine's own opening for this view (ZeRO-1's Memory: a step of sharded state)
     opening = int(trace.spec.part(part)(trace)) if trace.spec.has(part) else None
-    chart(trace, build, sampled_batch(trace, sampled, side_key(trace, f"{name}_batch"), opening), key=f"{name}_chart")
+    chart(trace, build, sampled_batch(trace, sampled, side_key(trace, f"{name}_batch"), opening), key=f"{name}_chart",
+          then=then)
 
 
 def chart(trace: Trace, build, *args, key: str, then=None) -> None:
@@ -208,7 +210,7 @@ CONTROLS = {
     WHOLE: lambda trace, view: chart(trace, view.build, key=view.key, then=view.then),
     BATCH: batch_view,
     WINDOW: window_view,
-    SAMPLED: lambda trace, view: sampled_chart(trace, view.sampled(trace), view.build, view.key, view.missing),
+    SAMPLED: lambda trace, view: sampled_chart(trace, view.sampled(trace), view.build, view.key, view.missing, view.then),
     TEXT: text_view,
 }
 

@@ -141,6 +141,7 @@ SPEC = EngineSpec(
             "one_step": f"{_READ}.one_step:one_step_pipeline_figure",
             "timeline": "dpviz.figures.timeline:timeline_figure",
             "memory": f"{_READ}.memory:memory_pipeline_figure",
+            "memory.then": f"{_READ}.memory:held_pipeline_figure",
             "log": "dpviz.figures.log:bounded_log",
             "step": f"{_READ}.step:step_pipeline_figure",
         },
