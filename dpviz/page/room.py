@@ -18,8 +18,9 @@ HEADING_SIZE, HEADING_ROOM_PX = 25.6, 590  # its type (1.6rem, semibold) and the
 NOTICE_PX, NOTICE_LINE_PX = 35, 25.6  # a warning box's padding and gap under it, and each line of its text
 NOTICE_SIZE, NOTICE_ROOM_PX = 16, 630  # its type and the width its text wraps in
 CONTROL_PX = 84  # a slider or a row of radio buttons with its label, above a view's chart
+BARE_CONTROL_PX = 56  # a row of radio buttons without its label's line
 TOGGLE_PX = 40  # a switch above a view's chart
-PAIR_HEADING_PX = 80  # a run's name over its chart when two engines' charts are shown one above the other
+PAIR_HEADING_PX = 46  # a run's name over its chart when two engines' charts are shown one above the other
 SLACK_PX = 12  # what the counts above miss (a box's wrap a word early, the browser's rounding): a plot laid out to
 # end exactly at the fold ran a few pixels past it
 ABOVE = "above_chart"  # the pixels the page has put above the chart this run, besides PAGE_TOP_PX

@@ -127,9 +127,11 @@ def sampled_batch(trace: Trace, sampled: list[int], key: str, opening: int | Non
         what = "the first" if b == 0 else "failed" if b == failed else "the last" if b == last else ""
         return numbered(b, total, trace.spec.unit) + (f" ({what})" if what else "")
 
-    room.add(room.CONTROL_PX)
+    # Presenting: each choice names its unit ("step 1 of 4"), so the label's line above them goes, for the chart
+    present = bool(st.session_state.get(PRESENT))
+    room.add(room.BARE_CONTROL_PX if present else room.CONTROL_PX)
     return st.radio(trace.spec.unit.title(), sampled, horizontal=True, key=key, format_func=name,
-                    on_change=share, args=(trace, key))
+                    on_change=share, args=(trace, key), label_visibility="collapsed" if present else "visible")
 
 
 def sampled_chart(trace: Trace, sampled: list[int], build, name: str, missing: str, then=None) -> None:
@@ -353,15 +355,17 @@ def show_pair(first: Trace, second: Trace) -> None:
             view = next(v for v in views_shown if v.tab == label)
             drawn = [trace for trace in pair if view.draws(trace)]  # a view one engine alone draws: its chart alone
             # Half a 1024-pixel window is too narrow for a chart's title, legend and lanes: one above the
-            # other unless the visitor has the room and asks for columns.
-            if len(drawn) > 1 and st.toggle("Side by side (wide screens)", key=SIDE_BY_SIDE,
+            # other unless the visitor has the room and asks for columns (Presenting is laid out for a projector's
+            # 1024: no switch over its chart).
+            if len(drawn) > 1 and not st.session_state.get(PRESENT) and st.toggle("Side by side (wide screens)", key=SIDE_BY_SIDE,
                                             help=f"{first.spec.short}'s chart beside {second.spec.short}'s, each half "
                                                  "as wide; off, one above the other."):
                 for column, trace in zip(st.columns(2, gap="medium"), drawn):
                     with column:
                         view_of(trace, view)
             else:
-                room.add(room.PAIR_HEADING_PX)  # the toggle, and the run's name over its chart
+                # the run's name over its chart, and the switch over both where it is shown
+                room.add(room.PAIR_HEADING_PX + (0 if st.session_state.get(PRESENT) or len(drawn) < 2 else room.TOGGLE_PX))
                 for trace in drawn:
                     st.markdown(f"##### {trace.spec.runs}")
                     view_of(trace, view)
