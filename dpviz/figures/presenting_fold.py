@@ -18,7 +18,7 @@ from dpviz.figures.text_fit import line_count, text_px, unwrap, wrap
 UNDER_GAP_PX = 10  # between what was under the plot and what is moved there
 BESIDE_TEXT_SHARE = 0.14  # the widest line of an entry beside the plot, of the chart's width: longer ones wrap
 BESIDE_PLOT_SHARE = 0.33  # the least of the chart's width the plot keeps beside a legend
-SIZED_SLACK_PX = 4  # words sized to their cells on the narrowest chart keep a few pixels around them
+SIZED_SLACK = 0.03  # words sized to their cells on the narrowest chart keep a little room around them: 3% of it
 ROW_EM = 1.3  # a vertical legend's row, in ems of its type, and plotly's 6 px between rows
 NOTES = "notes"  # the name of the annotation the subtitle's notes become
 
@@ -102,7 +102,7 @@ def legend_beside(fig: go.Figure, left_px: float, right_px: float, width_px: flo
     rows = sum(line_count(lines[n]) for n in names)
     tall = rows * ROW_EM * size + len(names) * 6 + line_count(title) * ROW_EM * title_size + BOX_PX
     right = right_px + UNDER_GAP_PX + wide
-    if width_px - left_px - right < max(BESIDE_PLOT_SHARE * width_px, least_px - SIZED_SLACK_PX) or tall > plot_px:
+    if width_px - left_px - right < max(BESIDE_PLOT_SHARE * width_px, least_px * (1 - SIZED_SLACK)) or tall > plot_px:
         return None
     for trace in fig.data:
         if trace.name in lines and (trace.legend or "legend") == "legend":
