@@ -66,9 +66,10 @@ SPEC = dataclasses.replace(
     options_type=FsdpOptions,
     # comm_counts (CommDebugMode's tally, as the tp engine writes it), comm_groups (each collective's ranks) and shares
     # (each parameter as DTensor places it on a rank) only from a run on a mesh
+    # modules: which parameters each sharded module gathers
     facts=("ddp", "held", "moved", "model", "modules", "comm_counts", "comm_groups", "shares"),
     opens_with=(("train", True),),
-    opens_why="FSDP gathers each module for backward and reduce-scatters its gradients, which only training runs",  # modules: which parameters each sharded module gathers
+    opens_why="FSDP shards training's gradients and optimizer state",
     parts=dataclasses.replace(
         DDP.parts,
         vocabulary="dpviz.engines.fsdp.vocabulary:VOCABULARY",
