@@ -50,6 +50,7 @@ TICK_GAP_PX = 6  # the least room between two column names side by side
 # Column names: 13 px, as many as fit side by side (name_step).
 CELL_FONT, SMALL_CELL_FONT, TICK_FONT = 13, 11, 13
 WRITTEN_TOTALS = 8  # past this many bars only device 0's total and the largest other's are written over them
+SCROLLBAR_PX = 16  # a page that scrolls gives its charts this much less width than NARROWEST_PX
 # More memory, a darker cell: one neutral ramp, so no amount reads as a device's colour or a kind's.
 AMOUNT_SCALE = [[0.0, "#F2F2F2"], [1.0, "#3A3A3A"]]
 
@@ -187,8 +188,10 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     below = 45 if named else 67  # the column names and, past NAMED_LANES, the axis title "GPU"
     bottom_px = below + 8 + (caption_px(caption, CAPTION_SIZE) + 16 if why else 0)
     styled(fig, title, ["<br>".join(n for n in notes if n)], height=grid_px + bars_px + gap_px + BASE_TOP_PX + bottom_px)
-    # The step names' margin leaves the legend less width: room for the rows that takes, above the plot.
-    top = title_block_px(fig) + GAP_PX + legend_px(fig, margins=(left, MARGIN["r"]))
+    # The step names' margin leaves the legend less width: room for the rows that takes, above the plot, on a chart
+    # a scrollbar narrower than the narrowest (452 px at 800 where the page scrolls: tensor parallelism's six kinds,
+    # laid out in two columns for 468, took one, six rows, and the legend's title rose over the notes).
+    top = title_block_px(fig) + GAP_PX + legend_px(fig, NARROWEST_PX - SCROLLBAR_PX, margins=(left, MARGIN["r"]))
     grow = max(top - fig.layout.margin.t, 0)
     fig.update_layout(margin=dict(t=fig.layout.margin.t + grow, b=bottom_px, l=left), height=fig.layout.height + grow,
                       xaxis_tickfont_size=TICK_FONT, xaxis2_tickfont_size=TICK_FONT)

@@ -77,9 +77,7 @@ def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, art
 # where room is shortest: a narrow window on the light theme, and a projector's Presenting on the dark.
 TAB_PAGES = [f"?engine={name}&gpus=4&train=true" for name in ENGINES]
 TAB_SCREENS = [("light", 800, 768, False), ("dark", 1024, 768, True)]
-TABS_NOT_YET: dict[str, str] = {
-    "?engine=tp&gpus=4&train=true": "Memory at 800 px: the legend's title 'kind of tensor (the bars):' over the notes",
-}
+TABS_NOT_YET: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=TABS_NOT_YET[q], strict=False)]
