@@ -5,7 +5,7 @@ every other tab's plot (its lesson: the axes' domain, as plotly laid it out) the
     .venv/bin/python -m pytest tests/browser/test_browser_presenting_fits.py -q -n 0
 
 Measured in the real page, as test_browser_first_screen.py measures it: the chart's box and plotly's own plot area
-against the window, the page scrolled to its top. One page is opened per test and its tabs clicked in turn.
+against the window, the page scrolled to its top. Each page is opened once for both tests, its tabs clicked in turn.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from dpviz.engines import ENGINES
 from dpviz.figures.views import views_of
 from dpviz.page.tabs import COMPARE
-from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception
+from test_browser import ACTIVE_PANEL, IDLE, SVG
 from test_browser_classroom import PROJECTOR, fresh
 
 pytestmark = pytest.mark.browser
@@ -55,7 +55,9 @@ CHART = f"""() => {{
   const plot = document.querySelector('{ACTIVE_PANEL} .js-plotly-plot') || document.querySelector('.js-plotly-plot');
   if (!plot) return null;
   const box = plot.getBoundingClientRect(), size = plot._fullLayout._size;
+  const legends = [...plot.querySelectorAll('.legend')].map(l => l.getBoundingClientRect()).filter(r => r.height > 0);
   return {{top: box.top, bottom: box.bottom, plotBottom: box.top + size.t + size.h,
+           legendTop: legends.length ? Math.min(...legends.map(r => r.top)) : null,
            font: plot._fullLayout.font.size, scrolled: document.querySelector('[data-testid=stMain]').scrollTop}};
 }}"""
 
@@ -78,17 +80,14 @@ def opened(browser, app_url, query):
 @pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=OPENING_NOT_YET[q], strict=True)]
                                                 if q in OPENING_NOT_YET else []) for q in PAGES])
 def test_presenting_at_1024_the_opening_chart_is_on_the_first_screen(browser, app_url, query):
-    context, page = opened(browser, app_url, query)
-    try:
-        opening = drawn(page)
-        assert_no_exception(page)
-        assert page.get_by_role("switch", name="Presenting: larger text in the charts").is_checked()
-        assert "presenting=true" in page.url  # the page's link keeps it
-        assert opening["font"] > 16 and opening["scrolled"] == 0  # drawn in Presenting's larger type
-        # the opening chart whole, its notes and legend too
-        assert opening["bottom"] <= PROJECTOR["height"], f"the opening chart ends at {opening['bottom']:.0f} px"
-    finally:
-        context.close()
+    found = measured(browser, app_url, query)
+    opening = found["_shown"]
+    assert not found["_exception"], "the page showed an exception"
+    assert found["_switched"]  # the sidebar's Presenting switch is on
+    assert "presenting=true" in found["_url"]  # the page's link keeps it
+    assert opening["font"] > 16 and opening["scrolled"] == 0  # drawn in Presenting's larger type
+    # the opening chart whole, its notes and legend too
+    assert opening["bottom"] <= PROJECTOR["height"], f"the opening chart ends at {opening['bottom']:.0f} px"
 
 
 _measured: dict[str, dict] = {}  # each page's tabs, measured once: a page is opened and its tabs clicked in turn
@@ -100,7 +99,9 @@ def measured(browser, app_url, query: str) -> dict:
     if query not in _measured:
         context, page = opened(browser, app_url, query)
         try:
-            found = {"_shown": drawn(page), "_exception": False}
+            found = {"_shown": drawn(page), "_exception": page.locator("[data-testid=stException]").count() > 0,
+                     "_switched": page.get_by_role("switch", name="Presenting: larger text in the charts").is_checked(),
+                     "_url": page.url}
             tabs = [t.strip() for t in page.get_by_role("tab").all_inner_texts()]
             shown = page.locator("[role=tab][aria-selected=true]").inner_text().strip() if tabs else EVERY_ENGINE
             found[shown] = found["_shown"]
