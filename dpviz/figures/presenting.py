@@ -225,11 +225,32 @@ def _fold(out: go.Figure, top: float, bottom: float, room_px: float, above: bool
 ENTRY_SHARE = 0.75
 
 
+# Around a word in a cell of a category axis: the cell's gaps (xgap) and a little air either side.
+CELL_AIR_PX = 12
+
+
+def _category_cells_px(fig: go.Figure, trace) -> float | None:
+    """The plot's width that text trace's words need where each sits in a column of a category x axis (Memory's
+    grid): as many columns as the axis has, each as wide as the widest word and its air. None for any other words
+    (bars' labels on a time axis): what they need is not known here."""
+    axis = fig.layout["xaxis" + (trace.xaxis or "x")[1:]]
+    if trace.type != "scatter" or axis.type != "category" or trace.text is None:
+        return None
+    columns = len(axis.categoryarray) if axis.categoryarray else len(set(trace.x))
+    size = trace.textfont.size if isinstance(trace.textfont.size, (int, float)) else FONT_SIZE
+    return columns * (max((text_px(str(t), size) for t in trace.text), default=0) + CELL_AIR_PX)
+
+
 def _sized_for_px(fig: go.Figure) -> float:
-    """The plot's width on the narrowest chart, where `fig` holds words sized to its cells (CELL_TEXT): they fit
-    no narrower plot. 0 where it holds none."""
-    if not any(trace.meta == CELL_TEXT for trace in fig.data):
+    """The least plot width for the words `fig` sized to its cells (CELL_TEXT): in columns of a category axis, what
+    its columns' widest words take; any other, the plot's width on the narrowest chart (they fit no narrower
+    plot). 0 where it holds none."""
+    sized = [trace for trace in fig.data if trace.meta == CELL_TEXT]
+    if not sized:
         return 0.0
+    needs = [_category_cells_px(fig, trace) for trace in sized]
+    if all(need is not None for need in needs):
+        return max(needs)
     margin = fig.layout.margin
     return NARROWEST_PX - (margin.l if margin.l is not None else MARGIN["l"]) - (margin.r if margin.r is not None else MARGIN["r"])
 
