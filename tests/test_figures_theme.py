@@ -496,3 +496,37 @@ def test_presentation_grows_the_room_between_stacked_panels():
              + big.layout.annotations[1].font.size * lines(big.layout.annotations[1].text)) * 1.3
     assert gap(big) >= words  # the top panel's ticks and axis title, then the bottom panel's title
     assert panel(big) == pytest.approx(panel(fig), abs=1)
+
+
+@pytest.mark.parametrize("kinds", [3, 11])
+def test_presenting_moves_a_legend_over_a_plot_past_the_first_screen_beside_it(kinds):
+    """A plot that runs past the room: its legend of colours goes to the plot's right, where the first screen shows
+    it (under the plot it was off it), from the plot's bottom, or from its top where it stands taller than the plot
+    (the pipeline's eleven kinds in its Timeline); what went under the plot starts under such a legend's end."""
+    import plotly.graph_objects as go
+
+    from dpviz.figures.layout import styled
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.presenting_fold import NOTES
+    from dpviz.figures.sizes import PROJECTOR_PX
+    from dpviz.figures.text_fit import text_px
+
+    fig = go.Figure([go.Bar(x=["a", "b"], y=[k + 1, k + 2], name=f"kind {k + 1}") for k in range(kinds)])
+    styled(fig.update_layout(barmode="stack"), "A chart", ["a note under its title"], height=700)
+    assert fig.layout.legend.orientation == "h"  # over the plot, where styled() put it
+    out = presentation(fig, room_px=300)
+    layout = out.layout
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    assert layout.legend.orientation == "v" and layout.legend.x == 1 and layout.legend.xanchor == "left"
+    size = layout.legend.font.size
+    widest = max(text_px(f"kind {k + 1}", size) for k in range(kinds))
+    assert layout.margin.r >= 40 + widest  # its swatches and words inside the chart
+    assert PROJECTOR_PX - layout.margin.l - layout.margin.r >= PROJECTOR_PX / 3  # the plot keeps a third
+    rows_px = kinds * (1.3 * size + 6)
+    if rows_px < plot_px:
+        assert (layout.legend.y, layout.legend.yanchor) == (0, "bottom")
+    else:  # from the plot's top down, past its bottom: what follows under the plot starts under it
+        assert (layout.legend.y, layout.legend.yanchor) == (1, "top")
+        (notes,) = [a for a in layout.annotations if a.name == NOTES]
+        assert -notes.yshift >= rows_px - plot_px
+        assert layout.margin.b >= rows_px - plot_px

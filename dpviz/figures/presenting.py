@@ -211,8 +211,9 @@ def _fold(out: go.Figure, top: float, bottom: float, room_px: float, above: bool
         beside = legend_beside(out, left, right, PROJECTOR_PX, plot_px, least_px=least_width)
         if beside is None:
             moved, bottom = legend_under(out, bottom, PROJECTOR_PX)
-        else:
-            right = beside
+        else:  # what is moved under the plot next starts under a legend that hangs past the plot's bottom
+            right, hang = beside
+            bottom = max(bottom, hang)
         top -= legend_room
     if move_notes:
         bottom = subtitle_under(out, bottom, PROJECTOR_PX, left)
@@ -396,12 +397,14 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     panel = min(1.0, max(floor, (room_px - top - bottom - gaps) / panels))
     moved_legend = None
     if top + gaps + panels * panel > room_px:  # the plot itself runs past the first screen: only it must fit there
+        folded = max(BOXES_FOLD_FLOOR if _notes_in_boxes(out) else WORDS_FOLD_FLOOR if words else FOLD_FLOOR, rows)
+        # a legend beside the plot stands by the plot at its least: its height where it gives up all it may
         top, bottom, right, moved_legend = _fold(out, top, bottom, room_px - gaps - panels * floor, above, left, right,
-                                                 old_block=block, over=over, scale=scale, plot_px=gaps + panels * floor,
+                                                 old_block=block, over=over, scale=scale, plot_px=gaps + panels * folded,
                                                  least_width=_sized_for_px(fig))
         above = above and moved_legend is None and out.layout.legend.orientation == "h"  # not moved under or beside
         _thin_names(out, PROJECTOR_PX - left - right)  # a legend beside the plot leaves its columns less width
-        floor = max(BOXES_FOLD_FLOOR if _notes_in_boxes(out) else WORDS_FOLD_FLOOR if words else FOLD_FLOOR, rows)
+        floor = folded
         panel = min(1.0, max(floor, (room_px - top - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels

@@ -3,7 +3,7 @@ screen: the subtitle's notes, then a legend laid out above the plot. The plot (t
 alone; what was moved is still on the chart, read after the plot.
 
     bottom = subtitle_under(fig, bottom, plot_width, left)   # the notes under what is under the plot now
-    right = legend_beside(fig, left, right, width, plot_px)  # or beside the plot, where it is narrow: on the screen
+    right, hang = legend_beside(fig, left, right, width, plot_px)  # or beside the plot: on the screen
     gap, bottom = legend_under(fig, bottom, width)          # else under it: set its y once the plot's height is known
 """
 from __future__ import annotations
@@ -83,13 +83,14 @@ def _lines(text: str, size: float, room_px: float) -> str:
 
 
 def legend_beside(fig: go.Figure, left_px: float, right_px: float, width_px: float, plot_px: float,
-                  least_px: float = 0.0) -> float | None:
+                  least_px: float = 0.0) -> tuple[float, float] | None:
     """The legend laid out above the plot moved to the plot's right, its entries one under another from the plot's
-    bottom (a legend under a plot that fills the first screen is off it: the colours it names would go unread), an
+    bottom (a legend under a plot that fills the first screen is off it: the colours it names would go unread), or
+    from its top where it stands taller than the plot (`plot_px`: the pipeline's eleven kinds in its Timeline), an
     entry wider than BESIDE_TEXT_SHARE of the chart on two lines or more, its title wrapped to its width; returns the
-    right margin that holds it. None, and nothing moved, where the plot would keep less than BESIDE_PLOT_SHARE of a
-    chart `width_px` wide (margins `left_px`, `right_px`) or less than `least_px` (the width its cells' words were
-    sized for), or the legend stand taller than the plot (`plot_px`)."""
+    right margin that holds it and how far it hangs under the plot's bottom. None, and nothing moved, where the
+    plot would keep less than BESIDE_PLOT_SHARE of a chart `width_px` wide (margins `left_px`, `right_px`) or less
+    than `least_px` (the width its cells' words were sized for)."""
     legend = fig.layout.legend
     names = legend_entries(fig)
     size = legend.font.size or LEGEND_SIZE
@@ -102,11 +103,12 @@ def legend_beside(fig: go.Figure, left_px: float, right_px: float, width_px: flo
     rows = sum(line_count(lines[n]) for n in names)
     tall = rows * ROW_EM * size + len(names) * 6 + line_count(title) * ROW_EM * title_size + BOX_PX
     right = right_px + UNDER_GAP_PX + wide
-    if width_px - left_px - right < max(BESIDE_PLOT_SHARE * width_px, least_px * (1 - SIZED_SLACK)) or tall > plot_px:
+    if width_px - left_px - right < max(BESIDE_PLOT_SHARE * width_px, least_px * (1 - SIZED_SLACK)):
         return None
     for trace in fig.data:
         if trace.name in lines and (trace.legend or "legend") == "legend":
             trace.name = lines[trace.name]
-    legend.update(orientation="v", x=1, xanchor="left", xref="paper", y=0, yanchor="bottom", yref="paper",
-                  title=dict(text=title or None, side="top"))
-    return right
+    hang = max(tall - plot_px, 0.0)
+    legend.update(orientation="v", x=1, xanchor="left", xref="paper", y=1 if hang else 0,
+                  yanchor="top" if hang else "bottom", yref="paper", title=dict(text=title or None, side="top"))
+    return right, hang
