@@ -125,3 +125,16 @@ def test_presenting_at_1024_every_tabs_plot_is_on_the_first_screen(browser, app_
     assert chart["font"] > 16 and chart["scrolled"] == 0  # in Presenting's larger type, the page at its top
     # its lesson, the plot (One step: every rank's lane), on the first screen; what is under the plot may follow
     assert chart["plotBottom"] <= PROJECTOR["height"], f"{tab}: the plot ends at {chart['plotBottom']:.0f} px"
+
+
+LEGEND_ROW_PX = 30  # a legend's title or first entry, at Presenting's type
+
+
+@pytest.mark.parametrize("query, tab", CASES)
+def test_presenting_at_1024_every_tabs_legend_starts_on_the_first_screen(browser, app_url, query, tab):
+    # A chart that fits but names its colours under the fold does not teach: a legend moved off the plot's top goes
+    # beside it where it can, and at least its first row is read on the first screen.
+    chart = measured(browser, app_url, query)[tab]
+    assert chart is not None, f"{tab} drew no chart"
+    if chart["legendTop"] is not None:
+        assert chart["legendTop"] + LEGEND_ROW_PX <= PROJECTOR["height"], f"{tab}: the legend starts at {chart['legendTop']:.0f} px"
