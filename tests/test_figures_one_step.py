@@ -21,6 +21,7 @@ from dpviz.engines import engine
 from dpviz.engines.workload.models import build_model
 from dpviz.figures.one_step import BOX_LEFT, BOX_RIGHT, CELL_SIZE, short_bytes
 from dpviz.figures.presenting import presentation
+from dpviz.figures.presenting_boxes import MORE
 from dpviz.figures.text_fit import text_px
 from dpviz.figures.views import one_step_any, views_of
 
@@ -314,7 +315,7 @@ def test_eight_gpus_lanes_fit_a_projectors_first_screen_each_box_within_its_lane
     for note in fig.layout.annotations:
         if note.name == "cell":  # the lines it keeps fit its box; what it leaves out, the hover gives
             assert len(note.text.split("<br>")) * LINE_PX <= 2 * BOX_HALF * lane_px, note.text
-    shortened = [(note.x, note.y) for note in fig.layout.annotations if note.name == "cell" and note.text.endswith("…")]
+    shortened = [(note.x, note.y) for note in fig.layout.annotations if note.name == "cell" and note.text.endswith(MORE)]
     hovered = set(zip(fig.data[0].x, fig.data[0].y))
     assert shortened and all(at in hovered for at in shortened)  # a shortened box's hover says it whole
 
@@ -353,5 +354,5 @@ def test_presenting_four_lanes_in_less_room_each_box_keeps_the_lines_it_holds_an
             assert note.font.size == CELL_SIZE
             assert len(note.text.split("<br>")) * LINE_PX <= 2 * BOX_HALF * lane_px, note.text
     for note in cut:
-        assert note.text.endswith("…") and whole[note.x, note.y].startswith(note.text[:-1].rsplit("<br>", 1)[0])
+        assert note.text.endswith(MORE) and whole[note.x, note.y].startswith(note.text.rsplit("<br>", 1)[0])
         assert hovers[note.x, note.y] == re.sub(r"<[^>]+>", "", whole[note.x, note.y].replace("<br>", "\n")).replace("\n", "<br>")

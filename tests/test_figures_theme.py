@@ -363,7 +363,9 @@ def test_presentation_fits_the_projectors_first_screen_giving_up_at_most_a_share
         assert FOLD_FLOOR * plot(roomy) - 1 <= plot(folded) < plot(roomy)  # its rows' names keep what they need
     maps = sample_map_figure(TRACES["8 GPUs"]())
     gap = lambda f: (f.layout.yaxis.domain[0] - f.layout.yaxis2.domain[1]) * plot(f)
-    assert abs(gap(presentation(maps, room_px=300)) - gap(presentation(maps, room_px=10_000))) < 1
+    # the room between the panels kept whole where the plot gave up height, grown where a panel's title, wrapped to a
+    # plot a legend beside it narrowed, takes more lines
+    assert gap(presentation(maps, room_px=300)) >= gap(presentation(maps, room_px=10_000)) - 1
 
 
 def _hatches_without_fill(fig) -> list[str]:

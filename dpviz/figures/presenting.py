@@ -195,15 +195,19 @@ def _notes_in_boxes(fig: go.Figure) -> bool:
 
 
 def _fold(out: go.Figure, top: float, bottom: float, room_px: float, above: bool, left: float, right: float, *,
-          old_block: float, over: float, scale: float, plot_px: float, least_width: float) -> tuple[float, float, float, float | None]:
+          old_block: float, over: float, scale: float, plot_px: float, least_width: float,
+          legend_own: float = 0.0) -> tuple[float, float, float, float | None]:
     """Move what sits between the title and the plot out of the way, the subtitle's notes first (under the plot),
     then a legend above the plot (beside the plot where it is narrow, so its colours stay on the first screen, else
     under it), until the plot's top leaves it `room_px` (or nothing is left to move); the plot about `plot_px` high,
-    and beside a legend at least `least_width` wide (what its cells' words were sized for).
+    and beside a legend at least `least_width` wide (what its cells' words were sized for); `legend_own`, the
+    pixels the legend above the plot and the room over it take.
     Returns the new top, bottom and right margins, and the legend's gap under the plot in pixels (None when it
     stayed above or went beside)."""
     subtitle = line_count(out.layout.title.subtitle.text or "") * (out.layout.title.subtitle.font.size or 0) * LINE_EM
-    legend_room = max(top - old_block - GAP_PX * scale - over, 0.0) if above else 0.0
+    # the legend's own rows and the room over it, a gap kept under the title: what lies between the legend and the
+    # plot (a panel's title, the flow's batch names) stays there
+    legend_room = min(max(top - old_block - GAP_PX * scale - over, 0.0), legend_own) if above else 0.0
     move_notes = subtitle > 0
     move_legend = above and top - subtitle > room_px
     moved = None
@@ -373,6 +377,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         new_legend = legend_px(out, PROJECTOR_PX)
         after = max(after - old_over, 0) * scale + over
         top = block + before * scale + new_legend + after
+        legend_own = new_legend + max(before - GAP_PX, 0) * scale
         lifted = (top - block - before * scale) if layout.legend.yanchor == "top" else after
     else:  # what sits between the title block and the plot (step names, a subplot's title) grows with its type
         top = block + max(old_top - old_block - old_over - band, GAP_PX) * scale + over
@@ -401,9 +406,12 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         # a legend beside the plot stands by the plot at its least: its height where it gives up all it may
         top, bottom, right, moved_legend = _fold(out, top, bottom, room_px - gaps - panels * floor, above, left, right,
                                                  old_block=block, over=over, scale=scale, plot_px=gaps + panels * folded,
-                                                 least_width=_sized_for_px(fig))
+                                                 least_width=_sized_for_px(fig), legend_own=legend_own if above else 0.0)
         above = above and moved_legend is None and out.layout.legend.orientation == "h"  # not moved under or beside
         _thin_names(out, PROJECTOR_PX - left - right)  # a legend beside the plot leaves its columns less width
+        lines_over = over_plot_px(out)  # and its panels' titles: wrapped to it, so none runs into the legend
+        wrap_subplot_titles(out, left + right, PROJECTOR_PX)
+        top += over_plot_px(out) - lines_over
         floor = folded
         panel = min(1.0, max(floor, (room_px - top - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)

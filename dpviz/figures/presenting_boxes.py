@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from dpviz.figures.sizes import LINE_EM
 
 CELL_NOTE = "cell"  # the name of an annotation of words in a box sized to hold them: it keeps its size
-MORE = "…"  # the last line a box has room for, where it had more: the hover gives them all
+MORE = "[…]"  # the last line a box has room for, where it had more (the hover gives them all): bracketed, never
+# read as a word cut mid-way ("s…") where the lines before it end
 LEAST_LINES = 2  # a box keeps at least its first line and MORE
 PAD_PX = 4  # a box's room above and below its lines, the least
 
