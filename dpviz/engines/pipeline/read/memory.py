@@ -15,8 +15,6 @@ crossed it where no colour of the two stood out (stage 1's blue under stage 2's 
 """
 from __future__ import annotations
 
-import math
-
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -52,11 +50,11 @@ PASSES_TITLE = "the stage's passes in order (forward or backward)"
 HELD_TITLE = "What each stage holds for the whole run"
 
 
-def _round_under(top: float) -> float:
-    """The roundest number (1, 2 or 5 times a power of ten) at most `top`: a panel's one tick over its 0. Three ticks
-    ran into each other on a panel a projector's first screen squeezed (Presenting, 4 stages)."""
-    power = 10 ** math.floor(math.log10(top))
-    return max(step * power for step in (1, 2, 5) if step * power <= top)
+def _top_tick(top: float) -> float:
+    """A panel's one tick over its 0: the most a stage kept, to two figures, near the panel's top so that the two
+    stand apart. Three ticks ran into each other on a panel a projector's first screen squeezed (Presenting, 4
+    stages), and a round number under the most, at half the panel, met the 0."""
+    return float(f"{top:.2g}")
 
 
 def _held(trace: Trace) -> dict[str, list[int]]:
@@ -100,7 +98,7 @@ def memory_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
         # Every stage on one scale, so their heights compare; the passes named once, under the last stage. No grid
         # lines: each rise and fall of a stage's steps would cross them, a pale rule over its colour; the ticks and
         # the markers' hovers give the amounts.
-        fig.update_yaxes(range=[0, top * 1.15], tickmode="array", tickvals=[0, _round_under(top)], showgrid=False,
+        fig.update_yaxes(range=[0, top * 1.15], tickmode="array", tickvals=[0, _top_tick(top)], showgrid=False,
                          exponentformat="none", separatethousands=True, row=stage + 1, col=1)
         fig.update_xaxes(matches=None if stage == 0 else "x", range=[0.5, passes + 0.5], dtick=dtick,
                          showticklabels=last, title_text=PASSES_TITLE if last else None, row=stage + 1, col=1)
