@@ -43,16 +43,27 @@ def darkened(page) -> None:
     present(page)
 
 
-@pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=NOT_YET[q], strict=False)]
-                                                if q in NOT_YET else []) for q in PAGES])
-def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, artifacts, query):
-    problems = []
-    context, page = fresh(browser, app_url, {"width": SCREENS[0][0], "height": SCREENS[0][1]}, scheme="light")
+def opened(browser, app_url, query: str, width: int, height: int):
+    """A fresh session on the light theme at `width` × `height`, `query` opened and its first chart drawn: the
+    context (to close) and the page."""
+    context, page = fresh(browser, app_url, {"width": width, "height": height}, scheme="light")
     try:
         page.set_default_timeout(RUN_TIMEOUT_MS)
         page.goto(f"/{query}")
         page.wait_for_selector(SVG)
         page.wait_for_selector(IDLE)
+    except BaseException:
+        context.close()
+        raise
+    return context, page
+
+
+@pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=NOT_YET[q], strict=False)]
+                                                if q in NOT_YET else []) for q in PAGES])
+def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, artifacts, query):
+    problems = []
+    context, page = opened(browser, app_url, query, SCREENS[0][0], SCREENS[0][1])
+    try:
         for scheme in ("light", "dark"):
             if scheme == "dark":
                 darkened(page)
@@ -84,12 +95,8 @@ TABS_NOT_YET: dict[str, str] = {}
                                                 if q in TABS_NOT_YET else []) for q in TAB_PAGES])
 def test_every_tab_of_every_engines_page_reads_narrow_and_presented(browser, app_url, artifacts, query):
     problems = []
-    context, page = fresh(browser, app_url, {"width": TAB_SCREENS[0][1], "height": TAB_SCREENS[0][2]}, scheme="light")
+    context, page = opened(browser, app_url, query, TAB_SCREENS[0][1], TAB_SCREENS[0][2])
     try:
-        page.set_default_timeout(RUN_TIMEOUT_MS)
-        page.goto(f"/{query}")
-        page.wait_for_selector(SVG)
-        page.wait_for_selector(IDLE)
         for scheme, width, height, presenting in TAB_SCREENS:
             page.set_viewport_size({"width": width, "height": height})
             if scheme == "dark":  # the one run again, every chart drawn dark (see darkened), then Presenting on
