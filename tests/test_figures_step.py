@@ -143,7 +143,13 @@ def test_in_presenting_the_play_buttons_and_slider_follow_the_lanes_in_rows_that
     # (the plain figure's bottom margin, grown with the type), the buttons' row over the slider's, as measured above.
     plain = step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30, train=True)), 0)
     scale = 1.35
-    fig = presentation(plain, scale=scale)
+    assert_controls_under_plot(plain, presentation(plain, scale=scale), scale)
+
+
+def assert_controls_under_plot(plain, fig, scale: float) -> None:
+    """`fig`, `plain` presented at type `scale`: its play buttons and slider under the plot's bottom edge (under the
+    plain figure's bottom margin, grown with the type), the buttons' row over the slider's, as measured above, and
+    every frame's title over the plot in the room the controls left."""
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     (menu,) = fig.layout.updatemenus
     (slider,) = fig.layout.sliders
