@@ -29,11 +29,17 @@ def test_a_link_of_two_sharded_engines_compares_them_by_name():
 
 
 def test_the_settings_are_fitted_to_both_engines_and_the_change_said_once():
-    # The tutorial's Linear cannot be cut into stages: a link's settings are fitted where the link is read.
+    # The tutorial's Linear cannot be cut into stages: a link's settings are fitted where the link is read; a link
+    # that named no model is told what it opens with, one that named the Linear why it changed.
     app = page(engine="compare", engines="dp,pipeline", gpus="2")
     assert not app.exception and app.header[0].value == "DataParallel and Pipeline, side by side"
     said = [w.value.replace("\\", "") for w in app.warning]
-    assert len(said) == 1 and "cannot be cut into pipeline stages" in said[0] and "train = true" in said[0]
+    assert len(said) == 1 and "the link opens with" in said[0] and "model = 'ffn'" in said[0] and "train = true" in said[0]
+    app = page(engine="compare", engines="dp,pipeline", gpus="2", model="linear")
+    said = [w.value.replace("\\", "") for w in app.warning]
+    why = [w for w in said if "cannot be cut into pipeline stages" in w]
+    assert len(why) == 1 and "using model = 'ffn' instead" in why[0], said  # the model's change, said once
+    assert sum("'ffn'" in w for w in said) == 1 and any("train = true" in w for w in said), said
     assert "DataParallel: GPU 0 sends" in shown_text(app) and "activations" in shown_text(app)
     # Picked in the sidebar, the pipeline first beside DDP's settings: fitted to both, and the change said once.
     app = page(engine="compare", engines="dp,ddp", gpus="2")
