@@ -9,7 +9,7 @@ import torch
 
 from dpviz.config import RunConfig
 from dpviz.engines.ranks.launch import launch
-from dpviz.engines.processes import forkserver_pid
+from dpviz.engines.processes import KEPT_NAME, forkserver_pid
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.trace.check import check
 
@@ -25,8 +25,18 @@ def alive(pid: int) -> bool:
         return False
 
 
+def comm(pid: int | str) -> str:
+    """A process's name as `ps` shows it ('' once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/comm") as name:
+            return name.read().strip()
+    except OSError:
+        return ""
+
+
 def ranks_running() -> list[int]:
-    """Processes whose parent is the forkserver: rank processes, since it starts nothing else."""
+    """Processes whose parent is the forkserver, but for one that names itself as kept between a session's runs (a
+    page's script run in this process starts those): rank processes."""
     server = forkserver_pid()
     found = []
     for entry in os.listdir("/proc"):
@@ -36,7 +46,8 @@ def ranks_running() -> list[int]:
                     fields = stat.read().rsplit(")", 1)[1].split()
             except (FileNotFoundError, ProcessLookupError):
                 continue
-            if server is not None and int(fields[1]) == server and fields[0] != "Z":
+            if server is not None and int(fields[1]) == server and fields[0] != "Z" \
+                    and comm(entry) != KEPT_NAME:
                 found.append(int(entry))
     return found
 

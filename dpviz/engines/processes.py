@@ -35,6 +35,22 @@ def become_a_run() -> None:
     _inside = True
 
 
+# A session's kept process (dpviz.engines.warm), as `ps` and /proc/PID/comm show it; 15 characters at most (the kernel
+# keeps 15). Only a process that forks nothing is named: a fork would inherit the name.
+KEPT_NAME = "dpviz kept run"
+
+
+def name_this_process(name: str) -> None:
+    """Give this process `name` where `ps` and /proc/PID/comm show it (Linux; elsewhere nothing): a process kept
+    between a session's runs tells itself apart from a run's own process and its ranks, forks of the same command
+    line."""
+    try:
+        with open("/proc/self/comm", "w") as comm:
+            comm.write(name[:15])
+    except OSError:
+        pass
+
+
 def inside_a_run() -> bool:
     """Whether this process is a run's own process, which starts its ranks by forking itself."""
     return _inside

@@ -131,9 +131,10 @@ class WarmProcess:
 def _serve(connection, caller: int, idle_s: float) -> None:
     """The kept process: run each (function, arguments) sent, send back its result or its failure, and leave
     once nothing has come for `idle_s` seconds or the caller has gone."""
-    from dpviz.engines.processes import become_a_run, end_with
+    from dpviz.engines.processes import KEPT_NAME, become_a_run, end_with, name_this_process
 
     become_a_run()
+    name_this_process(KEPT_NAME)
     end_with(caller, None)
     try:
         while connection.poll(idle_s):

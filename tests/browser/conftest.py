@@ -99,7 +99,10 @@ def streamlit_server(log_path: Path, cgroup: Path | None = None, program: Sequen
     if cgroup is not None:  # join the cgroup, then become the server: the same process, limited
         command = ["sh", "-c", f'echo $$ > "{cgroup}/cgroup.procs" && exec "$@"', "sh", *command]
     with open(log_path, "wb") as log:
-        server = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # A session of its own: every process the server starts keeps its id (the session's), even one whose parent
+        # has ended (the forkserver's second stage outlives its first), so a test can tell this server's processes.
+        server = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
         try:
             deadline = time.monotonic() + SERVER_START_TIMEOUT
             while not _healthy(url):

@@ -8,17 +8,18 @@ from urllib.parse import urlparse
 
 import pytest
 
+from dpviz.engines.processes import KEPT_NAME
 from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception, screenshot_full_page, show_tab
 
 pytestmark = pytest.mark.browser
 
 
-def _stat(pid: int) -> tuple[int, str] | None:
-    """(parent pid, state) of a process, None once it is gone."""
+def _stat(pid: int) -> tuple[int, str, int] | None:
+    """(parent pid, state, session id) of a process, None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
-        return int(fields[1]), fields[0]
+        return int(fields[1]), fields[0], int(fields[3])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -31,23 +32,32 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as name:
+            return name.read().strip()
+    except OSError:
+        return ""
+
+
 def rank_processes(port: int) -> list[int]:
-    """Running ranks of the server listening on `port`: the deepest processes below it, three levels down or more.
-    The server's forkserver (dpviz.engines.processes), in two stages where the second is a fork of the first, forks
+    """Running ranks of the server listening on `port`: the deepest of its forkserver's processes, two levels under
+    a forkserver or more. The server (in a session of its own, which every process it starts keeps) has a forkserver
+    (dpviz.engines.processes), in two stages where the second is a fork of the first that outlives it, which forks
     each run's own process (dpviz.engines.apart), and a run of ranks forks its ranks: they are the leaves of that
-    tree, below any other process a run left running (a session's kept process, a run that has not started its
-    ranks yet is a leaf only until it does)."""
+    tree, below any other process (a run that has not started its ranks yet is a leaf only until it does); a
+    process kept for a session's small runs names itself, and is left out."""
     pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     server = next((p for p in pids if "streamlit run app.py" in _cmdline(p) and f"--server.port {port}" in _cmdline(p)), None)
     if server is None:
         return []
-    parent = {p: s[0] for p in pids for s in [_stat(p)] if s and s[1] != "Z"}
-    depth = {server: 0}
-    for _ in range(6):  # server, forkserver's stages, a run, its ranks: a few levels
-        depth.update({p: depth[up] + 1 for p, up in parent.items() if up in depth and p not in depth})
-    below = {p: d for p, d in depth.items() if p != server and "forkserver" in _cmdline(p)}
-    deepest = max(below.values(), default=0)
-    return [p for p, d in below.items() if d == deepest >= 3 and p not in parent.values()]
+    mine = {p: s[0] for p in pids for s in [_stat(p)] if s and s[1] != "Z" and s[2] == server
+            and "forkserver" in _cmdline(p) and _comm(p) != KEPT_NAME}
+    depth = {p: 0 for p, up in mine.items() if up not in mine}  # a forkserver: under the server, or orphaned
+    for _ in range(4):  # the second stage, a run, its ranks
+        depth.update({p: depth[up] + 1 for p, up in mine.items() if up in depth and p not in depth})
+    deepest = max(depth.values(), default=0)
+    return [p for p, d in depth.items() if d == deepest >= 2 and p not in mine.values()]
 
 
 def test_engine_both_draws_dataparallel_beside_ddp(page, artifacts):

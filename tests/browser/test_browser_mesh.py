@@ -28,7 +28,7 @@ BOXES = r"""() => {
   const box = e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, r: r.right, b: r.bottom}; };
   return {shapes: [...chart.querySelectorAll('.shapelayer path')].map(box),
           words: [...chart.querySelectorAll('.annotation text.annotation-text')]
-                   .filter(t => t.textContent.includes('rank') || /^\d/.test(t.textContent))
+                   .filter(t => /^(rank \d|\d)/.test(t.textContent))  // a box's words, not notes under the plot
                    .map(t => ({...box(t), text: t.textContent}))};
 }"""
 
