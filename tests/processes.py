@@ -41,6 +41,15 @@ def command_line(pid: int) -> str:
         return ""
 
 
+def comm(pid: int | str) -> str:
+    """A process's name as `ps` shows it ('' once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/comm") as name:
+            return name.read().strip()
+    except OSError:
+        return ""
+
+
 def threads(pid: int) -> int:
     fields = _stat(pid)
     return 0 if fields is None else int(fields[17])

@@ -12,6 +12,7 @@ from dpviz.engines.ranks.launch import launch
 from dpviz.engines.processes import KEPT_NAME, forkserver_pid
 from dpviz.engines.ddp.merge import to_trace
 from dpviz.trace.check import check
+from processes import comm
 
 CONFIG = RunConfig(engine="ddp", gpus=3, train=True, data_size=60, batch_size=6)  # 10 steps
 
@@ -23,15 +24,6 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-
-
-def comm(pid: int | str) -> str:
-    """A process's name as `ps` shows it ('' once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/comm") as name:
-            return name.read().strip()
-    except OSError:
-        return ""
 
 
 def ranks_running() -> list[int]:

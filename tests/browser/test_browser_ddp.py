@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 import pytest
 
 from dpviz.engines.processes import KEPT_NAME
+from processes import comm
 from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception, screenshot_full_page, show_tab
 
 pytestmark = pytest.mark.browser
@@ -32,14 +33,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as name:
-            return name.read().strip()
-    except OSError:
-        return ""
-
-
 def rank_processes(port: int) -> list[int]:
     """Running ranks of the server listening on `port`: the deepest of its forkserver's processes, two levels under
     a forkserver or more. The server (in a session of its own, which every process it starts keeps) has a forkserver
@@ -52,7 +45,7 @@ def rank_processes(port: int) -> list[int]:
     if server is None:
         return []
     mine = {p: s[0] for p in pids for s in [_stat(p)] if s and s[1] != "Z" and s[2] == server
-            and "forkserver" in _cmdline(p) and _comm(p) != KEPT_NAME}
+            and "forkserver" in _cmdline(p) and comm(p) != KEPT_NAME}
     depth = {p: 0 for p, up in mine.items() if up not in mine}  # a forkserver: under the server, or orphaned
     for _ in range(4):  # the second stage, a run, its ranks
         depth.update({p: depth[up] + 1 for p, up in mine.items() if up in depth and p not in depth})
