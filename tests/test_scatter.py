@@ -11,6 +11,7 @@ import gc
 import inspect
 import re
 import textwrap
+import types
 import warnings
 from collections import OrderedDict, namedtuple
 from dataclasses import dataclass
@@ -100,7 +101,10 @@ _SCATTER_FILES = {torch_sg.__file__, ours.__file__}
 def _made_here(thing) -> bool:
     if isinstance(thing, torch.Tensor):
         return True
-    code = getattr(thing, "__code__", None) or getattr(thing, "f_code", None)
+    # A function's or a frame's code, read by type: getattr on a mock's call (garbage another test may leave) makes
+    # up any attribute asked for
+    code = thing.__code__ if isinstance(thing, types.FunctionType) else \
+        thing.f_code if isinstance(thing, types.FrameType) else None
     return code is not None and code.co_filename in _SCATTER_FILES
 
 
