@@ -91,8 +91,9 @@ def test_the_schedules_cells_too_narrow_for_a_label_name_their_microbatch_on_tag
         labelled = {label for t in labelled_bars(fig) for label in t.text if label}
         tags = [t for t in fig.data if t.type == "scatter"]
         named = {re.sub(r"^[FB]", "", label) for label in labelled} | {text for t in tags for text in t.text}
-        # Every stage's row names microbatches somewhere: the first, and on the replay's even slots at 16 at least
-        # every fourth. The wall clock's cells are this host's times, so which fit a tag is up to the run.
+        # Every row names its first microbatch, and the replay (each pass as long as its CPU time, which a busy
+        # machine barely moves) at least four in all. The wall clock's cells are this host's times, waits for its
+        # cores included, so which of them have room for a tag is up to the run.
         assert "1" in named, (name, named)
         if name == "schedule":
             assert len(named) >= min(microbatches, 4), (name, named)
