@@ -398,8 +398,11 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     gaps = _stretch_gaps(out, old_plot, scale, panel=0.0, apply=False)
     panels = max(whole - gaps, 1)
     words = _words_in_plot(out)
-    floor = 1.0 if words else max(SHRINK_FLOOR, rows)
-    panel = min(1.0, max(floor, (room_px - top - bottom - gaps) / panels))
+    floor = max(1.0 if words else SHRINK_FLOOR, rows)
+    # Rows that need more room than their panel had grow the panels alone: grown after the layout, the whole plot
+    # grew, and the room between stacked panels (already sized for their words) with it.
+    grown = max(1.0, rows)
+    panel = min(grown, max(floor, (room_px - top - bottom - gaps) / panels))
     moved_legend = None
     if top + gaps + panels * panel > room_px:  # the plot itself runs past the first screen: only it must fit there
         folded = max(BOXES_FOLD_FLOOR if _notes_in_boxes(out) else WORDS_FOLD_FLOOR if words else FOLD_FLOOR, rows)
@@ -413,7 +416,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         wrap_subplot_titles(out, left + right, PROJECTOR_PX)
         top += over_plot_px(out) - lines_over
         floor = folded
-        panel = min(1.0, max(floor, (room_px - top - gaps) / panels))
+        panel = min(grown, max(floor, (room_px - top - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
     if panel < 1 and _notes_in_boxes(out):  # smaller boxes: each keeps the lines it holds, the rest in a hover
