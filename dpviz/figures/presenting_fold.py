@@ -8,6 +8,8 @@ alone; what was moved is still on the chart, read after the plot.
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from dpviz.figures.colors import THEME_TEXT
@@ -21,6 +23,7 @@ BESIDE_PLOT_SHARE = 0.33  # the least of the chart's width the plot keeps beside
 SIZED_SLACK = 0.03  # words sized to their cells on the narrowest chart keep a little room around them: 3% of it
 ROW_EM = 1.3  # a vertical legend's row, in ems of its type, and plotly's 6 px between rows
 NOTES = "notes"  # the name of the annotation the subtitle's notes become
+HANG_SLACK_PX = 12  # a hanging legend's most height over its measured rows: plotly's padding, and no scrollbar
 
 
 def subtitle_under(fig: go.Figure, bottom_px: float, width_px: float, left_px: float) -> float:
@@ -109,6 +112,8 @@ def legend_beside(fig: go.Figure, left_px: float, right_px: float, width_px: flo
         if trace.name in lines and (trace.legend or "legend") == "legend":
             trace.name = lines[trace.name]
     hang = max(tall - plot_px, 0.0)
+    # plotly scrolls a legend beside the plot past the plot's height: one that hangs under it is given its own
     legend.update(orientation="v", x=1, xanchor="left", xref="paper", y=1 if hang else 0,
-                  yanchor="top" if hang else "bottom", yref="paper", title=dict(text=title or None, side="top"))
+                  yanchor="top" if hang else "bottom", yref="paper", title=dict(text=title or None, side="top"),
+                  maxheight=math.ceil(tall + HANG_SLACK_PX) if hang else None)
     return right, hang
