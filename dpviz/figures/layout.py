@@ -142,4 +142,6 @@ def light(fig: go.Figure) -> go.Figure:
     for note in layout.annotations:  # a halo in the page's background: the report's is white
         if note.arrowcolor == THEME_BACKGROUND:
             note.arrowcolor = WHITE
+        if note.bgcolor == THEME_BACKGROUND:  # a plate in the page's background (a cut axis's //)
+            note.bgcolor = WHITE
     return fig

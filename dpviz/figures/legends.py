@@ -70,6 +70,16 @@ def _legend_groups(fig: go.Figure, legend: str = "legend") -> list[list[str]] | 
     return list(groups.values())
 
 
+def group_gaps_px(fig: go.Figure, legend: str = "legend") -> float:
+    """Pixels the gaps between a grouped legend's groups add when its entries stand one under another (a legend
+    beside the plot): 0 for a legend plotly does not group."""
+    groups = _legend_groups(fig, legend)
+    if not groups:
+        return 0.0
+    gap = fig.layout[legend].tracegroupgap
+    return (len(groups) - 1) * (gap if gap is not None else GROUP_GAP_PX)
+
+
 def legend_px(fig: go.Figure, width_px: float = NARROWEST_PX, *, size: float | None = None,
               margins: tuple[float, float] | None = None, name: str = "legend") -> int:
     """Height in pixels of `fig`'s horizontal legend (its first, or the one called `name`: its title, its rows,

@@ -13,7 +13,7 @@ import math
 import plotly.graph_objects as go
 
 from dpviz.figures.colors import THEME_TEXT
-from dpviz.figures.legends import BOX_PX, ENTRY_GAP_PX, legend_entries, legend_px
+from dpviz.figures.legends import BOX_PX, ENTRY_GAP_PX, group_gaps_px, legend_entries, legend_px
 from dpviz.figures.sizes import LEGEND_SIZE, LINE_EM, SUBTITLE_SIZE
 from dpviz.figures.text_fit import line_count, text_px, unwrap, wrap
 
@@ -104,7 +104,8 @@ def legend_beside(fig: go.Figure, left_px: float, right_px: float, width_px: flo
     wide = max(wide, max((text_px(word, title_size) for word in title.split()), default=0)) + BOX_PX
     title = wrap(title, title_size, wide - BOX_PX) if title else title
     rows = sum(line_count(lines[n]) for n in names)
-    tall = rows * ROW_EM * size + len(names) * 6 + line_count(title) * ROW_EM * title_size + BOX_PX
+    tall = (rows * ROW_EM * size + len(names) * 6 + group_gaps_px(fig) + line_count(title) * ROW_EM * title_size
+            + BOX_PX)
     right = right_px + UNDER_GAP_PX + wide
     if width_px - left_px - right < max(BESIDE_PLOT_SHARE * width_px, least_px * (1 - SIZED_SLACK)):
         return None

@@ -26,6 +26,7 @@ from dpviz.trace.vocabulary import EVERY_LANE, HOST, Vocabulary
 from dpviz.figures.timeline_look import BAND, GUIDE, IDLE, draw_order, phase_bars, phase_hover
 from dpviz.figures.timeline_scale import CUT_MARK, TimeScale, robust_cap, time_scale, time_ticks
 from dpviz.figures.timeline_summary import HIGH, LOW, batch_extents
+from dpviz.figures.colors import THEME_BACKGROUND
 
 TIMELINE_COLUMNS = ["device", "phase", "batch", "start_ms", "end_ms", "rows", "first_row"]
 MIN_SHARE = 1 / 200
@@ -183,8 +184,10 @@ def _mark_cuts(fig: go.Figure, scale: TimeScale, axes: tuple[str, str], lanes: i
         if middle - marked < apart:
             continue
         marked = middle
+        # on a plate of the page's background: it breaks the axis line, as a cut axis is drawn, and reads over the
+        # end of a last lane's bar it may sit on
         fig.add_annotation(text=CUT_MARK, x=middle, xref=x, y=0, yref=f"{y} domain", yanchor="middle",
-                           showarrow=False, font=dict(size=15), name="cut")
+                           showarrow=False, font=dict(size=15), name="cut", bgcolor=THEME_BACKGROUND, borderpad=0)
     lengths = np.array([[c.start, c.end - c.start, c.drawn] for c in scale.cuts])
     fig.add_trace(go.Scatter(
         x=middles, y=[lanes - 0.5] * len(middles), mode="markers", marker=dict(size=16, color="rgba(0,0,0,0)"),

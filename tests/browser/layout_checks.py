@@ -10,7 +10,8 @@ Checked on what the viewport shows (the page scrolled to its top), in the charts
   (the background as drawn: the page, a bar, a band);
 - every line that carries meaning (a shape, an arrow, a trace's line) stands out 3:1 from what it crosses: along
   it, at points where the pixels on both sides are another colour, at least one side contrasts 3:1 with it;
-- the first screen is not mostly blank: of the chart's part in the viewport, under its title, most bands hold ink.
+- the first screen is not mostly blank: of the chart's part in the viewport, under its title, most bands hold ink;
+- no chart's legend scrolls (plotly's scrollbar hides its last entries).
 """
 from __future__ import annotations
 
@@ -41,7 +42,9 @@ READ = r"""() => {
     const box = chart.getBoundingClientRect();
     const title = chart.querySelector('.gtitle');
     const tb = title ? title.getBoundingClientRect() : null;
-    plots.push({x: box.x, y: box.y, w: box.width, h: box.height, below: tb ? tb.bottom : box.y});
+    plots.push({x: box.x, y: box.y, w: box.width, h: box.height, below: tb ? tb.bottom : box.y,
+                // plotly draws a legend's scrollbar only where its entries run past the height it was given
+                scrolls: [...chart.querySelectorAll('.legend rect.scrollbar')].some(r => +r.getAttribute('height') > 0)});
     for (const t of chart.querySelectorAll('text')) {
       if (t.closest('.hoverlayer, .modebar, .legendtoggle')) continue;
       const r = t.getBoundingClientRect();
@@ -192,6 +195,8 @@ def first_screen_problems(page) -> list[str]:
                 problems.append(f"a line {_hex(stroke)} lost on {_hex(sides[0])} at ({p['x']:.0f}, {p['y']:.0f})")
                 break
     for plot in found["plots"]:
+        if plot["scrolls"]:
+            problems.append("a legend scrolls: the colours it names last are out of sight")
         top, bottom = int(plot["below"]), int(min(plot["y"] + plot["h"], found["view"]["h"]))
         bands = [(y, min(y + BLANK_BAND_PX, bottom)) for y in range(top, bottom - BLANK_BAND_PX // 2, BLANK_BAND_PX)]
         if len(bands) < 4:
