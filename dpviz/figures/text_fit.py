@@ -33,26 +33,29 @@ _NUMBER = re.compile(r"[\d][\d,.\-–]*$")
 _MARKS = ((SEPARATOR.strip(), 3), (":", 2), (";", 2), (",", 1))  # a note's end, a clause's, a list item's
 
 
-def _stops(line: str) -> list[tuple[int, int]]:
-    """(index, visible characters before it) of every space outside a tag; an entity counts as one."""
-    seen, inside, stops = 0, False, []
+def _seen_before(line: str) -> list[int]:
+    """For each index of `line` and its end, the visible characters before it: a tag's characters not counted, an
+    entity's first character counted for the whole entity."""
+    seen, inside, counts = 0, False, [0] * (len(line) + 1)
     i = 0
     while i < len(line):
         ch = line[i]
+        counts[i] = seen
         if ch == "<":
             inside = True
         elif ch == ">" and inside:
             inside = False
         elif not inside:
-            if ch == " ":
-                stops.append((i, seen))
             if ch == "&" and (m := re.match(r"&#?\w+;", line[i:])):
+                for k in range(i + 1, i + len(m.group())):
+                    counts[k] = seen + 1
                 i += len(m.group())
                 seen += 1
                 continue
             seen += 1
         i += 1
-    return stops
+    counts[len(line)] = seen
+    return counts
 
 
 def _bound(before: str, after: str) -> bool:
@@ -83,29 +86,37 @@ def _wrap_line(line: str, limit: int) -> list[str]:
     be; among as many, the cut that leaves no line of one or two short words, breaks no phrase with a
     number in it, ends lines at a note's or a clause's end (' · ', ': ', '; ', ', ') and fills the
     lines most evenly. A tag or an entity is never cut; a line a little over (SLACK) is left whole."""
-    memo: dict[str, tuple[tuple, list[str]]] = {}
+    # The line is read once: every suffix a cut leaves starts at a word, whose spaces and counts are the line's own
+    # from there (reading each suffix again made a long note's wrap quadratic in Python's loop)
+    seen = _seen_before(line)
+    spaces = [i for i, (a, b) in enumerate(zip(seen, seen[1:])) if line[i] == " " and b > a]
+    memo: dict[int, tuple[tuple, list[str]]] = {}
 
-    def best(rest: str) -> tuple[tuple, list[str]]:
-        if rest in memo:
-            return memo[rest]
+    def best(start: int) -> tuple[tuple, list[str]]:
+        if start in memo:
+            return memo[start]
+        rest = line[start:]
         if visible_length(rest) <= limit * SLACK:
-            memo[rest] = ((1, int(_short(rest)), 0, 0, 0), [rest])
-            return memo[rest]
+            memo[start] = ((1, int(_short(rest)), 0, 0, 0), [rest])
+            return memo[start]
         options = []
-        for i, seen in _stops(rest):
-            if seen > limit or i == 0:
+        for at in spaces:
+            if at <= start:
                 continue
+            i, before = at - start, seen[at] - seen[start]
+            if before > limit:
+                break
             first, tail = rest[:i].rstrip(), rest[i + 1:].lstrip()
             if not first or not tail or _unit_split(first, tail):
                 continue
-            cost, lines = best(tail)
+            cost, lines = best(len(line) - len(tail))
             mark = next((bonus for m, bonus in _MARKS if first.endswith(m)), 0)
-            own = (1, int(_short(first)), int(_bound(first, tail)), -mark, (limit - seen) ** 2)
+            own = (1, int(_short(first)), int(_bound(first, tail)), -mark, (limit - before) ** 2)
             options.append((tuple(a + b for a, b in zip(own, cost)), [first] + lines))
-        memo[rest] = min(options, key=lambda o: o[0]) if options else ((1, 0, 0, 0, 0), [rest])
-        return memo[rest]
+        memo[start] = min(options, key=lambda o: o[0]) if options else ((1, 0, 0, 0, 0), [rest])
+        return memo[start]
 
-    return best(line)[1]
+    return best(0)[1]
 
 
 def wrap(text: str, size: float, width_px: float = NARROWEST_PX) -> str:
