@@ -434,3 +434,27 @@ def test_the_timeline_spends_its_width_on_the_steps_not_on_the_setup_before_them
         assert ("opened on the steps" in notes) == (fig.layout.xaxis.range is not None)
     whole = (last - first) / (last - table["start_ms"].min())
     assert whole < 0.05 and "before step 1 (DDP() broadcast, each rank's first load) are left of it" in notes  # the idle time was the width
+
+
+@pytest.mark.parametrize("name", ["fsdp", "tp"])
+def test_a_timeline_opened_on_its_last_step_names_that_step_and_no_step_before_it(name):
+    """FSDP's and TP's timelines open on the last step's work (their collectives take a few ms each). The steps that
+    began before it are not named at its left edge, where 'step 1' read as the step shown; the step shown is named,
+    in the marks and the title, whatever the measured times."""
+    from dpviz.engines import engine
+
+    trace = engine(name).record(RunConfig(engine=name, train=True, gpus=2, model="ffn" if name == "tp" else "linear"))
+    fig = timeline_figure(trace)
+    low, high = fig.layout.xaxis.range
+    table = prepare_timeline_ddp(trace, 0, len(trace.batches) - 1)
+    starts = table[table["phase"] != "broadcast"].groupby("batch")["start_ms"].min()
+    ends = table.groupby("batch")["end_ms"].max()
+    shown = [b for b in starts.index if starts[b] < high and ends[b] > low]  # the steps the window shows a part of
+    under_way = max(b for b in starts.index if starts[b] <= low)
+    marks = [a for a in fig.layout.annotations if a.name == "step mark"]
+    assert marks, "the step shown is named"
+    named = [int(re.match(r"(?:step )?(\d+)", a.text).group(1)) - 1 for a in marks]
+    assert set(named) <= set(shown) and under_way in named
+    assert all(low <= a.x <= high for a in marks)
+    last = int(table.loc[table["group"] >= 0, "batch"].max())
+    assert f"opened on step {last + 1} of {len(trace.batches)}" in unwrap(fig.layout.title.text)

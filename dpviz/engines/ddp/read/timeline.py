@@ -189,8 +189,13 @@ def step_marks(trace: Trace, table: pd.DataFrame,
     words = lambda b: (": no_sync" if under_no_sync(trace, b) else ": no all-reduce") \
         if reduces and b in trained and b not in reduced else ""
     px_per_ms, size = _mark_px_per_ms(table, x_range)
-    # A step that began before the window the chart opens on (step 1, with its first load left of it) is named at the
-    # window's left edge: plotly draws no annotation outside its axis's range.
+    if x_range is not None:
+        # The window the chart opens on names the steps in it: the one under way at its left edge (step 1, its first
+        # load left of the window; or the last step, when the chart opens on it) at that edge, as plotly draws no
+        # annotation outside its axis's range, and those that begin in it. The steps wholly before or after it
+        # are not named on it: pinned to its edge, they read as the step shown.
+        started = steps[steps <= x_range[0]]
+        steps = steps[((steps > x_range[0]) & (steps <= x_range[1])) | steps.index.isin(started.index[-1:])]
     times = [max(float(t), x_range[0]) if x_range is not None else float(t) for t in steps.to_numpy()]
     labels = [f"step {counted(b)}{words(b)}" for b in steps.index]
     rows = _placed(times, labels, px_per_ms, size)
@@ -303,6 +308,8 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     if x_range is not None:
         step = int(table.loc[(table["group"] >= 0), "batch"].max())
         lines.append(trace.vocabulary.words["timeline_zoom"].format(step=counted(step)))
+        if shown == total:  # the title says which step the chart shows: Presenting moves the notes under the plot
+            title = f"Timeline opened on step {counted(step)} of {total}, one lane per {noun} (a process each)"
     elif (opened := on_the_steps(trace, table)) is not None:
         x_range, words = opened
         lines.append(words)
