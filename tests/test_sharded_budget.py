@@ -60,3 +60,18 @@ def host_for_ranks(monkeypatch, config: RunConfig) -> None:
 
     room = run_costs.price(config) + run_costs.floor()
     monkeypatch.setattr(BUDGET, "_limit", lambda: room)
+
+
+def test_fewer_ranks_are_only_counts_the_model_splits_over(monkeypatch):
+    """Tensor parallelism gives each rank whole attention heads: the transformer's 8 split over 8, 4, 2 or 1 ranks.
+    A host with room for fewer ranks than asked runs the most of those that fit, never a count the model refuses
+    (3 ranks: the page raised the model's own complaint, with a traceback)."""
+    from dpviz.page.budget import BUDGET
+
+    at = lambda ranks: run_costs.price(RunConfig(engine="tp", model="transformer", gpus=ranks, train=True))
+    room = run_costs.floor() + (at(2) + at(4)) // 2  # 2 ranks fit, 4 do not; 3 the heads refuse
+    monkeypatch.setattr(BUDGET, "_limit", lambda: room)
+    app = page(engine="tp", model="transformer", gpus="8", train="true")
+    assert not app.exception
+    said = " ".join(unescape_markdown(w.value).replace("\u2060", "") for w in app.warning)
+    assert "Showing 2 devices, not 8" in said and app.query_params["gpus"] == "2"

@@ -7,7 +7,7 @@ import dataclasses
 import streamlit as st
 
 from dpviz.catalogue import INPUT_SPECS, MODEL_SPECS
-from dpviz.config import CHOICES as SETTINGS_CHOICES, FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
+from dpviz.config import CHOICES as SETTINGS_CHOICES, ConfigError, FLOAT_LIMITS, INPUTS, LIMITS, MODELS, RNN_MODELS, RunConfig
 from dpviz.engines import ENGINES, EngineSpec
 from dpviz.presets import COMPARE_PRESETS, EVERY_ENGINE, LINK_PRESETS, presets_of
 from dpviz.page.budget import BUDGET, PAGE_MOST
@@ -196,10 +196,16 @@ def ranks_that_fit(config: RunConfig, asked: int, choice: str) -> RunConfig:
             return list(fit_pair(asked_for, pair())[0])
         return [same_settings(asked_for, name) for name in (compared() if choice == MEMORY else (config.engine,))]
 
+    def allowed(ranks: int) -> bool:  # a model may split only over some counts (TP: whole heads on each rank)
+        try:
+            return bool(runs(ranks))
+        except ConfigError:
+            return False
+
+    candidates = [ranks for ranks in range(min(PAGE_MOST, asked), 0, -1) if ranks == asked or allowed(ranks)]
     fits = lambda ranks: all(BUDGET.fits_alone(price(each)) for each in runs(ranks))
-    most = min(PAGE_MOST, asked)
-    while most > 1 and not fits(most):
-        most -= 1
+    # the most that fit, else the fewest the model allows (the run then says it cannot run here)
+    most = next((ranks for ranks in candidates if fits(ranks)), candidates[-1] if candidates else asked)
     if most == asked:
         return config
     both = " for both engines" if choice == COMPARE else " for every engine" if choice == MEMORY else ""
