@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_hosted import CHROMIUM, CHROMIUM_ARGS, EXCEPTION, IDLE, SVG, Server  # noqa: E402
 from fresh_host import Cgroup, forget_torch_pages  # noqa: E402
 from results import save  # noqa: E402
-from dpviz.host_memory import parent, tree  # noqa: E402
+from dpviz.host_memory import parent  # noqa: E402
 from dpviz.presets import LINK_PRESETS  # noqa: E402
 
 OUT = Path(__file__).with_name("out")
@@ -59,28 +59,38 @@ def links(count: int) -> list[str]:
     return [LINKS[i] if i < len(LINKS) else KINDS[(i - len(LINKS)) % len(KINDS)] for i in range(count)]
 
 
-def _forkserver(root: int) -> int | None:
-    for pid in tree(root)[1:]:
-        try:
-            if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return pid
-        except OSError:
-            pass
-    return None
+def members(group: Cgroup) -> list[int]:
+    """Every process charged to the class's cgroup: the server and all it started, wherever they hang (the
+    forkserver's second stage outlives its first and hangs off init, not the server, with every run under it)."""
+    try:
+        return [int(pid) for pid in (group.folder / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []
 
 
-def ranks_now(root: int) -> int:
-    """Rank processes alive: below the forkserver, the children of each run's own process."""
-    forkserver = _forkserver(root)
-    return 0 if forkserver is None else sum(1 for pid in tree(forkserver) if parent(parent(pid)) == forkserver)
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
-def cpu_seconds(root: int) -> float:
-    """CPU time the server's tree has used: the server's own, and the forkserver's with every run and rank it has
-    reaped (their time is added to its children's once they end)."""
+def _forkservers(group: Cgroup) -> set[int]:
+    return {pid for pid in members(group) if b"forkserver" in _cmdline(pid)}
+
+
+def ranks_now(group: Cgroup) -> int:
+    """Rank processes alive: below a forkserver, the children of each run's own process."""
+    servers = _forkservers(group)
+    return sum(1 for pid in members(group) if parent(parent(pid)) in servers)
+
+
+def cpu_seconds(root: int, group: Cgroup) -> float:
+    """CPU time the server's processes have used: the server's own, and each forkserver's with every run and rank
+    it has reaped (their time is added to its children's once they end)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    for pid in [root, *(p for p in [_forkserver(root)] if p)]:
+    for pid in {root, *_forkservers(group)}:
         try:
             with open(f"/proc/{pid}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
@@ -90,18 +100,10 @@ def cpu_seconds(root: int) -> float:
     return total
 
 
-def left_over(root: int) -> list[int]:
-    """Processes under the server other than the forkserver and multiprocessing's resource tracker."""
+def left_over(root: int, group: Cgroup) -> list[int]:
+    """The cgroup's processes other than the server, its forkserver and multiprocessing's resource tracker."""
     keep = {b"forkserver", b"resource_tracker"}
-    found = []
-    for pid in tree(root)[1:]:
-        try:
-            line = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if not any(word in line for word in keep):
-            found.append(pid)
-    return found
+    return [pid for pid in members(group) if pid != root and not any(word in _cmdline(pid) for word in keep)]
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -122,7 +124,7 @@ def run_class(visitors: int, limit_mb: int, timeout_s: float) -> dict:
 
             def sample() -> None:
                 while not stop.is_set():
-                    most_ranks[0] = max(most_ranks[0], ranks_now(root))
+                    most_ranks[0] = max(most_ranks[0], ranks_now(group))
                     stop.wait(0.05)
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -160,12 +162,12 @@ def run_class(visitors: int, limit_mb: int, timeout_s: float) -> dict:
                     results[i]["error"] = f"no chart within {timeout_s:.0f} s"
                 stop.set()
                 sampler.join()
-                server_cpu = cpu_seconds(root)
+                server_cpu = cpu_seconds(root, group)
                 for context in contexts:
                     context.close()
                 browser.close()
             time.sleep(5.0)  # a closed tab's run and its processes end within a poll
-            left = left_over(root)
+            left = left_over(root, group)
             alive = server.process.poll() is None
     finally:
         oom, peak = group.oom_kills(), group.peak_mb()
