@@ -9,6 +9,7 @@ from dpviz.figures import MAX_FRAMES, MAX_MARKS, count_marks, step_figure
 from dpviz.engines.dp.read.flow_draw import step_name
 from dpviz.figures.layout import title_block_px
 from dpviz.figures.presenting import presentation
+from dpviz.figures.sizes import GAP_PX
 from dpviz.engines.dp.read.step import prepare_steps
 from dpviz.presets import PRESETS
 from figure_traces import LARGEST_TRAINING, MAX_JSON_BYTES, recorded, synthetic
@@ -143,7 +144,20 @@ def test_in_presenting_the_play_buttons_and_slider_follow_the_lanes_in_rows_that
     # (the plain figure's bottom margin, grown with the type), the buttons' row over the slider's, as measured above.
     plain = step_figure(synthetic(RunConfig(gpus=gpus, data_size=100, batch_size=30, train=True)), 0)
     scale = 1.35
-    assert_controls_under_plot(plain, presentation(plain, scale=scale), scale)
+    presented = presentation(plain, scale=scale)
+    assert_controls_under_plot(plain, presented, scale)
+    # Nothing but the longest frame's title over the lanes (assert_controls_under_plot set it): a band kept there for
+    # it twice, once as the plain figure kept it and once at the larger type, was blank on the projector.
+    assert presented.layout.margin.t <= longest_title_block_px(presented) + GAP_PX * scale + 1
+
+
+def longest_title_block_px(fig) -> float:
+    """The title block of the frame whose title, as wrapped, takes the most room."""
+    blocks = []
+    for frame in fig.frames:
+        fig.layout.title.text = frame.layout.title.text
+        blocks.append(title_block_px(fig))
+    return max(blocks)
 
 
 def assert_controls_under_plot(plain, fig, scale: float) -> None:

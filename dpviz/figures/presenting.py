@@ -301,7 +301,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     old = fig.layout.margin
     old_top, old_bottom = old.t or BASE_TOP_PX, old.b or MARGIN["b"]
     old_plot = (fig.layout.height or 520) - old_top - old_bottom
-    old_block = title_block_px(fig)
+    old_block = _longest_title_block_px(fig)  # what the layout kept room for: its longest frame title
     controls = controls_over_plot(fig, old_plot)  # Step through's play/pause and slider: moved under the plot
     band = max(controls.values(), default=0.0)
     above = _legend_above(fig)
