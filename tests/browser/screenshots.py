@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -43,10 +43,22 @@ READY = "[data-testid=stApp][data-test-script-state=notRunning]"
 CAPTIONS: dict[Path, str] = {}  # each shot's link, tab, theme, width and Presenting, for the index
 
 
+# Every chart shown has drawn: Streamlit puts a skeleton where plotly's code is still loading after the script
+# has run (a busy machine's shots caught a grey box where the lesson's chart would be).
+DRAWN = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]
+  .filter(c => !c.closest('[data-testid=stTabPanel][data-st-inactive]'))
+  .every(c => c.querySelector('.main-svg')) && !document.querySelector('[data-testid=stSkeleton]')"""
+DRAWN_WAIT_MS = 60_000  # then the shot is taken as it is: this is for looking, not a test
+
+
 def settle(page) -> None:
     """Until the script has run and plotly has drawn what it was sent."""
     page.wait_for_timeout(400)
     page.wait_for_selector(READY)  # the page's own timeout: a page of every engine runs each of them
+    try:
+        page.wait_for_function(DRAWN, timeout=DRAWN_WAIT_MS)
+    except PlaywrightTimeout:
+        pass
     page.wait_for_timeout(700)
 
 
