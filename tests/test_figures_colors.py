@@ -273,3 +273,13 @@ def test_a_phase_that_moves_data_refuses_a_colour_of_its_own():
         Phase("allreduce", EVERY_LANE, "all-reduce", "all-reduce", color="#DD00BB", kind="all-reduce")
     with pytest.raises(ValueError, match="legend's kinds are"):
         Phase("allreduce", EVERY_LANE, "all-reduce", "all-reduce", kind="all-to-all")
+
+
+def test_a_kind_of_memory_has_one_colour_in_every_engine():
+    # A teacher flips engines on one link: parameters, gradients, optimizer state, ... keep their colours, as the
+    # page of every engine draws them side by side in one legend.
+    colours: dict[str, set[str]] = {}
+    for vocabulary in _every_engine():
+        for kind in vocabulary.memory_kinds:
+            colours.setdefault(kind.name, set()).add(kind.color)
+    assert {name: sorted(found) for name, found in colours.items() if len(found) > 1} == {}

@@ -43,12 +43,12 @@ VOCABULARY = Vocabulary(
                                                 "parts, with the optimizer state of those (SGD or Adam); nothing moves"),
     ),
     memory_kinds=(
-        MemoryKind("parameters", "#6644DD"),
-        MemoryKind("gradients", "#CC3311"),
-        MemoryKind("optimizer state", "#AA4499"),
-        MemoryKind("output and loss", "#007755", transient=True, family="activations"),
-        MemoryKind("rows loaded", "#DDAA33", transient=True, family="activations"),
-        MemoryKind("activations", "#44BB99", transient=True),
+        MemoryKind("parameters", "#7766BB"),
+        MemoryKind("gradients", "#AA4444"),
+        MemoryKind("optimizer state", "#CC9999"),
+        MemoryKind("output and loss", "#007788", transient=True, family="activations"),
+        MemoryKind("rows loaded", "#996611", transient=True, family="activations"),
+        MemoryKind("activations", "#33EEEE", transient=True),
     ),
     words={
         **DDP.words,
