@@ -425,3 +425,18 @@ def test_a_failed_forward_marks_only_the_replica_that_raised(present):
         fig = presentation(fig)
     red = [s for s in fig.layout.shapes if s.name == "box" and s.line.color == FAILED]
     assert len(red) == 1 and red[0].y0 < one_row < red[0].y1
+
+
+def test_an_idle_gpu_says_why_it_ran_no_replica():
+    """rnn-hidden-dim: x's rows make a chunk for each GPU (torch.chunk), but h0 cut on its layers gives one piece
+    and scatter zips them: GPU 1 is idle for want of h0, not of rows. batchnorm-one-row: 5 rows make 3 chunks on 4
+    GPUs, so GPU 3 has no rows."""
+    trace = dp_preset("rnn-hidden-dim")
+    chunks = torch.arange(trace.batches[0].rows).chunk(len(trace.lanes))
+    assert len(chunks) == len(trace.lanes) and len(torch.zeros(1, 30, 16).chunk(len(trace.lanes))) == 1
+    hover = read("dp", trace, 0).cells[(1, "forward")].hover
+    assert "no piece of h0" in hover and "rows" not in hover
+    trace = dp_preset("batchnorm-one-row")
+    step = trace.failure.batch
+    assert len(torch.arange(trace.batches[step].rows).chunk(len(trace.lanes))) == 3
+    assert "no rows left" in read("dp", trace, step).cells[(3, "forward")].hover

@@ -13,6 +13,7 @@ from collections import defaultdict
 import plotly.graph_objects as go
 
 from dpviz.engines.dp.read.flow_links import failed_replica
+from dpviz.engines.dp.read.scatter_pieces import idle_reasons
 from dpviz.engines.dp.read.traffic import dp_step_traffic
 from dpviz.analysis.one_step import (
     HUB, Arrow, Cell, OneStep, bytes_note, failed_column, idle, step_heading, stopped, update_cell,
@@ -45,12 +46,13 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
     rows = {span.lane: span.rows for span in trace.replicas(step) if span.lane is not None}
     trained = config.train and bool(trace.spans_of(step, "backward"))
     gathered, lost = _gathered(trace, step), bool(trace.spans_of(step, "loss"))
+    idle_why = idle_reasons(trace, step)
     cells: dict[tuple[int, str], Cell] = {}
     for lane in lanes:
         name = trace.vocabulary.lane_name(lane)
         mine = rows.get(lane)
         if mine is None:
-            why = f"torch.chunk made {len(rows)} chunks of {batch.rows} rows: {name} has none this step"
+            why = f"{name} ran no replica this step: {idle_why.get(lane, 'no replica ran there')}"
             for column in ("input", "forward", "backward", "update"):
                 cells[(lane, column)] = idle(why)
             continue
