@@ -377,3 +377,42 @@ def test_step_names_sit_level_or_upright_in_the_room_under_the_lanes(present):
     assert "sum of gradients" in axis.ticktext
     size = axis.tickfont.size
     assert fig.layout.margin.b >= max(text_px(t, size) for t in axis.ticktext) + 8  # and the tick's gap
+
+
+def _torch_scatter(monkeypatch, config, batch: int):
+    """torch's own scatter_kwargs (its device copies swapped for torch.chunk) on `config`'s call of `batch`: the
+    positional arguments DataParallel was handed, and what each replica got."""
+    import torch.nn.parallel.scatter_gather as torch_sg
+    from dpviz.engines.workload import tutorial_data as tutorial
+    from test_scatter import _CpuScatter
+    monkeypatch.setattr(torch_sg, "Scatter", _CpuScatter)
+    _, loader = tutorial.build(config)
+    data, ids = list(loader)[batch]
+    args, kwargs = tutorial.call(config, data, ids.tolist())
+    return args, torch_sg.scatter_kwargs(args, kwargs, list(range(config.gpus)), config.dim)
+
+
+def test_a_gpu_with_rows_but_no_piece_of_h0_is_idle_for_h0_not_for_rows(monkeypatch):
+    """rnn-hidden-dim: torch cuts x into a chunk per GPU, but h0 (layers, batch, hidden) on dim 0 into one piece;
+    scatter zips the pieces, so GPU 1 runs no replica though x had rows for it."""
+    trace = preset("rnn-hidden-dim")
+    (x, h0), (inputs, _) = _torch_scatter(monkeypatch, PRESETS["rnn-hidden-dim"].config, 0)
+    gpus = len(trace.lanes)
+    assert len(x.chunk(gpus, trace.dim)) == gpus and len(h0.chunk(gpus, trace.dim)) == 1 and len(inputs) == 1
+    fig = flow_figure(trace, 0)
+    notes = fig.layout.title.subtitle.text.replace("<br>", " ")
+    assert "GPU 1 idle: no piece of h0 for it (h0 was cut into 1 piece)" in notes and "no rows left" not in notes
+    (mark,) = [a for a in fig.layout.annotations if a.text == "idle"]
+    assert mark.y == 1 and "no piece of h0" in mark.hovertext and "no rows left" not in mark.hovertext
+
+
+def test_gpus_past_torch_chunks_chunks_are_idle_for_want_of_rows(monkeypatch):
+    """batchnorm-one-row's last batch: 5 rows on 4 GPUs make 3 chunks, so GPU 3 has no rows."""
+    trace = preset("batchnorm-one-row")
+    batch = trace.failure.batch
+    (x,), (inputs, _) = _torch_scatter(monkeypatch, PRESETS["batchnorm-one-row"].config, batch)
+    assert len(inputs) == len(x.chunk(len(trace.lanes))) == 3
+    fig = flow_figure(trace, batch)
+    assert "GPU 3 idle: no rows left for it" in fig.layout.title.subtitle.text
+    (mark,) = [a for a in fig.layout.annotations if a.text == "idle"]
+    assert mark.y == 3 and mark.hovertext.startswith("no rows left for it")

@@ -356,3 +356,87 @@ def test_presenting_four_lanes_in_less_room_each_box_keeps_the_lines_it_holds_an
     for note in cut:
         assert note.text.endswith(MORE) and whole[note.x, note.y].startswith(note.text.rsplit("<br>", 1)[0])
         assert hovers[note.x, note.y] == re.sub(r"<[^>]+>", "", whole[note.x, note.y].replace("<br>", "\n")).replace("\n", "<br>")
+
+
+@functools.cache
+def dp_preset(name: str):
+    from dpviz.presets import ALL_PRESETS
+    return engine("dp").record(ALL_PRESETS[name].config)
+
+
+def _gpu0_forward(name: str) -> tuple[str, ...]:
+    trace = dp_preset(name)
+    step = trace.failure.batch if trace.failure is not None else len(trace.batches) - 1
+    return read("dp", trace, step).cells[(trace.output_device, "forward")].lines
+
+
+@pytest.mark.parametrize("name", ["batchnorm-one-row", "rnn-hidden-dim", "kwargs-small-batch"])
+def test_gpu0_says_it_gathers_nothing_when_a_replica_raised(name):
+    """A replica that raises ends DataParallel's forward in parallel_apply: gather never runs, so GPU 0 holds no
+    output, and no loss is computed on it."""
+    trace = dp_preset(name)
+    assert trace.failure is not None and trace.failure.replica is not None
+    assert not trace.spans_of(trace.failure.batch, "gather")  # the recorder saw no gather
+    lines = _gpu0_forward(name)
+    assert not [line for line in lines if line.startswith("gathers") or line == "loss"], lines
+
+
+def test_gpu0_gathers_one_scalar_per_replica_when_forward_returns_a_0_dim_loss():
+    """Each replica returns a 0-dim loss; gather unsqueezes them into a vector with one element per replica (its
+    warning says so), however many rows the batch had."""
+    trace = dp_preset("scalar-loss")
+    step = len(trace.batches) - 1
+    rows, gpus = trace.batches[step].rows, len(trace.lanes)
+    replicas = len(torch.arange(rows).chunk(gpus))
+    recorded = next(loss["gathered"] for loss in trace.facts["losses"] if loss["batch"] == step)
+    assert len(recorded) == replicas != rows
+    assert any("all input tensors were scalars" in w.message for w in trace.warnings)
+    lines = _gpu0_forward("scalar-loss")
+    said = " ".join(lines[lines.index("gathers"):])
+    assert said == f"gathers {replicas} scalars" and f"gathers {rows}" not in lines
+    for present, width in ((False, NARROWEST_CHART_PX), (True, PRESENTING_CHART_PX)):  # each line fits its box
+        fig = presentation(one_step_any(trace, step)) if present else one_step_any(trace, step)
+        column_px = (width - fig.layout.margin.l - fig.layout.margin.r) / len(COLUMNS)
+        assert max(text_px(line, CELL_SIZE) for line in lines) <= (BOX_RIGHT - BOX_LEFT) * column_px - 4
+
+
+def test_gpu0_gathers_the_rows_torch_returns_for_the_whole_batch():
+    trace = trace_of("dp")
+    model, _ = build_model("mlp", SETTINGS["input_size"], SETTINGS["output_size"])
+    rows = model(torch.randn(trace.batches[0].rows, SETTINGS["input_size"])).shape[0]
+    assert f"gathers {rows}" in picture("dp").cells[(0, "forward")].lines
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_a_failed_forward_marks_only_the_replica_that_raised(present):
+    """batchnorm-one-row: torch.chunk leaves a 1-row chunk, on which BatchNorm raises in training; only that
+    replica's box is edged in the failure colour, the other forwards ran to the end."""
+    from dpviz.figures.one_step import FAILED
+    trace = dp_preset("batchnorm-one-row")
+    step = trace.failure.batch
+    chunks = [len(c) for c in torch.arange(trace.batches[step].rows).chunk(len(trace.lanes))]
+    one_row = chunks.index(1)
+    with pytest.raises(ValueError):
+        torch.nn.BatchNorm1d(3).train()(torch.randn(1, 3))  # torch refuses one value per channel
+    shown = read("dp", trace, step)
+    assert shown.failed == "forward" and shown.failed_lanes == (one_row,)
+    fig = one_step_any(trace, step)
+    if present:
+        fig = presentation(fig)
+    red = [s for s in fig.layout.shapes if s.name == "box" and s.line.color == FAILED]
+    assert len(red) == 1 and red[0].y0 < one_row < red[0].y1
+
+
+def test_an_idle_gpu_says_why_it_ran_no_replica():
+    """rnn-hidden-dim: x's rows make a chunk for each GPU (torch.chunk), but h0 cut on its layers gives one piece
+    and scatter zips them: GPU 1 is idle for want of h0, not of rows. batchnorm-one-row: 5 rows make 3 chunks on 4
+    GPUs, so GPU 3 has no rows."""
+    trace = dp_preset("rnn-hidden-dim")
+    chunks = torch.arange(trace.batches[0].rows).chunk(len(trace.lanes))
+    assert len(chunks) == len(trace.lanes) and len(torch.zeros(1, 30, 16).chunk(len(trace.lanes))) == 1
+    hover = read("dp", trace, 0).cells[(1, "forward")].hover
+    assert "no piece of h0" in hover and "rows" not in hover
+    trace = dp_preset("batchnorm-one-row")
+    step = trace.failure.batch
+    assert len(torch.arange(trace.batches[step].rows).chunk(len(trace.lanes))) == 3
+    assert "no rows left" in read("dp", trace, step).cells[(3, "forward")].hover

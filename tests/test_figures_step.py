@@ -176,3 +176,35 @@ def assert_controls_under_plot(plain, fig, scale: float) -> None:
     fig.layout.title.text = longest
     assert fig.layout.margin.t >= title_block_px(fig)  # every frame's title over the lanes
     assert fig.layout.margin.t < plain.layout.margin.t  # the controls' rows no longer over the lanes
+
+
+def _scatter_words(trace, batch: int) -> str:
+    table = prepare_steps(trace, batch)
+    return table.loc[table["step"] == "scatter", "words"].item()
+
+
+def test_scatter_keeps_chunk_0_on_gpu_0_and_copies_the_others(monkeypatch):
+    """The tutorial moves the batch to GPU 0 first; torch's scatter moves chunk i to device i, skipping the copy
+    where the chunk already is: chunk 0 stays, the rest go one to each other GPU."""
+    from test_figures_flow import _torch_scatter
+    config = RunConfig()  # the page's default: the tutorial's model on 2 GPUs
+    (x,), (inputs, _) = _torch_scatter(monkeypatch, config, 0)
+    trace = record(dataclasses.replace(config, backend="simulated"))
+    assert len(inputs) == len(x.chunk(config.gpus)) == 2
+    words = _scatter_words(trace, 0)
+    assert f"{x.shape[0]} rows are cut into 2 chunks in order on GPU 0" in words
+    assert "chunk 0 stays there, chunk 1 is copied to GPU 1" in words and "each of GPUs 0" not in words
+
+
+def test_scatter_counts_the_pieces_zip_kept_and_the_rows_no_replica_got(monkeypatch):
+    """rnn-hidden-dim: torch cuts x into 2 chunks and h0 (layers, batch, hidden) on dim 0 into 1 piece; zip keeps
+    one replica, so x's second chunk reaches none."""
+    from test_figures_flow import _torch_scatter
+    trace = preset("rnn-hidden-dim")
+    (x, h0), (inputs, _) = _torch_scatter(monkeypatch, PRESETS["rnn-hidden-dim"].config, 0)
+    chunks, pieces = x.chunk(len(trace.lanes), trace.dim), h0.chunk(len(trace.lanes), trace.dim)
+    reached = sum(args[0].shape[trace.dim] for args in inputs)
+    words = _scatter_words(trace, 0)
+    assert f"cut into {len(chunks)} chunks" in words and "cut into 1 chunk " not in words
+    assert f"h0 gives only {len(pieces)} piece on dim {trace.dim}" in words and f"so {len(inputs)} replica runs" in words
+    assert f"rows {reached}-{x.shape[trace.dim] - 1} reach no replica" in words and "GPU 1 gets none" in words

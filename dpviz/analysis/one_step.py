@@ -83,6 +83,7 @@ class OneStep:
     arrows: tuple[Arrow, ...]
     notes: tuple[str, ...] = ()
     failed: str | None = None  # the column the step failed in, when it did
+    failed_lanes: tuple[int, ...] | None = None  # the lanes that failed there, when the engine knows; None: every lane
 
     def __post_init__(self) -> None:
         for column in COLUMN_KEYS:

@@ -81,7 +81,8 @@ def one_step_figure(picture: OneStep) -> go.Figure:
         for lane in lanes:
             cell = picture.cells[(lane, key)]
             y = row[lane]
-            failed = picture.failed == key and not cell.idle
+            failed = (picture.failed == key and not cell.idle
+                      and (picture.failed_lanes is None or lane in picture.failed_lanes))
             # The fill says whose box it is; the edge only bounds it (the rows are named on the left).
             shapes.append(dict(
                 type="rect", x0=c + BOX_LEFT, x1=c + BOX_RIGHT, y0=y - BOX_HALF, y1=y + BOX_HALF, layer="below",

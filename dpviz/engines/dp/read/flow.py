@@ -25,6 +25,7 @@ from dpviz.analysis.batch_facts import batch_spans, called_without_rows
 from dpviz.trace import Trace
 from dpviz.analysis.wording import device_list, numbered, plural
 from dpviz.engines.dp.read.flow_draw import plot_flow_lanes
+from dpviz.engines.dp.read.scatter_pieces import idle_reasons
 from dpviz.engines.dp.read.flow_links import _preview, failed_replica, flow_links, flow_steps
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.trace_words import NAME_LIMIT, backend_note, device_name, rows_text
@@ -100,7 +101,7 @@ def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
     forwards = [s for s in trace.replicas(batch) if s.lane is not None]
     with_rows = [s for s in forwards if not called_without_rows(s)]
     without = [s.lane for s in forwards if called_without_rows(s)]
-    idle = [lane.id for lane in trace.lanes if lane.id not in {s.lane for s in forwards}]
+    idle = idle_reasons(trace, batch)
     gpus, out = plural(len(trace.lanes), words.lane_noun), device_name(trace.output_device)
     failure, failed = trace.failure, failed_replica(trace, batch)
     total = batches_planned(trace)
@@ -126,8 +127,9 @@ def flow_figure(trace: Trace, batch: int = 0) -> go.Figure:
         lines.append(words.word("gathered", lane=out) + back)
     elif "step" in steps:
         lines[-1] += "; backward and step there"
-    if idle:
-        notes.append(f"{device_list(idle)} idle: no rows left for {'it' if len(idle) == 1 else 'them'}")
+    for why in dict.fromkeys(idle.values()):  # the GPUs idle for one reason in one note
+        lanes = [lane for lane, said in idle.items() if said == why]
+        notes.append(f"{device_list(lanes)} idle: {why if len(lanes) == 1 else why.replace(' for it', ' for them', 1)}")
     if without:
         notes.append(f"{device_list(without)} called with no tensor of the batch: scatter_kwargs padded "
                      f"{'its' if len(without) == 1 else 'their'} positional arguments with ()")

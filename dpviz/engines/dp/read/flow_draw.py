@@ -150,10 +150,11 @@ def _failed_casing(n: Node, box: tuple[float, float, float]) -> dict:
 
 
 def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps: list[str],
-                    lane_labels: list[str], idle: list[int], failed_text: str | None, title: str,
+                    lane_labels: list[str], idle: dict[int, str], failed_text: str | None, title: str,
                     notes: list[str]) -> go.Figure:
     """Draw nodes and links as lanes (one per GPU, labelled `lane_labels`) and columns (`steps`).
-    `idle` lanes get an idle mark in the forward column; the failed node gets `failed_text` beside it."""
+    `idle` lanes (lane -> why, as plotly text) get an idle mark in the forward column, its hover the reason; the
+    failed node gets `failed_text` beside it."""
     lanes = len(lane_labels)
     geometry = Geometry(nodes, steps, lanes)
     first_row = {n.node: n.offset for n in nodes}
@@ -194,7 +195,7 @@ def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps
     forward_x = geometry.columns.get("forward", 0)
     idle_marks = [dict(x=forward_x, y=lane, text="idle", showarrow=False, bgcolor=IDLE_GREY, borderpad=3,
                        font=dict(size=LABEL_SIZE, color=text_color_on(IDLE_GREY)),
-                       hovertext="no rows left for it: no replica ran there") for lane in idle]
+                       hovertext=f"{why}: no replica ran there") for lane, why in idle.items()]
     rows, pitch = lanes - geometry.top, geometry.pitch
     ticks = list(range(geometry.top, lanes))
     zero = device_name(trace.lanes[0].id if trace.lanes else 0)

@@ -12,6 +12,8 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from dpviz.engines.dp.read.flow_links import failed_replica
+from dpviz.engines.dp.read.scatter_pieces import idle_reasons
 from dpviz.engines.dp.read.traffic import dp_step_traffic
 from dpviz.analysis.one_step import (
     HUB, Arrow, Cell, OneStep, bytes_note, failed_column, idle, step_heading, stopped, update_cell,
@@ -43,12 +45,14 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
     home = trace.output_device
     rows = {span.lane: span.rows for span in trace.replicas(step) if span.lane is not None}
     trained = config.train and bool(trace.spans_of(step, "backward"))
+    gathered, lost = _gathered(trace, step), bool(trace.spans_of(step, "loss"))
+    idle_why = idle_reasons(trace, step)
     cells: dict[tuple[int, str], Cell] = {}
     for lane in lanes:
         name = trace.vocabulary.lane_name(lane)
         mine = rows.get(lane)
         if mine is None:
-            why = f"torch.chunk made {len(rows)} chunks of {batch.rows} rows: {name} has none this step"
+            why = f"{name} ran no replica this step: {idle_why.get(lane, 'no replica ran there')}"
             for column in ("input", "forward", "backward", "update"):
                 cells[(lane, column)] = idle(why)
             continue
@@ -58,10 +62,12 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
             hover=f"{name} {'holds the batch and keeps the first chunk' if at_home else 'receives its chunk'}: "
                   f"{plural(mine, 'row')}")
         cells[(lane, "forward")] = Cell(
-            ((f"forward {mine}", f"gathers {batch.rows}") + (("loss",) if trained else ())) if at_home
-            else ("replica", f"forward {mine}"),
-            hover=(f"{name} runs the module itself on its {plural(mine, 'row')}, then holds every replica's output "
-                   f"({plural(batch.rows, 'row')})" + (" and computes the loss" if trained else "")) if at_home else
+            ((f"forward {mine}",) + (gathered[0] if gathered else ()) + (("loss",) if lost else ()))
+            if at_home else ("replica", f"forward {mine}"),
+            hover=(f"{name} runs the module itself on its {plural(mine, 'row')}"
+                   + (f", then holds every replica's output ({gathered[1]})" if gathered else
+                      ": no gather ran, so no output came back" if failed_replica(trace, step) else "")
+                   + (" and computes the loss" if lost else "")) if at_home else
                   f"{name} runs a copy of the module made this step on its {plural(mine, 'row')}")
         if not trained:
             cells[(lane, "backward")] = idle("forward only: turn training on to see the backward")
@@ -86,6 +92,8 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
                    for what, (column, name) in MOVES.items() if sent[what] or received[what])
     failed = failed_column(trace, step, COLUMN_OF)
     cells = stopped(cells, failed)
+    raised = failed_replica(trace, step)  # DataParallel names the one replica that raised: only its box is marked
+    failed_lanes = (raised.lane,) if failed == "forward" and raised is not None and raised.lane is not None else None
     into = sum(a.sent.get(home, 0) for a in arrows)
     heading = step_heading(trace, step)
     title = (f"{heading}: every copy leaves from GPU 0 and comes back to it" if len(rows) > 1
@@ -93,7 +101,22 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
     notes = (backend_note(trace), f"GPU 0 sends {human_bytes(into)} this step" if into else "",
              bytes_note(trace, step, "the tensors copied"))
     return OneStep(title, tuple(trace.vocabulary.lane_name(l) for l in lanes), tuple(lanes), cells, arrows,
-                   tuple(n for n in notes if n), failed)
+                   tuple(n for n in notes if n), failed, failed_lanes)
+
+
+def _gathered(trace: Trace, step: int) -> tuple[tuple[str, ...], str] | None:
+    """What the step's gather joined on the output device, as the box's lines and in words, from the replicas'
+    outputs the trace recorded: their rows along the batch's dim, or one element per replica when each returned a
+    0-dim tensor (gather unsqueezes them into a vector). None when no gather ran (one device, or a replica raised)."""
+    if not trace.spans_of(step, "gather"):
+        return None
+    outputs = [s.output_shape for s in trace.replicas(step) if s.lane is not None and s.output_shape is not None]
+    if outputs and all(len(shape) == 0 for shape in outputs):
+        scalars = plural(len(outputs), "scalar")
+        return ("gathers", scalars), f"{scalars}, one per replica, as a vector"  # one line is too wide for a box
+    dim = trace.dim
+    rows = sum(shape[dim] for shape in outputs if len(shape) > dim)
+    return (f"gathers {rows}",), plural(rows, "row")
 
 
 def _update(trace: Trace, lane: int) -> Cell:

@@ -11,11 +11,45 @@ from dpviz.analysis.batch_facts import batch_spans, called_without_rows
 from dpviz.trace import Trace
 from dpviz.analysis.wording import device_list, plural
 from dpviz.engines.dp.read.flow_links import failed_replica
+from dpviz.engines.dp.read.scatter_pieces import batch_chunks, short_arguments
 from dpviz.figures.trace_words import NAME_LIMIT, device_name
 
 
 def _shape(shape: list[int] | None) -> str:
     return " × ".join(f"{n:,}" for n in shape) if shape else "0-dim"
+
+
+def _scatter(trace: Trace, batch: int, forwards: list, fed: list[int]) -> str:
+    """The scatter as torch makes it: torch.chunk cuts the batch, which sits on the first GPU (the tutorial moves it
+    there), into chunks in order; chunk i goes to device i, and the copy is skipped where the chunk is already there.
+    Every argument is cut alike and scatter zips their pieces, so an argument with fewer pieces (h0 cut on its
+    layers) keeps fewer replicas, and the batch's later chunks reach none."""
+    rows, chunks = trace.batches[batch].rows, batch_chunks(trace, batch)
+    home = trace.lanes[0].id if trace.lanes else 0
+    text = (f"the batch's {plural(rows, 'row')} are cut into {plural(len(chunks), 'chunk')} in order on "
+            f"{device_name(home)}, where the batch is")
+    short = short_arguments(trace, batch)
+    if short:
+        path = min(short, key=short.get)
+        text += (f", but {plotly_text(path, NAME_LIMIT)} gives only {plural(short[path], 'piece')} on dim {trace.dim} "
+                 f"and scatter zips every argument's pieces, so {plural(len(forwards), 'replica')} "
+                 f"run{'s' if len(forwards) == 1 else ''}")
+    if not fed:
+        return text + "; no chunk reaches a replica"
+    stays = fed[0] == home
+    copied = fed[1:] if stays else fed
+    parts = ["chunk 0 stays there"] if stays else []
+    if copied:
+        first, last = len(fed) - len(copied), len(fed) - 1
+        which = (f"chunk {first} is" if first == last else f"chunks {first} and {last} are" if last == first + 1
+                 else f"chunks {first}-{last} are")
+        parts.append(f"{which} copied{'' if len(copied) == 1 else ' one'} to {'each of ' if len(copied) > 1 else ''}"
+                     f"{device_list(copied)}")
+    text += ": " + ", ".join(parts)
+    reached = sum(s.rows for s in forwards if s.lane in fed)
+    if reached < rows:
+        text += f"; rows {reached}-{rows - 1} reach no replica"
+    return text
 
 
 def step_story(trace: Trace, batch: int, step: str) -> tuple[list[int], str]:
@@ -29,8 +63,7 @@ def step_story(trace: Trace, batch: int, step: str) -> tuple[list[int], str]:
     out = device_name(trace.output_device)
     idle = [lane.id for lane in trace.lanes if lane.id not in every]
     if step == "scatter":
-        text = (f"the batch's {plural(facts.rows, 'row')} are cut into {plural(len(fed), 'chunk')} "
-                f"in order, one copied to each of {device_list(fed)}" if fed else "the batch is cut, and no chunk reaches a replica")
+        text = _scatter(trace, batch, forwards, fed)
         if idle:
             text += f"; {device_list(idle)} get{'s' if len(idle) == 1 else ''} none"
         if empty:
