@@ -78,3 +78,26 @@ def test_every_rank_shows_what_it_handed_the_broadcasts_and_the_hover_says_which
                                           f"receives {human_bytes(whole - own)}") if part)
         assert sum(hover.endswith(way) for hover in hovers) >= 1, (rank, way, hovers)
     assert "sent and received together" in figure.layout.title.subtitle.text.replace("<br />", " ")
+
+
+def test_the_compare_says_zero1s_even_share_of_the_broadcasts_is_an_average(fake_world):
+    """Compare said "ZeRO-1: at most 72 B a rank" where every rank was given (W-1)/W of the parameters for the
+    broadcasts, though the owners' shards are uneven (whole parameters) and a rank that owns none sends nothing:
+    the figure is a mean, and the panel and its sentence now say so."""
+    from dpviz.analysis.compare import sends_sentence
+    from dpviz.analysis.traffic import sent_per_step
+    from dpviz.figures.byte_unit import byte_unit
+    from dpviz.figures.compare import panel_title
+
+    config, trace = run()
+    owned = owned_bytes(config)
+    sent = sent_per_step(trace)
+    assert len(set(sent)) == 1  # one figure for every rank ...
+    assert len(set(owned)) > 1  # ... of broadcasts torch's partition makes uneven: it cannot be every rank's own
+    title = panel_title(trace, byte_unit(max(sent)))
+    assert title.endswith("a rank on average") and "at most" not in title, title
+    assert "per step on average" in sends_sentence(trace)
+    ddp = to_trace(RunConfig(engine="ddp", gpus=RANKS, train=True, batch_size=20, data_size=40),
+                   launch(RunConfig(engine="ddp", gpus=RANKS, train=True, batch_size=20, data_size=40)),
+                   backend="cpu", torch_version=torch.__version__, machine_gpus=0)
+    assert "on average" not in panel_title(ddp, byte_unit(max(sent)))  # a ring all-reduce is even: no mean to say
