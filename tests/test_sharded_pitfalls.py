@@ -171,3 +171,23 @@ def test_keeping_fsdps_modules_whole_still_trains_as_one_process():
     expected = single_process(config, trace)
     for name, value in launched["ranks"][0]["parameters"].items():
         assert torch.allclose(torch.from_numpy(value), expected[name].detach(), atol=TOLERANCE, rtol=0), name
+
+
+def test_fsdps_one_step_says_its_backward_gathers_only_where_the_run_gathered_in_backward():
+    """The Backward boxes read "gathers / keeps 1/2" with reshard_after_forward=False too, where the run's backward
+    all-gathered nothing. Each box now says what the rank's own spans recorded in that step."""
+    from dpviz.engines.fsdp.read.one_step import one_step_fsdp
+
+    for trace in (run("fsdp-keep-gathered"), run("fsdp-keep-gathered", reshard_after_forward=True)):
+        gathered, freed = collectives(trace, "gather_backward"), collectives(trace, "reshard")
+        for step in range(len(trace.batches)):
+            drawn = one_step_fsdp(trace, step)
+            for rank in range(trace.config.gpus):
+                backward, forward = drawn.cells[(rank, "backward")], drawn.cells[(rank, "forward")]
+                assert ("gathers" in backward.lines) == bool(gathered[(step, rank)]), (step, rank, backward.lines)
+                assert ("no all-gather" in backward.lines) == (not gathered[(step, rank)])
+                assert ("gathers each module's parameters again" in backward.hover) == bool(gathered[(step, rank)])
+                assert ("frees them after" in forward.hover) == bool(freed[(step, rank)]), forward.hover
+            moves = {a.name for a in drawn.moves_in("backward")}
+            assert ("all-gather" in moves) == any(gathered[(step, r)] for r in range(trace.config.gpus))
+    assert not collectives(run("fsdp-keep-gathered"), "gather_backward")  # the preset the review read gathers none

@@ -174,3 +174,27 @@ def test_the_timeline_opens_on_the_last_steps_work_and_says_what_gloo_ran():
     assert low <= modules["start_ms"].min() and modules["end_ms"].max() <= high  # every module's spans in view
     earlier = table[table["batch"] < last]
     assert earlier["end_ms"].max() < high and (earlier["start_ms"] < low).any()  # the earlier steps are off it
+
+
+def test_the_share_said_is_rank_0s_real_part_and_the_ranks_that_hold_padding_only_are_named():
+    """The title said "about 1/4" of every module at 4 ranks, whatever each rank held: Linear(16, 2)'s 2 rows give
+    rank 0 half of it and ranks 2 and 3 none (only FSDP2's padding). The share and the padding-only ranks are now
+    torch.chunk's, as FSDP2 cuts dim 0."""
+    from fractions import Fraction
+
+    config, trace = run(4)
+    for module in trace.facts["modules"][0]:
+        chunks = chunk_elements(config, module["params"], 4)
+        share = Fraction(chunks[0], sum(chunks))
+        titles = [f.layout.title.text.replace("<br>", " ").replace("<br />", " ") for f in
+                  step_fsdp_figure(trace, 0, module["index"]).frames]
+        assert "about 1/4" not in " ".join(titles)
+        if share.numerator == 1:
+            assert f"on rank 0 ({share.numerator}/{share.denominator}" in titles[0], titles[0]
+        empty = [rank for rank, chunk in enumerate(chunks) if chunk == 0]
+        said = "padding only" in titles[0]
+        assert said == bool(empty), (module["name"], titles[0])
+        if empty == [2, 3]:
+            assert "ranks 2 and 3 hold padding only" in titles[0]
+    last = trace.facts["modules"][0][-1]  # Linear(16, 2): the case the review found
+    assert chunk_elements(config, last["params"], 4)[2:] == [0, 0]

@@ -19,7 +19,7 @@ from typing import Callable
 
 from dpviz.analysis.step_times import LINKS, measured, modelled, on_gpus, step_seconds, verdict  # noqa: F401  step_seconds named here too
 # the sizes a step's traffic is made of live with the formulas; the engines' readers read them from here too
-from dpviz.analysis.traffic import Move, moves_per_step, sent_by_kind, sent_per_step, traffic  # noqa: F401
+from dpviz.analysis.traffic import Move, evened, moves_per_step, sent_by_kind, sent_per_step, traffic  # noqa: F401
 from dpviz.analysis.traffic_model import FLOAT_BYTES, model_bytes, row_bytes  # noqa: F401
 from dpviz.analysis.wording import bytes_alike, with_article
 from dpviz.trace import Trace
@@ -128,7 +128,8 @@ def sends_sentence(trace: Trace, amount: Callable[[float], str] | None = None) -
     by_kind = sent_by_kind(trace)
     parts = lambda index: _kinds_text({what: column[index] for (_, what, _), column in by_kind.items()}, amount)
     if len({parts(index) for index in range(len(sent))}) == 1:  # every device sends the same things
-        return f"{trace.spec.label}: each {noun} sends {amount(most)} per step ({parts(0)})"
+        mean = " on average" if evened(trace) else ""  # an even share of what the ranks send unevenly
+        return f"{trace.spec.label}: each {noun} sends {amount(most)} per step{mean} ({parts(0)})"
     top = sent.index(most)
     second = max(size for index, size in enumerate(sent) if index != top)
     second_index = next(index for index, size in enumerate(sent) if index != top and size == second)

@@ -33,6 +33,9 @@ class Move:
     received: int
     kind: str = ""  # the legend's kind that carries it (dpviz.trace.legend.KINDS): "scatter", "all-reduce"
     backward: bool = False  # moved for the backward pass (an output's gradient, a gradient's reduce-scatter)
+    # Each device's even share of a move the run splits unevenly between them (a ring's (W-1)/W of what one device
+    # holds, given to every device): the figure is an average, not what the busiest device sent.
+    evened: bool = False
 
 
 def traffic(trace: Trace) -> list[Move]:
@@ -55,6 +58,12 @@ def moves_per_step(trace: Trace) -> list[tuple[int, int]]:
         received[move.lane] += move.received
     steps = max(1, len(trace.batches))
     return [(sent[lane.id] // steps, received[lane.id] // steps) for lane in trace.lanes]
+
+
+def evened(trace: Trace) -> bool:
+    """Whether some of the run's traffic is an even share of what the devices move unevenly (Move.evened): each
+    device's figure is then an average, said so wherever it is read."""
+    return any(move.evened for move in traffic(trace))
 
 
 def sent_per_step(trace: Trace) -> list[float]:

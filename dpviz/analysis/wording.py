@@ -11,9 +11,14 @@ from __future__ import annotations
 from dpviz.trace import Trace
 
 
+# Words ending in "ch" said as a k: their plural takes an s alone ('2 epochs', not '2 epoches').
+CH_SAID_K = ("epoch", "stomach", "monarch", "patriarch")
+
+
 def plural(n: int, word: str) -> str:
-    """'1 row', '4 rows', '2 batches'."""
-    return f"{n:,} {word}" + ("" if n == 1 else "es" if word.endswith(("s", "ch")) else "s")
+    """'1 row', '4 rows', '2 batches', '2 processes', '2 epochs'."""
+    sibilant = word.endswith(("s", "x", "z", "sh", "ch")) and not word.endswith(CH_SAID_K)
+    return f"{n:,} {word}" + ("" if n == 1 else "es" if sibilant else "s")
 
 
 def with_article(phrase: str) -> str:

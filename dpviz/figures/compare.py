@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.analysis.compare import busiest, lessons, ratio_headline
-from dpviz.analysis.traffic import averaged, sent_by_kind, sent_per_step
+from dpviz.analysis.traffic import averaged, evened, sent_by_kind, sent_per_step
 from dpviz.analysis.traffic_model import StepSizes, growth
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color
@@ -149,13 +149,16 @@ def plot_growth(lines: list, devices: int, *, unit: ByteUnit, title: str, notes:
 
 
 def panel_title(trace: Trace, unit: ByteUnit) -> str:
-    """'DataParallel: GPU 0 sends 1.2 KiB', 'DDP: at most 296 B a rank', 'FSDP: nothing sent'."""
+    """'DataParallel: GPU 0 sends 1.2 KiB', 'DDP: at most 296 B a rank', 'X: 72 B a rank on average' (every rank
+    given an even share of what the ranks move unevenly, Move.evened), 'FSDP: nothing sent'."""
     sent = sent_per_step(trace)
     most = max(sent, default=0)
     if not most:
         return f"{trace.spec.short}: nothing sent"
     if trace.vocabulary.lead_lane and sent.index(most) == 0:
         return f"{trace.spec.short}: {trace.vocabulary.lane_name(trace.lanes[0].id)} sends {unit.amount(most)}"
+    if evened(trace) and len(set(sent)) == 1:  # every rank given the same share of an uneven move: its mean
+        return f"{trace.spec.short}: {unit.amount(most)} a {trace.vocabulary.lane_noun} on average"
     return f"{trace.spec.short}: at most {unit.amount(most)} a {trace.vocabulary.lane_noun}"
 
 

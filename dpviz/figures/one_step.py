@@ -17,7 +17,7 @@ import re
 
 import plotly.graph_objects as go
 
-from dpviz.analysis.one_step import ALL, BACK, COLUMNS, NEXT, Arrow, OneStep, short_bytes
+from dpviz.analysis.one_step import ALL, BACK, COLUMNS, HUB, NEXT, Arrow, OneStep, short_bytes
 from dpviz.analysis.wording import human_bytes
 from dpviz.figures.colors import GUIDE, THEME_BACKGROUND, THEME_TEXT, device_color, with_alpha
 from dpviz.figures.layout import house_layout, merged
@@ -55,8 +55,12 @@ def _bytes_lines(picture: OneStep, lane: int, key: str) -> list[str]:
         sent, received = move.sent.get(lane, 0), move.received.get(lane, 0)
         if lane not in move.sent and lane not in move.received:
             continue
-        # Which way is the arrow's to say (its heads); the box gives the size it carried for this device.
-        lines.append(f"<span style='color:{kind_color(move.kind)}'>■</span> {short_bytes(sent or received)}")
+        # Which way is the arrow's to say (its heads); the box gives the size it carried for this device: what it
+        # handed the move, as the collectives' figures count it. A lane that both sends and receives in a move some
+        # lanes only receive from (ZeRO-1's broadcasts, an owner of a shard) counts both, or a receiver's figure
+        # reads as more than what the owners sent; the hover splits it.
+        handed = sent + received if move.shape == HUB and sent and received else sent or received
+        lines.append(f"<span style='color:{kind_color(move.kind)}'>■</span> {short_bytes(handed)}")
     return lines
 
 

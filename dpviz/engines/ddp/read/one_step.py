@@ -168,7 +168,10 @@ def broadcast_sent(trace: Trace, collective: str, handed: dict[int, int]) -> tup
 
 
 def one_step_ddp(trace: Trace, step: int) -> OneStep:
-    return one_step_ranks(trace, step, COLLECTIVES, ddp_cells, HOVERS, broadcast_sent)
+    # ZeRO-1's owners send their shards and receive the others': a rank's figure is the whole it handed the broadcasts
+    words = ("what each rank handed each collective, a broadcast's sent and received together"
+             if "broadcast" in moved_at(trace, step) else "what each rank handed the collective")
+    return one_step_ranks(trace, step, COLLECTIVES, ddp_cells, HOVERS, broadcast_sent, handed_words=words)
 
 
 def one_step_ddp_figure(trace: Trace, step: int) -> go.Figure:

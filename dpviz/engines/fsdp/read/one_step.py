@@ -9,6 +9,7 @@ an all-gather's whole output, a reduce-scatter's whole input.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import plotly.graph_objects as go
 
@@ -52,6 +53,11 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
     share = _share(trace, rank)
     mesh_words = _mesh_share(trace, rank)
     gathers = ("gathers", plural(modules, "module")) if modules else ("gathers all",)
+    # What the run did with the gathered parameters, from its spans: freed after each forward (the default), or kept
+    # whole for the backward (reshard_after_forward=False), which then gathers nothing.
+    spans = Counter(s.phase for s in trace.spans_of(step) if s.lane == rank)
+    after = ("frees them after" if spans["reshard"] else
+             "keeps them whole for its backward" if config.train else "keeps them whole")
     cells = {
         "input": Cell((plural(rows, "row"), "its own"), hover=f"{name} reads its own rows (its DistributedSampler shard)"),
         # Four lines at most in a box, the bytes included: two ranks' One step on a projector's first screen. The
@@ -61,7 +67,7 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
                                                   f"1/{ranks} of each parameter")
                               + (f" ({human_bytes(params)})" if params is not None else "")
                               + f"; it gathers each of the {plural(modules, 'sharded module')}' whole parameters for its "
-                              "forward and frees them after" + ("; then the loss" if config.train else "")),
+                              f"forward and {after}" + ("; then the loss" if config.train else "")),
     }
     if not config.train:
         cells["backward"] = idle("forward only: turn training on to see the gradients reduce-scattered")
@@ -70,8 +76,10 @@ def fsdp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]
     grads = (mine.get("gradients") or {}).get("bytes")
     keeps = ("keeps its shards",) if mesh_words else (("keeps 1/" + share.split("/")[1],) if "/" in share else
                                                       ("keeps", share))
-    cells["backward"] = Cell(("gathers",) + keeps,
-                             hover=f"{name} gathers each module's parameters again, and keeps only "
+    again = spans["gather_backward"]
+    cells["backward"] = Cell((("gathers",) if again else ("no all-gather",)) + keeps,
+                             hover=(f"{name} gathers each module's parameters again, and keeps only " if again else
+                                    f"{name} gathers nothing, its modules whole since the forward; it keeps only ")
                                    + ("the gradients of its shards, as it holds the parameters" if mesh_words else
                                       f"its 1/{ranks} of the summed gradients")
                                    + (f" ({human_bytes(grads)})" if grads is not None else ""))

@@ -12,9 +12,12 @@ whole while gathered); below, its gradient (whole but from its own rows only, th
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pandas as pd
 import plotly.graph_objects as go
 
+from dpviz.analysis.wording import device_list
 from dpviz.echo import plotly_text
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color, with_alpha
 from dpviz.engines.dp.read.step import animated
@@ -81,18 +84,31 @@ def prepare_layer_steps(trace: Trace, batch: int, module: int) -> pd.DataFrame:
                                                       "held", "gradient"])
 
 
+def share_words(shards: list[int]) -> str:
+    """'1/2' for rank 0's part of the module's elements ('about 26%' where it is no simple part), and the ranks whose
+    shard holds no real row: FSDP2 cuts dim 0 as torch.chunk does and pads it to a multiple of the ranks, so with
+    fewer rows than ranks the last ones allocate a shard of padding only."""
+    share = Fraction(shards[0], sum(shards) or 1)
+    words = f"{share.numerator}/{share.denominator}" if share.numerator == 1 else f"about {float(share):.0%}"
+    empty = [rank for rank, shard in enumerate(shards) if shard == 0]
+    if empty:  # device_list counts runs as the figures do; these lanes are ranks, not GPUs
+        ranks = device_list(empty).replace("GPUs", "ranks").replace("GPU", "rank")
+        words += f"; {ranks} {'holds' if len(empty) == 1 else 'hold'} padding only"
+    return words
+
+
 def _words(trace: Trace, row, name: str, shards: list[int]) -> str:
-    whole, ranks = sum(shards), len(shards)
+    whole = sum(shards)
     if row.phase == "start":
         return (f"each rank holds only its shard of {name}: {shards[0]:,} of its {whole:,} elements on rank 0 "
-                f"(about 1/{ranks}), its own rows of dim 0")
+                f"({share_words(shards)}), its own rows of dim 0")
     if row.phase == "gather":
         return (f"all-gather: each rank sends its shard and receives the others'; every rank now holds {name} whole, "
                 f"{whole:,} elements, for its forward")
     if row.phase == "compute":
         return f"forward: {name} runs on every rank on its whole parameters, each rank on its own rows"
     if row.phase == "reshard":
-        return f"reshard: the gathered parameters are freed; each rank keeps its own shard again (about 1/{ranks})"
+        return f"reshard: the gathered parameters are freed; each rank keeps its own shard again (rank 0: {share_words(shards)})"
     if row.phase == "gather_backward":
         return (f"all-gather again in backward: every rank holds {name} whole once more, and makes a whole gradient "
                 "from its own rows")

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from dpviz.engines.pipeline.read.bubble import lay_out, opening_step, percent, schedule_order, slot_share, slots
 from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES
 from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px, panel_gap_px
-from dpviz.analysis.wording import counted
+from dpviz.analysis.wording import counted, plural
 from dpviz.engines.pipeline.read.schedule import label_colors, pass_groups, stage_label
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.layout import styled
@@ -53,7 +53,7 @@ def schedules_figure(trace: Trace) -> go.Figure:
         if laid is not None:
             layouts[name] = (laid, ran)
     titles = [f"{SCHEDULE_NAMES[name]}{' (this run, step ' + counted(step) + ')' if ran else ' (torch’s order, not run)'}: "
-              f"idle {percent(slot_share(laid))}, stage 1 keeps {in_flight(laid)[0]} microbatches"
+              f"idle {percent(slot_share(laid))}, stage 1 keeps {plural(in_flight(laid)[0], 'microbatch')}"
               for name, (laid, ran) in layouts.items()]
     gap = sum(panel_gap_px(title) for title in titles[1:])
     height = round(BASE_PX + ROW_PX * stages * len(layouts) + gap)
@@ -84,14 +84,16 @@ def schedules_figure(trace: Trace) -> go.Figure:
     fig.update_yaxes(categoryorder="array", categoryarray=names[::-1], title=None)
     fig.update_xaxes(range=[0, length], dtick=max(1, length // 12))
     fig.update_xaxes(title="slots: one forward or backward each", row=len(layouts), col=1)  # the last panel's only
-    notes = [f"{stages} stages, {micro} microbatches", "the same bubble, (S − 1) / (M + S − 1)", backend_note(trace)]
+    notes = [f"{plural(stages, 'stage')}, {plural(micro, 'microbatch')}", "the same bubble, (S − 1) / (M + S − 1)",
+             backend_note(trace)]
     if "1f1b" not in layouts:
-        notes.insert(1, f"1F1B needs at least {stages} microbatches for {stages} stages")
+        notes.insert(1, f"1F1B needs at least {plural(stages, 'microbatch')} for {plural(stages, 'stage')}")
         title = "GPipe at these settings; 1F1B cannot run them"
     else:
         kept = {name: in_flight(laid)[0] for name, (laid, _) in layouts.items()}
         title = "GPipe and 1F1B at these settings: the same idle share, " + (
-            f"1F1B's first stage keeping {kept['1f1b']} microbatches' activations where GPipe's keeps {kept['gpipe']}"
+            f"1F1B's first stage keeping the activations of {plural(kept['1f1b'], 'microbatch')} where GPipe's keeps "
+            f"{kept['gpipe']}"
             if kept["1f1b"] < kept["gpipe"] else
             f"and with as many microbatches as stages both keep all {kept['gpipe']} on the first stage (more "
             "microbatches: 1F1B keeps at most S)")

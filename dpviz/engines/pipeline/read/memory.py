@@ -90,9 +90,9 @@ def memory_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
             x=list(range(1, len(mine) + 1)), y=unit.scaled(row[3] for row in mine), mode="lines+markers",
             name=stage_label(stage), showlegend=False, line=dict(color=device_color(stage), width=3, shape="hv"),
             marker=dict(color=device_color(stage), size=7),
-            customdata=[[row[1], row[2] + 1, row[4], unit.amount(row[3])] for row in mine],
+            customdata=[[row[1], row[2] + 1, plural(row[4], "microbatch"), unit.amount(row[3])] for row in mine],
             hovertemplate=f"{stage_label(stage)}, pass %{{x}}: after the %{{customdata[0]}} of microbatch "
-                          "%{customdata[1]}<br>%{customdata[2]} microbatches in flight, %{customdata[3]}<extra></extra>"),
+                          "%{customdata[1]}<br>%{customdata[2]} in flight, %{customdata[3]}<extra></extra>"),
             row=stage + 1, col=1)
         last = stage == stages - 1
         # Every stage on one scale, so their heights compare; the passes named once, under the last stage. No grid
@@ -112,7 +112,8 @@ def memory_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     most = [max((row[4] for row in mine), default=0) for mine in rows]
     config = trace.config
     bound = config.microbatches if config.schedule == "gpipe" else config.gpus
-    title = (f"Step {batch + 1}: the first stage kept up to {plural(most[0], 'microbatch')}' activations at once under "
+    title = (f"Step {batch + 1}: the first stage kept the activations of up to {plural(most[0], 'microbatch')} at once "
+             f"under "
              f"{SCHEDULE_NAMES[config.schedule]} ({'all M' if config.schedule == 'gpipe' else 'at most S'} = {bound})")
     styled(fig, title, [schedule_words(trace), backend_note(trace)], height=plot_px + BASE_TOP_PX + UNDER_STAGES_PX)
     # Room at the right for the stages' names, and under the stages for their passes' numbers and the axis title.

@@ -16,7 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from dpviz.echo import plotly_text
-from dpviz.analysis.wording import counted
+from dpviz.analysis.wording import counted, plural
 from dpviz.engines.pipeline.read.bubble import (CPU, DEVICE, SCHEDULE_NAMES, Replay, computes, ended, host_cores,
                                                 idle_share, percent, replay, textbook_share, window)
 from dpviz.engines.pipeline.read.grid_fit import (TAG_PX, TAG_SIZE, TEXT_PAD_PX, cell_labels, cell_px, plot_px,
@@ -91,7 +91,8 @@ def stage_label(stage: int) -> str:
 def schedule_words(trace: Trace) -> str:
     """'GPipe, 4 stages, 8 microbatches': the run's schedule, in a caption's words."""
     config = trace.config
-    return f"{SCHEDULE_NAMES[config.schedule]}, {config.gpus} stages, {config.microbatches} microbatches"
+    return (f"{SCHEDULE_NAMES[config.schedule]}, {plural(config.gpus, 'stage')}, "
+            f"{plural(config.microbatches, 'microbatch')}")
 
 
 def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, float]], unit: str, legend: bool,
