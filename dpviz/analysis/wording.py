@@ -21,6 +21,11 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "es" if sibilant else "s")
 
 
+def plural_possessive(n: int, word: str) -> str:
+    """"1 microbatch's", "4 microbatches'": a count as the owner of what follows."""
+    return plural(n, word) + ("'s" if n == 1 else "'")
+
+
 def with_article(phrase: str) -> str:
     """'a DDP rank', 'an FSDP rank', 'an optimizer': the article as the first word is said (an acronym by its
     letters' names)."""

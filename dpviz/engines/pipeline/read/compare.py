@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from dpviz.engines.pipeline.read.bubble import lay_out, opening_step, percent, schedule_order, slot_share, slots
 from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES
 from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px, panel_gap_px
-from dpviz.analysis.wording import counted, plural
+from dpviz.analysis.wording import counted, plural, plural_possessive
 from dpviz.engines.pipeline.read.schedule import label_colors, pass_groups, stage_label
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.layout import styled
@@ -92,8 +92,8 @@ def schedules_figure(trace: Trace) -> go.Figure:
     else:
         kept = {name: in_flight(laid)[0] for name, (laid, _) in layouts.items()}
         title = "GPipe and 1F1B at these settings: the same idle share, " + (
-            f"1F1B's first stage keeping the activations of {plural(kept['1f1b'], 'microbatch')} where GPipe's keeps "
-            f"{kept['gpipe']}"
+            f"1F1B's first stage keeping {plural_possessive(kept['1f1b'], 'microbatch')} activations where GPipe's "
+            f"keeps {kept['gpipe']}"
             if kept["1f1b"] < kept["gpipe"] else
             f"and with as many microbatches as stages both keep all {kept['gpipe']} on the first stage (more "
             "microbatches: 1F1B keeps at most S)")

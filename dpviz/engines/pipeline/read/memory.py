@@ -18,7 +18,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dpviz.analysis.wording import plural
+from dpviz.analysis.wording import plural, plural_possessive
 from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES, ended
 from dpviz.engines.pipeline.read.schedule import schedule_words, stage_label, stopped_figure
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
@@ -112,8 +112,8 @@ def memory_pipeline_figure(trace: Trace, batch: int = 0) -> go.Figure:
     most = [max((row[4] for row in mine), default=0) for mine in rows]
     config = trace.config
     bound = config.microbatches if config.schedule == "gpipe" else config.gpus
-    title = (f"Step {batch + 1}: the first stage kept the activations of up to {plural(most[0], 'microbatch')} at once "
-             f"under "
+    kept = plural_possessive(most[0], "microbatch")
+    title = (f"Step {batch + 1}: the first stage kept up to {kept} activations at once under "
              f"{SCHEDULE_NAMES[config.schedule]} ({'all M' if config.schedule == 'gpipe' else 'at most S'} = {bound})")
     styled(fig, title, [schedule_words(trace), backend_note(trace)], height=plot_px + BASE_TOP_PX + UNDER_STAGES_PX)
     # Room at the right for the stages' names, and under the stages for their passes' numbers and the axis title.
