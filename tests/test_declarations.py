@@ -4,9 +4,9 @@ tensor-parallel path an nn.Linear and each Linear named once, each declared plan
 parallelize_module on 2 gloo ranks giving one process's output and gradients, and each real size building."""
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -102,21 +102,20 @@ def test_a_model_with_no_sound_plan_says_why_in_one_clause(name):
 
 def ranks(model: str, world: int = 2) -> list[subprocess.CompletedProcess]:
     """`world` processes of tests/tp_rank.py on MODEL at once, each holding its rank to one process's run."""
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
-    started = [subprocess.Popen([sys.executable, str(ROOT / "tests" / "tp_rank.py"), model, str(rank), str(world),
-                                 str(port)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for rank in range(world)]
-    done = []
-    for process in started:
-        try:
-            out, err = process.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            for other in started:
-                other.kill()
-            raise
-        done.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+    with tempfile.TemporaryDirectory(prefix="dpviz-tp-ranks-") as folder:  # their rendezvous file: no port to race for
+        rendezvous = str(Path(folder) / "rendezvous")
+        started = [subprocess.Popen([sys.executable, str(ROOT / "tests" / "tp_rank.py"), model, str(rank), str(world),
+                                     rendezvous], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for rank in range(world)]
+        done = []
+        for process in started:
+            try:
+                out, err = process.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                for other in started:
+                    other.kill()
+                raise
+            done.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
     return done
 
 

@@ -2,7 +2,8 @@
 (ColwiseParallel, RowwiseParallel on a DeviceMesh, gloo on 127.0.0.1) and hold the output and every gradient to one
 process's forward and backward of the same model on the same rows. Exit status 0 when equal; else the differences.
 
-    python tests/tp_rank.py MODEL RANK WORLD PORT    # MODEL: a catalogue name, or FILE.py:FUNCTION (a module of one's own)
+    python tests/tp_rank.py MODEL RANK WORLD RENDEZVOUS    # MODEL: a catalogue name, or FILE.py:FUNCTION (a module of one's own);
+                                                           # RENDEZVOUS: a file path none of the ranks has made yet
 
 tests/test_declarations.py starts WORLD of these at once; each compares on its own rank.
 """
@@ -45,10 +46,12 @@ def built(name: str) -> tuple[torch.nn.Module, torch.Tensor, str | None]:
     return model, rows, None
 
 
-def main(name: str, rank: int, world: int, port: int) -> int:
+def main(name: str, rank: int, world: int, rendezvous: str) -> int:
     torch.set_num_threads(1)  # two ranks on a machine shared with others
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # The ranks meet through a file, not a port: a free port found first and bound later can be taken meanwhile
+    # by another test's ranks on a busy machine
+    os.environ.update(MASTER_ADDR="127.0.0.1")
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     try:
         model, rows, catalogue = built(name)
         plan = declared.tensor_plan(model, catalogue)
@@ -89,4 +92,4 @@ def main(name: str, rank: int, world: int, port: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])))
+    sys.exit(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
