@@ -11,9 +11,13 @@ server's own handlers stop its sessions, and a stopped session ends its run's pr
 """
 from __future__ import annotations
 
+import _thread
 import contextlib
 import signal
+import sys
 import threading
+import time
+import types
 from typing import Iterator
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -43,6 +47,22 @@ def ignore_signals() -> None:
         signal.signal(number, signal.SIG_IGN)
 
 
+def _deliver_again(signum: int, hook: types.CodeType) -> None:
+    """The signal `signum` to the main thread again, once it runs no frame of `hook`."""
+    main = threading.main_thread().ident
+    while _runs(sys._current_frames().get(main), hook):
+        time.sleep(0.001)
+    _thread.interrupt_main(signum)  # as if the signal came again: the main thread's handler runs
+
+
+def _runs(frame: types.FrameType | None, code: types.CodeType) -> bool:
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Within the block, the first of SIGNALS raises Stopped; the handlers before it come back after."""
@@ -57,6 +77,20 @@ def stop_on_signals() -> Iterator[None]:
         ignore_signals()
         raise Stopped(signum)
 
+    def raise_again(unraisable) -> None:
+        # A signal that came while Python ran a weakref callback or a __del__ (an import's module lock is dropped
+        # by one) raised Stopped where Python cannot pass an exception on: it would be printed and the run would
+        # go on. The signal is delivered again once this hook has returned, so that Stopped is raised at the
+        # next line the main thread runs (delivered here, the handler would run in the hook and be lost too).
+        if isinstance(unraisable.exc_value, Stopped):
+            signal.signal(unraisable.exc_value.signum, stop)
+            threading.Thread(target=_deliver_again, args=(unraisable.exc_value.signum, raise_again.__code__),
+                             name="dpviz-signal-again", daemon=True).start()
+            return
+        previous_hook(unraisable)
+
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = raise_again
     for number in SIGNALS:
         signal.signal(number, stop)
     try:
@@ -64,3 +98,4 @@ def stop_on_signals() -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        sys.unraisablehook = previous_hook

@@ -174,3 +174,26 @@ def test_a_stop_while_writing_leaves_the_earlier_file_whole(tmp_path):
     assert path.read_text() == OLD and not list(tmp_path.glob(".*.tmp"))
     atomic_write(path, "new\n")
     assert path.read_text() == "new\n" and not list(tmp_path.glob(".*.tmp"))
+
+
+class _SignalledWhileCollected:
+    """An object whose __del__ is where the signal comes in, as an import's module lock is dropped by a weakref
+    callback: Python prints an exception raised there and goes on."""
+
+    def __del__(self):
+        signal.raise_signal(signal.SIGTERM)  # runs the handler here, inside __del__
+
+
+def test_a_signal_that_comes_where_python_swallows_exceptions_still_stops_the_run(capfd):
+    from dpviz.stopping import stop_on_signals
+    hook = sys.unraisablehook
+    deadline = time.monotonic() + 30.0  # what is tested is "never": a thread starts in well under a second
+    with pytest.raises(Stopped) as stopped:
+        with stop_on_signals():
+            doomed = _SignalledWhileCollected()
+            del doomed
+            while time.monotonic() < deadline:  # the run going on: Stopped ends it
+                time.sleep(0.001)
+    assert stopped.value.signum == signal.SIGTERM and time.monotonic() < deadline
+    assert "Exception ignored" not in capfd.readouterr().err
+    assert sys.unraisablehook is hook and signal.getsignal(signal.SIGTERM) is not None

@@ -121,6 +121,10 @@ def run_rank(program: RankProgram, config: RunConfig, rank: int, world: int, ini
     try:
         # As a training script does before it saves or exits: every rank meets the others once more. A rank
         # that ran out of batches early waits here while the others still all-reduce (uneven data, no Join).
+        # It waits longer than a step's collective does, so that the rank still in a step times out first and
+        # ends with gloo's timeout, not with "connection closed" from a finished rank that gave up before it.
+        if timeout_s is not None:
+            dist.distributed_c10d._set_pg_timeout(delta(2 * timeout_s))
         dist.barrier()
     except Exception as error:
         result["failure"] = {"type": type(error).__name__, "message": plain_message(error),
