@@ -458,3 +458,49 @@ def test_a_timeline_opened_on_its_last_step_names_that_step_and_no_step_before_i
     assert all(low <= a.x <= high for a in marks)
     last = int(table.loc[table["group"] >= 0, "batch"].max())
     assert f"opened on step {last + 1} of {len(trace.batches)}" in unwrap(fig.layout.title.text)
+
+
+def test_ddp_flow_of_a_step_that_failed_at_its_forward_shows_the_rows_each_rank_loaded():
+    """ddp-unused-parameter: step 2's forward raises on every rank before it runs. Each rank had loaded its rows
+    (DistributedSampler's, the oracle); the Flow shows them and marks the forward, and draws no step after it."""
+    from torch.utils.data import DistributedSampler
+    from dpviz.engines.ddp.read.flow import flow_ddp_figure
+    from dpviz.engines.dp.read.flow_draw import FAILED_COLOR
+    from dpviz.presets import ALL_PRESETS
+
+    config = ALL_PRESETS["ddp-unused-parameter"].config
+    trace = record_config(config)
+    step = trace.failure.batch
+    assert not trace.spans_of(step, "forward")  # what makes this case: nothing ran past the load
+    fig = flow_ddp_figure(trace, step)
+    per_rank = config.batch_size // config.gpus
+    for rank in range(config.gpus):
+        sampler = DistributedSampler(range(config.data_size), num_replicas=config.gpus, rank=rank,
+                                     shuffle=config.shuffle, seed=config.seed)
+        want = list(sampler)[step * per_rank:(step + 1) * per_rank]
+        hover = next(h for h in fig.data[0].link.customdata if h.startswith(f"rank {rank} reads its own rows"))
+        assert hover.endswith(", ".join(map(str, want[:6])) + ", …"), (hover, want)
+    nodes = fig.data[0].node
+    raised = [i for i, words in enumerate(nodes.customdata) if words.endswith("its forward raised before it ran")]
+    assert len(raised) == config.gpus and all(nodes.color[i] == FAILED_COLOR for i in raised)
+    assert not any("optimizer" in a.text or "all-reduce" in a.text for a in fig.layout.annotations if a.name == "column")
+    assert unwrap(fig.layout.title.text).startswith(f"Step {step + 1} of 4: {config.batch_size} rows on 2 ranks")
+
+
+def test_ddp_flow_of_uneven_batches_names_the_ranks_without_one_and_stops_at_the_failed_all_reduce():
+    from dpviz.engines.ddp.read.flow import flow_ddp_figure
+    from dpviz.engines.dp.read.flow_draw import FAILED_COLOR
+    from dpviz.presets import ALL_PRESETS
+
+    trace = record_config(ALL_PRESETS["ddp-uneven"].config)
+    step = trace.failure.batch
+    loaded = sorted({s.lane for s in trace.spans_of(step, "load") if s.rows})
+    idle = [lane.id for lane in trace.lanes if lane.id not in loaded]
+    assert loaded == [0] and idle == [1, 2]  # the run as torch made it: 10 rows, shards of 4, 3 and 3, batches of 1
+    fig = flow_ddp_figure(trace, step)
+    assert unwrap(fig.layout.title.text) == f"Step {step + 1} of {len(trace.batches)}: 1 row on 1 rank; ranks 1 and 2 had none"
+    nodes = fig.data[0].node
+    hub = nodes.customdata.index("all-reduce (mean)")
+    assert nodes.color[hub] == FAILED_COLOR
+    assert list(fig.data[0].link.target).count(hub) == 1 and hub not in fig.data[0].link.source  # in, never back out
+    assert not any("optimizer" in a.text for a in fig.layout.annotations if a.name == "column")

@@ -70,8 +70,9 @@ def numbered_range(first: int, last: int, total: int, noun: str) -> str:
     return f"{noun} {counted(first)}-{counted(last)} of {total:,}"
 
 
-def device_list(devices: list[int]) -> str:
-    """'GPU 5', 'GPUs 5 and 6', 'GPUs 3-15', 'GPUs 1, 4-7 and 9': runs of four or more as ranges."""
+def device_list(devices: list[int], noun: str = "GPU") -> str:
+    """'GPU 5', 'GPUs 5 and 6', 'GPUs 3-15', 'GPUs 1, 4-7 and 9': runs of four or more as ranges ('rank 1' for
+    noun="rank")."""
     runs: list[list[int]] = []
     for d in sorted(devices):
         if runs and d == runs[-1][-1] + 1:
@@ -82,10 +83,10 @@ def device_list(devices: list[int]) -> str:
     for run in runs:
         parts += [f"{run[0]}-{run[-1]}"] if len(run) >= 4 else [str(d) for d in run]
     if len(devices) == 1:
-        return f"GPU {parts[0]}"
+        return f"{noun} {parts[0]}"
     if len(parts) == 1:
-        return f"GPUs {parts[0]}"
-    return f"GPUs {', '.join(parts[:-1])} and {parts[-1]}"
+        return f"{noun}s {parts[0]}"
+    return f"{noun}s {', '.join(parts[:-1])} and {parts[-1]}"
 
 
 DEVICE_NAME_LIMIT = 40  # characters of one device's name: "cuda:0 NVIDIA H200" and longer fit

@@ -70,6 +70,8 @@ class StageObserver(RankObserver):
         if phase == "load" and self.last and self.rank != 0:
             self._labels = start  # the last stage's rows are its labels' source: timed with the targets made of them
             return
+        if phase == "load":
+            rows = (0, 0)  # the first stage loads the step's whole batch: a plain span, as the vocabulary has it
         with self.lock:
             self.spans.append((phase, self.step, start, end, rows[0], rows[1], shapes[0], shapes[1], thread, group,
                                microbatch))

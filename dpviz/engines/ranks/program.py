@@ -226,7 +226,7 @@ def _load(work: Any, observer: Any, iterator: Any, device: torch.device) -> tupl
     data = data.to(device)
     ids = indices.tolist()
     args, kwargs = work.call(data, ids)  # the rows as the model takes them
-    observer.add("load", start, observer.now())
+    observer.add("load", start, observer.now(), rows=(0, len(ids)))  # its rows: a step that fails later still shows them
     observer.hold("rows loaded", work.loaded_bytes(data, args, kwargs))
     observer.snapshot("load")
     return (args, kwargs), ids

@@ -20,7 +20,7 @@ import math
 import plotly.graph_objects as go
 
 from dpviz.trace import Trace
-from dpviz.analysis.wording import human_bytes, numbered, plural
+from dpviz.analysis.wording import device_list, human_bytes, numbered, plural
 from dpviz.figures.colors import OUTLINE, device_color, text_color_on, with_alpha
 from dpviz.engines.dp.read.flow import BATCH_COLOR
 from dpviz.engines.dp.read.flow_draw import FAILED_COLOR
@@ -45,18 +45,21 @@ CHART_PX = 440
 
 
 def prepare_flow_ddp(trace: Trace, step: int) -> list[dict]:
-    """One row per rank with a batch in `step`: its rows, the dataset rows, and the gradient bytes it all-reduced."""
+    """One row per rank with a batch in `step`: its rows, the dataset rows, the gradient bytes it all-reduced, and
+    whether its forward ran (a step that failed at the forward's start still loaded its rows: shown as loaded)."""
     check_batch(trace, step)
     reduced: dict[int, int] = {}
     layouts = [lay for lay in trace.facts.get("ddp", {}).get("buckets", []) if lay["step"] <= step]
     sizes = {b["index"]: b["bytes"] for b in layouts[-1]["buckets"]} if layouts else {}
     for span in trace.spans_of(step, "allreduce"):
         reduced[span.lane] = reduced.get(span.lane, 0) + sizes.get(span.group, 0)
+    forwards = {span.lane: span for span in trace.spans_of(step, "forward")}
+    loads = {span.lane: span for span in trace.spans_of(step, "load") if span.rows}
     rows = []
-    for span in sorted(trace.spans_of(step, "forward"), key=lambda s: s.lane):
-        ids = trace.sample_ids(span)
-        rows.append({"rank": span.lane, "rows": span.rows, "ids": ids, "allreduced": reduced.get(span.lane),
-                     "reduces": span.lane in reduced})
+    for lane in sorted(forwards.keys() | loads.keys()):
+        span = forwards.get(lane, loads.get(lane))
+        rows.append({"rank": lane, "rows": span.rows, "ids": trace.sample_ids(span), "allreduced": reduced.get(lane),
+                     "reduces": lane in reduced, "computed": lane in forwards})
     return rows
 
 
@@ -107,8 +110,10 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     labels = ["dataset"]
     labels += [f"{vocabulary.lane_name(r['rank'])}: {plural(r['rows'], 'row')}" for r in ranks]
     compute = "forward, loss, backward" if trace.config.train else "forward (output kept on the rank)"
-    labels += [f"{vocabulary.lane_name(r['rank'])}: {compute}" for r in ranks]
-    colors = [BATCH_COLOR] + [device_color(r["rank"]) for r in ranks] * 2
+    labels += [f"{vocabulary.lane_name(r['rank'])}: {compute}" if r["computed"] else
+               f"{vocabulary.lane_name(r['rank'])}: its forward raised before it ran" for r in ranks]
+    colors = [BATCH_COLOR] + [device_color(r["rank"]) for r in ranks]
+    colors += [device_color(r["rank"]) if r["computed"] else FAILED_COLOR for r in ranks]
     compute_words = "forward,<br>loss,<br>backward" if trace.config.train else "forward"
     step_words = vocabulary.phase("step").label.replace(" ", "<br>")
     hub = hub_x(compute_words, step_words)
@@ -122,28 +127,36 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
         value += [r["rows"], r["rows"]]
         link_colors += [with_alpha(device_color(r["rank"]), 0.45)] * 2
         hover += [f"{vocabulary.lane_name(r['rank'])} reads its own rows: {shown}",
-                  f"{vocabulary.lane_name(r['rank'])} computes on its own copy of the model"]
+                  f"{vocabulary.lane_name(r['rank'])} computes on its own copy of the model" if r["computed"] else
+                  f"{vocabulary.lane_name(r['rank'])}'s forward raised before it ran: the step ends here"]
     if reduces:
         hub_node = len(labels)
         labels.append("all-reduce (mean)")
         colors.append(FAILED_COLOR if failed else allreduce_color)
         x.append(hub)
         y.append(0.5)
-        labels += [f"{vocabulary.lane_name(r['rank'])}: {vocabulary.phase('step').label}" for r in ranks]
-        colors += [device_color(r["rank"]) for r in ranks]
-        x += [STEP_X] * n
-        y += spread
+        if not failed:  # a failed all-reduce hands nothing back: no rank steps
+            labels += [f"{vocabulary.lane_name(r['rank'])}: {vocabulary.phase('step').label}" for r in ranks]
+            colors += [device_color(r["rank"]) for r in ranks]
+            x += [STEP_X] * n
+            y += spread
         for i, r in enumerate(ranks):
             sent = human_bytes(r["allreduced"] or 0)
-            source += [1 + n + i, hub_node]
-            target += [hub_node, hub_node + 1 + i]
-            value += [r["rows"], r["rows"]]
-            link_colors += [with_alpha(allreduce_color, 0.35)] * 2
-            hover += [f"{vocabulary.lane_name(r['rank'])} sends its gradients ({sent}) into the all-reduce",
-                      f"{vocabulary.lane_name(r['rank'])} gets the mean of every rank's gradients back"]
+            source += [1 + n + i]
+            target += [hub_node]
+            value += [r["rows"]]
+            link_colors += [with_alpha(allreduce_color, 0.35)]
+            hover += [f"{vocabulary.lane_name(r['rank'])} sends its gradients ({sent}) into the all-reduce"
+                      + (", which never completed" if failed else "")]
+            if not failed:
+                source += [hub_node]
+                target += [hub_node + 1 + i]
+                value += [r["rows"]]
+                link_colors += [with_alpha(allreduce_color, 0.35)]
+                hover += [f"{vocabulary.lane_name(r['rank'])} gets the mean of every rank's gradients back"]
     columns = [(DATASET_X, "dataset"), (ROWS_X, "its own<br>rows"), (COMPUTE_X, compute_words)]
     if reduces:
-        columns += [(hub, "all-reduce<br>(mean)"), (STEP_X, step_words)]
+        columns += [(hub, "all-reduce<br>(mean)")] + ([] if failed else [(STEP_X, step_words)])
     # No label on the nodes (plotly writes it on the band beside them in the theme's ink, white on a pastel band
     # on the dark page): each rank's name is a tag on its band instead; hovers keep every node's words.
     sankey = go.Sankey(
@@ -155,8 +168,11 @@ def flow_ddp_figure(trace: Trace, step: int) -> go.Figure:
     )
     rows = sum(r["rows"] for r in ranks)
     total = batches_planned(trace)
-    title = (f"{numbered(step, total, 'step').capitalize()}: {plural(rows, 'row')} on {plural(n, vocabulary.lane_noun)}, "
-             "each reading its own")
+    idle = [lane.id for lane in trace.lanes if lane.id not in {r["rank"] for r in ranks}]
+    title = (f"{numbered(step, total, 'step').capitalize()}: {plural(rows, 'row')} on {plural(n, vocabulary.lane_noun)}"
+             + (", each reading its own" if n > 1 else ""))
+    if idle:  # out of rows (uneven batches): they take no part in this step
+        title += f"; {device_list([i + vocabulary.first_lane for i in idle], vocabulary.lane_noun)} had none"
     notes = [backend_note(trace), "no scatter, no replicate, no gather" + (": only the gradients move" if reduces else
              ": nothing moves between the ranks in this step")]
     if failed:
