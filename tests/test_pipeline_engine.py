@@ -474,7 +474,7 @@ def test_every_view_and_the_report_draw_a_run_that_failed_and_claim_no_bubble_fo
             if batch == step and view.key in ("grid", "step"):
                 assert title.startswith(f"Step {step + 1} did not end: stage 2 failed") and "bubble" not in title
     schedules = views_of(trace)[[v.key for v in views_of(trace)].index("schedules")].build(trace)
-    ran = [a.text for a in schedules.layout.annotations if "this run" in (a.text or "")]
+    ran = [a.text for a in schedules.layout.annotations if " ran: " in (a.text or "")]
     assert bool(ran) == (step >= 1)  # the run's own order is drawn only from a step that ended (the opening one)
     assert "Step" in html_report(trace)
 

@@ -52,8 +52,10 @@ def schedules_figure(trace: Trace) -> go.Figure:
             laid = lay_out([schedule_order(name, stages, micro, s) for s in range(stages)])
         if laid is not None:
             layouts[name] = (laid, ran)
-    titles = [f"{SCHEDULE_NAMES[name]}{' (this run, step ' + counted(step) + ')' if ran else ' (torch’s order, not run)'}: "
-              f"idle {percent(slot_share(laid))}, stage 1 keeps {plural(in_flight(laid)[0], 'microbatch')}"
+    # A grid of slots, each pass one: its idle share is the textbook's for that order, not this host's clock (the
+    # Schedule tab's measured share); the run's own grid is in the order its step ran, the other in torch's.
+    titles = [f"{SCHEDULE_NAMES[name]}{', as step ' + counted(step) + ' ran' if ran else ', torch’s order (not run)'}: "
+              f"idle {percent(slot_share(laid))} of the slots, stage 1 keeps {plural(in_flight(laid)[0], 'microbatch')}"
               for name, (laid, ran) in layouts.items()]
     gap = sum(panel_gap_px(title) for title in titles[1:])
     height = round(BASE_PX + ROW_PX * stages * len(layouts) + gap)
