@@ -143,3 +143,17 @@ def test_a_long_ddp_log_is_bounded_as_the_dataparallel_one(ddp_runs):
     log = bounded_log(ddp_runs["four"], max_lines=6)
     assert len(log.splitlines()) == 7 and "lines left out" in log
     assert log.splitlines()[0].startswith("Let's use 4 ranks!")
+
+
+def test_the_page_holds_each_printed_shape_on_one_line_and_changes_nothing_else():
+    import re
+    import torch
+    from dpviz.page.tabs import shapes_unbroken
+
+    log = tutorial_log(record(RunConfig(gpus=3, model="gru", batch_size=7, data_size=10)))
+    shown = shapes_unbroken(log)
+    printed = [str(torch.Size(shape)) for shape in ([7, 6, 5], [3, 6, 2])]  # how torch prints a shape
+    assert all(" " in p for p in printed)  # torch's own words have a space a wrapped line could break at
+    shapes = re.findall(r"torch\.Size\(\[[^\]]*\]\)", shown)
+    assert shapes and not any(" " in s for s in shapes), shapes  # no ordinary space left inside one
+    assert shown.replace("\u00a0", " ") == log  # and the text is otherwise torch's, to the character

@@ -205,7 +205,16 @@ def text_view(trace: Trace, view: View) -> None:
     """A block of text (the tutorial log), its lines wrapped so a narrow window still shows each line's end
     (the output size), and scrolled within a screen's height so What happened stays near."""
     text = views().get(trace, view.build)
-    st.code(text, language=None, wrap_lines=True, height=520 if text.count("\n") > 24 else "content")
+    st.code(shapes_unbroken(text), language=None, wrap_lines=True, height=520 if text.count("\n") > 24 else "content")
+
+
+SHAPE = re.compile(r"torch\.Size\(\[[^\]]*\]\)")
+
+
+def shapes_unbroken(text: str) -> str:
+    """`text` with each printed shape ("torch.Size([15, 5])") held on one line: the space after its commas a
+    no-break space, so a wrapped line breaks between words, never inside the shape a class reads."""
+    return SHAPE.sub(lambda shape: shape.group(0).replace(", ", ",\u00a0"), text)
 
 
 CONTROLS = {
