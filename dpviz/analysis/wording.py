@@ -21,6 +21,15 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "es" if sibilant else "s")
 
 
+def all_of(n: int, word: str) -> str:
+    """'all 5 steps', 'both steps', 'its one step': every one of `n`, as a person says it."""
+    if n == 1:
+        return f"its one {word}"
+    if n == 2:
+        return f"both {plural(2, word).split(' ', 1)[1]}"
+    return f"all {plural(n, word)}"
+
+
 def plural_possessive(n: int, word: str) -> str:
     """"1 microbatch's", "4 microbatches'": a count as the owner of what follows."""
     return plural(n, word) + ("'s" if n == 1 else "'")

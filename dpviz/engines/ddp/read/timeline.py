@@ -20,7 +20,7 @@ from dpviz.engines.ddp.read.tables import backwards, bucket_layout, computing_ov
 from dpviz.engines.ddp.vocabulary import BUCKET
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
-from dpviz.analysis.wording import counted, human_bytes, numbered, numbered_range, plural
+from dpviz.analysis.wording import all_of, counted, human_bytes, numbered, numbered_range, plural
 from dpviz.figures.bounds import MAX_MARKS
 from dpviz.figures.colors import GUIDE, MISSING, OUTLINE, device_color, device_pattern, with_alpha
 from dpviz.figures.split import RAISED
@@ -281,7 +281,7 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
     total, shown = len(trace.batches), last_batch - first_batch + 1
     noun = trace.vocabulary.lane_noun
     if shown == total:
-        title = f"Timeline of all {plural(total, 'step')}, one lane per {noun} (a process each)"
+        title = f"Timeline of {all_of(total, 'step')}, one lane per {noun} (a process each)"
     else:
         title = f"Timeline of {numbered_range(first_batch, last_batch, total, 'steps')} (a window of {plural(shown, 'step')})"
     lines = []

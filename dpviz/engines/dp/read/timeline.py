@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import EVERY_LANE, HOST
 from dpviz.figures.bounds import DETAIL_BATCHES, MAX_MARKS
-from dpviz.analysis.wording import numbered_range, plural
+from dpviz.analysis.wording import all_of, numbered_range, plural
 from dpviz.figures.chart_details import DETAILS
 from dpviz.figures.layout import styled
 from dpviz.figures.trace_words import backend_note
@@ -80,7 +80,7 @@ def timeline_dp_figure(trace: Trace, first_batch: int, last_batch: int, *, show:
     for entry in legend_swatches(vocabulary, sorted(drawn)):
         fig.add_trace(entry)
     if shown == total:
-        title = f"Timeline of all {plural(total, 'batch')}, one lane per {vocabulary.lane_noun}"
+        title = f"Timeline of {all_of(total, 'batch')}, one lane per {vocabulary.lane_noun}"
         subtitle = backend_note(trace)
     else:
         title = f"Timeline of {numbered_range(first_batch, last_batch, total, 'batches')}"
