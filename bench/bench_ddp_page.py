@@ -36,7 +36,7 @@ OUT = Path(__file__).with_name("out")
 
 
 def tree_pss(root: int) -> int:
-    """Proportional set size in bytes, summed over `root` and its descendants."""
+    """Proportional set size in bytes, summed over the server `root` and every process it started."""
     total = 0
     for pid in _tree(root):
         try:

@@ -11,7 +11,7 @@ start-up is not counted.
 
 (a) cold start: seconds from launching `streamlit run app.py` until the server answers /_stcore/health,
     and until the first plotly chart of the tutorial's page is drawn in Chromium (an SVG `.main-svg`).
-(b) peak memory: the server's resident set size, summed over the server process and its children, read
+(b) peak memory: the server's resident set size, summed over the server process and every process it started (its session: the forkserver and its runs too), read
     from /proc every 50 ms, while Chromium opens the page through a link with a configuration's settings,
     waits until the script is idle (typing into the sidebar any number the link failed to carry through),
     then clicks every tab and waits until each of its charts is drawn. Printed per
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from anywhere without installing
 
 from dpviz import config as config_module  # noqa: E402
-from dpviz.host_memory import tree as _tree  # noqa: E402  root and every process below it
+from dpviz.host_memory import session as _tree  # noqa: E402  the server and every process it started (Server)
 from dpviz.config import MAX_BATCHES, MAX_DATASET_ELEMENTS, RunConfig  # noqa: E402
 
 CHROMIUM = os.environ.get("DPVIZ_CHROMIUM", "/usr/bin/chromium")
@@ -94,7 +94,7 @@ def page_has_control(name: str) -> bool:
 
 
 def tree_rss(root: int) -> int:
-    """Resident set size in bytes, summed over `root` and its descendants."""
+    """Resident set size in bytes, summed over the server `root` and every process it started."""
     total = 0
     for pid in _tree(root):
         try:
@@ -151,7 +151,10 @@ class Server:
             command = ["sh", "-c", f'echo $$ > "{self.cgroup}/cgroup.procs" && exec "$@"', "sh", *command]
         self._log = open(self.log, "wb")
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(command, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # In a session of its own, which every process it starts stays in: the forkserver's second stage, and every run
+        # under it, hang off init once the first stage exits, out of the server's tree; its session counts them.
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
         return self
 
     def wait_healthy(self, timeout: float = 120) -> float:

@@ -480,7 +480,7 @@ def part_cli(sample: int) -> dict:
 # ------------------------------------------------------------------------------------------ (c) closed tab
 
 def tree_cpu_seconds(root: int) -> float:
-    """utime + stime in seconds, summed over `root` and its descendants."""
+    """utime + stime in seconds, summed over the server `root` and every process it started that is alive."""
     ticks = 0
     for pid in _tree(root):
         try:

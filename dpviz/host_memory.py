@@ -161,3 +161,18 @@ def tree(root: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def session(leader: int) -> list[int]:
+    """Every process in the session `leader` leads: all a process started in a session of its own started, wherever
+    it hangs now (a process whose parent exited is reparented to init, out of `tree`, but keeps its session)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[3]) == leader:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found

@@ -230,6 +230,35 @@ def test_the_hosts_limit_is_its_cgroups_where_it_has_one_else_its_memory():
     assert tree(os.getpid())[0] == os.getpid()
 
 
+def test_a_session_holds_what_its_leader_started_after_the_parent_between_exited(tmp_path):
+    # As the forkserver's second stage does: a process whose parent exited hangs off init, out of the leader's
+    # tree; the benches count a server's memory over its session, which it keeps.
+    import subprocess
+    import sys
+    from dpviz.host_memory import session
+
+    orphan = tmp_path / "orphan.pid"
+    script = ("import os, subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+              f"open({str(orphan)!r}, 'w').write(str(child.pid))\n"
+              "os._exit(0)\n")  # the middle process exits at once: its child is reparented
+    leader = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time; "
+                               f"subprocess.run([sys.executable, '-c', {script!r}]); time.sleep(600)"],
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + limit(starts=3, then_s=10)
+        while not (orphan.exists() and orphan.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lost = int(orphan.read_text())
+        while lost in tree(leader.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the middle process has gone and `lost` is reparented
+        assert lost not in tree(leader.pid) and lost in session(leader.pid) and leader.pid in session(leader.pid)
+        assert os.getpid() not in session(leader.pid)
+    finally:
+        os.killpg(leader.pid, 9)
+        leader.wait()
+
+
 def test_a_server_in_a_limited_cgroup_reads_that_limit_and_its_charge(tmp_path):
     # The page's budget is sized from the cgroup a hosted server runs in: a child cgroup of 690 MB here,
     # the process moved into it before Python starts (as bench/bench_class.py starts the server).
