@@ -52,6 +52,18 @@ def slowest(output: str) -> list[dict[str, object]]:
             for m in map(DURATION.match, output.splitlines()) if m]
 
 
+def by_file(durations: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each test file's seconds (its tests' setups, calls and teardowns) and tests, the longest first."""
+    files: dict[str, dict[str, object]] = {}
+    for d in durations:
+        name = str(d["test"]).split("::", 1)[0]
+        entry = files.setdefault(name, {"file": name, "seconds": 0.0, "tests": set()})
+        entry["seconds"] += d["seconds"]
+        entry["tests"].add(d["test"])
+    return sorted(({**f, "seconds": round(f["seconds"], 1), "tests": len(f["tests"])} for f in files.values()),
+                  key=lambda f: -f["seconds"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folder-name", default="dpviz")
@@ -59,9 +71,10 @@ def main() -> None:
                         help="busy loops to run beside the tests, one process each (a shared CI machine)")
     parser.add_argument("--venv", type=Path, help="an installed environment to run the tests with, instead of installing one")
     parser.add_argument("--slowest", type=int, default=15, help="how many of the slowest tests to keep (0: none)")
+    parser.add_argument("--files", type=int, default=20, help="how many of the files that take longest to keep")
     args = parser.parse_args()
     load_start = os.getloadavg()
-    durations = f" --durations={args.slowest}" if args.slowest else ""
+    durations = " --durations=0 --durations-min=0"  # every test's time: the slowest, and each file's sum
     with tempfile.TemporaryDirectory() as scratch:
         clone = Path(scratch) / args.folder_name
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
@@ -85,17 +98,21 @@ def main() -> None:
         ended = time.monotonic()
         addopts = re.search(r"^addopts\s*=(.*)$", (clone / "pytest.ini").read_text(), re.M)
         workers = re.search(r"(?:-n|--numprocesses)[ =](\d+)", addopts.group(1) if addopts else "")
-    print(result.stdout[-3000:])
+    every = slowest(result.stdout)
+    print("\n".join(line for line in result.stdout.splitlines() if not DURATION.match(line))[-3000:])
     found = counts(result.stdout)
     figures = {"folder": args.folder_name, "busy_loops": args.busy,
                "install_s": None if args.venv else installed - began, "seconds": ended - installed,
                "exit": result.returncode, "workers": int(workers.group(1)) if workers else 1, **found,
-               "slowest": slowest(result.stdout)}
+               "slowest": every[:args.slowest], "files": by_file(every)[:args.files]}
     install = "an environment already installed" if args.venv else f"install {figures['install_s']:.0f} s"
     print(f"{install}, tests {figures['seconds']:.0f} s: {found}; load average {os.getloadavg()[0]:.2f} "
           f"(at the start {load_start[0]:.2f})")
     for test in figures["slowest"]:
         print(f"{test['seconds']:8.2f} s  {test['when']:<8} {test['test']}")
+    print("the files that take longest, every test's setup, call and teardown summed (on all workers):")
+    for file in figures["files"]:
+        print(f"{file['seconds']:8.1f} s  {file['tests']:>5} tests  {file['file']}")
     save("bench_suite", "busy_clone" if args.busy else "fresh_clone", figures, load_start)
 
 

@@ -126,8 +126,13 @@ def suite(f: dict[str, Any]) -> str:
     if not f.get("slowest"):
         return text
     rows = [[f"`{t['test']}`", t["when"], f"{t['seconds']:.1f} s"] for t in f["slowest"]]
-    return (text + f"\n\nThe {len(rows)} slowest, as pytest's `--durations` reports them (a test's setup is its "
-            "fixtures' work, shared with the tests after it):\n\n" + table(["test", "phase", "time"], rows))
+    text += (f"\n\nThe {len(rows)} slowest, as pytest's `--durations` reports them (a test's setup is its "
+             "fixtures' work, shared with the tests after it):\n\n" + table(["test", "phase", "time"], rows))
+    if f.get("files"):  # where the time goes, file by file (on every worker together: more than the wall time)
+        files = [[f"`{x['file']}`", f"{x['tests']:,}", f"{x['seconds']:.0f} s"] for x in f["files"]]
+        text += (f"\n\nThe {len(files)} files that take longest, their tests' setups, calls and teardowns summed over "
+                 "both workers:\n\n" + table(["file", "tests", "time"], files))
+    return text
 
 
 def costs(f: dict[str, Any]) -> str:

@@ -103,3 +103,6 @@ def test_the_suite_bench_reads_pytests_slowest_tests():
          "seconds": 19.63},
         {"test": "tests/test_cli.py::test_help", "when": "teardown", "seconds": 0.01}]
     assert bench_suite.slowest("1 passed in 1.00s\n") == []
+    files = bench_suite.by_file(bench_suite.slowest(report + "3.00s setup    tests/test_cli.py::test_help\n"))
+    assert [(f["file"], f["tests"], f["seconds"]) for f in files] == [
+        ("tests/browser/test_browser_layout.py", 1, 62.6), ("tests/test_torchrun.py", 1, 19.6), ("tests/test_cli.py", 1, 3.0)]
