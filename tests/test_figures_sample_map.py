@@ -60,9 +60,13 @@ def test_batches_show_contiguous_slices_with_their_dataset_rows():
     assert z[0].tolist() == [d for d, n in enumerate([4] * 7 + [2]) for _ in range(n)]
     assert z[3, :10].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] and np.isnan(z[3, 10:]).all()
     ids = np.asarray(grid.customdata)
-    for batch in trace.batches:  # every cell's dataset row is in its hover
-        assert ids[batch.index][: batch.rows].tolist() == batch.sample_ids
-    assert "dataset row %{customdata}" in grid.hovertemplate
+    for batch in trace.batches:  # every cell's dataset row is in its hover, and its place in the batch from 1
+        assert ids[batch.index, : batch.rows, 0].tolist() == batch.sample_ids
+        assert ids[batch.index, : batch.rows, 1].tolist() == list(range(1, batch.rows + 1))
+    assert "dataset row %{customdata[0]}" in grid.hovertemplate and "row %{customdata[1]} of the batch" in grid.hovertemplate
+    axis = fig.layout.xaxis2  # under the grid: whole rows, counted from 1, at the cells' middles
+    assert [t - v for t, v in zip(map(int, axis.ticktext), axis.tickvals)] == [1] * len(axis.tickvals)
+    assert axis.ticktext[0] == "1" and len(axis.ticktext) <= 13
     # Thirty cells a batch leave ~10 px a cell on the narrowest chart: numbers that small were unreadable
     # on a projector (6-8 px); none are written, and the panel's title says where they are.
     assert not [t for t in fig.data if t.type == "scatter" and t.mode == "text"]

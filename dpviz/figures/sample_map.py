@@ -25,6 +25,7 @@ from dpviz.figures.layout import styled
 from dpviz.figures.presenting import CELL_TEXT, TICK_GAP_PX
 from dpviz.figures.sizes import AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, LINE_EM, MARGIN, NARROWEST_PX, TICK_SIZE
 from dpviz.figures.text_fit import line_count, text_px, wrap
+from dpviz.figures.timeline_scale import nice_step
 
 TEXT_CELLS = 400  # write dataset row ids into the cells only while they stay legible
 ROW_BINS, BATCH_BINS = 100, 40  # binned mode: 2 panels x 100 x 40 cells = 8,000 marks
@@ -161,8 +162,10 @@ def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapW
     fig.add_trace(go.Heatmap(
         z=grid, y=np.arange(batches) + FIRST, colorscale=device_colorscale(devices), zmin=-1.5, zmax=devices - 0.5,
         showscale=False,
-        xgap=1, ygap=2, hoverongaps=False, customdata=ids,
-        hovertemplate=f"{words.batch} %{{y}}, row %{{x}} of the {words.batch}: dataset row %{{customdata}} → {words.lane} %{{z}}<extra></extra>",
+        # (its dataset row, its place in the step counted from FIRST as the ticks count it)
+        xgap=1, ygap=2, hoverongaps=False, customdata=np.dstack([ids, np.broadcast_to(np.arange(width) + FIRST, ids.shape)]),
+        hovertemplate=f"{words.batch} %{{y}}, row %{{customdata[1]}} of the {words.batch}: dataset row %{{customdata[0]}} → "
+                      f"{words.lane} %{{z}}<extra></extra>",
     ), row=2, col=1)
     size = id_size(table) if batches * width <= TEXT_CELLS else None
     if devices > 8:
@@ -174,8 +177,16 @@ def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapW
     fig.update_xaxes(range=[-0.5, width - 0.5], row=2, col=1)  # the cells, without a text trace's padding
     # Past 8 devices the colours repeat (hatched) and, with no row ids in the cells, nothing else says whose slice
     # is whose: each slice's device under it.
-    if devices > 8 and size is None:
-        fig.update_xaxes(**slice_ticks(table, width, words), row=2, col=1)
+    ticks = slice_ticks(table, width, words) if devices > 8 and size is None else {}
+    fig.update_xaxes(**(ticks or position_ticks(width)), row=2, col=1)
+
+
+def position_ticks(width: int) -> dict:
+    """Ticks under the grid at whole rows of the step, numbered from FIRST as a reader counts them (1, 5, 10, ...),
+    up to about a dozen: plotly's own would put -0.5, 0, 0.5 under a step of three rows."""
+    step = int(nice_step(max(1.0, width / 12)))
+    numbers = sorted({FIRST, *range(step, width + FIRST, step)})
+    return dict(tickmode="array", tickvals=[n - FIRST for n in numbers], ticktext=[f"{n:,}" for n in numbers])
 
 
 def slice_ticks(table: pd.DataFrame, width: int, words: MapWords = DP_WORDS) -> dict:

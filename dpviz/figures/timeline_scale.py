@@ -79,7 +79,7 @@ def time_scale(starts: np.ndarray, ends: np.ndarray, cap: float | None = None) -
     return TimeScale(events, drawn, cuts, cap)
 
 
-def _nice_step(rough: float) -> float:
+def nice_step(rough: float) -> float:
     """1, 2 or 5 times a power of ten, at least `rough`."""
     power = 10 ** math.floor(math.log10(rough))
     return next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
@@ -132,7 +132,7 @@ def time_ticks(scale: TimeScale, count: int = 6) -> tuple[list[float], list[str]
     width = float(scale.drawn[-1] - scale.drawn[0])
     if width <= 0:
         return [], []
-    step = _nice_step(width / count)
+    step = nice_step(width / count)
     best: tuple[list[float], list[str]] = ([], [])
     while step >= width / 100:
         values, texts = _spaced(scale, step, width)
