@@ -202,9 +202,10 @@ def test_every_engines_model_state_per_device_is_torchs_at_the_end_of_the_last_w
         assert step == last_whole_step(trace) == len(trace.batches) - 1, name  # 16 rows in batches of 8: both whole
         lanes = memory_by_kind(trace)
         assert len(lanes) == RANKS and all(f"{trace.spec.unit} {step + 1} of" in lane.moment for lane in lanes)
-        # After the optimizer's step wherever it ran (DataParallel's replica never steps: its last phase is its own)
-        steppers = lanes[:1] if name == "dp" else lanes
-        assert all(f"(after {trace.vocabulary.phase('step').label})" in lane.moment for lane in steppers), name
+        # Every device read at one moment, after the optimizer's step (DataParallel's replica too, which never steps:
+        # it was labelled by its own last phase, "after backward (×)", the timeline's hatch hint and all)
+        assert all(f"(after {trace.vocabulary.phase('step').label})" in lane.moment for lane in lanes), name
+        assert len({lane.moment for lane in lanes}) == 1, name
         for rank, lane in enumerate(lanes):
             state = lambda kind: lane.kinds.get(kind, 0)
             if name == "dp":
