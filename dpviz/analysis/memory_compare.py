@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dpviz.analysis.batch_facts import batches_planned
-from dpviz.analysis.traffic import sent_per_step
+from dpviz.analysis.traffic import counted_step, sent_per_step
 from dpviz.analysis.wording import bytes_alike, counted, human_bytes, numbered, plain_label
 from dpviz.trace import Trace
 
@@ -111,11 +111,11 @@ def moments(traces: list[Trace]) -> str:
 
 @dataclass(frozen=True)
 class LaneBytes:
-    """One lane of one run: bytes per step it handed each collective (measured) and sent (computed)."""
+    """One lane of one run: bytes it handed each collective (measured) and sent (computed) in one whole step."""
 
     engine: str
     lane: str
-    measured: dict[str, float]  # collective -> bytes of the tensors handed to it, per step on average
+    measured: dict[str, float]  # collective -> bytes of the tensors handed to it in the step a comparison reads
     computed: float | None  # bytes the lane sends per step (the count the Compare figure's bars draw); None: unknown
 
     @property
@@ -124,16 +124,18 @@ class LaneBytes:
 
 
 def bytes_per_step(trace: Trace) -> list[LaneBytes]:
-    """Per lane: what it handed each collective, averaged over the run's steps, and what it sends (computed)."""
+    """Per lane: what it handed each collective and what it sends (computed), in the one whole step a comparison
+    reads (dpviz.analysis.traffic.counted_step)."""
     moved = trace.facts.get("moved") or []
-    steps = max(1, len(trace.batches))
+    step = counted_step(trace)
     wire = sent_per_step(trace)
     out = []
     for lane, sent in zip(trace.lanes, wire):
         rows = moved[lane.id] if lane.id < len(moved) and moved[lane.id] else []
         handed: dict[str, float] = defaultdict(float)
-        for _step, collective, _calls, size in rows:
-            handed[collective] += size / steps
+        for at, collective, _calls, size in rows:
+            if at == step:
+                handed[collective] += size
         ordered = {c: handed[c] for c in COLLECTIVES if c in handed} | {c: v for c, v in handed.items() if c not in COLLECTIVES}
         out.append(LaneBytes(trace.spec.short, trace.vocabulary.lane_name(lane.id), ordered, sent))
     return out

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, MODEL_STATE, bytes_per_step, memory_by_kind, moments as read_at, state_title
-from dpviz.analysis.traffic import averaged
+from dpviz.analysis.traffic import which_steps
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import OUTLINE
 from dpviz.figures.layout import styled
@@ -184,7 +184,7 @@ def bytes_per_step_figure(traces: list[Trace]) -> go.Figure:
     unit = byte_unit(max([*stacks, *(c for c in computed if c is not None)], default=0))
     notes = [f"{', '.join(t.spec.short for t in traces)}, {_devices(traces)}",
              "collectives: the tensors each rank handed them (measured)",
-             f"◆ sent: what each device sends per step, {averaged(traces)}, by NCCL's ring algorithms and "
+             f"◆ sent: what each device sends {which_steps(traces)}, by NCCL's ring algorithms and "
              "DataParallel's copies (computed; gloo runs others)"]
     return plot_bytes_per_step(positions, handed, computed, unit=unit,
                                title="Bytes per step: handed to each collective (measured); ◆ sent (computed)",
