@@ -15,6 +15,8 @@ comparison's Compare bars draw. Every amount of a chart, ticks and title alike, 
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -98,6 +100,14 @@ def panels(memory: dict[str, list[float]]) -> list[tuple[str, str, dict[str, lis
     return [panel for panel in found if any(any(column) for column in panel[2].values())] or found[:1]
 
 
+def round_under(top: float) -> float:
+    """The largest of 1, 2 and 5 times a power of ten at or under `top` (0 for nothing): a tick a class reads."""
+    if top <= 0:
+        return 0
+    power = 10 ** math.floor(math.log10(top))
+    return max(step * power for step in (1, 2, 5) if step * power <= top)
+
+
 def plot_memory_by_kind(positions, memory, moments, *, unit: ByteUnit, title: str, notes: list[str]) -> go.Figure:
     """One stacked bar per device, grouped by engine, by kind: the lesson, whole on a projector's first screen. The
     model's state has a panel of its own over the activations and buffers, each on its own scale: beside a step's
@@ -116,7 +126,10 @@ def plot_memory_by_kind(positions, memory, moments, *, unit: ByteUnit, title: st
                 hovertemplate=f"%{{customdata[2]}}<br>{family}: %{{customdata[0]}}<br>at %{{customdata[1]}}<extra></extra>",
             ), row=row, col=1)
         top = max((sum(column[i] for column in group.values()) for i in range(len(positions))), default=0) / unit.size
-        fig.update_yaxes(range=[0, top * HEADROOM or 1], nticks=4 if row == 1 else 3, **unit.axis(words), row=row, col=1)
+        # The lower panel is too short for plotly's ticks at Presenting's larger type (0, 50 and 100 ran together):
+        # two, 0 and a round number under its top.
+        ticks = dict(nticks=4) if row == 1 else dict(tickmode="array", tickvals=[0, round_under(top)])
+        fig.update_yaxes(range=[0, top * HEADROOM or 1], **ticks, **unit.axis(words), row=row, col=1)
     # The kinds in rows under the devices' numbers and engines' names: read after the bars, as the tabs' memory
     # charts read.
     fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="h"))
