@@ -344,4 +344,4 @@ def test_the_settings_the_lesson_names_show_gpu0_as_the_hub():
     a, b = per_device(dp), per_device(ddp)
     assert a[0].bytes_per_step > 2 * max(f.bytes_per_step for f in a[1:] + b)
     title = unwrap(comparison_figure(dp, ddp).layout.title.text)
-    assert title.startswith("Every step, DataParallel's GPU 0 sends") and not any(s.startswith("These settings") for s in comparison(dp, ddp))
+    assert title.startswith("In one whole step, DataParallel's GPU 0 sends") and not any(s.startswith("These settings") for s in comparison(dp, ddp))

@@ -10,7 +10,9 @@ from dpviz.figures import MAX_MARKS, count_marks, memory_figure, prepare_memory
 from dpviz.engines.dp.vocabulary import VOCABULARY
 from dpviz.analysis.batch_facts import memory_batches
 from dpviz.figures.colors import contrast_ratio, device_color, text_color_on
-from dpviz.figures.memory import byte_unit
+from dpviz.figures.memory import GRID_ROW_PX, byte_unit
+from dpviz.figures.sizes import AXIS_TITLE_SIZE
+from dpviz.figures.text_fit import text_px
 from dpviz.engines.dp.ledger import CATEGORIES
 from dpviz.analysis.wording import human_bytes
 from dpviz.trace import MemorySample
@@ -144,7 +146,11 @@ def test_amounts_are_in_one_unit_a_class_reads():
     assert kib.amount(1260) == "1.23 KiB" and byte_unit(920).amount(920) == "920 B"
     for gpus, train, unit in [(3, True, "KiB"), (8, False, "B"), (16, True, "KiB")]:
         fig = memory_figure(recorded(gpus=gpus, train=train))
-        assert fig.layout.yaxis.title.text == unit and fig.layout.yaxis2.title.text.endswith(f"({unit})")
+        grid = fig.layout.yaxis.title.text  # words and the unit, along the grid's height: never a lone "KiB"
+        assert grid.endswith(f"({unit})") and grid.split(" (")[0] in ("bytes held per GPU", "held")
+        (heat,) = [t for t in fig.data if t.type == "heatmap"]
+        assert text_px(grid, AXIS_TITLE_SIZE) <= max(GRID_ROW_PX * len(heat.y), 120)  # along the grid, not past it
+        assert fig.layout.yaxis2.title.text.endswith(f"({unit})")
         written = [t for row in _grid(fig)[1].values() for t in [row]]
         assert all(w in ("", "0") or w[0].isdigit() or w.startswith("<") for w in written)  # numbers: the axis names the unit
 

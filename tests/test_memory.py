@@ -69,3 +69,28 @@ def test_ledger_and_byte_helpers():
     assert [(m.lane, m.bytes) for m in ledger.snapshot(0, "gather")] == [(0, 7)]
     assert nbytes({"a": torch.zeros(3), "b": [torch.zeros(2, dtype=torch.float64), "text"]}) == 12 + 16
     assert module_bytes(torch.nn.BatchNorm1d(4)) == nb(torch.zeros(4)) * 4 + 8  # weight, bias, 2 running stats, count
+
+
+def test_the_loss_row_holds_the_gradients_the_loop_has_not_yet_zeroed(setup):
+    """The loop computes the loss, then zero_grad frees the last step's gradients, then backward: the loss row is read
+    when the loss is made, before zero_grad, as every engine's is (it was read after zero_grad: no gradients). Torch's
+    own loop says what .grad holds at that moment, and that zero_grad has freed it by backward."""
+    trace, _, _, held = setup
+    config = trace.config
+    model, loader = tutorial.build(config)
+    teacher, optimizer = tutorial.training_parts(config, model)
+    batches = list(loader)
+    at_loss = after_zero_grad = None
+    for index, (data, _) in enumerate(batches):
+        loss = tutorial.loss_of(config, model(data), teacher(data))
+        if index == len(batches) - 1:
+            at_loss = sum(nb(p.grad) for p in model.parameters() if p.grad is not None)
+        optimizer.zero_grad()
+        if index == len(batches) - 1:
+            after_zero_grad = sum(nb(p.grad) for p in model.parameters() if p.grad is not None)
+        loss.backward()
+        optimizer.step()
+    assert at_loss > 0 and after_zero_grad == 0
+    assert held[("loss", 0, "gradients")] == at_loss
+    assert held[("backward", 0, "gradients")] == after_zero_grad  # until the replicas' gradients are summed
+    assert held[("reduce", 0, "gradients")] == at_loss

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from dpviz.analysis.memory_compare import FAMILIES, bytes_per_step, memory_by_kind, reading, state_title
+from dpviz.analysis.traffic import counted_step
 from dpviz.config import RunConfig
 from dpviz.engines import engine
 from dpviz.engines.workload import tutorial_data as tutorial
@@ -87,9 +88,9 @@ def test_the_measured_bytes_are_what_the_ranks_handed_and_the_computed_ones_the_
     formula = {"ddp": 2 * share * model, "zero1": 3 * share * model, "fsdp": 3 * share * model}
     for name in ENGINES:
         trace = recorded(name)
-        steps = len(trace.batches)
+        step = counted_step(trace)  # one whole step, the one every comparison reads
         for lane, moved in zip(bytes_per_step(trace), trace.facts["moved"]):
-            assert lane.total == sum(row[3] for row in moved) / steps
+            assert lane.total == sum(row[3] for row in moved if row[0] == step)
             assert lane.computed == pytest.approx(formula[name])
     ddp, fsdp = bytes_per_step(recorded("ddp"))[0], bytes_per_step(recorded("fsdp"))[0]
     assert fsdp.computed / ddp.computed == pytest.approx(1.5)
@@ -202,9 +203,10 @@ def test_every_engines_model_state_per_device_is_torchs_at_the_end_of_the_last_w
         assert step == last_whole_step(trace) == len(trace.batches) - 1, name  # 16 rows in batches of 8: both whole
         lanes = memory_by_kind(trace)
         assert len(lanes) == RANKS and all(f"{trace.spec.unit} {step + 1} of" in lane.moment for lane in lanes)
-        # After the optimizer's step wherever it ran (DataParallel's replica never steps: its last phase is its own)
-        steppers = lanes[:1] if name == "dp" else lanes
-        assert all(f"(after {trace.vocabulary.phase('step').label})" in lane.moment for lane in steppers), name
+        # Every device read at one moment, after the optimizer's step (DataParallel's replica too, which never steps:
+        # it was labelled by its own last phase, "after backward (×)", the timeline's hatch hint and all)
+        assert all(f"(after {trace.vocabulary.phase('step').label})" in lane.moment for lane in lanes), name
+        assert len({lane.moment for lane in lanes}) == 1, name
         for rank, lane in enumerate(lanes):
             state = lambda kind: lane.kinds.get(kind, 0)
             if name == "dp":
@@ -233,3 +235,59 @@ def test_in_presenting_the_memory_chart_fits_a_projectors_first_screen_and_bytes
     assert shown.layout.title.font.size > TITLE_SIZE
     assert COMPUTED not in {t.name for t in fig.data} and COMPUTED in {t.name for t in bytes_per_step_figure(traces).data}
     assert all(t.type == "bar" for t in fig.data) and len(fig.data) >= 4  # parameters, gradients, Adam's state, activations
+
+
+MIN_SHARE = 0.2  # of its panel's axis: the least the fullest device of any engine fills with model state
+
+
+@cache
+def at_four_with_adam(name: str):
+    settings = dict(gpus=4, train=True, batch_size=16, data_size=32, optimizer="adam", model="ffn")
+    trace = engine(name).record(RunConfig(engine=name, **settings))
+    assert trace.failure is None
+    return trace_json.loads(trace_json.dumps(trace))
+
+
+def test_the_model_state_has_a_panel_of_its_own_where_every_engine_reads_and_it_halves_as_torch_says():
+    """Beside a step's activations the model state was drawn in slivers. It has a panel of its own now, on its own
+    scale: every engine's fullest device fills at least MIN_SHARE of it, and what it draws is what torch holds with
+    Adam on N = 4 devices, P the bytes of the model's parameters: DDP 4P a rank (parameters, gradients, two moments),
+    ZeRO-1 2P a rank and the moments' 2P split over the ranks (by whole parameters: about 2P/N each), FSDP 4P over
+    the ranks (each its padded rows of every parameter). One trace a kind, over (engine, device)."""
+    from dpviz.analysis.memory_compare import MODEL_STATE
+    from dpviz.figures.memory_compare import PEAK_PANEL, STATE_PANEL
+    from dpviz.figures.text_fit import unwrap
+
+    names = ("dp", "ddp", "zero1", "fsdp")
+    traces = [at_four_with_adam(name) for name in names]
+    fig = memory_compare_figure(traces)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len({t.name for t in bars}) == len(bars)  # one trace a kind
+    state = [t for t in bars if t.name in MODEL_STATE]
+    assert {t.name for t in state} == set(MODEL_STATE) and {t.yaxis for t in state} == {"y"}
+    assert {t.yaxis for t in bars if t.name not in MODEL_STATE} == {"y2"} and "activations" in {t.name for t in bars}
+    assert [unwrap(a.text) for a in fig.layout.annotations][:2] == [STATE_PANEL, PEAK_PANEL]
+    units = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2}
+    unit = units[fig.layout.yaxis.title.text.rsplit("(", 1)[1].rstrip(")")]
+    assert fig.layout.yaxis.title.text.startswith("held (")  # words with the unit, not the unit alone
+    positions = list(zip(*state[0].x))
+    held = {position: sum(t.y[i] for t in state) * unit for i, position in enumerate(positions)}
+    axis_top = fig.layout.yaxis.range[1] * unit
+    for label in ("DataParallel", "DDP", "ZeRO-1", "FSDP"):
+        fullest = max(amount for (engine_label, _), amount in held.items() if engine_label == label)
+        assert fullest >= MIN_SHARE * axis_top, (label, fullest, axis_top)
+    ranks = 4
+    parameters = [p.detach() for p in tutorial.build(RunConfig(engine="ddp", model="ffn"))[0].parameters()]
+    p = nbytes(parameters)
+    adam = adam_state_bytes(parameters)
+    assert adam == 2 * p
+    lanes = lambda label: [amount for (engine_label, _), amount in held.items() if engine_label == label]
+    assert lanes("DDP") == pytest.approx([4 * p] * ranks)
+    zero1 = lanes("ZeRO-1")
+    assert sum(zero1) == pytest.approx(ranks * 2 * p + adam)  # every rank's parameters and gradients, one set of moments
+    assert all(2 * p <= amount <= 2 * p + adam for amount in zero1)
+    padded = sum(-(-t.shape[0] // ranks) * t[0].numel() * t.element_size() for t in parameters)
+    shard = lambda r: [t.chunk(ranks)[r] if r < len(t.chunk(ranks)) else t[:0] for t in parameters]
+    assert lanes("FSDP") == pytest.approx([2 * padded + adam_state_bytes(shard(r)) for r in range(ranks)])
+    assert max(lanes("FSDP")) < min(zero1) and max(zero1) < min(lanes("DDP"))  # the lesson: it falls, engine by engine
+    assert lanes("DataParallel")[0] == pytest.approx(4 * p)  # GPU 0 holds it all, as a DDP rank does

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDING_SIDE = sorted({
     *(f"dpviz.engines.workload.{name}" for name in
       ("tutorial_data", "batch_sampler", "input_forms", "models", "seeding", "warning_capture", "own", "memory",
-       "shapes", "tensor_shape", "units", "precision", "declared")),
+       "shapes", "tensor_shape", "units", "precision", "declared", "counted_once")),
     *(f"dpviz.engines.dp.{name}" for name in
       ("engine", "devices", "recorder", "observer", "simulated", "scatter", "workers", "ledger")),
     *(f"dpviz.engines.ddp.{name}" for name in

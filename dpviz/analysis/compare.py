@@ -19,10 +19,13 @@ from typing import Callable
 
 from dpviz.analysis.step_times import LINKS, measured, modelled, on_gpus, step_seconds, verdict  # noqa: F401  step_seconds named here too
 # the sizes a step's traffic is made of live with the formulas; the engines' readers read them from here too
-from dpviz.analysis.traffic import Move, evened, moves_per_step, sent_by_kind, sent_per_step, traffic  # noqa: F401
+from dpviz.analysis.traffic import Move, counted_step, evened, moves_per_step, sent_by_kind, sent_per_step, traffic  # noqa: F401
 from dpviz.analysis.traffic_model import FLOAT_BYTES, model_bytes, row_bytes  # noqa: F401
 from dpviz.analysis.wording import bytes_alike, with_article
 from dpviz.trace import Trace
+
+
+HEADLINE_STEP = "In one whole step"  # what a headline compares: each engine's bytes in one whole step (counted_step)
 
 
 @dataclass(frozen=True)
@@ -92,19 +95,20 @@ def busiest(trace: Trace) -> tuple[str, float]:
 
 
 def ratio_headline(a: Trace, b: Trace, amount: Callable[[float], str] | None = None) -> str:
-    """'Every step, DataParallel's GPU 0 sends 4.1× what a DDP rank sends': the busier device's bytes over the
-    other engine's busiest, the comparison's first line."""
+    """'In one whole step, DataParallel's GPU 0 sends 4.1× what a DDP rank sends': the busier device's bytes over the
+    other engine's busiest, each in the one whole step a comparison reads (traffic.counted_step), the comparison's
+    first line."""
     (first, most_a), (second, most_b) = busiest(a), busiest(b)
     if not most_a and not most_b:
-        return f"Every step, neither {a.spec.short} nor {b.spec.short} sends anything between devices"
+        return f"{HEADLINE_STEP}, neither {a.spec.short} nor {b.spec.short} sends anything between devices"
     if not most_a or not most_b:
         (name, most), silent = ((first, most_a), b) if most_a else ((second, most_b), a)
-        return (f"Every step, {name} sends {(amount or in_unit_of(most))(most)}; {silent.spec.short}'s {silent.vocabulary.lane_noun}s "
-                "send nothing")
+        return (f"{HEADLINE_STEP}, {name} sends {(amount or in_unit_of(most))(most)}; {silent.spec.short}'s "
+                f"{silent.vocabulary.lane_noun}s send nothing")
     if round(most_a / most_b, 1) == 1.0:
-        return f"Every step, {first} sends about what {second} sends ({(amount or in_unit_of(most_a))(most_a)})"
+        return f"{HEADLINE_STEP}, {first} sends about what {second} sends ({(amount or in_unit_of(most_a))(most_a)})"
     (top, high), (low, little) = sorted(((first, most_a), (second, most_b)), key=lambda p: -p[1])
-    return f"Every step, {top} sends {high / little:.1f}× what {low} sends"
+    return f"{HEADLINE_STEP}, {top} sends {high / little:.1f}× what {low} sends"
 
 
 def in_unit_of(largest: float) -> Callable[[float], str]:

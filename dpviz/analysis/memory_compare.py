@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dpviz.analysis.batch_facts import batches_planned
-from dpviz.analysis.traffic import sent_per_step
-from dpviz.analysis.wording import bytes_alike, counted, human_bytes, numbered
+from dpviz.analysis.traffic import counted_step, sent_per_step
+from dpviz.analysis.wording import bytes_alike, counted, human_bytes, numbered, plain_label
 from dpviz.trace import Trace
 
 FAMILIES = ("parameters", "gradients", "optimizer state", "activations", "communication buffers")
@@ -70,12 +70,14 @@ def memory_by_kind(trace: Trace) -> list[LaneMemory]:
     for sample in trace.memory:
         if sample.batch == step:
             at[(sample.lane, sample.phase)][sample.category] += sample.bytes
+    # One moment for every lane: the step's last phase that sampled the ledger on any lane (DataParallel's optimizer
+    # step runs on GPU 0 alone; a replica holds nothing it keeps by then, and is read at that moment all the same).
+    last = max((phase for _, phase in at), key=lambda p: order.get(p, len(order)), default=None)
     out = []
     for lane in trace.lanes:
         phases = sorted((phase for key_lane, phase in at if key_lane == lane.id), key=lambda p: order.get(p, len(order)))
         if not phases:
             continue
-        last = phases[-1]
         kinds: dict[str, int] = defaultdict(int)
         for category in {c for phase in phases for c in at[(lane.id, phase)]}:
             kind = vocabulary.memory_kind(category)
@@ -83,8 +85,8 @@ def memory_by_kind(trace: Trace) -> list[LaneMemory]:
             if kind is not None and kind.transient:  # made and freed within the step: its peak
                 kinds[family] += max(at[(lane.id, phase)].get(category, 0) for phase in phases)
             else:  # kept from step to step: as the step leaves it
-                kinds[family] += at[(lane.id, last)].get(category, 0)
-        label = vocabulary.phase(last).label if last in order else last
+                kinds[family] += at.get((lane.id, last), {}).get(category, 0)
+        label = plain_label(vocabulary.phase(last).label) if last in order else last
         ordered = {k: kinds[k] for k in FAMILIES if kinds.get(k)} | {k: v for k, v in kinds.items() if k not in FAMILIES and v}
         out.append(LaneMemory(trace.spec.short, vocabulary.lane_name(lane.id),
                               f"the end of {numbered(step, batches_planned(trace), trace.spec.unit)} (after {label}); "
@@ -109,11 +111,11 @@ def moments(traces: list[Trace]) -> str:
 
 @dataclass(frozen=True)
 class LaneBytes:
-    """One lane of one run: bytes per step it handed each collective (measured) and sent (computed)."""
+    """One lane of one run: bytes it handed each collective (measured) and sent (computed) in one whole step."""
 
     engine: str
     lane: str
-    measured: dict[str, float]  # collective -> bytes of the tensors handed to it, per step on average
+    measured: dict[str, float]  # collective -> bytes of the tensors handed to it in the step a comparison reads
     computed: float | None  # bytes the lane sends per step (the count the Compare figure's bars draw); None: unknown
 
     @property
@@ -122,16 +124,18 @@ class LaneBytes:
 
 
 def bytes_per_step(trace: Trace) -> list[LaneBytes]:
-    """Per lane: what it handed each collective, averaged over the run's steps, and what it sends (computed)."""
+    """Per lane: what it handed each collective and what it sends (computed), in the one whole step a comparison
+    reads (dpviz.analysis.traffic.counted_step)."""
     moved = trace.facts.get("moved") or []
-    steps = max(1, len(trace.batches))
+    step = counted_step(trace)
     wire = sent_per_step(trace)
     out = []
     for lane, sent in zip(trace.lanes, wire):
         rows = moved[lane.id] if lane.id < len(moved) and moved[lane.id] else []
         handed: dict[str, float] = defaultdict(float)
-        for _step, collective, _calls, size in rows:
-            handed[collective] += size / steps
+        for at, collective, _calls, size in rows:
+            if at == step:
+                handed[collective] += size
         ordered = {c: handed[c] for c in COLLECTIVES if c in handed} | {c: v for c, v in handed.items() if c not in COLLECTIVES}
         out.append(LaneBytes(trace.spec.short, trace.vocabulary.lane_name(lane.id), ordered, sent))
     return out

@@ -2,9 +2,14 @@
 comparison draws (Compare's bars, the Memory page's diamonds, `dpviz compare`'s table).
 
     moves = traffic(trace)          # [Move]: per step and device, bytes sent and received, by kind and what
-    sent_per_step(trace)            # per device: bytes it sends in an average step of the run
-    averaged([dp, ddp])             # 'averaged over 4 batches and 4 steps': what those bytes are a mean of
-    moves_per_step(trace)           # per device: (sent, received) in an average step
+    counted_step(trace)             # the one step a comparison reads: the last whole step (that stepped the optimizer)
+    sent_per_step(trace)            # per device: bytes it sends in that step
+    which_steps([dp, ddp])          # "in one whole step each (DataParallel's batch 3, DDP's step 3)"
+    moves_per_step(trace)           # per device: (sent, received) in that step
+
+A comparison reads one whole step of each run, by one rule: an average over the run's steps counted a short last
+batch (and a pipeline, which drops it, ran fewer steps than the engine beside it), so two engines' "per step"
+figures were means of different things.
 
 Each engine writes its own traffic (its spec's `traffic` part), from the trace alone: the rows each device got,
 the tensors' sizes, the parameter and gradient bytes its ranks held. Computed, not measured: on simulated devices
@@ -17,9 +22,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from dpviz.analysis.wording import plural
+from dpviz.analysis.opening_step import last_whole_step, whole_steps
+from dpviz.analysis.wording import counted
 from dpviz.trace import Trace
 from dpviz.trace.legend import KINDS
+
+STEP_PHASE = "step"  # the optimizer's step, as every engine that trains names its phase
 
 
 @dataclass(frozen=True)
@@ -49,15 +57,28 @@ def ledger(trace: Trace, lane: int, *categories: str) -> int | None:
     return max(sizes) if sizes else None
 
 
+def counted_step(trace: Trace) -> int:
+    """The step every comparison reads a run's bytes in: its last whole step (every device ran all its rows:
+    dpviz.analysis.opening_step, the step One step opens on), and of those, when the run trains, the last that
+    stepped the optimizer (a step that only accumulates gradients sends no all-reduce)."""
+    whole = whole_steps(trace)
+    stepped = [step for step in whole if trace.config.train and trace.spans_of(step, STEP_PHASE)]
+    return (stepped or whole or [last_whole_step(trace)])[-1]
+
+
+def _counted_moves(trace: Trace) -> list[Move]:
+    step = counted_step(trace)
+    return [move for move in traffic(trace) if move.step == step]
+
+
 def moves_per_step(trace: Trace) -> list[tuple[int, int]]:
-    """(sent, received) bytes per lane in an average step of the run."""
+    """(sent, received) bytes per lane in the step a comparison reads (counted_step)."""
     sent: dict[int, int] = defaultdict(int)
     received: dict[int, int] = defaultdict(int)
-    for move in traffic(trace):
+    for move in _counted_moves(trace):
         sent[move.lane] += move.sent
         received[move.lane] += move.received
-    steps = max(1, len(trace.batches))
-    return [(sent[lane.id] // steps, received[lane.id] // steps) for lane in trace.lanes]
+    return [(sent[lane.id], received[lane.id]) for lane in trace.lanes]
 
 
 def evened(trace: Trace) -> bool:
@@ -67,26 +88,27 @@ def evened(trace: Trace) -> bool:
 
 
 def sent_per_step(trace: Trace) -> list[float]:
-    """Bytes each lane sends in an average step of the run: what every comparison's bars and diamonds count."""
+    """Bytes each lane sends in the step a comparison reads (counted_step): what every comparison's bars, diamonds
+    and headline count."""
     sent: dict[int, int] = defaultdict(int)
-    for move in traffic(trace):
+    for move in _counted_moves(trace):
         sent[move.lane] += move.sent
-    steps = max(1, len(trace.batches))
-    return [sent[lane.id] / steps for lane in trace.lanes]
+    return [float(sent[lane.id]) for lane in trace.lanes]
 
 
-def averaged(traces: list[Trace]) -> str:
-    """'averaged over 4 batches and 4 steps': what a comparison's bytes per step are a mean of, said beside them
-    (One step shows one step's, which a short last step makes differ from the mean)."""
-    return "averaged over " + " and ".join(dict.fromkeys(plural(len(t.batches), t.spec.unit) for t in traces))
+def which_steps(traces: list[Trace]) -> str:
+    """'in one whole step each (DataParallel's batch 3, DDP's step 3)': which step a comparison's bytes are of,
+    said beside them."""
+    steps = ", ".join(f"{t.spec.short}'s {t.spec.unit} {counted(counted_step(t))}" for t in traces)
+    return f"in one whole {'step each' if len(traces) > 1 else 'step'} ({steps})"
 
 
 def sent_by_kind(trace: Trace) -> dict[tuple[str, str, bool], list[float]]:
-    """(kind, what, backward) -> bytes each lane sends of it in an average step, kinds in the legend's order."""
+    """(kind, what, backward) -> bytes each lane sends of it in the step a comparison reads, kinds in the legend's
+    order."""
     totals: dict[tuple[str, str, bool], dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for move in traffic(trace):
+    for move in _counted_moves(trace):
         totals[(move.kind, move.what, move.backward)][move.lane] += move.sent
-    steps = max(1, len(trace.batches))
     order = {name: i for i, name in enumerate(KINDS)}
-    return {key: [by_lane.get(lane.id, 0) / steps for lane in trace.lanes]
+    return {key: [float(by_lane.get(lane.id, 0)) for lane in trace.lanes]
             for key, by_lane in sorted(totals.items(), key=lambda item: (order.get(item[0][0], len(order)), item[0][2]))}

@@ -5,8 +5,11 @@
     device_list([3, 4, 5, 6])  # 'GPUs 3-6'
     numbered(3, 4, "batch")    # 'batch 4 of 4': batches and steps are counted from 1 wherever they are read
     f"batch {counted(3)}"      # 'batch 4': the number alone, where the sentence has no room for the total
+    plain_label("backward (×)")  # 'backward': a phase's label without the timeline's hatch hint
 """
 from __future__ import annotations
+
+import re
 
 from dpviz.trace import Trace
 
@@ -138,3 +141,8 @@ def bytes_range(low: float, high: float) -> str:
     """'between 512 B and 640 B', or '640 B' when both read the same: never 'between 640 B and 640 B'."""
     first, last = bytes_alike(low, high)
     return last if first == last else f"between {first} and {last}"
+
+
+def plain_label(label: str) -> str:
+    """A phase's label without the timeline's hatch hint: 'backward (×)' -> 'backward'."""
+    return re.sub(r"\s*\([^\w\s]\)$", "", label)

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.analysis.compare import busiest, lessons, ratio_headline
-from dpviz.analysis.traffic import averaged, evened, sent_by_kind, sent_per_step
+from dpviz.analysis.traffic import evened, sent_by_kind, sent_per_step, which_steps
 from dpviz.analysis.traffic_model import StepSizes, growth
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import GUIDE, OUTLINE, device_color
@@ -187,7 +187,7 @@ def comparison_figure(a: Trace, b: Trace) -> go.Figure:
     shown = lessons(a, b)
     title = (f"These settings cannot {shown[0].cannot}: {shown[0].change}" if shown else ratio_headline(a, b))
     notes = [f"{shown[0].why[:1].upper()}{shown[0].why[1:]}" if shown else "",
-             f"{_what_runs(a)} against {_what_runs(b)}", f"bytes sent per step, {averaged(traces)}, computed"]
+             f"{_what_runs(a)} against {_what_runs(b)}", f"bytes sent {which_steps(list(traces))}, computed"]
     return plot_comparison(tables, titles, unit=unit, title=title, notes=[n for n in notes if n])
 
 

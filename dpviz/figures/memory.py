@@ -170,8 +170,10 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
         textfont=dict(size=CELL_FONT), hoverinfo="skip", name="totals"), row=2, col=1)
 
     top = float(at["total"].max()) / unit.size or 1.0
-    # The rows name their phases: a long axis title would print over the longest ones ("sum of gradients").
-    fig.update_yaxes(type="category", autorange="reversed", title_text=unit.name, automargin=True, row=1, col=1)
+    # The rows name their phases, the title beside them what their numbers count, in words where the grid is tall
+    # enough for them: a lone "KiB" left a class to guess.
+    fig.update_yaxes(type="category", autorange="reversed", title_text=grid_title(vocabulary.lane_noun, unit, grid_px),
+                     automargin=True, row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.22], **unit.axis(f"after {moment}"), row=2, col=1)
     # Columns named under both panels (a shared axis hides the grid's): "GPU 3", or past NAMED_LANES "3"
     # under an axis titled "GPU"; every one while they fit side by side, else every other one (or third).
@@ -199,6 +201,15 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
         fig.add_annotation(text=caption, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
                            xshift=-left, yshift=-below, align="left", showarrow=False, font=dict(size=CAPTION_SIZE))
     return fig
+
+
+def grid_title(noun: str, unit: ByteUnit, grid_px: float) -> str:
+    """The grid's axis title: 'bytes held per GPU (KiB)', or 'held (KiB)' where the grid is too short for it."""
+    for words in (f"bytes held per {noun}", "held"):
+        title = f"{words} ({unit.name})"
+        if text_px(title, AXIS_TITLE_SIZE) <= grid_px:
+            return title
+    return unit.name
 
 
 def caption_px(text: str, size: float) -> float:

@@ -3,8 +3,10 @@ it moves per step, side by side.
 
 memory_compare_figure, the lesson, whole on a projector's first screen: one stacked bar per device (a rank, or a
 simulated GPU), grouped by engine, every device read at the same moment (the end of the last full step, after the
-optimizer's step; what a step makes and frees at its peak in it): parameters, gradients, optimizer state,
-activations and communication buffers, from each engine's memory ledger (dpviz.analysis.memory_compare).
+optimizer's step; what a step makes and frees at its peak in it), from each engine's memory ledger
+(dpviz.analysis.memory_compare). Two panels on one row of devices, each on its own scale: the model's state
+(parameters, gradients, optimizer state: what halves from DDP to ZeRO-1 to FSDP), then activations and
+communication buffers, which on the same scale left the state in slivers.
 bytes_per_step_figure, a chart of its own under it on the page: per device, the bytes of the tensors it handed its
 collectives per step (measured: what the rank code passed them), stacked by collective, and a diamond at the bytes
 it sends per step by the textbook ring algorithms NCCL runs (computed; DataParallel's: its copies), the count a
@@ -13,10 +15,13 @@ comparison's Compare bars draw. Every amount of a chart, ticks and title alike, 
 """
 from __future__ import annotations
 
-import plotly.graph_objects as go
+import math
 
-from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, bytes_per_step, memory_by_kind, moments as read_at, state_title
-from dpviz.analysis.traffic import averaged
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dpviz.analysis.memory_compare import COLLECTIVES, FAMILIES, MODEL_STATE, bytes_per_step, memory_by_kind, moments as read_at, state_title
+from dpviz.analysis.traffic import which_steps
 from dpviz.figures.byte_unit import ByteUnit, byte_unit
 from dpviz.figures.colors import OUTLINE
 from dpviz.figures.layout import styled
@@ -38,10 +43,17 @@ def collective_look(collective: str) -> tuple[str, str]:
     color = KINDS[kind].color if kind in KINDS else OTHER_COLOR
     return color, "x" if when.startswith("backward") else ""
 COMPUTED = "sent per step (computed)"
+# The memory chart's panels: the model's state a device holds, and what a step makes and frees at its peak in it
+# (activations; FSDP's gathered parameters) with the buffers kept for communication. Each panel's title says what
+# it draws; its axis, too short for those words, how they are counted, in the chart's one unit.
+STATE_PANEL, STATE_AXIS = "Model state per device", "held"
+PEAK_PANEL, PEAK_AXIS = "Activations and buffers, at peak", "at peak"
+STATE_SHARE, PANEL_GAP = [0.58, 0.42], 0.13  # of the plot's height: the lesson's panel the larger; room for a title
+HEADROOM = 1.08  # each panel's axis runs a little past its tallest bar
 UNDER_AXIS_PX = 60  # from a plot's bottom to its legend: its devices' numbers, then its engines' names
-# The memory chart keeps a plot of about 230 px under its title and over its legend: with a preset's box over it,
-# on a projector's first screen (Presenting shrinks it further to fit there).
-MEMORY_HEIGHT_PX, BYTES_HEIGHT_PX = 370, 380
+# The memory chart keeps its two panels about 200 px under its title and over its legend: with a preset's box over
+# it, on a projector's first screen (Presenting shrinks them further to fit there).
+MEMORY_HEIGHT_PX, BYTES_HEIGHT_PX = 340, 380
 
 
 def prepare(traces: list[Trace]) -> tuple[list[tuple[str, str]], dict[str, list[float]], dict[str, list[float]],
@@ -78,18 +90,46 @@ def _device_axis(positions: list[tuple[str, str]]) -> tuple[list[list[str]], lis
             [f"{engine} {lane}" for engine, lane in positions])
 
 
+def panels(memory: dict[str, list[float]]) -> list[tuple[str, str, dict[str, list[float]]]]:
+    """The families in their panels, top to bottom, each with its title and its axis's words: the model's state
+    (what ZeRO and FSDP shard: the lesson), then what a step makes at its peak (activations) and the buffers; a
+    panel with nothing to draw left out."""
+    state = {family: amounts for family, amounts in memory.items() if family in MODEL_STATE}
+    rest = {family: amounts for family, amounts in memory.items() if family not in MODEL_STATE}
+    found = [(STATE_PANEL, STATE_AXIS, state), (PEAK_PANEL, PEAK_AXIS, rest)]
+    return [panel for panel in found if any(any(column) for column in panel[2].values())] or found[:1]
+
+
+def round_under(top: float) -> float:
+    """The largest of 1, 2 and 5 times a power of ten at or under `top` (0 for nothing): a tick a class reads."""
+    if top <= 0:
+        return 0
+    power = 10 ** math.floor(math.log10(top))
+    return max(step * power for step in (1, 2, 5) if step * power <= top)
+
+
 def plot_memory_by_kind(positions, memory, moments, *, unit: ByteUnit, title: str, notes: list[str]) -> go.Figure:
-    """One stacked bar per device, grouped by engine, by kind: the lesson, whole on a projector's first screen."""
-    fig = go.Figure()
+    """One stacked bar per device, grouped by engine, by kind: the lesson, whole on a projector's first screen. The
+    model's state has a panel of its own over the activations and buffers, each on its own scale: beside a step's
+    activations, several times larger, the state that halves from DDP to ZeRO-1 to FSDP was drawn in slivers."""
+    groups = panels(memory)
+    fig = make_subplots(rows=len(groups), cols=1, shared_xaxes=True, vertical_spacing=PANEL_GAP,
+                        row_heights=STATE_SHARE if len(groups) == 2 else None,
+                        subplot_titles=[heading for heading, _, _ in groups])
     x, names = _device_axis(positions)
-    for family, amounts in memory.items():
-        fig.add_trace(go.Bar(
-            x=x, y=unit.scaled(amounts), name=family,
-            marker=dict(color=FAMILY_COLORS.get(family, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
-            customdata=[[unit.amount(a), m, n] for a, m, n in zip(amounts, moments, names)],
-            hovertemplate=f"%{{customdata[2]}}<br>{family}: %{{customdata[0]}}<br>at %{{customdata[1]}}<extra></extra>",
-        ))
-    fig.update_yaxes(rangemode="tozero", **unit.axis("memory"))
+    for row, (_, words, group) in enumerate(groups, start=1):
+        for family, amounts in group.items():
+            fig.add_trace(go.Bar(
+                x=x, y=unit.scaled(amounts), name=family,
+                marker=dict(color=FAMILY_COLORS.get(family, OTHER_COLOR), line=dict(color=OUTLINE, width=0.6)),
+                customdata=[[unit.amount(a), m, n] for a, m, n in zip(amounts, moments, names)],
+                hovertemplate=f"%{{customdata[2]}}<br>{family}: %{{customdata[0]}}<br>at %{{customdata[1]}}<extra></extra>",
+            ), row=row, col=1)
+        top = max((sum(column[i] for column in group.values()) for i in range(len(positions))), default=0) / unit.size
+        # The lower panel is too short for plotly's ticks at Presenting's larger type (0, 50 and 100 ran together):
+        # two, 0 and a round number under its top.
+        ticks = dict(nticks=4) if row == 1 else dict(tickmode="array", tickvals=[0, round_under(top)])
+        fig.update_yaxes(range=[0, top * HEADROOM or 1], **ticks, **unit.axis(words), row=row, col=1)
     # The kinds in rows under the devices' numbers and engines' names: read after the bars, as the tabs' memory
     # charts read.
     fig.update_layout(barmode="stack", legend=dict(traceorder="normal", orientation="h"))
@@ -157,7 +197,7 @@ def bytes_per_step_figure(traces: list[Trace]) -> go.Figure:
     unit = byte_unit(max([*stacks, *(c for c in computed if c is not None)], default=0))
     notes = [f"{', '.join(t.spec.short for t in traces)}, {_devices(traces)}",
              "collectives: the tensors each rank handed them (measured)",
-             f"◆ sent: what each device sends per step, {averaged(traces)}, by NCCL's ring algorithms and "
+             f"◆ sent: what each device sends {which_steps(traces)}, by NCCL's ring algorithms and "
              "DataParallel's copies (computed; gloo runs others)"]
     return plot_bytes_per_step(positions, handed, computed, unit=unit,
                                title="Bytes per step: handed to each collective (measured); ◆ sent (computed)",

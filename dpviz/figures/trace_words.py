@@ -5,9 +5,7 @@ A name read from a trace file is cut to NAME_LIMIT characters wherever a view sh
 """
 from __future__ import annotations
 
-import re
-
-from dpviz.analysis.wording import plural
+from dpviz.analysis.wording import plain_label, plural  # noqa: F401  plain_label read from here too
 from dpviz.echo import plotly_text
 from dpviz.trace import Trace
 
@@ -40,11 +38,6 @@ def gpu_note(trace: Trace) -> str:
         return f"simulated GPUs: CPU threads stand in for {plural(count, 'device')}"
     model = trace.lanes[0].name.split(" ", 1)[-1] if trace.lanes else "CUDA"
     return f"real GPUs: {count} × {plotly_text(model, NAME_LIMIT)}"  # a trace file's own text
-
-
-def plain_label(label: str) -> str:
-    """A phase's label without the timeline's hatch hint: 'backward (×)' -> 'backward'."""
-    return re.sub(r"\s*\([^\w\s]\)$", "", label)
 
 
 def where_ranks_ran(trace: Trace) -> str:

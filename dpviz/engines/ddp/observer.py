@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
+from dpviz.engines.workload.counted_once import LeafOutputs
 from dpviz.engines.workload.input_forms import first_tensor
 from dpviz.engines.workload.memory import module_bytes, nbytes
 
@@ -69,6 +70,7 @@ class RankObserver:
         """Sum `module`'s leaves' outputs into the ledger in the steps whose memory is kept, and only then: a
         forward hook sends every call of its module down nn.Module's slower path, every step."""
         self.leaves = [m for m in module.modules() if not list(m.children())]
+        self.leaf_outputs = LeafOutputs()  # each storage once; forward's own output moved to "output and loss"
         self.activations: list = []
         self._watch(self.step in self.memory_steps)
 
@@ -161,6 +163,8 @@ class RankObserver:
                 self.layouts.append((self.step, layout))
             self._step_buckets = {}
         self.drop("rows loaded", "activations", "output and loss")
+        if hasattr(self, "leaf_outputs"):
+            self.leaf_outputs.clear()
 
     # ---- memory (computed on CPU from tensor sizes; measured on CUDA)
     def hold(self, category: str, size: int) -> None:
@@ -174,7 +178,15 @@ class RankObserver:
             self.held.pop(category, None)
 
     def _activation(self, module, inputs, output) -> None:
-        self.hold("activations", nbytes(output))
+        self.hold("activations", self.leaf_outputs.add(output))
+
+    def returned(self, output: Any) -> None:
+        """What forward returned, held as "output and loss" (what a class reads there: the output, then the loss);
+        the last leaf's output is most often that very tensor, so it leaves the activations: counted once."""
+        moved = self.leaf_outputs.take(output) if hasattr(self, "leaf_outputs") else 0
+        if moved:
+            self.set("activations", self.held.get("activations", 0) - moved)
+        self.hold("output and loss", nbytes(output))
 
     def snapshot(self, phase: str) -> None:
         if self.step not in self.memory_steps:

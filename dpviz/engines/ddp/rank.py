@@ -79,7 +79,7 @@ def step(s: Step, cast: bool = True) -> None:
         out_shape = list(out.shape) if out is not None else []
         in_shape = list(x.shape) if isinstance(x, torch.Tensor) else []
         s.entry.update(input_shape=in_shape, output_shape=out_shape)
-        observer.hold("output and loss", nbytes(output))
+        observer.returned(output)
         observer.snapshot("forward")
         if config.train:
             _train(config, s.work, observer, s.model, output, s.teacher, x, (args, kwargs), out_shape, rows, syncs,

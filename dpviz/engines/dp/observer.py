@@ -271,20 +271,21 @@ class Observer:
             rows=shape[self.dim] if shape and len(shape) > self.dim else state["rows"], input_shape=shape, thread=threading.current_thread().name,
         ))
 
-    def loss_computed(self, start: float) -> None:
-        """The loop computed the loss (from `start` until now) on the output device."""
-        self.pending.append(Span(phase="loss", batch=self.batch, start=start, end=self.now(),
-                                 lane=self.parallel.output_device))
-        self.loss_start = start
-
-    def backward_starts(self, loss: torch.Tensor, output: Any) -> None:
-        """The loop zeroed the gradients and is about to call loss.backward()."""
+    def loss_computed(self, start: float, loss: torch.Tensor) -> None:
+        """The loop computed the loss (from `start` until now) on the output device: read before the loop's
+        zero_grad, so the last step's gradients are still there, as every engine's ledger reads its loss."""
         out = self.parallel.output_device
-        self.memory.drop("gradients")  # zero_grad sets every .grad to None
+        self.pending.append(Span(phase="loss", batch=self.batch, start=start, end=self.now(), lane=out))
+        self.loss_start = start
         if self.sampled:
             self.memory.hold(out, "output and loss", nbytes(loss))
             self._snapshot("loss")
-            self.memory.hold(out, "backward buffers", nbytes(output))  # the loss's gradient w.r.t. the output
+
+    def backward_starts(self, output: Any) -> None:
+        """The loop zeroed the gradients and is about to call loss.backward()."""
+        self.memory.drop("gradients")  # zero_grad sets every .grad to None
+        if self.sampled:  # the loss's gradient w.r.t. the output
+            self.memory.hold(self.parallel.output_device, "backward buffers", nbytes(output))
 
     def backward_ended(self) -> None:
         """loss.backward() returned: every replica's gradients were made and summed into .grad."""

@@ -171,9 +171,9 @@ def _train_step(observer: Observer, output: torch.Tensor, loss_of: Callable[[tor
     training loop's own work, with the observer told when each part begins and ends."""
     start = observer.now()
     loss = loss_of(output)
-    observer.loss_computed(start)
+    observer.loss_computed(start, loss)
     optimizer.zero_grad()
-    observer.backward_starts(loss, output)
+    observer.backward_starts(output)
     loss.backward()
     observer.backward_ended()
     start = observer.now()
