@@ -450,11 +450,12 @@ def test_a_timeline_opened_on_its_last_step_names_that_step_and_no_step_before_i
     starts = table[table["phase"] != "broadcast"].groupby("batch")["start_ms"].min()
     ends = table.groupby("batch")["end_ms"].max()
     shown = [b for b in starts.index if starts[b] < high and ends[b] > low]  # the steps the window shows a part of
-    under_way = max(b for b in starts.index if starts[b] <= low)
+    # the step under way at the window's left edge (none where the last one before it had ended: a gap, on a busy machine)
+    under_way = [b for b in starts.index if starts[b] <= low < ends[b]][-1:]
     marks = [a for a in fig.layout.annotations if a.name == "step mark"]
     assert marks, "the step shown is named"
     named = [int(re.match(r"(?:step )?(\d+)", a.text).group(1)) - 1 for a in marks]
-    assert set(named) <= set(shown) and under_way in named
+    assert set(named) <= set(shown) and set(under_way) <= set(named)
     assert all(low <= a.x <= high for a in marks)
     last = int(table.loc[table["group"] >= 0, "batch"].max())
     assert f"opened on step {last + 1} of {len(trace.batches)}" in unwrap(fig.layout.title.text)

@@ -190,11 +190,12 @@ def step_marks(trace: Trace, table: pd.DataFrame,
         if reduces and b in trained and b not in reduced else ""
     px_per_ms, size = _mark_px_per_ms(table, x_range)
     if x_range is not None:
-        # The window the chart opens on names the steps in it: the one under way at its left edge (step 1, its first
-        # load left of the window; or the last step, when the chart opens on it) at that edge, as plotly draws no
+        # The window the chart opens on names the steps in it: the one still under way at its left edge (step 1, its
+        # first load left of the window; or the last step, when the chart opens on it) at that edge, as plotly draws no
         # annotation outside its axis's range, and those that begin in it. The steps wholly before or after it
         # are not named on it: pinned to its edge, they read as the step shown.
-        started = steps[steps <= x_range[0]]
+        ends = table.groupby("batch")["end_ms"].max()
+        started = steps[(steps <= x_range[0]) & (ends.reindex(steps.index) > x_range[0])]  # still under way there
         steps = steps[((steps > x_range[0]) & (steps <= x_range[1])) | steps.index.isin(started.index[-1:])]
     times = [max(float(t), x_range[0]) if x_range is not None else float(t) for t in steps.to_numpy()]
     labels = [f"step {counted(b)}{words(b)}" for b in steps.index]
