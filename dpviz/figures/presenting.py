@@ -120,6 +120,10 @@ def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float, panel: float = 1
 
 
 TICK_GAP_PX = 4  # between two neighbouring tick labels of a y axis, one line's bottom to the next one's top
+# A line's own height, in ems of its type: a capital's top to a descender's bottom fits in it (0.93 em in the house's
+# fonts); the rest of LINE_EM is the leading between the lines of one label, which two labels (sixteen GPUs' lanes)
+# need not keep between them besides TICK_GAP_PX.
+GLYPH_EM = 1.0
 
 
 def tick_room_px(fig: go.Figure, plot_px: float) -> float:
@@ -137,7 +141,7 @@ def tick_room_px(fig: go.Figure, plot_px: float) -> float:
         for (a, first), (b, second) in zip(ticks, ticks[1:]):
             if b - a <= 0 or span <= 0:
                 continue
-            px = (line_count(first) + line_count(second)) / 2 * size * LINE_EM + TICK_GAP_PX
+            px = ((line_count(first) + line_count(second)) / 2 - 1) * size * LINE_EM + size * GLYPH_EM + TICK_GAP_PX
             need = max(need, px * span / ((b - a) * share))
     return need
 
