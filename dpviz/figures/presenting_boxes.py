@@ -1,9 +1,9 @@
 """Words in boxes sized to hold them (One step's: an annotation named CELL_NOTE per box, each a rectangle around its
 note), fitted to the lines a box holds: its lines as written where they fit, else joined into fewer lines as wide as
 the box ("30 rows, keeps 4", "■ 336 B ■ 208 B"), else its brief words joined so (every number kept, fewer words:
-"fwd 4, gathers 30"), and only where even those do not fit cut to the lines it holds, its last one MORE. A box that
-shows less than its whole lines has them in a hover over it. The type keeps its size: Presenting never makes text
-smaller.
+"fwd 4, gathers 30"), and only where even those do not fit its joined lines cut to the lines it holds, its last one
+MORE. A box that shows less than its whole lines has them in a hover over it. The type keeps its size: Presenting
+never makes text smaller.
 
 The figure keeps every box's whole and brief lines in its layout's meta (CELL_LINES), so that presentation() fits them
 again to its own boxes, larger or smaller than the plain figure's:
@@ -76,8 +76,8 @@ def _fits(lines: list[str], held: int, width_px: float, size: float) -> bool:
 
 def fitted(whole: list[str], brief: list[str], held: int, width_px: float, size: float) -> tuple[list[str], bool]:
     """The lines a box `held` lines high and `width_px` wide shows at `size`, and whether they say all its whole lines
-    say: the whole lines as written, else joined (packed), else its brief ones joined, else those cut to `held`
-    lines, the last MORE (one line: the first, MORE after it where it fits)."""
+    say: the whole lines as written, else joined (packed), else its brief ones joined, else the whole ones joined
+    cut to `held` lines, the last MORE (one line: the first, MORE after it where it fits)."""
     if _fits(whole, held, width_px, size):
         return whole, True
     joined = packed(whole, width_px, size)
@@ -86,10 +86,11 @@ def fitted(whole: list[str], brief: list[str], held: int, width_px: float, size:
     short = packed(brief, width_px, size)
     if _fits(short, held, width_px, size):
         return short, False
+    # cut: the lines as written (joined), the brief words being for a box that holds them all
     if held < 2:  # one line: the first, and MORE after it where the box is wide enough
-        first = f"{short[0]} {MORE}"
-        return [first if text_px(plain(first), size) <= width_px else short[0]], False
-    return short[:held - 1] + [MORE], False
+        first = f"{joined[0]} {MORE}"
+        return [first if text_px(plain(first), size) <= width_px else joined[0]], False
+    return joined[:held - 1] + [MORE], False
 
 
 def _box(fig: go.Figure, note) -> tuple[float, float] | None:
