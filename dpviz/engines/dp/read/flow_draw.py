@@ -2,8 +2,7 @@
 
 A GPU's nodes all sit in its own row, named once on the y axis with the rows it got, so labels never
 crowd each other however many GPUs there are: a row is LANE_PX tall and its label two lines (many GPUs: one line,
-ONE_LINE_LANE_PX). Columns
-are DataParallel's steps in order, named on the x axis. Bands carry rows (their width, to one scale)
+ONE_LINE_LANE_PX). Columns are DataParallel's steps in order, named on the x axis. Bands carry rows (their width, to one scale)
 or a whole model (a thin band of one width): the batch and the gathered output are tall nodes holding
 one slice per chunk, as in a Sankey diagram. Every band and node is its own trace tagged with its step
 (`meta`), so the step-through view can light the steps up one at a time.
