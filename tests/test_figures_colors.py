@@ -251,6 +251,15 @@ def test_the_legends_kinds_read_apart_and_as_no_device():
         assert min(_min_difference([c, d], vision) for c in colors for d in device_colors(16) + [IDLE_GREY]) >= 10
 
 
+def test_send_receive_reads_apart_from_the_stages_it_runs_between():
+    """A pipeline's sends and receives run on its stages' lanes (devices 0-3 at four stages): a blue beside stage 1's
+    blue (CIEDE2000 12) read as stage 1's own work in the Timeline. It is now a hue of its own, 30 or more from each."""
+    from dpviz.trace.legend import kind_color
+
+    for device, color in enumerate(device_colors(4)):
+        assert delta_e2000(kind_color("send/receive"), color) >= 30, f"GPU {device}"
+
+
 @pytest.mark.parametrize("vocabulary", _every_engine(), ids=lambda v: v.engine)
 def test_every_engine_draws_what_moves_in_the_legends_colours(vocabulary):
     """A phase that moves data takes its kind's colour, whatever the engine; two of one kind in one engine (FSDP's

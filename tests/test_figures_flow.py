@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from dpviz import record
-from dpviz.engines.dp.read.flow import prepare_backward_flow, prepare_flow
+from dpviz.engines.dp.read.flow import ONE_LINE_LANES, prepare_backward_flow, prepare_flow
 from dpviz.figures import MAX_MARKS, count_marks, flow_figure
 from dpviz.figures.colors import THEME_TEXT
 from dpviz.engines.dp.read.flow_draw import CURVE, LABEL_SIZE
@@ -171,7 +171,10 @@ def test_lane_labels_never_overlap(gpus, train):
         for (y0, lines0), (y1, lines1) in zip(labels, labels[1:]):
             assert y1 - y0 >= LABEL_SIZE  # the least the brief allows, and more:
             assert y1 - y0 >= (lines0 + lines1) / 2 * LABEL_SIZE * 1.2  # two-line labels with line spacing
-        assert labels[0][0] - LABEL_SIZE * 1.2 >= fig.layout.margin.t - 1  # the top label inside the plot area
+        top, lines = labels[0]
+        assert top - lines / 2 * LABEL_SIZE * 1.2 >= fig.layout.margin.t - 1  # the top label inside the plot area
+        # past ONE_LINE_LANES GPUs every label is one line, its count of rows left to the band's width
+        assert all(n == (1 if gpus >= ONE_LINE_LANES else 2) for _, n in labels)
 
 
 def test_one_row_reads_row_not_rows_4_4():
@@ -209,7 +212,8 @@ def test_failing_replica_is_marked_where_it_fails_and_keyword_only_replicas_are_
     assert not (links["step"] == "gather").any()
     fig = flow_figure(trace, batch)
     labels = _lane_labels(fig)
-    assert [labels[lane] for lane in (5, 6, 7)] == [f"GPU {lane}<br>called, no rows" for lane in (5, 6, 7)]
+    assert [labels[lane] for lane in (5, 6, 7)] == [f"GPU {lane}: called, no rows" for lane in (5, 6, 7)]
+    assert labels[4] == "GPU 4: rows 8-9" and labels[-1] == "GPU 0's parameters"  # 10 rows in chunks of 2
     assert not [a for a in fig.layout.annotations if a.text == "idle"]  # called, not idle
     (marker,) = [t for t in fig.data if t.meta and t.meta["kind"] == "failure"]
     assert list(marker.y) == [5] and list(marker.text) == ["TypeError"]

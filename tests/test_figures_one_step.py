@@ -21,15 +21,16 @@ from dpviz.engines import engine
 from dpviz.engines.workload.models import build_model
 from dpviz.figures.one_step import BOX_LEFT, BOX_RIGHT, CELL_SIZE, short_bytes
 from dpviz.figures.presenting import presentation
-from dpviz.figures.presenting_boxes import MORE
+from dpviz.figures.presenting_boxes import CELL_LINES, MORE, box_key
+from dpviz.figures.sizes import PROJECTOR_PX
 from dpviz.figures.text_fit import text_px
 from dpviz.figures.views import one_step_any, views_of
 
 ENGINES = ("dp", "ddp", "zero1", "fsdp", "pipeline")
 SETTINGS = dict(gpus=4, train=True, model="mlp", batch_size=32, data_size=128, input_size=5, output_size=2)
 MOVES = {  # what each engine moves in a training step, column by column
-    "dp": {("input", "scatter"), ("forward", "replicate"), ("forward", "gather"), ("backward", "output grads"),
-           ("backward", "grads summed")},
+    "dp": {("input", "scatter"), ("forward", "replicate"), ("forward", "gather"), ("backward", "output grad"),
+           ("backward", "grad sum")},
     "ddp": {("forward", "buffers"), ("backward", "all-reduce")},  # the MLP's BatchNorm buffers, from rank 0
     "zero1": {("forward", "buffers"), ("backward", "all-reduce"), ("update", "broadcast")},
     "fsdp": {("forward", "all-gather"), ("backward", "all-gather"), ("backward", "reduce-scatter")},
@@ -106,7 +107,7 @@ def test_dataparallel_scatters_torch_chunks_and_copies_the_whole_model_to_each_r
     assert scatter.sent == {0: sum(n * row for n in chunks[1:])}
     replicate = arrow("dp", "forward", "replicate")
     assert set(replicate.received.values()) == {model_bytes("parameters", "buffers")}
-    summed = arrow("dp", "backward", "grads summed")  # every replica's gradients, into GPU 0
+    summed = arrow("dp", "backward", "grad sum")  # every replica's gradients, into GPU 0
     assert set(summed.sent.values()) == {model_bytes("parameters")} and summed.received == {0: 3 * model_bytes("parameters")}
     assert picture("dp").cells[(1, "update")].idle and not picture("dp").cells[(0, "update")].idle
     assert trace.output_device == 0
@@ -159,8 +160,8 @@ def test_forward_only_moves_nothing_after_the_forward_and_steps_nothing(name):
 
 
 # The narrowest the chart is drawn: the page at 800 pixels keeps its sidebar open and leaves the chart about 440.
-# Presenting, the page at 1024 leaves it about 620.
-NARROWEST_CHART_PX, PRESENTING_CHART_PX = 440, 620
+# Presenting, the page at 1024 leaves it PROJECTOR_PX (676, measured), what presentation() lays a chart out for.
+NARROWEST_CHART_PX, PRESENTING_CHART_PX = 440, PROJECTOR_PX
 
 
 @pytest.mark.parametrize("name", ENGINES)
@@ -219,8 +220,8 @@ def test_every_move_is_drawn_in_its_kinds_colour_from_the_one_legend(name):
 
 
 def test_dataparallels_backward_moves_take_the_kinds_that_carry_them():
-    assert arrow("dp", "backward", "grads summed").kind == "reduce"  # the replicate's backward sums into GPU 0
-    assert arrow("dp", "backward", "output grads").kind == "scatter"  # the gather's backward cuts the gradient up
+    assert arrow("dp", "backward", "grad sum").kind == "reduce"  # the replicate's backward sums into GPU 0
+    assert arrow("dp", "backward", "output grad").kind == "scatter"  # the gather's backward cuts the gradient up
 
 
 def test_two_moves_in_a_column_each_draw_one_whole_bar():
@@ -320,6 +321,46 @@ def test_eight_gpus_lanes_fit_a_projectors_first_screen_each_box_within_its_lane
     assert shortened and all(at in hovered for at in shortened)  # a shortened box's hover says it whole
 
 
+def _first_screen_room(name: str, notice_lines: int = 0) -> int:
+    """What a projector's first screen leaves for One step's chart under engine `name`'s page heading, a notice of
+    `notice_lines` lines above the tabs and the step's slider, as the page counts it (dpviz.page.room)."""
+    from dpviz.engines import ENGINES
+    from dpviz.page import room
+    room.start(ENGINES[name].title)
+    if notice_lines:
+        room.add(room.NOTICE_PX + notice_lines * room.NOTICE_LINE_PX)
+    room.add(room.CONTROL_PX)
+    return room.left_px()
+
+
+@pytest.mark.parametrize("link", ["gpus=8", "pipeline"])
+def test_presenting_eight_gpus_and_four_stages_every_box_says_every_number_it_has(link):
+    """On a projector's first screen (Presenting, 1024 x 768, under the page's slider) DataParallel's eight GPUs and a
+    pipeline's four stages (the link opens it with the MLP, 3 microbatches, under a notice of two lines) keep every
+    number of every box, rows and bytes, on the fewer lines a smaller box holds; nothing is cut to '[…]'."""
+    if link == "pipeline":
+        trace = engine("pipeline").record(RunConfig(engine="pipeline", gpus=4, train=True, model="mlp", microbatches=3))
+        room = _first_screen_room("pipeline", notice_lines=2)  # the link's fitted settings, said above the tabs
+    else:
+        trace = engine("dp").record(RunConfig(engine="dp", gpus=8, train=True, batch_size=30, data_size=100))
+        room = _first_screen_room("dp")
+    step = len(trace.batches) - 1 if link == "pipeline" else len(trace.batches) - 2  # each page's opening step
+    plain = one_step_any(trace, step)
+    fig = presentation(plain, room_px=room)
+    # every box's whole lines, as the figure keeps them for presentation() to fit
+    whole = {(n.x, n.y): "<br>".join(plain.layout.meta[CELL_LINES][box_key(n.x, n.y)][0])
+             for n in fig.layout.annotations if n.name == "cell"}
+    assert fig.layout.margin.t + fig.layout.height - fig.layout.margin.t - fig.layout.margin.b <= room  # every lane
+    shown = [n for n in fig.layout.annotations if n.name == "cell"]
+    assert len(shown) == len(trace.lanes) * len(COLUMNS)
+    assert any(n.text != whole[n.x, n.y] for n in shown)  # the boxes are smaller than their whole lines need
+    for note in shown:
+        assert MORE not in note.text, note.text
+        assert _numbers(note.text) == _numbers(whole[note.x, note.y]), (note.text, whole[note.x, note.y])
+    bytes_shown = [b for n in shown for b in re.findall(r"\d+(?:\.\d+)? [KM]?i?B", re.sub(r"<[^>]+>", "", n.text))]
+    assert bytes_shown  # the moves' bytes are among them
+
+
 @pytest.mark.parametrize("name", ENGINES)
 def test_the_figure_made_without_plotlys_validation_is_the_validated_figure(name):
     """One step's figure is made without plotly validating it again (a new run waits for it): validated, and
@@ -332,11 +373,16 @@ def test_the_figure_made_without_plotlys_validation_is_the_validated_figure(name
     assert presentation(made).to_dict() == presentation(validated).to_dict()
 
 
+def _numbers(text: str) -> list[str]:
+    """The numbers a box's words say, in order ('30', '4', '520'), its markup (a swatch's colour) left out."""
+    return re.findall(r"\d+(?:[.,/]\d+)*", re.sub(r"<[^>]+>", "", text))
+
+
 @pytest.mark.parametrize("name", ["dp", "fsdp"])
-def test_presenting_four_lanes_in_less_room_each_box_keeps_the_lines_it_holds_and_hovers_the_rest(name):
-    """Four training lanes whose boxes run past a projector's first screen: the plot gives up height, each box keeps
-    the lines its smaller box holds (the type keeps its size), its last '…', and what it dropped is in a hover over
-    it, word for word as the whole figure has it."""
+def test_presenting_four_lanes_in_less_room_each_box_keeps_its_numbers_in_the_lines_it_holds(name):
+    """Four training lanes whose boxes run past a projector's first screen: the plot gives up height and each box's
+    words go on the fewer lines its smaller box holds (joined, as wide as the box), the type keeping its size; a box
+    that still shows less than its whole lines has them in a hover over it, word for word."""
     from dpviz.figures.one_step import BOX_HALF, LINE_PX
     plain = one_step_any(trace_of(name), 0)
     roomy = presentation(plain, room_px=10_000)
@@ -346,16 +392,16 @@ def test_presenting_four_lanes_in_less_room_each_box_keeps_the_lines_it_holds_an
     assert fig.layout.margin.t + plot_px <= room  # the lanes, all four, end in the room
     lane_px = plot_px / len(fig.layout.yaxis.tickvals)
     whole = {(n.x, n.y): n.text for n in roomy.layout.annotations if n.name == "cell"}
-    cut = [n for n in fig.layout.annotations if n.name == "cell" and n.text != whole[n.x, n.y]]
-    assert cut  # the fullest boxes lost lines
+    changed = [n for n in fig.layout.annotations if n.name == "cell" and n.text != whole[n.x, n.y]]
+    assert changed  # the fullest boxes had to say it on fewer lines
     hovers = {(x, y): text for t in fig.data if t.hovertext is not None for x, y, text in zip(t.x, t.y, t.hovertext)}
     for note in fig.layout.annotations:
         if note.name == "cell":
             assert note.font.size == CELL_SIZE
             assert len(note.text.split("<br>")) * LINE_PX <= 2 * BOX_HALF * lane_px, note.text
-    for note in cut:
-        assert note.text.endswith(MORE) and whole[note.x, note.y].startswith(note.text.rsplit("<br>", 1)[0])
-        assert hovers[note.x, note.y] == re.sub(r"<[^>]+>", "", whole[note.x, note.y].replace("<br>", "\n")).replace("\n", "<br>")
+    for note in changed:
+        if _numbers(note.text) != _numbers(whole[note.x, note.y]):  # words left out: the hover says them all
+            assert hovers[note.x, note.y] == re.sub(r"<[^>]+>", "", whole[note.x, note.y])
 
 
 @functools.cache

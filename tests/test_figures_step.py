@@ -208,3 +208,33 @@ def test_scatter_counts_the_pieces_zip_kept_and_the_rows_no_replica_got(monkeypa
     assert f"cut into {len(chunks)} chunks" in words and "cut into 1 chunk " not in words
     assert f"h0 gives only {len(pieces)} piece on dim {trace.dim}" in words and f"so {len(inputs)} replica runs" in words
     assert f"rows {reached}-{x.shape[trace.dim] - 1} reach no replica" in words and "GPU 1 gets none" in words
+
+
+@pytest.mark.parametrize("train", [False, True])
+@pytest.mark.parametrize("gpus", [8, 16])
+def test_presenting_every_gpus_lane_of_flow_and_step_through_ends_on_a_projectors_first_screen(gpus, train):
+    """DataParallel's page in Presenting at 1024 x 768 (its batch slider above the chart): every lane of the Flow and of
+    Step through, each GPU's label at Presenting's size for labels, on the first screen. Two-line labels and a
+    step's sentence in the title's type put GPUs 6-7 of 8 and 8-15 of 16 under it."""
+    from dpviz.engines.dp.read.flow import flow_figure
+    from dpviz.figures.sizes import TICK_SIZE
+    from dpviz.page import room
+
+    room.start("How nn.DataParallel splits a batch")
+    room.add(room.CONTROL_PX)
+    first_screen = room.left_px()
+    trace = recorded(gpus=gpus, train=train)
+    for plain in (flow_figure(trace, 2), step_figure(trace, 2)):
+        fig = presentation(plain, room_px=first_screen)
+        layout = fig.layout
+        plot = layout.height - layout.margin.t - layout.margin.b
+        assert layout.margin.t + plot <= first_screen  # the lanes end on the first screen
+        low, high = layout.yaxis.range
+        centres = sorted(layout.margin.t + (y - high) / (low - high) * plot for y in layout.yaxis.tickvals)
+        assert [t.split(":")[0] for t in layout.yaxis.ticktext[1:]] == [f"GPU {g}" for g in range(gpus)]
+        size = layout.yaxis.tickfont.size
+        assert size >= round(TICK_SIZE * 1.35, 1)  # the ticks' Presenting size (presentation() rounds it), not smaller
+        # one-line labels that clear each other, the last one inside the plot
+        assert all("<br>" not in t for t in layout.yaxis.ticktext)
+        assert min(b - a for a, b in zip(centres, centres[1:])) >= size
+        assert centres[-1] + size / 2 <= layout.margin.t + plot

@@ -42,6 +42,9 @@ class Cell:
     lines: tuple[str, ...]
     idle: bool = False  # nothing to do in this part of the step: drawn faint
     hover: str = ""  # the longer words, on hover
+    # Fewer words for a box with room for fewer lines (many devices on a projector), every number of `lines` kept:
+    # None, the lines themselves (dpviz.figures.presenting_boxes joins them where the box is wide enough)
+    brief: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,11 +142,12 @@ def update_cell(trace, lane: int, what: str, stepped: int | None, state: int | N
     lines = [f"{optimizer} step", f"on {short_bytes(stepped)}" if stepped is not None else what]
     if state is not None:
         lines.append(f"state {short_bytes(state)}" if state else "no state")
+    brief = [f"{optimizer} on {short_bytes(stepped)}" if stepped is not None else f"{optimizer} step"] + lines[2:]
     hover = (f"{name} steps {what}" + (f" ({human_bytes(stepped)})" if stepped is not None else "")
              + (f" and keeps {human_bytes(state)} of {optimizer}'s state" if state else
                 f"; {optimizer} keeps no state" if state == 0 else "")
              + f"; {moves or 'nothing moves'}")
-    return Cell(tuple(lines), hover=hover)
+    return Cell(tuple(lines), hover=hover, brief=tuple(brief))
 
 
 def optimizer_label(config) -> str:

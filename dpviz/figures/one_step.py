@@ -13,7 +13,6 @@ Pure: an engine's reader fills dpviz.analysis.one_step.OneStep from a trace; thi
 from __future__ import annotations
 
 import math
-import re
 
 import plotly.graph_objects as go
 
@@ -21,7 +20,7 @@ from dpviz.analysis.one_step import ALL, BACK, COLUMNS, HUB, NEXT, Arrow, OneSte
 from dpviz.analysis.wording import human_bytes
 from dpviz.figures.colors import GUIDE, THEME_BACKGROUND, THEME_TEXT, device_color, with_alpha
 from dpviz.figures.layout import house_layout, merged
-from dpviz.figures.presenting_boxes import CELL_NOTE, MORE
+from dpviz.figures.presenting_boxes import CELL_LINES, CELL_NOTE, SIDE_PX, box_key, fitted, plain
 from dpviz.figures.sizes import GAP_PX, LINE_EM, NARROWEST_PX
 from dpviz.figures.text_fit import text_px
 from dpviz.trace.legend import kind_color
@@ -71,6 +70,8 @@ def one_step_figure(picture: OneStep) -> go.Figure:
     shapes, notes_on, hover_x, hover_y, hover_text = [], [], [], [], []
     written = {(lane, key): list(picture.cells[(lane, key)].lines) + _bytes_lines(picture, lane, key)
                for key, _ in COLUMNS for lane in lanes}
+    briefs = {(lane, key): list(picture.cells[(lane, key)].brief or picture.cells[(lane, key)].lines)
+              + _bytes_lines(picture, lane, key) for key, _ in COLUMNS for lane in lanes}
     most_lines = max((len(lines) for lines in written.values()), default=1)
     heading_texts = _headings(picture)
     head_lines = heading_texts[0].count("<br>") + 1
@@ -81,6 +82,7 @@ def one_step_figure(picture: OneStep) -> go.Figure:
     top, bottom = layout["margin"]["t"], 24
     row_px = lane_px(len(lanes), most_lines, top + bottom)
     room = box_lines(row_px)
+    kept: dict[str, list[list[str]]] = {}  # every box's whole and brief lines: presentation() fits them to its boxes
     for c, (key, _) in enumerate(COLUMNS):
         for lane in lanes:
             cell = picture.cells[(lane, key)]
@@ -95,10 +97,12 @@ def one_step_figure(picture: OneStep) -> go.Figure:
                           width=3 if failed else 1, dash="dot" if cell.idle else "solid"),
                 name="box"))
             lines = written[(lane, key)]
-            shown = lines if len(lines) <= room else lines[:max(room - 1, 1)] + [MORE]
-            notes_on.append(dict(x=c + (BOX_LEFT + BOX_RIGHT) / 2, y=y, text="<br>".join(shown), showarrow=False,
+            shown, complete = fitted(lines, briefs[(lane, key)], room, BOX_TEXT_PX, CELL_SIZE)
+            x = c + (BOX_LEFT + BOX_RIGHT) / 2
+            kept[box_key(x, y)] = [lines, briefs[(lane, key)]]
+            notes_on.append(dict(x=x, y=y, text="<br>".join(shown), showarrow=False,
                                  font=dict(size=CELL_SIZE, color=THEME_TEXT), name=CELL_NOTE))
-            hover = cell.hover or ("<br>".join(re.sub(r"<[^>]+>", "", line) for line in lines) if shown != lines else "")
+            hover = cell.hover or ("<br>".join(plain(line) for line in lines) if not complete else "")
             if hover:
                 hover_x.append(c + (BOX_LEFT + BOX_RIGHT) / 2)
                 hover_y.append(y)
@@ -119,6 +123,7 @@ def one_step_figure(picture: OneStep) -> go.Figure:
     layout = merged(layout, dict(
         shapes=shapes, annotations=notes_on + headings, hovermode="closest",
         margin=dict(t=top, b=bottom, l=MARGIN_LEFT_PX, r=8), height=top + row_px * len(lanes) + bottom,
+        meta={CELL_LINES: kept},
         xaxis=dict(range=[0, len(COLUMNS)], visible=False, fixedrange=True),
         yaxis=dict(range=[len(lanes) - 0.5, -0.5], tickvals=list(range(len(lanes))), ticktext=list(picture.lanes),
                    showgrid=False, zeroline=False, fixedrange=True, ticks=""),
@@ -132,6 +137,8 @@ def one_step_figure(picture: OneStep) -> go.Figure:
 
 
 MARGIN_LEFT_PX = 64  # the lanes' names: "stage 16" at the ticks' size
+# A box's line on the narrowest chart: the width its words may take
+BOX_TEXT_PX = (NARROWEST_PX - MARGIN_LEFT_PX - 8) / len(COLUMNS) * (BOX_RIGHT - BOX_LEFT) - 2 * SIDE_PX
 
 
 def lane_px(lanes: int, most_lines: int, margins_px: int) -> int:

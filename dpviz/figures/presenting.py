@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from dpviz.figures.layout import over_plot_px, subplot_titles, title_block_px, wrap_subplot_titles
 from dpviz.figures.legends import ENTRY_GAP_PX, legend_entries, legend_px
-from dpviz.figures.presenting_boxes import CELL_NOTE, cut_box_notes
+from dpviz.figures.presenting_boxes import CELL_NOTE, fit_box_notes
 from dpviz.figures.presenting_fold import (controls_over_plot, controls_under, legend_beside, legend_under,
                                           subtitle_under)
 from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX,
@@ -120,6 +120,10 @@ def _stretch_gaps(fig: go.Figure, plot_px: float, scale: float, panel: float = 1
 
 
 TICK_GAP_PX = 4  # between two neighbouring tick labels of a y axis, one line's bottom to the next one's top
+# A line's own height, in ems of its type: a capital's top to a descender's bottom fits in it (0.93 em in the house's
+# fonts); the rest of LINE_EM is the leading between the lines of one label, which two labels (sixteen GPUs' lanes)
+# need not keep between them besides TICK_GAP_PX.
+GLYPH_EM = 1.0
 
 
 def tick_room_px(fig: go.Figure, plot_px: float) -> float:
@@ -137,7 +141,7 @@ def tick_room_px(fig: go.Figure, plot_px: float) -> float:
         for (a, first), (b, second) in zip(ticks, ticks[1:]):
             if b - a <= 0 or span <= 0:
                 continue
-            px = (line_count(first) + line_count(second)) / 2 * size * LINE_EM + TICK_GAP_PX
+            px = ((line_count(first) + line_count(second)) / 2 - 1) * size * LINE_EM + size * GLYPH_EM + TICK_GAP_PX
             need = max(need, px * span / ((b - a) * share))
     return need
 
@@ -419,8 +423,8 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         panel = min(grown, max(floor, (room_px - top - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
-    if panel < 1 and _notes_in_boxes(out):  # smaller boxes: each keeps the lines it holds, the rest in a hover
-        cut_box_notes(out, plot_px)
+    if _notes_in_boxes(out):  # boxes larger or smaller than the plain figure's: their words fitted to them again
+        fit_box_notes(out, plot_px, PROJECTOR_PX - left - right)
     if above:
         layout.legend.y = 1 + lifted / max(plot_px, 1)
     if moved_legend is not None:

@@ -19,6 +19,9 @@ from dpviz.figures.text_fit import line_count, text_px, unwrap, wrap
 
 UNDER_GAP_PX = 10  # between what was under the plot and what is moved there
 BESIDE_TEXT_SHARE = 0.14  # the widest line of an entry beside the plot, of the chart's width: longer ones wrap
+# ... or, where entries so wrapped stand taller than the plot (the pipeline's eleven kinds in its Timeline), this share:
+# an entry a line ('receive activations'), the legend as short as its entries, its last ones on the first screen
+BESIDE_WIDE_SHARE = 0.26
 BESIDE_PLOT_SHARE = 0.33  # the least of the chart's width the plot keeps beside a legend
 SIZED_SLACK = 0.03  # words sized to their cells on the narrowest chart keep a little room around them: 3% of it
 ROW_EM = 1.3  # a vertical legend's row, in ems of its type, and plotly's 6 px between rows
@@ -85,6 +88,22 @@ def _lines(text: str, size: float, room_px: float) -> str:
     return "<br>".join(lines)
 
 
+def _beside(fig: go.Figure, names: list[str], size: float, room_px: float) -> tuple[float, float, dict[str, str], str]:
+    """A legend beside the plot whose entries break into lines no wider than `room_px`: its width and height in pixels,
+    each entry's lines and its title's."""
+    legend = fig.layout.legend
+    room = min(max((text_px(n, size) for n in names), default=0), room_px)
+    lines = {n: _lines(n, size, room) for n in names}
+    wide = ENTRY_GAP_PX + max((text_px(line, size) for n in names for line in lines[n].split("<br>")), default=0)
+    title, title_size = unwrap(legend.title.text or ""), legend.title.font.size or size
+    wide = max(wide, max((text_px(word, title_size) for word in title.split()), default=0)) + BOX_PX
+    title = wrap(title, title_size, wide - BOX_PX) if title else title
+    rows = sum(line_count(lines[n]) for n in names)
+    tall = (rows * ROW_EM * size + len(names) * 6 + group_gaps_px(fig) + line_count(title) * ROW_EM * title_size
+            + BOX_PX)
+    return wide, tall, lines, title
+
+
 def legend_beside(fig: go.Figure, left_px: float, right_px: float, width_px: float, plot_px: float,
                   least_px: float = 0.0) -> tuple[float, float] | None:
     """The legend laid out above the plot moved to the plot's right, its entries one under another from the plot's
@@ -97,17 +116,15 @@ def legend_beside(fig: go.Figure, left_px: float, right_px: float, width_px: flo
     legend = fig.layout.legend
     names = legend_entries(fig)
     size = legend.font.size or LEGEND_SIZE
-    room = min(max((text_px(n, size) for n in names), default=0), BESIDE_TEXT_SHARE * width_px)
-    lines = {n: _lines(n, size, room) for n in names}
-    wide = ENTRY_GAP_PX + max((text_px(line, size) for n in names for line in lines[n].split("<br>")), default=0)
-    title, title_size = unwrap(legend.title.text or ""), legend.title.font.size or size
-    wide = max(wide, max((text_px(word, title_size) for word in title.split()), default=0)) + BOX_PX
-    title = wrap(title, title_size, wide - BOX_PX) if title else title
-    rows = sum(line_count(lines[n]) for n in names)
-    tall = (rows * ROW_EM * size + len(names) * 6 + group_gaps_px(fig) + line_count(title) * ROW_EM * title_size
-            + BOX_PX)
+    least = max(BESIDE_PLOT_SHARE * width_px, least_px * (1 - SIZED_SLACK))
+    laid = _beside(fig, names, size, BESIDE_TEXT_SHARE * width_px)
+    if laid[1] > plot_px:  # taller than the plot, it would hang past the first screen: an entry a line where it fits
+        wider = _beside(fig, names, size, BESIDE_WIDE_SHARE * width_px)
+        if width_px - left_px - right_px - UNDER_GAP_PX - wider[0] >= least:
+            laid = wider
+    wide, tall, lines, title = laid
     right = right_px + UNDER_GAP_PX + wide
-    if width_px - left_px - right < max(BESIDE_PLOT_SHARE * width_px, least_px * (1 - SIZED_SLACK)):
+    if width_px - left_px - right < least:
         return None
     for trace in fig.data:
         if trace.name in lines and (trace.legend or "legend") == "legend":

@@ -17,12 +17,18 @@ def device_name(i: int) -> str:
     return f"GPU {i}"
 
 
+def rows_span(first: int, rows: int) -> str:
+    """'rows 12-15': the slice of a batch starting at row `first`, without its count."""
+    if rows == 0:
+        return "no rows"
+    return f"row {first}" if rows == 1 else f"rows {first}-{first + rows - 1}"
+
+
 def rows_text(first: int, rows: int) -> str:
     """'rows 12-15 (4 rows)': the slice of a batch starting at row `first`."""
     if rows == 0:
         return "no rows"
-    span = f"row {first}" if rows == 1 else f"rows {first}-{first + rows - 1}"
-    return f"{span} ({plural(rows, 'row')})"
+    return f"{rows_span(first, rows)} ({plural(rows, 'row')})"
 
 
 def backend_note(trace: Trace) -> str:

@@ -36,7 +36,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind("all-reduce", "#9C18E4", "every device's tensor summed, the sum on every device"),
     Kind("all-gather", "#007854", "every device's shard copied to every device, each then holding the whole"),
     Kind("reduce-scatter", "#A88448", "every device's tensor summed, each device keeping its own shard of the sum"),
-    Kind("send/receive", "#5490CC", "point to point: one device's tensor to its neighbour"),
+    Kind("send/receive", "#AE06A2", "point to point: one device's tensor to its neighbour"),
 )}
 
 

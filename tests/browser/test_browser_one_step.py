@@ -14,7 +14,7 @@ pytestmark = pytest.mark.browser
 COLUMNS = ["Input", "Forward", "Backward", "Optimizer"]
 # The engine radio's label, the lanes' noun, and the moves the column headings name (dpviz.analysis.one_step).
 ENGINES = [
-    ("dp", "GPU", {"scatter", "replicate", "gather", "output grads", "grads summed"}),
+    ("dp", "GPU", {"scatter", "replicate", "gather", "output grad", "grad sum"}),
     ("ddp", "rank", {"buffers", "all-reduce"}),
     ("zero1", "rank", {"buffers", "all-reduce", "broadcast"}),
     ("fsdp", "rank", {"all-gather", "reduce-scatter"}),

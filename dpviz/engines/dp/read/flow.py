@@ -28,7 +28,7 @@ from dpviz.engines.dp.read.flow_draw import plot_flow_lanes
 from dpviz.engines.dp.read.scatter_pieces import idle_reasons
 from dpviz.engines.dp.read.flow_links import _preview, failed_replica, flow_links, flow_steps
 from dpviz.figures.arguments import check_batch
-from dpviz.figures.trace_words import NAME_LIMIT, backend_note, device_name, rows_text
+from dpviz.figures.trace_words import NAME_LIMIT, backend_note, device_name, rows_span, rows_text
 
 if TYPE_CHECKING:  # for the annotations only: the flow itself is drawn without pandas
     import pandas as pd
@@ -77,14 +77,22 @@ def prepare_backward_flow(trace: Trace, batch: int) -> pd.DataFrame:
     return table if table["used"].any() else table.iloc[0:0]
 
 
+# From this many GPUs each lane's label is one line ('GPU 7: rows 28-29', the count left to the band's width): two
+# lines a lane put GPUs 6 and 7 of 8 under a projector's first screen, and GPUs 8-15 of 16, in Presenting's type.
+ONE_LINE_LANES = 7
+
+
 def lane_labels(trace: Trace, batch: int) -> list[str]:
-    """Each lane's two lines: its GPU, and the rows it got ('row 0', 'idle', 'called with no rows')."""
+    """Each lane's label: its GPU, and the rows it got ('row 0', 'idle', 'called, no rows'), on two lines, or on one
+    past ONE_LINE_LANES GPUs."""
     forwards = {s.lane: s for s in trace.replicas(batch) if s.lane is not None}
+    one_line = len(trace.lanes) >= ONE_LINE_LANES
     labels = []
     for lane in trace.lanes:
         span = forwards.get(lane.id)
-        rows = "idle" if span is None else "called, no rows" if called_without_rows(span) else rows_text(span.row_offset, span.rows)
-        labels.append(f"{device_name(lane.id)}<br>{rows}")
+        rows = ("idle" if span is None else "called, no rows" if called_without_rows(span)
+                else (rows_span if one_line else rows_text)(span.row_offset, span.rows))
+        labels.append(f"{device_name(lane.id)}{': ' if one_line else '<br>'}{rows}")
     return labels
 
 

@@ -1,8 +1,8 @@
 """Draw a flow (flow_links.flow_links) as lanes: one row per GPU, one column per step.
 
 A GPU's nodes all sit in its own row, named once on the y axis with the rows it got, so labels never
-crowd each other however many GPUs there are: a row is LANE_PX tall and its label two lines. Columns
-are DataParallel's steps in order, named on the x axis. Bands carry rows (their width, to one scale)
+crowd each other however many GPUs there are: a row is LANE_PX tall and its label two lines (many GPUs: one line,
+ONE_LINE_LANE_PX). Columns are DataParallel's steps in order, named on the x axis. Bands carry rows (their width, to one scale)
 or a whole model (a thin band of one width): the batch and the gathered output are tall nodes holding
 one slice per chunk, as in a Sankey diagram. Every band and node is its own trace tagged with its step
 (`meta`), so the step-through view can light the steps up one at a time.
@@ -22,6 +22,7 @@ from dpviz.figures.trace_words import device_name, plain_label
 
 LABEL_SIZE = FONT_SIZE - 2  # the lanes' labels and the steps' names
 LANE_PX = 44  # two lines of LABEL_SIZE text and a gap: lane labels never touch
+ONE_LINE_LANE_PX = 26  # one line of it and a gap (many GPUs' labels are one line: flow.lane_labels)
 PLOT_PX = 300  # the least height of the lanes together (one or two GPUs get taller lanes)
 FILL = 0.7  # share of a lane the largest chunk's band takes
 THICK = 0.14  # a node's width, in columns
@@ -49,19 +50,19 @@ def step_name(trace: Trace, phase: str) -> str:
     return plain_label(trace.vocabulary.phase(phase).label)
 
 
-def lane_px(rows: int) -> float:
-    """Pixels per row of the chart (lanes, and the parameters' row)."""
-    return max(LANE_PX, PLOT_PX / max(rows, 1))
+def lane_px(rows: int, lines: int = 2) -> float:
+    """Pixels per row of the chart (lanes, and the parameters' row) whose labels take `lines` lines."""
+    return max(LANE_PX if lines > 1 else ONE_LINE_LANE_PX, PLOT_PX / max(rows, 1))
 
 
 class Geometry:
     """Where every node and band goes, in axis units: x is the step's column, y the lane (0 at the top)."""
 
-    def __init__(self, nodes: list[Node], steps: list[str], lanes: int):
+    def __init__(self, nodes: list[Node], steps: list[str], lanes: int, lines: int = 2):
         self.columns = {step: i for i, step in enumerate(steps)}
         self.lanes = lanes
         self.top = PARAMETERS_ROW if any(n.kind == "parameters" for n in nodes) else 0
-        self.pitch = lane_px(lanes - self.top)
+        self.pitch = lane_px(lanes - self.top, lines)
         self.model_band, self.model_node, self.no_rows = (px / self.pitch for px in (MODEL_BAND_PX, MODEL_NODE_PX, NO_ROWS_PX))
         lane_rows = [n.rows for n in nodes if n.kind in LANE_KINDS]
         self.scale = FILL / max(max(lane_rows, default=1), 1)  # lanes per row of the batch
@@ -156,7 +157,8 @@ def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps
     `idle` lanes (lane -> why, as plotly text) get an idle mark in the forward column, its hover the reason; the
     failed node gets `failed_text` beside it."""
     lanes = len(lane_labels)
-    geometry = Geometry(nodes, steps, lanes)
+    lines = max(label.count("<br>") + 1 for label in lane_labels) if lane_labels else 1
+    geometry = Geometry(nodes, steps, lanes, lines)
     first_row = {n.node: n.offset for n in nodes}
     kinds = {n.node: n.kind for n in nodes}
     # Every band and node as a plain dict, and the figure made from all of them at once: a flow has a
@@ -199,7 +201,7 @@ def plot_flow_lanes(trace: Trace, nodes: list[Node], links: list[Link], *, steps
     rows, pitch = lanes - geometry.top, geometry.pitch
     ticks = list(range(geometry.top, lanes))
     zero = device_name(trace.lanes[0].id if trace.lanes else 0)
-    texts = ([f"{zero}'s<br>parameters"] if geometry.top < 0 else []) + lane_labels
+    texts = ([f"{zero}'s{'<br>' if lines > 1 else ' '}parameters"] if geometry.top < 0 else []) + lane_labels
     room = 1.5 if failed_text and failed else 0.5  # the error's name, right of the last column
     own = dict(
         annotations=idle_marks, hoverlabel=dict(namelength=-1),

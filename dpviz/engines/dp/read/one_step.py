@@ -31,8 +31,9 @@ MOVES = {
     "input chunk": ("input", "scatter"),
     "parameter copy": ("forward", "replicate"),
     "output gathered": ("forward", "gather"),
-    "output gradient": ("backward", "output grads"),
-    "gradient sum": ("backward", "grads summed"),
+    # each name one line in the narrowest chart's column: two moves of two lines each made the headings five lines
+    "output gradient": ("backward", "output grad"),
+    "gradient sum": ("backward", "grad sum"),
 }
 COLUMN_OF = {"scatter": "input", "replicate": "forward", "apply": "forward", "forward": "forward", "gather": "forward",
              "loss": "forward", "backward": "backward", "reduce": "backward", "step": "update"}
@@ -68,13 +69,17 @@ def one_step_dp(trace: Trace, step: int) -> OneStep:
                    + (f", then holds every replica's output ({gathered[1]})" if gathered else
                       ": no gather ran, so no output came back" if failed_replica(trace, step) else "")
                    + (" and computes the loss" if lost else "")) if at_home else
-                  f"{name} runs a copy of the module made this step on its {plural(mine, 'row')}")
+                  f"{name} runs a copy of the module made this step on its {plural(mine, 'row')}",
+            # a box of two lines on a projector (eight GPUs): its rows and what it gathers, the loss in its hover
+            brief=(f"fwd {mine}",) + (gathered[0] if gathered else ()) if at_home else None)
         if not trained:
             cells[(lane, "backward")] = idle("forward only: turn training on to see the backward")
             cells[(lane, "update")] = idle("forward only")
             continue
         cells[(lane, "backward")] = Cell(("backward", "adds grads") if at_home else ("backward",),
-                                         hover=f"{name} backpropagates through its chunk")
+                                         hover=f"{name} backpropagates through its chunk"
+                                               + (", then adds every replica's gradients" if at_home else ""),
+                                         brief=("adds grads",) if at_home else None)
         cells[(lane, "update")] = (_update(trace, lane) if at_home
                                    else idle("the replica is dropped after the step: nothing to update"))
     sent: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))

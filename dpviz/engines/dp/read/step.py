@@ -15,14 +15,14 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dpviz.trace import Trace
-from dpviz.engines.dp.read.flow import flow_figure
+from dpviz.engines.dp.read.flow import ONE_LINE_LANES, flow_figure
 from dpviz.engines.dp.read.flow_draw import MARGIN_B, step_name
 from dpviz.engines.dp.read.flow_links import flow_steps
 from dpviz.engines.dp.read.step_words import step_story
 from dpviz.analysis.wording import numbered
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.layout import title_block_px
-from dpviz.figures.sizes import GAP_PX, TITLE_SIZE
+from dpviz.figures.sizes import GAP_PX, SUBTITLE_SIZE, TITLE_SIZE
 from dpviz.figures.text_fit import line_count, wrap
 
 FRAME_MS = 1600  # long enough to read each frame's title while playing
@@ -48,9 +48,21 @@ def prepare_steps(trace: Trace, batch: int) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=["frame", "step", "name", "devices", "words"])
 
 
+# Past this many GPUs (flow.ONE_LINE_LANES) a frame's title takes the subtitle's type and runs on from its step's name:
+# a step's sentence naming sixteen GPUs took five lines of the title's, and pushed GPUs 8-15 under a projector's
+# first screen.
+STORY_SIZE = SUBTITLE_SIZE
+
+
+def _many(trace: Trace) -> bool:
+    return len(trace.lanes) >= ONE_LINE_LANES
+
+
 def _title(trace: Trace, batch: int, row, frames: int) -> str:
     head = f"{numbered(batch, batches_planned(trace), 'Batch')} · step {row.frame} of {frames}: {row.name}"
     # Soft breaks (text_fit.wrap), so presentation() can wrap the words again at its larger size.
+    if _many(trace):
+        return wrap(f"{head} · {row.words}", STORY_SIZE)
     return f"{head}<br>{wrap(row.words[0].upper() + row.words[1:], TITLE_SIZE)}"
 
 
@@ -124,5 +136,6 @@ def step_figure(trace: Trace, batch: int = 0) -> go.Figure:
     """`batch`'s flow, animated one step at a time in DataParallel's order."""
     table = prepare_steps(trace, batch)
     fig = flow_figure(trace, batch)
+    fig.layout.title.font.size = STORY_SIZE if _many(trace) else TITLE_SIZE
     titles = [_title(trace, batch, row, len(table)) for row in table.itertuples()]
     return plot_steps(fig, table, titles)

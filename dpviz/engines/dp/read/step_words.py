@@ -27,7 +27,7 @@ def _scatter(trace: Trace, batch: int, forwards: list, fed: list[int]) -> str:
     rows, chunks = trace.batches[batch].rows, batch_chunks(trace, batch)
     home = trace.lanes[0].id if trace.lanes else 0
     text = (f"the batch's {plural(rows, 'row')} are cut into {plural(len(chunks), 'chunk')} in order on "
-            f"{device_name(home)}, where the batch is")
+            f"{device_name(home)}, where they are")
     short = short_arguments(trace, batch)
     if short:
         path = min(short, key=short.get)
