@@ -80,6 +80,11 @@ def test_tensor_parallel_against_fsdp_compares_one_whole_step_of_each():
     handed = sum(size for at, _, _, size in tp.facts["moved"][0] if at == step)
     assert per_step["tp"] == pytest.approx(ring_all_reduce(ranks, handed))
     high, low = max(per_step.values()), min(per_step.values())
+    if counted_step(tp) == counted_step(fsdp):  # the same step of each, said once
+        assert which_steps([tp, fsdp]) == f"in one whole step, step {step + 1} of each"
+    else:
+        assert which_steps([tp, fsdp]) == (f"in one whole step each (TP's step {step + 1}, "
+                                           f"FSDP's step {counted_step(fsdp) + 1})")
     headline = ratio_headline(tp, fsdp)
     if round(high / low, 1) == 1.0:
         assert "about what" in headline

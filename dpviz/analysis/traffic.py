@@ -97,8 +97,12 @@ def sent_per_step(trace: Trace) -> list[float]:
 
 
 def which_steps(traces: list[Trace]) -> str:
-    """'in one whole step each (DataParallel's batch 3, DDP's step 3)': which step a comparison's bytes are of,
-    said beside them."""
+    """'in one whole step each (DataParallel's batch 3, DDP's step 4)', or 'in one whole step, step 3 of each': which
+    step a comparison's bytes are of, said beside them."""
+    read = {(t.spec.unit, counted_step(t)) for t in traces}
+    if len(traces) > 1 and len(read) == 1:  # the same step of each: said once, a line shorter on a projector
+        unit, step = read.pop()
+        return f"in one whole {unit}, {unit} {counted(step)} of each"
     steps = ", ".join(f"{t.spec.short}'s {t.spec.unit} {counted(counted_step(t))}" for t in traces)
     return f"in one whole {'step each' if len(traces) > 1 else 'step'} ({steps})"
 

@@ -171,6 +171,15 @@ def _what_runs(trace: Trace) -> str:
     return f"{len(trace.lanes)} {trace.spec.short} {noun}s{where}"
 
 
+def _both_run(a: Trace, b: Trace) -> str:
+    """'4 simulated GPUs against 4 DDP ranks (processes on the CPU)'; where both ran as processes on the CPU, that
+    said once: '4 TP ranks against 4 FSDP ranks, each a process on the CPU'."""
+    if all(not t.simulated and t.backend == "cpu" for t in (a, b)):
+        alone = [f"{len(t.lanes)} {t.spec.short} {t.vocabulary.lane_noun}s" for t in (a, b)]
+        return f"{alone[0]} against {alone[1]}, each a process on the CPU"
+    return f"{_what_runs(a)} against {_what_runs(b)}"
+
+
 def _unit(a: Trace, b: Trace) -> ByteUnit:
     """One unit for both figures, the tallest bar's (the unit their titles and the sentences under them say): the
     growth lines may pass 1,024 of it at 16 devices, its ticks then "1,500"."""
@@ -187,7 +196,7 @@ def comparison_figure(a: Trace, b: Trace) -> go.Figure:
     shown = lessons(a, b)
     title = (f"These settings cannot {shown[0].cannot}: {shown[0].change}" if shown else ratio_headline(a, b))
     notes = [f"{shown[0].why[:1].upper()}{shown[0].why[1:]}" if shown else "",
-             f"{_what_runs(a)} against {_what_runs(b)}", f"bytes sent {which_steps(list(traces))}, computed"]
+             _both_run(a, b), f"bytes sent {which_steps(list(traces))}, computed"]
     return plot_comparison(tables, titles, unit=unit, title=title, notes=[n for n in notes if n])
 
 
