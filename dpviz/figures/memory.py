@@ -19,13 +19,13 @@ from dpviz.analysis.batch_facts import batches_planned
 import pandas as pd
 import plotly.graph_objects as go
 
-from dpviz.analysis.batch_facts import memory_batches
+from dpviz.analysis.batch_facts import memory_batches, waiting_lanes
 from dpviz.analysis.tables import memory_table, memory_totals
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
 from plotly.subplots import make_subplots
 
-from dpviz.analysis.wording import human_bytes, numbered
+from dpviz.analysis.wording import counted, device_list, human_bytes, numbered
 from dpviz.figures.byte_unit import ByteUnit, byte_unit  # noqa: F401  byte_unit read from here too
 from dpviz.figures.colors import OUTLINE, THEME_TEXT, blend, device_color, device_pattern, text_color_on
 from dpviz.figures.memory_lead import fullest_lead
@@ -53,6 +53,7 @@ WRITTEN_TOTALS = 8  # past this many bars only device 0's total and the largest 
 SCROLLBAR_PX = 16  # a page that scrolls gives its charts this much less width than NARROWEST_PX
 # More memory, a darker cell: one neutral ramp, so no amount reads as a device's colour or a kind's.
 AMOUNT_SCALE = [[0.0, "#F2F2F2"], [1.0, "#3A3A3A"]]
+WAITING_MARK = ", waiting at the end"  # a bar's hover, for a device out of batches that holds its state
 
 
 def _check_memory_batch(trace: Trace, batch: int | None) -> int:
@@ -101,10 +102,12 @@ def step_label(vocabulary: Vocabulary, phase: str) -> str:
     return plain_label(p.label)
 
 
-def _cell_hover(part: pd.DataFrame, lane: str, step: str, kind: str) -> str:
-    """A cell's hover: the device's total after the step and, when computed, what it holds by kind."""
+def _cell_hover(part: pd.DataFrame, lane: str, step: str, kind: str, waiting: str | None = None) -> str:
+    """A cell's hover: the device's total after the step (or, `waiting` at the end, while the others run it) and,
+    when computed, what it holds by kind."""
     total = int(part["total"].iloc[0])
-    text = f"{lane} after {step}: {human_bytes(total)}"
+    text = (f"{lane} after {step}: {human_bytes(total)}" if waiting is None else
+            f"{lane} while the others run {step}: {human_bytes(total)},<br>{waiting}")
     if kind != "measured":
         held = part[part["bytes"] > 0]
         text += "".join(f"<br>  {c}: {human_bytes(b)}" for c, b in zip(held["category"], held["bytes"]))
@@ -112,8 +115,10 @@ def _cell_hover(part: pd.DataFrame, lane: str, step: str, kind: str) -> str:
 
 
 def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title: str, notes: list[str], why: str | None,
-                unit: ByteUnit, moment: str) -> go.Figure:
-    """A grid of totals, phase by device, over stacked bars of every device at `moment` (a step's label)."""
+                unit: ByteUnit, moment: str, waiting: dict[int, str] | None = None) -> go.Figure:
+    """A grid of totals, phase by device, over stacked bars of every device at `moment` (a step's label).
+    `waiting`: devices out of batches, holding their state at the end, each with the words its hovers say so in."""
+    waiting = waiting or {}
     slots = table.drop_duplicates(["step_index", "device"])
     devices = sorted(int(d) for d in slots["device"].unique())
     steps = list(dict.fromkeys(slots.sort_values("step_index", kind="stable")["step"]))
@@ -125,7 +130,8 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
                         vertical_spacing=gap_px / (grid_px + bars_px + gap_px))
 
     totals = slots.pivot(index="step", columns="device", values="total").loc[steps, devices]
-    hovers = {(s, d): _cell_hover(part, vocabulary.lane_name(d), s, kind) for (s, d), part in table.groupby(["step", "device"])}
+    hovers = {(s, d): _cell_hover(part, vocabulary.lane_name(d), s, kind, waiting.get(d))
+              for (s, d), part in table.groupby(["step", "device"])}
     amounts = totals.to_numpy(dtype=float)
     fullest = float(amounts.max()) or 1.0
     fig.add_trace(go.Heatmap(
@@ -145,7 +151,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
             showlegend=False,
             marker=dict(color=[device_color(d) for d in part["device"]], line=dict(color=OUTLINE, width=0.6),
                         pattern=dict(fillmode="overlay", shape=[device_pattern(d) for d in part["device"]], fgcolor="white")),
-            customdata=[unit.amount(b) for b in part["bytes"]],
+            customdata=[unit.amount(b) + (WAITING_MARK if d in waiting else "") for b, d in zip(part["bytes"], part["device"])],
             hovertemplate=f"%{{x}} after {moment}: %{{customdata}}<extra></extra>"), row=2, col=1)
     else:
         for category in vocabulary.memory_names:
@@ -154,7 +160,8 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
                 fig.add_trace(go.Bar(
                     x=[column[d] for d in part["device"]], y=part["bytes"].to_numpy() / unit.size, name=category,
                     marker=dict(color=vocabulary.memory_kind(category).color, line=dict(color=OUTLINE, width=0.6)),
-                    customdata=[human_bytes(b) for b in part["bytes"]],
+                    customdata=[human_bytes(b) + (WAITING_MARK if d in waiting else "")
+                                for b, d in zip(part["bytes"], part["device"])],
                     hovertemplate=f"%{{x}} after {moment}: %{{customdata}} of {category}<extra></extra>"), row=2, col=1)
         # Above the grid, in rows of its own (styled() keeps room for them): never on a cell or a column name.
         # The theme's own ink (THEME_TEXT), not its faded grey (3.7:1 on white), as styled() gives the entries.
@@ -301,11 +308,32 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     notes = [label, backend_note(trace)]
     sampled = memory_batches(trace)
     if len(sampled) > 1:
-        plural_step = "steps" if step.endswith("p") else f"{step}es"
-        notes.append(f"sampled: {plural_step} {' and '.join(f'{b + 1:,}' for b in sampled)}")
+        notes.append(f"sampled: {plural_unit(step)} {' and '.join(f'{b + 1:,}' for b in sampled)}")
+    waiting = waiting_lanes(trace, batch)
+    notes += waiting_notes(trace, waiting)
     unit = byte_unit(float(table["total"].max()))
+    words = {lane: f"waiting at the end: out of batches after {step} {counted(last)}"
+             for lane, last in waiting.items()}
     return plot_memory(table, vocabulary=trace.vocabulary, kind=kind, title=title, notes=notes,
-                       why=_why(trace, table, unit), unit=unit, moment=fullest_step(trace, table))
+                       why=_why(trace, table, unit), unit=unit, moment=fullest_step(trace, table), waiting=words)
+
+
+def plural_unit(unit: str) -> str:
+    """'steps', 'batches': the unit of work, several of them."""
+    return "steps" if unit.endswith("p") else f"{unit}es"
+
+
+def waiting_notes(trace: Trace, waiting: dict[int, int]) -> list[str]:
+    """One line per last step for the lanes whose DataLoader ran out of batches and that wait at the end holding their
+    state: their columns are what they hold while the others still run, never 0."""
+    noun, first, unit = trace.vocabulary.lane_noun, trace.vocabulary.first_lane, trace.spec.unit
+    lines = []
+    for last in sorted(set(waiting.values())):
+        lanes = [lane for lane, ran in waiting.items() if ran == last]
+        after = f"after {unit} {counted(last)}" if last >= 0 else "from the start"
+        lines.append(f"{device_list([lane + first for lane in lanes], noun)}: out of batches {after}, "
+                     f"waiting at the end, holding {'its' if len(lanes) == 1 else 'their'} state")
+    return lines
 
 
 def fullest_step(trace: Trace, table: pd.DataFrame) -> str:
