@@ -8,12 +8,16 @@ device 0 is fullest, one bar per device stacked by kind (computed from tensor si
 memory ledger: what only device 0 holds, its parameters, gradients and optimizer state, sits at the
 bottom, where the other bars have nothing), or one bar per device in its own colour as
 torch.cuda.memory_allocated measured it on real GPUs. Memory is sampled for the
-first and the last batch; the last may split differently.
+first and the last batch; the last may split differently. A rank out of batches before the last (rows split by
+hand) holds its state while it waits at the end: its column says so (a note, its hovers). The legend of kinds
+stands in two columns over the grid, as tall at every width (_legend_columns).
 
 Every amount on the figure is in one unit, the one the fullest device fills (`byte_unit`), named in
 the axis titles; hovers give each amount in its own unit (`human_bytes`).
 """
 from __future__ import annotations
+
+import math
 
 from dpviz.analysis.batch_facts import batches_planned
 import pandas as pd
@@ -31,7 +35,7 @@ from dpviz.figures.colors import OUTLINE, THEME_TEXT, blend, device_color, devic
 from dpviz.figures.memory_lead import fullest_lead
 from dpviz.figures.trace_words import backend_note, plain_label
 from dpviz.figures.layout import styled, title_block_px
-from dpviz.figures.legends import legend_px
+from dpviz.figures.legends import BOX_PX, ENTRY_GAP_PX, column_px, legend_entries
 from dpviz.figures.presenting import CELL_TEXT
 from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX,
                                  TICK_SIZE)
@@ -163,10 +167,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
                     customdata=[human_bytes(b) + (WAITING_MARK if d in waiting else "")
                                 for b, d in zip(part["bytes"], part["device"])],
                     hovertemplate=f"%{{x}} after {moment}: %{{customdata}} of {category}<extra></extra>"), row=2, col=1)
-        # Above the grid, in rows of its own (styled() keeps room for them): never on a cell or a column name.
-        # The theme's own ink (THEME_TEXT), not its faded grey (3.7:1 on white), as styled() gives the entries.
-        fig.update_layout(legend=dict(title=dict(text="kind of tensor (the bars):", side="top",
-                                                 font=dict(size=LEGEND_SIZE, color=THEME_TEXT)), traceorder="normal"))
+        _legend_columns(fig)
     peaks = at.drop_duplicates("device")
     if len(peaks) > WRITTEN_TOTALS:  # sixteen numbers side by side would run together: the two that matter
         rest = peaks[peaks["device"] != devices[0]]
@@ -184,7 +185,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     fig.update_yaxes(range=[0, top * 1.22], **unit.axis(f"after {moment}"), row=2, col=1)
     # Columns named under both panels (a shared axis hides the grid's): "GPU 3", or past NAMED_LANES "3"
     # under an axis titled "GPU"; every one while they fit side by side, else every other one (or third).
-    left = margin_left(steps)
+    left = max(margin_left(steps), first_column_px(fig))  # the legend's first column stands in it too
     shown = columns[::name_step(columns, NARROWEST_PX - left - MARGIN["r"], TICK_FONT)]
     every = dict(tickmode="array", tickvals=shown, ticktext=shown, tickangle=0, tickfont=dict(size=TICK_FONT))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns, showgrid=False, showticklabels=True,
@@ -197,10 +198,8 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     below = 45 if named else 67  # the column names and, past NAMED_LANES, the axis title "GPU"
     bottom_px = below + 8 + (caption_px(caption, CAPTION_SIZE) + 16 if why else 0)
     styled(fig, title, ["<br>".join(n for n in notes if n)], height=grid_px + bars_px + gap_px + BASE_TOP_PX + bottom_px)
-    # The step names' margin leaves the legend less width: room for the rows that takes, above the plot, on a chart
-    # a scrollbar narrower than the narrowest (452 px at 800 where the page scrolls: tensor parallelism's six kinds,
-    # laid out in two columns for 468, took one, six rows, and the legend's title rose over the notes).
-    top = title_block_px(fig) + GAP_PX + legend_px(fig, NARROWEST_PX - SCROLLBAR_PX, margins=(left, MARGIN["r"]))
+    # Room for the legend's two columns, the same at every width (_legend_columns).
+    top = title_block_px(fig) + GAP_PX + columns_px(fig)
     grow = max(top - fig.layout.margin.t, 0)
     fig.update_layout(margin=dict(t=fig.layout.margin.t + grow, b=bottom_px, l=left), height=fig.layout.height + grow,
                       xaxis_tickfont_size=TICK_FONT, xaxis2_tickfont_size=TICK_FONT)
@@ -208,6 +207,45 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
         fig.add_annotation(text=caption, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
                            xshift=-left, yshift=-below, align="left", showarrow=False, font=dict(size=CAPTION_SIZE))
     return fig
+
+
+LEGEND_TITLE = f"kind of tensor{SOFT_BREAK}(the bars):"  # over a column: in two lines, as wrap() breaks one
+SECOND = "legend2"
+
+
+def _legend_columns(fig: go.Figure) -> None:
+    """The kinds of tensor in two columns over the grid, meeting at the plot's left edge: the first, under the
+    legend's title, in the step names' margin, the second over the plot; as many rows and the same place at every
+    width. One horizontal legend lays its entries out in the plot's width, which the step names' margin leaves narrow
+    on a narrow chart (one entry a row at 452 px, three at 676): room kept for the narrowest chart's rows was an empty
+    band over a wider chart's legend. Both on the paper, so that plotly pushes no margin for them (a legend placed
+    on the container reserves the margin it stands in)."""
+    kinds = [t for t in fig.data if t.type == "bar" and t.showlegend is not False]
+    first = -(-len(kinds) // 2)
+    for trace in kinds[first:]:
+        trace.legend = SECOND
+    # The theme's own ink (THEME_TEXT), not its faded grey (3.7:1 on white), as styled() gives the entries.
+    ink = dict(size=LEGEND_SIZE, color=THEME_TEXT)
+    column = dict(orientation="v", x=0, xref="paper", y=1, yref="paper", yanchor="bottom", traceorder="normal",
+                  font=ink)
+    fig.update_layout(legend=dict(column, xanchor="right", title=dict(text=LEGEND_TITLE, side="top", font=ink)),
+                      **({SECOND: dict(column, xanchor="left")} if len(kinds) > first else {}))
+
+
+def first_column_px(fig: go.Figure) -> int:
+    """Width in pixels of the legend's first column: a swatch and its gaps, the widest entry or line of the title,
+    the box (0 for a chart without one)."""
+    legend = fig.layout.legend
+    size = legend.font.size or LEGEND_SIZE
+    words = [*legend_entries(fig), *(legend.title.text or "").split(SOFT_BREAK)]
+    return math.ceil(ENTRY_GAP_PX + max(text_px(w, size) for w in words) + BOX_PX) if legend_entries(fig) else 0
+
+
+def columns_px(fig: go.Figure) -> int:
+    """Height in pixels of the legend's first column, the taller (its title and as many entries as the second or
+    one more)."""
+    legend = fig.layout.legend
+    return column_px(len(legend_entries(fig)), legend.font.size or LEGEND_SIZE, legend.title.text)
 
 
 def grid_title(noun: str, unit: ByteUnit, grid_px: float) -> str:
