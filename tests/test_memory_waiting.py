@@ -86,7 +86,9 @@ def test_the_memory_chart_says_which_ranks_wait():
     trace = recorded()
     figure = memory_figure(trace, 3)
     words = str(figure.layout.title.subtitle.text).replace("<br />", " ").replace("<br>", " ")
-    assert "ranks 1 and 2" in words and "out of batches after step 3" in words and "waiting at the end" in words
+    assert "ranks 1 and 2, out of batches after step 3, wait at the end holding their state" in words
+    for axis in (figure.layout.xaxis, figure.layout.xaxis2):  # under the grid and the bars
+        assert list(axis.ticktext) == ["rank 0", "rank 1<br>waiting", "rank 2<br>waiting"]
     grid = figure.data[0]
     columns = list(grid.x)
     for row in grid.customdata:

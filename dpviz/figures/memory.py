@@ -57,6 +57,7 @@ WRITTEN_TOTALS = 8  # past this many bars only device 0's total and the largest 
 SCROLLBAR_PX = 16  # a page that scrolls gives its charts this much less width than NARROWEST_PX
 # More memory, a darker cell: one neutral ramp, so no amount reads as a device's colour or a kind's.
 AMOUNT_SCALE = [[0.0, "#F2F2F2"], [1.0, "#3A3A3A"]]
+WAITING = "waiting"  # under a named column out of batches, which holds its state at the end
 WAITING_MARK = ", waiting at the end"  # a bar's hover, for a device out of batches that holds its state
 
 
@@ -187,7 +188,10 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     # under an axis titled "GPU"; every one while they fit side by side, else every other one (or third).
     left = max(margin_left(steps), first_column_px(fig))  # the legend's first column stands in it too
     shown = columns[::name_step(columns, NARROWEST_PX - left - MARGIN["r"], TICK_FONT)]
-    every = dict(tickmode="array", tickvals=shown, ticktext=shown, tickangle=0, tickfont=dict(size=TICK_FONT))
+    # A named column out of batches says so under its name, on the first screen whatever moves the notes away.
+    device_of = {name: d for d, name in column.items()}
+    texts = [f"{c}<br>{WAITING}" if named and device_of[c] in waiting else c for c in shown]
+    every = dict(tickmode="array", tickvals=shown, ticktext=texts, tickangle=0, tickfont=dict(size=TICK_FONT))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns, showgrid=False, showticklabels=True,
                      **every, row=1, col=1)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns,
@@ -369,8 +373,9 @@ def waiting_notes(trace: Trace, waiting: dict[int, int]) -> list[str]:
     for last in sorted(set(waiting.values())):
         lanes = [lane for lane, ran in waiting.items() if ran == last]
         after = f"after {unit} {counted(last)}" if last >= 0 else "from the start"
-        lines.append(f"{device_list([lane + first for lane in lanes], noun)}: out of batches {after}, "
-                     f"waiting at the end, holding {'its' if len(lanes) == 1 else 'their'} state")
+        one = len(lanes) == 1
+        lines.append(f"{device_list([lane + first for lane in lanes], noun)}, out of batches {after}, "
+                     f"{'waits' if one else 'wait'} at the end holding {'its' if one else 'their'} state")
     return lines
 
 
