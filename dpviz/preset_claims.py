@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dpviz.analysis.traffic import sent_per_step
+
 if TYPE_CHECKING:
     from dpviz.trace import Trace
 
@@ -204,13 +206,9 @@ def compare_gpu0(trace: Trace) -> Shown:
 
 
 def _sent_per_step(trace: Trace) -> int:
-    """The most bytes one rank sent in the run's first step (the engine's own traffic ledger)."""
-    first = trace.batches[0].index if trace.batches else 0
-    sent: Counter = Counter()
-    for move in trace.spec.part("traffic")(trace):
-        if move.step == first:
-            sent[move.lane] += move.sent
-    return max(sent.values(), default=0)
+    """The most bytes one rank sent in one whole step: the step Compare reads (dpviz.analysis.traffic.counted_step),
+    so that the claim and the bars it stands beside count the same bytes."""
+    return round(max(sent_per_step(trace), default=0))
 
 
 def compare_tp_fsdp(trace: Trace, first: Trace | None = None) -> Shown:
@@ -225,7 +223,7 @@ def compare_tp_fsdp(trace: Trace, first: Trace | None = None) -> Shown:
     # all-reduces), not by the engines' names: swapped, the claim fails.
     holds = (tp_sent > fsdp_sent > 0 and 0 < fsdp_held < tp_held
              and kinds == ({"all-gather", "reduce-scatter"}, {"all-reduce"}) and trace.failure is None is first.failure)
-    return Shown(holds, f"per step a TP rank sent {tp_sent:,} B, an FSDP rank {fsdp_sent:,} B; parameter elements "
+    return Shown(holds, f"in one whole step a TP rank sent {tp_sent:,} B, an FSDP rank {fsdp_sent:,} B; parameter elements "
                         f"held per rank: TP {tp_held:,}, FSDP {fsdp_held:,}", "a TP rank sends")
 
 

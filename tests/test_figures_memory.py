@@ -274,7 +274,21 @@ def test_the_legend_sits_above_the_grid_and_the_caption_fits_the_chart(gpus, pre
     layout = fig.layout
     caption, *moved = [a for a in layout.annotations]
     width = PROJECTOR_PX if presenting else NARROWEST_PX
-    if layout.legend.orientation == "v":  # presenting, where the plot ran past the first screen: beside the plot
+    if not presenting:  # in two columns over the grid, meeting at the plot's left edge: as tall at every width
+        from dpviz.figures.layout import title_block_px
+        from dpviz.figures.legends import column_px, legend_columns
+
+        assert legend_columns(fig) == ["legend", "legend2"]
+        first, second = layout.legend, layout.legend2
+        assert (first.x, first.xanchor, second.x, second.xanchor) == (0, "right", 0, "left")
+        assert all(c.xref == c.yref == "paper" and c.y == 1 and c.yanchor == "bottom" for c in (first, second))
+        names = legend_entries(fig), legend_entries(fig, "legend2")
+        assert len(names[0]) - len(names[1]) in (0, 1)
+        widest = max(text_px(n, first.font.size) for n in [*names[0], *first.title.text.split("<br />")])
+        assert 40 + widest <= layout.margin.l  # the first column stands in the step names' margin
+        assert layout.margin.t >= title_block_px(fig) + column_px(len(names[0]), first.font.size, first.title.text)
+        assert not moved
+    elif layout.legend.orientation == "v":  # presenting, where the plot ran past the first screen: beside the plot
         plot_px = layout.height - layout.margin.t - layout.margin.b
         size = layout.legend.font.size
         widest = max(text_px(name, size) for name in legend_entries(fig))
@@ -342,3 +356,23 @@ def test_a_captions_lead_never_reads_x_to_x(totals, expected):
     lead = fullest_lead(SimpleNamespace(vocabulary=DDP), table, byte_unit(max(totals)))
     assert lead.endswith(expected)
     assert ("(after loss)" in lead) == (expected.count("KiB") == 1)
+
+
+def test_presenting_lays_the_legends_columns_out_as_one_legend_in_rows():
+    """On a projector the chart is laid out for one known width: its two columns of kinds are one legend again, in
+    the rows that width takes (and which Presenting may fold beside or under the plot); the plain figure is kept."""
+    from dpviz.figures.legends import legend_entries
+    from dpviz.figures.presenting import presentation
+    from dpviz.figures.text_fit import unwrap
+
+    fig = memory_figure(recorded(gpus=4, train=True))
+    before = fig.to_json()
+    out = presentation(fig, room_px=10_000)  # room to spare: nothing folds
+    whole = out.to_dict()
+    assert [k for k in whole["layout"] if k.startswith("legend")] == ["legend"]
+    assert all("legend" not in trace for trace in whole["data"])
+    assert out.layout.legend.orientation == "h" and out.layout.legend.y == pytest.approx(1, abs=0.2)
+    assert unwrap(out.layout.legend.title.text) == "kind of tensor (the bars):"
+    names = legend_entries(fig) + legend_entries(fig, "legend2")
+    assert legend_entries(out) == names and len(names) >= 4
+    assert fig.to_json() == before

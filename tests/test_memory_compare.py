@@ -291,3 +291,30 @@ def test_the_model_state_has_a_panel_of_its_own_where_every_engine_reads_and_it_
     assert lanes("FSDP") == pytest.approx([2 * padded + adam_state_bytes(shard(r)) for r in range(ranks)])
     assert max(lanes("FSDP")) < min(zero1) and max(zero1) < min(lanes("DDP"))  # the lesson: it falls, engine by engine
     assert lanes("DataParallel")[0] == pytest.approx(4 * p)  # GPU 0 holds it all, as a DDP rank does
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["forward only", "trained"])
+def test_on_a_projector_the_model_state_panel_takes_the_larger_share(train):
+    """The lesson is the model's state halving from DDP to ZeRO-1 to FSDP: in Presenting at 1024 × 768, under the
+    page's heading (and a forward-only run's box), its panel was 64 px to the activations' 46. Now at least twice
+    the lower panel, which still holds its bars and its one tick (its label's line), and the whole chart still fits
+    the room the page leaves it."""
+    import math
+
+    from dpviz.figures.sizes import LINE_EM, TICK_SIZE
+    from dpviz.figures.text_fit import text_px
+    from dpviz.page import room
+
+    box = ("Forward only: no gradients, no optimizer state, no all-reduce. Turn on Train (and choose Adam as the "
+           "optimizer, which every engine here then steps) to see what ZeRO-1 and FSDP shard.")  # dpviz.page.memory's
+    lines = math.ceil(text_px(box, room.NOTICE_SIZE) / room.NOTICE_ROOM_PX)
+    above = 0 if train else room.NOTICE_PX + lines * room.NOTICE_LINE_PX
+    room_px = room.SCREEN_PX - room.PAGE_TOP_PX - room.SLACK_PX - above  # room.left_px() on that page
+    traces = [engine(name).record(RunConfig(engine=name, gpus=RANKS, train=train)) for name in ("dp", *ENGINES)]
+    shown = presentation(memory_compare_figure(traces), room_px=room_px)
+    layout = shown.layout
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    state, peak = ((layout[a].domain[1] - layout[a].domain[0]) * plot_px for a in ("yaxis", "yaxis2"))
+    assert state >= 2 * peak, (state, peak)
+    assert peak >= 1.35 * TICK_SIZE * LINE_EM and len(layout.yaxis2.tickvals) == 1
+    assert layout.height <= room_px + room.SLACK_PX  # the whole chart on the first screen

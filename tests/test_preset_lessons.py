@@ -71,3 +71,22 @@ def test_a_claim_fails_on_a_run_that_does_not_show_it():
     per_process = ALL_PRESETS["ddp-batch-per-process"]
     one_step = record(dataclasses.replace(per_process.config, data_size=100))
     assert len(one_step.batches) == 1 and not per_process.claim(one_step).holds
+
+
+def test_the_tp_fsdp_claim_counts_the_step_compare_reads():
+    """The comparison's claim reads each run's bytes in the one whole step Compare's bars read (counted_step), not in
+    its first: a TP run whose first step handed its all-reduces a quarter of the bytes (as a first step of fewer rows
+    would) still shows, in the step Compare reads, that a TP rank sends more than an FSDP rank, in Compare's numbers."""
+    from dpviz.analysis.traffic import counted_step, sent_per_step
+    from dpviz.page.link import fit_pair
+
+    compared = LINK_PRESETS["compare-tp-fsdp"]
+    tp, fsdp = (record(config) for config in fit_pair(compared.config, compared.pair)[0])
+    assert counted_step(tp) != 0
+    moved = [[[step, kind, calls, size // 4 if step == 0 else size] for step, kind, calls, size in rank or []]
+             for rank in tp.facts["moved"]]
+    short_first = dataclasses.replace(tp, facts={**tp.facts, "moved": moved})
+    assert max(sent_per_step(short_first)) == max(sent_per_step(tp))  # Compare reads the same step of both
+    shown = compared.claim(fsdp, short_first)
+    assert shown.holds, shown.said
+    assert f"a TP rank sent {max(sent_per_step(tp)):,.0f} B, an FSDP rank {max(sent_per_step(fsdp)):,.0f} B" in shown.said

@@ -5,6 +5,7 @@
     calls_without_chunk(trace)         # per batch, the replicas called with no chunk of it (the keyword pitfall)
     called_without_rows(span)          # whether one replica was called with no tensor of the batch
     memory_batches(trace)              # the batches whose memory the trace sampled
+    waiting_lanes(trace, 3)            # lanes out of batches that hold their state through batch 3, waiting
     phase_times(trace)                 # spans and seconds per phase, in pipeline order
     memory_peaks(trace)                # how much device_ids[0] held at most, and any other device
 
@@ -63,6 +64,18 @@ def calls_without_chunk(trace: Trace) -> list[int]:
 def memory_batches(trace: Trace) -> list[int]:
     """The batches memory was sampled for (the first and the last), in order."""
     return sorted({m.batch for m in trace.memory})
+
+
+def waiting_lanes(trace: Trace, batch: int) -> dict[int, int]:
+    """Lanes that hold memory in `batch` but neither load nor run a forward in it: out of batches (data split by
+    hand), each waits at the end for the others, holding its model's state. Each with the last batch it ran."""
+    holding = {m.lane for m in trace.memory if m.batch == batch and m.bytes}
+    ran: dict[int, set[int]] = {}
+    for span in trace.spans:
+        if span.phase in ("load", "forward") and span.lane is not None:
+            ran.setdefault(span.lane, set()).add(span.batch)
+    return {lane: max((b for b in ran.get(lane, ()) if b < batch), default=-1) for lane in sorted(holding)
+            if batch not in ran.get(lane, ())}
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from dpviz.analysis.opening_step import last_whole_step, whole_steps
+from dpviz.analysis.whole_steps import last_whole_step, whole_steps
 from dpviz.analysis.wording import counted
 from dpviz.trace import Trace
 from dpviz.trace.legend import KINDS

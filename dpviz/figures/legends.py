@@ -7,12 +7,13 @@ at its larger type; a view that places its own legend under the plot calls `lege
 from __future__ import annotations
 
 import math
+import re
 
 import plotly.graph_objects as go
 
 from dpviz.figures.colors import THEME_TEXT
-from dpviz.figures.sizes import LEGEND_ROW_PX, LEGEND_SIZE, MARGIN, NARROWEST_PX
-from dpviz.figures.text_fit import line_count, text_px
+from dpviz.figures.sizes import GAP_PX, LEGEND_ROW_PX, LEGEND_SIZE, MARGIN, NARROWEST_PX
+from dpviz.figures.text_fit import line_count, text_px, unwrap
 
 # A legend the view has not placed: in rows from the plot's left, between the subtitle and the plot.
 TOP_LEGEND = dict(orientation="h", x=0, xanchor="left", xref="paper", y=1, yanchor="bottom", yref="paper")
@@ -109,6 +110,45 @@ def legend_px(fig: go.Figure, width_px: float = NARROWEST_PX, *, size: float | N
     title = legend.title.text
     title_px = line_count(title) * 1.3 * (legend.title.font.size or size) + 16 if title else 0
     return math.ceil(body + title_px + BOX_PX)
+
+
+def column_px(entries: int, size: float = LEGEND_SIZE, title: str | None = None) -> int:
+    """Height in pixels of a vertical legend of `entries` under `title`, as plotly lays it out: each entry a line
+    (1.3 em, at least 16 px) and 3 px, the title's lines 1.3 em each, the box about 10 px (measured in Chromium)."""
+    title_px = line_count(title) * 1.3 * size if title else 0
+    return math.ceil(title_px + entries * (max(1.3 * size, 16) + 3) + BOX_PX)
+
+
+def legend_columns(fig: go.Figure) -> list[str]:
+    """The legends laid side by side over the plot, each a vertical column (Memory's kinds of tensor: as many rows
+    at every width), the first legend among them; none when fewer than two."""
+    names = sorted((k for k in fig.layout if re.match(r"legend\d*$", k)), key=lambda k: int(k[6:] or 1))
+    columns = [k for k in names if fig.layout[k].orientation == "v" and fig.layout[k].y is not None
+               and fig.layout[k].y >= 1 and fig.layout[k].yanchor == "bottom" and legend_entries(fig, k)]
+    return columns if len(columns) > 1 and "legend" in columns else []
+
+
+def columns_joined(fig: go.Figure, block_px: float) -> go.Figure:
+    """`fig` with its legend columns made one legend in rows over the plot, as styled() places one: what a chart laid
+    out for one known width (a projector's) shows, and may fold beside or under the plot. The room over the plot is
+    the title block's (`block_px`), the gap and that legend's rows on the narrowest chart; the plot keeps its height."""
+    columns = legend_columns(fig)
+    if not columns:
+        return fig
+    whole = fig.to_dict()  # as plain data: plotly's objects kept a legend set to None in their JSON
+    for trace in whole["data"]:
+        if trace.get("legend") in columns:
+            del trace["legend"]
+    layout = whole["layout"]
+    for name in columns[1:]:
+        del layout[name]
+    legend = layout["legend"]
+    legend.update(TOP_LEGEND)
+    if legend.get("title", {}).get("text"):
+        legend["title"]["text"] = unwrap(legend["title"]["text"])
+    out = go.Figure(whole)
+    top = math.ceil(block_px + GAP_PX + legend_px(out))
+    return out.update_layout(margin_t=top, height=(layout.get("height") or 520) + top - (layout["margin"].get("t") or 0))
 
 
 def legend_placed(fig: go.Figure) -> bool:

@@ -8,30 +8,34 @@ device 0 is fullest, one bar per device stacked by kind (computed from tensor si
 memory ledger: what only device 0 holds, its parameters, gradients and optimizer state, sits at the
 bottom, where the other bars have nothing), or one bar per device in its own colour as
 torch.cuda.memory_allocated measured it on real GPUs. Memory is sampled for the
-first and the last batch; the last may split differently.
+first and the last batch; the last may split differently. A rank out of batches before the last (rows split by
+hand) holds its state while it waits at the end: its column says so (a note, its hovers). The legend of kinds
+stands in two columns over the grid, as tall at every width (_legend_columns).
 
 Every amount on the figure is in one unit, the one the fullest device fills (`byte_unit`), named in
 the axis titles; hovers give each amount in its own unit (`human_bytes`).
 """
 from __future__ import annotations
 
+import math
+
 from dpviz.analysis.batch_facts import batches_planned
 import pandas as pd
 import plotly.graph_objects as go
 
-from dpviz.analysis.batch_facts import memory_batches
+from dpviz.analysis.batch_facts import memory_batches, waiting_lanes
 from dpviz.analysis.tables import memory_table, memory_totals
 from dpviz.trace import Trace
 from dpviz.trace.vocabulary import Vocabulary
 from plotly.subplots import make_subplots
 
-from dpviz.analysis.wording import human_bytes, numbered
+from dpviz.analysis.wording import counted, device_list, human_bytes, numbered
 from dpviz.figures.byte_unit import ByteUnit, byte_unit  # noqa: F401  byte_unit read from here too
 from dpviz.figures.colors import OUTLINE, THEME_TEXT, blend, device_color, device_pattern, text_color_on
 from dpviz.figures.memory_lead import fullest_lead
 from dpviz.figures.trace_words import backend_note, plain_label
 from dpviz.figures.layout import styled, title_block_px
-from dpviz.figures.legends import legend_px
+from dpviz.figures.legends import BOX_PX, ENTRY_GAP_PX, column_px, legend_entries
 from dpviz.figures.presenting import CELL_TEXT
 from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX,
                                  TICK_SIZE)
@@ -53,6 +57,8 @@ WRITTEN_TOTALS = 8  # past this many bars only device 0's total and the largest 
 SCROLLBAR_PX = 16  # a page that scrolls gives its charts this much less width than NARROWEST_PX
 # More memory, a darker cell: one neutral ramp, so no amount reads as a device's colour or a kind's.
 AMOUNT_SCALE = [[0.0, "#F2F2F2"], [1.0, "#3A3A3A"]]
+WAITING = "waiting"  # under a named column out of batches, which holds its state at the end
+WAITING_MARK = ", waiting at the end"  # a bar's hover, for a device out of batches that holds its state
 
 
 def _check_memory_batch(trace: Trace, batch: int | None) -> int:
@@ -101,10 +107,12 @@ def step_label(vocabulary: Vocabulary, phase: str) -> str:
     return plain_label(p.label)
 
 
-def _cell_hover(part: pd.DataFrame, lane: str, step: str, kind: str) -> str:
-    """A cell's hover: the device's total after the step and, when computed, what it holds by kind."""
+def _cell_hover(part: pd.DataFrame, lane: str, step: str, kind: str, waiting: str | None = None) -> str:
+    """A cell's hover: the device's total after the step (or, `waiting` at the end, while the others run it) and,
+    when computed, what it holds by kind."""
     total = int(part["total"].iloc[0])
-    text = f"{lane} after {step}: {human_bytes(total)}"
+    text = (f"{lane} after {step}: {human_bytes(total)}" if waiting is None else
+            f"{lane} while the others run {step}: {human_bytes(total)},<br>{waiting}")
     if kind != "measured":
         held = part[part["bytes"] > 0]
         text += "".join(f"<br>  {c}: {human_bytes(b)}" for c, b in zip(held["category"], held["bytes"]))
@@ -112,8 +120,10 @@ def _cell_hover(part: pd.DataFrame, lane: str, step: str, kind: str) -> str:
 
 
 def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title: str, notes: list[str], why: str | None,
-                unit: ByteUnit, moment: str) -> go.Figure:
-    """A grid of totals, phase by device, over stacked bars of every device at `moment` (a step's label)."""
+                unit: ByteUnit, moment: str, waiting: dict[int, str] | None = None) -> go.Figure:
+    """A grid of totals, phase by device, over stacked bars of every device at `moment` (a step's label).
+    `waiting`: devices out of batches, holding their state at the end, each with the words its hovers say so in."""
+    waiting = waiting or {}
     slots = table.drop_duplicates(["step_index", "device"])
     devices = sorted(int(d) for d in slots["device"].unique())
     steps = list(dict.fromkeys(slots.sort_values("step_index", kind="stable")["step"]))
@@ -125,7 +135,8 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
                         vertical_spacing=gap_px / (grid_px + bars_px + gap_px))
 
     totals = slots.pivot(index="step", columns="device", values="total").loc[steps, devices]
-    hovers = {(s, d): _cell_hover(part, vocabulary.lane_name(d), s, kind) for (s, d), part in table.groupby(["step", "device"])}
+    hovers = {(s, d): _cell_hover(part, vocabulary.lane_name(d), s, kind, waiting.get(d))
+              for (s, d), part in table.groupby(["step", "device"])}
     amounts = totals.to_numpy(dtype=float)
     fullest = float(amounts.max()) or 1.0
     fig.add_trace(go.Heatmap(
@@ -145,7 +156,7 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
             showlegend=False,
             marker=dict(color=[device_color(d) for d in part["device"]], line=dict(color=OUTLINE, width=0.6),
                         pattern=dict(fillmode="overlay", shape=[device_pattern(d) for d in part["device"]], fgcolor="white")),
-            customdata=[unit.amount(b) for b in part["bytes"]],
+            customdata=[unit.amount(b) + (WAITING_MARK if d in waiting else "") for b, d in zip(part["bytes"], part["device"])],
             hovertemplate=f"%{{x}} after {moment}: %{{customdata}}<extra></extra>"), row=2, col=1)
     else:
         for category in vocabulary.memory_names:
@@ -154,12 +165,10 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
                 fig.add_trace(go.Bar(
                     x=[column[d] for d in part["device"]], y=part["bytes"].to_numpy() / unit.size, name=category,
                     marker=dict(color=vocabulary.memory_kind(category).color, line=dict(color=OUTLINE, width=0.6)),
-                    customdata=[human_bytes(b) for b in part["bytes"]],
+                    customdata=[human_bytes(b) + (WAITING_MARK if d in waiting else "")
+                                for b, d in zip(part["bytes"], part["device"])],
                     hovertemplate=f"%{{x}} after {moment}: %{{customdata}} of {category}<extra></extra>"), row=2, col=1)
-        # Above the grid, in rows of its own (styled() keeps room for them): never on a cell or a column name.
-        # The theme's own ink (THEME_TEXT), not its faded grey (3.7:1 on white), as styled() gives the entries.
-        fig.update_layout(legend=dict(title=dict(text="kind of tensor (the bars):", side="top",
-                                                 font=dict(size=LEGEND_SIZE, color=THEME_TEXT)), traceorder="normal"))
+        _legend_columns(fig)
     peaks = at.drop_duplicates("device")
     if len(peaks) > WRITTEN_TOTALS:  # sixteen numbers side by side would run together: the two that matter
         rest = peaks[peaks["device"] != devices[0]]
@@ -177,9 +186,12 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     fig.update_yaxes(range=[0, top * 1.22], **unit.axis(f"after {moment}"), row=2, col=1)
     # Columns named under both panels (a shared axis hides the grid's): "GPU 3", or past NAMED_LANES "3"
     # under an axis titled "GPU"; every one while they fit side by side, else every other one (or third).
-    left = margin_left(steps)
+    left = max(margin_left(steps), first_column_px(fig))  # the legend's first column stands in it too
     shown = columns[::name_step(columns, NARROWEST_PX - left - MARGIN["r"], TICK_FONT)]
-    every = dict(tickmode="array", tickvals=shown, ticktext=shown, tickangle=0, tickfont=dict(size=TICK_FONT))
+    # A named column out of batches says so under its name, on the first screen whatever moves the notes away.
+    device_of = {name: d for d, name in column.items()}
+    texts = [f"{c}<br>{WAITING}" if named and device_of[c] in waiting else c for c in shown]
+    every = dict(tickmode="array", tickvals=shown, ticktext=texts, tickangle=0, tickfont=dict(size=TICK_FONT))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns, showgrid=False, showticklabels=True,
                      **every, row=1, col=1)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=columns,
@@ -190,10 +202,8 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
     below = 45 if named else 67  # the column names and, past NAMED_LANES, the axis title "GPU"
     bottom_px = below + 8 + (caption_px(caption, CAPTION_SIZE) + 16 if why else 0)
     styled(fig, title, ["<br>".join(n for n in notes if n)], height=grid_px + bars_px + gap_px + BASE_TOP_PX + bottom_px)
-    # The step names' margin leaves the legend less width: room for the rows that takes, above the plot, on a chart
-    # a scrollbar narrower than the narrowest (452 px at 800 where the page scrolls: tensor parallelism's six kinds,
-    # laid out in two columns for 468, took one, six rows, and the legend's title rose over the notes).
-    top = title_block_px(fig) + GAP_PX + legend_px(fig, NARROWEST_PX - SCROLLBAR_PX, margins=(left, MARGIN["r"]))
+    # Room for the legend's two columns, the same at every width (_legend_columns).
+    top = title_block_px(fig) + GAP_PX + columns_px(fig)
     grow = max(top - fig.layout.margin.t, 0)
     fig.update_layout(margin=dict(t=fig.layout.margin.t + grow, b=bottom_px, l=left), height=fig.layout.height + grow,
                       xaxis_tickfont_size=TICK_FONT, xaxis2_tickfont_size=TICK_FONT)
@@ -201,6 +211,45 @@ def plot_memory(table: pd.DataFrame, *, vocabulary: Vocabulary, kind: str, title
         fig.add_annotation(text=caption, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top",
                            xshift=-left, yshift=-below, align="left", showarrow=False, font=dict(size=CAPTION_SIZE))
     return fig
+
+
+LEGEND_TITLE = f"kind of tensor{SOFT_BREAK}(the bars):"  # over a column: in two lines, as wrap() breaks one
+SECOND = "legend2"
+
+
+def _legend_columns(fig: go.Figure) -> None:
+    """The kinds of tensor in two columns over the grid, meeting at the plot's left edge: the first, under the
+    legend's title, in the step names' margin, the second over the plot; as many rows and the same place at every
+    width. One horizontal legend lays its entries out in the plot's width, which the step names' margin leaves narrow
+    on a narrow chart (one entry a row at 452 px, three at 676): room kept for the narrowest chart's rows was an empty
+    band over a wider chart's legend. Both on the paper, so that plotly pushes no margin for them (a legend placed
+    on the container reserves the margin it stands in)."""
+    kinds = [t for t in fig.data if t.type == "bar" and t.showlegend is not False]
+    first = -(-len(kinds) // 2)
+    for trace in kinds[first:]:
+        trace.legend = SECOND
+    # The theme's own ink (THEME_TEXT), not its faded grey (3.7:1 on white), as styled() gives the entries.
+    ink = dict(size=LEGEND_SIZE, color=THEME_TEXT)
+    column = dict(orientation="v", x=0, xref="paper", y=1, yref="paper", yanchor="bottom", traceorder="normal",
+                  font=ink)
+    fig.update_layout(legend=dict(column, xanchor="right", title=dict(text=LEGEND_TITLE, side="top", font=ink)),
+                      **({SECOND: dict(column, xanchor="left")} if len(kinds) > first else {}))
+
+
+def first_column_px(fig: go.Figure) -> int:
+    """Width in pixels of the legend's first column: a swatch and its gaps, the widest entry or line of the title,
+    the box (0 for a chart without one)."""
+    legend = fig.layout.legend
+    size = legend.font.size or LEGEND_SIZE
+    words = [*legend_entries(fig), *(legend.title.text or "").split(SOFT_BREAK)]
+    return math.ceil(ENTRY_GAP_PX + max(text_px(w, size) for w in words) + BOX_PX) if legend_entries(fig) else 0
+
+
+def columns_px(fig: go.Figure) -> int:
+    """Height in pixels of the legend's first column, the taller (its title and as many entries as the second or
+    one more)."""
+    legend = fig.layout.legend
+    return column_px(len(legend_entries(fig)), legend.font.size or LEGEND_SIZE, legend.title.text)
 
 
 def grid_title(noun: str, unit: ByteUnit, grid_px: float) -> str:
@@ -301,11 +350,33 @@ def memory_figure(trace: Trace, batch: int | None = None) -> go.Figure:
     notes = [label, backend_note(trace)]
     sampled = memory_batches(trace)
     if len(sampled) > 1:
-        plural_step = "steps" if step.endswith("p") else f"{step}es"
-        notes.append(f"sampled: {plural_step} {' and '.join(f'{b + 1:,}' for b in sampled)}")
+        notes.append(f"sampled: {plural_unit(step)} {' and '.join(f'{b + 1:,}' for b in sampled)}")
+    waiting = waiting_lanes(trace, batch)
+    notes += waiting_notes(trace, waiting)
     unit = byte_unit(float(table["total"].max()))
+    words = {lane: f"waiting at the end: out of batches after {step} {counted(last)}"
+             for lane, last in waiting.items()}
     return plot_memory(table, vocabulary=trace.vocabulary, kind=kind, title=title, notes=notes,
-                       why=_why(trace, table, unit), unit=unit, moment=fullest_step(trace, table))
+                       why=_why(trace, table, unit), unit=unit, moment=fullest_step(trace, table), waiting=words)
+
+
+def plural_unit(unit: str) -> str:
+    """'steps', 'batches': the unit of work, several of them."""
+    return "steps" if unit.endswith("p") else f"{unit}es"
+
+
+def waiting_notes(trace: Trace, waiting: dict[int, int]) -> list[str]:
+    """One line per last step for the lanes whose DataLoader ran out of batches and that wait at the end holding their
+    state: their columns are what they hold while the others still run, never 0."""
+    noun, first, unit = trace.vocabulary.lane_noun, trace.vocabulary.first_lane, trace.spec.unit
+    lines = []
+    for last in sorted(set(waiting.values())):
+        lanes = [lane for lane, ran in waiting.items() if ran == last]
+        after = f"after {unit} {counted(last)}" if last >= 0 else "from the start"
+        one = len(lanes) == 1
+        lines.append(f"{device_list([lane + first for lane in lanes], noun)}, out of batches {after}, "
+                     f"{'waits' if one else 'wait'} at the end holding {'its' if one else 'their'} state")
+    return lines
 
 
 def fullest_step(trace: Trace, table: pd.DataFrame) -> str:

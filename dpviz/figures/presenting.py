@@ -13,7 +13,7 @@ import re
 import plotly.graph_objects as go
 
 from dpviz.figures.layout import over_plot_px, subplot_titles, title_block_px, wrap_subplot_titles
-from dpviz.figures.legends import ENTRY_GAP_PX, legend_entries, legend_px
+from dpviz.figures.legends import ENTRY_GAP_PX, columns_joined, legend_entries, legend_px
 from dpviz.figures.presenting_boxes import CELL_NOTE, fit_box_notes
 from dpviz.figures.presenting_fold import (controls_over_plot, controls_under, legend_beside, legend_under,
                                           subtitle_under)
@@ -300,6 +300,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     hold it is hidden rather than run into its neighbours."""
     if scale <= 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
+    fig = columns_joined(fig, _longest_title_block_px(fig))  # laid out for one width: in rows, that may fold
     out = go.Figure(fig)
     layout = out.layout
     old = fig.layout.margin

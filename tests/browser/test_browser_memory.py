@@ -64,3 +64,47 @@ def test_at_1024_with_four_devices_each_no_column_name_runs_into_another_or_the_
             assert [(a["text"], b["text"]) for i, a in enumerate(names) for b in names[i + 1:] if overlap(a, b)] == [], key
     finally:
         context.close()
+
+
+# From the chart's title down to its plot: every stretch no text or legend covers. A legend's room kept for the
+# narrowest chart's rows left a band of ~140 px over the legend of a wider chart (DataParallel, 1024 px).
+BANDS = """(plot) => {
+  const chart = document.querySelector(plot);
+  const box = e => e.getBoundingClientRect();
+  const top = Math.min(...[...chart.querySelectorAll('.nsewdrag')].map(e => box(e).top));
+  const covered = [...chart.querySelectorAll('.infolayer .gtitle, .infolayer .gtitle-subtitle, .infolayer g[class^=legend] .legendtext, .infolayer g[class^=legend] .legendtitletext, .infolayer g[class^=legend] .legendpoints')]
+    .map(box).filter(r => r.height > 0 && r.top < top).map(r => [r.top, Math.min(r.bottom, top)]).sort((a, b) => a[0] - b[0]);
+  let reached = covered.length ? covered[0][1] : top, widest = 0;
+  for (const [a, b] of covered) { widest = Math.max(widest, a - reached); reached = Math.max(reached, b); }
+  return {widest: Math.max(widest, top - reached), top: top};
+}"""
+
+
+@pytest.mark.parametrize("width, presenting", [(1024, False), (1024, True), (800, False), (800, True)])
+def test_dataparallels_memory_has_no_empty_band_over_its_plot(browser, app_url, width, presenting):
+    from dpviz.figures.sizes import GAP_PX, LEGEND_ROW_PX
+    from test_browser import ACTIVE_PANEL, show_tab
+    from test_browser_projector import present
+
+    context = browser.new_context(viewport={"width": width, "height": 768}, base_url=app_url)
+    page = context.new_page()
+    try:
+        page.set_default_timeout(120_000)
+        page.goto("/?gpus=4&train=true")
+        page.wait_for_selector(IDLE)
+        if presenting:
+            present(page)
+        show_tab(page, "Memory")
+        page.wait_for_selector(f"{ACTIVE_PANEL} .js-plotly-plot .main-svg")
+        page.wait_for_selector(IDLE)
+        page.wait_for_timeout(500)
+        found = page.evaluate(BANDS, f"{ACTIVE_PANEL} .js-plotly-plot")
+        # the house gap under the title block, and less than a legend's row of slack, at Presenting's larger type too
+        scale = 1.35 if presenting else 1
+        assert found["widest"] < (GAP_PX + LEGEND_ROW_PX) * scale, found
+        if not (presenting and width < 1024):  # Presenting lays a chart out for a projector's 1024 px
+            from layout_checks import first_screen_problems
+
+            assert first_screen_problems(page) == []  # the legend's columns run into nothing, and read
+    finally:
+        context.close()

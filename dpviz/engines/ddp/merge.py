@@ -28,9 +28,20 @@ def steps_run(config: RunConfig, failure: Failure | None) -> tuple[int, Failure 
 
 
 def memory_of(ranks: list[dict[str, Any]], count: int) -> list[MemorySample]:
-    """Every rank's memory samples of the first `count` steps, each on its rank's lane."""
-    return [MemorySample(step, phase, rank, category, size) for rank, report in enumerate(ranks)
-            for step, phase, category, size in report.get("memory", []) if step < count]
+    """Every rank's memory samples of the first `count` steps, each on its rank's lane. A rank that ran out of
+    batches before a sampled step held its state through it, waiting at the end: what it held then is its sample
+    after each phase the others ran in that step, so that no cell reads 0 for a rank that holds its model."""
+    samples = [MemorySample(step, phase, rank, category, size) for rank, report in enumerate(ranks)
+               for step, phase, category, size in report.get("memory", []) if step < count]
+    for rank, report in enumerate(ranks):
+        waiting = report.get("waiting")
+        if not waiting or waiting["step"] >= count:
+            continue
+        step = waiting["step"]
+        phases = dict.fromkeys(m.phase for m in samples if m.batch == step and m.lane != rank)
+        samples += [MemorySample(step, phase, rank, category, size) for phase in phases
+                    for category, size in waiting["held"]]
+    return samples
 
 
 def to_trace(config: RunConfig, launched: dict[str, Any], *, backend: str, torch_version: str, machine_gpus: int,

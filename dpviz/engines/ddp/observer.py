@@ -191,11 +191,14 @@ class RankObserver:
     def snapshot(self, phase: str) -> None:
         if self.step not in self.memory_steps:
             return
+        self.memory_samples += [(self.step, phase, c, b) for c, b in self.holding()]
+
+    def holding(self) -> list[tuple[str, int]]:
+        """What this rank holds now, by kind (computed), or as torch.cuda.memory_allocated measures it."""
         if self.cuda:
             torch.cuda.synchronize()
-            self.memory_samples.append((self.step, phase, "allocated", torch.cuda.memory_allocated()))
-            return
-        self.memory_samples += [(self.step, phase, c, b) for c, b in self.held.items() if b]
+            return [("allocated", torch.cuda.memory_allocated())]
+        return [(c, b) for c, b in self.held.items() if b]
 
     def facts(self) -> dict:
         """What this rank adds to the trace's facts, key by key (the trace keeps a list per key, one per rank):

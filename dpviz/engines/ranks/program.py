@@ -190,6 +190,10 @@ def _run(program: RankProgram, config: RunConfig, work: Any, rank: int, world: i
                 observer.step_ended()
                 if on_step is not None:
                     on_step(index)
+            if observer.step < last and last in observer.memory_steps and result["steps"]:
+                # Out of batches before the last sampled step (data split by hand): this rank waits at the end
+                # (a barrier, or join's shadowing) holding its model's state while the others still run it.
+                result["waiting"] = {"step": last, "held": observer.holding()}
     finally:  # what this rank saw up to where it stopped, a failure included
         caught += [(w.category.__name__, str(w.message), len(result["steps"]) - 1) for w in seen]
         observer.close()  # a step that raised is settled here (FSDP: its modules resharded) before `held` reads them
