@@ -22,7 +22,7 @@ CHART_TABS = TABS[:-1]
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 ACTIVE_PANEL = "[data-testid=stTabPanel]:not([data-st-inactive])"
 SVG = "[data-testid=stPlotlyChart] .main-svg"
-IN_MODEL = re.compile(r"In Model: input size torch\.Size\(\[(\d+), \d+\]\)")
+IN_MODEL = re.compile(r"In Model: input size torch\.Size\(\[(\d+),\s\d+\]\)")  # \s: the page holds a shape on one line (a no-break space)
 
 
 def open_page(page, query: str = "") -> None:

@@ -212,11 +212,11 @@ def test_presenting_at_1024_the_sample_maps_numbers_are_readable_or_on_hover(bro
             const gd = document.querySelector(plot), full = gd._fullLayout, box = gd.getBoundingClientRect();
             const heat = gd._fullData.find(t => t.type === 'heatmap' && t.xaxis === 'x2');
             return {x: box.x + full.xaxis2._offset + full.xaxis2.d2p(0), y: box.y + full.yaxis2._offset + full.yaxis2.d2p(1),
-                    id: heat.customdata[0][0]};
+                    id: heat.customdata[0][0][0]};  // (its dataset row, its place in the batch from 1)
         }""", PLOT)
         page.mouse.move(cell["x"], cell["y"])
         hover = page.locator(f"{PLOT} .hoverlayer .hovertext")
         hover.first.wait_for()
-        assert f"batch 1, row 0 of the batch: dataset row {cell['id']}" in hover.first.text_content()
+        assert f"batch 1, row 1 of the batch: dataset row {cell['id']}" in hover.first.text_content()  # counted from 1
     finally:
         context.close()
