@@ -38,8 +38,13 @@ def legend_entries(fig: go.Figure, legend: str = "legend") -> list[str]:
 ENTRY_GAP_PX, ITEM_GAP_PX, GROUP_GAP_PX, BOX_PX = 40, 5, 10, 10
 
 
-def _row_px(size: float) -> float:
-    return max(1.3 * size, 16) + 3 + 3  # plotly's row and 3 px to spare
+def _row_px(size: float, lines: int = 1) -> float:
+    return max(1.3 * size * lines, 16) + 3 + 3  # plotly's row (an entry of several lines: each 1.3 em) and 3 px to spare
+
+
+def _entry_px(name: str, size: float) -> float:
+    """The width of an entry's text: its longest line (presentation wraps a long one)."""
+    return max(text_px(line, size) for line in re.split(r"<br\s*/?>", name, flags=re.I))
 
 
 def legend_rows(names: list[str], width_px: float = NARROWEST_PX, size: float = LEGEND_SIZE, *,
@@ -50,7 +55,7 @@ def legend_rows(names: list[str], width_px: float = NARROWEST_PX, size: float = 
     if not names:
         return 0
     room = width_px - MARGIN["l"] - MARGIN["r"] if room is None else room
-    widths = [ENTRY_GAP_PX + (entry_px if entry_px else text_px(n, size)) for n in names]
+    widths = [ENTRY_GAP_PX + (entry_px if entry_px else _entry_px(n, size)) for n in names]
     if sum(widths) + ITEM_GAP_PX * (len(widths) - 1) < room:
         return 1
     columns = max(1, int((room + ITEM_GAP_PX - 1) // (max(widths) + ITEM_GAP_PX)))
@@ -99,14 +104,17 @@ def legend_px(fig: go.Figure, width_px: float = NARROWEST_PX, *, size: float | N
         gap = legend.tracegroupgap if legend.tracegroupgap is not None else GROUP_GAP_PX
         rows_px, used, tallest = 0.0, 0.0, 0.0
         for group in groups:
-            step = ENTRY_GAP_PX + max(entry or text_px(n, size) for n in group) + ITEM_GAP_PX
+            step = ENTRY_GAP_PX + max(entry or _entry_px(n, size) for n in group) + ITEM_GAP_PX
             if used and used + step > room:
                 rows_px, used, tallest = rows_px + tallest + gap, 0.0, 0.0
             used += step
-            tallest = max(tallest, len(group) * _row_px(size))
+            tallest = max(tallest, sum(_row_px(size, max(1, line_count(n))) for n in group))
         body = rows_px + tallest
     else:
-        body = legend_rows(names, size=size, room=room, entry_px=entry) * _row_px(size)
+        rows = legend_rows(names, size=size, room=room, entry_px=entry)
+        columns = -(-len(names) // rows)  # plotly fills each row from the left: a row is as tall as its tallest entry
+        body = sum(_row_px(size, max(max(1, line_count(n)) for n in names[r * columns:(r + 1) * columns]))
+                   for r in range(rows))
     title = legend.title.text
     title_px = line_count(title) * 1.3 * (legend.title.font.size or size) + 16 if title else 0
     return math.ceil(body + title_px + BOX_PX)

@@ -164,11 +164,33 @@ def _thin_names(fig: go.Figure, plot_px: float) -> None:
             axis.tickvals, axis.ticktext = kept, kept
 
 
+def _hung_under(annotation) -> bool:
+    """Whether `annotation` is a note hung from the paper's bottom, under the plot."""
+    return (annotation.yref == "paper" and annotation.y is not None and annotation.y <= 0
+            and annotation.yanchor == "top" and bool(annotation.text))
+
+
+def _bottom_title_growth_px(fig: go.Figure, out: go.Figure, scale: float) -> float:
+    """The pixels the bottom panel's x axis title grew by beyond `scale`: the lines it gained when wrapped again at
+    its larger type (a title on one line in the plain chart takes two on a projector's)."""
+    lowest = min((out.layout[k].domain[0] for k in out.layout if re.match(r"yaxis\d*$", k) and out.layout[k].domain),
+                 default=0.0)
+    grown = 0.0
+    for name in [k for k in out.layout if re.match(r"xaxis\d*$", k)]:
+        axis, before = out.layout[name], fig.layout[name]
+        anchor = out.layout["yaxis" + (axis.anchor or "y")[1:]] if axis.anchor and axis.anchor != "free" else None
+        at_bottom = anchor is None or not anchor.domain or anchor.domain[0] <= lowest + 1e-9
+        if at_bottom and axis.title.text and axis.showticklabels is not False:
+            extra = line_count(axis.title.text) - line_count(before.title.text or "")
+            grown = max(grown, extra * (axis.title.font.size or _scaled(AXIS_TITLE_SIZE, scale)) * LINE_EM)
+    return grown
+
+
 def _notes_below_px(fig: go.Figure) -> float:
     """The bottom margin a note under the plot (an annotation hung from the paper's bottom) needs."""
     need = 0.0
     for a in fig.layout.annotations:
-        if a.yref == "paper" and a.y is not None and a.y <= 0 and a.yanchor == "top" and a.text:
+        if _hung_under(a):
             need = max(need, -(a.yshift or 0) + line_count(a.text) * (a.font.size or FONT_SIZE) * LINE_EM + 12)
     return need
 
@@ -369,6 +391,11 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     for axis in [getattr(layout, name) for name in layout if re.match(r"xaxis\d*$", name)]:
         if axis.title.text:
             axis.title.text = wrap(unwrap(axis.title.text), axis.title.font.size or _scaled(AXIS_TITLE_SIZE, scale), plot_width)
+    # A bottom axis's title that takes more lines at the larger type pushes down what hangs under it
+    grown_title = _bottom_title_growth_px(fig, out, scale)
+    for annotation in layout.annotations:
+        if _hung_under(annotation):
+            annotation.yshift = (annotation.yshift or 0) - grown_title
     for annotation in layout.annotations:  # a note wrapped by wrap() is wrapped again at its larger size
         if annotation.text and SOFT_BREAK in annotation.text:
             room = plot_width - (annotation.xshift or 0) if annotation.xref == "paper" else plot_width
@@ -390,9 +417,9 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     # (the plain margin kept rows for the narrowest chart); else the plain margin grown.
     bottom = _notes_below_px(out)
     for name, gap in under.items():
-        bottom = max(bottom, gap * scale + legend_px(out, PROJECTOR_PX, name=name))
+        bottom = max(bottom, gap * scale + grown_title + legend_px(out, PROJECTOR_PX, name=name))
     if not under:
-        bottom = max(bottom, old_bottom * scale)
+        bottom = max(bottom, old_bottom * scale + grown_title)
     moved_controls = {}
     if controls:
         moved_controls, bottom = controls_under(out, controls, bottom, scale)
@@ -431,7 +458,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     if moved_legend is not None:
         layout.legend.y = -moved_legend / max(plot_px, 1)
     for name, gap in under.items():
-        layout[name].y = -gap * scale / max(plot_px, 1)
+        layout[name].y = -(gap * scale + grown_title) / max(plot_px, 1)
     for (kind, k), gap in moved_controls.items():
         layout[kind][k].y = -gap / max(plot_px, 1)
     layout.margin = dict(t=round(top), b=round(bottom), l=left, r=right)

@@ -123,7 +123,19 @@ CHART = f"""() => {{
   // the y axes' labels (each lane's name), as drawn: their words and where each ends
   const ticks = [...plot.querySelectorAll('.yaxislayer-above .ytick text')].map(t => ({{
       text: t.textContent, bottom: t.getBoundingClientRect().bottom}})).filter(t => t.text);
-  return {{top: box.top, bottom: box.bottom, plotBottom: box.top + size.t + size.h, ticks: ticks,
+  // every word the chart writes (as layout_checks reads a first screen's), to find two that overlap anywhere in
+  // the chart: under the fold too, where a projector's class scrolls to read the notes
+  const words = [...plot.querySelectorAll('text')].filter(t => !t.closest('.hoverlayer, .modebar, .legendtoggle'))
+      .filter(t => (t.textContent || '').trim() && getComputedStyle(t).visibility !== 'hidden'
+                   && getComputedStyle(t).display !== 'none' && parseFloat(getComputedStyle(t).opacity || '1') > 0)
+      .map(t => ({{text: t.textContent.trim(), r: t.getBoundingClientRect()}})).filter(w => w.r.width > 0 && w.r.height > 0);
+  const overlaps = [];
+  for (let i = 0; i < words.length; i++) for (let j = i + 1; j < words.length; j++) {{
+    const a = words[i].r, b = words[j].r, slack = 1.5;
+    if (a.left + slack < b.right && b.left + slack < a.right && a.top + slack < b.bottom && b.top + slack < a.bottom)
+      overlaps.push(words[i].text.slice(0, 40) + ' / ' + words[j].text.slice(0, 40));
+  }}
+  return {{top: box.top, bottom: box.bottom, plotBottom: box.top + size.t + size.h, ticks: ticks, overlaps: overlaps,
            legendTop: legends.length ? Math.min(...legends.map(r => r.top)) : null,
            // plotly draws a legend's scrollbar only where its entries run past the height it was given
            legendScrolls: [...plot.querySelectorAll('.legend rect.scrollbar')].some(r => +r.getAttribute('height') > 0),
@@ -241,3 +253,12 @@ def test_presenting_at_1024_every_gpus_lane_label_is_on_the_first_screen(browser
     assert sorted(labels) == list(range(gpus)), f"{tab}: the lanes labelled are {sorted(labels)}"
     last = max(labels, key=labels.get)
     assert labels[last] <= PROJECTOR["height"], f"{tab}: GPU {last}'s label ends at {labels[last]:.0f} px"
+
+
+@pytest.mark.parametrize("query, tab", CASES + [pytest.param(q, "_shown", id=f"{q}-opening") for q in PRESET_PAGES])
+def test_presenting_at_1024_no_two_words_of_a_chart_overlap_even_under_the_fold(browser, app_url, query, tab):
+    # The first screen's words are read by test_browser_layout.py; what hangs under it (notes, a legend at the chart's
+    # foot) is read here, where a class scrolls to it: notes written over a legend's last entry read as neither.
+    chart = measured(browser, app_url, query)[tab]
+    assert chart is not None, f"{tab} drew no chart"
+    assert not chart["overlaps"], f"{tab}: words overlap: " + "; ".join(chart["overlaps"][:5])

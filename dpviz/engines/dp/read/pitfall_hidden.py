@@ -18,7 +18,7 @@ from dpviz.engines.dp.chunking import chunk_sizes
 from dpviz.trace import Trace
 from dpviz.analysis.wording import counted, plural
 from dpviz.engines.dp.read.pitfall_checks import misplaced, shows_hidden_cut
-from dpviz.engines.dp.read.pitfall_layout import panel_headings, title_on_top
+from dpviz.engines.dp.read.pitfall_layout import panel_headings, title_over_headings
 from dpviz.figures.colors import IDLE_GREY, OUTLINE, device_color, device_pattern, text_color_on
 from dpviz.figures.layout import styled
 from dpviz.figures.trace_words import NAME_LIMIT, backend_note, device_name
@@ -104,7 +104,7 @@ def plot_hidden(table: pd.DataFrame, *, title: str, notes: list[str], headings: 
     lines = table.groupby("panel")["tensor"].nunique()
     styled(fig, title, notes, height=160 + 110 * len(panels) + 50 * int(lines.sum()))
     panel_headings(fig, headings)
-    title_on_top(fig, 200)
+    title_over_headings(fig, headings)
     return fig
 
 

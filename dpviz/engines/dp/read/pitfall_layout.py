@@ -37,3 +37,9 @@ def title_on_top(fig: go.Figure, margin_top: int) -> None:
     grew it), with the title and its subtitle at the very top."""
     top = max(fig.layout.margin.t or 0, margin_top)
     fig.update_layout(margin=dict(t=top), title=dict(yref="container", y=1, yanchor="top", pad=dict(t=16)))
+
+
+def title_over_headings(fig: go.Figure, headings: list[str]) -> None:
+    """After styled(), which kept the title's and the subtitle's room: the top margin grown by the first panel's
+    heading, and the title at the very top."""
+    title_on_top(fig, (fig.layout.margin.t or 0) + heading_px(headings[:1]))

@@ -14,10 +14,10 @@ from plotly.subplots import make_subplots
 from dpviz.trace import Trace
 from dpviz.analysis.wording import counted, plural, sizes_text
 from dpviz.engines.dp.read.pitfall_checks import shows_loss_bias
-from dpviz.engines.dp.read.pitfall_layout import heading_px, panel_headings, title_on_top
+from dpviz.engines.dp.read.pitfall_layout import heading_px, panel_headings, title_over_headings
 from dpviz.figures.colors import OUTLINE, device_color, device_pattern, text_color_on
 from dpviz.figures.layout import styled
-from dpviz.figures.legends import legend_px
+from dpviz.figures.legends import legend_under_plot
 from dpviz.figures.trace_words import backend_note, device_name
 
 COLUMNS = ["batch", "replica", "device", "first_row", "rows", "loss"]
@@ -112,16 +112,16 @@ def plot_losses(table: pd.DataFrame, means: pd.DataFrame, *, title: str, notes: 
         fig.update_xaxes(range=[0, m.rows], title_text=f"rows of batch {counted(m.batch)}", row=row, col=1)
         top = max(part["loss"].max(), m.whole, m.mean_of_gathered) * 1.15
         fig.update_yaxes(range=[0, top], title_text="loss", row=row, col=1)
-    # The legend at the chart's foot, under the bottom panel's axis title whatever the plot's height.
-    fig.update_layout(barmode="overlay", bargap=0, uniformtext=dict(minsize=10, mode="hide"),
-                      legend=dict(orientation="h", x=0, y=0, yref="container", yanchor="bottom"))
+    # horizontal, placed by legend_under_plot below: styled() keeps no room for it over the plot
+    fig.update_layout(barmode="overlay", bargap=0, uniformtext=dict(minsize=10, mode="hide"), legend_orientation="h")
     styled(fig, title, notes)
-    # The means' values are written past the batch's end; the legend takes as many rows as the narrowest chart needs.
-    fig.update_layout(margin=dict(r=70, b=AXIS_ROOM_PX + legend_px(fig, margins=(fig.layout.margin.l, 70))))
+    fig.update_layout(margin=dict(r=70, b=AXIS_ROOM_PX))  # the means' values are written past the batch's end
     panel_headings(fig, headings)
-    title_on_top(fig, 190)
+    title_over_headings(fig, headings)
     fig.update_layout(height=fig.layout.margin.t + plot_px + fig.layout.margin.b)  # the panels keep their pixels
-    return fig
+    # The legend in rows under the bottom panel's axis title, on the paper: Presenting then grows its gap and rows
+    # with the type, and hangs the notes under it (a legend pinned to the chart's foot had the notes written over it).
+    return legend_under_plot(fig, [t.name for t in fig.data if t.showlegend], AXIS_ROOM_PX)
 
 
 def loss_bias_figure(trace: Trace) -> go.Figure | None:

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from dpviz.trace import Trace
 from dpviz.analysis.wording import plural
 from dpviz.engines.dp.read.pitfall_checks import shows_state_lost
-from dpviz.engines.dp.read.pitfall_layout import panel_headings, title_on_top
+from dpviz.engines.dp.read.pitfall_layout import panel_headings, title_over_headings
 from dpviz.figures.colors import OUTLINE, device_color, device_pattern, text_color_on
 from dpviz.figures.layout import styled
 from dpviz.figures.trace_words import backend_note, device_name
@@ -71,7 +71,7 @@ def plot_state(table: pd.DataFrame, *, title: str, notes: list[str]) -> go.Figur
     fig.update_layout(barmode="overlay", bargap=0.25)
     styled(fig, title, notes, height=260 + 2 * 34 * len(table))
     panel_headings(fig, list(HEADINGS.values()))
-    title_on_top(fig, 180)
+    title_over_headings(fig, list(HEADINGS.values()))
     return fig
 
 
