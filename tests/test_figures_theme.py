@@ -343,14 +343,18 @@ def test_presentation_fits_the_projectors_first_screen_giving_up_at_most_a_share
     """A chart taller than the room under the tabs: its plot gives up what it must, never below SHRINK_FLOOR of
     its height, the margins kept whole; a stacked figure keeps the room between its panels for their words."""
     from dpviz.figures import sample_map_figure
-    from dpviz.figures.presenting import FOLD_FLOOR, SHRINK_FLOOR, WORDS_FOLD_FLOOR, presentation
+    from dpviz.figures.presenting import FOLD_FLOOR, SHRINK_FLOOR, WORDS_FOLD_FLOOR, presentation, tick_room_px
 
     plot = lambda f: f.layout.height - f.layout.margin.t - f.layout.margin.b
-    view = lambda key: _build(next(v for v in VIEWS if v.key == key), TRACES["8 GPUs"]())
-    worded = view("split")  # rows' counts written on its bars' data: at most 1 - WORDS_FOLD_FLOOR of their room given
+    view = lambda key, gpus="2 GPUs": _build(next(v for v in VIEWS if v.key == key), TRACES[gpus]())
+    worded = view("memory")  # bytes written in its grid's cells: at most 1 - WORDS_FOLD_FLOOR of their room given
     tight, roomy = presentation(worded, room_px=300), presentation(worded, room_px=10_000)
     assert WORDS_FOLD_FLOOR * plot(roomy) - 1 <= plot(tight) < plot(roomy)
     assert not tight.layout.title.subtitle.text  # its notes moved under the plot first
+    # Its strip of eight GPUs' rows, named at the larger type, keeps the room its names need however tight the room:
+    # squeezed with the plot, "GPU 1" was written over "GPU 0"
+    strip = presentation(view("split", "8 GPUs"), room_px=300)
+    assert tick_room_px(strip, plot(strip)) <= plot(strip) + 1  # the height is whole pixels
     for fig in (sample_map_figure(TRACES["8 GPUs"]()),):
         roomy = presentation(fig, room_px=10_000)
         # Room for the whole chart less 40 px: the plot gives them up, its margins whole. 300 px: the plot would run

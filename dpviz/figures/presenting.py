@@ -126,16 +126,42 @@ TICK_GAP_PX = 4  # between two neighbouring tick labels of a y axis, one line's 
 GLYPH_EM = 1.0
 
 
+def _category_rows(fig: go.Figure, axis_name: str) -> list[str] | None:
+    """The rows a heatmap on the y axis `axis_name` names by category (strings), in order; None if none does."""
+    ref = "y" + axis_name[len("yaxis"):]
+    for trace in fig.data:
+        if trace.type == "heatmap" and (trace.yaxis or "y") == ref and trace.y is not None and len(trace.y) > 1 \
+                and all(isinstance(v, str) for v in trace.y):
+            return [str(v) for v in trace.y]
+    return None
+
+
+def _arange(start: float, stop: float, step: float) -> list[float]:
+    count = int((stop - start) // step) + 1 if stop >= start else 0
+    return [start + i * step for i in range(min(count, 1000))]
+
+
 def tick_room_px(fig: go.Figure, plot_px: float) -> float:
-    """The plot area's height in pixels at which no two neighbouring labels of a y axis with labels of
-    its own (tickvals and ticktext, lines as written) overlap: `plot_px` if they already fit."""
+    """The plot area's height in pixels at which no two neighbouring labels of a y axis that names its rows (tickvals
+    and ticktext, lines as written; a label every dtick; a heatmap's named rows) overlap: `plot_px` if they fit."""
     need = plot_px
     for name in [k for k in fig.layout if re.match(r"yaxis\d*$", k)]:
         axis = fig.layout[name]
-        if axis.tickvals is None or axis.ticktext is None or axis.range is None:
+        named = _category_rows(fig, name) if axis.range is None and axis.tickvals is None else None
+        if named:  # a heatmap's rows, named by their categories (the split's strip of ranks): one cell each
+            ticks, span = list(enumerate(named)), float(len(named))
+        elif axis.range is None:
             continue
-        ticks = sorted(zip((float(v) for v in axis.tickvals), axis.ticktext))
-        span = abs(float(axis.range[1]) - float(axis.range[0]))
+        elif axis.tickvals is not None and axis.ticktext is not None:
+            ticks = sorted(zip((float(v) for v in axis.tickvals), axis.ticktext))
+        elif axis.tickmode == "linear" and axis.dtick and axis.type in (None, "linear"):  # a label every dtick (steps)
+            low, high = sorted(float(v) for v in axis.range)
+            start = (axis.tick0 or 0) + math.ceil((low - (axis.tick0 or 0)) / float(axis.dtick)) * float(axis.dtick)
+            ticks = [(v, "0") for v in _arange(start, high, float(axis.dtick))]
+        else:
+            continue
+        if not named:
+            span = abs(float(axis.range[1]) - float(axis.range[0]))
         share = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
         size = axis.tickfont.size or TICK_SIZE
         for (a, first), (b, second) in zip(ticks, ticks[1:]):
@@ -168,6 +194,25 @@ def _hung_under(annotation) -> bool:
     """Whether `annotation` is a note hung from the paper's bottom, under the plot."""
     return (annotation.yref == "paper" and annotation.y is not None and annotation.y <= 0
             and annotation.yanchor == "top" and bool(annotation.text))
+
+
+def _wrap_y_titles(fig: go.Figure, plot_px: float, scale: float) -> None:
+    """A y axis's title longer than its panel is high, at the larger type, wrapped to the panel's height: written
+    across it, it ran up into the chart's title (a short panel of a stacked figure). Its lines stand side by side."""
+    for axis in [fig.layout[name] for name in fig.layout if re.match(r"yaxis\d*$", name)]:
+        if not axis.title.text:
+            continue
+        panel = plot_px * ((axis.domain[1] - axis.domain[0]) if axis.domain else 1.0)
+        size = axis.title.font.size or _scaled(AXIS_TITLE_SIZE, scale)
+        if max(text_px(line, size) for line in re.split(r"<br\s*/?>", axis.title.text)) > panel:
+            axis.title.text = wrap(unwrap(axis.title.text), size, max(panel, 1))
+
+
+def _wrap_x_titles(fig: go.Figure, width_px: float, scale: float) -> None:
+    """Every x axis's title wrapped again at its larger type, to a plot `width_px` wide."""
+    for axis in [fig.layout[name] for name in fig.layout if re.match(r"xaxis\d*$", name)]:
+        if axis.title.text:
+            axis.title.text = wrap(unwrap(axis.title.text), axis.title.font.size or _scaled(AXIS_TITLE_SIZE, scale), width_px)
 
 
 def _bottom_title_growth_px(fig: go.Figure, out: go.Figure, scale: float) -> float:
@@ -388,9 +433,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     plot_width = PROJECTOR_PX - left - right
     if layout.legend.title.text:  # a legend's title spans the plot at most
         layout.legend.title.text = wrap(unwrap(layout.legend.title.text), layout.legend.font.size, plot_width)
-    for axis in [getattr(layout, name) for name in layout if re.match(r"xaxis\d*$", name)]:
-        if axis.title.text:
-            axis.title.text = wrap(unwrap(axis.title.text), axis.title.font.size or _scaled(AXIS_TITLE_SIZE, scale), plot_width)
+    _wrap_x_titles(out, plot_width, scale)
     # A bottom axis's title that takes more lines at the larger type pushes down what hangs under it
     grown_title = _bottom_title_growth_px(fig, out, scale)
     for annotation in layout.annotations:
@@ -444,6 +487,17 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
                                                  least_width=_sized_for_px(fig), legend_own=legend_own if above else 0.0)
         above = above and moved_legend is None and out.layout.legend.orientation == "h"  # not moved under or beside
         _thin_names(out, PROJECTOR_PX - left - right)  # a legend beside the plot leaves its columns less width
+        # and its x axes' titles, wrapped to it (one centred under the plot ran under the legend): what hangs under
+        # the plot moves down by the lines they gained
+        _wrap_x_titles(out, PROJECTOR_PX - left - right, scale)
+        more = _bottom_title_growth_px(fig, out, scale) - grown_title
+        if more > 0:
+            for annotation in layout.annotations:
+                if _hung_under(annotation):
+                    annotation.yshift = (annotation.yshift or 0) - more
+            grown_title, bottom = grown_title + more, bottom + more
+            moved_legend = None if moved_legend is None else moved_legend + more
+            moved_controls = {key: gap + more for key, gap in moved_controls.items()}
         lines_over = over_plot_px(out)  # and its panels' titles: wrapped to it, so none runs into the legend
         wrap_subplot_titles(out, left + right, PROJECTOR_PX)
         top += over_plot_px(out) - lines_over
@@ -451,6 +505,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         panel = min(grown, max(floor, (room_px - top - gaps) / panels))
     plot_px = _stretch_gaps(out, old_plot, scale, panel)
     plot_px = tick_room_px(out, plot_px)  # rows named on the axis (the flow's GPUs) grow with their labels
+    _wrap_y_titles(out, plot_px, scale)
     if _notes_in_boxes(out):  # boxes larger or smaller than the plain figure's: their words fitted to them again
         fit_box_notes(out, plot_px, PROJECTOR_PX - left - right)
     if above:
