@@ -16,12 +16,13 @@ IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 ACTIVE_PANEL = "[data-testid=stTabPanel]:not([data-st-inactive])"
 
 # Runs in every page before Streamlit's code: counts the ForwardMsgs of type script_finished (field 6 of ForwardMsg,
-# streamlit/proto/ForwardMsg.proto) the page's websockets receive. A ForwardMsg is serialised in field order: its hash
+# streamlit/proto/ForwardMsg.proto) the page's websockets receive, but for a run ended early for a rerun. A ForwardMsg is serialised in field order: its hash
 # (1) and metadata (2), length-delimited, then the one field of its type, whose tag is the first byte after them.
 RUN_COUNTER = """(() => {
   if (window.__runsFinished !== undefined) return;
   window.__runsFinished = 0;
   const FINISHED_TAG = (6 << 3) | 0;  // field 6, a varint (the enum ScriptFinishedStatus)
+  const EARLY_FOR_RERUN = 2;  // a run cut short for the next one, which is what the tests wait for
   const varint = (bytes, at) => { let value = 0, shift = 0, byte;
     do { byte = bytes[at++]; value += (byte & 0x7f) * 2 ** shift; shift += 7; } while (byte & 0x80);
     return [value, at]; };
@@ -29,7 +30,7 @@ RUN_COUNTER = """(() => {
     let at = 0;
     while (at < bytes.length) {
       let tag; [tag, at] = varint(bytes, at);
-      if ((tag >> 3) > 2 || (tag & 7) !== 2) return tag === FINISHED_TAG;
+      if ((tag >> 3) > 2 || (tag & 7) !== 2) return tag === FINISHED_TAG && varint(bytes, at)[0] !== EARLY_FOR_RERUN;
       let length; [length, at] = varint(bytes, at);
       at += length;
     }
@@ -85,17 +86,21 @@ def idle(page, runs_before: int) -> None:
                            arg=[runs_before, IDLE])
 
 
-def drawn(page) -> None:
-    """Until plotly has drawn every chart in sight at the window's present size, and the frame after it is painted."""
-    page.wait_for_function(DRAWN)
+def drawn(page, timeout: float | None = None) -> None:
+    """Until plotly has drawn every chart in sight at the window's present size, and the frame after it is painted
+    (`timeout` ms, or the page's own)."""
+    page.wait_for_function(DRAWN, timeout=timeout)
     page.evaluate(TWO_FRAMES)
 
 
-def rerun(page, action: Callable[[], object]) -> None:
-    """Do `action` (one that reruns the script), then wait until that run has ended and its charts are drawn."""
+def rerun(page, action: Callable[[], object], reruns: bool = True) -> None:
+    """Do `action`, one that reruns the script (a widget's value changed), then wait until that run has ended and its
+    charts are drawn; `reruns` False for an action that changes nothing (a widget set to the value it has), which
+    starts no run: only its charts are waited for."""
     before = runs_finished(page)
     action()
-    idle(page, before)
+    if reruns:
+        idle(page, before)
     drawn(page)
 
 
@@ -118,8 +123,20 @@ def tab_shown(page, name: str) -> None:
     """Tab `name` shown and drawn. Choosing another tab reruns the script (the page's tabs rerun on change); clicking
     the tab already shown changes nothing and starts no run, so only its charts are waited for."""
     tab = page.get_by_role("tab", name=name, exact=True)
-    if tab.get_attribute("aria-selected") == "true":
-        tab.click()
-        drawn(page)
-    else:
-        rerun(page, tab.click)
+    rerun(page, tab.click, reruns=tab.get_attribute("aria-selected") != "true")
+
+
+# An element scrolled to has come to rest: its place in the window has not changed for three frames (a smooth
+# scroll moves it every frame; an instant one has moved it already).
+STILL = """selector => new Promise(done => {
+  const at = () => { const r = document.querySelector(selector).getBoundingClientRect(); return `${r.x},${r.y}`; };
+  let last = at(), still = 0;
+  const frame = () => { const now = at(); still = now === last ? still + 1 : 0; last = now;
+                        if (still >= 3) done(true); else requestAnimationFrame(frame); };
+  requestAnimationFrame(frame);
+})"""
+
+
+def scrolled(page, selector: str) -> None:
+    """Until the element `selector` (the first that matches), just scrolled into view, has come to rest."""
+    page.evaluate(STILL, selector)
