@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import waits
-from test_browser import ACTIVE_PANEL, SVG, assert_no_exception, open_page, show_tab
+from test_browser import ACTIVE_PANEL, SVG, assert_no_exception, open_page
 
 pytestmark = pytest.mark.browser
 
@@ -68,7 +68,8 @@ def test_the_shown_tab_is_kept_when_a_batch_or_a_control_changes(browser, app_ur
     try:
         open_page(page)
         for tab in ("Memory", "Inputs"):
-            panel = show_tab(page, tab)
+            waits.tab_shown(page, tab)  # a rerun of its own, ended before the batch is chosen
+            panel = page.locator(ACTIVE_PANEL)
             choice = panel.locator("[data-testid=stRadio] label").filter(has_text="batch 1 of 4")
             # a batch already chosen (the tabs share it) is no change: no run to wait for
             waits.rerun(page, choice.click, reruns=not choice.locator("input").is_checked())

@@ -16,8 +16,8 @@ IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 ACTIVE_PANEL = "[data-testid=stTabPanel]:not([data-st-inactive])"
 
 # Runs in every page before Streamlit's code: counts the ForwardMsgs of type script_finished (field 6 of ForwardMsg,
-# streamlit/proto/ForwardMsg.proto) the page's websockets receive, but for a run ended early for a rerun. A ForwardMsg is serialised in field order: its hash
-# (1) and metadata (2), length-delimited, then the one field of its type, whose tag is the first byte after them.
+# streamlit/proto/ForwardMsg.proto) the page's websockets receive, but for a run ended early for a rerun. A ForwardMsg
+# is serialised in field order: its hash (1) and metadata (2), length-delimited, then the one field of its type.
 RUN_COUNTER = """(() => {
   if (window.__runsFinished !== undefined) return;
   window.__runsFinished = 0;
