@@ -19,6 +19,8 @@ from typing import Iterator, Sequence
 
 import pytest
 
+from waits import watched
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = os.environ.get("DPVIZ_CHROMIUM", "/usr/bin/chromium")
@@ -138,8 +140,9 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture
 def page(browser, app_url, artifacts, request):
-    """A fresh browser context (a new Streamlit session) per test; a screenshot is kept if the test fails."""
-    context = browser.new_context(viewport=VIEWPORT, base_url=app_url)
+    """A fresh browser context (a new Streamlit session) per test, counting the script's runs (waits.py); a screenshot
+    is kept if the test fails."""
+    context = watched(browser.new_context(viewport=VIEWPORT, base_url=app_url))
     page = context.new_page()
     page.set_default_timeout(PAGE_TIMEOUT)
     try:

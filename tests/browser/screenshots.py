@@ -28,6 +28,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout, sync_playwrig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import waits  # noqa: E402
 from conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, _healthy, free_port  # noqa: E402
 from dpviz.engines import ENGINES  # noqa: E402
 from dpviz.presets import LINK_PRESETS  # noqa: E402
@@ -39,27 +40,25 @@ LINKS = ([""] + [f"engine={name}" for name in NAMES[1:]] + [f"engine={name}&gpus
          + [f"engine=compare&engines={a},{b}" for a, b in zip(NAMES, NAMES[1:])]  # each engine beside the next
          + ["engine=memory", "engine=memory&gpus=4&train=true&optimizer=adam"]
          + [f"preset={name}" for name in LINK_PRESETS])
-READY = "[data-testid=stApp][data-test-script-state=notRunning]"
 CAPTIONS: dict[Path, str] = {}  # each shot's link, tab, theme, width and Presenting, for the index
 
 
-# Every chart shown has drawn: Streamlit puts a skeleton where plotly's code is still loading after the script
-# has run (a busy machine's shots caught a grey box where the lesson's chart would be).
-DRAWN = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]
-  .filter(c => !c.closest('[data-testid=stTabPanel][data-st-inactive]'))
-  .every(c => c.querySelector('.main-svg')) && !document.querySelector('[data-testid=stSkeleton]')"""
-DRAWN_WAIT_MS = 60_000  # then the shot is taken as it is: this is for looking, not a test
+# Every chart shown drawn at the window's width (waits.DRAWN: a busy machine's shots caught a grey skeleton where the
+# lesson's chart would be), or this long after the run, when the shot is taken as it is: this is for looking, not a test
+DRAWN_WAIT_MS = 60_000
 
 
-def settle(page) -> None:
-    """Until the script has run and plotly has drawn what it was sent."""
-    page.wait_for_timeout(400)
-    page.wait_for_selector(READY)  # the page's own timeout: a page of every engine runs each of them
+def settle(page, runs_before: int) -> None:
+    """Until the script's run after the `runs_before`th has ended and plotly has drawn what it was sent."""
+    waits.idle(page, runs_before)  # the page's own timeout: a page of every engine runs each of them
+    drawn(page)
+
+
+def drawn(page) -> None:
     try:
-        page.wait_for_function(DRAWN, timeout=DRAWN_WAIT_MS)
+        waits.drawn(page, timeout=DRAWN_WAIT_MS)
     except PlaywrightTimeout:
         pass
-    page.wait_for_timeout(700)
 
 
 def shoot(url: str, links: list[str], widths: list[int], themes: list[str], presenting: list[bool], out: Path,
@@ -80,11 +79,11 @@ def shoot_page(browser, url: str, link: str, theme: str, width: int, larger: boo
                opening_only: bool) -> list[Path]:
     """One link in a fresh session: the tab it opens on first, then every other tab."""
     height = WIDTHS.get(width, 800)
-    context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=theme)
+    context = waits.watched(browser.new_context(viewport={"width": width, "height": height}, color_scheme=theme))
     page = context.new_page()
     page.set_default_timeout(600_000)  # a run starts processes, Memory every engine four engines': minutes when busy
     page.goto(f"{url}/?{link}{'&' if link else ''}presenting={'true' if larger else 'false'}")  # the link's own switch
-    settle(page)
+    settle(page, 0)  # the page's count starts with it
     # A page without tabs (Memory, every engine) is one shot, named for the page.
     has_tabs = page.locator("[role=tab][aria-selected=true]").count() > 0
     opening = page.locator("[role=tab][aria-selected=true]").inner_text().strip() if has_tabs else "page"
@@ -92,16 +91,17 @@ def shoot_page(browser, url: str, link: str, theme: str, width: int, larger: boo
                         [t.strip() for t in page.get_by_role("tab").all_inner_texts() if t.strip() != opening])
     saved = []
     for tab in tabs:
-        if tab != opening:
+        if tab != opening:  # another tab: a rerun (the page's tabs rerun on change)
+            runs = waits.runs_finished(page)
             page.get_by_role("tab", name=tab, exact=True).click()
-            settle(page)
+            settle(page, runs)
         name = "_".join([link.replace("&", "_").replace("=", "-") or "default", theme, str(width),
                          "presenting" if larger else "plain", tab.replace(" ", "-")])
         path = out / f"{name}.png"
         if whole:  # the page's main area scrolls itself: grow the window to its height instead
             tall = page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
             page.set_viewport_size({"width": width, "height": max(tall, height)})
-            page.wait_for_timeout(500)
+            drawn(page)
         page.screenshot(path=str(path))
         if whole:
             page.set_viewport_size({"width": width, "height": height})

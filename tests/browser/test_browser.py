@@ -14,24 +14,23 @@ from urllib.parse import urlencode, urlparse
 
 import pytest
 
+import waits
+from waits import ACTIVE_PANEL, IDLE
+
 pytestmark = pytest.mark.browser
 
 # The tabs the page must have; any others it grows are drawn and checked too.
 TABS = ["One step", "Flow", "Split", "Timeline", "Sample map", "Step through", "Inputs", "Memory", "Tutorial log"]
 CHART_TABS = TABS[:-1]
-IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
-ACTIVE_PANEL = "[data-testid=stTabPanel]:not([data-st-inactive])"
 SVG = "[data-testid=stPlotlyChart] .main-svg"
 IN_MODEL = re.compile(r"In Model: input size torch\.Size\(\[(\d+),\s\d+\]\)")  # \s: the page holds a shape on one line (a no-break space)
 
 
 def open_page(page, query: str = "") -> None:
-    """Open the app (optionally with a query string) and wait until its script has run and drawn."""
-    page.goto(f"/{query}")
+    """Open the app (optionally with a query string) and wait until its script has run and its charts are drawn
+    (the page's context made by waits.watched, as the page fixture's is)."""
+    waits.opened(page, f"/{query}")
     page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}, [data-testid=stException]")
-    # Then the end of the run: the page is idle before its script starts too, and the key figures and
-    # findings come after the chart.
-    page.wait_for_selector(IDLE)
 
 
 def show_tab(page, name: str):
@@ -93,8 +92,7 @@ def screenshot_full_page(page, path) -> None:
         "() => Math.max(...['[data-testid=stMain]', '[data-testid=stSidebarContent]', 'body']"
         ".map(s => document.querySelector(s)?.scrollHeight ?? 0))"
     )
-    page.set_viewport_size({"width": page.viewport_size["width"], "height": max(height, 900)})
-    page.wait_for_timeout(500)  # let the charts settle after the resize
+    waits.resized(page, page.viewport_size["width"], max(height, 900))
     page.screenshot(path=str(path), full_page=True)
 
 

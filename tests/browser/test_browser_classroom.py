@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception, open_page, show_tab
+import waits
+from test_browser import ACTIVE_PANEL, SVG, assert_no_exception, open_page
 
 pytestmark = pytest.mark.browser
 
@@ -19,15 +20,11 @@ PROJECTOR = {"width": 1024, "height": 768}
 
 
 def fresh(browser, app_url, viewport: dict, scheme: str = "light"):
-    context = browser.new_context(viewport=viewport, base_url=app_url, color_scheme=scheme)
+    """A new session's context, counting the script's runs (waits.py), and its page."""
+    context = waits.watched(browser.new_context(viewport=viewport, base_url=app_url, color_scheme=scheme))
     page = context.new_page()
     page.set_default_timeout(120_000)
     return context, page
-
-
-def settled(page) -> None:
-    page.wait_for_timeout(300)
-    page.wait_for_selector(IDLE)
 
 
 def test_a_projector_first_screen_shows_a_chart(browser, app_url):
@@ -71,15 +68,15 @@ def test_the_shown_tab_is_kept_when_a_batch_or_a_control_changes(browser, app_ur
     try:
         open_page(page)
         for tab in ("Memory", "Inputs"):
-            panel = show_tab(page, tab)
-            panel.locator("[data-testid=stRadio]").get_by_text("batch 1 of 4").click()
-            settled(page)
+            waits.tab_shown(page, tab)  # a rerun of its own, ended before the batch is chosen
+            panel = page.locator(ACTIVE_PANEL)
+            choice = panel.locator("[data-testid=stRadio] label").filter(has_text="batch 1 of 4")
+            # a batch already chosen (the tabs share it) is no change: no run to wait for
+            waits.rerun(page, choice.click, reruns=not choice.locator("input").is_checked())
             assert selected() == tab
-        page.get_by_role("switch", name="Shuffle").click(force=True)  # a control: a new run
-        settled(page)
+        waits.rerun(page, lambda: page.get_by_role("switch", name="Shuffle").click(force=True))  # a control: a new run
         assert selected() == "Inputs"
-        page.get_by_role("switch", name="Train: loss, backward, step").click(force=True)
-        settled(page)
+        waits.rerun(page, lambda: page.get_by_role("switch", name="Train: loss, backward, step").click(force=True))
         assert selected() == "Inputs"
         assert_no_exception(page)
     finally:
@@ -122,9 +119,8 @@ def test_chart_text_reads_on_the_dark_theme(browser, app_url, query):
         for tab in tabs:
             if tab.strip() == "Tutorial log":
                 continue
-            show_tab(page, tab.strip())
+            waits.tab_shown(page, tab.strip())
             page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}")
-            page.wait_for_timeout(500)
             low = page.evaluate(CONTRAST)
             if low:
                 failing[tab] = low[:5]

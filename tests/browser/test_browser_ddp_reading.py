@@ -14,7 +14,8 @@ import re
 
 import pytest
 
-from test_browser import ACTIVE_PANEL, IDLE, assert_no_exception, open_page, show_tab
+import waits
+from test_browser import ACTIVE_PANEL, assert_no_exception, open_page, show_tab
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +29,7 @@ BOXES = """([root, selector]) => [...document.querySelectorAll(root + ' ' + sele
 
 
 def fresh(browser, app_url, width: int, height: int = 768):
-    context = browser.new_context(viewport={"width": width, "height": height}, base_url=app_url)
+    context = waits.watched(browser.new_context(viewport={"width": width, "height": height}, base_url=app_url))
     page = context.new_page()
     page.set_default_timeout(180_000)  # a DDP run starts its processes first
     return context, page
@@ -36,11 +37,9 @@ def fresh(browser, app_url, width: int, height: int = 768):
 
 def drawn(page, tab: str, key: str) -> str:
     """Show `tab`, wait for its chart (widget key `key`) to be drawn; the chart's selector."""
-    show_tab(page, tab)  # One step is the first tab; Flow the second
-    page.wait_for_selector(IDLE)
+    waits.tab_shown(page, tab)  # One step is the first tab; Flow the second
     root = f"{ACTIVE_PANEL} .st-key-{key}"
     page.wait_for_selector(f"{root} .main-svg")
-    page.wait_for_timeout(500)  # plotly lays the annotations out after the SVG appears
     return root
 
 
@@ -54,9 +53,7 @@ def meet(a: dict, b: dict, gap: float = 0.0) -> bool:
 
 
 def presenting(page) -> None:
-    page.get_by_role("switch", name=re.compile("Presenting")).click(force=True)
-    page.wait_for_timeout(300)
-    page.wait_for_selector(IDLE)
+    waits.rerun(page, lambda: page.get_by_role("switch", name=re.compile("Presenting")).click(force=True))
 
 
 @pytest.mark.parametrize("width", [1024, 1400])

@@ -20,7 +20,8 @@ from dpviz.engines import ENGINES
 from dpviz.presets import ALL_PRESETS, COMPARE_PRESETS
 from layout_checks import first_screen_problems
 from test_browser_first_screen import assert_the_first_screen_shows_the_chart
-from test_browser import IDLE, SVG
+import waits
+from test_browser import SVG
 from test_browser_classroom import fresh
 from test_browser_projector import present
 
@@ -49,9 +50,8 @@ def opened(browser, app_url, query: str, width: int, height: int):
     context, page = fresh(browser, app_url, {"width": width, "height": height}, scheme="light")
     try:
         page.set_default_timeout(RUN_TIMEOUT_MS)
-        page.goto(f"/{query}")
+        waits.opened(page, f"/{query}")
         page.wait_for_selector(SVG)
-        page.wait_for_selector(IDLE)
     except BaseException:
         context.close()
         raise
@@ -68,10 +68,9 @@ def test_every_first_screen_reads_at_every_width_and_theme(browser, app_url, art
             if scheme == "dark":
                 darkened(page)
             for width, height, presenting in SCREENS:
-                page.set_viewport_size({"width": width, "height": height})
+                waits.resized(page, width, height)
                 if presenting:
                     present(page)
-                page.wait_for_timeout(600)  # plotly redraws at the new width
                 if (scheme, width, height, presenting) == ("light", 1024, 768, False):
                     assert_the_first_screen_shows_the_chart(page, query.lstrip("?"))
                 found = first_screen_problems(page)
@@ -98,7 +97,7 @@ def test_every_tab_of_every_engines_page_reads_narrow_and_presented(browser, app
     context, page = opened(browser, app_url, query, TAB_SCREENS[0][1], TAB_SCREENS[0][2])
     try:
         for scheme, width, height, presenting in TAB_SCREENS:
-            page.set_viewport_size({"width": width, "height": height})
+            waits.resized(page, width, height)
             if scheme == "dark":  # the one run again, every chart drawn dark (see darkened), then Presenting on
                 page.emulate_media(color_scheme="dark")
             if presenting:
@@ -106,10 +105,7 @@ def test_every_tab_of_every_engines_page_reads_narrow_and_presented(browser, app
             for tab in [t.strip() for t in page.get_by_role("tab").all_inner_texts()]:
                 if tab == "Tutorial log":  # text, not a chart
                     continue
-                page.get_by_role("tab", name=tab, exact=True).click()
-                page.wait_for_timeout(300)
-                page.wait_for_selector(IDLE)
-                page.wait_for_timeout(600)  # plotly's drawing after the script
+                waits.tab_shown(page, tab)
                 found = first_screen_problems(page)
                 if found:
                     page.screenshot(path=artifacts / f"layout-tab-{query.strip('?').split('&')[0].replace('=', '-')}-{tab}-{width}-{scheme}.png")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import waits
 from test_browser import IDLE, assert_no_exception, chart_traces, legend, screenshot_full_page
 
 pytestmark = pytest.mark.browser
@@ -83,21 +84,18 @@ BANDS = """(plot) => {
 @pytest.mark.parametrize("width, presenting", [(1024, False), (1024, True), (800, False), (800, True)])
 def test_dataparallels_memory_has_no_empty_band_over_its_plot(browser, app_url, width, presenting):
     from dpviz.figures.sizes import GAP_PX, LEGEND_ROW_PX
-    from test_browser import ACTIVE_PANEL, show_tab
+    from test_browser import ACTIVE_PANEL
     from test_browser_projector import present
 
-    context = browser.new_context(viewport={"width": width, "height": 768}, base_url=app_url)
+    context = waits.watched(browser.new_context(viewport={"width": width, "height": 768}, base_url=app_url))
     page = context.new_page()
     try:
         page.set_default_timeout(120_000)
-        page.goto("/?gpus=4&train=true")
-        page.wait_for_selector(IDLE)
+        waits.opened(page, "/?gpus=4&train=true")
         if presenting:
             present(page)
-        show_tab(page, "Memory")
+        waits.tab_shown(page, "Memory")
         page.wait_for_selector(f"{ACTIVE_PANEL} .js-plotly-plot .main-svg")
-        page.wait_for_selector(IDLE)
-        page.wait_for_timeout(500)
         found = page.evaluate(BANDS, f"{ACTIVE_PANEL} .js-plotly-plot")
         # the house gap under the title block, and less than a legend's row of slack, at Presenting's larger type too
         scale = 1.35 if presenting else 1

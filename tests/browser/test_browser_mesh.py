@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import IDLE, SVG
+import waits
+from test_browser import SVG
 from test_browser_classroom import fresh
 from test_browser_projector import present
 
@@ -54,19 +55,15 @@ def test_every_ranks_words_lie_inside_its_box_at_every_width_and_presenting(brow
     problems = []
     try:
         page.set_default_timeout(RUN_TIMEOUT_MS)
-        page.goto(f"/{LINK}")
+        waits.opened(page, f"/{LINK}")
         page.wait_for_selector(SVG)
-        page.wait_for_selector(IDLE)
-        page.get_by_role("tab", name="Mesh", exact=True).click()
-        page.wait_for_selector(IDLE)
+        waits.tab_shown(page, "Mesh")
         for presenting in (False, True):
             if presenting:
                 present(page)
-                page.get_by_role("tab", name="Mesh", exact=True).click()
-                page.wait_for_selector(IDLE)
+                waits.tab_shown(page, "Mesh")
             for width in PRESENTING_WIDTHS if presenting else WIDTHS:
-                page.set_viewport_size({"width": width, "height": 768})
-                page.wait_for_timeout(800)  # plotly redraws at the new width
+                waits.resized(page, width, 768)
                 found = page.evaluate(BOXES)
                 assert len(found["words"]) == 4 and len(found["shapes"]) == 4, found  # a box and its words per rank
                 mine = outside(found)

@@ -19,7 +19,8 @@ from dpviz.engines import ENGINES
 from dpviz.figures.views import views_of
 from dpviz.page.tabs import COMPARE
 from dpviz.presets import COMPARE_PRESETS, EVERY_ENGINE as EVERY_ENGINE_PRESET, LINK_PRESETS
-from test_browser import ACTIVE_PANEL, IDLE, SVG
+import waits
+from test_browser import ACTIVE_PANEL, SVG
 from test_browser_classroom import PROJECTOR, fresh
 
 pytestmark = pytest.mark.browser
@@ -143,17 +144,11 @@ CHART = f"""() => {{
 }}"""
 
 
-def drawn(page) -> dict:
-    page.wait_for_timeout(300)
-    page.wait_for_selector(IDLE)
-    page.wait_for_timeout(500)  # plotly's own drawing after the script has run
-    return page.evaluate(CHART)
-
-
 def opened(browser, app_url, query):
+    """`query`'s page in Presenting, its first run ended and its charts drawn: the context (to close) and the page."""
     context, page = fresh(browser, app_url, PROJECTOR)
     page.set_default_timeout(RUN_TIMEOUT_MS)
-    page.goto(f"/?{query}&presenting=true")
+    waits.opened(page, f"/?{query}&presenting=true")
     page.wait_for_selector(f"{SVG}, [data-testid=stException]")
     return context, page
 
@@ -181,15 +176,15 @@ def measured(browser, app_url, query: str) -> dict:
     if query not in _measured:
         context, page = opened(browser, app_url, query)
         try:
-            found = {"_shown": drawn(page), "_exception": page.locator("[data-testid=stException]").count() > 0,
+            found = {"_shown": page.evaluate(CHART), "_exception": page.locator("[data-testid=stException]").count() > 0,
                      "_switched": page.get_by_role("switch", name="Presenting: larger text in the charts").is_checked(),
                      "_url": page.url}
             tabs = [t.strip() for t in page.get_by_role("tab").all_inner_texts()]
             shown = page.locator("[role=tab][aria-selected=true]").inner_text().strip() if tabs else EVERY_ENGINE
             found[shown] = found["_shown"]
             for tab in [t for t in tabs if t != shown and query not in PRESET_PAGES]:
-                page.get_by_role("tab", name=tab, exact=True).click()
-                found[tab] = drawn(page)
+                waits.tab_shown(page, tab)
+                found[tab] = page.evaluate(CHART)
                 found["_exception"] |= page.locator("[data-testid=stException]").count() > 0
             _measured[query] = found
         finally:

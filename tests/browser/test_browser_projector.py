@@ -13,7 +13,8 @@ import re
 
 import pytest
 
-from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception, open_page, show_tab
+import waits
+from test_browser import ACTIVE_PANEL, SVG, assert_no_exception, open_page
 from test_browser_classroom import CONTRAST, PROJECTOR, fresh
 
 pytestmark = pytest.mark.browser
@@ -31,16 +32,12 @@ BOXES = """([plot, selector]) => [...document.querySelector(plot).querySelectorA
 
 def present(page) -> None:
     """Turn the sidebar's Presenting toggle on and wait for the charts drawn at the larger size."""
-    page.get_by_role("switch", name=PRESENTING).click(force=True)
-    page.wait_for_timeout(300)
-    page.wait_for_selector(IDLE)
+    waits.rerun(page, lambda: page.get_by_role("switch", name=PRESENTING).click(force=True))
 
 
 def shown_chart(page, tab: str) -> None:
-    show_tab(page, tab)
+    waits.tab_shown(page, tab)
     page.wait_for_selector(f"{ACTIVE_PANEL} {SVG}")
-    page.wait_for_selector(IDLE)
-    page.wait_for_timeout(500)  # plotly's own drawing after the script has run
 
 
 def boxes(page, selector: str) -> list[dict]:
@@ -167,7 +164,7 @@ def test_flow_marks_and_text_stand_out_from_the_page(browser, app_url, scheme):
         shown_chart(page, "Flow")
         plot = page.locator(PLOT).first
         plot.scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
+        waits.scrolled(page, PLOT)
         where = page.evaluate(MARK_POINTS, PLOT)
         shot = Image.open(io.BytesIO(page.screenshot())).convert("RGB")
         background = shot.getpixel(tuple(round(v) for v in where["background"]))
@@ -207,7 +204,7 @@ def test_presenting_at_1024_the_sample_maps_numbers_are_readable_or_on_hover(bro
             assert numbers == []
         # A cell's hover names its dataset row: the first row of the first batch's cell, brought on screen.
         page.locator(f"{PLOT} .subplot.x2y2").first.evaluate("e => e.scrollIntoView({block: 'center'})")
-        page.wait_for_timeout(300)
+        waits.scrolled(page, f"{PLOT} .subplot.x2y2")
         cell = page.evaluate("""plot => {
             const gd = document.querySelector(plot), full = gd._fullLayout, box = gd.getBoundingClientRect();
             const heat = gd._fullData.find(t => t.type === 'heatmap' && t.xaxis === 'x2');
