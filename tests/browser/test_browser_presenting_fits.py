@@ -98,6 +98,12 @@ PLOT_NOT_YET: dict[tuple[str, str], str] = {
     ("gpus=8&train=true", "Timeline"): "the measured panel ends at 923 px",
     ("gpus=16", "Timeline"): "the measured panel ends at 1316 px",
     ("preset=idle-gpus", "Timeline"): "the measured panel ends at about 930 px",
+    # Rows named on a short panel keep the room their names need at the larger type (they were written over each
+    # other): the strip of 16 GPUs' rows under Split's bars, and the compared pages' strips and step rows, whose
+    # charts share the first screen with the other engine's heading, run past it by as much
+    ("gpus=16", "Split"): "the strip of sixteen GPUs' rows ends at 798 px",
+    ("engine=compare&engines=ddp,pipeline", "Split"): "the strip of ranks' rows ends at 787 px",
+    ("engine=compare&engines=ddp,pipeline", "Sample map"): "the step rows of the lower panel end at 782 px",
 }
 # Presets whose opening tab's plot does not fit yet, measured: strict, each leaves this list when it fits.
 PRESET_PLOT_NOT_YET: dict[str, str] = {}
