@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from dpviz.figures.colors import THEME_TEXT
 from dpviz.figures.sizes import GAP_PX, LEGEND_ROW_PX, LEGEND_SIZE, MARGIN, NARROWEST_PX
-from dpviz.figures.text_fit import line_count, text_px, unwrap
+from dpviz.figures.text_fit import line_count, unwrap, widest_line_px
 
 # A legend the view has not placed: in rows from the plot's left, between the subtitle and the plot.
 TOP_LEGEND = dict(orientation="h", x=0, xanchor="left", xref="paper", y=1, yanchor="bottom", yref="paper")
@@ -42,11 +42,6 @@ def _row_px(size: float, lines: int = 1) -> float:
     return max(1.3 * size * lines, 16) + 3 + 3  # plotly's row (an entry of several lines: each 1.3 em) and 3 px to spare
 
 
-def _entry_px(name: str, size: float) -> float:
-    """The width of an entry's text: its longest line (presentation wraps a long one)."""
-    return max(text_px(line, size) for line in re.split(r"<br\s*/?>", name, flags=re.I))
-
-
 def legend_rows(names: list[str], width_px: float = NARROWEST_PX, size: float = LEGEND_SIZE, *,
                 room: float | None = None, entry_px: float | None = None) -> int:
     """Rows plotly gives a horizontal legend of `names` over a plot `room` px wide (default: a chart
@@ -55,7 +50,7 @@ def legend_rows(names: list[str], width_px: float = NARROWEST_PX, size: float = 
     if not names:
         return 0
     room = width_px - MARGIN["l"] - MARGIN["r"] if room is None else room
-    widths = [ENTRY_GAP_PX + (entry_px if entry_px else _entry_px(n, size)) for n in names]
+    widths = [ENTRY_GAP_PX + (entry_px if entry_px else widest_line_px(n, size)) for n in names]
     if sum(widths) + ITEM_GAP_PX * (len(widths) - 1) < room:
         return 1
     columns = max(1, int((room + ITEM_GAP_PX - 1) // (max(widths) + ITEM_GAP_PX)))
@@ -104,7 +99,7 @@ def legend_px(fig: go.Figure, width_px: float = NARROWEST_PX, *, size: float | N
         gap = legend.tracegroupgap if legend.tracegroupgap is not None else GROUP_GAP_PX
         rows_px, used, tallest = 0.0, 0.0, 0.0
         for group in groups:
-            step = ENTRY_GAP_PX + max(entry or _entry_px(n, size) for n in group) + ITEM_GAP_PX
+            step = ENTRY_GAP_PX + max(entry or widest_line_px(n, size) for n in group) + ITEM_GAP_PX
             if used and used + step > room:
                 rows_px, used, tallest = rows_px + tallest + gap, 0.0, 0.0
             used += step

@@ -19,7 +19,7 @@ from dpviz.figures.presenting_fold import (controls_over_plot, controls_under, l
                                           subtitle_under)
 from dpviz.figures.sizes import (AXIS_TITLE_SIZE, BASE_TOP_PX, FONT_SIZE, GAP_PX, LEGEND_SIZE, LINE_EM, MARGIN, NARROWEST_PX,
                                  PROJECTOR_PX, PROJECTOR_ROOM_PX, SUBTITLE_SIZE, TICK_SIZE, TITLE_SIZE, TOP_PAD_PX)
-from dpviz.figures.text_fit import SOFT_BREAK, line_count, text_px, unwrap, wrap
+from dpviz.figures.text_fit import SOFT_BREAK, line_count, text_px, unwrap, widest_line_px, wrap
 
 _SIZED = ("textfont", "insidetextfont", "outsidetextfont")
 
@@ -136,11 +136,6 @@ def _category_rows(fig: go.Figure, axis_name: str) -> list[str] | None:
     return None
 
 
-def _arange(start: float, stop: float, step: float) -> list[float]:
-    count = int((stop - start) // step) + 1 if stop >= start else 0
-    return [start + i * step for i in range(min(count, 1000))]
-
-
 def tick_room_px(fig: go.Figure, plot_px: float) -> float:
     """The plot area's height in pixels at which no two neighbouring labels of a y axis that names its rows (tickvals
     and ticktext, lines as written; a label every dtick; a heatmap's named rows) overlap: `plot_px` if they fit."""
@@ -152,16 +147,17 @@ def tick_room_px(fig: go.Figure, plot_px: float) -> float:
             ticks, span = list(enumerate(named)), float(len(named))
         elif axis.range is None:
             continue
-        elif axis.tickvals is not None and axis.ticktext is not None:
-            ticks = sorted(zip((float(v) for v in axis.tickvals), axis.ticktext))
-        elif axis.tickmode == "linear" and axis.dtick and axis.type in (None, "linear"):  # a label every dtick (steps)
-            low, high = sorted(float(v) for v in axis.range)
-            start = (axis.tick0 or 0) + math.ceil((low - (axis.tick0 or 0)) / float(axis.dtick)) * float(axis.dtick)
-            ticks = [(v, "0") for v in _arange(start, high, float(axis.dtick))]
         else:
-            continue
-        if not named:
-            span = abs(float(axis.range[1]) - float(axis.range[0]))
+            low, high = sorted(float(v) for v in axis.range)
+            span = high - low
+            if axis.tickvals is not None and axis.ticktext is not None:
+                ticks = sorted(zip((float(v) for v in axis.tickvals), axis.ticktext))
+            elif axis.tickmode == "linear" and axis.dtick and axis.type in (None, "linear"):  # a label every dtick
+                step, origin = float(axis.dtick), float(axis.tick0 or 0)
+                start = origin + math.ceil((low - origin) / step) * step
+                ticks = [(start + i * step, "0") for i in range(min(int((high - start) // step) + 1, 1000))]
+            else:
+                continue
         share = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
         size = axis.tickfont.size or TICK_SIZE
         for (a, first), (b, second) in zip(ticks, ticks[1:]):
@@ -196,6 +192,13 @@ def _hung_under(annotation) -> bool:
             and annotation.yanchor == "top" and bool(annotation.text))
 
 
+def _hang_lower(fig: go.Figure, px: float) -> None:
+    """Every note hung under the plot moved `px` further down (what is above it, an axis title, took more lines)."""
+    for annotation in fig.layout.annotations:
+        if _hung_under(annotation):
+            annotation.yshift = (annotation.yshift or 0) - px
+
+
 def _wrap_y_titles(fig: go.Figure, plot_px: float, scale: float) -> None:
     """A y axis's title longer than its panel is high, at the larger type, wrapped to the panel's height: written
     across it, it ran up into the chart's title (a short panel of a stacked figure). Its lines stand side by side."""
@@ -204,7 +207,7 @@ def _wrap_y_titles(fig: go.Figure, plot_px: float, scale: float) -> None:
             continue
         panel = plot_px * ((axis.domain[1] - axis.domain[0]) if axis.domain else 1.0)
         size = axis.title.font.size or _scaled(AXIS_TITLE_SIZE, scale)
-        if max(text_px(line, size) for line in re.split(r"<br\s*/?>", axis.title.text)) > panel:
+        if widest_line_px(axis.title.text, size) > panel:
             axis.title.text = wrap(unwrap(axis.title.text), size, max(panel, 1))
 
 
@@ -436,9 +439,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
     _wrap_x_titles(out, plot_width, scale)
     # A bottom axis's title that takes more lines at the larger type pushes down what hangs under it
     grown_title = _bottom_title_growth_px(fig, out, scale)
-    for annotation in layout.annotations:
-        if _hung_under(annotation):
-            annotation.yshift = (annotation.yshift or 0) - grown_title
+    _hang_lower(out, grown_title)
     for annotation in layout.annotations:  # a note wrapped by wrap() is wrapped again at its larger size
         if annotation.text and SOFT_BREAK in annotation.text:
             room = plot_width - (annotation.xshift or 0) if annotation.xref == "paper" else plot_width
@@ -492,9 +493,7 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
         _wrap_x_titles(out, PROJECTOR_PX - left - right, scale)
         more = _bottom_title_growth_px(fig, out, scale) - grown_title
         if more > 0:
-            for annotation in layout.annotations:
-                if _hung_under(annotation):
-                    annotation.yshift = (annotation.yshift or 0) - more
+            _hang_lower(out, more)
             grown_title, bottom = grown_title + more, bottom + more
             moved_legend = None if moved_legend is None else moved_legend + more
             moved_controls = {key: gap + more for key, gap in moved_controls.items()}

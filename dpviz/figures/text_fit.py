@@ -144,6 +144,11 @@ _EM = {**dict.fromkeys("ijl.,:;'|!", 0.28), **dict.fromkeys("ft()[]/-r ", 0.34),
        **dict.fromkeys("ABCDEFGHIJKLNOPQRSTUVXYZ", 0.72), **dict.fromkeys("0123456789", 0.56)}
 
 
+def widest_line_px(text: str, size: float) -> float:
+    """Width in pixels of `text`'s longest line (lines broken by <br>), at `size` px."""
+    return max(text_px(line, size) for line in _BREAK.split(text))
+
+
 def text_px(text: str, size: float) -> float:
     """Width in pixels of `text` (plotly's HTML) at `size` px, in Arial's widths, a little on the wide side."""
     plain = html.unescape(re.sub(r"<[^>]*>", "", text))
