@@ -99,6 +99,24 @@ def test_state_counters_per_replica_against_the_models(runs):
     assert drawn[("the model, after", "x")] == 0 and drawn[("the model, after", "x2")] == state["rows_seen"][0]
 
 
+def test_on_a_projector_every_row_of_the_state_pitfall_keeps_its_name_and_its_value(runs):
+    # Presenting laid the four rows a panel out tighter than plotly names them at the larger type: "GPU 1's replicas"
+    # and "on one device" went unnamed, and every value beside its bar was hidden (the lesson's 0 among them).
+    from dpviz.figures.presenting import presentation, tick_room_px
+
+    fig = pitfall_figure(runs["state-lost"])
+    shown = presentation(fig, room_px=595)  # the room the preset's page leaves under its banner
+    plot = shown.layout.height - shown.layout.margin.t - shown.layout.margin.b
+    rows = {t.yaxis: set() for t in shown.data}
+    for t in shown.data:
+        rows[t.yaxis].add(t.y[0])
+    for name in ("yaxis", "yaxis2"):
+        assert shown.layout[name].dtick == 1  # every category named, none left to plotly's spacing
+    assert all(len(names) == 4 for names in rows.values())
+    assert tick_room_px(shown, plot) <= plot + 1  # and room for each name at the larger type
+    assert shown.layout.uniformtext.mode != "hide"  # values beside their bars are never hidden for want of room
+
+
 @pytest.mark.parametrize("name", list(PRESETS) + ["plain", "one-device-loss"])
 def test_the_page_asks_whether_a_run_has_a_pitfall_without_drawing_it_and_gets_the_same_answer(name):
     from dpviz.figures.views import has_pitfall

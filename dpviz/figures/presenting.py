@@ -127,13 +127,15 @@ GLYPH_EM = 1.0
 
 
 def _category_rows(fig: go.Figure, axis_name: str) -> list[str] | None:
-    """The rows a heatmap on the y axis `axis_name` names by category (strings), in order; None if none does."""
+    """The rows the traces on the y axis `axis_name` name by category (strings: a heatmap's rows, horizontal bars'
+    names), in order of first appearance as plotly lays them out; None where fewer than two are named."""
     ref = "y" + axis_name[len("yaxis"):]
+    rows: dict[str, None] = {}
     for trace in fig.data:
-        if trace.type == "heatmap" and (trace.yaxis or "y") == ref and trace.y is not None and len(trace.y) > 1 \
-                and all(isinstance(v, str) for v in trace.y):
-            return [str(v) for v in trace.y]
-    return None
+        named = trace.type == "heatmap" or (trace.type == "bar" and trace.orientation == "h")
+        if named and (trace.yaxis or "y") == ref and trace.y is not None and all(isinstance(v, str) for v in trace.y):
+            rows.update(dict.fromkeys(str(v) for v in trace.y))
+    return list(rows) if len(rows) > 1 else None
 
 
 def tick_room_px(fig: go.Figure, plot_px: float) -> float:
@@ -143,7 +145,7 @@ def tick_room_px(fig: go.Figure, plot_px: float) -> float:
     for name in [k for k in fig.layout if re.match(r"yaxis\d*$", k)]:
         axis = fig.layout[name]
         named = _category_rows(fig, name) if axis.range is None and axis.tickvals is None else None
-        if named:  # a heatmap's rows, named by their categories (the split's strip of ranks): one cell each
+        if named:  # rows named by their categories (the split's strip of ranks, a pitfall's bars): one row each
             ticks, span = list(enumerate(named)), float(len(named))
         elif axis.range is None:
             continue
@@ -426,7 +428,8 @@ def presentation(fig: go.Figure, scale: float = 1.35, room_px: float = PROJECTOR
                 trace[key].size = _scaled(trace[key].size, scale)
         if trace.type == "sankey" and trace.textfont.size is None:
             trace.textfont.size = _scaled(font, scale)
-        if trace.type == "bar" and (trace.text is not None or trace.texttemplate):
+        # words inside a bar that may not hold them; words beside a bar (outside) run into nothing, and stay
+        if trace.type == "bar" and (trace.text is not None or trace.texttemplate) and trace.textposition != "outside":
             sizes = [trace[k].size for k in ("textfont", "insidetextfont") if isinstance(trace[k].size, (int, float))]
             bar_text.append(min(sizes, default=_scaled(font, scale)))
     if bar_text:  # a label that does not fit its bar at the larger size is hidden, not run into the next

@@ -67,7 +67,8 @@ def plot_state(table: pd.DataFrame, *, title: str, notes: list[str]) -> go.Figur
             ), row=row, col=1)
         top = max(1, int(table[column].max()))
         fig.update_xaxes(range=[0, top * 1.25], row=row, col=1)
-        fig.update_yaxes(type="category", autorange="reversed", row=row, col=1)
+        # every row named (dtick 1): plotly's own spacing drops names of rows it finds close, the lesson's among them
+        fig.update_yaxes(type="category", autorange="reversed", dtick=1, row=row, col=1)
     fig.update_layout(barmode="overlay", bargap=0.25)
     styled(fig, title, notes, height=260 + 2 * 34 * len(table))
     panel_headings(fig, list(HEADINGS.values()))
