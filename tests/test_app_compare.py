@@ -42,7 +42,7 @@ def test_the_settings_are_fitted_to_both_engines_and_the_change_said_once():
     assert sum("'ffn'" in w for w in said) == 1 and any("train = true" in w for w in said), said
     assert "DataParallel: GPU 0 sends" in shown_text(app) and "activations" in shown_text(app)
     # Picked in the sidebar, the pipeline first beside DDP's settings: fitted to both, and the change said once.
-    app = page(engine="compare", engines="dp,ddp", gpus="2")
+    app = page(engine="compare", engines="dp,ddp", gpus="2", train="false")
     app.selectbox(key="compare_first").set_value("pipeline").run()
     assert not app.exception and app.query_params["engines"] == "pipeline,ddp"
     said = [w.value.replace("\\", "") for w in app.warning if "To run the same settings under" in w.value.replace("\\", "")]
@@ -98,3 +98,20 @@ def test_a_pipeline_capped_by_the_page_says_stages():
     assert not app.exception
     # a pipeline's processes are its stages, said in its own word
     assert "Showing 8 devices, not 16: the page shows at most 8 stages" in shown_text(app).replace("\\", "")
+
+
+@pytest.mark.parametrize("link", [{"engine": "both"}] + [{"engine": "compare", "engines": f"{a},{b}"}
+                                                         for b in ENGINES if b != "dp" for a, b in [("dp", b), (b, "dp")]])
+def test_a_bare_link_comparing_dataparallel_opens_on_gpu0_as_the_hub_and_says_why(link):
+    # DataParallel's lesson beside any engine, GPU 0 serving every other GPU, needs training on three GPUs or more: a
+    # link naming neither opens with them (said in one sentence) rather than on "these settings cannot show GPU 0 as
+    # the hub"; a link that names them keeps them (the visitor's settings stand, and the page says what it cannot show).
+    app = page(**link)
+    assert not app.exception
+    said = [w.value.replace("\\", "") for w in app.warning if "the link opens with" in w.value.replace("\\", "")]
+    assert len(said) == 1 and "GPU 0 is the hub" in said[0] and "train = true" in said[0] and "gpus = 4" in said[0], said
+    assert app.query_params["train"] == "true" and app.query_params["gpus"] == "4"  # the link keeps what it opened with
+    assert "cannot show GPU 0 as the hub" not in chart_title(app) + shown_text(app)
+    assert "GPU 0" in chart_title(app)  # the headline is the hub's: what GPU 0 moves against the other engine's device
+    named = page(**link, gpus="2", train="false")
+    assert "cannot show GPU 0 as the hub" in chart_title(named) and named.query_params["gpus"] == "2"

@@ -74,7 +74,7 @@ def test_both_engines_run_at_the_count_asked_for():
 def test_a_server_with_room_for_fewer_ranks_says_so_in_a_visitors_words(monkeypatch):
     from test_sharded_budget import host_for_ranks
 
-    host_for_ranks(monkeypatch, RunConfig(engine="ddp", gpus=3))
+    host_for_ranks(monkeypatch, RunConfig(engine="ddp", gpus=3, train=True))  # a comparison's link opens training
     app = page(engine="both", gpus="6")
     text = shown_text(app)
     assert not app.exception and "Showing 3 devices for both engines, not 6: this server has memory for 3 devices at a time" in text

@@ -77,6 +77,10 @@ class EngineSpec:
     # holds (ZeRO-1's sharded optimizer state, FSDP's gathers and reduce-scatters) shows nothing of it forward only.
     opens_with: tuple[tuple[str, Any], ...] = ()
     opens_why: str = ""
+    # Settings a link comparing this engine with another opens with, where it names none of them, and why: its part
+    # of a comparison's lesson (DataParallel's GPU 0 as the hub) needs them, which the page's defaults do not give.
+    compared_opens_with: tuple[tuple[str, Any], ...] = ()
+    compared_opens_why: str = ""
     # Settings only its plan reads (dpviz.engines.plan), no run: a tensor-parallel degree beside FSDP's, where a run
     # takes every rank as one group. Each a keyword-only parameter of its `plan` part, its flag on `plan`, its widget
     # on the page's "At real size".

@@ -153,19 +153,34 @@ def from_query(params: Mapping[str, Any]) -> tuple[RunConfig, list[str]]:
 
 def _opening(params: Mapping[str, Any], values: dict[str, Any]) -> list[str]:
     """A link naming an engine whose lesson needs settings it does not give (ZeRO-1's and FSDP's need training) opens
-    with them, said once; a preset's link or one that sets them itself is left as it is."""
+    with them, said once; so does a link comparing two engines, with what each needs alone and what its part of the
+    comparison needs (DataParallel's hub: training on 4 GPUs). A preset's link or one that sets them itself is left
+    as it is."""
     engine = values.get("engine")
     if "preset" in params or "engine" not in params or engine not in ENGINES:
         return []
-    spec = ENGINES[engine]
-    changes = {name: value for name, value in spec.opens_with if name not in params}
+    compared = wants_pair(params)
+    changes: dict[str, Any] = {}
+    whys: list[str] = []
+    for spec in [ENGINES[name] for name in (wanted_pair(params)[0] if compared else (engine,))]:
+        for wanted, why in [(spec.opens_with, spec.opens_why)] + (
+                [(spec.compared_opens_with, spec.compared_opens_why)] if compared else []):
+            new = {name: value for name, value in wanted if name not in params and name not in changes}
+            if new:
+                changes.update(new)
+                whys.append(why)
     values.update(changes)
-    changes.update(_fitted_to_lesson(spec, params, values))
+    fitted = _fitted_to_lesson(ENGINES[engine], params, values)
+    if fitted and ENGINES[engine].opens_why not in whys:  # its own rules changed what the defaults gave
+        whys.append(ENGINES[engine].opens_why)
+    changes.update(fitted)
     values.update(changes)
     if not changes:
         return []
     said = ", ".join(f"{name} = {_show(value)}" for name, value in changes.items())
-    return [f"{spec.opens_why}: the link opens with {said}."]
+    if len(whys) == 1:
+        return [f"{whys[0]}: the link opens with {said}."]
+    return [f"{'. '.join(whys)}: the link opens with {said}."]  # each engine's reason a sentence of its own
 
 
 def _fitted_to_lesson(spec: EngineSpec, params: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:

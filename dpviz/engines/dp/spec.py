@@ -69,4 +69,8 @@ SPEC = EngineSpec(
         },
     ),
     preload=("dpviz.engines.dp.engine", "dpviz.engines.dp.recorder"),
+    # Beside another engine its lesson is GPU 0 as the hub (read.hub_lesson): every replica's gradients come back to
+    # it in training, from two other GPUs at least; on 4, three spokes, as the tutorial's picture draws them.
+    compared_opens_with=(("train", True), ("gpus", 4)),
+    compared_opens_why="DataParallel's GPU 0 is the hub of a training step that serves two other GPUs or more",
 )
