@@ -21,7 +21,7 @@ from dpviz.engines.pipeline.read.step import step_pipeline_figure
 from dpviz.figures.colors import contrast_ratio
 from dpviz.figures.presenting import presentation
 from dpviz.figures.sizes import FONT_SIZE, LINE_EM, PROJECTOR_PX, TICK_SIZE
-from dpviz.figures.text_fit import line_count, text_px
+from dpviz.figures.text_fit import line_count, text_px, unwrap
 from test_figures_step import assert_controls_between_title_and_plot, assert_controls_under_plot
 
 CHART_PX = 440  # the page's chart in an 800 px window (452 px measured there)
@@ -185,3 +185,27 @@ def test_a_backwards_label_sits_on_a_plain_plate_of_its_colour_not_on_its_hatch(
                            and abs((base + length / 2) - (cb + cl / 2)) < 1e-6 for cy, cb, cl in cells), (name, label)
         if microbatches == 4 and name == "schedule":
             assert plates and sum(1 for t in plates for label in t.text if label), name  # 4 microbatches keep labels
+
+
+@pytest.mark.parametrize("microbatches", [4, 16])
+def test_the_legend_names_each_kind_of_pass_by_an_open_swatch_not_by_one_microbatchs_colour(microbatches):
+    # Every bar takes its microbatch's colour: a legend whose "forward" swatch was microbatch 1's blue told a class
+    # that forwards are blue. Each kind has one entry, without a fill, the backward's hatched, in the legend group of
+    # its bars (a click hides them all); the colours' meaning is said in the legend's title or the notes.
+    shown = lambda fig: [t for t in fig.data if t.showlegend is not False and t.name in ("forward", "backward")]
+    for name, fig in figures(microbatches).items():
+        if name == "step":  # Step through draws no legend
+            continue
+        entries = shown(fig)
+        assert [t.name for t in entries] == ["forward", "backward"], name
+        for entry in entries:
+            assert entry.marker.color == "rgba(0,0,0,0)" and entry.legendgroup == entry.name, name
+            bars = [t for t in fig.data if t.type == "bar" and t.legendgroup == entry.name and t is not entry]
+            assert bars and all(t.showlegend is False for t in bars), name
+        assert entries[0].marker.pattern.shape in (None, "") and entries[1].marker.pattern.shape == "x", name
+        colours = {c for t in fig.data if t.type == "bar" and t.legendgroup == "forward" and t.x and t.x[0] is not None
+                   for c in ([t.marker.color] if isinstance(t.marker.color, str) else t.marker.color)}
+        assert len(colours) == min(microbatches, 16), name  # what the swatch stands for: a colour per microbatch
+        said = unwrap(" ".join([fig.layout.legend.title.text or "", fig.layout.title.text,
+                                fig.layout.title.subtitle.text or "", *(a.text for a in fig.layout.annotations)]))
+        assert "its microbatch's colour" in said or "each in its colour" in said, name

@@ -127,6 +127,14 @@ LEGEND_CASES = [pytest.param(*case.values, id=case.id,
                              marks=[pytest.mark.xfail(reason=LEGEND_NOT_YET[case.values], strict=True)]
                              if case.values in LEGEND_NOT_YET else []) for case in CASES]
 
+def on_its_page(params: list) -> list:
+    """`params` (each a page's query first), each kept with the other tests of its page on one worker: a page is opened
+    and measured once in the suite, not once on each worker whose tests read it (pytest.ini's --dist loadgroup)."""
+    return [pytest.param(*(p.values if hasattr(p, "values") else (p,)), id=getattr(p, "id", None),
+                         marks=[*getattr(p, "marks", ()), pytest.mark.xdist_group(
+                             (p.values if hasattr(p, "values") else (p,))[0])]) for p in params]
+
+
 # The shown chart (the shown tab's, or the page's only one): its box and plotly's plot area, in the window.
 CHART = f"""() => {{
   const plot = document.querySelector('{ACTIVE_PANEL} .js-plotly-plot') || document.querySelector('.js-plotly-plot');
@@ -165,8 +173,8 @@ def opened(browser, app_url, query):
     return context, page
 
 
-@pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=OPENING_NOT_YET[q], strict=True)]
-                                                if q in OPENING_NOT_YET else []) for q in PAGES + PRESET_PAGES])
+@pytest.mark.parametrize("query", on_its_page([pytest.param(q, marks=[pytest.mark.xfail(reason=OPENING_NOT_YET[q], strict=True)]
+                                                            if q in OPENING_NOT_YET else []) for q in PAGES + PRESET_PAGES]))
 def test_presenting_at_1024_the_opening_chart_is_on_the_first_screen(browser, app_url, query):
     found = measured(browser, app_url, query)
     opening = found["_shown"]
@@ -204,7 +212,7 @@ def measured(browser, app_url, query: str) -> dict:
     return _measured[query]
 
 
-@pytest.mark.parametrize("query, tab", PLOT_CASES)
+@pytest.mark.parametrize("query, tab", on_its_page(PLOT_CASES))
 def test_presenting_at_1024_every_tabs_plot_is_on_the_first_screen(browser, app_url, query, tab):
     found = measured(browser, app_url, query)
     assert not found["_exception"], "the page showed an exception"
@@ -216,8 +224,8 @@ def test_presenting_at_1024_every_tabs_plot_is_on_the_first_screen(browser, app_
     assert chart["plotBottom"] <= PROJECTOR["height"], f"{tab}: the plot ends at {chart['plotBottom']:.0f} px"
 
 
-@pytest.mark.parametrize("query", [pytest.param(q, marks=[pytest.mark.xfail(reason=PRESET_PLOT_NOT_YET[q], strict=True)]
-                                                if q in PRESET_PLOT_NOT_YET else []) for q in PRESET_PAGES])
+@pytest.mark.parametrize("query", on_its_page([pytest.param(q, marks=[pytest.mark.xfail(reason=PRESET_PLOT_NOT_YET[q], strict=True)]
+                                                            if q in PRESET_PLOT_NOT_YET else []) for q in PRESET_PAGES]))
 def test_presenting_at_1024_a_presets_opening_plot_is_on_the_first_screen(browser, app_url, query):
     # The lesson a preset's banner names, its opening tab's plot, on the first screen (whole, its notes too: above)
     found = measured(browser, app_url, query)
@@ -230,7 +238,7 @@ def test_presenting_at_1024_a_presets_opening_plot_is_on_the_first_screen(browse
 LEGEND_ROW_PX = 30  # a legend's title or first entry, at Presenting's type
 
 
-@pytest.mark.parametrize("query, tab", LEGEND_CASES)
+@pytest.mark.parametrize("query, tab", on_its_page(LEGEND_CASES))
 def test_presenting_at_1024_every_tabs_legend_starts_on_the_first_screen(browser, app_url, query, tab):
     # A chart that fits but names its colours under the fold does not teach: a legend moved off the plot's top goes
     # beside it where it can, and at least its first row is read on the first screen.
@@ -245,7 +253,7 @@ def test_presenting_at_1024_every_tabs_legend_starts_on_the_first_screen(browser
 LANE_TABS = ("One step", "Flow", "Step through")  # DataParallel's views of one batch with a lane per GPU
 
 
-@pytest.mark.parametrize("query, tab", [pytest.param(q, tab, id=f"{q}-{tab}") for q in MANY_LANES for tab in LANE_TABS])
+@pytest.mark.parametrize("query, tab", on_its_page([pytest.param(q, tab, id=f"{q}-{tab}") for q in MANY_LANES for tab in LANE_TABS]))
 def test_presenting_at_1024_every_gpus_lane_label_is_on_the_first_screen(browser, app_url, query, tab):
     # The idle GPUs of a short last batch are the lesson of 8 and 16 GPUs: GPUs 6-7 of 8 and 8-15 of 16 were under
     # the fold. Each GPU's label, as the browser drew it (its y tick: 'GPU 7', 'GPU 7: rows 28-29'), ends on it.
@@ -262,7 +270,7 @@ def test_presenting_at_1024_every_gpus_lane_label_is_on_the_first_screen(browser
     assert labels[last] <= PROJECTOR["height"], f"{tab}: GPU {last}'s label ends at {labels[last]:.0f} px"
 
 
-@pytest.mark.parametrize("query, tab", CASES + [pytest.param(q, "_shown", id=f"{q}-opening") for q in PRESET_PAGES])
+@pytest.mark.parametrize("query, tab", on_its_page(CASES + [pytest.param(q, "_shown", id=f"{q}-opening") for q in PRESET_PAGES]))
 def test_presenting_at_1024_no_two_words_of_a_chart_overlap_even_under_the_fold(browser, app_url, query, tab):
     # The first screen's words are read by test_browser_layout.py; what hangs under it (notes, a legend at the chart's
     # foot) is read here, where a class scrolls to it: notes written over a legend's last entry read as neither.

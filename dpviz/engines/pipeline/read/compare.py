@@ -15,7 +15,7 @@ from dpviz.engines.pipeline.read.bubble import lay_out, opening_step, percent, s
 from dpviz.engines.pipeline.read.bubble import SCHEDULE_NAMES
 from dpviz.engines.pipeline.read.grid_fit import cell_labels, cell_px, panel_gap_px
 from dpviz.analysis.wording import counted, plural, plural_possessive
-from dpviz.engines.pipeline.read.schedule import label_colors, pass_groups, stage_label
+from dpviz.engines.pipeline.read.schedule import label_colors, pass_groups, pass_legend, stage_label
 from dpviz.figures.colors import IDLE_GREY, OUTLINE
 from dpviz.figures.layout import styled
 from dpviz.figures.presenting import CELL_TEXT
@@ -70,12 +70,14 @@ def schedules_figure(trace: Trace) -> go.Figure:
                              width=0.8, hoverinfo="skip"), row=row_at, col=1)
         passes = [(k, stage, m, s) for stage, row in enumerate(laid) for k, m, s in row]
         labels, size = cell_labels([(k, m) for k, _, m, _ in passes], [cell_px(1, length)] * len(passes))
+        if first:
+            pass_legend(fig, titled=False, row=row_at, col=1)  # two grids: the notes say it, not a title's row
         for group in pass_groups(micro):
             mine = [(p, text) for p, text in zip(passes, labels) if group.holds(p[0], p[2])]
             label = group.label
             fig.add_trace(go.Bar(
                 y=[stage_label(p[1]) for p, _ in mine], x=[1] * len(mine), base=[p[3] for p, _ in mine], orientation="h",
-                name=label, showlegend=first and group.first, legendgroup=label, width=0.8,
+                name=label, showlegend=False, legendgroup=label, width=0.8,
                 text=[text for _, text in mine], textposition="inside", insidetextanchor="middle", textangle=0,
                 textfont=dict(color=label_colors([p[2] for p, _ in mine]), size=size), meta=CELL_TEXT,
                 marker=group.marker([p[2] for p, _ in mine], color=OUTLINE, width=1),
@@ -86,7 +88,7 @@ def schedules_figure(trace: Trace) -> go.Figure:
     fig.update_yaxes(categoryorder="array", categoryarray=names[::-1], title=None)
     fig.update_xaxes(range=[0, length], dtick=max(1, length // 12))
     fig.update_xaxes(title="slots: one forward or backward each", row=len(layouts), col=1)  # the last panel's only
-    notes = [f"{plural(stages, 'stage')}, {plural(micro, 'microbatch')}", "the same bubble, (S − 1) / (M + S − 1)",
+    notes = [f"{plural(stages, 'stage')}, {plural(micro, 'microbatch')}, each in its colour", "the same bubble, (S − 1) / (M + S − 1)",
              backend_note(trace)]
     if "1f1b" not in layouts:
         notes.insert(1, f"1F1B needs at least {plural(stages, 'microbatch')} for {plural(stages, 'stage')}")

@@ -22,10 +22,13 @@ from dpviz.engines.pipeline.read.bubble import (CPU, DEVICE, SCHEDULE_NAMES, Rep
 from dpviz.engines.pipeline.read.grid_fit import (TAG_PX, TAG_SIZE, TEXT_PAD_PX, cell_labels, cell_px, plot_px,
                                                   tagged)
 from dpviz.figures.text_fit import text_px
-from dpviz.figures.colors import IDLE_GREY, MAX_DEVICES, OUTLINE, TEXT, WHITE, device_color, hatch_ink, text_color_on
+from dpviz.figures.colors import (IDLE_GREY, MAX_DEVICES, OUTLINE, TEXT, THEME_TEXT, WHITE, device_color, hatch_ink,
+                                  text_color_on)
+from dpviz.figures.sizes import LEGEND_SIZE
 from dpviz.figures.arguments import check_batch
 from dpviz.figures.layout import styled
 from dpviz.figures.presenting import CELL_TEXT
+from dpviz.figures.timeline_look import SWATCH_EDGE
 from dpviz.figures.trace_words import backend_note
 from dpviz.engines.pipeline.vocabulary import VOCABULARY
 from dpviz.trace import Trace
@@ -84,6 +87,28 @@ def pass_groups(microbatches: int) -> list[PassGroup]:
     return [PassGroup("F", None, True)] + [PassGroup("B", c, c == 0) for c in range(min(microbatches, MAX_DEVICES))]
 
 
+# The legend names a pass's kind, not its colour: each bar takes its microbatch's colour, so the swatch is open (its
+# outline and, for the backward, its hatch), and the legend's title says whose colour fills it (as the timeline's).
+PASS_LEGEND_TITLE = "open swatch: drawn in its microbatch's colour"
+
+
+def pass_legend(fig: go.Figure, titled: bool = True, **where: Any) -> None:
+    """One legend-only entry per kind of pass, open, in the legend group of the bars it stands for (clicking it hides
+    them all), and the legend's title (`titled`; else the figure's notes say it); where the first bar's blue stood for
+    every microbatch's forward."""
+    for kind, (label, pattern) in KINDS.items():
+        fig.add_trace(go.Bar(
+            x=[None], y=[None], orientation="h", name=label, legendgroup=label, showlegend=True, hoverinfo="skip",
+            marker=dict(color="rgba(0,0,0,0)", line=dict(color=SWATCH_EDGE, width=2),
+                        pattern=dict(shape=pattern, fgcolor=SWATCH_EDGE, solidity=0.35, fillmode="overlay")
+                        if pattern else None)), **where)
+    if not titled:
+        return
+    # in the ink and at the entries' size, which Presenting scales with them (plotly's own is smaller and grey)
+    fig.update_layout(legend_title=dict(text=PASS_LEGEND_TITLE, side="top",
+                                        font=dict(color=THEME_TEXT, size=LEGEND_SIZE)))
+
+
 def stage_label(stage: int) -> str:
     return VOCABULARY.lane_name(stage)  # "stage 1" for lane 0, as every view names it
 
@@ -102,13 +127,15 @@ def _passes(fig: go.Figure, row: int, bars: list[tuple[str, int, int, float, flo
     over them, as many as fit: many microbatches leave every cell too narrow for a label of its own."""
     labels, size = cell_labels([(b[0], b[2]) for b in bars], [cell_px(b[4], span) for b in bars])
     where = {} if single else dict(row=row, col=1)
+    if legend:
+        pass_legend(fig, **where)
     for group in pass_groups(max((b[2] for b in bars), default=0) + 1):
         mine = [(b, text) for b, text in zip(bars, labels) if group.holds(b[0], b[2])]
         label = group.label
         hatched = group.colour is not None
         fig.add_trace(go.Bar(
             y=[stage_label(b[1]) for b, _ in mine], x=[b[4] for b, _ in mine], base=[b[3] for b, _ in mine],
-            orientation="h", name=label, legendgroup=label, showlegend=legend and group.first, width=0.8,
+            orientation="h", name=label, legendgroup=label, showlegend=False, width=0.8,
             marker=group.marker([b[2] for b, _ in mine], color=OUTLINE, width=1),
             text=None if hatched else [text for _, text in mine], textposition="inside", insidetextanchor="middle",
             textangle=0, textfont=dict(color=label_colors([b[2] for b, _ in mine]), size=size), meta=CELL_TEXT,
