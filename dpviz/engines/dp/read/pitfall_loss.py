@@ -52,11 +52,12 @@ def prepare_losses(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _heading(m: pd.Series, chunks: list[int]) -> str:
     split = f"chunks of {sizes_text(chunks)} rows"
     if len(set(chunks)) == 1:
-        return f"<b>Batch {counted(m.batch)}</b>, {split}:<br>equal chunks, so the two means agree"
+        return f"<b>Batch {counted(m.batch)}</b>, {split}:<br>equal chunks, so the two means agree (one line)"
     bias = (m.mean_of_gathered - m.whole) / m.whole * 100 if m.whole else 0.0
-    # Three short lines: each fits the narrowest chart (a longer first line ran past its right edge).
-    return (f"<b>Batch {counted(m.batch)}</b>, {split}:<br>the vector's mean is {bias:+.0f}% off the batch's loss,<br>"
-            f"its {min(chunks)}-row chunk counting as much as a {max(chunks)}-row one")
+    # Short lines: each fits the narrowest chart (a longer first line ran past its right edge). Each line is named
+    # here, by its dash, over its panel: the legend that names them too is under the fold on a projector.
+    return (f"<b>Batch {counted(m.batch)}</b>, {split}:<br>the vector's mean (dashed) is {bias:+.0f}%<br>"
+            f"off the batch's loss (solid): its {min(chunks)}-row<br>chunk counts as much as a {max(chunks)}-row one")
 
 
 def _mean_line(fig: go.Figure, value: float, rows: int, name: str, dash: str, row: int) -> None:
