@@ -160,7 +160,8 @@ def ddp_unused_parameter(trace: Trace) -> Shown:
 def ddp_uneven(trace: Trace) -> Shown:
     steps = {r: sum(1 for b in trace.batches if _loaded(trace, b.index).get(r)) for r in range(len(trace.lanes))}
     holds = steps == {0: 4, 1: 3, 2: 3} and trace.failure is not None and trace.failure.batch == 3
-    return Shown(holds, f"steps per rank {steps}; failure in step {trace.failure and trace.failure.batch + 1}", "idle")
+    return Shown(holds, f"steps per rank {steps}; failure in step {trace.failure and trace.failure.batch + 1}",
+                 "waits for<br>the timeout")  # Split's mark over the step rank 0 ran alone
 
 
 # ---------------------------------------------------------------- where the memory goes

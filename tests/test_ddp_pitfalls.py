@@ -98,3 +98,44 @@ def test_a_step_whose_bucket_never_filled_is_not_called_no_sync():
     assert synced_steps(trace)[1] == [] and unreduced_steps(trace) == [0]
     text = " ".join(explain(trace))
     assert "no_sync" not in text and "Backward without all-reduce" in text and "never filled" in text
+
+
+def test_split_marks_the_step_a_rank_ran_alone_and_only_that_one():
+    # The lesson of uneven batches is the hang: Split's title says which rank loaded rows alone, in which step, and
+    # its bar carries the mark; a run that failed otherwise, or that join fixed, has neither.
+    from dpviz.engines.ddp.read.split import prepare_split_ddp, split_ddp_figure
+    from dpviz.figures.text_fit import unwrap
+
+    trace = run("ddp-uneven")
+    fig = split_ddp_figure(trace)
+    assert "rank 0 alone in step 4" in unwrap(fig.layout.title.text)
+    marks = [a for a in fig.layout.annotations if a.name == "left alone"]
+    table = prepare_split_ddp(trace)
+    lone = table[(table["first_batch"] == 3) & (table["rows"] > 0)]
+    assert lone["device"].tolist() == [0] and len(marks) == 1
+    assert marks[0].x == table.drop_duplicates("bar")["label"].tolist().index("4")  # over step 4's slot
+    assert marks[0].y == lone["rows"].sum() and tuple(fig.layout.xaxis.range) == (-0.5, 3.5)
+    for other in (run("ddp-uneven", join=True), run("ddp-unused-parameter"), run("ddp-padding")):
+        fig = split_ddp_figure(other)
+        assert not [a for a in fig.layout.annotations if a.name == "left alone"]
+        assert "alone" not in fig.layout.title.text
+
+
+def test_the_sample_map_marks_where_each_epoch_starts_and_says_when_they_repeat():
+    # set_epoch forgotten, the lesson is that epoch 2's rows repeat epoch 1's: the title says so and the map names each
+    # epoch beside its first step, a dashed line between them; with set_epoch the epochs are marked, the title plain.
+    from dpviz.engines.ddp.read.sample_map import sample_map_ddp_figure
+    from dpviz.figures.text_fit import unwrap
+
+    for set_epoch in (False, True):
+        trace = run("ddp-no-set-epoch", set_epoch=set_epoch)
+        fig = sample_map_ddp_figure(trace)
+        steps = len(trace.batches) // trace.config.epochs
+        names = {a.name: a.y for a in fig.layout.annotations if (a.name or "").startswith("epoch ")}
+        assert names == {f"epoch {e + 1}": e * steps + 1 for e in range(trace.config.epochs)}  # steps counted from 1
+        lines = [s for s in fig.layout.shapes if (s.name or "").startswith("epoch ")]
+        assert [(s.y0, s.yref) for s in lines] == [(steps + 0.5, "y")]  # between epoch 1's last step and epoch 2's first
+        repeated = "every epoch loads the same rows in the same order" in unwrap(fig.layout.title.text)
+        assert repeated == (not set_epoch)
+    single = sample_map_ddp_figure(run("ddp-padding"))  # one epoch: nothing to tell apart
+    assert not [a for a in single.layout.annotations if (a.name or "").startswith("epoch ")]

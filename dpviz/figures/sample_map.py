@@ -56,6 +56,7 @@ class MapWords:
     bottom_x: str = "row within the batch (as DataParallel splits it)"
     repeats: tuple[tuple[int, int], ...] = ()  # (batch, position) of rows loaded again: DDP's padding
     dropped: tuple[tuple[int, int], ...] = ()  # (dataset row, last batch of its epoch) of rows never loaded: drop_last
+    epochs: tuple[int, ...] = ()  # the first batch (0-based) of each epoch, when there are several: DDP's epochs
 
     def name(self, lane: int) -> str:
         return f"{self.lane} {lane}"
@@ -150,6 +151,19 @@ def _dropped_crosses(fig: go.Figure, words: MapWords, size: float) -> None:
         marker=dict(symbol="x-thin-open", size=max(10.0, size * 1.2), color=RING_LEGEND, line=dict(width=2.5)),
         hovertemplate=f"dataset row %{{x}}: never loaded in this epoch (DistributedSampler(drop_last=True))<extra></extra>",
     ), row=1, col=1)
+
+
+def _epoch_marks(fig: go.Figure, epochs: tuple[int, ...]) -> None:
+    """Where each epoch starts, in the top panel (one row per batch, on the page's own colour): a dashed line over its
+    first batch across the panel, and in the right margin the epoch's name beside it (a class compares the epochs'
+    rows: set_epoch forgotten, they repeat). Not over the bottom panel's cells, where no grey reads on every colour."""
+    for epoch, first in enumerate(epochs, start=1):
+        if first > 0:
+            fig.add_shape(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=first + FIRST - 0.5,
+                          y1=first + FIRST - 0.5, line=dict(color=RING_LEGEND, width=2, dash="dash"),
+                          name=f"epoch {epoch} starts")
+        fig.add_annotation(xref="x domain", x=1, xanchor="left", xshift=6, yref="y", y=first + FIRST, yanchor="middle",
+                           text=f"epoch {epoch}", showarrow=False, name=f"epoch {epoch}")
 
 
 def _exact_bottom(fig: go.Figure, table: pd.DataFrame, devices: int, words: MapWords = DP_WORDS) -> None:
@@ -379,6 +393,8 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
                              dtick=max(1, -(-batches // 12)), tickformat=",d", row=row, col=1)
         else:  # bin labels like "0-25" would otherwise be read as dates
             fig.update_yaxes(title_text=f"{words.batches} (binned)", autorange="reversed", type="category", row=row, col=1)
+    if len(words.epochs) > 1 and top_exact:
+        _epoch_marks(fig, words.epochs)
     # The legend goes where styled() puts one, over the top panel's title; its colour bar (binned) keeps the right.
     fig.update_layout(legend=dict(itemsizing="constant"))
     return styled(fig, title, notes, height=HEIGHT)

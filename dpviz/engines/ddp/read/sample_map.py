@@ -79,8 +79,9 @@ def sample_map_ddp_figure(trace: Trace) -> go.Figure:
         bottom = f"Inside each step: each {noun}'s own rows, {noun} after {noun}"
         bottom_x = f"row within the step ({noun} after {noun})"
     dropped = dropped_rows(trace)
+    epochs = tuple(b.index for b in trace.batches if b.index == 0 or epoch_of(trace, b.index) != epoch_of(trace, b.index - 1))
     words = MapWords(lane=noun, batch="step", batches="steps", bottom=bottom, bottom_x=bottom_x, repeats=tuple(repeats),
-                     dropped=tuple(dropped))
+                     dropped=tuple(dropped), epochs=epochs if epochs_of(trace) > 1 else ())
     config = trace.config
     order = "shuffled (DistributedSampler shuffle=True)" if config.shuffle else "in order (shuffle=False)"
     title = f"{plural(len(table), 'row')} loaded in {plural(len(trace.batches), 'step')}, {order}"
@@ -92,7 +93,8 @@ def sample_map_ddp_figure(trace: Trace) -> go.Figure:
         named = ", ".join(map(str, rows[:8])) + (" …" if len(rows) > 8 else "")
         notes.append(f"✕ {'row' if len(rows) == 1 else 'rows'} {named}: never loaded (drop_last), the rest after "
                      f"an equal share for every {noun}")
-    if same_order(trace):
-        notes.append("set_epoch never called: every epoch loads the same rows in the same order")
+    if same_order(trace):  # the lesson, in the title: the epochs' rows are marked on the map to compare
+        title = (f"{plural(len(table), 'row')} in {plural(len(trace.batches), 'step')}, shuffled, but set_epoch was "
+                 "never called: every epoch loads the same rows in the same order")
     return plot_sample_map(table, devices=ranks, data_size=config.data_size, batches=len(trace.batches),
                            title=title, notes=notes, words=words)

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpviz.echo import plotly_text
-from dpviz.analysis.wording import counted, plural
+from dpviz.analysis.wording import counted, device_list, plural
 from dpviz.engines.ddp.read.tables import epochs_of, rank_rows, repeated_rows
 from dpviz.trace import Trace
 from dpviz.figures.bounds import MAX_MARKS, split_runs
@@ -71,6 +71,19 @@ def _segment(part: pd.DataFrame, rank: int, name: str, values: pd.Series, repeat
     )
 
 
+def left_alone(trace: Trace, table: pd.DataFrame) -> tuple[str, list[int], list[int]] | None:
+    """The step the run failed in, where some ranks loaded rows and the others had none left (rows split unevenly):
+    (its bar's label, the ranks that loaded, the idle ones); None for any other run. A rank alone in a step calls
+    an all-reduce no other rank joins, and waits for them until the process group's timeout."""
+    failure = trace.failure
+    if failure is None or failure.batch is None or not len(table):
+        return None
+    step = table[(table["first_batch"] == failure.batch) & (table["last_batch"] == failure.batch)]
+    loaded = sorted(step.loc[step["rows"] > 0, "device"].tolist())
+    idle = sorted(step.loc[step["rows"] == 0, "device"].tolist())
+    return (step["label"].iloc[0], loaded, idle) if loaded and idle else None
+
+
 def plot_split_ddp(table: pd.DataFrame, *, lane_names: list[str], title: str, notes: list[str], x_title: str) -> go.Figure:
     """Per step a stack of each rank's rows (repeats hatched) over a rank x step grid of rows loaded."""
     ranks = len(lane_names)
@@ -111,7 +124,9 @@ def plot_split_ddp(table: pd.DataFrame, *, lane_names: list[str], title: str, no
     fig.update_layout(barmode="stack", bargap=0.25, uniformtext=dict(minsize=11, mode="hide"))
     fig.update_xaxes(type="category", row=1, col=1)
     fig.update_xaxes(type="category", title_text=x_title, row=2, col=1)
-    fig.update_yaxes(title_text="rows the ranks loaded", row=1, col=1)
+    # Rows are whole: a few of them get a tick each, not 0.5 steps
+    fig.update_yaxes(title_text="rows the ranks loaded", row=1, col=1,
+                     **(dict(dtick=1) if table.groupby("bar")["rows"].sum().max() <= 8 else {}))
     fig.update_yaxes(autorange="reversed", tickmode="linear", row=2, col=1)
     return styled(fig, title, notes, height=bars_px + grid_px + 200)  # styled() wraps the notes to the chart
 
@@ -145,5 +160,20 @@ def split_ddp_figure(trace: Trace) -> go.Figure:
     if repeats and len(table) and bars * len(trace.lanes) <= TEXT_CELLS:
         notes.append("* in the grid: the rank loaded a row again")
     names = [trace.vocabulary.lane_name(lane.id) for lane in trace.lanes]
-    return plot_split_ddp(table, lane_names=names, title=title, notes=notes,
-                          x_title="steps (a range shares one bar)" if bars < shown else "step")
+    alone = left_alone(trace, table)
+    if alone is not None:  # the lesson is the hang: said in the title, and marked on the step's bar
+        label, loaded, idle = alone
+        title = f"Rows per {noun} in each of {plural(total, 'step')}: {device_list(loaded, noun)} alone in step {label}"
+    fig = plot_split_ddp(table, lane_names=names, title=title, notes=notes,
+                         x_title="steps (a range shares one bar)" if bars < shown else "step")
+    if alone is not None:
+        label, loaded, idle = alone
+        rows = int(table.loc[table["label"] == label, "rows"].sum())
+        # Over the lone bar, within its slot (the title says the rest): a category's position is its index (the
+        # label "4" would be read as a fifth slot)
+        at = table.drop_duplicates("bar")["label"].tolist().index(label)
+        fig.add_annotation(x=at, y=rows, xref="x", yref="y", yanchor="bottom", yshift=6, showarrow=False,
+                           text="alone, it<br>waits for<br>the timeout", align="center", name="left alone")
+        # the bars' slots as they were: plotly widens a category axis for text near its end
+        fig.update_xaxes(range=[-0.5, len(table.drop_duplicates("bar")) - 0.5])
+    return fig
