@@ -139,3 +139,19 @@ def test_the_sample_map_marks_where_each_epoch_starts_and_says_when_they_repeat(
         assert repeated == (not set_epoch)
     single = sample_map_ddp_figure(run("ddp-padding"))  # one epoch: nothing to tell apart
     assert not [a for a in single.layout.annotations if (a.name or "").startswith("epoch ")]
+
+
+def test_the_timeline_legend_says_which_phase_lies_outside_the_window_it_opens_on():
+    # The timeline opens on the steps; DDP()'s broadcast ran before step 1, left of that window: its legend entry
+    # says so (a class looked for its colour in vain), and an entry for a phase drawn in the window does not.
+    from dpviz.engines.ddp.read.timeline import timeline_ddp_figure
+
+    trace = run("ddp-unused-parameter")
+    fig = timeline_ddp_figure(trace, 0, len(trace.batches) - 1)
+    low, high = fig.layout.xaxis.range
+    names = {t.name: t for t in fig.data if t.showlegend is not False and t.name}
+    assert "DDP() broadcast<br>(left of view)" in names and "DDP() broadcast" not in names
+    broadcast = [s for s in trace.spans if s.phase == "broadcast"]
+    first = min(s.start for s in trace.spans)
+    assert broadcast and all((s.end - first) * 1e3 <= low for s in broadcast)  # the spans the legend says are left
+    assert "forward" in names and all("of view" not in name for name in names if not name.startswith("DDP() broadcast"))

@@ -10,6 +10,8 @@ bar never hides another's; the hover names the bucket's parameters and bytes fro
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -222,6 +224,11 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
         part = table[table["phase"] == phase.name]
         if part.empty:
             continue
+        if x_range is not None and ((part["end_ms"] <= x_range[0]) | (part["start_ms"] >= x_range[1])).all():
+            # drawn, but only outside the window the chart opens on (set-up before step 1): its legend entry says so,
+            # where it named a colour a class looks for in vain
+            phase = dataclasses.replace(phase, label=f"{phase.label}<br>(left of view)"
+                                        if (part["end_ms"] <= x_range[0]).all() else f"{phase.label}<br>(right of view)")
         if phase.color == "lane":  # each rank's colour; the legend's swatch is grey, as it stands for every rank
             color = [device_color(d) for d in part["device"]]
             pattern = phase.hatch or [device_pattern(d) for d in part["device"]]
