@@ -150,7 +150,7 @@ def test_the_timeline_legend_says_which_phase_lies_outside_the_window_it_opens_o
     fig = timeline_ddp_figure(trace, 0, len(trace.batches) - 1)
     low, high = fig.layout.xaxis.range
     names = {t.name: t for t in fig.data if t.showlegend is not False and t.name}
-    assert "DDP() broadcast<br>(left of view)" in names and "DDP() broadcast" not in names
+    assert "DDP() broadcast<br>(left\u00a0of\u00a0view)" in names and "DDP() broadcast" not in names
     broadcast = [s for s in trace.spans if s.phase == "broadcast"]
     first = min(s.start for s in trace.spans)
     assert broadcast and all((s.end - first) * 1e3 <= low for s in broadcast)  # the spans the legend says are left

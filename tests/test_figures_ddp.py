@@ -505,3 +505,28 @@ def test_ddp_flow_of_uneven_batches_names_the_ranks_without_one_and_stops_at_the
     assert nodes.color[hub] == FAILED_COLOR
     assert list(fig.data[0].link.target).count(hub) == 1 and hub not in fig.data[0].link.source  # in, never back out
     assert not any("optimizer" in a.text for a in fig.layout.annotations if a.name == "column")
+
+
+@pytest.mark.parametrize("name", ["four_train", "two_train"])
+def test_collectives_that_run_at_once_get_sub_rows_and_those_that_follow_share_one(name):
+    # The collectives' row is a fifth of a lane: split into one sub-row per bucket, FSDP's gathers and tensor
+    # parallelism's all-reduces were drawn ~5 px tall though none overlapped another. Drawn, no two bars on one
+    # sub-row of a rank meet, and no bar could have gone on a lower sub-row than it did (greedy by start time).
+    from dpviz.engines.ddp.read.timeline import BUCKET_ROWS, sub_rows
+
+    trace = ddp_trace(name)
+    table = prepare_timeline_ddp(trace, 0, len(trace.batches) - 1)
+    slots = sub_rows(table)
+    collectives = table[table["group"] >= 0].assign(slot=slots).sort_values(["device", "start_ms"], kind="stable")
+    assert (slots[table["group"] < 0] == -1).all() and collectives["slot"].between(0, BUCKET_ROWS - 1).all()
+    for _, spans in collectives.groupby("device"):
+        ends: dict[int, float] = {}
+        for span in spans.itertuples():
+            lower = [k for k in range(span.slot) if ends.get(k, float("-inf")) <= span.start_ms]
+            assert not lower, f"{span.phase} at {span.start_ms:.3f} ms could sit on sub-row {lower[0]}"
+            if ends.get(span.slot, float("-inf")) > span.start_ms:  # two meet only when every sub-row is busy
+                assert len(ends) == BUCKET_ROWS and all(end > span.start_ms for end in ends.values())
+            ends[span.slot] = span.end_ms
+    overlapping = any(b.start_ms < a.end_ms for _, spans in collectives.groupby("device")
+                      for a, b in zip(spans.itertuples(), spans.iloc[1:].itertuples()))
+    assert (collectives["slot"].max() > 0) == overlapping  # sub-rows only where two ran at once

@@ -125,14 +125,35 @@ def _waits(trace: Trace, step: int) -> list[tuple]:
     return out
 
 
+def sub_rows(table: pd.DataFrame, min_ms: float = 0.0) -> pd.Series:
+    """The sub-row of the collectives' row each collective sits on: on each rank, in the order they started, the first
+    sub-row whose last collective had ended (at most BUCKET_ROWS, then they share, in turn). Collectives that follow one
+    another (FSDP's gathers, tensor parallelism's all-reduces) share one sub-row as tall as the row; only those that run
+    at once (DDP's buckets) get sub-rows of their own, so none hides another and none is drawn thinner than it must.
+    A span ends where its bar does: drawn at least `min_ms` long."""
+    slots = pd.Series(-1, index=table.index, dtype="int64")
+    collectives = table[table["group"] >= 0].sort_values(["device", "start_ms"], kind="stable")
+    for _, spans in collectives.groupby("device"):
+        ends: list[float] = []
+        for index, start, end in zip(spans.index, spans["start_ms"], spans["end_ms"]):
+            free = next((k for k, last in enumerate(ends) if last <= start), None)
+            if free is None and len(ends) < BUCKET_ROWS:
+                free = len(ends)
+                ends.append(0.0)
+            elif free is None:  # every sub-row busy: the one free soonest
+                free = int(np.argmin(ends))
+            ends[free] = max(end, start + min_ms)
+            slots[index] = free
+    return slots
+
+
 def _y(part: pd.DataFrame, bucket_rows: int) -> tuple[np.ndarray, float]:
-    """Where bars of `part` sit: the compute row, or the all-reduce row's sub-row of each bucket."""
+    """Where bars of `part` sit: the compute row, or the collectives' row's sub-row of each (its "slot")."""
     lanes = part["device"].to_numpy(dtype=float)
     if part.empty or part["group"].iloc[0] < 0:
         return lanes + COMPUTE_Y, COMPUTE_H
     height = REDUCE_H / bucket_rows
-    slot = part["group"].to_numpy() % bucket_rows
-    return lanes + REDUCE_TOP + height * (slot + 0.5), height * 0.85
+    return lanes + REDUCE_TOP + height * (part["slot"].to_numpy() + 0.5), height * 0.85
 
 
 def _bar(part: pd.DataFrame, *, name: str, color, pattern, min_ms: float, bucket_rows: int) -> go.Bar:
@@ -218,8 +239,8 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
     if x_range is not None:
         span_ms = x_range[1] - x_range[0]
     min_ms = MIN_SHARE * span_ms
-    reduces = table[table["group"] >= 0]
-    bucket_rows = max(1, min(BUCKET_ROWS, int(reduces["group"].max()) + 1 if len(reduces) else 1))
+    table = table.assign(slot=sub_rows(table, min_ms))
+    bucket_rows = max(1, int(table["slot"].max()) + 1)
     for phase in vocabulary.phases:
         part = table[table["phase"] == phase.name]
         if part.empty:
@@ -227,8 +248,8 @@ def plot_timeline_ddp(table: pd.DataFrame, *, vocabulary: Vocabulary, ranks: int
         if x_range is not None and ((part["end_ms"] <= x_range[0]) | (part["start_ms"] >= x_range[1])).all():
             # drawn, but only outside the window the chart opens on (set-up before step 1): its legend entry says so,
             # where it named a colour a class looks for in vain
-            phase = dataclasses.replace(phase, label=f"{phase.label}<br>(left of view)"
-                                        if (part["end_ms"] <= x_range[0]).all() else f"{phase.label}<br>(right of view)")
+            side = "left" if (part["end_ms"] <= x_range[0]).all() else "right"
+            phase = dataclasses.replace(phase, label=f"{phase.label}<br>({side}\u00a0of\u00a0view)")  # one line
         if phase.color == "lane":  # each rank's colour; the legend's swatch is grey, as it stands for every rank
             color = [device_color(d) for d in part["device"]]
             pattern = phase.hatch or [device_pattern(d) for d in part["device"]]
