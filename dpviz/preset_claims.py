@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dpviz.analysis.traffic import sent_per_step
+from dpviz.catalogue import MODEL_SPECS
 
 if TYPE_CHECKING:
     from dpviz.trace import Trace
@@ -258,4 +259,7 @@ def tp_heads_split(trace: Trace) -> Shown:
     ranks = len(trace.lanes)
     heads = [m for m in _cut(trace) if m["name"].rsplit(".", 1)[-1] in ("wq", "wk", "wv")]
     holds = ranks == 4 and bool(heads) and all(m["style"] == "colwise" for m in heads) and trace.failure is None
-    return Shown(holds, f"{len(heads)} of q, k and v's Linears cut column-wise over {ranks} ranks", f"1/{ranks} of each")
+    count = MODEL_SPECS[trace.config.model].tensor.heads if trace.config.model in MODEL_SPECS else 0
+    holds = holds and count > 0 and count % ranks == 0
+    return Shown(holds, f"{len(heads)} of q, k and v's Linears cut column-wise over {ranks} ranks, {count} heads",
+                 f"{count // max(ranks, 1)} of the {count} attention heads")  # One step's title: each rank's heads

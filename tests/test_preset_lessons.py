@@ -9,6 +9,7 @@ import json
 import pytest
 
 from dpviz import record
+from dpviz.figures.text_fit import unwrap
 from dpviz.presets import ALL_PRESETS, EVERY_ENGINE, LINK_PRESETS, PIPELINE_PRESETS
 from test_app import page
 
@@ -16,8 +17,10 @@ LESSONS = [name for name in LINK_PRESETS if name not in PIPELINE_PRESETS]
 
 
 def charts_text(app) -> str:
-    """Every chart the page drew (only the open tab's view is drawn), as plotly's JSON with its words unescaped."""
-    return " ".join(json.dumps(json.loads(chart.proto.spec), ensure_ascii=False) for chart in app.get("plotly_chart"))
+    """Every chart the page drew (only the open tab's view is drawn), as plotly's JSON with its words unescaped and
+    unwrapped (a mark is the chart's words wherever a line of them breaks)."""
+    return " ".join(unwrap(json.dumps(json.loads(chart.proto.spec), ensure_ascii=False))
+                    for chart in app.get("plotly_chart"))
 
 
 def run_of(app, config):

@@ -124,3 +124,27 @@ def test_a_model_without_a_plan_or_heads_the_ranks_do_not_divide_are_one_sentenc
         RunConfig(engine="tp", model="transformer", gpus=3)
     with pytest.raises(ConfigError, match=r"at least 2 ranks"):
         RunConfig(engine="tp", model="ffn", gpus=1)
+
+
+@pytest.mark.parametrize("model, ranks", [("ffn", 2), ("transformer", 2), ("transformer", 4)])
+def test_one_step_names_the_heads_each_rank_computes_as_the_run_cut_them(model, ranks):
+    # tp-heads-split's lesson is in One step's title: on 4 ranks "2 of the 8 attention heads". The count is the
+    # catalogue's; it must be what the ranks ran: each rank's shard of every wq holds that many heads' columns.
+    from dpviz.catalogue import MODEL_SPECS
+    from dpviz.engines.tp.read.one_step import one_step_tp
+    from dpviz.engines.workload.models import Attention
+    from dpviz.figures.text_fit import unwrap
+
+    config, launched, trace = run(model, ranks, "sgd")
+    title = unwrap(one_step_tp(trace, len(trace.batches) - 1).title)
+    heads = MODEL_SPECS[model].tensor.heads
+    whole, _ = tutorial.build(config)  # the model one process runs: its attention's head width
+    widths = {m.head_width for m in whole.modules() if isinstance(m, Attention)}
+    if not heads:
+        assert not widths and "heads" not in title
+        return
+    (width,) = widths
+    queries = [shard for report in launched["ranks"] for name, shard in report["shards"].items()
+               if name.endswith("wq.weight")]
+    assert queries and {shard.shape[0] // width for shard in queries} == {heads // ranks}  # torch's shard of the heads
+    assert f"{heads // ranks} of the {heads} attention heads" in title, title

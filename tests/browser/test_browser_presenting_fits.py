@@ -57,11 +57,11 @@ OPENING_NOT_YET = {
     "preset=ddp-padding": "the opening chart ends at 902 px",
     "preset=ddp-drop-last": "the opening chart ends at 896 px",
     "preset=ddp-no-set-epoch": "the opening chart ends at 930 px",  # its title now says the lesson
-    "preset=ddp-unused-parameter": "the opening chart ends at 952 px",
+    "preset=ddp-unused-parameter": "the opening chart ends at 958 px",
     "preset=ddp-uneven": "the opening chart ends at 938 px",  # its title now names the rank left alone
-    "preset=fsdp-keep-gathered": "the opening chart ends at 829 px",
+    "preset=fsdp-keep-gathered": "the opening chart ends at 861 px",  # its legend says fully_shard is left of view
     "preset=pipeline-1f1b-memory": "the opening chart ends at 847 px",
-    "preset=tp-megatron-f-g": "the opening chart ends at 894 px",
+    "preset=tp-megatron-f-g": "the opening chart ends at 837 px",
     "preset=tp-heads-split": "the opening chart ends at 820 px",
 }
 # Tabs whose lesson needs training and every rank: each engine's page again on 4 devices with training (One step's

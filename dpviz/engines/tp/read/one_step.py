@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from dpviz.analysis.one_step import Cell, OneStep, idle, update_cell
 from dpviz.analysis.wording import human_bytes, numbered, plural
 from dpviz.analysis.batch_facts import batches_planned
+from dpviz.catalogue import MODEL_SPECS
 from dpviz.engines.ddp.read.one_step import held, one_step_ranks
 from dpviz.engines.tp.read.text import modules
 from dpviz.figures.one_step import one_step_figure
@@ -68,12 +69,24 @@ def tp_cells(trace: Trace, step: int, rank: int, rows: int) -> dict[str, Cell]:
     return cells
 
 
+def heads_held(trace: Trace) -> str | None:
+    """'2 of the 8 attention heads': what each rank computes of a catalogue model's attention (q, k and v cut column-wise
+    hand it whole heads); None for a model without attention, or one of the user's, whose heads dpviz does not know."""
+    spec = MODEL_SPECS.get(trace.config.model)
+    heads, ranks = (spec.tensor.heads if spec is not None else 0), len(trace.lanes)
+    if not heads or heads % ranks:
+        return None
+    return f"{heads // ranks} of the {heads} attention heads"
+
+
 def one_step_tp(trace: Trace, step: int) -> OneStep:
     shown = one_step_ranks(trace, step, COLLECTIVES, tp_cells, HOVERS,
                            handed_words="the activations each rank handed the all-reduce (not the parameters)")
-    # What moves between the ranks is each column's heading: the title says what each rank holds.
-    title = (f"{numbered(step, batches_planned(trace), trace.spec.unit).capitalize()}: every rank the whole batch and "
-             f"1/{len(trace.lanes)} of each cut weight")
+    # What moves between the ranks is each column's heading: the title says what each rank holds, its heads first
+    # (the lesson of cutting q, k and v), where the model has them.
+    heads = heads_held(trace)
+    title = (f"{numbered(step, batches_planned(trace), trace.spec.unit).capitalize()}: every rank the whole batch"
+             + (f", {heads}" if heads else "") + f" and 1/{len(trace.lanes)} of each cut weight")
     return dataclasses.replace(shown, title=title)
 
 
