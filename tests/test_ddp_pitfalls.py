@@ -125,7 +125,8 @@ def test_the_sample_map_marks_where_each_epoch_starts_and_says_when_they_repeat(
     # set_epoch forgotten, the lesson is that epoch 2's rows repeat epoch 1's: the title says so and the map names each
     # epoch beside its first step, a dashed line between them; with set_epoch the epochs are marked, the title plain.
     from dpviz.engines.ddp.read.sample_map import sample_map_ddp_figure
-    from dpviz.figures.text_fit import unwrap
+    from dpviz.figures.sizes import FONT_SIZE
+    from dpviz.figures.text_fit import text_px, unwrap
 
     for set_epoch in (False, True):
         trace = run("ddp-no-set-epoch", set_epoch=set_epoch)
@@ -137,6 +138,8 @@ def test_the_sample_map_marks_where_each_epoch_starts_and_says_when_they_repeat(
         assert [(s.y0, s.yref) for s in lines] == [(steps + 0.5, "y")]  # between epoch 1's last step and epoch 2's first
         repeated = "every epoch loads the same rows in the same order" in unwrap(fig.layout.title.text)
         assert repeated == (not set_epoch)
+        assert not repeated or unwrap(fig.layout.title.text).startswith("2 epochs of 20 rows")  # rows, not row loads
+        assert fig.layout.margin.r >= text_px("epoch 2", FONT_SIZE) + 6  # the names whole in the right margin
     single = sample_map_ddp_figure(run("ddp-padding"))  # one epoch: nothing to tell apart
     assert not [a for a in single.layout.annotations if (a.name or "").startswith("epoch ")]
 

@@ -8,6 +8,7 @@ past MAX_MARKS so is the bottom panel. Each binned panel says so.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -397,6 +398,10 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
         _epoch_marks(fig, words.epochs)
     # The legend goes where styled() puts one, over the top panel's title; its colour bar (binned) keeps the right.
     fig.update_layout(legend=dict(itemsizing="constant"))
-    return styled(fig, title, notes, height=HEIGHT)
+    styled(fig, title, notes, height=HEIGHT)
+    if len(words.epochs) > 1 and top_exact:  # the epochs' names in the right margin, whole
+        named = max(text_px(f"epoch {len(words.epochs)}", FONT_SIZE), text_px("epoch 1", FONT_SIZE)) + 12
+        fig.update_layout(margin_r=max(fig.layout.margin.r or 0, math.ceil(named)))
+    return fig
 
 

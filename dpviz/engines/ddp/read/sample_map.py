@@ -94,7 +94,7 @@ def sample_map_ddp_figure(trace: Trace) -> go.Figure:
         notes.append(f"✕ {'row' if len(rows) == 1 else 'rows'} {named}: never loaded (drop_last), the rest after "
                      f"an equal share for every {noun}")
     if same_order(trace):  # the lesson, in the title: the epochs' rows are marked on the map to compare
-        title = (f"{plural(len(table), 'row')} in {plural(len(trace.batches), 'step')}, shuffled, but set_epoch was "
-                 "never called: every epoch loads the same rows in the same order")
+        title = (f"{plural(epochs_of(trace), 'epoch')} of {plural(config.data_size, 'row')}, shuffled, but set_epoch "
+                 "was never called: every epoch loads the same rows in the same order")
     return plot_sample_map(table, devices=ranks, data_size=config.data_size, batches=len(trace.batches),
                            title=title, notes=notes, words=words)
