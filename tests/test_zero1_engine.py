@@ -222,3 +222,21 @@ def test_forward_only_zero1_says_there_is_no_optimizer_state_to_shard():
     assert "No optimizer, nothing sharded" in words and "never move" in words  # nothing moves after DDP()'s broadcast
     (caption,) = [a.text for a in memory_figure(trace).layout.annotations]
     assert "no state to shard" in caption and "each rank the same" in caption and " to " not in caption.split("</b>")[0]
+
+
+def test_one_steps_title_says_what_zero1_holds_beside_ddps_rows():
+    # ZeRO-1's One step opened with DDP's title ("each rank its own rows"), its lesson only inside the boxes: the title
+    # says each rank keeps the optimizer's state of the parameters it owns; and the state the boxes give each rank is
+    # what its torch optimizer held, a part of DDP's whole (ZeRO-1's shards, under Adam: two moments of each).
+    from dpviz.engines.ddp.read.one_step import one_step_ddp
+    from dpviz.figures.text_fit import unwrap
+
+    titles = {}
+    for engine in ("ddp", "zero1"):
+        _, _, trace = run(engine, **ADAM)
+        titles[engine] = unwrap(one_step_ddp(trace, len(trace.batches) - 1).title)
+    assert titles["ddp"].endswith("each rank its own rows")
+    assert titles["zero1"].endswith("each rank its own rows and the optimizer's state of only the parameters it owns")
+    zero1 = [run("zero1", **ADAM)[2].facts["held"][r]["optimizer state"]["bytes"] for r in range(2)]
+    ddp = [run("ddp", **ADAM)[2].facts["held"][r]["optimizer state"]["bytes"] for r in range(2)]
+    assert sum(zero1) == ddp[0] == ddp[1] and all(0 < part < ddp[0] for part in zero1)  # shards of one whole

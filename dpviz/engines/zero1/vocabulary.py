@@ -18,5 +18,7 @@ def _phase(phase):
 VOCABULARY = dataclasses.replace(
     DDP, engine="zero1", title="ZeRO-1", phases=tuple(map(_phase, DDP.phases)),
     # The timeline's mark where each ZeRO step ends: the broadcasts run inside the step, timed with it, not apart.
-    words={**DDP.words, "step_broadcast": "broadcast: the updated shards sent from their owners"},
+    words={**DDP.words, "step_broadcast": "broadcast: the updated shards sent from their owners",
+           # One step's title: what a rank holds besides its rows, the lesson (DDP's says only its rows)
+           "one_step_holds": "the optimizer's state of only the parameters it owns"},
 )

@@ -143,7 +143,8 @@ def one_step_ranks(trace: Trace, step: int, collectives: dict[str, tuple[str, st
             shape = ALL if sent == received else HUB
             arrows.append(Arrow(column, name, kind, shape, sent, received, hover=hovers.get(collective, name)))
     # What moves between the ranks is each column's heading (its swatch and name): the title says what a rank reads.
-    title = f"{step_heading(trace, step)}: each rank its own rows"
+    holds = trace.vocabulary.words.get("one_step_holds")  # an engine's lesson beside DDP's rows (ZeRO-1's shards)
+    title = f"{step_heading(trace, step)}: each rank its own rows" + (f" and {holds}" if holds else "")
     notes = (backend_note(trace), bytes_note(trace, step, handed_words))
     return OneStep(title, tuple(trace.vocabulary.lane_name(l) for l in lanes), tuple(lanes), cells, tuple(arrows),
                    notes, failed)
