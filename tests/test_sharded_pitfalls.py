@@ -191,3 +191,15 @@ def test_fsdps_one_step_says_its_backward_gathers_only_where_the_run_gathered_in
             moves = {a.name for a in drawn.moves_in("backward")}
             assert ("all-gather" in moves) == any(gathered[(step, r)] for r in range(trace.config.gpus))
     assert not collectives(run("fsdp-keep-gathered"), "gather_backward")  # the preset the review read gathers none
+
+
+def test_the_timeline_of_modules_kept_whole_says_in_its_title_that_backward_gathers_nothing():
+    # fsdp-keep-gathered's lesson was only in the notes, under the fold on a projector: the title says it, where the
+    # run's backward ran no all-gather (as test_keeping_fsdps_modules_whole_skips_the_backward_all_gathers counts them),
+    # and a run that reshards after forward keeps the plain title.
+    from dpviz.engines.ddp.read.timeline import timeline_ddp_figure
+    from dpviz.figures.text_fit import unwrap
+
+    for trace, says in ((run("fsdp-keep-gathered"), True), (run("fsdp-keep-gathered", reshard_after_forward=True), False)):
+        title = unwrap(timeline_ddp_figure(trace, 0, len(trace.batches) - 1).layout.title.text)
+        assert ("no all-gather in backward" in title) == says == (not collectives(trace, "gather_backward")), title

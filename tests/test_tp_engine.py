@@ -17,6 +17,7 @@ from dpviz.engines.ranks.launch import launch
 from dpviz.engines.ranks.program import EVERY_STEP
 from dpviz.engines.tp.merge import to_trace
 from dpviz.engines.workload import tutorial_data as tutorial
+from dpviz.figures.text_fit import unwrap
 from dpviz.trace import json_io as trace_json
 
 from test_ddp_engine import TOLERANCE, single_process
@@ -133,7 +134,6 @@ def test_one_step_names_the_heads_each_rank_computes_as_the_run_cut_them(model, 
     from dpviz.catalogue import MODEL_SPECS
     from dpviz.engines.tp.read.one_step import one_step_tp
     from dpviz.engines.workload.models import Attention
-    from dpviz.figures.text_fit import unwrap
 
     config, launched, trace = run(model, ranks, "sgd")
     title = unwrap(one_step_tp(trace, len(trace.batches) - 1).title)
@@ -148,3 +148,20 @@ def test_one_step_names_the_heads_each_rank_computes_as_the_run_cut_them(model, 
                if name.endswith("wq.weight")]
     assert queries and {shard.shape[0] // width for shard in queries} == {heads // ranks}  # torch's shard of the heads
     assert f"{heads // ranks} of the {heads} attention heads" in title, title
+
+
+@pytest.mark.parametrize("model", ["ffn", "transformer"])
+def test_the_timeline_opens_titled_with_megatrons_g_and_f_as_the_plan_makes_them(model):
+    # tp-megatron-f-g's lesson was only in the notes, under the fold on a projector: the title counts each pass's
+    # all-reduces on a rank. Megatron's g: one in forward after each row-wise Linear; its f: one in backward for each
+    # group of column-wise Linears sharing an input that needs a gradient (the transformer's attention input and its
+    # MLP's, per block; the ffn's one group reads the data, which needs none).
+    from dpviz.engines.ddp.read.timeline import timeline_ddp_figure
+
+    _, _, trace = run(model, 2, "sgd")
+    modules = trace.facts["cut_modules"][0]
+    g = sum(m["style"] == "rowwise" for m in modules)
+    f = {"ffn": 0, "transformer": 2 * sum(m["style"] == "shared_input" for m in modules)}[model]
+    title = unwrap(timeline_ddp_figure(trace, 0, len(trace.batches) - 1).layout.title.text)
+    expected = f"{g} all-reduce{'s' if g != 1 else ''} in forward" + (f", {f} in backward" if f else "")
+    assert g > 0 and f"opened on step {len(trace.batches)} of {len(trace.batches)}: {expected} on each rank" in title, title

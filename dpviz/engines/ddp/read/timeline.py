@@ -338,7 +338,9 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
         step = int(table.loc[(table["group"] >= 0), "batch"].max())
         lines.append(trace.vocabulary.words["timeline_zoom"].format(step=counted(step)))
         if shown == total:  # the title says which step the chart shows: Presenting moves the notes under the plot
-            title = f"Timeline opened on step {counted(step)} of {total}, one lane per {noun} (a process each)"
+            lesson = zoomed_lesson(trace, table, step)
+            title = (f"Timeline opened on step {counted(step)} of {total}"
+                     + (f": {lesson}" if lesson else f", one lane per {noun} (a process each)"))
     elif (opened := on_the_steps(trace, table)) is not None:
         x_range, words = opened
         lines.append(words)
@@ -359,6 +361,23 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
                             marks=step_marks(trace, table, x_range), x_range=x_range,
                             failed=trace.failure.batch if trace.failure is not None else None)
     return fig.update_layout(meta={DETAILS: "\n\n".join(details)}) if details else fig
+
+
+def zoomed_lesson(trace: Trace, table: pd.DataFrame, step: int) -> str | None:
+    """What the step a timeline opens on shows, for its title (Presenting moves the notes under the fold): FSDP's
+    backward that gathers nothing (reshard_after_forward off), or tensor parallelism's all-reduces in each pass, as
+    counted on the first rank; None where the notes say it all."""
+    kept = trace.vocabulary.words.get("no_backward_gather")
+    if kept and trace.config.train and "gather_backward" in trace.vocabulary.order \
+            and not (table["phase"] == "gather_backward").any():
+        return kept.split(":")[0]  # "no all-gather in backward"
+    first = table[(table["batch"] == step) & (table["device"] == table["device"].min())]
+    forward = int((first["phase"] == "allreduce_forward").sum())
+    backward = int((first["phase"] == "allreduce_backward").sum())
+    if forward or backward:
+        return (f"{plural(forward, 'all-reduce')} in forward, {backward:,} in backward on each {trace.vocabulary.lane_noun}"
+                if backward else f"{plural(forward, 'all-reduce')} in forward on each {trace.vocabulary.lane_noun}")
+    return None
 
 
 FAILED_NAME = RAISED  # as DataParallel's split marks the replica that raised
