@@ -3,14 +3,18 @@ rank process left behind when a tab closes in the middle of a run."""
 from __future__ import annotations
 
 import os
+import sys
 import time
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 from dpviz.engines.processes import KEPT_NAME
-from processes import comm
-from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception, screenshot_full_page, show_tab
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the process table helpers, as the file runs alone
+from processes import comm  # noqa: E402
+from test_browser import ACTIVE_PANEL, IDLE, SVG, assert_no_exception, screenshot_full_page, show_tab  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
