@@ -35,7 +35,7 @@ from dpviz.config import (
 )
 from dpviz.echo import one_line
 from dpviz.presets import ALL_PRESETS, DDP_PRESETS, PRESETS, SHARDED_PRESETS, presets_of
-from dpviz.engines import ENGINES, FIRST, Option, needs, owners, vocabulary
+from dpviz.engines import ENGINES, Option, needs, owners, vocabulary
 from dpviz.engines.ranks import torchrun as _torchrun
 from dpviz.engines.ranks.torchrun import under_torchrun
 from dpviz.engines.run import record, resolve
@@ -75,7 +75,7 @@ PROG = "python -m dpviz"  # how messages name the command; the installed `dpviz`
 def _other_engines() -> str:
     """What --engine chooses beyond the tutorial's DataParallel, every engine in the registry named with what it runs
     and how many processes it starts, in its own word for them."""
-    others = [spec for name, spec in ENGINES.items() if name != FIRST]
+    others = [spec for spec in ENGINES.values() if spec.processes]  # each says "one process per ..." below
     if not others:
         return ""
     names = ", ".join(spec.name for spec in others[:-1]) + (" or " if len(others) > 1 else "") + others[-1].name
