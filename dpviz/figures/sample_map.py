@@ -400,7 +400,7 @@ def plot_sample_map(table: pd.DataFrame, *, devices: int, data_size: int, batche
     fig.update_layout(legend=dict(itemsizing="constant"))
     styled(fig, title, notes, height=HEIGHT)
     if len(words.epochs) > 1 and top_exact:  # the epochs' names in the right margin, whole
-        named = max(text_px(f"epoch {len(words.epochs)}", FONT_SIZE), text_px("epoch 1", FONT_SIZE)) + 12
+        named = text_px(f"epoch {len(words.epochs)}", FONT_SIZE) + 12  # the widest: the most digits
         fig.update_layout(margin_r=max(fig.layout.margin.r or 0, math.ceil(named)))
     return fig
 

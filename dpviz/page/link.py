@@ -178,8 +178,6 @@ def _opening(params: Mapping[str, Any], values: dict[str, Any]) -> list[str]:
     if not changes:
         return []
     said = ", ".join(f"{name} = {_show(value)}" for name, value in changes.items())
-    if len(whys) == 1:
-        return [f"{whys[0]}: the link opens with {said}."]
     return [f"{'. '.join(whys)}: the link opens with {said}."]  # each engine's reason a sentence of its own
 
 

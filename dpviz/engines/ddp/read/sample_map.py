@@ -79,7 +79,8 @@ def sample_map_ddp_figure(trace: Trace) -> go.Figure:
         bottom = f"Inside each step: each {noun}'s own rows, {noun} after {noun}"
         bottom_x = f"row within the step ({noun} after {noun})"
     dropped = dropped_rows(trace)
-    epochs = tuple(b.index for b in trace.batches if b.index == 0 or epoch_of(trace, b.index) != epoch_of(trace, b.index - 1))
+    epochs = tuple(b.index for b in trace.batches
+                   if b.index == 0 or epoch_of(trace, b.index) != epoch_of(trace, b.index - 1))  # each one's first step
     words = MapWords(lane=noun, batch="step", batches="steps", bottom=bottom, bottom_x=bottom_x, repeats=tuple(repeats),
                      dropped=tuple(dropped), epochs=epochs if epochs_of(trace) > 1 else ())
     config = trace.config

@@ -162,12 +162,12 @@ def split_ddp_figure(trace: Trace) -> go.Figure:
     names = [trace.vocabulary.lane_name(lane.id) for lane in trace.lanes]
     alone = left_alone(trace, table)
     if alone is not None:  # the lesson is the hang: said in the title, and marked on the step's bar
-        label, loaded, idle = alone
+        label, loaded, _ = alone
         title = f"Rows per {noun} in each of {plural(total, 'step')}: {device_list(loaded, noun)} alone in step {label}"
     fig = plot_split_ddp(table, lane_names=names, title=title, notes=notes,
                          x_title="steps (a range shares one bar)" if bars < shown else "step")
     if alone is not None:
-        label, loaded, idle = alone
+        label = alone[0]
         rows = int(table.loc[table["label"] == label, "rows"].sum())
         # Over the lone bar, within its slot (the title says the rest): a category's position is its index (the
         # label "4" would be read as a fifth slot)

@@ -320,10 +320,8 @@ def timeline_ddp_figure(trace: Trace, first_batch: int, last_batch: int, *, show
         gloo = trace.vocabulary.words.get("gloo_reduce_scatter")
         if gloo and trace.backend == "cpu" and (table["phase"] == "reduce_scatter").any():
             lines.append(gloo.format(noun=noun))
-        kept = trace.vocabulary.words.get("no_backward_gather")
-        if kept and trace.config.train and "gather_backward" in trace.vocabulary.order \
-                and not (table["phase"] == "gather_backward").any():
-            lines.append(kept)
+        if kept_whole(trace, table):
+            lines.append(trace.vocabulary.words["no_backward_gather"])
         if "thin_row" not in trace.vocabulary.words:  # the share of backward's compute the bucket all-reduces ran in
             lines.append(overlap_words(trace, first_batch, last_batch))
     elif trace.vocabulary.names_where_grouped:
@@ -367,17 +365,23 @@ def zoomed_lesson(trace: Trace, table: pd.DataFrame, step: int) -> str | None:
     """What the step a timeline opens on shows, for its title (Presenting moves the notes under the fold): FSDP's
     backward that gathers nothing (reshard_after_forward off), or tensor parallelism's all-reduces in each pass, as
     counted on the first rank; None where the notes say it all."""
-    kept = trace.vocabulary.words.get("no_backward_gather")
-    if kept and trace.config.train and "gather_backward" in trace.vocabulary.order \
-            and not (table["phase"] == "gather_backward").any():
-        return kept.split(":")[0]  # "no all-gather in backward"
+    if kept_whole(trace, table):
+        return trace.vocabulary.words["no_backward_gather"].split(":")[0]  # "no all-gather in backward"
     first = table[(table["batch"] == step) & (table["device"] == table["device"].min())]
     forward = int((first["phase"] == "allreduce_forward").sum())
     backward = int((first["phase"] == "allreduce_backward").sum())
-    if forward or backward:
-        return (f"{plural(forward, 'all-reduce')} in forward, {backward:,} in backward on each {trace.vocabulary.lane_noun}"
-                if backward else f"{plural(forward, 'all-reduce')} in forward on each {trace.vocabulary.lane_noun}")
-    return None
+    if not forward and not backward:
+        return None
+    on_each = f"on each {trace.vocabulary.lane_noun}"
+    in_forward = f"{plural(forward, 'all-reduce')} in forward"
+    return f"{in_forward}, {backward:,} in backward {on_each}" if backward else f"{in_forward} {on_each}"
+
+
+def kept_whole(trace: Trace, table: pd.DataFrame) -> bool:
+    """Whether a training run's backward gathered nothing in the drawn steps where its engine gathers there when it
+    reshards (FSDP with reshard_after_forward off): said in the notes, and in the title of the step it opens on."""
+    return ("no_backward_gather" in trace.vocabulary.words and trace.config.train
+            and "gather_backward" in trace.vocabulary.order and not (table["phase"] == "gather_backward").any())
 
 
 FAILED_NAME = RAISED  # as DataParallel's split marks the replica that raised

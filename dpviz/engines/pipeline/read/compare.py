@@ -88,8 +88,8 @@ def schedules_figure(trace: Trace) -> go.Figure:
     fig.update_yaxes(categoryorder="array", categoryarray=names[::-1], title=None)
     fig.update_xaxes(range=[0, length], dtick=max(1, length // 12))
     fig.update_xaxes(title="slots: one forward or backward each", row=len(layouts), col=1)  # the last panel's only
-    notes = [f"{plural(stages, 'stage')}, {plural(micro, 'microbatch')}, each in its colour", "the same bubble, (S − 1) / (M + S − 1)",
-             backend_note(trace)]
+    notes = [f"{plural(stages, 'stage')}, {plural(micro, 'microbatch')}, each in its colour",
+             "the same bubble, (S − 1) / (M + S − 1)", backend_note(trace)]
     if "1f1b" not in layouts:
         notes.insert(1, f"1F1B needs at least {plural(stages, 'microbatch')} for {plural(stages, 'stage')}")
         title = "GPipe at these settings; 1F1B cannot run them"
